@@ -1,0 +1,632 @@
+//! Settings: names, defaults, ranges, and where each value came from.
+//!
+//! Every setting is described once, in [`SETTINGS`]. A value can come from
+//! four places, later ones overriding earlier ones:
+//!
+//! 1. the built-in default;
+//! 2. `aiostore.toml` in the data directory (`name = value` lines);
+//! 3. the environment, as `AIOSTORE_<NAME>` (upper case);
+//! 4. the command line, as `-c name=value` (repeatable, like `postgres -c`).
+//!
+//! A bad name or value is refused with an error that names the setting and
+//! its valid range. `aiostore settings` prints every value with its source.
+//!
+//! This module knows nothing about the rest of the engine; the layers below
+//! read typed values through the accessors at the bottom of this file.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+/// Size of a data block in bytes; memory settings given as plain numbers are
+/// counted in these units, as in PostgreSQL.
+pub const BLOCK_SIZE_BYTES: u64 = 8192;
+
+/// Name of the configuration file inside the data directory.
+pub const CONFIG_FILE_NAME: &str = "aiostore.toml";
+
+/// Prefix of environment variables that set a setting.
+pub const ENV_PREFIX: &str = "AIOSTORE_";
+
+/// Errors from reading or checking settings.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("unrecognized setting \"{name}\" (from {origin}); `aiostore settings` lists the valid names")]
+    UnknownName { name: String, origin: Source },
+    #[error("invalid value \"{value}\" for setting \"{name}\" (from {origin}): {expected}")]
+    InvalidValue {
+        name: String,
+        value: String,
+        origin: Source,
+        expected: String,
+    },
+    #[error("-c expects name=value, got \"{arg}\"")]
+    MalformedArgument { arg: String },
+    #[error("could not read {path}: {reason}")]
+    ConfigFile { path: PathBuf, reason: String },
+    #[error("setting \"{name}\" = {value} conflicts with {other}: {fix}")]
+    Conflict {
+        name: &'static str,
+        value: String,
+        other: String,
+        fix: String,
+    },
+}
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    ConfigFile(PathBuf),
+    Environment(String),
+    CommandLine,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => write!(f, "default"),
+            Source::ConfigFile(path) => write!(f, "configuration file {}", path.display()),
+            Source::Environment(var) => write!(f, "environment variable {var}"),
+            Source::CommandLine => write!(f, "command line"),
+        }
+    }
+}
+
+/// The kind of value a setting holds, with its valid range.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// A whole number in `min..=max`; `-1` may be allowed as "auto" via `min`.
+    Integer { min: i64, max: i64 },
+    /// An amount of memory, stored in 8 KiB blocks; accepts plain block
+    /// counts or a number with a unit (`kB`, `MB`, `GB`).
+    Blocks { min: i64, max: i64 },
+    Bool,
+    Enum(&'static [&'static str]),
+}
+
+/// When a setting may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    /// Read once when the database starts.
+    Startup,
+    /// May differ per session (and later be changed by `SET`).
+    Session,
+}
+
+/// The description of one setting.
+#[derive(Debug)]
+pub struct SettingDef {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub kind: Kind,
+    pub context: Context,
+    pub description: &'static str,
+}
+
+/// Every setting this build knows. Names and defaults follow PostgreSQL
+/// where it has the same setting.
+pub static SETTINGS: &[SettingDef] = &[
+    SettingDef {
+        name: "io_method",
+        default: "io_uring",
+        kind: Kind::Enum(&["sync", "worker", "io_uring"]),
+        context: Context::Startup,
+        description: "How asynchronous I/O is executed; io_uring falls back to worker where the kernel refuses it",
+    },
+    SettingDef {
+        name: "io_workers",
+        default: "3",
+        kind: Kind::Integer { min: 1, max: 32 },
+        context: Context::Startup,
+        description: "Number of I/O worker threads for io_method=worker",
+    },
+    SettingDef {
+        name: "io_max_concurrency",
+        default: "-1",
+        kind: Kind::Integer { min: -1, max: 1024 },
+        context: Context::Startup,
+        description: "I/O handles per session; -1 means min(64, shared_buffers / max_sessions)",
+    },
+    SettingDef {
+        name: "io_combine_limit",
+        default: "16",
+        kind: Kind::Blocks { min: 1, max: 128 },
+        context: Context::Session,
+        description: "Largest read or write combined into one I/O, in blocks (at most io_max_combine_limit)",
+    },
+    SettingDef {
+        name: "io_max_combine_limit",
+        default: "16",
+        kind: Kind::Blocks { min: 1, max: 128 },
+        context: Context::Startup,
+        description: "Upper bound of io_combine_limit; sizes the iovec room of every handle",
+    },
+    SettingDef {
+        name: "effective_io_concurrency",
+        default: "16",
+        kind: Kind::Integer { min: 0, max: 1000 },
+        context: Context::Session,
+        description: "I/Os a read stream keeps in flight; 0 reads synchronously",
+    },
+    SettingDef {
+        name: "maintenance_io_concurrency",
+        default: "16",
+        kind: Kind::Integer { min: 0, max: 1000 },
+        context: Context::Session,
+        description: "Like effective_io_concurrency, for maintenance work",
+    },
+    SettingDef {
+        name: "io_direct",
+        default: "off",
+        kind: Kind::Enum(&["off", "data", "wal", "data+wal"]),
+        context: Context::Startup,
+        description: "Which files are opened with O_DIRECT, bypassing the kernel page cache",
+    },
+    SettingDef {
+        name: "shared_buffers",
+        default: "128MB",
+        kind: Kind::Blocks {
+            min: 16,
+            max: 1 << 30,
+        },
+        context: Context::Startup,
+        description: "Size of the shared buffer pool",
+    },
+    SettingDef {
+        name: "max_sessions",
+        default: "64",
+        kind: Kind::Integer { min: 1, max: 4096 },
+        context: Context::Startup,
+        description: "Most sessions (threads with their own AIO slot) open at once",
+    },
+    SettingDef {
+        name: "zero_damaged_pages",
+        default: "off",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Zero pages that fail verification, with a warning, instead of failing the read",
+    },
+    SettingDef {
+        name: "ignore_checksum_failure",
+        default: "off",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Warn about and use pages whose checksum does not match",
+    },
+    SettingDef {
+        name: "debug_io_latency_us",
+        default: "0",
+        kind: Kind::Integer {
+            min: 0,
+            max: 10_000_000,
+        },
+        context: Context::Startup,
+        description: "Adds this many microseconds to every data I/O, to simulate high-latency storage",
+    },
+];
+
+/// A checked value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Integer(i64),
+    Bool(bool),
+    Enum(&'static str),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Integer(n) => write!(f, "{n}"),
+            Value::Bool(b) => write!(f, "{}", if *b { "on" } else { "off" }),
+            Value::Enum(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+fn find(name: &str) -> Option<&'static SettingDef> {
+    SETTINGS.iter().find(|d| d.name == name)
+}
+
+fn expected(def: &SettingDef) -> String {
+    match def.kind {
+        Kind::Integer { min, max } => format!("expected an integer from {min} to {max}"),
+        Kind::Blocks { min, max } => format!(
+            "expected a number of 8kB blocks from {min} to {max}, or a size with unit kB, MB or GB in that range"
+        ),
+        Kind::Bool => "expected on or off (true/false, yes/no, 1/0)".to_string(),
+        Kind::Enum(values) => format!("expected one of: {}", values.join(", ")),
+    }
+}
+
+/// Parses `raw` for the setting `def`. Returns a description of the valid
+/// range on failure.
+fn parse_value(def: &SettingDef, raw: &str) -> Result<Value, String> {
+    let text = raw.trim();
+    match def.kind {
+        Kind::Integer { min, max } => match text.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(Value::Integer(n)),
+            _ => Err(expected(def)),
+        },
+        Kind::Blocks { min, max } => match parse_blocks(text) {
+            Some(n) if (min..=max).contains(&n) => Ok(Value::Integer(n)),
+            _ => Err(expected(def)),
+        },
+        Kind::Bool => match text.to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => Ok(Value::Bool(true)),
+            "off" | "false" | "no" | "0" => Ok(Value::Bool(false)),
+            _ => Err(expected(def)),
+        },
+        Kind::Enum(values) => values
+            .iter()
+            .find(|v| v.eq_ignore_ascii_case(text))
+            .map(|v| Value::Enum(v))
+            .ok_or_else(|| expected(def)),
+    }
+}
+
+/// Parses a memory amount into 8 KiB blocks. A size with a unit must be a
+/// whole number of blocks, so that nothing is silently rounded.
+fn parse_blocks(text: &str) -> Option<i64> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: i64 = digits.parse().ok()?;
+    let bytes_per_unit: i64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" => return Some(number),
+        "kb" => 1 << 10,
+        "mb" => 1 << 20,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    let bytes = number.checked_mul(bytes_per_unit)?;
+    let block = BLOCK_SIZE_BYTES as i64;
+    (bytes % block == 0).then_some(bytes / block)
+}
+
+/// The effective settings, each with its source.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    values: BTreeMap<&'static str, (Value, Source)>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let values = SETTINGS
+            .iter()
+            .map(|def| {
+                let value = parse_value(def, def.default)
+                    .unwrap_or_else(|e| panic!("built-in default of {} is invalid: {e}", def.name));
+                (def.name, (value, Source::Default))
+            })
+            .collect();
+        Settings { values }
+    }
+}
+
+impl Settings {
+    /// Loads settings in the documented order: defaults, the data
+    /// directory's config file (if it exists), the environment, then
+    /// `-c name=value` arguments.
+    pub fn load(data_dir: Option<&Path>, command_line: &[String]) -> Result<Self, ConfigError> {
+        let mut settings = Settings::default();
+        if let Some(dir) = data_dir {
+            let path = dir.join(CONFIG_FILE_NAME);
+            if path.exists() {
+                settings.apply_config_file(&path)?;
+            }
+        }
+        settings.apply_environment(std::env::vars())?;
+        for arg in command_line {
+            let (name, value) = arg
+                .split_once('=')
+                .ok_or_else(|| ConfigError::MalformedArgument { arg: arg.clone() })?;
+            settings.set(name.trim(), value, Source::CommandLine)?;
+        }
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// Sets one value, checking name and range.
+    pub fn set(&mut self, name: &str, raw: &str, source: Source) -> Result<(), ConfigError> {
+        let lower = name.to_ascii_lowercase();
+        let def = find(&lower).ok_or_else(|| ConfigError::UnknownName {
+            name: name.to_string(),
+            origin: source.clone(),
+        })?;
+        let value = parse_value(def, raw).map_err(|expected| ConfigError::InvalidValue {
+            name: def.name.to_string(),
+            value: raw.to_string(),
+            origin: source.clone(),
+            expected,
+        })?;
+        self.values.insert(def.name, (value, source));
+        Ok(())
+    }
+
+    fn apply_config_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ConfigFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::ConfigFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        for (name, value) in table {
+            let raw = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => other.to_string(),
+            };
+            self.set(&name, &raw, Source::ConfigFile(path.to_path_buf()))?;
+        }
+        Ok(())
+    }
+
+    fn apply_environment(
+        &mut self,
+        vars: impl Iterator<Item = (String, String)>,
+    ) -> Result<(), ConfigError> {
+        for (var, value) in vars {
+            let Some(name) = var.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            // AIOSTORE_DATA names the data directory, not a setting.
+            if name == "DATA" {
+                continue;
+            }
+            self.set(name, &value, Source::Environment(var.clone()))?;
+        }
+        Ok(())
+    }
+
+    /// Checks the rules that tie settings together.
+    fn check(&self) -> Result<(), ConfigError> {
+        let combine = self.io_combine_limit();
+        let max_combine = self.io_max_combine_limit();
+        if combine > max_combine {
+            return Err(ConfigError::Conflict {
+                name: "io_combine_limit",
+                value: combine.to_string(),
+                other: format!("io_max_combine_limit = {max_combine}"),
+                fix: "lower io_combine_limit or raise io_max_combine_limit".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn get(&self, name: &str) -> &Value {
+        &self
+            .values
+            .get(name)
+            .unwrap_or_else(|| panic!("setting {name} is not in SETTINGS"))
+            .0
+    }
+
+    fn integer(&self, name: &str) -> i64 {
+        match self.get(name) {
+            Value::Integer(n) => *n,
+            other => panic!("setting {name} is not an integer: {other}"),
+        }
+    }
+
+    fn boolean(&self, name: &str) -> bool {
+        match self.get(name) {
+            Value::Bool(b) => *b,
+            other => panic!("setting {name} is not a bool: {other}"),
+        }
+    }
+
+    fn enumeration(&self, name: &str) -> &'static str {
+        match self.get(name) {
+            Value::Enum(s) => s,
+            other => panic!("setting {name} is not an enum: {other}"),
+        }
+    }
+
+    /// Every setting with its value, source and description, in table order.
+    pub fn rows(&self) -> Vec<(&'static SettingDef, &Value, &Source)> {
+        SETTINGS
+            .iter()
+            .map(|def| {
+                let (value, source) = &self.values[def.name];
+                (def, value, source)
+            })
+            .collect()
+    }
+
+    pub fn io_method(&self) -> IoMethod {
+        match self.enumeration("io_method") {
+            "sync" => IoMethod::Sync,
+            "worker" => IoMethod::Worker,
+            _ => IoMethod::IoUring,
+        }
+    }
+
+    pub fn io_workers(&self) -> usize {
+        self.integer("io_workers") as usize
+    }
+
+    /// Handles per session slot, with `-1` resolved as DESIGN.md §9 says.
+    pub fn io_max_concurrency(&self) -> usize {
+        match self.integer("io_max_concurrency") {
+            -1 => (self.shared_buffers() / self.max_sessions()).clamp(1, 64),
+            n => n as usize,
+        }
+    }
+
+    pub fn io_combine_limit(&self) -> usize {
+        self.integer("io_combine_limit") as usize
+    }
+
+    pub fn io_max_combine_limit(&self) -> usize {
+        self.integer("io_max_combine_limit") as usize
+    }
+
+    pub fn effective_io_concurrency(&self) -> usize {
+        self.integer("effective_io_concurrency") as usize
+    }
+
+    pub fn maintenance_io_concurrency(&self) -> usize {
+        self.integer("maintenance_io_concurrency") as usize
+    }
+
+    pub fn io_direct(&self) -> IoDirect {
+        match self.enumeration("io_direct") {
+            "data" => IoDirect {
+                data: true,
+                wal: false,
+            },
+            "wal" => IoDirect {
+                data: false,
+                wal: true,
+            },
+            "data+wal" => IoDirect {
+                data: true,
+                wal: true,
+            },
+            _ => IoDirect::default(),
+        }
+    }
+
+    /// Number of 8 KiB buffers in the shared pool.
+    pub fn shared_buffers(&self) -> usize {
+        self.integer("shared_buffers") as usize
+    }
+
+    pub fn max_sessions(&self) -> usize {
+        self.integer("max_sessions") as usize
+    }
+
+    pub fn zero_damaged_pages(&self) -> bool {
+        self.boolean("zero_damaged_pages")
+    }
+
+    pub fn ignore_checksum_failure(&self) -> bool {
+        self.boolean("ignore_checksum_failure")
+    }
+
+    pub fn debug_io_latency_us(&self) -> u64 {
+        self.integer("debug_io_latency_us") as u64
+    }
+}
+
+/// How I/O is executed (DESIGN.md §3.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IoMethod {
+    Sync,
+    Worker,
+    IoUring,
+}
+
+impl IoMethod {
+    pub const ALL: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IoMethod::Sync => "sync",
+            IoMethod::Worker => "worker",
+            IoMethod::IoUring => "io_uring",
+        }
+    }
+}
+
+impl fmt::Display for IoMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which kinds of file are opened with O_DIRECT.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoDirect {
+    pub data: bool,
+    pub wal: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_design_table() {
+        let s = Settings::default();
+        assert_eq!(s.io_method(), IoMethod::IoUring);
+        assert_eq!(s.io_workers(), 3);
+        assert_eq!(s.shared_buffers(), 16384);
+        assert_eq!(s.io_max_concurrency(), 64);
+        assert_eq!(s.io_combine_limit(), 16);
+        assert_eq!(s.effective_io_concurrency(), 16);
+        assert_eq!(s.io_direct(), IoDirect::default());
+        assert!(!s.zero_damaged_pages());
+    }
+
+    #[test]
+    fn memory_units_are_converted_to_blocks() {
+        assert_eq!(parse_blocks("16"), Some(16));
+        assert_eq!(parse_blocks("128kB"), Some(16));
+        assert_eq!(parse_blocks("1MB"), Some(128));
+        assert_eq!(parse_blocks("1GB"), Some(131072));
+        assert_eq!(parse_blocks("12kB"), None, "not a whole number of blocks");
+        assert_eq!(parse_blocks("1TB"), None);
+    }
+
+    #[test]
+    fn out_of_range_value_is_refused_with_the_range() {
+        let mut s = Settings::default();
+        let err = s.set("io_workers", "0", Source::CommandLine).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("io_workers") && text.contains("from 1 to 32"), "{text}");
+    }
+
+    #[test]
+    fn unknown_name_is_refused() {
+        let mut s = Settings::default();
+        let err = s.set("io_wrokers", "3", Source::CommandLine).unwrap_err();
+        assert!(err.to_string().contains("unrecognized setting \"io_wrokers\""));
+    }
+
+    #[test]
+    fn later_sources_override_earlier_ones_and_are_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE_NAME),
+            "io_workers = 5\nio_method = \"worker\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(Some(dir.path()), &["io_workers=7".into()]).unwrap();
+        assert_eq!(s.io_workers(), 7);
+        assert_eq!(s.io_method(), IoMethod::Worker);
+        let rows = s.rows();
+        let (_, _, source) = rows.iter().find(|(d, _, _)| d.name == "io_method").unwrap();
+        assert!(matches!(source, Source::ConfigFile(_)));
+        let (_, _, source) = rows.iter().find(|(d, _, _)| d.name == "io_workers").unwrap();
+        assert_eq!(**source, Source::CommandLine);
+    }
+
+    #[test]
+    fn environment_variables_set_values() {
+        let mut s = Settings::default();
+        s.apply_environment(
+            vec![
+                ("AIOSTORE_IO_WORKERS".to_string(), "9".to_string()),
+                ("AIOSTORE_DATA".to_string(), "/somewhere".to_string()),
+                ("PATH".to_string(), "/bin".to_string()),
+            ]
+            .into_iter(),
+        )
+        .unwrap();
+        assert_eq!(s.io_workers(), 9);
+    }
+
+    #[test]
+    fn combine_limit_above_its_maximum_is_a_conflict() {
+        let err = Settings::load(None, &["io_combine_limit=32".into()]).unwrap_err();
+        assert!(err.to_string().contains("io_max_combine_limit"), "{err}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Injection points: named places in the engine where a test can park a
+//! thread until released, or rewrite the raw result of an I/O (a short read,
+//! a negative errno).
+//!
+//! Concurrency tests use them to force an interleaving instead of hoping for
+//! it: "park the worker just before it runs the shared completion callbacks,
+//! now let another session try to read the same block". They are compiled
+//! in always (integration tests need them) and cost one relaxed atomic load
+//! per point while nothing is attached. Points belong to one `Aio` instance,
+//! so tests running in parallel in one process do not see each other's.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Reached in whichever thread completes an I/O, after the raw result is
+/// known and before the shared completion callbacks run. A rewrite here
+/// replaces the raw result (bytes transferred, or a negative errno).
+pub const BEFORE_COMPLETE_SHARED: &str = "aio-process-completion-before-shared";
+
+/// Reached in an I/O worker after it has obtained the file for an I/O and
+/// before the system call. A negative rewrite fails the I/O with that errno
+/// without executing it, as if the worker could not reopen the file.
+pub const WORKER_AFTER_REOPEN: &str = "aio-worker-after-reopen";
+
+/// What happens when a thread reaches an attached point.
+#[derive(Debug, Clone, Default)]
+pub struct Injection {
+    /// Park the thread until [`InjectionPoints::release`] or detach.
+    pub park: bool,
+    /// Replace the raw result (bytes, or negative errno) after any park.
+    pub rewrite_result: Option<i64>,
+    /// Only act on I/Os at this file offset.
+    pub only_offset: Option<u64>,
+    /// Only act this many times, then detach by itself.
+    pub times: Option<u32>,
+}
+
+impl Injection {
+    pub fn park() -> Self {
+        Injection {
+            park: true,
+            ..Default::default()
+        }
+    }
+
+    pub fn rewrite_result(raw: i64) -> Self {
+        Injection {
+            rewrite_result: Some(raw),
+            ..Default::default()
+        }
+    }
+
+    pub fn at_offset(mut self, offset: u64) -> Self {
+        self.only_offset = Some(offset);
+        self
+    }
+
+    pub fn times(mut self, n: u32) -> Self {
+        self.times = Some(n);
+        self
+    }
+}
+
+/// Facts about the I/O at the point, used for filtering.
+#[derive(Debug, Clone, Copy)]
+pub struct HitContext {
+    pub offset: u64,
+}
+
+#[derive(Debug)]
+struct Attached {
+    injection: Injection,
+    /// Threads parked here now.
+    parked: usize,
+    /// Incremented by every release; parked threads leave when it moves.
+    releases: u64,
+}
+
+/// The injection points of one `Aio` instance.
+#[derive(Debug, Default)]
+pub struct InjectionPoints {
+    attached_count: AtomicUsize,
+    points: Mutex<HashMap<&'static str, Attached>>,
+    changed: Condvar,
+}
+
+/// Longest a test helper waits for a thread to park, so that a broken test
+/// fails instead of hanging.
+const PARK_WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+impl InjectionPoints {
+    /// Attaches (or replaces) the injection at `name`.
+    pub fn attach(&self, name: &'static str, injection: Injection) {
+        let mut points = self.points.lock();
+        let previous = points.insert(
+            name,
+            Attached {
+                injection,
+                parked: 0,
+                releases: 0,
+            },
+        );
+        if previous.is_none() {
+            self.attached_count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Detaches `name`, releasing any thread parked there.
+    pub fn detach(&self, name: &'static str) {
+        let mut points = self.points.lock();
+        if points.remove(name).is_some() {
+            self.attached_count.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.changed.notify_all();
+    }
+
+    /// Releases every thread parked at `name` now; the point stays attached.
+    pub fn release(&self, name: &'static str) {
+        let mut points = self.points.lock();
+        if let Some(point) = points.get_mut(name) {
+            point.releases += 1;
+        }
+        self.changed.notify_all();
+    }
+
+    /// Waits until at least one thread is parked at `name`. Returns false
+    /// after 30 s, so that a broken test fails rather than hangs.
+    pub fn wait_until_parked(&self, name: &'static str) -> bool {
+        let deadline = Instant::now() + PARK_WAIT_LIMIT;
+        let mut points = self.points.lock();
+        loop {
+            if points.get(name).is_some_and(|p| p.parked > 0) {
+                return true;
+            }
+            if self.changed.wait_until(&mut points, deadline).timed_out() {
+                return false;
+            }
+        }
+    }
+
+    /// True if any point is attached (one relaxed load).
+    #[inline]
+    pub(crate) fn any_attached(&self) -> bool {
+        self.attached_count.load(Ordering::Relaxed) != 0
+    }
+
+    /// Called at the point `name`. Returns the rewritten raw result, if any.
+    #[inline]
+    pub(crate) fn hit(&self, name: &'static str, ctx: HitContext) -> Option<i64> {
+        if !self.any_attached() {
+            return None;
+        }
+        self.hit_slow(name, ctx)
+    }
+
+    #[cold]
+    fn hit_slow(&self, name: &'static str, ctx: HitContext) -> Option<i64> {
+        let mut points = self.points.lock();
+        let point = points.get_mut(name)?;
+        let exhausted = point.injection.times == Some(0);
+        if exhausted || point.injection.only_offset.is_some_and(|o| o != ctx.offset) {
+            return None;
+        }
+        let injection = point.injection.clone();
+        if let Some(times) = point.injection.times.as_mut() {
+            *times -= 1;
+        }
+        if injection.park {
+            point.parked += 1;
+            let releases = point.releases;
+            self.changed.notify_all();
+            while points.get(name).is_some_and(|p| p.releases == releases) {
+                self.changed.wait(&mut points);
+            }
+            if let Some(point) = points.get_mut(name) {
+                point.parked -= 1;
+            }
+        }
+        // An exhausted point stays attached while a thread is parked on it,
+        // so that release() still finds it; it goes once nobody is.
+        if points
+            .get(name)
+            .is_some_and(|p| p.injection.times == Some(0) && p.parked == 0)
+        {
+            points.remove(name);
+            self.attached_count.fetch_sub(1, Ordering::SeqCst);
+        }
+        injection.rewrite_result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn nothing_happens_at_a_point_with_nothing_attached() {
+        let points = InjectionPoints::default();
+        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 0 }), None);
+    }
+
+    #[test]
+    fn a_rewrite_applies_only_at_its_offset_and_only_so_many_times() {
+        let points = InjectionPoints::default();
+        points.attach(
+            BEFORE_COMPLETE_SHARED,
+            Injection::rewrite_result(-5).at_offset(8192).times(1),
+        );
+        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 0 }), None);
+        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 8192 }), Some(-5));
+        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 8192 }), None);
+    }
+
+    #[test]
+    fn a_parked_thread_waits_for_release() {
+        let points = Arc::new(InjectionPoints::default());
+        points.attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
+        let p = Arc::clone(&points);
+        let t = std::thread::spawn(move || p.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 0 }));
+        assert!(points.wait_until_parked(BEFORE_COMPLETE_SHARED));
+        assert!(!t.is_finished());
+        points.release(BEFORE_COMPLETE_SHARED);
+        assert_eq!(t.join().unwrap(), None);
+        assert_eq!(points.attached_count.load(Ordering::SeqCst), 0);
+    }
+}

@@ -1,0 +1,23 @@
+//! aiostore: an embeddable storage engine built around asynchronous and
+//! direct I/O, in the way the PostgreSQL AIO work describes it.
+//!
+//! The modules follow the layers of DESIGN.md §1, bottom-up; each uses only
+//! the ones listed before it (`stats` and `inject` are used by all):
+//!
+//! - [`config`]: settings, defaults, ranges, sources;
+//! - [`storage`]: relation forks in 1 GiB segment files, O_DIRECT, alignment;
+//! - [`aio`]: handles, wait references, batches, methods, callbacks, results;
+//! - [`page`]: page header, line pointers, checksums;
+//! - [`stats`]: counters, histograms, the in-flight I/O view;
+//! - [`inject`]: injection points for tests that force interleavings.
+//!
+//! `bench` holds the benchmark programs behind `aiostore bench …`.
+
+pub mod aio;
+pub mod bench;
+pub mod config;
+pub mod inject;
+pub mod page;
+pub mod stats;
+pub mod storage;
+pub mod tools;

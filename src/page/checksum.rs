@@ -1,0 +1,142 @@
+//! PostgreSQL's page checksum (`src/include/storage/checksum_impl.h`),
+//! reimplemented so that `pg_checksums` and we agree on every page.
+//!
+//! The page is seen as 64 rows of 32 little-endian u32 words. 32 running
+//! sums, one per column ("lane"), are mixed with an FNV-1a-like step; two
+//! extra rounds of zeros spread the last row's bits. The lanes are
+//! independent, so the inner loop is 32-wide and vectorises: on x86-64 a copy
+//! compiled for AVX2 is chosen at run time, since the baseline target
+//! (SSE2) has no 32-bit vector multiply. With direct I/O this loop is on the
+//! critical path of every read (see reference/aio-v2-checksums-2025.txt).
+
+use crate::storage::BLOCK_SIZE;
+
+const N_SUMS: usize = 32;
+const FNV_PRIME: u32 = 16_777_619;
+const ROW_BYTES: usize = N_SUMS * 4;
+const ROWS: usize = BLOCK_SIZE / ROW_BYTES;
+
+/// Byte offset of `pd_checksum` in the page header. It lies in the low half
+/// of the third word of row 0, which is masked while summing instead of
+/// copying the page to zero it.
+pub const CHECKSUM_OFFSET: usize = 8;
+const CHECKSUM_WORD: usize = CHECKSUM_OFFSET / 4;
+const CHECKSUM_WORD_MASK: u32 = 0xFFFF_0000;
+
+const BASE_OFFSETS: [u32; N_SUMS] = [
+    0x5B1F36E9, 0xB8525960, 0x02AB50AA, 0x1DE66D2A, 0x79FF467A, 0x9BB9F8A3, 0x217E7CD2, 0x83E13D2C,
+    0xF8D4474F, 0xE39EB970, 0x42C6AE16, 0x993216FA, 0x7B093B5D, 0x98DAFF3C, 0xF718902A, 0x0B1C9CDB,
+    0xE58F764B, 0x187636BC, 0x5D7B3BB1, 0xE73DE7DE, 0x92BEC979, 0xCCA6C0B2, 0x304A0979, 0x85AA43D4,
+    0x783125BB, 0x6CA8EAA2, 0xE407EAC6, 0x4B5CFC3E, 0x9FBF8C76, 0x15CA20BE, 0xF2CA9FD3, 0x959BD756,
+];
+
+#[inline(always)]
+fn mix(sum: u32, value: u32) -> u32 {
+    let t = sum ^ value;
+    t.wrapping_mul(FNV_PRIME) ^ (t >> 17)
+}
+
+#[inline(always)]
+fn load_row(page: &[u8; BLOCK_SIZE], row: usize) -> [u32; N_SUMS] {
+    let bytes = &page[row * ROW_BYTES..(row + 1) * ROW_BYTES];
+    let mut words = [0u32; N_SUMS];
+    for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(4)) {
+        *word = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+    }
+    words
+}
+
+#[inline(always)]
+fn mix_row(sums: &mut [u32; N_SUMS], words: &[u32; N_SUMS]) {
+    for (sum, &word) in sums.iter_mut().zip(words) {
+        *sum = mix(*sum, word);
+    }
+}
+
+/// The 32-bit block hash with `pd_checksum` taken as zero.
+#[inline(always)]
+fn checksum_block_generic(page: &[u8; BLOCK_SIZE]) -> u32 {
+    let mut sums = BASE_OFFSETS;
+    let mut first = load_row(page, 0);
+    first[CHECKSUM_WORD] &= CHECKSUM_WORD_MASK;
+    mix_row(&mut sums, &first);
+    for row in 1..ROWS {
+        mix_row(&mut sums, &load_row(page, row));
+    }
+    for _ in 0..2 {
+        mix_row(&mut sums, &[0; N_SUMS]);
+    }
+    sums.iter().fold(0, |acc, &s| acc ^ s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn checksum_block_avx2(page: &[u8; BLOCK_SIZE]) -> u32 {
+    checksum_block_generic(page)
+}
+
+fn checksum_block(page: &[u8; BLOCK_SIZE]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { checksum_block_avx2(page) };
+        }
+    }
+    checksum_block_generic(page)
+}
+
+/// The checksum PostgreSQL stores in `pd_checksum` for `page` at block
+/// number `blkno` of its relation fork. Never 0, so that 0 can mean "no
+/// checksum".
+pub fn page_checksum(page: &[u8; BLOCK_SIZE], blkno: u32) -> u16 {
+    let hash = checksum_block(page) ^ blkno;
+    ((hash % 65535) + 1) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three blocks of a PostgreSQL 15 heap written with data checksums; see
+    /// tests/fixtures/README.md for how they were made.
+    const PG15_HEAP: &[u8] = include_bytes!("../../tests/fixtures/pg15_heap_3blocks.bin");
+
+    fn stored(page: &[u8]) -> u16 {
+        u16::from_le_bytes([page[CHECKSUM_OFFSET], page[CHECKSUM_OFFSET + 1]])
+    }
+
+    #[test]
+    fn checksums_match_pages_written_by_postgresql() {
+        let expected = [0xC729u16, 0x05AF, 0x8F2C];
+        for (blkno, page) in PG15_HEAP.chunks_exact(BLOCK_SIZE).enumerate() {
+            let page: &[u8; BLOCK_SIZE] = page.try_into().unwrap();
+            assert_eq!(stored(page), expected[blkno]);
+            assert_eq!(page_checksum(page, blkno as u32), expected[blkno], "block {blkno}");
+        }
+    }
+
+    #[test]
+    fn checksum_depends_on_block_number_and_contents_but_not_its_own_field() {
+        let mut page: [u8; BLOCK_SIZE] = PG15_HEAP[..BLOCK_SIZE].try_into().unwrap();
+        let original = page_checksum(&page, 0);
+        assert_ne!(page_checksum(&page, 1), original);
+        page[CHECKSUM_OFFSET] ^= 0xFF;
+        assert_eq!(page_checksum(&page, 0), original);
+        page[4000] ^= 1;
+        assert_ne!(page_checksum(&page, 0), original);
+    }
+
+    #[test]
+    fn vectorised_and_generic_versions_agree() {
+        let mut page = [0u8; BLOCK_SIZE];
+        let mut x = 0x1234_5678u32;
+        for b in page.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *b = x as u8;
+        }
+        assert_eq!(checksum_block(&page), checksum_block_generic(&page));
+    }
+}
