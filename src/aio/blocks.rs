@@ -11,9 +11,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::handle::{IoState, IoVec, WaitRef};
-use super::Aio;
 use super::result::{AioError, IoReturn, IoStatus};
 use super::session::{AioSession, IoReturnCell};
+use super::Aio;
 use crate::stats::IoOp;
 use crate::storage::{AlignedBuf, SegmentFile, BLOCK_SIZE, IO_ALIGN_BYTES};
 
@@ -25,7 +25,14 @@ pub fn read_blocks(
     offset: u64,
     buf: &mut [u8],
 ) -> Result<(), AioError> {
-    transfer_blocks(session, IoOp::Read, file, offset, buf.as_mut_ptr(), buf.len())
+    transfer_blocks(
+        session,
+        IoOp::Read,
+        file,
+        offset,
+        buf.as_mut_ptr(),
+        buf.len(),
+    )
 }
 
 /// Writes `buf` (whole blocks) at `offset` of `file`, re-issuing partial
@@ -36,7 +43,14 @@ pub fn write_blocks(
     offset: u64,
     buf: &[u8],
 ) -> Result<(), AioError> {
-    transfer_blocks(session, IoOp::Write, file, offset, buf.as_ptr() as *mut u8, buf.len())
+    transfer_blocks(
+        session,
+        IoOp::Write,
+        file,
+        offset,
+        buf.as_ptr() as *mut u8,
+        buf.len(),
+    )
 }
 
 fn transfer_blocks(
@@ -108,7 +122,12 @@ pub struct BlockReader {
 
 impl BlockReader {
     /// `depth` reads of at most `max_blocks` blocks each.
-    pub fn new(aio: Arc<Aio>, file: Arc<SegmentFile>, depth: usize, max_blocks: usize) -> BlockReader {
+    pub fn new(
+        aio: Arc<Aio>,
+        file: Arc<SegmentFile>,
+        depth: usize,
+        max_blocks: usize,
+    ) -> BlockReader {
         let slots = (0..depth.max(1))
             .map(|_| ReadSlot {
                 buf: AlignedBuf::new(max_blocks.max(1) * BLOCK_SIZE),
@@ -138,11 +157,22 @@ impl BlockReader {
     }
 
     /// Starts a read of `blocks` blocks at `offset`. Call only with room.
-    pub fn start(&mut self, session: &mut AioSession, offset: u64, blocks: usize) -> Result<(), AioError> {
-        let index = self.free.pop().expect("BlockReader::start called without room");
+    pub fn start(
+        &mut self,
+        session: &mut AioSession,
+        offset: u64,
+        blocks: usize,
+    ) -> Result<(), AioError> {
+        let index = self
+            .free
+            .pop()
+            .expect("BlockReader::start called without room");
         let slot = &mut self.slots[index];
         let len = blocks * BLOCK_SIZE;
-        assert!(len <= slot.buf.len(), "read of {blocks} blocks exceeds the reader's buffers");
+        assert!(
+            len <= slot.buf.len(),
+            "read of {blocks} blocks exceeds the reader's buffers"
+        );
         let token = match session.acquire() {
             Ok(t) => t,
             Err(e) => {
@@ -214,10 +244,15 @@ impl Drop for BlockReader {
     fn drop(&mut self) {
         while let Some(index) = self.started.pop_front() {
             let slot = &mut self.slots[index];
-            let Some(wref) = slot.wref.take() else { continue };
+            let Some(wref) = slot.wref.take() else {
+                continue;
+            };
             if self.aio.state(wref) == Some(IoState::Staged) {
                 log::warn!("BlockReader dropped with a staged read; leaking its buffer");
-                std::mem::forget(std::mem::replace(&mut slot.buf, AlignedBuf::new(IO_ALIGN_BYTES)));
+                std::mem::forget(std::mem::replace(
+                    &mut slot.buf,
+                    AlignedBuf::new(IO_ALIGN_BYTES),
+                ));
             } else {
                 self.aio.wait(wref);
             }

@@ -187,7 +187,10 @@ impl IoCallbacks for BlockIo {
         let r = ret.result;
         match r.status {
             IoStatus::Error if r.error_data != 0 => {
-                format!("could not {verb} {target}: {}", errno_text(r.error_data as i32))
+                format!(
+                    "could not {verb} {target}: {}",
+                    errno_text(r.error_data as i32)
+                )
             }
             IoStatus::Error => format!(
                 "could not {verb} {target}: {past} only {} of {BLOCK_SIZE} bytes",

@@ -306,7 +306,12 @@ mod tests {
             Idle,
         ];
         for pair in path.windows(2) {
-            assert!(pair[0].can_move_to(pair[1]), "{:?} -> {:?}", pair[0], pair[1]);
+            assert!(
+                pair[0].can_move_to(pair[1]),
+                "{:?} -> {:?}",
+                pair[0],
+                pair[1]
+            );
         }
         assert!(HandedOut.can_move_to(Idle));
         assert!(!Submitted.can_move_to(Idle));

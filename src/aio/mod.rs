@@ -343,7 +343,12 @@ impl AioShared {
             let n = inner.iov.len();
             iov[..n].copy_from_slice(&inner.iov);
             let file = Arc::clone(inner.file.as_ref().expect("submitted I/O has a file"));
-            (file, inner.offset, inner.op.expect("submitted I/O has an op"), n)
+            (
+                file,
+                inner.offset,
+                inner.op.expect("submitted I/O has an op"),
+                n,
+            )
         };
         let injected = if self.method == IoMethod::Worker && !by_issuer {
             self.injections
@@ -372,6 +377,9 @@ impl AioShared {
                 }
             }
         };
+        // Our reference must be gone before waiters wake: the last I/O on a
+        // closed file is what closes it.
+        drop(file);
         self.complete(index, raw);
     }
 
@@ -411,9 +419,7 @@ impl AioShared {
             }
         }
         inner.result = result;
-        let latency = inner
-            .submitted_at
-            .map_or(Duration::ZERO, |t| t.elapsed());
+        let latency = inner.submitted_at.map_or(Duration::ZERO, |t| t.elapsed());
         self.stats.record(CompletedIo {
             method: self.method,
             op,
@@ -437,6 +443,7 @@ impl AioShared {
             log::warn!("{}", self.message(&ret));
         }
         drop(inner);
+        drop(file);
         h.set_state(IoState::CompletedShared);
     }
 
@@ -508,7 +515,10 @@ impl AioShared {
                 }
             }
             IoMethod::Worker => {
-                let queue = self.worker_queue.as_ref().expect("worker method has a queue");
+                let queue = self
+                    .worker_queue
+                    .as_ref()
+                    .expect("worker method has a queue");
                 let queued = queue.try_submit(staged);
                 for &index in &staged[queued..] {
                     self.execute(index, true);

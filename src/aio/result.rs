@@ -136,7 +136,10 @@ impl std::fmt::Display for AioWarning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AioWarning::LeakedHandle { handle } => {
-                write!(f, "leaked AIO handle {handle}: acquired but never started or released")
+                write!(
+                    f,
+                    "leaked AIO handle {handle}: acquired but never started or released"
+                )
             }
             AioWarning::BatchLeftOpen { staged } => write!(
                 f,

@@ -178,7 +178,12 @@ impl AioSession {
 
     /// Adds a callback (with one byte of private data). Callbacks added here
     /// run outside the built-in block callback that `start_*` adds last.
-    pub fn add_callback(&self, token: &HandleToken, id: CallbackId, data: u8) -> Result<(), AioError> {
+    pub fn add_callback(
+        &self,
+        token: &HandleToken,
+        id: CallbackId,
+        data: u8,
+    ) -> Result<(), AioError> {
         if self.shared().callbacks.get(id).is_none() {
             return Err(AioError::UnknownCallback { id });
         }
@@ -197,7 +202,10 @@ impl AioSession {
 
     /// Asks for the I/O's result to be copied to `cell` when collected.
     pub fn set_return(&self, token: &HandleToken, cell: &IoReturnCell) {
-        self.shared().handles[token.index as usize].inner.lock().return_to = Some(Arc::clone(&cell.0));
+        self.shared().handles[token.index as usize]
+            .inner
+            .lock()
+            .return_to = Some(Arc::clone(&cell.0));
     }
 
     /// Starts a vectored read of `file` at `offset` into `iov`.

@@ -79,10 +79,16 @@ impl fmt::Display for Source {
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
     /// A whole number in `min..=max`; `-1` may be allowed as "auto" via `min`.
-    Integer { min: i64, max: i64 },
+    Integer {
+        min: i64,
+        max: i64,
+    },
     /// An amount of memory, stored in 8 KiB blocks; accepts plain block
     /// counts or a number with a unit (`kB`, `MB`, `GB`).
-    Blocks { min: i64, max: i64 },
+    Blocks {
+        min: i64,
+        max: i64,
+    },
     Bool,
     Enum(&'static [&'static str]),
 }
@@ -352,10 +358,12 @@ impl Settings {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::ConfigFile {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ConfigError::ConfigFile {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                })?;
         for (name, value) in table {
             let raw = match value {
                 toml::Value::String(s) => s,
@@ -581,14 +589,19 @@ mod tests {
         let mut s = Settings::default();
         let err = s.set("io_workers", "0", Source::CommandLine).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("io_workers") && text.contains("from 1 to 32"), "{text}");
+        assert!(
+            text.contains("io_workers") && text.contains("from 1 to 32"),
+            "{text}"
+        );
     }
 
     #[test]
     fn unknown_name_is_refused() {
         let mut s = Settings::default();
         let err = s.set("io_wrokers", "3", Source::CommandLine).unwrap_err();
-        assert!(err.to_string().contains("unrecognized setting \"io_wrokers\""));
+        assert!(err
+            .to_string()
+            .contains("unrecognized setting \"io_wrokers\""));
     }
 
     #[test]
@@ -605,7 +618,10 @@ mod tests {
         let rows = s.rows();
         let (_, _, source) = rows.iter().find(|(d, _, _)| d.name == "io_method").unwrap();
         assert!(matches!(source, Source::ConfigFile(_)));
-        let (_, _, source) = rows.iter().find(|(d, _, _)| d.name == "io_workers").unwrap();
+        let (_, _, source) = rows
+            .iter()
+            .find(|(d, _, _)| d.name == "io_workers")
+            .unwrap();
         assert_eq!(**source, Source::CommandLine);
     }
 

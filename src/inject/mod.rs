@@ -200,7 +200,10 @@ mod tests {
     #[test]
     fn nothing_happens_at_a_point_with_nothing_attached() {
         let points = InjectionPoints::default();
-        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 0 }), None);
+        assert_eq!(
+            points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 0 }),
+            None
+        );
     }
 
     #[test]
@@ -210,9 +213,18 @@ mod tests {
             BEFORE_COMPLETE_SHARED,
             Injection::rewrite_result(-5).at_offset(8192).times(1),
         );
-        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 0 }), None);
-        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 8192 }), Some(-5));
-        assert_eq!(points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 8192 }), None);
+        assert_eq!(
+            points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 0 }),
+            None
+        );
+        assert_eq!(
+            points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 8192 }),
+            Some(-5)
+        );
+        assert_eq!(
+            points.hit(BEFORE_COMPLETE_SHARED, HitContext { offset: 8192 }),
+            None
+        );
     }
 
     #[test]

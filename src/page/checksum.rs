@@ -112,7 +112,11 @@ mod tests {
         for (blkno, page) in PG15_HEAP.chunks_exact(BLOCK_SIZE).enumerate() {
             let page: &[u8; BLOCK_SIZE] = page.try_into().unwrap();
             assert_eq!(stored(page), expected[blkno]);
-            assert_eq!(page_checksum(page, blkno as u32), expected[blkno], "block {blkno}");
+            assert_eq!(
+                page_checksum(page, blkno as u32),
+                expected[blkno],
+                "block {blkno}"
+            );
         }
     }
 

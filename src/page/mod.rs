@@ -269,7 +269,9 @@ mod tests {
     const PG15_HEAP: &[u8] = include_bytes!("../../tests/fixtures/pg15_heap_3blocks.bin");
 
     fn pg_page(blkno: usize) -> PageBytes {
-        PG15_HEAP[blkno * BLOCK_SIZE..(blkno + 1) * BLOCK_SIZE].try_into().unwrap()
+        PG15_HEAP[blkno * BLOCK_SIZE..(blkno + 1) * BLOCK_SIZE]
+            .try_into()
+            .unwrap()
     }
 
     #[test]
@@ -278,7 +280,10 @@ mod tests {
             let page = pg_page(blkno);
             assert_eq!(verify_page(&page, blkno as u32), PageVerdict::Valid);
             let h = PageHeader::read(&page);
-            assert_eq!((h.lower, h.upper, h.special, h.pagesize_version), (504, 512, 8192, 0x2004));
+            assert_eq!(
+                (h.lower, h.upper, h.special, h.pagesize_version),
+                (504, 512, 8192, 0x2004)
+            );
             let mut copy = [0u8; BLOCK_SIZE];
             copy.copy_from_slice(&page);
             h.write(&mut copy);
@@ -289,7 +294,10 @@ mod tests {
     #[test]
     fn a_page_verified_at_the_wrong_block_number_fails() {
         let page = pg_page(1);
-        assert!(matches!(verify_page(&page, 2), PageVerdict::ChecksumMismatch { .. }));
+        assert!(matches!(
+            verify_page(&page, 2),
+            PageVerdict::ChecksumMismatch { .. }
+        ));
     }
 
     #[test]
@@ -308,7 +316,10 @@ mod tests {
     fn a_flipped_bit_is_a_checksum_mismatch() {
         let mut page = pg_page(0);
         page[6000] ^= 0x10;
-        assert!(matches!(verify_page(&page, 0), PageVerdict::ChecksumMismatch { .. }));
+        assert!(matches!(
+            verify_page(&page, 0),
+            PageVerdict::ChecksumMismatch { .. }
+        ));
     }
 
     #[test]

@@ -113,7 +113,10 @@ pub enum FileIdent {
 impl fmt::Display for FileIdent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FileIdent::Relation { rel, fork: Fork::Main } => write!(f, "relation {rel}"),
+            FileIdent::Relation {
+                rel,
+                fork: Fork::Main,
+            } => write!(f, "relation {rel}"),
             FileIdent::Relation { rel, fork } => write!(f, "relation {rel} fork {}", fork.name()),
             FileIdent::Path(path) => write!(f, "file \"{}\"", path.display()),
         }
@@ -154,7 +157,15 @@ impl SegmentFile {
 
     /// Creates (or opens) a file by path with read and write access.
     pub fn create_path(path: &Path, direct: bool) -> Result<Arc<SegmentFile>, StorageError> {
-        Self::open(path, FileIdent::Path(path.to_path_buf()), 0, direct, true, true).map(Arc::new)
+        Self::open(
+            path,
+            FileIdent::Path(path.to_path_buf()),
+            0,
+            direct,
+            true,
+            true,
+        )
+        .map(Arc::new)
     }
 
     fn open(
@@ -342,7 +353,12 @@ impl SegmentFile {
 
     /// With O_DIRECT, refuses misaligned memory, offsets or lengths before
     /// the kernel does (with a less helpful EINVAL).
-    pub fn check_alignment(&self, offset: u64, addr: usize, len: usize) -> Result<(), StorageError> {
+    pub fn check_alignment(
+        &self,
+        offset: u64,
+        addr: usize,
+        len: usize,
+    ) -> Result<(), StorageError> {
         if !self.direct {
             return Ok(());
         }
@@ -371,7 +387,9 @@ impl SegmentFile {
 
 fn raw_result(n: isize) -> i64 {
     if n < 0 {
-        -(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) as i64)
+        -(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO) as i64)
     } else {
         n as i64
     }
@@ -393,7 +411,10 @@ fn check_direct_io_alignment(fd: &OwnedFd, path: &Path) -> Result<(), StorageErr
     if stx.stx_mask & StatxFlags::DIOALIGN.bits() == 0 {
         return Ok(());
     }
-    let (mem, off) = (stx.stx_dio_mem_align as usize, stx.stx_dio_offset_align as usize);
+    let (mem, off) = (
+        stx.stx_dio_mem_align as usize,
+        stx.stx_dio_offset_align as usize,
+    );
     if mem == 0 || off == 0 {
         return Err(StorageError::DirectIoUnsupported {
             path: path.to_path_buf(),
@@ -507,7 +528,12 @@ impl SmgrRelation {
 
     /// Opens (and with `create`, creates) segment `segno` of `fork`.
     /// Segments before it must exist.
-    fn segment(&self, fork: Fork, segno: u32, create: bool) -> Result<Arc<SegmentFile>, StorageError> {
+    fn segment(
+        &self,
+        fork: Fork,
+        segno: u32,
+        create: bool,
+    ) -> Result<Arc<SegmentFile>, StorageError> {
         let mut open = self.segments[fork as usize].lock();
         while open.len() <= segno as usize {
             let next = open.len() as u32;
@@ -568,7 +594,12 @@ impl SmgrRelation {
 
     /// Writes `pages` (whole blocks) starting at `first_block`, creating
     /// segments as needed; used to extend a fork.
-    pub fn extend(&self, fork: Fork, first_block: BlockNumber, pages: &[u8]) -> Result<(), StorageError> {
+    pub fn extend(
+        &self,
+        fork: Fork,
+        first_block: BlockNumber,
+        pages: &[u8],
+    ) -> Result<(), StorageError> {
         assert!(
             pages.len().is_multiple_of(BLOCK_SIZE),
             "extend takes whole blocks"
@@ -679,7 +710,10 @@ mod tests {
         let mut buf = vec![0u8; BLOCK_SIZE];
         loc.file.read_exact_at(loc.offset, &mut buf).unwrap();
         assert!(buf.iter().all(|&b| b == 5));
-        assert_eq!(loc.file.describe(loc.offset, 2 * BLOCK_SIZE), "blocks 5..6 of relation 16384");
+        assert_eq!(
+            loc.file.describe(loc.offset, 2 * BLOCK_SIZE),
+            "blocks 5..6 of relation 16384"
+        );
     }
 
     #[test]
@@ -688,7 +722,8 @@ mod tests {
         let smgr = Arc::new(Smgr::with_segment_size(dir.path(), false, 4).unwrap());
         let rel = smgr.relation(1);
         rel.create(Fork::Main).unwrap();
-        rel.extend(Fork::Main, 0, &vec![1u8; 10 * BLOCK_SIZE]).unwrap();
+        rel.extend(Fork::Main, 0, &vec![1u8; 10 * BLOCK_SIZE])
+            .unwrap();
         rel.truncate(Fork::Main, 5).unwrap();
         assert_eq!(rel.nblocks(Fork::Main).unwrap(), 5);
         assert!(!dir.path().join("1.2").exists());
@@ -720,7 +755,10 @@ mod tests {
         rel.create(Fork::Main).unwrap();
         let buf = AlignedBuf::new(2 * BLOCK_SIZE);
         let err = rel.extend(Fork::Main, 0, &buf[1..BLOCK_SIZE + 1]);
-        assert!(matches!(err, Err(StorageError::Misaligned { .. })), "{err:?}");
+        assert!(
+            matches!(err, Err(StorageError::Misaligned { .. })),
+            "{err:?}"
+        );
         rel.extend(Fork::Main, 0, &buf[..BLOCK_SIZE]).unwrap();
         assert_eq!(rel.nblocks(Fork::Main).unwrap(), 1);
     }

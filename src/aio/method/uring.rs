@@ -165,9 +165,7 @@ impl UringRing {
             match self.ring.submitter().submit() {
                 Ok(_) => return,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY)) =>
-                {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY)) => {
                     // The completion queue is full: make room.
                     let _reaping = self.completion_lock.lock();
                     self.reap_locked(shared);

@@ -55,7 +55,11 @@ impl WorkerQueue {
         let room = WORKER_QUEUE_SIZE - q.items.len();
         let queued = room.min(handles.len());
         q.items.extend(&handles[..queued]);
-        let wake = if queued > 0 { take_lowest_idle(&mut q) } else { None };
+        let wake = if queued > 0 {
+            take_lowest_idle(&mut q)
+        } else {
+            None
+        };
         drop(q);
         if let Some(worker) = wake {
             self.unpark(worker);
@@ -135,7 +139,10 @@ pub(crate) fn start_workers(
         handles.push(handle);
     }
     let threads = handles.iter().map(|h| h.thread().clone()).collect();
-    let queue = shared.worker_queue.as_ref().expect("worker method has a queue");
+    let queue = shared
+        .worker_queue
+        .as_ref()
+        .expect("worker method has a queue");
     if queue.threads.set(threads).is_err() {
         unreachable!("workers started twice");
     }
@@ -148,7 +155,10 @@ pub(crate) fn start_workers(
 }
 
 fn worker_main(shared: &AioShared, id: usize) {
-    let queue = shared.worker_queue.as_ref().expect("worker method has a queue");
+    let queue = shared
+        .worker_queue
+        .as_ref()
+        .expect("worker method has a queue");
     while let Some(index) = queue.next(id) {
         shared.execute(index, false);
     }

@@ -1,0 +1,642 @@
+//! The AIO scenarios of DESIGN.md §11 that need no buffer pool, for every
+//! I/O method. Interleavings are forced with injection points and
+//! barriers, never left to timing.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use aiostore::aio::{
+    read_blocks, write_blocks, AioError, AioSession, AioWarning, BlockReader, IoReturn,
+    IoReturnCell, IoStatus, IoVec, WaitRef,
+};
+use aiostore::config::IoMethod;
+use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED, WORKER_AFTER_REOPEN};
+use aiostore::stats::IoOp;
+use aiostore::storage::{AlignedBuf, Fork, SegmentFile, Smgr, BLOCK_SIZE};
+use common::*;
+
+const B: u64 = BLOCK_SIZE as u64;
+
+/// Starts a read of `len` bytes at `offset` into `buf` and returns its wait
+/// reference and return cell.
+fn start_read(
+    session: &mut AioSession,
+    file: &Arc<SegmentFile>,
+    offset: u64,
+    buf: &mut AlignedBuf,
+) -> (WaitRef, IoReturnCell) {
+    let token = session.acquire().expect("acquire");
+    let wref = session.wait_ref(&token);
+    let ret = IoReturnCell::default();
+    session.set_return(&token, &ret);
+    let iov = [IoVec::new(buf.as_mut_ptr(), buf.len())];
+    // SAFETY: every test waits for the read before touching or freeing buf.
+    unsafe { session.start_readv(token, file, offset, &iov) }.expect("start read");
+    (wref, ret)
+}
+
+fn read_and_collect(
+    session: &mut AioSession,
+    file: &Arc<SegmentFile>,
+    offset: u64,
+    buf: &mut AlignedBuf,
+) -> IoReturn {
+    let (wref, ret) = start_read(session, file, offset, buf);
+    session.wait(wref);
+    ret.take().expect("collected by wait")
+}
+
+// ---- handle misuse -------------------------------------------------------
+
+fn a_leaked_handle_is_reported_and_released(method: IoMethod) {
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let _forgotten = session.acquire().unwrap();
+    let warnings = session.check_resources();
+    assert!(
+        matches!(warnings[..], [AioWarning::LeakedHandle { .. }]),
+        "{warnings:?}"
+    );
+    assert!(warnings[0].to_string().contains("leaked AIO handle"));
+    // The handle went back: the session can use all of its handles again.
+    assert!(session.check_resources().is_empty());
+    let t = session.acquire().unwrap();
+    session.release(t);
+}
+
+fn a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works(method: IoMethod) {
+    let data = data_file(4, false);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let first = session.acquire().unwrap();
+    let err = session.acquire().unwrap_err();
+    assert!(matches!(err, AioError::HandleAlreadyHandedOut), "{err}");
+    assert!(matches!(
+        session.acquire_nb(),
+        Err(AioError::HandleAlreadyHandedOut)
+    ));
+    session.release(first);
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let ret = read_and_collect(&mut session, &data.file, 2 * B, &mut buf);
+    assert_eq!(ret.result.status, IoStatus::Ok);
+    check_block(2, &buf);
+}
+
+fn a_batch_left_open_is_reported_and_its_io_submitted(method: IoMethod) {
+    let data = data_file(4, false);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    session.enter_batch().unwrap();
+    assert!(matches!(
+        session.enter_batch(),
+        Err(AioError::BatchAlreadyStarted)
+    ));
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let (wref, ret) = start_read(&mut session, &data.file, B, &mut buf);
+    if method != IoMethod::Sync {
+        assert_eq!(session.staged_count(), 1, "batch mode holds the I/O back");
+    }
+    let warnings = session.check_resources();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(matches!(warnings[0], AioWarning::BatchLeftOpen { .. }));
+    assert_eq!(session.staged_count(), 0);
+    session.wait(wref);
+    assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
+    check_block(1, &buf);
+}
+
+fn staged_ios_are_submitted_together_when_the_batch_ends(method: IoMethod) {
+    let data = data_file(16, true);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let mut bufs: Vec<AlignedBuf> = (0..8).map(|_| AlignedBuf::new(BLOCK_SIZE)).collect();
+    session.enter_batch().unwrap();
+    let started: Vec<_> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, buf)| start_read(&mut session, &data.file, (2 * i as u64) * B, buf))
+        .collect();
+    if method != IoMethod::Sync {
+        assert_eq!(session.staged_count(), 8);
+        assert_eq!(session.in_flight_count(), 0);
+    }
+    session.exit_batch();
+    assert_eq!(session.staged_count(), 0);
+    for (i, (wref, ret)) in started.into_iter().enumerate() {
+        session.wait(wref);
+        assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
+        check_block(2 * i as u32, &bufs[i]);
+    }
+}
+
+fn acquire_waits_for_in_flight_io_when_every_handle_is_busy(method: IoMethod) {
+    let data = data_file(64, true);
+    let mut cfg = config(method);
+    cfg.io_max_concurrency = 4;
+    let aio = start(&cfg);
+    let mut session = aio.session().unwrap();
+    let mut reader = BlockReader::new(Arc::clone(&aio), Arc::clone(&data.file), 16, 1);
+    // Four times as many reads in flight as handles: starts must recycle.
+    for blkno in 0..16 {
+        reader.start(&mut session, blkno * B, 1).unwrap();
+    }
+    for blkno in 0..16 {
+        let read = reader.next_completed(&mut session).unwrap().unwrap();
+        assert_eq!(read.offset, blkno * B);
+        check_block(blkno as u32, read.data);
+    }
+}
+
+// ---- short reads -----------------------------------------------------------
+
+fn short_read_to_a_block_boundary_is_partial_not_an_error(method: IoMethod) {
+    let data = data_file(8, false);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    aio.injections().attach(
+        BEFORE_COMPLETE_SHARED,
+        Injection::rewrite_result(2 * B as i64).times(1),
+    );
+    let mut buf = AlignedBuf::new(3 * BLOCK_SIZE);
+    let ret = read_and_collect(&mut session, &data.file, 0, &mut buf);
+    assert_eq!(ret.result.status, IoStatus::Partial);
+    assert_eq!(ret.result.result, 2, "two whole blocks arrived");
+    let err = aio.check(&ret).unwrap_err();
+    assert!(err.to_string().contains("read only 2 of 3 blocks"), "{err}");
+}
+
+fn short_read_under_one_block_is_an_error_naming_the_blocks(method: IoMethod) {
+    let data = data_file(8, false);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    aio.injections().attach(
+        BEFORE_COMPLETE_SHARED,
+        Injection::rewrite_result(4096).times(1),
+    );
+    let mut buf = AlignedBuf::new(2 * BLOCK_SIZE);
+    let ret = read_and_collect(&mut session, &data.file, 3 * B, &mut buf);
+    assert_eq!(ret.result.status, IoStatus::Error);
+    let message = aio.check(&ret).unwrap_err().to_string();
+    assert_eq!(
+        message,
+        format!(
+            "could not read blocks 3..4 of file \"{}\": read only 4096 of 8192 bytes",
+            data.path.display()
+        )
+    );
+}
+
+fn reading_past_the_end_reads_zero_bytes_and_is_an_error(method: IoMethod) {
+    let data = data_file(2, true);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let err = read_blocks(&mut session, &data.file, 2 * B, &mut buf).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "could not read block 2 of file \"{}\": read only 0 of 8192 bytes",
+            data.path.display()
+        )
+    );
+}
+
+fn multi_block_reads_cut_to_one_or_two_blocks_are_completed_by_reissuing(method: IoMethod) {
+    for cut_blocks in [1u64, 2] {
+        let data = data_file(8, true);
+        let aio = start(&config(method));
+        let mut session = aio.session().unwrap();
+        aio.injections().attach(
+            BEFORE_COMPLETE_SHARED,
+            Injection::rewrite_result((cut_blocks * B) as i64).times(1),
+        );
+        let mut buf = AlignedBuf::new(5 * BLOCK_SIZE);
+        read_blocks(&mut session, &data.file, 2 * B, &mut buf).unwrap();
+        for (i, block) in buf.chunks_exact(BLOCK_SIZE).enumerate() {
+            check_block(2 + i as u32, block);
+        }
+        let row = aio.stats().row(method, IoOp::Read).unwrap();
+        assert_eq!(row.partial, 1);
+        assert_eq!(row.ios, 2, "one cut read and one for the remainder");
+    }
+}
+
+// ---- errors ----------------------------------------------------------------
+
+fn eio_is_reported_with_its_text_and_the_next_read_succeeds(method: IoMethod) {
+    let data = data_file(4, false);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    aio.injections().attach(
+        BEFORE_COMPLETE_SHARED,
+        Injection::rewrite_result(-(libc::EIO as i64)),
+    );
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let err = read_blocks(&mut session, &data.file, B, &mut buf).unwrap_err();
+    assert_eq!(err.errno(), Some(libc::EIO));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "could not read block 1 of file \"{}\": Input/output error",
+            data.path.display()
+        )
+    );
+    aio.injections().detach(BEFORE_COMPLETE_SHARED);
+    read_blocks(&mut session, &data.file, B, &mut buf).unwrap();
+    check_block(1, &buf);
+    assert_eq!(aio.stats().row(method, IoOp::Read).unwrap().errors, 1);
+}
+
+fn erofs_on_a_write_is_reported_with_its_text_and_the_next_write_succeeds(method: IoMethod) {
+    let data = data_file(4, true);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    aio.injections().attach(
+        BEFORE_COMPLETE_SHARED,
+        Injection::rewrite_result(-(libc::EROFS as i64)),
+    );
+    let mut page = AlignedBuf::new(BLOCK_SIZE);
+    page.fill(0xAB);
+    let err = write_blocks(&mut session, &data.file, 2 * B, &page).unwrap_err();
+    assert_eq!(err.errno(), Some(libc::EROFS));
+    assert!(
+        err.to_string().ends_with(": Read-only file system"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("could not write block 2 of file"),
+        "{err}"
+    );
+    aio.injections().detach(BEFORE_COMPLETE_SHARED);
+    write_blocks(&mut session, &data.file, 2 * B, &page).unwrap();
+    let mut back = AlignedBuf::new(BLOCK_SIZE);
+    read_blocks(&mut session, &data.file, 2 * B, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0xAB));
+}
+
+fn a_worker_that_cannot_reopen_the_file_fails_only_that_io(method: IoMethod) {
+    if method != IoMethod::Worker {
+        return; // Only I/O workers reopen files.
+    }
+    let data = data_file(8, false);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    // A read is run by the issuer instead when the queue lock is contended;
+    // that read then passes no reopen, so try until a worker took one.
+    let mut failed = None;
+    for _ in 0..100 {
+        aio.injections().attach(
+            WORKER_AFTER_REOPEN,
+            Injection::rewrite_result(-(libc::ENOENT as i64)).at_offset(3 * B),
+        );
+        let mut bad = AlignedBuf::new(BLOCK_SIZE);
+        let mut good = AlignedBuf::new(BLOCK_SIZE);
+        let (bad_ref, bad_ret) = start_read(&mut session, &data.file, 3 * B, &mut bad);
+        let (good_ref, good_ret) = start_read(&mut session, &data.file, 4 * B, &mut good);
+        session.wait(bad_ref);
+        session.wait(good_ref);
+        aio.injections().detach(WORKER_AFTER_REOPEN);
+        assert_eq!(good_ret.take().unwrap().result.status, IoStatus::Ok);
+        check_block(4, &good);
+        let bad = bad_ret.take().unwrap();
+        if bad.result.status == IoStatus::Error {
+            failed = Some(bad);
+            break;
+        }
+    }
+    let bad = failed.expect("no read reached an I/O worker in 100 tries");
+    let err = aio.check(&bad).unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOENT));
+    assert!(
+        err.to_string().ends_with("No such file or directory"),
+        "{err}"
+    );
+    // The workers are still serving I/O.
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    read_blocks(&mut session, &data.file, 3 * B, &mut buf).unwrap();
+    check_block(3, &buf);
+}
+
+// ---- closing files ---------------------------------------------------------
+
+fn closing_a_relation_with_io_staged_lets_the_io_finish_then_closes_the_file(method: IoMethod) {
+    let dir = tempfile::tempdir().unwrap();
+    let smgr = Arc::new(Smgr::new(dir.path(), true).unwrap());
+    let rel = smgr.relation(16384);
+    rel.create(Fork::Main).unwrap();
+    let mut pages = AlignedBuf::new(4 * BLOCK_SIZE);
+    pages.fill(7);
+    rel.extend(Fork::Main, 0, &pages).unwrap();
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let loc = rel.locate(Fork::Main, 2).unwrap();
+    let weak = Arc::downgrade(&loc.file);
+    session.enter_batch().unwrap();
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let (wref, ret) = start_read(&mut session, &loc.file, loc.offset, &mut buf);
+    drop(loc);
+    rel.close();
+    session.exit_batch();
+    session.wait(wref);
+    assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
+    assert!(buf.iter().all(|&b| b == 7));
+    assert!(
+        weak.upgrade().is_none(),
+        "the file is closed once its last I/O is collected"
+    );
+}
+
+fn dropping_a_relation_with_io_in_flight_lets_the_io_finish(method: IoMethod) {
+    let dir = tempfile::tempdir().unwrap();
+    let smgr = Arc::new(Smgr::new(dir.path(), false).unwrap());
+    let rel = Arc::new(smgr.relation(16385));
+    rel.create(Fork::Main).unwrap();
+    rel.extend(Fork::Main, 0, &vec![9u8; 2 * BLOCK_SIZE])
+        .unwrap();
+    let aio = start(&config(method));
+    aio.injections()
+        .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
+    let loc = rel.locate(Fork::Main, 1).unwrap();
+    let weak = Arc::downgrade(&loc.file);
+    let reader = {
+        let aio = Arc::clone(&aio);
+        std::thread::spawn(move || {
+            let mut session = aio.session().unwrap();
+            let mut buf = AlignedBuf::new(BLOCK_SIZE);
+            let ret = read_and_collect(&mut session, &loc.file, loc.offset, &mut buf);
+            (ret.result.status, buf.iter().all(|&b| b == 9))
+        })
+    };
+    assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+    rel.unlink().unwrap();
+    assert!(!dir.path().join("16385").exists());
+    assert!(
+        weak.upgrade().is_some(),
+        "the in-flight read keeps its file open"
+    );
+    aio.injections().release(BEFORE_COMPLETE_SHARED);
+    let (status, contents_ok) = reader.join().unwrap();
+    assert_eq!(status, IoStatus::Ok);
+    assert!(contents_ok);
+    assert!(weak.upgrade().is_none());
+}
+
+// ---- foreign completion ----------------------------------------------------
+
+fn another_thread_completes_a_read_its_issuer_never_waits_for(method: IoMethod) {
+    let data = data_file(8, true);
+    let aio = start(&config(method));
+    let issued = Arc::new(Barrier::new(2));
+    let done = Arc::new(Barrier::new(2));
+    let buf = Arc::new(parking_lot::Mutex::new(AlignedBuf::new(2 * BLOCK_SIZE)));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let issuer = {
+        let (aio, file, issued, done, buf) = (
+            Arc::clone(&aio),
+            Arc::clone(&data.file),
+            Arc::clone(&issued),
+            Arc::clone(&done),
+            Arc::clone(&buf),
+        );
+        std::thread::spawn(move || {
+            let mut session = aio.session().unwrap();
+            let (wref, _ret) = start_read(&mut session, &file, 5 * B, &mut buf.lock());
+            tx.send(wref).unwrap();
+            issued.wait();
+            // Never waits for its read; keeps its session until told.
+            done.wait();
+        })
+    };
+    let wref = rx.recv().unwrap();
+    issued.wait();
+    let mut other = aio.session().unwrap();
+    other.wait(wref);
+    assert!(aio.is_done(wref));
+    check_block(5, &buf.lock()[..BLOCK_SIZE]);
+    check_block(6, &buf.lock()[BLOCK_SIZE..]);
+    done.wait();
+    issuer.join().unwrap();
+}
+
+fn a_read_is_completed_by_another_thread_after_its_session_ended(method: IoMethod) {
+    let data = data_file(8, true);
+    let aio = start(&config(method));
+    // Hold the completion until the issuer's session is gone.
+    aio.injections()
+        .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let buf_addr = buf.as_mut_ptr() as usize;
+    let (wref, ret) = if method == IoMethod::Sync {
+        // The sync method completes in the issuer: it parks inside start.
+        let aio2 = Arc::clone(&aio);
+        let file = Arc::clone(&data.file);
+        let t = std::thread::spawn(move || {
+            let mut session = aio2.session().unwrap();
+            let token = session.acquire().unwrap();
+            let wref = session.wait_ref(&token);
+            let ret = IoReturnCell::default();
+            session.set_return(&token, &ret);
+            let iov = [IoVec::new(buf_addr as *mut u8, BLOCK_SIZE)];
+            // SAFETY: buf outlives the read; the test waits below.
+            unsafe { session.start_readv(token, &file, 7 * B, &iov) }.unwrap();
+            (wref, ret)
+        });
+        assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+        aio.injections().release(BEFORE_COMPLETE_SHARED);
+        t.join().unwrap()
+    } else {
+        let mut session = aio.session().unwrap();
+        let started = start_read(&mut session, &data.file, 7 * B, &mut buf);
+        drop(session);
+        started
+    };
+    let waiter = {
+        let aio = Arc::clone(&aio);
+        std::thread::spawn(move || {
+            let mut session = aio.session().unwrap();
+            session.wait(wref);
+        })
+    };
+    if method != IoMethod::Sync {
+        assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+        aio.injections().release(BEFORE_COMPLETE_SHARED);
+    }
+    waiter.join().unwrap();
+    assert!(aio.is_done(wref));
+    check_block(7, &buf);
+    // The slot's next session collects the orphaned handle and its result.
+    let mut next = Vec::new();
+    for _ in 0..config(method).max_sessions {
+        let mut s = aio.session().unwrap();
+        s.collect_completed();
+        next.push(s);
+    }
+    assert_eq!(
+        ret.take().expect("orphan collected").result.status,
+        IoStatus::Ok
+    );
+}
+
+fn a_wait_reference_whose_generation_moved_on_returns_at_once(method: IoMethod) {
+    let data = data_file(8, true);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let (old, _) = start_read(&mut session, &data.file, 0, &mut buf);
+    session.wait(old);
+    // The same handle is reused (idle handles are a stack) for a read that
+    // is held at the completion point.
+    aio.injections()
+        .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
+    let aio2 = Arc::clone(&aio);
+    let file = Arc::clone(&data.file);
+    let t = std::thread::spawn(move || {
+        let mut session = aio2.session().unwrap();
+        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        let (wref, _) = start_read(&mut session, &file, B, &mut buf);
+        session.wait(wref);
+        wref
+    });
+    assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+    let started = Instant::now();
+    aio.wait(old);
+    assert!(aio.is_done(old));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    aio.injections().release(BEFORE_COMPLETE_SHARED);
+    let newer = t.join().unwrap();
+    assert_ne!(newer, old);
+}
+
+// ---- observability ---------------------------------------------------------
+
+fn the_inflight_view_shows_a_held_io_and_counters_outlive_the_session(method: IoMethod) {
+    let data = data_file(8, true);
+    let aio = start(&config(method));
+    aio.injections()
+        .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
+    let aio2 = Arc::clone(&aio);
+    let file = Arc::clone(&data.file);
+    let t = std::thread::spawn(move || {
+        let mut session = aio2.session().unwrap();
+        let mut buf = AlignedBuf::new(2 * BLOCK_SIZE);
+        read_and_collect(&mut session, &file, 2 * B, &mut buf);
+    });
+    assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+    let rows = aio.inflight();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row.state, "submitted");
+    assert_eq!((row.op, row.offset, row.length), ("read", 2 * B, 2 * B));
+    assert_eq!(
+        row.target,
+        format!("blocks 2..3 of file \"{}\"", data.path.display())
+    );
+    assert_eq!(row.result, None);
+    assert!(
+        row.flags == "direct" || row.flags == "sync",
+        "{}",
+        row.flags
+    );
+    aio.injections().release(BEFORE_COMPLETE_SHARED);
+    t.join().unwrap();
+    assert!(aio.inflight().is_empty());
+    let stats = aio.stats().row(method, IoOp::Read).unwrap();
+    assert_eq!((stats.ios, stats.bytes), (1, 2 * B));
+    assert_eq!(stats.latency_us_buckets.iter().sum::<u64>(), 1);
+}
+
+fn debug_io_latency_delays_every_io(method: IoMethod) {
+    let data = data_file(4, true);
+    let mut cfg = config(method);
+    cfg.debug_io_latency_us = 20_000;
+    let aio = start(&cfg);
+    let mut session = aio.session().unwrap();
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let started = Instant::now();
+    read_blocks(&mut session, &data.file, B, &mut buf).unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(20),
+        "{:?}",
+        started.elapsed()
+    );
+    check_block(1, &buf);
+}
+
+// ---- stress ----------------------------------------------------------------
+
+fn stress(method: IoMethod, direct: bool) {
+    const SESSIONS: u64 = 8;
+    const READS_PER_SESSION: usize = 2000;
+    let data = data_file(1024, direct);
+    let aio = start(&config(method));
+    let threads: Vec<_> = (0..SESSIONS)
+        .map(|seed| {
+            let (aio, file, nblocks) = (Arc::clone(&aio), Arc::clone(&data.file), data.nblocks);
+            std::thread::spawn(move || {
+                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1));
+                let mut session = aio.session().unwrap();
+                let mut reader = BlockReader::new(Arc::clone(&aio), file, 8, 4);
+                let mut expected = std::collections::VecDeque::new();
+                let mut verified = 0;
+                while verified < READS_PER_SESSION {
+                    while reader.has_room() {
+                        let blocks = 1 + rng.below(4) as u32;
+                        let first = rng.below((nblocks - blocks) as u64) as u32;
+                        reader
+                            .start(&mut session, first as u64 * B, blocks as usize)
+                            .unwrap();
+                        expected.push_back(first);
+                    }
+                    let read = reader.next_completed(&mut session).unwrap().unwrap();
+                    let first = expected.pop_front().unwrap();
+                    for (i, block) in read.data.chunks_exact(BLOCK_SIZE).enumerate() {
+                        check_block(first + i as u32, block);
+                    }
+                    verified += 1;
+                }
+                reader.drain(&mut session);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let row = aio.stats().row(method, IoOp::Read).unwrap();
+    assert!(row.ios >= SESSIONS * READS_PER_SESSION as u64);
+    assert_eq!(row.errors, 0);
+}
+
+fn stress_eight_sessions_buffered(method: IoMethod) {
+    stress(method, false);
+}
+
+fn stress_eight_sessions_direct(method: IoMethod) {
+    stress(method, true);
+}
+
+for_each_method!(
+    a_leaked_handle_is_reported_and_released,
+    a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works,
+    a_batch_left_open_is_reported_and_its_io_submitted,
+    staged_ios_are_submitted_together_when_the_batch_ends,
+    acquire_waits_for_in_flight_io_when_every_handle_is_busy,
+    short_read_to_a_block_boundary_is_partial_not_an_error,
+    short_read_under_one_block_is_an_error_naming_the_blocks,
+    reading_past_the_end_reads_zero_bytes_and_is_an_error,
+    multi_block_reads_cut_to_one_or_two_blocks_are_completed_by_reissuing,
+    eio_is_reported_with_its_text_and_the_next_read_succeeds,
+    erofs_on_a_write_is_reported_with_its_text_and_the_next_write_succeeds,
+    a_worker_that_cannot_reopen_the_file_fails_only_that_io,
+    closing_a_relation_with_io_staged_lets_the_io_finish_then_closes_the_file,
+    dropping_a_relation_with_io_in_flight_lets_the_io_finish,
+    another_thread_completes_a_read_its_issuer_never_waits_for,
+    a_read_is_completed_by_another_thread_after_its_session_ended,
+    a_wait_reference_whose_generation_moved_on_returns_at_once,
+    the_inflight_view_shows_a_held_io_and_counters_outlive_the_session,
+    debug_io_latency_delays_every_io,
+    stress_eight_sessions_buffered,
+    stress_eight_sessions_direct,
+);
