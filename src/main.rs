@@ -1,1 +1,259 @@
-fn main() {}
+//! The `aiostore` command: settings, file verification and benchmarks.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use aiostore::aio::{Aio, AioConfig};
+use aiostore::bench::fio::Pattern;
+use aiostore::bench::rawio::{self, RawioOptions, ReadMethod};
+use aiostore::config::Settings;
+
+#[derive(Parser)]
+#[command(
+    name = "aiostore",
+    version,
+    about = "An embeddable storage engine built around asynchronous and direct I/O"
+)]
+struct Cli {
+    /// Data directory (holds aiostore.toml and the data files).
+    #[arg(
+        long,
+        env = "AIOSTORE_DATA",
+        default_value = "./aiostore-data",
+        global = true
+    )]
+    data_dir: PathBuf,
+
+    /// Sets a setting, as name=value; repeatable (like `postgres -c`).
+    #[arg(short = 'c', value_name = "NAME=VALUE", global = true)]
+    settings: Vec<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Prints every setting, its value and where the value came from.
+    #[command(alias = "show-all")]
+    Settings,
+    /// Verifies every page (header and checksum) of a raw relation segment
+    /// file, ours or PostgreSQL's, reading it through the AIO subsystem.
+    VerifyFile {
+        file: PathBuf,
+        /// Block number of the file's first page (131072 × N for segment
+        /// file `.N`), since checksums include the block number.
+        #[arg(long, default_value_t = 0)]
+        first_block: u32,
+    },
+    /// Runs a benchmark.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Raw read throughput of each I/O method against pread and fio.
+    Rawio(RawioArgs),
+    /// Page checksum speed on one core, against a C baseline.
+    Checksum {
+        /// Size of the in-memory buffer to checksum, in MiB.
+        #[arg(long, default_value_t = 64)]
+        mib: usize,
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Skip building and running the C baseline.
+        #[arg(long)]
+        no_c: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct RawioArgs {
+    /// File to read (created if missing). Default: bench/rawio.dat in the
+    /// data directory.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    #[arg(long, default_value_t = 2048)]
+    size_mib: u64,
+    /// Seconds per case.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Buffered instead of direct I/O (a warm page cache unless
+    /// --drop-caches).
+    #[arg(long)]
+    buffered: bool,
+    /// With --buffered, drop the page cache before each case (root only).
+    #[arg(long)]
+    drop_caches: bool,
+    /// Comma-separated: pread, sync, worker, io_uring.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "pread,sync,worker,io_uring"
+    )]
+    methods: Vec<String>,
+    /// Comma-separated: random (8 KiB), sequential (128 KiB).
+    #[arg(long, value_delimiter = ',', default_value = "random,sequential")]
+    patterns: Vec<String>,
+    /// Comma-separated queue depths.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,128")]
+    depths: Vec<usize>,
+    /// Do not run fio for the ratios.
+    #[arg(long)]
+    no_fio: bool,
+    /// One JSON object per case instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    let data_dir = cli.data_dir.exists().then_some(cli.data_dir.as_path());
+    let settings = Settings::load(data_dir, &cli.settings).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    match cli.command {
+        Command::Settings => {
+            let rows = settings.rows();
+            let width = rows.iter().map(|(d, _, _)| d.name.len()).max().unwrap_or(0);
+            for (def, value, source) in rows {
+                writeln!(
+                    out,
+                    "{:<width$}  {:<10}  {}",
+                    def.name,
+                    value.to_string(),
+                    source
+                )
+                .map_err(|e| e.to_string())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::VerifyFile { file, first_block } => {
+            let aio = Aio::start(&AioConfig {
+                max_sessions: 1,
+                ..AioConfig::from_settings(&settings)
+            })
+            .map_err(|e| e.to_string())?;
+            let report = aiostore::tools::verify_file(
+                &aio,
+                &file,
+                first_block,
+                settings.io_direct().data,
+                settings.effective_io_concurrency().max(1),
+                settings.io_combine_limit(),
+            )
+            .map_err(|e| e.to_string())?;
+            for failure in &report.failures {
+                writeln!(out, "{failure}").map_err(|e| e.to_string())?;
+            }
+            writeln!(
+                out,
+                "pages={} failures={}",
+                report.pages,
+                report.failures.len()
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(if report.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Bench(Bench::Rawio(args)) => {
+            let options = rawio_options(&cli.data_dir, &settings, &args)?;
+            rawio::run(&options, args.json, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Checksum {
+            mib,
+            seconds,
+            no_c,
+            json,
+        }) => {
+            let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
+            let line = if json {
+                serde_json::to_string(&r).map_err(|e| e.to_string())?
+            } else {
+                format!(
+                    "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
+                    r.mib,
+                    r.pages,
+                    r.seconds,
+                    r.gb_s,
+                    r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
+                    r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
+                )
+            };
+            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn rawio_options(
+    data_dir: &std::path::Path,
+    settings: &Settings,
+    args: &RawioArgs,
+) -> Result<RawioOptions, String> {
+    let methods = args
+        .methods
+        .iter()
+        .map(|m| {
+            ReadMethod::parse(m.trim()).ok_or_else(|| {
+                format!("unknown method \"{m}\" for --methods; use pread, sync, worker or io_uring")
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let patterns = args
+        .patterns
+        .iter()
+        .map(|p| match p.trim() {
+            "random" => Ok(Pattern::Random),
+            "sequential" => Ok(Pattern::Sequential),
+            other => Err(format!(
+                "unknown pattern \"{other}\" for --patterns; use random or sequential"
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    if let Some(&bad) = args.depths.iter().find(|&&d| d == 0 || d > 1024) {
+        return Err(format!("--depths: {bad} is out of range; use 1 to 1024"));
+    }
+    if args.size_mib == 0 {
+        return Err("--size-mib must be at least 1".into());
+    }
+    if !args.seconds.is_finite() || args.seconds <= 0.0 {
+        return Err("--seconds must be positive".into());
+    }
+    Ok(RawioOptions {
+        file: args
+            .file
+            .clone()
+            .unwrap_or_else(|| data_dir.join("bench").join("rawio.dat")),
+        size_mib: args.size_mib,
+        seconds: args.seconds,
+        direct: !args.buffered,
+        drop_caches: args.drop_caches,
+        methods,
+        patterns,
+        depths: args.depths.clone(),
+        fio: !args.no_fio,
+        io_workers: settings.io_workers(),
+        debug_io_latency_us: settings.debug_io_latency_us(),
+    })
+}
