@@ -36,19 +36,12 @@ static inline uint32_t mix(uint32_t sum, uint32_t value)
     return t * FNV_PRIME ^ (t >> 17);
 }
 
-/* Checksum of the raw 32-lane hash over a page whose checksum field is
- * already zero. Words are little-endian; on a little-endian host memcpy
- * gives them directly. */
+/* The raw 32-lane hash over a page whose checksum field is already zero,
+ * reading the page in place as PostgreSQL does (little-endian host). */
 static uint32_t page_hash(const unsigned char *page)
 {
+    const uint32_t (*words)[LANES] = (const uint32_t (*)[LANES])(const void *)page;
     uint32_t sums[LANES];
-    uint32_t words[ROWS][LANES];
-    memcpy(words, page, PAGE_SIZE);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    for (unsigned i = 0; i < ROWS; i++)
-        for (unsigned j = 0; j < LANES; j++)
-            words[i][j] = __builtin_bswap32(words[i][j]);
-#endif
     memcpy(sums, lane_seed, sizeof sums);
     for (unsigned i = 0; i < ROWS; i++)
         for (unsigned j = 0; j < LANES; j++)
@@ -62,14 +55,16 @@ static uint32_t page_hash(const unsigned char *page)
     return x;
 }
 
-/* Full page checksum; pd_checksum is treated as zero. page is not modified. */
-static uint16_t pg_page_checksum(const unsigned char *page, uint32_t blkno)
+/* Full page checksum; pd_checksum is zeroed while hashing and restored
+ * afterwards, as PostgreSQL's pg_checksum_page does. */
+static uint16_t pg_page_checksum(unsigned char *page, uint32_t blkno)
 {
-    unsigned char copy[PAGE_SIZE];
-    memcpy(copy, page, PAGE_SIZE);
-    copy[CKSUM_OFFSET] = 0;
-    copy[CKSUM_OFFSET + 1] = 0;
-    uint32_t x = page_hash(copy) ^ blkno;
+    unsigned char saved[2] = {page[CKSUM_OFFSET], page[CKSUM_OFFSET + 1]};
+    page[CKSUM_OFFSET] = 0;
+    page[CKSUM_OFFSET + 1] = 0;
+    uint32_t x = page_hash(page) ^ blkno;
+    page[CKSUM_OFFSET] = saved[0];
+    page[CKSUM_OFFSET + 1] = saved[1];
     return (uint16_t)((x % 65535u) + 1u);
 }
 

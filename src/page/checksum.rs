@@ -4,9 +4,9 @@
 //! The page is seen as 64 rows of 32 little-endian u32 words. 32 running
 //! sums, one per column ("lane"), are mixed with an FNV-1a-like step; two
 //! extra rounds of zeros spread the last row's bits. The lanes are
-//! independent, so the inner loop is 32-wide and vectorises: on x86-64 a copy
-//! compiled for AVX2 is chosen at run time, since the baseline target
-//! (SSE2) has no 32-bit vector multiply. With direct I/O this loop is on the
+//! independent, so the inner loop is 32 lanes wide: on x86-64 an AVX-512 or
+//! AVX2 version is chosen at run time (the baseline target, SSE2, has no
+//! 32-bit vector multiply), with a portable version elsewhere. With direct I/O this loop is on the
 //! critical path of every read (see reference/aio-v2-checksums-2025.txt).
 
 use crate::storage::BLOCK_SIZE;
@@ -69,15 +69,103 @@ fn checksum_block_generic(page: &[u8; BLOCK_SIZE]) -> u32 {
     sums.iter().fold(0, |acc, &s| acc ^ s)
 }
 
+/// The same hash with AVX2 intrinsics: the 32 lanes are four 8-lane
+/// registers. Written out because LLVM's own vectorisation of the generic
+/// loop shuffles every row (measured about 15% slower than C).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn checksum_block_avx2(page: &[u8; BLOCK_SIZE]) -> u32 {
-    checksum_block_generic(page)
+    use std::arch::x86_64::*;
+    let prime = _mm256_set1_epi32(FNV_PRIME as i32);
+    let mix = |sum: __m256i, value: __m256i| {
+        let t = _mm256_xor_si256(sum, value);
+        _mm256_xor_si256(_mm256_mullo_epi32(t, prime), _mm256_srli_epi32::<17>(t))
+    };
+    let ptr = page.as_ptr() as *const __m256i;
+    // SAFETY: BASE_OFFSETS holds 32 u32s, four 32-byte vectors; unaligned
+    // loads are used throughout.
+    let base = BASE_OFFSETS.as_ptr() as *const __m256i;
+    let mut sums: [__m256i; 4] =
+        std::array::from_fn(|k| unsafe { _mm256_loadu_si256(base.add(k)) });
+    let mut mask = [u32::MAX; 8];
+    mask[CHECKSUM_WORD] = CHECKSUM_WORD_MASK;
+    // SAFETY: mask holds 8 u32s.
+    let mask = unsafe { _mm256_loadu_si256(mask.as_ptr() as *const __m256i) };
+    for row in 0..ROWS {
+        for (k, sum) in sums.iter_mut().enumerate() {
+            // SAFETY: row * 4 + k < 256 vectors of 32 bytes = 8192 bytes.
+            let mut value = unsafe { _mm256_loadu_si256(ptr.add(row * 4 + k)) };
+            if row == 0 && k == 0 {
+                value = _mm256_and_si256(value, mask);
+            }
+            *sum = mix(*sum, value);
+        }
+    }
+    let zero = _mm256_setzero_si256();
+    for _ in 0..2 {
+        for sum in sums.iter_mut() {
+            *sum = mix(*sum, zero);
+        }
+    }
+    let x = _mm256_xor_si256(
+        _mm256_xor_si256(sums[0], sums[1]),
+        _mm256_xor_si256(sums[2], sums[3]),
+    );
+    let mut lanes = [0u32; 8];
+    // SAFETY: lanes holds 8 u32s.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, x) };
+    lanes.iter().fold(0, |acc, &l| acc ^ l)
+}
+
+/// The same hash with AVX-512: two 16-lane registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn checksum_block_avx512(page: &[u8; BLOCK_SIZE]) -> u32 {
+    use std::arch::x86_64::*;
+    let prime = _mm512_set1_epi32(FNV_PRIME as i32);
+    let mix = |sum: __m512i, value: __m512i| {
+        let t = _mm512_xor_si512(sum, value);
+        _mm512_xor_si512(_mm512_mullo_epi32(t, prime), _mm512_srli_epi32::<17>(t))
+    };
+    let ptr = page.as_ptr() as *const __m512i;
+    let base = BASE_OFFSETS.as_ptr() as *const __m512i;
+    // SAFETY: BASE_OFFSETS holds two 64-byte vectors; loads are unaligned.
+    let mut sums: [__m512i; 2] =
+        std::array::from_fn(|k| unsafe { _mm512_loadu_si512(base.add(k)) });
+    let mut mask = [u32::MAX; 16];
+    mask[CHECKSUM_WORD] = CHECKSUM_WORD_MASK;
+    // SAFETY: mask holds 16 u32s.
+    let mask = unsafe { _mm512_loadu_si512(mask.as_ptr() as *const __m512i) };
+    for row in 0..ROWS {
+        for (k, sum) in sums.iter_mut().enumerate() {
+            // SAFETY: row * 2 + k < 128 vectors of 64 bytes = 8192 bytes.
+            let mut value = unsafe { _mm512_loadu_si512(ptr.add(row * 2 + k)) };
+            if row == 0 && k == 0 {
+                value = _mm512_and_si512(value, mask);
+            }
+            *sum = mix(*sum, value);
+        }
+    }
+    let zero = _mm512_setzero_si512();
+    for _ in 0..2 {
+        for sum in sums.iter_mut() {
+            *sum = mix(*sum, zero);
+        }
+    }
+    let x = _mm512_xor_si512(sums[0], sums[1]);
+    let mut lanes = [0u32; 16];
+    // SAFETY: lanes holds 16 u32s.
+    unsafe { _mm512_storeu_si512(lanes.as_mut_ptr() as *mut __m512i, x) };
+    lanes.iter().fold(0, |acc, &l| acc ^ l)
 }
 
 fn checksum_block(page: &[u8; BLOCK_SIZE]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just above.
+            return unsafe { checksum_block_avx512(page) };
+        }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
             return unsafe { checksum_block_avx2(page) };
@@ -132,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn vectorised_and_generic_versions_agree() {
+    fn every_vectorised_version_agrees_with_the_generic_one() {
         let mut page = [0u8; BLOCK_SIZE];
         let mut x = 0x1234_5678u32;
         for b in page.iter_mut() {
@@ -141,6 +229,18 @@ mod tests {
             x ^= x << 5;
             *b = x as u8;
         }
-        assert_eq!(checksum_block(&page), checksum_block_generic(&page));
+        let expected = checksum_block_generic(&page);
+        assert_eq!(checksum_block(&page), expected);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: feature checked.
+                assert_eq!(unsafe { checksum_block_avx2(&page) }, expected);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: feature checked.
+                assert_eq!(unsafe { checksum_block_avx512(&page) }, expected);
+            }
+        }
     }
 }
