@@ -323,7 +323,7 @@ fn a_worker_that_cannot_reopen_the_file_fails_only_that_io(method: IoMethod) {
 // ---- closing files ---------------------------------------------------------
 
 fn closing_a_relation_with_io_staged_lets_the_io_finish_then_closes_the_file(method: IoMethod) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let smgr = Arc::new(Smgr::new(dir.path(), true).unwrap());
     let rel = smgr.relation(16384);
     rel.create(Fork::Main).unwrap();
@@ -350,7 +350,7 @@ fn closing_a_relation_with_io_staged_lets_the_io_finish_then_closes_the_file(met
 }
 
 fn dropping_a_relation_with_io_in_flight_lets_the_io_finish(method: IoMethod) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let smgr = Arc::new(Smgr::new(dir.path(), false).unwrap());
     let rel = Arc::new(smgr.relation(16385));
     rel.create(Fork::Main).unwrap();

@@ -79,6 +79,19 @@ pub struct RawioCase {
     pub cpu_us_per_io: f64,
     /// iops divided by fio's at the same pattern, block size and depth.
     pub vs_fio: Option<f64>,
+    /// Submission-to-completion latency from the AIO histogram (upper
+    /// bound of the power-of-two bucket holding the quantile).
+    pub latency_us_p50: Option<u64>,
+    pub latency_us_p99: Option<u64>,
+}
+
+/// What one run of a method measured.
+struct Measured {
+    seconds: f64,
+    ios: u64,
+    cpu_us_per_io: f64,
+    latency_us_p50: Option<u64>,
+    latency_us_p99: Option<u64>,
 }
 
 fn block_bytes(pattern: Pattern) -> usize {
@@ -142,8 +155,8 @@ pub fn run(opts: &RawioOptions, json: bool, out: &mut dyn Write) -> Result<Vec<R
         w(
             out,
             format!(
-                "{:<11} {:>6} {:>5} {:<9} {:>10} {:>9} {:>9} {:>7}\n",
-                "pattern", "KiB", "depth", "method", "iops", "MiB/s", "cpu_us/io", "vs_fio"
+                "{:<11} {:>6} {:>5} {:<9} {:>10} {:>9} {:>9} {:>7} {:>13}\n",
+                "pattern", "KiB", "depth", "method", "iops", "MiB/s", "cpu_us/io", "vs_fio", "p50/p99 us<="
             ),
         )?;
     }
@@ -157,7 +170,7 @@ pub fn run(opts: &RawioOptions, json: bool, out: &mut dyn Write) -> Result<Vec<R
                     serde_json::to_string(&case).map_err(|e| e.to_string())? + "\n"
                 } else {
                     format!(
-                        "{:<11} {:>6} {:>5} {:<9} {:>10.0} {:>9.1} {:>9.2} {:>7}\n",
+                        "{:<11} {:>6} {:>5} {:<9} {:>10.0} {:>9.1} {:>9.2} {:>7} {:>13}\n",
                         case.pattern,
                         case.block_kib,
                         case.depth,
@@ -165,7 +178,11 @@ pub fn run(opts: &RawioOptions, json: bool, out: &mut dyn Write) -> Result<Vec<R
                         case.iops,
                         case.mib_s,
                         case.cpu_us_per_io,
-                        case.vs_fio.map_or("-".to_string(), |r| format!("{r:.2}"))
+                        case.vs_fio.map_or("-".to_string(), |r| format!("{r:.2}")),
+                        match (case.latency_us_p50, case.latency_us_p99) {
+                            (Some(a), Some(b)) => format!("{a}/{b}"),
+                            _ => "-".to_string(),
+                        }
                     )
                 };
                 w(out, line)?;
@@ -194,6 +211,8 @@ pub fn run(opts: &RawioOptions, json: bool, out: &mut dyn Write) -> Result<Vec<R
                     mib_s: iops * bytes as f64 / (1 << 20) as f64,
                     cpu_us_per_io,
                     vs_fio: fio.map(|f| iops / f),
+                    latency_us_p50: None,
+                    latency_us_p99: None,
                 }
             };
             if use_fio {
@@ -225,8 +244,11 @@ pub fn run(opts: &RawioOptions, json: bool, out: &mut dyn Write) -> Result<Vec<R
                     continue; // pread has no queue: it only exists at depth 1.
                 }
                 maybe_drop_caches(opts)?;
-                let (seconds, ios, cpu) = measure(opts, method, pattern, depth, size)?;
-                emit(base(method.name(), seconds, ios, cpu, fio_iops), out)?;
+                let m = measure(opts, method, pattern, depth, size)?;
+                let mut case = base(method.name(), m.seconds, m.ios, m.cpu_us_per_io, fio_iops);
+                case.latency_us_p50 = m.latency_us_p50;
+                case.latency_us_p99 = m.latency_us_p99;
+                emit(case, out)?;
             }
         }
     }
@@ -241,14 +263,14 @@ fn maybe_drop_caches(opts: &RawioOptions) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs one case for `opts.seconds`; returns (seconds, I/Os, CPU µs per I/O).
+/// Runs one case for `opts.seconds`.
 fn measure(
     opts: &RawioOptions,
     method: ReadMethod,
     pattern: Pattern,
     depth: usize,
     size: u64,
-) -> Result<(f64, u64, f64), String> {
+) -> Result<Measured, String> {
     let bytes = block_bytes(pattern);
     let units = size / bytes as u64;
     let file =
@@ -267,6 +289,7 @@ fn measure(
     let started = Instant::now();
     let deadline = started + std::time::Duration::from_secs_f64(opts.seconds);
     let mut ios = 0u64;
+    let mut latency = (None, None);
     match method {
         ReadMethod::Pread => {
             let mut buf = AlignedBuf::new(bytes);
@@ -311,9 +334,18 @@ fn measure(
                 }
             }
             reader.drain(&mut session);
+            if let Some(row) = aio.stats().row(io_method, crate::stats::IoOp::Read) {
+                latency = (row.latency_us_quantile(0.5), row.latency_us_quantile(0.99));
+            }
         }
     }
     let seconds = started.elapsed().as_secs_f64();
     let cpu_us = (process_cpu_time() - cpu_before).as_secs_f64() * 1e6;
-    Ok((seconds, ios, cpu_us / ios.max(1) as f64))
+    Ok(Measured {
+        seconds,
+        ios,
+        cpu_us_per_io: cpu_us / ios.max(1) as f64,
+        latency_us_p50: latency.0,
+        latency_us_p99: latency.1,
+    })
 }

@@ -124,7 +124,7 @@ pub static SETTINGS: &[SettingDef] = &[
     },
     SettingDef {
         name: "io_workers",
-        default: "3",
+        default: "16",
         kind: Kind::Integer { min: 1, max: 32 },
         context: Context::Startup,
         description: "Number of I/O worker threads for io_method=worker",
@@ -565,7 +565,7 @@ mod tests {
     fn defaults_match_the_design_table() {
         let s = Settings::default();
         assert_eq!(s.io_method(), IoMethod::IoUring);
-        assert_eq!(s.io_workers(), 3);
+        assert_eq!(s.io_workers(), 16);
         assert_eq!(s.shared_buffers(), 16384);
         assert_eq!(s.io_max_concurrency(), 64);
         assert_eq!(s.io_combine_limit(), 16);

@@ -63,6 +63,12 @@ pub fn check_block(blkno: u32, data: &[u8]) {
     }
 }
 
+/// A temporary directory on the build's file system (not a possible tmpfs
+/// /tmp), so that direct I/O behaves as it will for users.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
+}
+
 pub struct DataFile {
     pub dir: tempfile::TempDir,
     pub path: PathBuf,
@@ -72,7 +78,7 @@ pub struct DataFile {
 
 /// A file of `nblocks` pattern blocks, opened with or without O_DIRECT.
 pub fn data_file(nblocks: u32, direct: bool) -> DataFile {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = temp_dir();
     let path = dir.path().join("data");
     let mut buf = AlignedBuf::new(nblocks as usize * BLOCK_SIZE);
     for blkno in 0..nblocks {

@@ -228,3 +228,33 @@ impl UringRing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(errno: i32) -> SetupFailure {
+        classify_setup_error(&io::Error::from_raw_os_error(errno))
+    }
+
+    #[test]
+    fn unavailable_io_uring_falls_back_with_the_reason() {
+        for errno in [libc::ENOSYS, libc::EPERM, libc::EINVAL] {
+            assert!(matches!(classify(errno), SetupFailure::FallBack(_)), "errno {errno}");
+        }
+        let SetupFailure::FallBack(reason) = classify(libc::EPERM) else { unreachable!() };
+        assert!(reason.contains("kernel.io_uring_disabled") && reason.contains("seccomp"));
+    }
+
+    #[test]
+    fn resource_limits_are_reported_with_the_limit_to_raise_never_hidden() {
+        let SetupFailure::Fatal(memory) = classify(libc::ENOMEM) else {
+            panic!("ENOMEM must not fall back")
+        };
+        assert!(memory.contains("ulimit -l"), "{memory}");
+        let SetupFailure::Fatal(files) = classify(libc::EMFILE) else {
+            panic!("EMFILE must not fall back")
+        };
+        assert!(files.contains("ulimit -n"), "{files}");
+    }
+}
