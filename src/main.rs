@@ -40,6 +40,8 @@ enum Command {
     /// Prints every setting, its value and where the value came from.
     #[command(alias = "show-all")]
     Settings,
+    /// Shows one setting, or all of them (`show all`), like SQL's SHOW.
+    Show { name: String },
     /// Verifies every page (header and checksum) of a raw relation segment
     /// file, ours or PostgreSQL's, reading it through the AIO subsystem.
     VerifyFile {
@@ -131,7 +133,23 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     let settings = Settings::load(data_dir, &cli.settings).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     match cli.command {
-        Command::Settings => {
+        Command::Show { name } if name != "all" => {
+            let (def, value, source) = settings
+                .rows()
+                .into_iter()
+                .find(|(d, _, _)| d.name.eq_ignore_ascii_case(&name))
+                .ok_or_else(|| {
+                    format!("unrecognized setting \"{name}\"; `aiostore show all` lists the valid names")
+                })?;
+            writeln!(
+                out,
+                "{} = {value}  ({source}; {})",
+                def.name, def.description
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Settings | Command::Show { .. } => {
             let rows = settings.rows();
             let width = rows.iter().map(|(d, _, _)| d.name.len()).max().unwrap_or(0);
             for (def, value, source) in rows {

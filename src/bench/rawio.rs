@@ -156,7 +156,15 @@ pub fn run(opts: &RawioOptions, json: bool, out: &mut dyn Write) -> Result<Vec<R
             out,
             format!(
                 "{:<11} {:>6} {:>5} {:<9} {:>10} {:>9} {:>9} {:>7} {:>13}\n",
-                "pattern", "KiB", "depth", "method", "iops", "MiB/s", "cpu_us/io", "vs_fio", "p50/p99 us<="
+                "pattern",
+                "KiB",
+                "depth",
+                "method",
+                "iops",
+                "MiB/s",
+                "cpu_us/io",
+                "vs_fio",
+                "p50/p99 us<="
             ),
         )?;
     }

@@ -751,10 +751,17 @@ mod tests {
     fn a_file_system_that_refuses_o_direct_is_named_with_the_setting_to_change() {
         // procfs refuses O_DIRECT with EINVAL, like some FUSE and network
         // file systems.
-        let err = SegmentFile::open_path(Path::new("/proc/self/status"), true, false, 0).unwrap_err();
-        assert!(matches!(err, StorageError::DirectIoUnsupported { .. }), "{err:?}");
+        let err =
+            SegmentFile::open_path(Path::new("/proc/self/status"), true, false, 0).unwrap_err();
+        assert!(
+            matches!(err, StorageError::DirectIoUnsupported { .. }),
+            "{err:?}"
+        );
         let text = err.to_string();
-        assert!(text.contains("/proc/self/status") && text.contains("set io_direct=off"), "{text}");
+        assert!(
+            text.contains("/proc/self/status") && text.contains("set io_direct=off"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -240,9 +240,14 @@ mod tests {
     #[test]
     fn unavailable_io_uring_falls_back_with_the_reason() {
         for errno in [libc::ENOSYS, libc::EPERM, libc::EINVAL] {
-            assert!(matches!(classify(errno), SetupFailure::FallBack(_)), "errno {errno}");
+            assert!(
+                matches!(classify(errno), SetupFailure::FallBack(_)),
+                "errno {errno}"
+            );
         }
-        let SetupFailure::FallBack(reason) = classify(libc::EPERM) else { unreachable!() };
+        let SetupFailure::FallBack(reason) = classify(libc::EPERM) else {
+            unreachable!()
+        };
         assert!(reason.contains("kernel.io_uring_disabled") && reason.contains("seccomp"));
     }
 
