@@ -30,7 +30,7 @@ fn start_read(
     let token = session.acquire().expect("acquire");
     let wref = session.wait_ref(&token);
     let ret = IoReturnCell::default();
-    session.set_return(&token, &ret);
+    session.set_return(&token, &ret).unwrap();
     let iov = [IoVec::new(buf.as_mut_ptr(), buf.len())];
     // SAFETY: every test waits for the read before touching or freeing buf.
     unsafe { session.start_readv(token, file, offset, &iov) }.expect("start read");
@@ -44,7 +44,7 @@ fn read_and_collect(
     buf: &mut AlignedBuf,
 ) -> IoReturn {
     let (wref, ret) = start_read(session, file, offset, buf);
-    session.wait(wref);
+    session.wait(wref).unwrap();
     ret.take().expect("collected by wait")
 }
 
@@ -63,7 +63,7 @@ fn a_leaked_handle_is_reported_and_released(method: IoMethod) {
     // The handle went back: the session can use all of its handles again.
     assert!(session.check_resources().is_empty());
     let t = session.acquire().unwrap();
-    session.release(t);
+    session.release(t).unwrap();
 }
 
 fn a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works(method: IoMethod) {
@@ -77,7 +77,7 @@ fn a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works(method: I
         session.acquire_nb(),
         Err(AioError::HandleAlreadyHandedOut)
     ));
-    session.release(first);
+    session.release(first).unwrap();
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let ret = read_and_collect(&mut session, &data.file, 2 * B, &mut buf);
     assert_eq!(ret.result.status, IoStatus::Ok);
@@ -95,19 +95,26 @@ fn a_batch_left_open_is_reported_and_its_io_submitted(method: IoMethod) {
     ));
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let (wref, ret) = start_read(&mut session, &data.file, B, &mut buf);
-    if method != IoMethod::Sync {
+    if method == IoMethod::Sync {
+        assert_eq!(
+            session.staged_count(),
+            0,
+            "the sync method executes at staging"
+        );
+        assert!(aio.is_done(wref));
+    } else {
         assert_eq!(session.staged_count(), 1, "batch mode holds the I/O back");
     }
     let warnings = session.check_resources();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(matches!(warnings[0], AioWarning::BatchLeftOpen { .. }));
     assert_eq!(session.staged_count(), 0);
-    session.wait(wref);
+    session.wait(wref).unwrap();
     assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
     check_block(1, &buf);
 }
 
-fn staged_ios_are_submitted_together_when_the_batch_ends(method: IoMethod) {
+fn staged_ios_are_held_until_the_batch_ends(method: IoMethod) {
     let data = data_file(16, true);
     let aio = start(&config(method));
     let mut session = aio.session().unwrap();
@@ -125,7 +132,7 @@ fn staged_ios_are_submitted_together_when_the_batch_ends(method: IoMethod) {
     session.exit_batch();
     assert_eq!(session.staged_count(), 0);
     for (i, (wref, ret)) in started.into_iter().enumerate() {
-        session.wait(wref);
+        session.wait(wref).unwrap();
         assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
         check_block(2 * i as u32, &bufs[i]);
     }
@@ -137,8 +144,48 @@ fn acquire_waits_for_in_flight_io_when_every_handle_is_busy(method: IoMethod) {
     cfg.io_max_concurrency = 4;
     let aio = start(&cfg);
     let mut session = aio.session().unwrap();
+    let mut bufs: Vec<AlignedBuf> = (0..5).map(|_| AlignedBuf::new(BLOCK_SIZE)).collect();
+    if method != IoMethod::Sync {
+        // Hold every completion, so that all four handles stay busy.
+        aio.injections()
+            .attach(BEFORE_COMPLETE_SHARED, Injection::park());
+    }
+    let mut started = Vec::new();
+    for (blkno, buf) in bufs.iter_mut().take(4).enumerate() {
+        started.push(start_read(&mut session, &data.file, blkno as u64 * B, buf));
+    }
+    if method != IoMethod::Sync {
+        assert!(
+            session.acquire_nb().unwrap().is_none(),
+            "no handle is free or completed"
+        );
+        let releaser = {
+            let aio = Arc::clone(&aio);
+            std::thread::spawn(move || {
+                assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+                aio.injections().detach(BEFORE_COMPLETE_SHARED);
+            })
+        };
+        // Blocks until the oldest read completes, then reuses its handle.
+        let token = session.acquire().unwrap();
+        session.release(token).unwrap();
+        releaser.join().unwrap();
+    }
+    started.push(start_read(&mut session, &data.file, 4 * B, &mut bufs[4]));
+    for (blkno, (wref, ret)) in started.into_iter().enumerate() {
+        session.wait(wref).unwrap();
+        assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
+        check_block(blkno as u32, &bufs[blkno]);
+    }
+}
+
+fn a_reader_recycles_handles_when_it_keeps_more_reads_than_handles(method: IoMethod) {
+    let data = data_file(64, true);
+    let mut cfg = config(method);
+    cfg.io_max_concurrency = 4;
+    let aio = start(&cfg);
+    let mut session = aio.session().unwrap();
     let mut reader = BlockReader::new(Arc::clone(&aio), Arc::clone(&data.file), 16, 1);
-    // Four times as many reads in flight as handles: starts must recycle.
     for blkno in 0..16 {
         reader.start(&mut session, blkno * B, 1).unwrap();
     }
@@ -147,6 +194,105 @@ fn acquire_waits_for_in_flight_io_when_every_handle_is_busy(method: IoMethod) {
         assert_eq!(read.offset, blkno * B);
         check_block(blkno as u32, read.data);
     }
+}
+
+fn a_released_handle_forgets_its_callbacks_data_and_return(method: IoMethod) {
+    let data = data_file(4, true);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let token = session.acquire().unwrap();
+    let stale = IoReturnCell::default();
+    session.set_return(&token, &stale).unwrap();
+    session.set_data(&token, &[5]).unwrap();
+    // A misaligned buffer is refused and the handle goes back.
+    let mut buf = AlignedBuf::new(2 * BLOCK_SIZE);
+    let bad = [IoVec::new(unsafe { buf.as_mut_ptr().add(512) }, BLOCK_SIZE)];
+    // SAFETY: refused before any I/O starts.
+    let err = unsafe { session.start_readv(token, &data.file, 0, &bad) }.unwrap_err();
+    assert!(err.to_string().contains("not aligned"), "{err}");
+    let mut page = AlignedBuf::new(BLOCK_SIZE);
+    let ret = read_and_collect(&mut session, &data.file, B, &mut page);
+    assert_eq!(ret.result.status, IoStatus::Ok);
+    assert!(
+        stale.take().is_none(),
+        "the refused I/O's return cell got another I/O's result"
+    );
+}
+
+fn tokens_must_be_the_sessions_current_handed_out_handle(method: IoMethod) {
+    let data = data_file(4, false);
+    let aio = start(&config(method));
+    let mut a = aio.session().unwrap();
+    let mut b = aio.session().unwrap();
+    let token = a.acquire().unwrap();
+    let wref = a.wait_ref(&token);
+    assert!(matches!(
+        a.wait(wref),
+        Err(AioError::WaitOnUnstartedIo { .. })
+    ));
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let iov = [IoVec::new(buf.as_mut_ptr(), BLOCK_SIZE)];
+    // SAFETY: refused before any I/O starts.
+    let err = unsafe { b.start_readv(token, &data.file, 0, &iov) }.unwrap_err();
+    assert!(matches!(err, AioError::StaleHandle { .. }), "{err}");
+    // The refused token was consumed; A's handle is still handed out.
+    assert_eq!(a.check_resources().len(), 1);
+    let t = a.acquire().unwrap();
+    a.release(t).unwrap();
+}
+
+fn an_io_that_is_not_whole_blocks_is_refused(method: IoMethod) {
+    let data = data_file(4, false);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    let token = session.acquire().unwrap();
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let iov = [IoVec::new(buf.as_mut_ptr(), 4096)];
+    // SAFETY: refused before any I/O starts.
+    let err = unsafe { session.start_readv(token, &data.file, 0, &iov) }.unwrap_err();
+    assert!(
+        matches!(err, AioError::NotWholeBlocks { len: 4096 }),
+        "{err}"
+    );
+    assert!(
+        session.check_resources().is_empty(),
+        "the refused handle went back"
+    );
+}
+
+fn fsync_runs_through_the_method_and_reports_errors(method: IoMethod) {
+    let data = data_file(4, true);
+    let aio = start(&config(method));
+    let mut session = aio.session().unwrap();
+    for inject in [None, Some(-(libc::EIO as i64))] {
+        if let Some(raw) = inject {
+            aio.injections().attach(
+                BEFORE_COMPLETE_SHARED,
+                Injection::rewrite_result(raw).times(1),
+            );
+        }
+        let token = session.acquire().unwrap();
+        let wref = session.wait_ref(&token);
+        let ret = IoReturnCell::default();
+        session.set_return(&token, &ret).unwrap();
+        session.start_fsync(token, &data.file).unwrap();
+        session.wait(wref).unwrap();
+        let ret = ret.take().unwrap();
+        match inject {
+            None => assert_eq!(aio.check(&ret).unwrap(), None),
+            Some(_) => {
+                let err = aio.check(&ret).unwrap_err();
+                assert_eq!(
+                    err.to_string(),
+                    format!(
+                        "could not fsync file \"{}\": Input/output error",
+                        data.path.display()
+                    )
+                );
+            }
+        }
+    }
+    assert_eq!(aio.stats().row(method, IoOp::Fsync).unwrap().ios, 2);
 }
 
 // ---- short reads -----------------------------------------------------------
@@ -296,8 +442,8 @@ fn a_worker_that_cannot_reopen_the_file_fails_only_that_io(method: IoMethod) {
         let mut good = AlignedBuf::new(BLOCK_SIZE);
         let (bad_ref, bad_ret) = start_read(&mut session, &data.file, 3 * B, &mut bad);
         let (good_ref, good_ret) = start_read(&mut session, &data.file, 4 * B, &mut good);
-        session.wait(bad_ref);
-        session.wait(good_ref);
+        session.wait(bad_ref).unwrap();
+        session.wait(good_ref).unwrap();
         aio.injections().detach(WORKER_AFTER_REOPEN);
         assert_eq!(good_ret.take().unwrap().result.status, IoStatus::Ok);
         check_block(4, &good);
@@ -340,7 +486,7 @@ fn closing_a_relation_with_io_staged_lets_the_io_finish_then_closes_the_file(met
     drop(loc);
     rel.close();
     session.exit_batch();
-    session.wait(wref);
+    session.wait(wref).unwrap();
     assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
     assert!(buf.iter().all(|&b| b == 7));
     assert!(
@@ -366,7 +512,11 @@ fn dropping_a_relation_with_io_in_flight_lets_the_io_finish(method: IoMethod) {
         std::thread::spawn(move || {
             let mut session = aio.session().unwrap();
             let mut buf = AlignedBuf::new(BLOCK_SIZE);
-            let ret = read_and_collect(&mut session, &loc.file, loc.offset, &mut buf);
+            let (wref, ret) = start_read(&mut session, &loc.file, loc.offset, &mut buf);
+            // Only the I/O itself holds the file from here on.
+            drop(loc);
+            session.wait(wref).unwrap();
+            let ret = ret.take().unwrap();
             (ret.result.status, buf.iter().all(|&b| b == 9))
         })
     };
@@ -386,6 +536,9 @@ fn dropping_a_relation_with_io_in_flight_lets_the_io_finish(method: IoMethod) {
 
 // ---- foreign completion ----------------------------------------------------
 
+/// Under io_uring nothing but a waiter reaps, so B completes A's read by
+/// reaping A's ring; under worker a worker completes it and B only waits,
+/// and sync completes it in A.
 fn another_thread_completes_a_read_its_issuer_never_waits_for(method: IoMethod) {
     let data = data_file(8, true);
     let aio = start(&config(method));
@@ -413,7 +566,7 @@ fn another_thread_completes_a_read_its_issuer_never_waits_for(method: IoMethod) 
     let wref = rx.recv().unwrap();
     issued.wait();
     let mut other = aio.session().unwrap();
-    other.wait(wref);
+    other.wait(wref).unwrap();
     assert!(aio.is_done(wref));
     check_block(5, &buf.lock()[..BLOCK_SIZE]);
     check_block(6, &buf.lock()[BLOCK_SIZE..]);
@@ -421,63 +574,69 @@ fn another_thread_completes_a_read_its_issuer_never_waits_for(method: IoMethod) 
     issuer.join().unwrap();
 }
 
+/// A issues a read and ends its session; B then waits for the read and it
+/// completes (for io_uring, B reaps A's ring). The completion is held at the
+/// injection point until A's session is gone.
 fn a_read_is_completed_by_another_thread_after_its_session_ended(method: IoMethod) {
     let data = data_file(8, true);
     let aio = start(&config(method));
-    // Hold the completion until the issuer's session is gone.
-    aio.injections()
-        .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
-    let mut buf = AlignedBuf::new(BLOCK_SIZE);
-    let buf_addr = buf.as_mut_ptr() as usize;
-    let (wref, ret) = if method == IoMethod::Sync {
-        // The sync method completes in the issuer: it parks inside start.
-        let aio2 = Arc::clone(&aio);
-        let file = Arc::clone(&data.file);
-        let t = std::thread::spawn(move || {
-            let mut session = aio2.session().unwrap();
-            let token = session.acquire().unwrap();
-            let wref = session.wait_ref(&token);
-            let ret = IoReturnCell::default();
-            session.set_return(&token, &ret);
-            let iov = [IoVec::new(buf_addr as *mut u8, BLOCK_SIZE)];
-            // SAFETY: buf outlives the read; the test waits below.
-            unsafe { session.start_readv(token, &file, 7 * B, &iov) }.unwrap();
-            (wref, ret)
-        });
+    for _attempt in 0..100 {
+        aio.injections()
+            .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
+        let buf = Arc::new(parking_lot::Mutex::new(AlignedBuf::new(BLOCK_SIZE)));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let issuer = {
+            let (aio, file, buf) = (Arc::clone(&aio), Arc::clone(&data.file), Arc::clone(&buf));
+            std::thread::spawn(move || {
+                let mut session = aio.session().unwrap();
+                let started = start_read(&mut session, &file, 7 * B, &mut buf.lock());
+                drop(session);
+                tx.send(started).unwrap();
+            })
+        };
+        let waiter = {
+            let aio = Arc::clone(&aio);
+            std::thread::spawn(move || {
+                let (wref, ret): (WaitRef, IoReturnCell) = rx.recv().unwrap();
+                let mut session = aio.session().unwrap();
+                session.wait(wref).unwrap();
+                (wref, ret)
+            })
+        };
         assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
-        aio.injections().release(BEFORE_COMPLETE_SHARED);
-        t.join().unwrap()
-    } else {
-        let mut session = aio.session().unwrap();
-        let started = start_read(&mut session, &data.file, 7 * B, &mut buf);
-        drop(session);
-        started
-    };
-    let waiter = {
-        let aio = Arc::clone(&aio);
-        std::thread::spawn(move || {
-            let mut session = aio.session().unwrap();
-            session.wait(wref);
-        })
-    };
-    if method != IoMethod::Sync {
-        assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
-        aio.injections().release(BEFORE_COMPLETE_SHARED);
+        // The sync method, or a worker queue found busy, runs the read in
+        // the issuer, which is then parked inside start with its session
+        // still open: release it and try again.
+        let issuer_parked =
+            !issuer.is_finished() && aio.inflight().iter().any(|row| row.flags == "sync");
+        if method != IoMethod::Sync && issuer_parked {
+            aio.injections().release(BEFORE_COMPLETE_SHARED);
+            issuer.join().unwrap();
+            waiter.join().unwrap();
+            continue;
+        }
+        if method == IoMethod::Sync {
+            aio.injections().release(BEFORE_COMPLETE_SHARED);
+            issuer.join().unwrap();
+        } else {
+            // The issuer's session ends while its read is held.
+            issuer.join().unwrap();
+            aio.injections().release(BEFORE_COMPLETE_SHARED);
+        }
+        let (wref, ret) = waiter.join().unwrap();
+        assert!(aio.is_done(wref));
+        check_block(7, &buf.lock());
+        // The next session prefers the slot with the orphaned handle and
+        // collects it, result and all.
+        let mut next = aio.session().unwrap();
+        next.collect_completed();
+        assert_eq!(
+            ret.take().expect("orphan collected").result.status,
+            IoStatus::Ok
+        );
+        return;
     }
-    waiter.join().unwrap();
-    assert!(aio.is_done(wref));
-    check_block(7, &buf);
-    // The slot's next session collects the orphaned handle and its result.
-    let mut next = Vec::new();
-    for _ in 0..config(method).max_sessions {
-        let mut s = aio.session().unwrap();
-        s.collect_completed();
-        next.push(s);
-    }
-    assert_eq!(
-        ret.take().expect("orphan collected").result.status,
-        IoStatus::Ok
-    );
+    panic!("the read never reached the method's own executor in 100 tries");
 }
 
 fn a_wait_reference_whose_generation_moved_on_returns_at_once(method: IoMethod) {
@@ -486,28 +645,44 @@ fn a_wait_reference_whose_generation_moved_on_returns_at_once(method: IoMethod) 
     let mut session = aio.session().unwrap();
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let (old, _) = start_read(&mut session, &data.file, 0, &mut buf);
-    session.wait(old);
-    // The same handle is reused (idle handles are a stack) for a read that
-    // is held at the completion point.
+    session.wait(old).unwrap();
+    // The same handle (idle handles are a stack) now carries a read that
+    // stays in flight: its completion is held at the injection point.
+    let token = session.acquire().unwrap();
+    let newer = session.wait_ref(&token);
+    assert_eq!(newer.handle_index(), old.handle_index());
+    assert_ne!(newer.generation(), old.generation());
+    session.release(token).unwrap();
+    if method == IoMethod::Sync {
+        // Sync I/O never stays in flight; the generation check is all.
+        assert!(aio.is_done(old));
+        return;
+    }
     aio.injections()
         .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
-    let aio2 = Arc::clone(&aio);
-    let file = Arc::clone(&data.file);
-    let t = std::thread::spawn(move || {
-        let mut session = aio2.session().unwrap();
-        let mut buf = AlignedBuf::new(BLOCK_SIZE);
-        let (wref, _) = start_read(&mut session, &file, B, &mut buf);
-        session.wait(wref);
-        wref
-    });
-    assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+    let mut buf2 = AlignedBuf::new(BLOCK_SIZE);
+    let (held, ret) = start_read(&mut session, &data.file, B, &mut buf2);
+    assert_eq!(held.handle_index(), old.handle_index());
+    let other = {
+        let aio = Arc::clone(&aio);
+        std::thread::spawn(move || {
+            // For io_uring, a waiter must reap the ring to reach the point.
+            aio.wait(held);
+        })
+    };
+    if method == IoMethod::IoUring || method == IoMethod::Worker {
+        assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+    }
+    assert!(!aio.is_done(held));
     let started = Instant::now();
     aio.wait(old);
     assert!(aio.is_done(old));
     assert!(started.elapsed() < Duration::from_secs(5));
     aio.injections().release(BEFORE_COMPLETE_SHARED);
-    let newer = t.join().unwrap();
-    assert_ne!(newer, old);
+    other.join().unwrap();
+    session.wait(held).unwrap();
+    assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
+    check_block(1, &buf2);
 }
 
 // ---- observability ---------------------------------------------------------
@@ -621,8 +796,13 @@ for_each_method!(
     a_leaked_handle_is_reported_and_released,
     a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works,
     a_batch_left_open_is_reported_and_its_io_submitted,
-    staged_ios_are_submitted_together_when_the_batch_ends,
+    staged_ios_are_held_until_the_batch_ends,
     acquire_waits_for_in_flight_io_when_every_handle_is_busy,
+    a_reader_recycles_handles_when_it_keeps_more_reads_than_handles,
+    a_released_handle_forgets_its_callbacks_data_and_return,
+    tokens_must_be_the_sessions_current_handed_out_handle,
+    an_io_that_is_not_whole_blocks_is_refused,
+    fsync_runs_through_the_method_and_reports_errors,
     short_read_to_a_block_boundary_is_partial_not_an_error,
     short_read_under_one_block_is_an_error_naming_the_blocks,
     reading_past_the_end_reads_zero_bytes_and_is_an_error,

@@ -61,23 +61,26 @@ fn transfer_blocks(
     ptr: *mut u8,
     len: usize,
 ) -> Result<(), AioError> {
-    assert!(len.is_multiple_of(BLOCK_SIZE), "block I/O of {len} bytes");
+    if !len.is_multiple_of(BLOCK_SIZE) {
+        return Err(AioError::NotWholeBlocks { len });
+    }
     let mut done = 0usize;
     while done < len {
         let ret = IoReturnCell::default();
         let token = session.acquire()?;
         let wref = session.wait_ref(&token);
-        session.set_return(&token, &ret);
+        session.set_return(&token, &ret)?;
         // SAFETY: ptr..ptr+len is borrowed by our caller for the whole call,
         // and we wait for the I/O before returning or retrying.
         let iov = [IoVec::new(unsafe { ptr.add(done) }, len - done)];
         unsafe {
-            match op {
-                IoOp::Read => session.start_readv(token, file, offset + done as u64, &iov)?,
-                IoOp::Write => session.start_writev(token, file, offset + done as u64, &iov)?,
+            if op == IoOp::Write {
+                session.start_writev(token, file, offset + done as u64, &iov)?
+            } else {
+                session.start_readv(token, file, offset + done as u64, &iov)?
             }
         }
-        session.wait(wref);
+        session.wait(wref)?;
         let ret = ret.take().expect("our own I/O is collected by wait");
         done += blocks_done(session, &ret)? * BLOCK_SIZE;
     }
@@ -114,6 +117,8 @@ pub struct CompletedRead<'a> {
 /// re-issued before the read is handed back).
 pub struct BlockReader {
     aio: Arc<Aio>,
+    /// The session that started the reads in flight: only it collects them.
+    slot: Option<u32>,
     file: Arc<SegmentFile>,
     slots: Vec<ReadSlot>,
     free: Vec<usize>,
@@ -139,6 +144,7 @@ impl BlockReader {
             .collect::<Vec<_>>();
         BlockReader {
             aio,
+            slot: None,
             file,
             free: (0..slots.len()).rev().collect(),
             slots,
@@ -183,7 +189,10 @@ impl BlockReader {
         slot.wref = Some(session.wait_ref(&token));
         slot.offset = offset;
         slot.len = len;
-        session.set_return(&token, &slot.ret);
+        if let Err(e) = session.set_return(&token, &slot.ret) {
+            self.free.push(index);
+            return Err(e);
+        }
         let iov = [IoVec::new(slot.buf.as_mut_ptr(), len)];
         // SAFETY: the slot's buffer is neither touched nor freed until the
         // read is handed back by next_completed (which waits for it), and
@@ -193,7 +202,17 @@ impl BlockReader {
             return Err(e);
         }
         self.started.push_back(index);
+        self.slot = Some(session.slot());
         Ok(())
+    }
+
+    fn check_session(&self, session: &AioSession) -> Result<(), AioError> {
+        match self.slot {
+            Some(slot) if slot != session.slot() && !self.started.is_empty() => Err(
+                AioError::ReaderMisuse("reads in flight belong to another session".into()),
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// Waits for the oldest read, completes it if it was partial, and hands
@@ -202,10 +221,16 @@ impl BlockReader {
         &mut self,
         session: &mut AioSession,
     ) -> Option<Result<CompletedRead<'_>, AioError>> {
+        if let Err(e) = self.check_session(session) {
+            return Some(Err(e));
+        }
         let index = self.started.pop_front()?;
         self.free.push(index);
         let slot = &mut self.slots[index];
-        session.wait(slot.wref.take().expect("started read has a wait reference"));
+        let wref = slot.wref.take().expect("started read has a wait reference");
+        if let Err(e) = session.wait(wref) {
+            return Some(Err(e));
+        }
         let ret = slot.ret.take().expect("our own I/O is collected by wait");
         let outcome = blocks_done(session, &ret).and_then(|blocks| {
             let done = blocks * BLOCK_SIZE;
@@ -229,7 +254,10 @@ impl BlockReader {
     pub fn drain(&mut self, session: &mut AioSession) {
         while let Some(index) = self.started.pop_front() {
             if let Some(wref) = self.slots[index].wref.take() {
-                session.wait(wref);
+                // Any session may wait; ours also collects.
+                if session.wait(wref).is_err() {
+                    self.aio.wait(wref);
+                }
                 self.slots[index].ret.take();
             }
             self.free.push(index);

@@ -85,8 +85,8 @@ impl CallbackTable {
             entries: std::array::from_fn(|_| OnceLock::new()),
             next: AtomicU8::new(1),
         };
-        let read = table.register(Arc::new(BlockIo { op: IoOp::Read }));
-        let write = table.register(Arc::new(BlockIo { op: IoOp::Write }));
+        let read = table.register(Arc::new(BlockIo { write: false }));
+        let write = table.register(Arc::new(BlockIo { write: true }));
         debug_assert_eq!((read, write), (CB_BLOCK_READV, CB_BLOCK_WRITEV));
         table
     }
@@ -128,23 +128,25 @@ pub fn errno_text(errno: i32) -> String {
 /// 8192 bytes"), fewer than asked is a partial result that the caller
 /// re-issues.
 struct BlockIo {
-    op: IoOp,
+    write: bool,
 }
 
 impl BlockIo {
     fn id(&self) -> CallbackId {
-        match self.op {
-            IoOp::Read => CB_BLOCK_READV,
-            IoOp::Write => CB_BLOCK_WRITEV,
+        if self.write {
+            CB_BLOCK_WRITEV
+        } else {
+            CB_BLOCK_READV
         }
     }
 }
 
 impl IoCallbacks for BlockIo {
     fn name(&self) -> &'static str {
-        match self.op {
-            IoOp::Read => "block_readv",
-            IoOp::Write => "block_writev",
+        if self.write {
+            "block_writev"
+        } else {
+            "block_readv"
         }
     }
 
@@ -179,9 +181,10 @@ impl IoCallbacks for BlockIo {
     }
 
     fn report(&self, ret: &IoReturn) -> String {
-        let (verb, past) = match self.op {
-            IoOp::Read => ("read", "read"),
-            IoOp::Write => ("write", "wrote"),
+        let (verb, past) = if self.write {
+            ("write", "wrote")
+        } else {
+            ("read", "read")
         };
         let target = ret.target();
         let r = ret.result;

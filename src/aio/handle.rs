@@ -253,15 +253,32 @@ impl Handle {
     /// anyone sleeping on this handle. SeqCst pairs with the waiter count
     /// in `wait_while`: either the waker sees the waiter, or the waiter sees
     /// the new state.
+    ///
+    /// # Panics
+    /// On a transition the state machine does not allow, or one that races
+    /// with another: both are bugs in this layer, and going on could let
+    /// the kernel write into memory that has been handed back.
     pub fn set_state(&self, next: IoState) {
-        let prev = IoState::from_u8(self.state.swap(next as u8, Ordering::SeqCst));
+        let prev = self.state();
         assert!(
             prev.can_move_to(next),
-            "I/O handle {} moved from {} to {}",
+            "I/O handle {} cannot move from {} to {}",
             self.index,
             prev.name(),
             next.name()
         );
+        if let Err(now) =
+            self.state
+                .compare_exchange(prev as u8, next as u8, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            panic!(
+                "I/O handle {} moved from {} to {} while changing to {}",
+                self.index,
+                prev.name(),
+                IoState::from_u8(now).name(),
+                next.name()
+            );
+        }
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let _guard = self.wake_lock.lock();
             self.wake.notify_all();
@@ -274,6 +291,16 @@ impl Handle {
     pub fn recycle(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.set_state(IoState::Idle);
+    }
+
+    /// Like [`Handle::wait_while`], giving up after `limit`.
+    pub fn wait_while_for(&self, generation: u64, state: IoState, limit: std::time::Duration) {
+        let mut guard = self.wake_lock.lock();
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        if self.state_of(generation) == Some(state) {
+            self.wake.wait_for(&mut guard, limit);
+        }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Sleeps while use `generation` is in state `state`.

@@ -50,10 +50,10 @@
 //! let handle = session.acquire()?;
 //! let wref = session.wait_ref(&handle);
 //! let ret = IoReturnCell::default();
-//! session.set_return(&handle, &ret);
+//! session.set_return(&handle, &ret)?;
 //! // SAFETY: buf outlives the I/O: we wait for it below.
 //! unsafe { session.start_readv(handle, file, 0, &[IoVec::new(buf.as_mut_ptr(), buf.len())])? };
-//! session.wait(wref);
+//! session.wait(wref)?;
 //! let outcome = ret.take().expect("collected");
 //! aio.check(&outcome)?;
 //! # Ok(()) }
@@ -91,6 +91,10 @@ use method::worker::WorkerQueue;
 
 /// Largest number of iovecs in one I/O (the top of io_max_combine_limit).
 pub const MAX_IOVECS: usize = 128;
+
+/// Most memory the preallocated handles may take: settings that would need
+/// more are refused at start-up rather than ending in an allocation abort.
+pub const MAX_HANDLE_MEMORY_BYTES: usize = 1 << 30;
 
 /// Start-up parameters of the AIO subsystem.
 #[derive(Debug, Clone)]
@@ -160,10 +164,19 @@ impl Aio {
         let iovecs = config.io_max_combine_limit.clamp(1, MAX_IOVECS);
         let mut method = config.method;
         let mut rings = Vec::new();
+        let handle_count = config.max_sessions * per_slot;
+        let handle_bytes = handle_count * (iovecs * (std::mem::size_of::<IoVec>() + 8) + 512);
+        if handle_bytes > MAX_HANDLE_MEMORY_BYTES {
+            return Err(AioError::Setup(format!(
+                "max_sessions ({}) × io_max_concurrency ({per_slot}) = {handle_count} I/O handles would preallocate {} MiB; lower max_sessions or io_max_concurrency",
+                config.max_sessions,
+                handle_bytes >> 20
+            )));
+        }
         if method == IoMethod::IoUring {
             match method::uring::create_rings(config.max_sessions, per_slot) {
                 Ok(r) => rings = r,
-                Err(e) => match method::uring::classify_setup_error(&e) {
+                Err(failure) => match failure {
                     method::uring::SetupFailure::FallBack(reason) => {
                         log::warn!(
                             "io_uring is not available: {reason}; using io_method=worker instead (set io_method=worker to choose it explicitly)"
@@ -373,6 +386,7 @@ impl AioShared {
                     match op {
                         IoOp::Read => file.preadv(offset, raw_iov),
                         IoOp::Write => file.pwritev(offset, raw_iov),
+                        IoOp::Fsync => file.fdatasync_raw(),
                     }
                 }
             }
@@ -452,6 +466,16 @@ impl AioShared {
     }
 
     fn message(&self, ret: &IoReturn) -> String {
+        if ret.op == IoOp::Fsync {
+            return match ret.result.status {
+                IoStatus::Error => format!(
+                    "could not fsync {}: {}",
+                    ret.file.ident(),
+                    errno_text(ret.result.error_data as i32)
+                ),
+                _ => format!("fsync {}", ret.file.ident()),
+            };
+        }
         match self.callbacks.get(ret.result.id) {
             Some(cb) if ret.result.id != 0 => cb.report(ret),
             _ => {

@@ -94,6 +94,14 @@ pub enum AioError {
         "session already holds a handed-out I/O handle that is not yet defined; start or release it before acquiring another"
     )]
     HandleAlreadyHandedOut,
+    #[error("I/O handle {handle} is not this session's handed-out handle (already started or released, or another session's)")]
+    StaleHandle { handle: u32 },
+    #[error("waiting for I/O handle {handle}, which this session acquired but never started")]
+    WaitOnUnstartedIo { handle: u32 },
+    #[error("an I/O of {len} bytes is not a whole number of 8192-byte blocks")]
+    NotWholeBlocks { len: usize },
+    #[error("{0}")]
+    ReaderMisuse(String),
     #[error("all {max_sessions} session slots are in use; raise max_sessions")]
     NoFreeSession { max_sessions: usize },
     #[error("session is already in batch mode; batches do not nest")]

@@ -15,8 +15,9 @@ use super::callbacks::{CallbackId, IoView, CB_BLOCK_READV, CB_BLOCK_WRITEV};
 use super::handle::{IoState, IoVec, WaitRef, MAX_CALLBACKS_PER_HANDLE};
 use super::result::{AioError, AioWarning, IoReturn};
 use super::{Aio, AioShared};
+use crate::config::IoMethod;
 use crate::stats::IoOp;
-use crate::storage::{is_io_aligned, SegmentFile, StorageError};
+use crate::storage::{is_io_aligned, SegmentFile, StorageError, BLOCK_SIZE};
 
 /// Most I/Os staged before a batch is submitted by itself: one system call
 /// submits them all, and neighbours still have a chance to be combined.
@@ -41,7 +42,9 @@ impl IoReturnCell {
 #[must_use = "start the I/O or release the handle"]
 #[derive(Debug)]
 pub struct HandleToken {
+    slot: u32,
     index: u32,
+    generation: u64,
 }
 
 /// One session's AIO state.
@@ -58,14 +61,18 @@ pub struct AioSession {
 impl AioSession {
     pub(super) fn new(aio: Arc<Aio>) -> Result<AioSession, AioError> {
         let shared = &aio.shared;
+        // Prefer a free slot whose last session left I/O behind, so that
+        // its handles (and the files they hold open) are collected soon.
+        let claim = |slot: &super::Slot| {
+            slot.in_use
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        };
         let slot = shared
             .slots
             .iter()
-            .position(|s| {
-                s.in_use
-                    .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-            })
+            .position(|s| !s.orphans.lock().is_empty() && claim(s))
+            .or_else(|| shared.slots.iter().position(claim))
             .ok_or(AioError::NoFreeSession {
                 max_sessions: shared.config.max_sessions,
             })? as u32;
@@ -142,27 +149,60 @@ impl AioSession {
 
     fn take_idle(&mut self) -> Option<HandleToken> {
         let index = self.idle.pop()?;
-        self.shared().handles[index as usize].set_state(IoState::HandedOut);
+        let h = &self.aio.shared.handles[index as usize];
+        h.set_state(IoState::HandedOut);
+        let generation = h.generation();
         self.handed_out = Some(index);
-        Some(HandleToken { index })
+        Some(HandleToken {
+            slot: self.slot,
+            index,
+            generation,
+        })
+    }
+
+    /// Refuses a token that is not this session's handed-out handle (from
+    /// another session, or already started or released).
+    fn check_token(&self, token: &HandleToken) -> Result<(), AioError> {
+        let current = token.slot == self.slot
+            && self.handed_out == Some(token.index)
+            && self.shared().handles[token.index as usize].generation() == token.generation;
+        if current {
+            Ok(())
+        } else {
+            Err(AioError::StaleHandle {
+                handle: token.index,
+            })
+        }
     }
 
     /// Gives back a handle that will not be used.
-    pub fn release(&mut self, token: HandleToken) {
-        debug_assert_eq!(self.handed_out, Some(token.index));
+    pub fn release(&mut self, token: HandleToken) -> Result<(), AioError> {
+        self.check_token(&token)?;
+        self.release_index(token.index);
+        Ok(())
+    }
+
+    /// Forgets whatever was set on a handed-out handle and makes it idle.
+    fn release_index(&mut self, index: u32) {
         self.handed_out = None;
-        self.shared().handles[token.index as usize].recycle();
-        self.idle.push(token.index);
+        let h = &self.aio.shared.handles[index as usize];
+        h.inner.lock().clear();
+        h.recycle();
+        self.idle.push(index);
     }
 
     /// The wait reference of the I/O this handle will perform.
     pub fn wait_ref(&self, token: &HandleToken) -> WaitRef {
-        self.shared().handles[token.index as usize].wait_ref()
+        WaitRef {
+            index: token.index,
+            generation: token.generation,
+        }
     }
 
     /// Attaches words of handle data (for example buffer ids) for the
     /// callbacks.
     pub fn set_data(&self, token: &HandleToken, data: &[u64]) -> Result<(), AioError> {
+        self.check_token(token)?;
         let limit = self.shared().config.io_max_combine_limit;
         if data.len() > limit {
             return Err(AioError::TooManyIovecs {
@@ -184,6 +224,7 @@ impl AioSession {
         id: CallbackId,
         data: u8,
     ) -> Result<(), AioError> {
+        self.check_token(token)?;
         if self.shared().callbacks.get(id).is_none() {
             return Err(AioError::UnknownCallback { id });
         }
@@ -201,11 +242,13 @@ impl AioSession {
     }
 
     /// Asks for the I/O's result to be copied to `cell` when collected.
-    pub fn set_return(&self, token: &HandleToken, cell: &IoReturnCell) {
+    pub fn set_return(&self, token: &HandleToken, cell: &IoReturnCell) -> Result<(), AioError> {
+        self.check_token(token)?;
         self.shared().handles[token.index as usize]
             .inner
             .lock()
             .return_to = Some(Arc::clone(&cell.0));
+        Ok(())
     }
 
     /// Starts a vectored read of `file` at `offset` into `iov`.
@@ -240,6 +283,15 @@ impl AioSession {
         self.start(token, IoOp::Write, file, offset, iov)
     }
 
+    /// Starts flushing `file`'s data to stable storage (fdatasync).
+    pub fn start_fsync(
+        &mut self,
+        token: HandleToken,
+        file: &Arc<SegmentFile>,
+    ) -> Result<(), AioError> {
+        self.start(token, IoOp::Fsync, file, 0, &[])
+    }
+
     fn start(
         &mut self,
         token: HandleToken,
@@ -248,8 +300,16 @@ impl AioSession {
         offset: u64,
         iov: &[IoVec],
     ) -> Result<(), AioError> {
+        self.check_token(&token)?;
         let limit = self.shared().config.io_max_combine_limit;
         let check = (|| {
+            if op == IoOp::Fsync {
+                return Ok(());
+            }
+            let len: usize = iov.iter().map(IoVec::len).sum();
+            if len == 0 || !len.is_multiple_of(BLOCK_SIZE) {
+                return Err(AioError::NotWholeBlocks { len });
+            }
             if iov.is_empty() || iov.len() > limit {
                 return Err(AioError::TooManyIovecs {
                     iovecs: iov.len(),
@@ -270,7 +330,7 @@ impl AioSession {
             Ok(())
         })();
         if let Err(e) = check {
-            self.release(token);
+            self.release_index(token.index);
             return Err(e);
         }
         let index = token.index;
@@ -282,15 +342,16 @@ impl AioSession {
             inner.offset = offset;
             inner.iov.clear();
             inner.iov.extend_from_slice(iov);
-            let n = inner.callback_count;
-            inner.callbacks[n] = (
-                match op {
-                    IoOp::Read => CB_BLOCK_READV,
-                    IoOp::Write => CB_BLOCK_WRITEV,
-                },
-                0,
-            );
-            inner.callback_count = n + 1;
+            let block_callback = match op {
+                IoOp::Read => Some(CB_BLOCK_READV),
+                IoOp::Write => Some(CB_BLOCK_WRITEV),
+                IoOp::Fsync => None,
+            };
+            if let Some(id) = block_callback {
+                let n = inner.callback_count;
+                inner.callbacks[n] = (id, 0);
+                inner.callback_count = n + 1;
+            }
             let latency_us = self.aio.shared.config.debug_io_latency_us;
             inner.latency_timespec = io_uring::types::Timespec::new()
                 .sec(latency_us / 1_000_000)
@@ -317,7 +378,12 @@ impl AioSession {
         h.set_state(IoState::Staged);
         self.handed_out = None;
         self.staged.push(index);
-        if !self.batch_mode || self.staged.len() >= MAX_STAGED {
+        // The sync method executes at staging, batch or not (DESIGN.md
+        // §3.5): there is nothing to gain by holding the I/O back.
+        if !self.batch_mode
+            || self.staged.len() >= MAX_STAGED
+            || self.aio.shared.method == IoMethod::Sync
+        {
             self.submit_staged();
         }
         Ok(())
@@ -365,13 +431,24 @@ impl AioSession {
     /// Waits for the I/O `wref` refers to, whoever owns it, after submitting
     /// our own staged I/O (the deadlock rule). If it is ours, collects it:
     /// its local callbacks run and its result goes to its return cell.
-    pub fn wait(&mut self, wref: WaitRef) {
+    ///
+    /// Waiting for our own handle before starting it is an error: nothing
+    /// but this thread could ever start it.
+    pub fn wait(&mut self, wref: WaitRef) -> Result<(), AioError> {
+        let own = self.shared().handles[wref.index as usize].slot == self.slot;
+        if own && self.handed_out == Some(wref.index) {
+            let h = &self.shared().handles[wref.index as usize];
+            if h.state_of(wref.generation) == Some(IoState::HandedOut) {
+                return Err(AioError::WaitOnUnstartedIo { handle: wref.index });
+            }
+        }
         self.submit_staged();
         self.shared().wait_for(wref);
         let h = &self.shared().handles[wref.index as usize];
-        if h.slot == self.slot && h.state_of(wref.generation) == Some(IoState::CompletedShared) {
+        if own && h.state_of(wref.generation) == Some(IoState::CompletedShared) {
             self.collect(wref.index);
         }
+        Ok(())
     }
 
     /// Collects every I/O of this session that has completed.
@@ -392,7 +469,8 @@ impl AioSession {
         self.submit_staged();
         while let Some(&index) = self.in_flight.front() {
             let wref = self.shared().handles[index as usize].wait_ref();
-            self.wait(wref);
+            self.shared().wait_for(wref);
+            self.collect(index);
         }
     }
 
@@ -451,7 +529,7 @@ impl AioSession {
         let mut warnings = Vec::new();
         if let Some(index) = self.handed_out {
             warnings.push(AioWarning::LeakedHandle { handle: index });
-            self.release(HandleToken { index });
+            self.release_index(index);
         }
         if self.batch_mode {
             warnings.push(AioWarning::BatchLeftOpen {

@@ -17,15 +17,18 @@ use crate::config::IoMethod;
 pub enum IoOp {
     Read = 0,
     Write = 1,
+    /// Flush a file's data to stable storage (fdatasync).
+    Fsync = 2,
 }
 
 impl IoOp {
-    pub const ALL: [IoOp; 2] = [IoOp::Read, IoOp::Write];
+    pub const ALL: [IoOp; 3] = [IoOp::Read, IoOp::Write, IoOp::Fsync];
 
     pub fn name(self) -> &'static str {
         match self {
             IoOp::Read => "read",
             IoOp::Write => "write",
+            IoOp::Fsync => "fsync",
         }
     }
 }
@@ -69,7 +72,7 @@ pub struct CompletedIo {
 /// Cumulative I/O statistics per method and operation.
 #[derive(Debug, Default)]
 pub struct IoStats {
-    cells: [[OpCounters; 2]; 3],
+    cells: [[OpCounters; 3]; 3],
 }
 
 fn method_index(method: IoMethod) -> usize {

@@ -287,6 +287,14 @@ impl SegmentFile {
         raw_result(n)
     }
 
+    /// fdatasync as a raw result: 0, or the negative errno.
+    pub fn fdatasync_raw(&self) -> i64 {
+        match rustix::fs::fdatasync(&self.fd) {
+            Ok(()) => 0,
+            Err(e) => -(e.raw_os_error() as i64),
+        }
+    }
+
     /// Flushes the file's data to stable storage.
     pub fn fdatasync(&self) -> Result<(), StorageError> {
         rustix::fs::fdatasync(&self.fd).map_err(|e| self.io_error("fsync", e.into()))
@@ -600,10 +608,19 @@ impl SmgrRelation {
         first_block: BlockNumber,
         pages: &[u8],
     ) -> Result<(), StorageError> {
-        assert!(
-            pages.len().is_multiple_of(BLOCK_SIZE),
-            "extend takes whole blocks"
-        );
+        if !pages.len().is_multiple_of(BLOCK_SIZE) {
+            return Err(StorageError::Blocks {
+                op: "extend",
+                file: FileIdent::Relation {
+                    rel: self.rel,
+                    fork,
+                }
+                .to_string(),
+                first: first_block,
+                last: first_block,
+                detail: format!("{} bytes is not a whole number of blocks", pages.len()),
+            });
+        }
         let mut block = first_block;
         let mut rest = pages;
         while !rest.is_empty() {

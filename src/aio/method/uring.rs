@@ -72,10 +72,13 @@ pub(crate) fn classify_setup_error(e: &io::Error) -> SetupFailure {
 }
 
 /// One ring per slot, each with room for every handle of the slot plus its
-/// latency timer.
-pub(crate) fn create_rings(slots: usize, handles_per_slot: usize) -> io::Result<Vec<UringRing>> {
+/// latency timer, after checking that the kernel has every operation we use.
+pub(crate) fn create_rings(
+    slots: usize,
+    handles_per_slot: usize,
+) -> Result<Vec<UringRing>, SetupFailure> {
     let entries = (2 * handles_per_slot).next_power_of_two() as u32;
-    (0..slots)
+    let rings = (0..slots)
         .map(|_| {
             Ok(UringRing {
                 ring: IoUring::builder().build(entries)?,
@@ -84,7 +87,20 @@ pub(crate) fn create_rings(slots: usize, handles_per_slot: usize) -> io::Result<
                 in_flight: AtomicU32::new(0),
             })
         })
-        .collect()
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| classify_setup_error(&e))?;
+    if let Some(first) = rings.first() {
+        match missing_opcode(&first.ring) {
+            Ok(None) => {}
+            Ok(Some(name)) => {
+                return Err(SetupFailure::FallBack(format!(
+                    "the kernel's io_uring lacks the {name} operation (Linux 5.6 or later has all we use)"
+                )))
+            }
+            Err(e) => return Err(classify_setup_error(&e)),
+        }
+    }
+    Ok(rings)
 }
 
 impl UringRing {
@@ -113,6 +129,9 @@ impl UringRing {
                     (IoOp::Write, n) => opcode::Writev::new(fd, iov.as_ptr().cast(), n as u32)
                         .offset(inner.offset)
                         .build(),
+                    (IoOp::Fsync, _) => opcode::Fsync::new(fd)
+                        .flags(types::FsyncFlags::DATASYNC)
+                        .build(),
                 };
                 let in_flight = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
                 let punt = !file.is_direct()
@@ -133,26 +152,30 @@ impl UringRing {
                 (timer, entry)
             };
             let (timer, entry) = entries;
-            for e in timer.iter().chain(std::iter::once(&entry)) {
-                self.push(shared, e);
+            match timer {
+                Some(timer) => self.push_chain(shared, &[timer, entry]),
+                None => self.push_chain(shared, &[entry]),
             }
         }
         self.enter_submit(shared);
     }
 
-    fn push(&self, shared: &AioShared, entry: &squeue::Entry) {
+    /// Pushes linked entries and publishes them together, so that a thread
+    /// entering the kernel meanwhile cannot submit half a chain.
+    fn push_chain(&self, shared: &AioShared, chain: &[squeue::Entry]) {
         loop {
             // SAFETY: submit_lock is held, so this is the only user of the
-            // submission queue. The entry's iovecs, buffers and timespec live
-            // in the handle (or in memory the issuer promised) until the
-            // completion is reaped.
+            // submission queue. The entries' iovecs, buffers and timespec
+            // live in the handle (or in memory the issuer promised) until
+            // the completion is reaped.
             let pushed = unsafe {
                 let mut sq = self.ring.submission_shared();
-                let r = sq.push(entry);
+                let pushed =
+                    sq.capacity() - sq.len() >= chain.len() && sq.push_multiple(chain).is_ok();
                 sq.sync();
-                r
+                pushed
             };
-            if pushed.is_ok() {
+            if pushed {
                 return;
             }
             // Full: hand what is queued to the kernel and try again.
@@ -170,7 +193,7 @@ impl UringRing {
                     let _reaping = self.completion_lock.lock();
                     self.reap_locked(shared);
                 }
-                Err(e) => panic!("io_uring submission failed: {e}"),
+                Err(e) => fatal_ring_error("submitting to", &e),
             }
         }
     }
@@ -208,10 +231,19 @@ impl UringRing {
     }
 
     /// Waits for a submitted I/O of this ring by reaping it, whichever
-    /// thread we are.
+    /// thread we are. While another thread holds the completion lock, it is
+    /// the reaper: sleep on the handle, which it wakes when it completes our
+    /// I/O, and look again now and then in case it left (its own I/O done)
+    /// before ours arrived.
     pub fn wait_for(&self, shared: &AioShared, handle: &Handle, generation: u64) {
-        let _reaping = self.completion_lock.lock();
         loop {
+            if handle.state_of(generation) != Some(IoState::Submitted) {
+                return;
+            }
+            let Some(_reaping) = self.completion_lock.try_lock() else {
+                handle.wait_while_for(generation, IoState::Submitted, REAPER_HANDOFF_POLL);
+                continue;
+            };
             self.reap_locked(shared);
             if handle.state_of(generation) != Some(IoState::Submitted) {
                 return;
@@ -223,10 +255,48 @@ impl UringRing {
                         e.raw_os_error(),
                         Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
                     ) => {}
-                Err(e) => panic!("waiting for io_uring completions failed: {e}"),
+                Err(e) => fatal_ring_error("waiting for completions of", &e),
             }
+            self.reap_locked(shared);
         }
     }
+}
+
+/// How often a thread waiting behind another reaper checks whether it has
+/// to take over.
+const REAPER_HANDOFF_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// An io_uring that fails in a way we cannot handle may hold I/O the kernel
+/// is still writing into memory. Unwinding could free that memory, so stop
+/// the process with the reason instead.
+fn fatal_ring_error(what: &str, e: &io::Error) -> ! {
+    log::error!(
+        "{what} an io_uring failed: {e}; aborting, since I/O in flight may still write to memory"
+    );
+    eprintln!("aiostore: {what} an io_uring failed: {e}; aborting, since I/O in flight may still write to memory");
+    std::process::abort()
+}
+
+/// The operations we use, each checked with the kernel's probe at start-up
+/// so that an old kernel falls back to the worker method instead of
+/// failing every I/O with EINVAL.
+const REQUIRED_OPCODES: [(u8, &str); 6] = [
+    (opcode::Read::CODE, "READ"),
+    (opcode::Readv::CODE, "READV"),
+    (opcode::Write::CODE, "WRITE"),
+    (opcode::Writev::CODE, "WRITEV"),
+    (opcode::Timeout::CODE, "TIMEOUT"),
+    (opcode::Fsync::CODE, "FSYNC"),
+];
+
+/// The first required operation the kernel lacks, if any.
+fn missing_opcode(ring: &IoUring) -> io::Result<Option<&'static str>> {
+    let mut probe = io_uring::Probe::new();
+    ring.submitter().register_probe(&mut probe)?;
+    Ok(REQUIRED_OPCODES
+        .iter()
+        .find(|(code, _)| !probe.is_supported(*code))
+        .map(|(_, name)| *name))
 }
 
 #[cfg(test)]
