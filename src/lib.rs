@@ -8,6 +8,7 @@
 //! - [`storage`]: relation forks in 1 GiB segment files, O_DIRECT, alignment;
 //! - [`aio`]: handles, wait references, batches, methods, callbacks, results;
 //! - [`page`]: page header, line pointers, checksums;
+//! - [`buffer`]: the shared buffer pool, start/wait reads, write-back;
 //! - [`stats`]: counters, histograms, the in-flight I/O view;
 //! - [`inject`]: injection points for tests that force interleavings.
 //!
@@ -15,6 +16,7 @@
 
 pub mod aio;
 pub mod bench;
+pub mod buffer;
 pub mod config;
 pub mod inject;
 pub mod page;

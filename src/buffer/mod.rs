@@ -1,0 +1,902 @@
+//! The shared buffer pool: frames, descriptors, the mapping table, pins,
+//! replacement, strategy rings, and reads and writes through AIO.
+//!
+//! # Descriptors
+//!
+//! Each frame has a descriptor with one atomic state word: the shared pin
+//! count, a usage count for the clock sweep, and flags (VALID, DIRTY,
+//! TAG_VALID, IO_IN_PROGRESS, IO_ERROR, JUST_DIRTIED). Pins change the word
+//! with compare-and-swap and take no lock. The tag (relation, fork, block)
+//! and the wait reference of the I/O in progress live behind a small
+//! per-descriptor mutex, which is also what I/O start and end take, so that
+//! "is an I/O in progress, and which" is answered consistently. A condition
+//! variable next to it wakes threads waiting for an I/O with no wait
+//! reference yet.
+//!
+//! # Finding a buffer
+//!
+//! The mapping table (tag → buffer) is split into partitions, each a
+//! read-write lock. A lookup pins the buffer while still holding the
+//! partition's read lock; a buffer changes identity only under the write
+//! locks of its old and new partitions and only if its one pin is the
+//! evicting session's. So a pinned buffer never changes identity.
+//!
+//! # Reads
+//!
+//! See `read.rs`: `start_read_buffers` / `wait_read_buffers` as
+//! DESIGN.md §5 describes them, with I/O already in progress joined as a
+//! *foreign* I/O instead of waited for synchronously.
+
+mod read;
+
+pub use read::{ReadOp, ReadOpKind, WaitOutcome};
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use lock_api::RawRwLock as _;
+use parking_lot::{Condvar, Mutex, RawRwLock, RwLock};
+use thiserror::Error;
+
+use crate::aio::{Aio, AioError, AioSession, CallbackId, WaitRef};
+use crate::page::PageBytes;
+use crate::storage::{AlignedBuf, Fork, Smgr, SmgrRelation, StorageError, BLOCK_SIZE};
+
+/// A buffer's index in the pool.
+pub type BufferId = u32;
+
+/// Which page a buffer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BufferTag {
+    pub rel: u32,
+    pub fork: Fork,
+    pub block: u32,
+}
+
+impl std::fmt::Display for BufferTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.fork {
+            Fork::Main => write!(f, "block {} of relation {}", self.block, self.rel),
+            fork => write!(
+                f,
+                "block {} of relation {} fork {}",
+                self.block,
+                self.rel,
+                fork.name()
+            ),
+        }
+    }
+}
+
+/// Errors of the buffer layer.
+#[derive(Debug, Error)]
+pub enum BufferError {
+    #[error("no unpinned buffers available (shared_buffers = {nbuffers}); raise shared_buffers or pin fewer buffers")]
+    NoUnpinnedBuffers { nbuffers: u32 },
+    #[error("session pin limit of {limit} buffers reached (shared_buffers / max_sessions); release buffers before pinning more")]
+    PinLimit { limit: usize },
+    #[error("{0}")]
+    Io(String),
+    #[error(transparent)]
+    Aio(#[from] AioError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+// ---- the state word ---------------------------------------------------
+
+const REFCOUNT_BITS: u32 = 18;
+const REFCOUNT_MASK: u64 = (1 << REFCOUNT_BITS) - 1;
+const USAGE_SHIFT: u32 = REFCOUNT_BITS;
+const USAGE_MASK: u64 = 0xF << USAGE_SHIFT;
+const USAGE_ONE: u64 = 1 << USAGE_SHIFT;
+/// Highest usage count: a buffer survives this many sweeps unused.
+pub const MAX_USAGE_COUNT: u64 = 5;
+
+pub(crate) const BM_DIRTY: u64 = 1 << 32;
+pub(crate) const BM_VALID: u64 = 1 << 33;
+pub(crate) const BM_TAG_VALID: u64 = 1 << 34;
+pub(crate) const BM_IO_IN_PROGRESS: u64 = 1 << 35;
+pub(crate) const BM_IO_ERROR: u64 = 1 << 36;
+pub(crate) const BM_JUST_DIRTIED: u64 = 1 << 37;
+
+fn refcount(state: u64) -> u64 {
+    state & REFCOUNT_MASK
+}
+
+fn usage(state: u64) -> u64 {
+    (state & USAGE_MASK) >> USAGE_SHIFT
+}
+
+/// The tag and in-progress I/O of a descriptor, behind its header lock.
+#[derive(Debug, Default)]
+pub(crate) struct Header {
+    pub tag: Option<BufferTag>,
+    pub wait_ref: Option<WaitRef>,
+}
+
+pub(crate) struct BufferDesc {
+    pub state: AtomicU64,
+    pub header: Mutex<Header>,
+    /// Signalled when IO_IN_PROGRESS is cleared.
+    pub io_done: Condvar,
+    pub content: RawRwLock,
+}
+
+/// Partitions of the mapping table.
+pub const MAPPING_PARTITIONS: usize = 128;
+
+/// Ring sizes of the access strategies (PostgreSQL's).
+pub const BULK_READ_RING_BYTES: usize = 256 * 1024;
+pub const BULK_WRITE_RING_BYTES: usize = 16 * 1024 * 1024;
+pub const VACUUM_RING_BYTES: usize = 256 * 1024;
+
+/// Which kind of bulk work a strategy ring serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyKind {
+    BulkRead,
+    BulkWrite,
+    Vacuum,
+}
+
+/// A ring of buffers reused by one large operation, so that it does not
+/// evict the whole pool.
+#[derive(Debug)]
+pub struct Strategy {
+    pub kind: StrategyKind,
+    ring: Vec<Option<BufferId>>,
+    current: usize,
+}
+
+impl Strategy {
+    /// A ring of the kind's size, at most an eighth of the pool.
+    pub fn new(kind: StrategyKind, nbuffers: u32) -> Strategy {
+        let bytes = match kind {
+            StrategyKind::BulkRead => BULK_READ_RING_BYTES,
+            StrategyKind::BulkWrite => BULK_WRITE_RING_BYTES,
+            StrategyKind::Vacuum => VACUUM_RING_BYTES,
+        };
+        let size = (bytes / BLOCK_SIZE).min(nbuffers as usize / 8).max(1);
+        Strategy {
+            kind,
+            ring: vec![None; size],
+            current: 0,
+        }
+    }
+
+    /// Buffers in the ring.
+    pub fn size(&self) -> usize {
+        self.ring.len()
+    }
+}
+
+/// Start-up parameters of the pool.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    pub nbuffers: u32,
+    pub max_sessions: usize,
+}
+
+/// Counters of the pool, cumulative.
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    pub hits: AtomicU64,
+    pub reads: AtomicU64,
+    pub evictions: AtomicU64,
+    pub writes: AtomicU64,
+    pub checksum_failures: AtomicU64,
+}
+
+/// The shared buffer pool.
+pub struct BufferPool {
+    aio: Arc<Aio>,
+    smgr: Arc<Smgr>,
+    nbuffers: u32,
+    frames: AlignedBuf,
+    descs: Box<[BufferDesc]>,
+    mapping: Box<[RwLock<HashMap<BufferTag, BufferId>>]>,
+    clock: AtomicU64,
+    relations: Mutex<HashMap<u32, Arc<SmgrRelation>>>,
+    read_callback: CallbackId,
+    pin_limit: usize,
+    stats: PoolStats,
+}
+
+// SAFETY: frames are only accessed through pins and content locks (or by
+// I/O that owns IO_IN_PROGRESS); every other field is Sync.
+unsafe impl Sync for BufferPool {}
+// SAFETY: as above; the frame memory moves with the pool.
+unsafe impl Send for BufferPool {}
+
+impl BufferPool {
+    /// Allocates `nbuffers` frames in one aligned allocation and registers
+    /// the read completion callbacks with `aio`.
+    pub fn new(aio: Arc<Aio>, smgr: Arc<Smgr>, config: &PoolConfig) -> Arc<BufferPool> {
+        let nbuffers = config.nbuffers.max(16);
+        let descs = (0..nbuffers)
+            .map(|_| BufferDesc {
+                state: AtomicU64::new(0),
+                header: Mutex::new(Header::default()),
+                io_done: Condvar::new(),
+                content: RawRwLock::INIT,
+            })
+            .collect();
+        let mapping = (0..MAPPING_PARTITIONS)
+            .map(|_| RwLock::new(HashMap::new()))
+            .collect();
+        Arc::new_cyclic(|weak| {
+            let callbacks = Arc::new(read::BufferReadCallbacks {
+                pool: weak.clone(),
+                id: std::sync::OnceLock::new(),
+            });
+            let read_callback = aio.register_callbacks(Arc::clone(&callbacks) as _);
+            let _ = callbacks.id.set(read_callback);
+            BufferPool {
+                smgr,
+                nbuffers,
+                frames: AlignedBuf::new(nbuffers as usize * BLOCK_SIZE),
+                descs,
+                mapping,
+                clock: AtomicU64::new(0),
+                relations: Mutex::new(HashMap::new()),
+                read_callback,
+                pin_limit: (nbuffers as usize / config.max_sessions.max(1)).max(1),
+                stats: PoolStats::default(),
+                aio,
+            }
+        })
+    }
+
+    pub fn nbuffers(&self) -> u32 {
+        self.nbuffers
+    }
+
+    pub fn aio(&self) -> &Arc<Aio> {
+        &self.aio
+    }
+
+    pub fn stats(&self) -> &PoolStats {
+        &self.stats
+    }
+
+    /// Most buffers one session may pin at once.
+    pub fn pin_limit(&self) -> usize {
+        self.pin_limit
+    }
+
+    /// A session of the pool: its own AIO slot and pins.
+    pub fn session(
+        self: &Arc<Self>,
+        settings: SessionSettings,
+    ) -> Result<BufferSession, BufferError> {
+        Ok(BufferSession {
+            pool: Arc::clone(self),
+            aio: self.aio.session()?,
+            pins: HashMap::new(),
+            settings,
+            bounce: AlignedBuf::new(BLOCK_SIZE),
+        })
+    }
+
+    /// The storage handle of relation `rel`, opened once and shared.
+    pub fn relation(&self, rel: u32) -> Arc<SmgrRelation> {
+        Arc::clone(
+            self.relations
+                .lock()
+                .entry(rel)
+                .or_insert_with(|| Arc::new(self.smgr.relation(rel))),
+        )
+    }
+
+    pub(crate) fn desc(&self, id: BufferId) -> &BufferDesc {
+        &self.descs[id as usize]
+    }
+
+    /// The frame of buffer `id`.
+    pub(crate) fn frame_ptr(&self, id: BufferId) -> *mut u8 {
+        // SAFETY: id < nbuffers, so the offset stays inside the allocation.
+        unsafe { (self.frames.as_ptr() as *mut u8).add(id as usize * BLOCK_SIZE) }
+    }
+
+    fn partition(tag: &BufferTag) -> usize {
+        let h = (tag.rel as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add((tag.block as u64) << 2 | tag.fork as u64)
+            .wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        (h >> 32) as usize % MAPPING_PARTITIONS
+    }
+
+    /// The tag of a buffer (None if it holds nothing).
+    pub fn tag(&self, id: BufferId) -> Option<BufferTag> {
+        self.desc(id).header.lock().tag
+    }
+
+    pub(crate) fn state(&self, id: BufferId) -> u64 {
+        self.desc(id).state.load(Ordering::SeqCst)
+    }
+
+    /// Adds a shared pin, counting a use for the clock sweep.
+    fn pin_shared(&self, id: BufferId) {
+        let d = self.desc(id);
+        let mut st = d.state.load(Ordering::SeqCst);
+        loop {
+            let mut next = st + 1;
+            if usage(st) < MAX_USAGE_COUNT {
+                next += USAGE_ONE;
+            }
+            match d
+                .state
+                .compare_exchange_weak(st, next, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return,
+                Err(now) => st = now,
+            }
+        }
+    }
+
+    /// Drops a shared pin.
+    pub(crate) fn unpin_shared(&self, id: BufferId) {
+        let prev = self.desc(id).state.fetch_sub(1, Ordering::SeqCst);
+        assert!(
+            refcount(prev) > 0,
+            "buffer {id} unpinned more often than pinned"
+        );
+    }
+
+    /// The pin the I/O itself holds (taken when staged, dropped when its
+    /// shared completion runs), so that a buffer with I/O in flight is
+    /// never reused even if its issuer gives up.
+    pub(crate) fn pin_for_io(&self, id: BufferId) {
+        self.desc(id).state.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Finds a victim with the clock sweep and pins it (shared count 0 → 1).
+    fn clock_sweep(&self) -> Result<BufferId, BufferError> {
+        // Every buffer's usage count falls to zero within MAX_USAGE_COUNT + 1
+        // passes unless it is pinned; then the pool is full of pins.
+        let limit = self.nbuffers as u64 * (MAX_USAGE_COUNT + 2);
+        for _ in 0..limit {
+            let id =
+                (self.clock.fetch_add(1, Ordering::Relaxed) % self.nbuffers as u64) as BufferId;
+            let d = self.desc(id);
+            let st = d.state.load(Ordering::SeqCst);
+            if refcount(st) != 0 {
+                continue;
+            }
+            let next = if usage(st) > 0 {
+                st - USAGE_ONE
+            } else {
+                st + 1
+            };
+            if d.state
+                .compare_exchange(st, next, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+                && usage(st) == 0
+            {
+                return Ok(id);
+            }
+        }
+        Err(BufferError::NoUnpinnedBuffers {
+            nbuffers: self.nbuffers,
+        })
+    }
+
+    /// A victim from the strategy ring if its buffer is reusable (unpinned,
+    /// used at most once since), else from the clock sweep, recorded in the
+    /// ring.
+    fn victim(&self, strategy: Option<&mut Strategy>) -> Result<BufferId, BufferError> {
+        let Some(strategy) = strategy else {
+            return self.clock_sweep();
+        };
+        strategy.current = (strategy.current + 1) % strategy.ring.len();
+        if let Some(id) = strategy.ring[strategy.current] {
+            let d = self.desc(id);
+            let st = d.state.load(Ordering::SeqCst);
+            if refcount(st) == 0
+                && usage(st) <= 1
+                && d.state
+                    .compare_exchange(st, st + 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                return Ok(id);
+            }
+        }
+        let id = self.clock_sweep()?;
+        strategy.ring[strategy.current] = Some(id);
+        Ok(id)
+    }
+
+    /// One row per buffer that holds a page, for `buffers` listings.
+    pub fn contents(&self) -> Vec<BufferRow> {
+        (0..self.nbuffers)
+            .filter_map(|id| {
+                let tag = self.tag(id)?;
+                let st = self.state(id);
+                Some(BufferRow {
+                    buffer: id,
+                    tag,
+                    valid: st & BM_VALID != 0,
+                    dirty: st & BM_DIRTY != 0,
+                    io_in_progress: st & BM_IO_IN_PROGRESS != 0,
+                    pins: refcount(st) as u32,
+                    usage: usage(st) as u32,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One buffer in a listing of the pool's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferRow {
+    pub buffer: BufferId,
+    pub tag: BufferTag,
+    pub valid: bool,
+    pub dirty: bool,
+    pub io_in_progress: bool,
+    pub pins: u32,
+    pub usage: u32,
+}
+
+/// Settings a session reads when it starts an I/O (completion may run in
+/// another thread, which cannot read them).
+#[derive(Debug, Clone, Copy)]
+pub struct SessionSettings {
+    pub zero_damaged_pages: bool,
+    pub ignore_checksum_failure: bool,
+    pub io_combine_limit: usize,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            zero_damaged_pages: false,
+            ignore_checksum_failure: false,
+            io_combine_limit: 16,
+        }
+    }
+}
+
+/// What [`BufferSession::start_buffer_io`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartIo {
+    /// We own the buffer's I/O now (IO_IN_PROGRESS is ours).
+    Started,
+    /// The page is already valid: nothing to do.
+    AlreadyValid,
+    /// Someone else's I/O is in progress (only with `nowait`); its wait
+    /// reference, if already published.
+    InProgress(Option<WaitRef>),
+}
+
+/// How an I/O started with `start_buffer_io` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferIoOutcome {
+    Valid,
+    Failed,
+    Abandoned,
+}
+
+/// One session's use of the pool: its AIO session and its pins.
+pub struct BufferSession {
+    pool: Arc<BufferPool>,
+    pub(crate) aio: AioSession,
+    /// Buffers this session pins, with how many times.
+    pins: HashMap<BufferId, u32>,
+    pub settings: SessionSettings,
+    /// Where dirty pages are copied and checksummed before being written.
+    bounce: AlignedBuf,
+}
+
+impl BufferSession {
+    pub fn pool(&self) -> &Arc<BufferPool> {
+        &self.pool
+    }
+
+    pub fn aio(&mut self) -> &mut AioSession {
+        &mut self.aio
+    }
+
+    /// Number of distinct buffers this session pins.
+    pub fn pinned_count(&self) -> usize {
+        self.pins.len()
+    }
+
+    /// Pins `id` for this session (one shared pin however often we pin).
+    pub(crate) fn pin(&mut self, id: BufferId) -> Result<(), BufferError> {
+        if let Some(count) = self.pins.get_mut(&id) {
+            *count += 1;
+            return Ok(());
+        }
+        if self.pins.len() >= self.pool.pin_limit {
+            return Err(BufferError::PinLimit {
+                limit: self.pool.pin_limit,
+            });
+        }
+        self.pool.pin_shared(id);
+        self.pins.insert(id, 1);
+        Ok(())
+    }
+
+    /// Records a shared pin already taken (a clock sweep victim).
+    fn adopt_pin(&mut self, id: BufferId) {
+        let previous = self.pins.insert(id, 1);
+        debug_assert!(previous.is_none(), "victim {id} was already pinned by us");
+    }
+
+    /// Drops one of this session's pins on `id`.
+    pub fn release(&mut self, id: BufferId) {
+        let count = self
+            .pins
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("buffer {id} released but not pinned by this session"));
+        *count -= 1;
+        if *count == 0 {
+            self.pins.remove(&id);
+            self.pool.unpin_shared(id);
+        }
+    }
+
+    /// Finds or allocates the buffer for `tag` and pins it. Returns the
+    /// buffer and whether it was found in the pool (it may still be invalid
+    /// if its read has not finished, or failed).
+    pub fn get_buffer(
+        &mut self,
+        tag: BufferTag,
+        mut strategy: Option<&mut Strategy>,
+    ) -> Result<(BufferId, bool), BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let part = BufferPool::partition(&tag);
+        {
+            let map = pool.mapping[part].read();
+            if let Some(&id) = map.get(&tag) {
+                self.pin(id)?;
+                return Ok((id, true));
+            }
+        }
+        if self.pins.len() >= pool.pin_limit {
+            return Err(BufferError::PinLimit {
+                limit: pool.pin_limit,
+            });
+        }
+        // Bounded: each retry follows another session changing the victim
+        // under us, which needs it to pin a buffer we just found unpinned.
+        for _ in 0..pool.nbuffers.max(64) {
+            let victim = pool.victim(strategy.as_deref_mut())?;
+            self.adopt_pin(victim);
+            if pool.state(victim) & BM_DIRTY != 0 {
+                if let Err(e) = self.flush_buffer(victim) {
+                    self.release(victim);
+                    return Err(e);
+                }
+            }
+            let old = pool.tag(victim);
+            let old_part = old.as_ref().map(BufferPool::partition);
+            // Lock the new and old partitions, in index order.
+            let (lo, hi) = match old_part {
+                Some(o) if o != part => (part.min(o), Some(part.max(o))),
+                _ => (part, None),
+            };
+            let mut guard_lo = pool.mapping[lo].write();
+            let mut guard_hi = hi.map(|p| pool.mapping[p].write());
+            let existing = if part == lo {
+                guard_lo.get(&tag).copied()
+            } else {
+                guard_hi.as_ref().and_then(|g| g.get(&tag).copied())
+            };
+            if let Some(existing) = existing {
+                // Someone loaded the page meanwhile: use theirs.
+                let pinned = self.pin(existing);
+                drop((guard_lo, guard_hi));
+                self.release(victim);
+                pinned?;
+                return Ok((existing, true));
+            }
+            let d = pool.desc(victim);
+            let mut header = d.header.lock();
+            let st = d.state.load(Ordering::SeqCst);
+            if refcount(st) != 1 || st & (BM_DIRTY | BM_IO_IN_PROGRESS) != 0 || header.tag != old {
+                // Pinned, dirtied or reassigned by someone else since.
+                drop(header);
+                drop((guard_lo, guard_hi));
+                self.release(victim);
+                continue;
+            }
+            if let (Some(old_tag), Some(o)) = (old, old_part) {
+                let map = if o == lo {
+                    &mut *guard_lo
+                } else {
+                    guard_hi.as_deref_mut().expect("locked")
+                };
+                map.remove(&old_tag);
+                pool.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+            header.tag = Some(tag);
+            header.wait_ref = None;
+            // Only our pin stays; the page is not valid until read.
+            d.state.fetch_and(REFCOUNT_MASK, Ordering::SeqCst);
+            d.state.fetch_or(BM_TAG_VALID | USAGE_ONE, Ordering::SeqCst);
+            drop(header);
+            let map = if part == lo {
+                &mut *guard_lo
+            } else {
+                guard_hi.as_deref_mut().expect("locked")
+            };
+            map.insert(tag, victim);
+            return Ok((victim, false));
+        }
+        Err(BufferError::NoUnpinnedBuffers {
+            nbuffers: pool.nbuffers,
+        })
+    }
+
+    /// Tries to take the buffer's I/O (IO_IN_PROGRESS). With `nowait`,
+    /// another I/O in progress is returned with its wait reference; without,
+    /// we wait for it (submitting our staged I/O first) and look again, so a
+    /// failed I/O can be started by us.
+    pub fn start_buffer_io(&mut self, id: BufferId, nowait: bool) -> Result<StartIo, BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let d = pool.desc(id);
+        loop {
+            let mut header = d.header.lock();
+            let st = d.state.load(Ordering::SeqCst);
+            if st & BM_VALID != 0 {
+                return Ok(StartIo::AlreadyValid);
+            }
+            if st & BM_IO_IN_PROGRESS == 0 {
+                d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
+                d.state.fetch_and(!BM_IO_ERROR, Ordering::SeqCst);
+                return Ok(StartIo::Started);
+            }
+            let wait_ref = header.wait_ref;
+            if nowait {
+                return Ok(StartIo::InProgress(wait_ref));
+            }
+            match wait_ref {
+                Some(wref) => {
+                    drop(header);
+                    self.aio.wait(wref)?;
+                    // The completion callback clears IO_IN_PROGRESS.
+                }
+                None => {
+                    // The owner has not published a wait reference yet (it
+                    // is between claiming the buffer and staging its I/O).
+                    // Submit ours first: it may be waiting for them.
+                    drop(header);
+                    self.aio.submit_staged();
+                    header = d.header.lock();
+                    if d.state.load(Ordering::SeqCst) & BM_IO_IN_PROGRESS != 0
+                        && header.wait_ref.is_none()
+                    {
+                        d.io_done
+                            .wait_for(&mut header, std::time::Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends an I/O we started with [`BufferSession::start_buffer_io`]
+    /// without the AIO callbacks (a synchronous write, or an I/O given up
+    /// before it was issued).
+    pub(crate) fn terminate_buffer_io(&self, id: BufferId, set: u64, clear: u64) {
+        let d = self.pool.desc(id);
+        let mut header = d.header.lock();
+        header.wait_ref = None;
+        d.state.fetch_or(set, Ordering::SeqCst);
+        d.state
+            .fetch_and(!(clear | BM_IO_IN_PROGRESS), Ordering::SeqCst);
+        drop(header);
+        d.io_done.notify_all();
+    }
+
+    /// Ends an I/O we started with [`BufferSession::start_buffer_io`] and
+    /// performed ourselves: the page is now valid, the I/O failed (waiters
+    /// may retry it), or we gave it up before doing anything.
+    pub fn end_buffer_io(&self, id: BufferId, outcome: BufferIoOutcome) {
+        match outcome {
+            BufferIoOutcome::Valid => self.terminate_buffer_io(id, BM_VALID, 0),
+            BufferIoOutcome::Failed => self.terminate_buffer_io(id, BM_IO_ERROR, 0),
+            BufferIoOutcome::Abandoned => self.terminate_buffer_io(id, 0, 0),
+        }
+    }
+
+    /// Calls `f` with the page under a shared content lock.
+    pub fn with_page<R>(&self, id: BufferId, f: impl FnOnce(&PageBytes) -> R) -> R {
+        assert!(
+            self.pins.contains_key(&id),
+            "buffer {id} is not pinned by this session"
+        );
+        let d = self.pool.desc(id);
+        d.content.lock_shared();
+        // SAFETY: pinned (so it keeps its identity), and the shared content
+        // lock keeps writers out while f runs.
+        let page = unsafe { &*(self.pool.frame_ptr(id) as *const PageBytes) };
+        let result = f(page);
+        // SAFETY: locked just above.
+        unsafe { d.content.unlock_shared() };
+        result
+    }
+
+    /// Calls `f` with the page under an exclusive content lock and marks the
+    /// buffer dirty.
+    pub fn modify_page<R>(&mut self, id: BufferId, f: impl FnOnce(&mut PageBytes) -> R) -> R {
+        assert!(
+            self.pins.contains_key(&id),
+            "buffer {id} is not pinned by this session"
+        );
+        let d = self.pool.desc(id);
+        d.content.lock_exclusive();
+        // SAFETY: pinned, and the exclusive content lock excludes readers
+        // and the writer's copy (which takes the lock shared).
+        let page = unsafe { &mut *(self.pool.frame_ptr(id) as *mut PageBytes) };
+        let result = f(page);
+        d.state
+            .fetch_or(BM_DIRTY | BM_JUST_DIRTIED, Ordering::SeqCst);
+        // SAFETY: locked just above.
+        unsafe { d.content.unlock_exclusive() };
+        result
+    }
+
+    /// Writes a dirty buffer back: copied under a shared content lock into
+    /// a bounce buffer, checksummed for its block, written through AIO. A
+    /// change made while it was being written keeps it dirty.
+    pub fn flush_buffer(&mut self, id: BufferId) -> Result<(), BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let d = pool.desc(id);
+        // Take the buffer's I/O for the write.
+        let tag = loop {
+            let mut header = d.header.lock();
+            let st = d.state.load(Ordering::SeqCst);
+            if st & BM_DIRTY == 0 {
+                return Ok(());
+            }
+            if st & BM_IO_IN_PROGRESS == 0 {
+                d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
+                d.state.fetch_and(!BM_JUST_DIRTIED, Ordering::SeqCst);
+                break header.tag.expect("a dirty buffer has a tag");
+            }
+            d.io_done
+                .wait_for(&mut header, std::time::Duration::from_millis(10));
+        };
+        d.content.lock_shared();
+        // SAFETY: pinned and share-locked: the page cannot change.
+        unsafe {
+            std::ptr::copy_nonoverlapping(pool.frame_ptr(id), self.bounce.as_mut_ptr(), BLOCK_SIZE);
+            d.content.unlock_shared();
+        }
+        let page: &mut PageBytes = (&mut self.bounce[..]).try_into().expect("one block");
+        if crate::page::PageHeader::read(page).upper != 0 {
+            crate::page::set_checksum(page, tag.block);
+        }
+        let rel = pool.relation(tag.rel);
+        let result = rel
+            .locate(tag.fork, tag.block)
+            .map_err(BufferError::from)
+            .and_then(|loc| {
+                crate::aio::write_blocks(&mut self.aio, &loc.file, loc.offset, &self.bounce)
+                    .map_err(BufferError::from)
+            });
+        match &result {
+            Ok(()) => {
+                pool.stats.writes.fetch_add(1, Ordering::Relaxed);
+                let just_dirtied = d.state.load(Ordering::SeqCst) & BM_JUST_DIRTIED != 0;
+                let clear = if just_dirtied { 0 } else { BM_DIRTY };
+                self.terminate_buffer_io(id, 0, clear);
+            }
+            Err(_) => self.terminate_buffer_io(id, BM_IO_ERROR, 0),
+        }
+        result
+    }
+
+    /// Adds `count` new zeroed blocks to the end of the fork, returning them
+    /// pinned, valid and dirty-free (they are written as zeros first, as
+    /// PostgreSQL's zero-extend does).
+    pub fn extend(
+        &mut self,
+        rel: u32,
+        fork: Fork,
+        count: u32,
+    ) -> Result<Vec<BufferId>, BufferError> {
+        let relation = self.pool.relation(rel);
+        if !relation.exists(fork) {
+            relation.create(fork)?;
+        }
+        let first = relation.nblocks(fork)?;
+        let zeros = AlignedBuf::new(count as usize * BLOCK_SIZE);
+        relation.extend(fork, first, &zeros)?;
+        let mut buffers = Vec::with_capacity(count as usize);
+        for block in first..first + count {
+            let (id, _) = self.get_buffer(BufferTag { rel, fork, block }, None)?;
+            if self.start_buffer_io(id, false)? == StartIo::Started {
+                // SAFETY: we own the buffer's I/O, so nobody reads the frame.
+                unsafe { std::ptr::write_bytes(self.pool.frame_ptr(id), 0, BLOCK_SIZE) };
+                self.terminate_buffer_io(id, BM_VALID, 0);
+            }
+            buffers.push(id);
+        }
+        Ok(buffers)
+    }
+
+    /// Writes back every dirty buffer of the pool (a simple checkpoint,
+    /// until the checkpointer exists).
+    pub fn flush_all(&mut self) -> Result<(), BufferError> {
+        for id in 0..self.pool.nbuffers {
+            if self.pool.state(id) & BM_DIRTY != 0 {
+                self.pin(id)?;
+                let result = self.flush_buffer(id);
+                self.release(id);
+                result?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every buffer of `rel` from the pool, writing dirty ones back
+    /// first. Buffers pinned by anyone are left and counted.
+    pub fn evict_relation(&mut self, rel: u32) -> Result<EvictOutcome, BufferError> {
+        let mut outcome = EvictOutcome::default();
+        let pool = Arc::clone(&self.pool);
+        for id in 0..pool.nbuffers {
+            match pool.tag(id) {
+                Some(tag) if tag.rel == rel => {}
+                _ => continue,
+            }
+            self.pin(id)?;
+            if pool.state(id) & BM_DIRTY != 0 {
+                if let Err(e) = self.flush_buffer(id) {
+                    self.release(id);
+                    return Err(e);
+                }
+            }
+            let d = pool.desc(id);
+            let tag = pool.tag(id);
+            let mut evicted = false;
+            if let Some(tag) = tag.filter(|t| t.rel == rel) {
+                let mut map = pool.mapping[BufferPool::partition(&tag)].write();
+                let mut header = d.header.lock();
+                let st = d.state.load(Ordering::SeqCst);
+                if refcount(st) == 1
+                    && st & (BM_DIRTY | BM_IO_IN_PROGRESS) == 0
+                    && header.tag == Some(tag)
+                {
+                    map.remove(&tag);
+                    header.tag = None;
+                    d.state.fetch_and(REFCOUNT_MASK, Ordering::SeqCst);
+                    evicted = true;
+                }
+            }
+            self.release(id);
+            if evicted {
+                outcome.evicted += 1;
+            } else {
+                outcome.skipped += 1;
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+impl Drop for BufferSession {
+    fn drop(&mut self) {
+        // Pins a session forgot would keep buffers from ever being reused.
+        if !self.pins.is_empty() {
+            log::warn!(
+                "session ended holding {} buffer pins; releasing them",
+                self.pins.len()
+            );
+        }
+        for (id, _) in self.pins.drain() {
+            self.pool.unpin_shared(id);
+        }
+    }
+}
+
+/// What [`BufferSession::evict_relation`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EvictOutcome {
+    pub evicted: u32,
+    /// Pinned (by another session) or busy with I/O, so left in the pool.
+    pub skipped: u32,
+}
