@@ -9,6 +9,7 @@
 //! - [`aio`]: handles, wait references, batches, methods, callbacks, results;
 //! - [`page`]: page header, line pointers, checksums;
 //! - [`buffer`]: the shared buffer pool, start/wait reads, write-back;
+//! - [`stream`]: read streams with look-ahead and I/O combining;
 //! - [`stats`]: counters, histograms, the in-flight I/O view;
 //! - [`inject`]: injection points for tests that force interleavings.
 //!
@@ -22,4 +23,5 @@ pub mod inject;
 pub mod page;
 pub mod stats;
 pub mod storage;
+pub mod stream;
 pub mod tools;

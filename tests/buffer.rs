@@ -8,90 +8,15 @@ mod common;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use aiostore::aio::{Aio, AioConfig};
 use aiostore::buffer::{
-    BufferError, BufferIoOutcome, BufferPool, BufferSession, BufferTag, PoolConfig, ReadOpKind,
-    SessionSettings, StartIo,
+    BufferError, BufferIoOutcome, BufferTag, ReadOpKind, SessionSettings, StartIo,
 };
 use aiostore::config::IoMethod;
 use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
-use aiostore::page::{add_item, init_page, item, set_checksum, PageBytes};
+use aiostore::page::{add_item, init_page, item};
 use aiostore::stats::IoOp;
-use aiostore::storage::{AlignedBuf, Fork, Smgr, BLOCK_SIZE};
+use aiostore::storage::Fork;
 use common::*;
-
-const REL: u32 = 16384;
-
-struct Db {
-    _dir: tempfile::TempDir,
-    aio: Arc<Aio>,
-    smgr: Arc<Smgr>,
-    pool: Arc<BufferPool>,
-}
-
-/// The tuple stored in block `blkno`: says which block it is.
-fn payload(blkno: u32) -> Vec<u8> {
-    format!("block {blkno:08}").into_bytes().repeat(8)
-}
-
-fn page_for(blkno: u32) -> PageBytes {
-    let mut page = [0u8; BLOCK_SIZE];
-    init_page(&mut page, 0);
-    add_item(&mut page, &payload(blkno)).unwrap();
-    set_checksum(&mut page, blkno);
-    page
-}
-
-fn db(method: IoMethod, nblocks: u32, nbuffers: u32) -> Db {
-    let dir = temp_dir();
-    let aio = start(&AioConfig {
-        max_sessions: 8,
-        ..config(method)
-    });
-    let smgr = Arc::new(Smgr::new(dir.path(), true).unwrap());
-    let rel = smgr.relation(REL);
-    rel.create(Fork::Main).unwrap();
-    let mut pages = AlignedBuf::new(nblocks as usize * BLOCK_SIZE);
-    for blkno in 0..nblocks {
-        let at = blkno as usize * BLOCK_SIZE;
-        pages[at..at + BLOCK_SIZE].copy_from_slice(&page_for(blkno));
-    }
-    rel.extend(Fork::Main, 0, &pages).unwrap();
-    let pool = BufferPool::new(
-        Arc::clone(&aio),
-        Arc::clone(&smgr),
-        &PoolConfig {
-            nbuffers,
-            max_sessions: 4,
-        },
-    );
-    Db {
-        _dir: dir,
-        aio,
-        smgr,
-        pool,
-    }
-}
-
-fn session(db: &Db) -> BufferSession {
-    db.pool.session(SessionSettings::default()).unwrap()
-}
-
-fn check(s: &BufferSession, id: u32, blkno: u32) {
-    s.with_page(id, |page| {
-        assert_eq!(item(page, 0).unwrap(), &payload(blkno)[..], "block {blkno}")
-    });
-}
-
-/// Overwrites block `blkno` on disk (behind the pool's back).
-fn write_raw(db: &Db, blkno: u32, page: &PageBytes) {
-    let mut buf = AlignedBuf::new(BLOCK_SIZE);
-    buf.copy_from_slice(page);
-    db.smgr
-        .relation(REL)
-        .extend(Fork::Main, blkno, &buf)
-        .unwrap();
-}
 
 fn read_ios(db: &Db, method: IoMethod) -> u64 {
     db.aio.stats().row(method, IoOp::Read).map_or(0, |r| r.ios)
@@ -217,54 +142,6 @@ fn io_combine_limit_three_splits_five_blocks_into_three_and_two(method: IoMethod
 }
 
 // ---- I/O already in progress --------------------------------------------------
-
-type HeldRead = (
-    std::thread::JoinHandle<Result<(), String>>,
-    std::sync::mpsc::Sender<()>,
-);
-
-/// Session A starts a read of `block` and keeps it in progress: under
-/// worker it is parked at the completion point (attached by the caller),
-/// under io_uring nobody has reaped it. A waits for its read when told.
-/// `None` if the worker queue was busy and A executed the read itself
-/// (then parked in its own thread): the caller tries again.
-fn held_read(db: &Db, method: IoMethod, block: u32) -> Option<HeldRead> {
-    let pool = Arc::clone(&db.pool);
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let a = std::thread::spawn(move || {
-        let mut a = pool.session(SessionSettings::default()).unwrap();
-        let mut fwd = VecDeque::new();
-        let mut op = a
-            .start_read_buffers(REL, Fork::Main, block, 1, &mut fwd, None)
-            .unwrap();
-        started_tx.send(()).unwrap();
-        go_rx.recv().unwrap();
-        let r = a
-            .wait_read_buffers(&mut op)
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-        for id in op.buffers.drain(..) {
-            a.release(id);
-        }
-        r
-    });
-    if method == IoMethod::Worker {
-        assert!(db
-            .aio
-            .injections()
-            .wait_until_parked(BEFORE_COMPLETE_SHARED));
-        if db.aio.inflight().iter().any(|row| row.flags == "sync") {
-            db.aio.injections().release(BEFORE_COMPLETE_SHARED);
-            started_rx.recv().unwrap();
-            go_tx.send(()).unwrap();
-            a.join().unwrap().unwrap();
-            return None;
-        }
-    }
-    started_rx.recv().unwrap();
-    Some((a, go_tx))
-}
 
 fn io_in_progress_on_the_first_middle_or_last_block_is_joined_as_foreign_io(method: IoMethod) {
     if method == IoMethod::Sync {

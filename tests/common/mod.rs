@@ -6,8 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use aiostore::aio::{Aio, AioConfig};
+use aiostore::buffer::{BufferPool, BufferSession, PoolConfig, SessionSettings};
 use aiostore::config::IoMethod;
-use aiostore::storage::{AlignedBuf, SegmentFile, BLOCK_SIZE};
+use aiostore::inject::BEFORE_COMPLETE_SHARED;
+use aiostore::page::{add_item, init_page, item, set_checksum, PageBytes};
+use aiostore::storage::{AlignedBuf, Fork, SegmentFile, Smgr, BLOCK_SIZE};
+use std::collections::VecDeque;
 
 /// Runs each named test function once per I/O method, as
 /// `sync::name`, `worker::name` and `io_uring::name`.
@@ -111,4 +115,142 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+// ---- a relation of checksummed pages behind a buffer pool ----
+
+pub const REL: u32 = 16384;
+
+pub struct Db {
+    pub _dir: tempfile::TempDir,
+    pub aio: Arc<Aio>,
+    pub smgr: Arc<Smgr>,
+    pub pool: Arc<BufferPool>,
+}
+
+/// The tuple stored in block `blkno`: says which block it is.
+pub fn payload(blkno: u32) -> Vec<u8> {
+    format!("block {blkno:08}").into_bytes().repeat(8)
+}
+
+pub fn page_for(blkno: u32) -> PageBytes {
+    let mut page = [0u8; BLOCK_SIZE];
+    init_page(&mut page, 0);
+    add_item(&mut page, &payload(blkno)).unwrap();
+    set_checksum(&mut page, blkno);
+    page
+}
+
+pub fn db(method: IoMethod, nblocks: u32, nbuffers: u32) -> Db {
+    db_with_segments(
+        method,
+        nblocks,
+        nbuffers,
+        aiostore::storage::DEFAULT_BLOCKS_PER_SEGMENT,
+    )
+}
+
+/// Like [`db`] with segment files of `blocks_per_segment` blocks.
+pub fn db_with_segments(
+    method: IoMethod,
+    nblocks: u32,
+    nbuffers: u32,
+    blocks_per_segment: u32,
+) -> Db {
+    let dir = temp_dir();
+    let aio = start(&AioConfig {
+        max_sessions: 8,
+        ..config(method)
+    });
+    let smgr = Arc::new(Smgr::with_segment_size(dir.path(), true, blocks_per_segment).unwrap());
+    let rel = smgr.relation(REL);
+    rel.create(Fork::Main).unwrap();
+    let mut pages = AlignedBuf::new(nblocks as usize * BLOCK_SIZE);
+    for blkno in 0..nblocks {
+        let at = blkno as usize * BLOCK_SIZE;
+        pages[at..at + BLOCK_SIZE].copy_from_slice(&page_for(blkno));
+    }
+    rel.extend(Fork::Main, 0, &pages).unwrap();
+    let pool = BufferPool::new(
+        Arc::clone(&aio),
+        Arc::clone(&smgr),
+        &PoolConfig {
+            nbuffers,
+            max_sessions: 4,
+        },
+    );
+    Db {
+        _dir: dir,
+        aio,
+        smgr,
+        pool,
+    }
+}
+
+pub fn session(db: &Db) -> BufferSession {
+    db.pool.session(SessionSettings::default()).unwrap()
+}
+
+pub fn check(s: &BufferSession, id: u32, blkno: u32) {
+    s.with_page(id, |page| {
+        assert_eq!(item(page, 0).unwrap(), &payload(blkno)[..], "block {blkno}")
+    });
+}
+
+/// Overwrites block `blkno` on disk (behind the pool's back).
+pub fn write_raw(db: &Db, blkno: u32, page: &PageBytes) {
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    buf.copy_from_slice(page);
+    db.smgr
+        .relation(REL)
+        .extend(Fork::Main, blkno, &buf)
+        .unwrap();
+}
+
+pub type HeldRead = (
+    std::thread::JoinHandle<Result<(), String>>,
+    std::sync::mpsc::Sender<()>,
+);
+
+/// Session A starts a read of `block` and keeps it in progress: under
+/// worker it is parked at the completion point (attached by the caller),
+/// under io_uring nobody has reaped it. A waits for its read when told.
+/// `None` if the worker queue was busy and A executed the read itself
+/// (then parked in its own thread): the caller tries again.
+pub fn held_read(db: &Db, method: IoMethod, block: u32) -> Option<HeldRead> {
+    let pool = Arc::clone(&db.pool);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let a = std::thread::spawn(move || {
+        let mut a = pool.session(SessionSettings::default()).unwrap();
+        let mut fwd = VecDeque::new();
+        let mut op = a
+            .start_read_buffers(REL, Fork::Main, block, 1, &mut fwd, None)
+            .unwrap();
+        started_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        let r = a
+            .wait_read_buffers(&mut op)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        for id in op.buffers.drain(..) {
+            a.release(id);
+        }
+        r
+    });
+    if method == IoMethod::Worker {
+        assert!(db
+            .aio
+            .injections()
+            .wait_until_parked(BEFORE_COMPLETE_SHARED));
+        if db.aio.inflight().iter().any(|row| row.flags == "sync") {
+            db.aio.injections().release(BEFORE_COMPLETE_SHARED);
+            started_rx.recv().unwrap();
+            go_tx.send(()).unwrap();
+            a.join().unwrap().unwrap();
+            return None;
+        }
+    }
+    started_rx.recv().unwrap();
+    Some((a, go_tx))
 }

@@ -1,0 +1,371 @@
+//! Read stream scenarios of DESIGN.md §11 for every I/O method: repeated
+//! blocks, a block stuck in another session's I/O (and that I/O failing),
+//! combining and segment boundaries, distance control, pause/resume, reset,
+//! and several sessions streaming over overlapping blocks.
+
+mod common;
+
+use std::sync::Arc;
+
+use aiostore::buffer::{SessionSettings, Strategy, StrategyKind};
+use aiostore::config::IoMethod;
+use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
+use aiostore::storage::Fork;
+use aiostore::stream::{Next, ReadStream, StreamFlags, StreamLimits};
+use common::*;
+
+/// Streams over `blocks` and returns the block numbers in the order the
+/// buffers came out, checking each page's contents.
+fn stream_blocks(
+    db: &Db,
+    blocks: &[u32],
+    flags: StreamFlags,
+) -> (Vec<u32>, aiostore::stream::StreamStats) {
+    let mut s = session(db);
+    let mut it = blocks.iter().copied();
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        flags,
+        StreamLimits::default(),
+        None,
+        |data: &mut u32| match it.next() {
+            Some(b) => {
+                *data = b;
+                Next::Block(b)
+            }
+            None => Next::End,
+        },
+    );
+    let mut out = Vec::new();
+    while let Some((id, block)) = stream.next_buffer(&mut s).unwrap() {
+        check(&s, id, block);
+        s.release(id);
+        out.push(block);
+    }
+    let stats = stream.end(&mut s);
+    assert_eq!(s.pinned_count(), 0);
+    (out, stats)
+}
+
+fn repeated_blocks_come_out_in_order(method: IoMethod) {
+    let db = db(method, 16, 64);
+    for blocks in [
+        vec![0, 2, 2, 4, 4],
+        (0..=6).chain((0..=5).rev()).collect::<Vec<u32>>(),
+    ] {
+        let mut s = session(&db);
+        s.evict_relation(REL).unwrap();
+        drop(s);
+        let (out, _) = stream_blocks(&db, &blocks, StreamFlags::default());
+        assert_eq!(out, blocks);
+    }
+}
+
+fn a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment(method: IoMethod) {
+    let db = db_with_segments(method, 64, 256, 12);
+    let blocks: Vec<u32> = (0..64).collect();
+    let (out, stats) = stream_blocks(
+        &db,
+        &blocks,
+        StreamFlags {
+            sequential: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(out, blocks);
+    assert_eq!(stats.io_blocks, 64);
+    assert!(
+        stats.blocks_per_io() > 2.0,
+        "reads were combined: {stats:?}"
+    );
+    // Every read lies inside one 12-block segment.
+    let row = db
+        .aio
+        .stats()
+        .row(method, aiostore::stats::IoOp::Read)
+        .unwrap();
+    assert!(row.ios > 64 / 12, "{} reads for 6 segments", row.ios);
+    let mut s = session(&db);
+    s.evict_relation(REL).unwrap();
+    let mut fwd = std::collections::VecDeque::new();
+    let op = s
+        .start_read_buffers(REL, Fork::Main, 10, 16, &mut fwd, None)
+        .unwrap();
+    assert_eq!(op.nblocks(), 2, "blocks 10 and 11 end the first segment");
+    let mut op = op;
+    s.wait_read_buffers(&mut op).unwrap();
+    for id in op.buffers {
+        s.release(id);
+    }
+}
+
+fn distances_grow_only_when_the_consumer_waits(method: IoMethod) {
+    let db = db(method, 256, 1024);
+    let blocks: Vec<u32> = (0..256).collect();
+    let mut s = session(&db);
+    let mut it = blocks.clone().into_iter();
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags::default(),
+        StreamLimits::default(),
+        None,
+        |_: &mut ()| it.next().map_or(Next::End, Next::Block),
+    );
+    let mut max_seen = (1, 1);
+    while let Some((id, ())) = stream.next_buffer(&mut s).unwrap() {
+        s.release(id);
+        let d = stream.distances();
+        max_seen = (max_seen.0.max(d.0), max_seen.1.max(d.1));
+    }
+    let cold = stream.end(&mut s);
+    assert!(cold.waits > 0);
+    assert!(
+        max_seen.0 > 16 && max_seen.1 == 16,
+        "cold read reached full distance: {max_seen:?}"
+    );
+    // Now everything is cached: no waits, no growth.
+    let mut it = blocks.into_iter();
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags::default(),
+        StreamLimits::default(),
+        None,
+        |_: &mut ()| it.next().map_or(Next::End, Next::Block),
+    );
+    while let Some((id, ())) = stream.next_buffer(&mut s).unwrap() {
+        s.release(id);
+        assert_eq!(stream.distances(), (1, 1));
+    }
+    let warm = stream.end(&mut s);
+    assert_eq!((warm.waits, warm.ios, warm.hits), (0, 0, 256));
+}
+
+fn a_stream_meeting_a_block_stuck_in_another_sessions_io_returns_every_block(method: IoMethod) {
+    if method == IoMethod::Sync {
+        return; // A sync read cannot be held in progress.
+    }
+    for fail in [false, true] {
+        let db = db(method, 16, 64);
+        let (a, go) = loop {
+            let held_block_offset = 5 * aiostore::storage::BLOCK_SIZE as u64;
+            let injection = if fail {
+                Injection {
+                    park: true,
+                    rewrite_result: Some(-(libc::EIO as i64)),
+                    ..Default::default()
+                }
+            } else {
+                Injection::park()
+            }
+            .at_offset(held_block_offset)
+            .times(1);
+            db.aio
+                .injections()
+                .attach(BEFORE_COMPLETE_SHARED, injection);
+            if let Some(held) = held_read(&db, method, 5) {
+                break held;
+            }
+            session(&db).evict_relation(REL).unwrap();
+        };
+        let releaser = {
+            let aio = Arc::clone(&db.aio);
+            std::thread::spawn(move || {
+                // Let the stream get ahead first, then let A's read finish.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED) {
+                    aio.injections().release(BEFORE_COMPLETE_SHARED);
+                }
+            })
+        };
+        let blocks: Vec<u32> = (0..16).collect();
+        let (out, stats) = stream_blocks(&db, &blocks, StreamFlags::default());
+        assert_eq!(out, blocks);
+        assert!(stats.foreign_ios >= 1 || !fail, "{stats:?}");
+        go.send(()).unwrap();
+        let a_result = a.join().unwrap();
+        if fail {
+            let err = a_result.unwrap_err();
+            assert!(
+                err.contains("Input/output error"),
+                "A gets its error: {err}"
+            );
+        } else {
+            a_result.unwrap();
+        }
+        releaser.join().unwrap();
+    }
+}
+
+fn a_paused_stream_resumes_where_it_stopped(method: IoMethod) {
+    let db = db(method, 16, 64);
+    let mut s = session(&db);
+    let mut next = 0u32;
+    let mut pause_at = Some(3u32);
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags::default(),
+        StreamLimits::default(),
+        None,
+        |_: &mut ()| {
+            if pause_at == Some(next) {
+                pause_at = None;
+                return Next::Pause;
+            }
+            if next == 8 {
+                return Next::End;
+            }
+            next += 1;
+            Next::Block(next - 1)
+        },
+    );
+    let mut out = Vec::new();
+    while let Some((id, ())) = stream.next_buffer(&mut s).unwrap() {
+        out.push(s.pool().tag(id).unwrap().block);
+        s.release(id);
+    }
+    assert_eq!(out, vec![0, 1, 2]);
+    stream.resume();
+    while let Some((id, ())) = stream.next_buffer(&mut s).unwrap() {
+        out.push(s.pool().tag(id).unwrap().block);
+        s.release(id);
+    }
+    assert_eq!(out, (0..8).collect::<Vec<_>>());
+    stream.end(&mut s);
+}
+
+fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
+    let db = db(method, 32, 128);
+    let mut s = session(&db);
+    let mut next = 0u32;
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags {
+            full: true,
+            ..Default::default()
+        },
+        StreamLimits::default(),
+        None,
+        |_: &mut ()| {
+            if next == 32 {
+                return Next::End;
+            }
+            next += 1;
+            Next::Block(next - 1)
+        },
+    );
+    let (id, ()) = stream.next_buffer(&mut s).unwrap().unwrap();
+    s.release(id);
+    assert!(s.pinned_count() > 0, "a full-distance stream reads ahead");
+    stream.reset(&mut s);
+    assert_eq!(s.pinned_count(), 0);
+    assert_eq!(stream.distances(), (16, 16));
+    stream.end(&mut s);
+}
+
+fn a_bulk_read_stream_stays_inside_its_ring(method: IoMethod) {
+    let db = db(method, 200, 512);
+    let mut s = session(&db);
+    let ring = Strategy::new(StrategyKind::BulkRead, db.pool.nbuffers());
+    let ring_size = ring.size();
+    let mut next = 0u32;
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags {
+            sequential: true,
+            ..Default::default()
+        },
+        StreamLimits::default(),
+        Some(ring),
+        |_: &mut ()| {
+            if next == 200 {
+                return Next::End;
+            }
+            next += 1;
+            Next::Block(next - 1)
+        },
+    );
+    while let Some((id, ())) = stream.next_buffer(&mut s).unwrap() {
+        s.release(id);
+    }
+    stream.end(&mut s);
+    let used = db.pool.contents().len();
+    assert!(
+        used <= ring_size,
+        "{used} buffers used by a ring of {ring_size}"
+    );
+}
+
+fn sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool(method: IoMethod) {
+    let db = db(method, 512, 128);
+    let threads: Vec<_> = (0..4u64)
+        .map(|seed| {
+            let pool = Arc::clone(&db.pool);
+            std::thread::spawn(move || {
+                let mut s = pool.session(SessionSettings::default()).unwrap();
+                let mut rng = Rng(0x1234_5678 ^ ((seed + 1) * 104_729));
+                for _ in 0..6 {
+                    let start = rng.below(384) as u32;
+                    let blocks: Vec<u32> = (start..start + 128)
+                        .map(|b| {
+                            if rng.below(5) == 0 {
+                                rng.below(512) as u32
+                            } else {
+                                b
+                            }
+                        })
+                        .collect();
+                    let mut it = blocks.clone().into_iter();
+                    let mut stream = ReadStream::begin(
+                        &s,
+                        REL,
+                        Fork::Main,
+                        StreamFlags::default(),
+                        StreamLimits::default(),
+                        None,
+                        |d: &mut u32| match it.next() {
+                            Some(b) => {
+                                *d = b;
+                                Next::Block(b)
+                            }
+                            None => Next::End,
+                        },
+                    );
+                    let mut seen = Vec::new();
+                    while let Some((id, block)) = stream.next_buffer(&mut s).unwrap() {
+                        check(&s, id, block);
+                        s.release(id);
+                        seen.push(block);
+                    }
+                    stream.end(&mut s);
+                    assert_eq!(seen, blocks);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+for_each_method!(
+    repeated_blocks_come_out_in_order,
+    a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment,
+    distances_grow_only_when_the_consumer_waits,
+    a_stream_meeting_a_block_stuck_in_another_sessions_io_returns_every_block,
+    a_paused_stream_resumes_where_it_stopped,
+    a_reset_stream_starts_over_and_releases_what_it_held,
+    a_bulk_read_stream_stays_inside_its_ring,
+    sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool,
+);
