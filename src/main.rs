@@ -60,6 +60,31 @@ enum Command {
 enum Bench {
     /// Raw read throughput of each I/O method against pread and fio.
     Rawio(RawioArgs),
+    /// Cold prewarm of a relation larger than shared_buffers through a read
+    /// stream, per method, io_combine_limit 1/16 and
+    /// effective_io_concurrency 0/16, against fio; then cached stream vs
+    /// plain buffer lookups.
+    Prewarm {
+        /// Relation size in MiB (default: 4 × shared_buffers).
+        #[arg(long)]
+        size_mib: Option<u64>,
+        /// Comma-separated: sync, worker, io_uring.
+        #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
+        methods: Vec<String>,
+        #[arg(long)]
+        no_fio: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A stream over blocks i..i+3 for i in 1..=10000 against the same
+    /// distinct blocks once each, cold.
+    RepeatedBlocks {
+        /// Comma-separated: sync, worker, io_uring.
+        #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
+        methods: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Page checksum speed on one core, against a C baseline.
     Checksum {
         /// Size of the in-memory buffer to checksum, in MiB. The default
@@ -200,6 +225,23 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             rawio::run(&options, args.json, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench(Bench::Prewarm {
+            size_mib,
+            methods,
+            no_fio,
+            json,
+        }) => {
+            let mut options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+            options.relation_mib = size_mib.unwrap_or(options.relation_mib);
+            options.fio = !no_fio;
+            aiostore::bench::streams::run_prewarm(&options, json, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::RepeatedBlocks { methods, json }) => {
+            let options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+            aiostore::bench::streams::run_repeated(&options, json, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(Bench::Checksum {
             mib,
             seconds,
@@ -224,6 +266,31 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn stream_bench_options(
+    data_dir: &std::path::Path,
+    settings: &Settings,
+    methods: &[String],
+) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
+    let methods = methods
+        .iter()
+        .map(|m| match ReadMethod::parse(m.trim()) {
+            Some(ReadMethod::Aio(method)) => Ok(method),
+            _ => Err(format!(
+                "unknown method \"{m}\" for --methods; use sync, worker or io_uring"
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    let shared_buffers = settings.shared_buffers() as u32;
+    Ok(aiostore::bench::streams::StreamBenchOptions {
+        dir: data_dir.join("bench").join("base"),
+        methods,
+        shared_buffers,
+        relation_mib: 4 * ((shared_buffers as u64 * 8192) >> 20),
+        fio: true,
+        io_workers: settings.io_workers(),
+    })
 }
 
 fn rawio_options(

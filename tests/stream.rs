@@ -63,6 +63,20 @@ fn repeated_blocks_come_out_in_order(method: IoMethod) {
     }
 }
 
+fn revisited_blocks_do_not_break_up_the_reads_of_new_ones(method: IoMethod) {
+    let db = db(method, 80, 256);
+    // i, i+1, i+2, i+3 for every i: the reference thread's pattern.
+    let blocks: Vec<u32> = (1..=64).flat_map(|i| i..i + 4).collect();
+    let (out, stats) = stream_blocks(&db, &blocks, StreamFlags::default());
+    assert_eq!(out, blocks);
+    assert_eq!(stats.io_blocks, 67, "each distinct block is read once");
+    assert!(
+        stats.blocks_per_io() > 4.0,
+        "new blocks are still combined: {stats:?}"
+    );
+    assert_eq!(stats.hits, 256 - 67);
+}
+
 fn a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment(method: IoMethod) {
     let db = db_with_segments(method, 64, 256, 12);
     let blocks: Vec<u32> = (0..64).collect();
@@ -361,6 +375,7 @@ fn sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool(meth
 
 for_each_method!(
     repeated_blocks_come_out_in_order,
+    revisited_blocks_do_not_break_up_the_reads_of_new_ones,
     a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment,
     distances_grow_only_when_the_consumer_waits,
     a_stream_meeting_a_block_stuck_in_another_sessions_io_returns_every_block,

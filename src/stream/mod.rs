@@ -22,9 +22,12 @@
 //! # Queue
 //!
 //! Buffers leave in the order the callback chose their blocks. The queue
-//! holds every pinned buffer not yet handed out; the buffers of reads not
-//! yet waited for are at its back, in the same order as `ios`, so the head
-//! buffer, if not ready, always belongs to the oldest read.
+//! holds every pinned buffer not yet handed out, each tagged with the read
+//! it waits for (if any). A block that is already in the queue is not read
+//! or looked up again: its buffer is pinned once more and queued again,
+//! tied to the same read. So a stream that revisits blocks (i, i+1, i+2,
+//! i+3 for every i) still combines its new blocks into full-size reads
+//! instead of breaking them into one-block reads around the repeats.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -110,13 +113,35 @@ impl StreamStats {
 
 struct Queued<D> {
     buffer: BufferId,
+    block: u32,
     data: D,
-    ready: bool,
+    /// The read this buffer waits for; `None` once valid.
+    read: Option<u64>,
+    /// An extra pin on a buffer queued before (a repeated block).
+    repeat: bool,
 }
 
+/// A block the callback returned that is not queued yet.
+enum Want {
+    /// Part of the pending run of consecutive blocks.
+    New(u32),
+    /// A block already queued or in the run: queue its buffer again.
+    Repeat(u32),
+}
+
+/// Blocks chosen but not yet read: a run of consecutive new blocks to read
+/// with as few I/Os as possible, and, in callback order, every block wanted
+/// (new ones and repeats).
 struct Pending<D> {
     first_block: u32,
-    data: VecDeque<D>,
+    run_blocks: usize,
+    wants: VecDeque<(Want, D)>,
+}
+
+impl<D> Pending<D> {
+    fn in_run(&self, block: u32) -> bool {
+        block >= self.first_block && ((block - self.first_block) as usize) < self.run_blocks
+    }
 }
 
 /// A read stream over one relation fork. `D` is the per-buffer data the
@@ -137,11 +162,15 @@ where
     combine_distance: usize,
     holdoff: usize,
     queue: VecDeque<Queued<D>>,
-    ios: VecDeque<ReadOp>,
+    /// Reads not yet waited for, with their sequence numbers.
+    ios: VecDeque<(u64, ReadOp)>,
+    next_read_seq: u64,
     pending: Option<Pending<D>>,
     /// A block the callback gave that could not be taken yet.
     unget: Option<(u32, D)>,
     forwarded: VecDeque<BufferId>,
+    /// Queue entries that are repeats.
+    repeats_queued: usize,
     ended: bool,
     paused: bool,
     stats: StreamStats,
@@ -199,9 +228,11 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             holdoff: 0,
             queue: VecDeque::new(),
             ios: VecDeque::new(),
+            next_read_seq: 0,
             pending: None,
             unget: None,
             forwarded: VecDeque::new(),
+            repeats_queued: 0,
             ended: false,
             paused: false,
             stats: StreamStats::default(),
@@ -221,12 +252,14 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         self.max_pinned
     }
 
+    /// Distinct buffers the stream pins (repeats share a buffer).
     fn pinned(&self) -> usize {
-        self.queue.len() + self.forwarded.len()
+        self.queue.len() - self.repeats_queued + self.forwarded.len()
     }
 
+    /// Blocks of the pending run (what the next read would cover).
     fn pending_len(&self) -> usize {
-        self.pending.as_ref().map_or(0, |p| p.data.len())
+        self.pending.as_ref().map_or(0, |p| p.run_blocks)
     }
 
     /// Lets a paused callback go on.
@@ -242,13 +275,18 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
     ) -> Result<Option<(BufferId, D)>, BufferError> {
         loop {
             if let Some(front) = self.queue.front() {
-                if front.ready {
-                    let q = self.queue.pop_front().expect("front exists");
-                    self.stats.buffers += 1;
-                    self.look_ahead(session)?;
-                    return Ok(Some((q.buffer, q.data)));
+                match front.read {
+                    None => {
+                        let q = self.queue.pop_front().expect("front exists");
+                        if q.repeat {
+                            self.repeats_queued -= 1;
+                        }
+                        self.stats.buffers += 1;
+                        self.look_ahead(session)?;
+                        return Ok(Some((q.buffer, q.data)));
+                    }
+                    Some(seq) => self.wait_read(session, seq)?,
                 }
-                self.wait_head(session)?;
                 continue;
             }
             self.look_ahead(session)?;
@@ -258,21 +296,32 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         }
     }
 
-    /// Waits for the oldest read, whose buffers are at the head of the queue.
-    fn wait_head(&mut self, session: &mut BufferSession) -> Result<(), BufferError> {
-        let mut op = self
+    /// Waits for read `seq` (the one the head of the queue needs) and marks
+    /// its buffers ready.
+    fn wait_read(&mut self, session: &mut BufferSession, seq: u64) -> Result<(), BufferError> {
+        let pos = self
             .ios
-            .pop_front()
-            .expect("an unready buffer belongs to a read");
+            .iter()
+            .position(|(s, _)| *s == seq)
+            .expect("a queued buffer's read is in flight");
+        let (_, mut op) = self.ios.remove(pos).expect("position is valid");
         let started = Instant::now();
-        let outcome = match session.wait_read_buffers(&mut op) {
+        let outcome = session.wait_read_buffers(&mut op);
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
-                // Its pins are gone; drop its entries so the stream stays
-                // consistent, then report.
-                for _ in 0..op.nblocks() {
-                    self.queue.pop_front();
+                // The read's own pins are gone; drop every entry that
+                // waited for it, releasing the extra pins of repeats.
+                let mut kept = VecDeque::with_capacity(self.queue.len());
+                for q in self.queue.drain(..) {
+                    if q.read != Some(seq) {
+                        kept.push_back(q);
+                    } else if q.repeat {
+                        self.repeats_queued -= 1;
+                        session.release(q.buffer);
+                    }
                 }
+                self.queue = kept;
                 return Err(e);
             }
         };
@@ -285,13 +334,8 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         self.combine_distance = (self.combine_distance * 2)
             .min(self.io_combine_limit)
             .min(self.max_pinned);
-        for q in self
-            .queue
-            .iter_mut()
-            .filter(|q| !q.ready)
-            .take(op.nblocks())
-        {
-            q.ready = true;
+        for q in self.queue.iter_mut().filter(|q| q.read == Some(seq)) {
+            q.read = None;
         }
         Ok(())
     }
@@ -348,24 +392,42 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             let Some((block, data)) = self.next_from_callback() else {
                 break;
             };
+            let queued = self.queue.iter().any(|q| q.block == block);
             match &mut self.pending {
-                Some(p) if p.first_block as u64 + p.data.len() as u64 == block as u64 => {
-                    p.data.push_back(data);
+                Some(p) if queued || p.in_run(block) => {
+                    p.wants.push_back((Want::Repeat(block), data))
+                }
+                Some(p) if p.first_block as u64 + p.run_blocks as u64 == block as u64 => {
+                    p.run_blocks += 1;
+                    p.wants.push_back((Want::New(block), data));
                 }
                 Some(_) => {
+                    // A new run: read the pending one first.
                     self.unget = Some((block, data));
+                    self.start_pending(session)?;
+                    if self.pending.is_some() {
+                        break; // max_ios reached; go on after a wait.
+                    }
+                }
+                None if queued => {
+                    self.pending = Some(Pending {
+                        first_block: block,
+                        run_blocks: 0,
+                        wants: VecDeque::from([(Want::Repeat(block), data)]),
+                    });
                     self.start_pending(session)?;
                 }
                 None => {
                     self.pending = Some(Pending {
                         first_block: block,
-                        data: VecDeque::from([data]),
+                        run_blocks: 1,
+                        wants: VecDeque::from([(Want::New(block), data)]),
                     });
                 }
             }
         }
         let pending = self.pending_len();
-        let issue = pending > 0
+        let issue = self.pending.is_some()
             && self.ios.len() < self.max_ios
             && (self.ended
                 || self.paused
@@ -378,18 +440,27 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         Ok(())
     }
 
-    /// Starts reads for the pending blocks until they are all queued or
-    /// `max_ios` reads are in flight.
+    /// Queues the pending wants in order, starting reads for the run, until
+    /// all are queued or `max_ios` reads are in flight.
     fn start_pending(&mut self, session: &mut BufferSession) -> Result<(), BufferError> {
-        while let Some(p) = &mut self.pending {
-            if p.data.is_empty() {
+        loop {
+            self.queue_ready_wants(session, None)?;
+            let Some(p) = &self.pending else { break };
+            if p.wants.is_empty() {
                 self.pending = None;
                 break;
             }
             if self.ios.len() >= self.max_ios {
                 break;
             }
-            let first_block = p.first_block;
+            let (first_block, run) = match p.wants.front() {
+                // The front is a new block: read the run from it.
+                Some((Want::New(b), _)) => (*b, p.first_block + p.run_blocks as u32 - *b),
+                // A repeat whose buffer left the queue (the consumer took
+                // it) before it could be queued again: read it alone.
+                Some((Want::Repeat(b), _)) => (*b, 1),
+                None => unreachable!("checked non-empty"),
+            };
             // Other pins of the session (the consumer may hold several)
             // count against the same limit as ours.
             let room = session
@@ -404,7 +475,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 }
                 break;
             }
-            let n = p.data.len().min(room.max(self.forwarded.len()).max(1));
+            let n = (run as usize).min(room.max(self.forwarded.len()).max(1));
             let op = session.start_read_buffers(
                 self.rel,
                 self.fork,
@@ -413,41 +484,111 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 &mut self.forwarded,
                 self.strategy.as_mut(),
             )?;
-            let covered = op.nblocks();
-            let p = self.pending.as_mut().expect("pending exists");
-            p.first_block += covered as u32;
-            let ready = !op.needs_wait();
-            for &buffer in &op.buffers {
-                let data = p.data.pop_front().expect("a block per buffer");
-                self.queue.push_back(Queued {
-                    buffer,
-                    data,
-                    ready,
-                });
+            self.queue_ready_wants(session, Some(op))?;
+        }
+        Ok(())
+    }
+
+    /// Queues wants from the front of the pending list while they can be:
+    /// new blocks covered by `op` (a read just started for the front of the
+    /// run), and repeats of blocks already queued.
+    fn queue_ready_wants(
+        &mut self,
+        session: &mut BufferSession,
+        op: Option<ReadOp>,
+    ) -> Result<(), BufferError> {
+        let Some(p) = self.pending.as_mut() else {
+            debug_assert!(op.is_none());
+            return Ok(());
+        };
+        let (covered_first, covered) = match &op {
+            Some(op) => (op.first_block, op.nblocks() as u32),
+            None => (0, 0),
+        };
+        let ready = op.as_ref().is_none_or(|op| !op.needs_wait());
+        let seq = self.next_read_seq;
+        let read = (!ready).then_some(seq);
+        if op.is_some() {
+            self.next_read_seq += 1;
+            // The run now starts after what the read covers.
+            if p.in_run(covered_first) {
+                let skipped = covered_first + covered - p.first_block;
+                p.run_blocks -= skipped as usize;
+                p.first_block = covered_first + covered;
             }
-            if ready {
-                self.stats.hits += covered as u64;
-                if self.ios.is_empty() {
-                    // A hit with no I/O in progress: decay.
-                    if self.holdoff > 0 {
-                        self.holdoff -= 1;
-                    } else {
-                        self.readahead_distance = (self.readahead_distance - 1).max(1);
-                        self.combine_distance = (self.combine_distance - 1).max(1);
+        }
+        // Each covered block's first want takes the read's pin on it.
+        let mut taken = vec![false; covered as usize];
+        while let Some((want, _)) = p.wants.front() {
+            match *want {
+                Want::New(b) | Want::Repeat(b)
+                    if covered > 0 && b >= covered_first && b < covered_first + covered =>
+                {
+                    let (_, data) = p.wants.pop_front().expect("front exists");
+                    let op = op.as_ref().expect("covered implies a read");
+                    let index = (b - covered_first) as usize;
+                    let buffer = op.buffers[index];
+                    if taken[index] {
+                        session.pin(buffer)?;
+                        self.stats.hits += 1;
                     }
-                }
-            } else {
-                match op.kind {
-                    crate::buffer::ReadOpKind::Foreign { .. } => self.stats.foreign_ios += 1,
-                    _ => {
-                        self.stats.ios += 1;
-                        self.stats.io_blocks += covered as u64;
+                    taken[index] = true;
+                    let repeat = self.queue.iter().any(|q| q.buffer == buffer);
+                    if repeat {
+                        self.repeats_queued += 1;
                     }
+                    self.queue.push_back(Queued {
+                        buffer,
+                        block: b,
+                        data,
+                        read,
+                        repeat,
+                    });
                 }
-                self.stats.in_flight_sum += self.ios.len() as u64 + 1;
-                self.stats.look_ahead_sum += self.queue.len() as u64;
-                self.ios.push_back(op);
+                Want::Repeat(b) => {
+                    let Some(q) = self.queue.iter().rev().find(|q| q.block == b) else {
+                        break;
+                    };
+                    let (buffer, q_read) = (q.buffer, q.read);
+                    let (_, data) = p.wants.pop_front().expect("front exists");
+                    session.pin(buffer)?;
+                    self.repeats_queued += 1;
+                    self.stats.hits += 1;
+                    self.queue.push_back(Queued {
+                        buffer,
+                        block: b,
+                        data,
+                        read: q_read,
+                        repeat: true,
+                    });
+                }
+                Want::New(_) => break,
             }
+        }
+        let Some(op) = op else { return Ok(()) };
+        let covered = op.nblocks() as u64;
+        if ready {
+            self.stats.hits += covered;
+            if self.ios.is_empty() {
+                // A hit with no I/O in progress: decay.
+                if self.holdoff > 0 {
+                    self.holdoff -= 1;
+                } else {
+                    self.readahead_distance = (self.readahead_distance - 1).max(1);
+                    self.combine_distance = (self.combine_distance - 1).max(1);
+                }
+            }
+        } else {
+            match op.kind {
+                crate::buffer::ReadOpKind::Foreign { .. } => self.stats.foreign_ios += 1,
+                _ => {
+                    self.stats.ios += 1;
+                    self.stats.io_blocks += covered;
+                }
+            }
+            self.stats.in_flight_sum += self.ios.len() as u64 + 1;
+            self.stats.look_ahead_sum += self.queue.len() as u64;
+            self.ios.push_back((seq, op));
         }
         Ok(())
     }
@@ -476,29 +617,16 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
     }
 
     fn release_all(&mut self, session: &mut BufferSession) {
-        for mut op in self.ios.drain(..) {
+        while let Some(&(seq, _)) = self.ios.front() {
             // An error here was already logged by whoever completed the
-            // read; the stream is being abandoned, so it has no consumer.
-            if session.wait_read_buffers(&mut op).is_err() {
-                for _ in 0..op.nblocks() {
-                    if let Some(pos) = self.queue.iter().position(|q| !q.ready) {
-                        self.queue.remove(pos);
-                    }
-                }
-                continue;
-            }
-            for q in self
-                .queue
-                .iter_mut()
-                .filter(|q| !q.ready)
-                .take(op.nblocks())
-            {
-                q.ready = true;
-            }
+            // read, and wait_read dropped its entries; the stream is being
+            // abandoned, so there is no consumer to tell.
+            let _ = self.wait_read(session, seq);
         }
         for q in self.queue.drain(..) {
             session.release(q.buffer);
         }
+        self.repeats_queued = 0;
         for id in self.forwarded.drain(..) {
             session.release(id);
         }

@@ -160,3 +160,101 @@ mod tests {
         );
     }
 }
+
+/// What a stream-driven utility did.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct StreamReport {
+    pub blocks: u64,
+    pub hits: u64,
+    /// Blocks read by this stream's own I/Os.
+    pub reads: u64,
+    pub ios: u64,
+    /// I/Os started by others that the stream joined.
+    pub foreign_ios: u64,
+    pub waits: u64,
+    pub seconds: f64,
+}
+
+impl StreamReport {
+    fn from_stats(stats: &crate::stream::StreamStats, seconds: f64) -> StreamReport {
+        StreamReport {
+            blocks: stats.buffers,
+            hits: stats.hits,
+            reads: stats.io_blocks,
+            ios: stats.ios,
+            foreign_ios: stats.foreign_ios,
+            waits: stats.waits,
+            seconds,
+        }
+    }
+}
+
+/// Reads every block of a relation fork into the pool through a read
+/// stream (PostgreSQL's `pg_prewarm(…, 'buffer')`).
+pub fn prewarm(
+    session: &mut crate::buffer::BufferSession,
+    rel: u32,
+    fork: crate::storage::Fork,
+    limits: crate::stream::StreamLimits,
+) -> Result<StreamReport, crate::buffer::BufferError> {
+    let nblocks = session.pool().relation(rel).nblocks(fork)?;
+    let blocks: Vec<u32> = (0..nblocks).collect();
+    stream_blocks(
+        session,
+        rel,
+        fork,
+        &blocks,
+        crate::stream::StreamFlags {
+            sequential: true,
+            ..Default::default()
+        },
+        limits,
+    )
+}
+
+/// Reads `blocks`, in that order, through one read stream, releasing each
+/// buffer as it arrives (the reference thread's `read_stream_for_blocks`).
+pub fn read_stream_for_blocks(
+    session: &mut crate::buffer::BufferSession,
+    rel: u32,
+    fork: crate::storage::Fork,
+    blocks: &[u32],
+    limits: crate::stream::StreamLimits,
+) -> Result<StreamReport, crate::buffer::BufferError> {
+    stream_blocks(session, rel, fork, blocks, Default::default(), limits)
+}
+
+fn stream_blocks(
+    session: &mut crate::buffer::BufferSession,
+    rel: u32,
+    fork: crate::storage::Fork,
+    blocks: &[u32],
+    flags: crate::stream::StreamFlags,
+    limits: crate::stream::StreamLimits,
+) -> Result<StreamReport, crate::buffer::BufferError> {
+    use crate::stream::{Next, ReadStream};
+    let started = std::time::Instant::now();
+    let mut next = blocks.iter().copied();
+    let mut stream = ReadStream::begin(session, rel, fork, flags, limits, None, |_: &mut ()| {
+        next.next().map_or(Next::End, Next::Block)
+    });
+    let mut failure = None;
+    loop {
+        match stream.next_buffer(session) {
+            Ok(Some((id, ()))) => session.release(id),
+            Ok(None) => break,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let stats = stream.end(session);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(StreamReport::from_stats(
+            &stats,
+            started.elapsed().as_secs_f64(),
+        )),
+    }
+}
