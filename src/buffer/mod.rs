@@ -252,6 +252,16 @@ impl BufferPool {
         self.nbuffers
     }
 
+    /// Blocks per segment file of the relations this pool reads.
+    pub fn blocks_per_segment(&self) -> u32 {
+        self.smgr.blocks_per_segment()
+    }
+
+    /// True if the buffer holds a valid page.
+    pub fn is_valid(&self, id: BufferId) -> bool {
+        self.state(id) & BM_VALID != 0
+    }
+
     pub fn aio(&self) -> &Arc<Aio> {
         &self.aio
     }

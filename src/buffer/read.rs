@@ -93,11 +93,13 @@ impl BufferSession {
         forwarded: &mut VecDeque<BufferId>,
         mut strategy: Option<&mut Strategy>,
     ) -> Result<ReadOp, BufferError> {
-        let relation = self.pool().relation(rel);
-        let location = relation.locate(fork, first_block)?;
+        // Reads never cross a segment boundary; only arithmetic here, the
+        // segment file is looked up when (and if) a read is issued.
+        let per_segment = self.pool().blocks_per_segment();
+        let left_in_segment = (per_segment - first_block % per_segment) as usize;
         let limit = max_blocks
             .min(self.settings.io_combine_limit)
-            .min(location.blocks_left_in_segment as usize)
+            .min(left_in_segment)
             .max(1);
         let pool = Arc::clone(self.pool());
         let mut buffers = Vec::with_capacity(limit);

@@ -273,6 +273,9 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         &mut self,
         session: &mut BufferSession,
     ) -> Result<Option<(BufferId, D)>, BufferError> {
+        if let Some(fast) = self.next_buffer_fast(session)? {
+            return Ok(fast);
+        }
         loop {
             if let Some(front) = self.queue.front() {
                 match front.read {
@@ -294,6 +297,58 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 return Ok(None);
             }
         }
+    }
+
+    /// The all-hits fast path: at distance 1 with nothing queued, pending or
+    /// in flight, look the next block up directly and, if it is valid,
+    /// return it with no more work than a plain buffer lookup. `None` means
+    /// "take the general path" (with a miss already pinned and forwarded).
+    #[allow(clippy::type_complexity)]
+    fn next_buffer_fast(
+        &mut self,
+        session: &mut BufferSession,
+    ) -> Result<Option<Option<(BufferId, D)>>, BufferError> {
+        let idle = self.readahead_distance == 1
+            && self.queue.is_empty()
+            && self.ios.is_empty()
+            && self.pending.is_none()
+            && self.unget.is_none()
+            && self.forwarded.is_empty();
+        if !idle || self.ended || self.paused {
+            return Ok(None);
+        }
+        let mut data = D::default();
+        let block = match (self.callback)(&mut data) {
+            Next::Block(block) => block,
+            Next::Pause => {
+                self.paused = true;
+                return Ok(Some(None));
+            }
+            Next::End => {
+                self.ended = true;
+                return Ok(Some(None));
+            }
+        };
+        let tag = crate::buffer::BufferTag {
+            rel: self.rel,
+            fork: self.fork,
+            block,
+        };
+        let (id, _) = session.get_buffer(tag, self.strategy.as_mut())?;
+        if session.pool().is_valid(id) {
+            self.stats.buffers += 1;
+            self.stats.hits += 1;
+            self.holdoff = self.holdoff.saturating_sub(1);
+            return Ok(Some(Some((id, data))));
+        }
+        // A miss: its pin goes to the general path as a forwarded buffer.
+        self.forwarded.push_back(id);
+        self.pending = Some(Pending {
+            first_block: block,
+            run_blocks: 1,
+            wants: VecDeque::from([(Want::New(block), data)]),
+        });
+        Ok(None)
     }
 
     /// Waits for read `seq` (the one the head of the queue needs) and marks
