@@ -14,17 +14,16 @@ use aiostore::storage::Fork;
 use aiostore::stream::{Next, ReadStream, StreamFlags, StreamLimits};
 use common::*;
 
-/// Streams over `blocks` and returns the block numbers in the order the
-/// buffers came out, checking each page's contents.
-fn stream_blocks(
-    db: &Db,
+/// Streams over `blocks` in session `s`, checking each page's contents,
+/// and returns the block numbers in the order the buffers came out.
+fn stream_in(
+    s: &mut aiostore::buffer::BufferSession,
     blocks: &[u32],
     flags: StreamFlags,
 ) -> (Vec<u32>, aiostore::stream::StreamStats) {
-    let mut s = session(db);
     let mut it = blocks.iter().copied();
     let mut stream = ReadStream::begin(
-        &s,
+        s,
         REL,
         Fork::Main,
         flags,
@@ -39,14 +38,24 @@ fn stream_blocks(
         },
     );
     let mut out = Vec::new();
-    while let Some((id, block)) = stream.next_buffer(&mut s).unwrap() {
-        check(&s, id, block);
+    while let Some((id, block)) = stream.next_buffer(s).unwrap() {
+        check(s, id, block);
         s.release(id);
         out.push(block);
     }
-    let stats = stream.end(&mut s);
+    (out, stream.end(s))
+}
+
+/// [`stream_in`] in a new session, checking that nothing stays pinned.
+fn stream_blocks(
+    db: &Db,
+    blocks: &[u32],
+    flags: StreamFlags,
+) -> (Vec<u32>, aiostore::stream::StreamStats) {
+    let mut s = session(db);
+    let result = stream_in(&mut s, blocks, flags);
     assert_eq!(s.pinned_count(), 0);
-    (out, stats)
+    result
 }
 
 fn repeated_blocks_come_out_in_order(method: IoMethod) {
@@ -340,29 +349,7 @@ fn sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool(meth
                             }
                         })
                         .collect();
-                    let mut it = blocks.clone().into_iter();
-                    let mut stream = ReadStream::begin(
-                        &s,
-                        REL,
-                        Fork::Main,
-                        StreamFlags::default(),
-                        StreamLimits::default(),
-                        None,
-                        |d: &mut u32| match it.next() {
-                            Some(b) => {
-                                *d = b;
-                                Next::Block(b)
-                            }
-                            None => Next::End,
-                        },
-                    );
-                    let mut seen = Vec::new();
-                    while let Some((id, block)) = stream.next_buffer(&mut s).unwrap() {
-                        check(&s, id, block);
-                        s.release(id);
-                        seen.push(block);
-                    }
-                    stream.end(&mut s);
+                    let (seen, _) = stream_in(&mut s, &blocks, StreamFlags::default());
                     assert_eq!(seen, blocks);
                 }
             })

@@ -53,6 +53,16 @@ pub struct ReadOp {
 }
 
 impl ReadOp {
+    fn single(rel: u32, fork: Fork, block: u32, buffer: BufferId, kind: ReadOpKind) -> ReadOp {
+        ReadOp {
+            rel,
+            fork,
+            first_block: block,
+            buffers: vec![buffer],
+            kind,
+        }
+    }
+
     /// Number of blocks this operation covers.
     pub fn nblocks(&self) -> usize {
         self.buffers.len()
@@ -122,13 +132,7 @@ impl BufferSession {
             if pool.state(id) & BM_VALID != 0 {
                 if i == 0 {
                     pool.stats.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(ReadOp {
-                        rel,
-                        fork,
-                        first_block,
-                        buffers: vec![id],
-                        kind: ReadOpKind::Hit,
-                    });
+                    return Ok(ReadOp::single(rel, fork, first_block, id, ReadOpKind::Hit));
                 }
                 forwarded.push_front(id);
                 break;
@@ -152,24 +156,19 @@ impl BufferSession {
                     self.aio.release(token)?;
                     pool.stats.hits.fetch_add(1, Ordering::Relaxed);
                     forward_tail(forwarded, &buffers[1..]);
-                    return Ok(ReadOp {
+                    return Ok(ReadOp::single(
                         rel,
                         fork,
                         first_block,
-                        buffers: vec![head],
-                        kind: ReadOpKind::Hit,
-                    });
+                        head,
+                        ReadOpKind::Hit,
+                    ));
                 }
                 StartIo::InProgress(Some(wref)) => {
                     self.aio.release(token)?;
                     forward_tail(forwarded, &buffers[1..]);
-                    return Ok(ReadOp {
-                        rel,
-                        fork,
-                        first_block,
-                        buffers: vec![head],
-                        kind: ReadOpKind::Foreign { wref },
-                    });
+                    let kind = ReadOpKind::Foreign { wref };
+                    return Ok(ReadOp::single(rel, fork, first_block, head, kind));
                 }
                 StartIo::InProgress(None) => {
                     // Claimed, but its wait reference is not published yet:
