@@ -751,7 +751,7 @@ fn stress(method: IoMethod, direct: bool) {
         .map(|seed| {
             let (aio, file, nblocks) = (Arc::clone(&aio), Arc::clone(&data.file), data.nblocks);
             std::thread::spawn(move || {
-                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1));
+                let mut rng = XorShift::new(0x9E37_79B9_7F4A_7C15 ^ (seed + 1));
                 let mut session = aio.session().unwrap();
                 let mut reader = BlockReader::new(Arc::clone(&aio), file, 8, 4);
                 let mut expected = std::collections::VecDeque::new();

@@ -415,7 +415,7 @@ fn concurrent_sessions_read_overlapping_blocks_of_a_relation_larger_than_the_poo
             let pool = Arc::clone(&db.pool);
             std::thread::spawn(move || {
                 let mut s = pool.session(SessionSettings::default()).unwrap();
-                let mut rng = Rng(0xDEADBEEF ^ ((seed + 1) * 7919));
+                let mut rng = XorShift::new(0xDEADBEEF ^ ((seed + 1) * 7919));
                 for _ in 0..1500 {
                     let blkno = rng.below(256) as u32;
                     let n = 1 + rng.below(4) as usize;

@@ -124,20 +124,28 @@ fn a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment
     }
 }
 
-fn distances_grow_only_when_the_consumer_waits(method: IoMethod) {
-    let db = db(method, 256, 1024);
-    let blocks: Vec<u32> = (0..256).collect();
-    let mut s = session(&db);
-    let mut it = blocks.clone().into_iter();
-    let mut stream = ReadStream::begin(
-        &s,
+/// A stream over `blocks` with default settings and no per-buffer data.
+fn block_list_stream(
+    s: &aiostore::buffer::BufferSession,
+    blocks: Vec<u32>,
+) -> ReadStream<(), impl FnMut(&mut ()) -> Next> {
+    let mut it = blocks.into_iter();
+    ReadStream::begin(
+        s,
         REL,
         Fork::Main,
         StreamFlags::default(),
         StreamLimits::default(),
         None,
-        |_: &mut ()| it.next().map_or(Next::End, Next::Block),
-    );
+        move |_: &mut ()| it.next().map_or(Next::End, Next::Block),
+    )
+}
+
+fn distances_grow_only_when_the_consumer_waits(method: IoMethod) {
+    let db = db(method, 256, 1024);
+    let blocks: Vec<u32> = (0..256).collect();
+    let mut s = session(&db);
+    let mut stream = block_list_stream(&s, blocks.clone());
     let mut max_seen = (1, 1);
     while let Some((id, ())) = stream.next_buffer(&mut s).unwrap() {
         s.release(id);
@@ -151,16 +159,7 @@ fn distances_grow_only_when_the_consumer_waits(method: IoMethod) {
         "cold read reached full distance: {max_seen:?}"
     );
     // Now everything is cached: no waits, no growth.
-    let mut it = blocks.into_iter();
-    let mut stream = ReadStream::begin(
-        &s,
-        REL,
-        Fork::Main,
-        StreamFlags::default(),
-        StreamLimits::default(),
-        None,
-        |_: &mut ()| it.next().map_or(Next::End, Next::Block),
-    );
+    let mut stream = block_list_stream(&s, blocks);
     while let Some((id, ())) = stream.next_buffer(&mut s).unwrap() {
         s.release(id);
         assert_eq!(stream.distances(), (1, 1));
@@ -337,7 +336,7 @@ fn sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool(meth
             let pool = Arc::clone(&db.pool);
             std::thread::spawn(move || {
                 let mut s = pool.session(SessionSettings::default()).unwrap();
-                let mut rng = Rng(0x1234_5678 ^ ((seed + 1) * 104_729));
+                let mut rng = XorShift::new(0x1234_5678 ^ ((seed + 1) * 104_729));
                 for _ in 0..6 {
                     let start = rng.below(384) as u32;
                     let blocks: Vec<u32> = (start..start + 128)

@@ -297,7 +297,10 @@ impl SegmentFile {
 
     /// Flushes the file's data to stable storage.
     pub fn fdatasync(&self) -> Result<(), StorageError> {
-        rustix::fs::fdatasync(&self.fd).map_err(|e| self.io_error("fsync", e.into()))
+        match self.fdatasync_raw() {
+            0 => Ok(()),
+            raw => Err(self.io_error("fsync", errno_error(-raw as i32))),
+        }
     }
 
     /// Sets the file's length in bytes.

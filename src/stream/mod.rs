@@ -29,7 +29,7 @@
 //! i+3 for every i) still combines its new blocks into full-size reads
 //! instead of breaking them into one-block reads around the repeats.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::buffer::{BufferError, BufferId, BufferSession, ReadOp, Strategy};
@@ -171,6 +171,9 @@ where
     forwarded: VecDeque<BufferId>,
     /// Queue entries that are repeats.
     repeats_queued: usize,
+    /// How many queue entries each block has, so that the callback's next
+    /// block is checked against the queue without scanning it.
+    queued_blocks: HashMap<u32, u32>,
     ended: bool,
     paused: bool,
     stats: StreamStats,
@@ -233,6 +236,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             unget: None,
             forwarded: VecDeque::new(),
             repeats_queued: 0,
+            queued_blocks: HashMap::new(),
             ended: false,
             paused: false,
             stats: StreamStats::default(),
@@ -280,10 +284,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             if let Some(front) = self.queue.front() {
                 match front.read {
                     None => {
-                        let q = self.queue.pop_front().expect("front exists");
-                        if q.repeat {
-                            self.repeats_queued -= 1;
-                        }
+                        let q = self.pop_queued();
                         self.stats.buffers += 1;
                         self.look_ahead(session)?;
                         return Ok(Some((q.buffer, q.data)));
@@ -351,6 +352,28 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         Ok(None)
     }
 
+    fn push_queued(&mut self, q: Queued<D>) {
+        if q.repeat {
+            self.repeats_queued += 1;
+        }
+        *self.queued_blocks.entry(q.block).or_default() += 1;
+        self.queue.push_back(q);
+    }
+
+    fn pop_queued(&mut self) -> Queued<D> {
+        let q = self.queue.pop_front().expect("the queue is not empty");
+        if q.repeat {
+            self.repeats_queued -= 1;
+        }
+        match self.queued_blocks.get_mut(&q.block) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                self.queued_blocks.remove(&q.block);
+            }
+        }
+        q
+    }
+
     /// Waits for read `seq` (the one the head of the queue needs) and marks
     /// its buffers ready.
     fn wait_read(&mut self, session: &mut BufferSession, seq: u64) -> Result<(), BufferError> {
@@ -377,6 +400,10 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                     }
                 }
                 self.queue = kept;
+                self.queued_blocks.clear();
+                for q in &self.queue {
+                    *self.queued_blocks.entry(q.block).or_default() += 1;
+                }
                 return Err(e);
             }
         };
@@ -447,7 +474,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             let Some((block, data)) = self.next_from_callback() else {
                 break;
             };
-            let queued = self.queue.iter().any(|q| q.block == block);
+            let queued = self.queued_blocks.contains_key(&block);
             match &mut self.pending {
                 Some(p) if queued || p.in_run(block) => {
                     p.wants.push_back((Want::Repeat(block), data))
@@ -544,6 +571,67 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         Ok(())
     }
 
+    /// The part of [`ReadStream::queue_ready_wants`] that moves wants from
+    /// `p` (taken out of `self.pending` meanwhile) to the queue.
+    fn queue_wants(
+        &mut self,
+        p: &mut Pending<D>,
+        session: &mut BufferSession,
+        op: Option<&ReadOp>,
+        read: Option<u64>,
+    ) -> Result<(), BufferError> {
+        let (covered_first, covered) =
+            op.map_or((0, 0), |op| (op.first_block, op.nblocks() as u32));
+        // Each covered block's first want takes the read's pin on it; bit i
+        // says block i of the read has been queued (reads are at most
+        // MAX_IOVECS = 128 blocks).
+        let mut taken: u128 = 0;
+        while let Some((want, _)) = p.wants.front() {
+            match *want {
+                Want::New(b) | Want::Repeat(b)
+                    if covered > 0 && b >= covered_first && b < covered_first + covered =>
+                {
+                    let (_, data) = p.wants.pop_front().expect("front exists");
+                    let op = op.expect("covered implies a read");
+                    let index = (b - covered_first) as usize;
+                    let buffer = op.buffers[index];
+                    if taken & (1 << index) != 0 {
+                        session.pin(buffer)?;
+                        self.stats.hits += 1;
+                    }
+                    taken |= 1 << index;
+                    // A block's buffer is the same while it stays pinned.
+                    let repeat = self.queued_blocks.contains_key(&b);
+                    self.push_queued(Queued {
+                        buffer,
+                        block: b,
+                        data,
+                        read,
+                        repeat,
+                    });
+                }
+                Want::Repeat(b) => {
+                    let Some(q) = self.queue.iter().rev().find(|q| q.block == b) else {
+                        break;
+                    };
+                    let (buffer, q_read) = (q.buffer, q.read);
+                    let (_, data) = p.wants.pop_front().expect("front exists");
+                    session.pin(buffer)?;
+                    self.stats.hits += 1;
+                    self.push_queued(Queued {
+                        buffer,
+                        block: b,
+                        data,
+                        read: q_read,
+                        repeat: true,
+                    });
+                }
+                Want::New(_) => break,
+            }
+        }
+        Ok(())
+    }
+
     /// Queues wants from the front of the pending list while they can be:
     /// new blocks covered by `op` (a read just started for the front of the
     /// run), and repeats of blocks already queued.
@@ -552,7 +640,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         session: &mut BufferSession,
         op: Option<ReadOp>,
     ) -> Result<(), BufferError> {
-        let Some(p) = self.pending.as_mut() else {
+        let Some(mut p) = self.pending.take() else {
             debug_assert!(op.is_none());
             return Ok(());
         };
@@ -572,54 +660,9 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 p.first_block = covered_first + covered;
             }
         }
-        // Each covered block's first want takes the read's pin on it.
-        let mut taken = vec![false; covered as usize];
-        while let Some((want, _)) = p.wants.front() {
-            match *want {
-                Want::New(b) | Want::Repeat(b)
-                    if covered > 0 && b >= covered_first && b < covered_first + covered =>
-                {
-                    let (_, data) = p.wants.pop_front().expect("front exists");
-                    let op = op.as_ref().expect("covered implies a read");
-                    let index = (b - covered_first) as usize;
-                    let buffer = op.buffers[index];
-                    if taken[index] {
-                        session.pin(buffer)?;
-                        self.stats.hits += 1;
-                    }
-                    taken[index] = true;
-                    let repeat = self.queue.iter().any(|q| q.buffer == buffer);
-                    if repeat {
-                        self.repeats_queued += 1;
-                    }
-                    self.queue.push_back(Queued {
-                        buffer,
-                        block: b,
-                        data,
-                        read,
-                        repeat,
-                    });
-                }
-                Want::Repeat(b) => {
-                    let Some(q) = self.queue.iter().rev().find(|q| q.block == b) else {
-                        break;
-                    };
-                    let (buffer, q_read) = (q.buffer, q.read);
-                    let (_, data) = p.wants.pop_front().expect("front exists");
-                    session.pin(buffer)?;
-                    self.repeats_queued += 1;
-                    self.stats.hits += 1;
-                    self.queue.push_back(Queued {
-                        buffer,
-                        block: b,
-                        data,
-                        read: q_read,
-                        repeat: true,
-                    });
-                }
-                Want::New(_) => break,
-            }
-        }
+        let queued = self.queue_wants(&mut p, session, op.as_ref(), read);
+        self.pending = Some(p);
+        queued?;
         let Some(op) = op else { return Ok(()) };
         let covered = op.nblocks() as u64;
         if ready {
@@ -682,6 +725,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             session.release(q.buffer);
         }
         self.repeats_queued = 0;
+        self.queued_blocks.clear();
         for id in self.forwarded.drain(..) {
             session.release(id);
         }

@@ -101,21 +101,7 @@ pub fn data_file(nblocks: u32, direct: bool) -> DataFile {
     }
 }
 
-/// A tiny xorshift generator, so tests are reproducible without a crate.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+pub use aiostore::bench::XorShift;
 
 // ---- a relation of checksummed pages behind a buffer pool ----
 
