@@ -69,7 +69,7 @@ fn two_misses_are_one_two_block_io(method: IoMethod) {
     let mut s = session(&db);
     let mut fwd = VecDeque::new();
     let mut op = s
-        .start_read_buffers(REL, Fork::Main, 2, 2, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 2, 2, &mut fwd, None, Default::default())
         .unwrap();
     assert!(matches!(op.kind, ReadOpKind::Io { .. }));
     assert_eq!(op.nblocks(), 2);
@@ -91,21 +91,21 @@ fn hits_are_never_combined_and_a_hit_in_the_middle_splits_the_read(method: IoMet
     let mut fwd = VecDeque::new();
     // Blocks 2..=5: [2 io][3 hit][4-5 io]
     let mut op = s
-        .start_read_buffers(REL, Fork::Main, 2, 4, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 2, 4, &mut fwd, None, Default::default())
         .unwrap();
     assert_eq!(op.nblocks(), 1, "the read stops before the hit");
     assert_eq!(fwd.len(), 1, "the hit's buffer is forwarded, pinned");
     s.wait_read_buffers(&mut op).unwrap();
     check(&s, op.buffers[0], 2);
     let mut op3 = s
-        .start_read_buffers(REL, Fork::Main, 3, 3, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 3, 3, &mut fwd, None, Default::default())
         .unwrap();
     assert!(matches!(op3.kind, ReadOpKind::Hit));
     assert_eq!(op3.nblocks(), 1);
     s.wait_read_buffers(&mut op3).unwrap();
     check(&s, op3.buffers[0], 3);
     let mut op45 = s
-        .start_read_buffers(REL, Fork::Main, 4, 2, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 4, 2, &mut fwd, None, Default::default())
         .unwrap();
     assert_eq!(op45.nblocks(), 2);
     s.wait_read_buffers(&mut op45).unwrap();
@@ -123,11 +123,11 @@ fn io_combine_limit_three_splits_five_blocks_into_three_and_two(method: IoMethod
     s.settings.io_combine_limit = 3;
     let mut fwd = VecDeque::new();
     let mut first = s
-        .start_read_buffers(REL, Fork::Main, 0, 5, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 0, 5, &mut fwd, None, Default::default())
         .unwrap();
     assert_eq!(first.nblocks(), 3);
     let mut second = s
-        .start_read_buffers(REL, Fork::Main, 3, 2, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 3, 2, &mut fwd, None, Default::default())
         .unwrap();
     assert_eq!(second.nblocks(), 2);
     s.wait_read_buffers(&mut first).unwrap();
@@ -168,7 +168,15 @@ fn io_in_progress_on_the_first_middle_or_last_block_is_joined_as_foreign_io(meth
         let mut block = first;
         while block <= 4 {
             let op = b
-                .start_read_buffers(REL, Fork::Main, block, (5 - block) as usize, &mut fwd, None)
+                .start_read_buffers(
+                    REL,
+                    Fork::Main,
+                    block,
+                    (5 - block) as usize,
+                    &mut fwd,
+                    None,
+                    Default::default(),
+                )
                 .unwrap();
             if op.first_block == held {
                 assert!(
@@ -261,7 +269,7 @@ fn corrupt_pages_are_reported_for_the_right_block_and_relation(method: IoMethod)
     );
     let mut fwd = VecDeque::new();
     let mut op = s
-        .start_read_buffers(REL, Fork::Main, 1, 6, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 1, 6, &mut fwd, None, Default::default())
         .unwrap();
     assert_eq!(op.nblocks(), 6);
     let err = s.wait_read_buffers(&mut op).unwrap_err();
@@ -322,7 +330,7 @@ fn an_unwaited_read_is_completed_by_a_reader_of_the_same_block(method: IoMethod)
         let mut a = session(&db);
         let mut fwd = VecDeque::new();
         let op = a
-            .start_read_buffers(REL, Fork::Main, 6, 1, &mut fwd, None)
+            .start_read_buffers(REL, Fork::Main, 6, 1, &mut fwd, None, Default::default())
             .unwrap();
         // A never waits. B reads the same block.
         let mut b = session(&db);
@@ -352,7 +360,7 @@ fn dropping_a_relation_with_reads_in_flight_lets_them_finish(method: IoMethod) {
     let mut fwd = VecDeque::new();
     s.aio().enter_batch().unwrap();
     let mut op = s
-        .start_read_buffers(REL, Fork::Main, 0, 4, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 0, 4, &mut fwd, None, Default::default())
         .unwrap();
     db.smgr.relation(REL).unlink().unwrap();
     db.pool.relation(REL).close();
@@ -428,6 +436,7 @@ fn concurrent_sessions_read_overlapping_blocks_of_a_relation_larger_than_the_poo
                             n.min(256 - blkno as usize),
                             &mut fwd,
                             None,
+                            Default::default(),
                         )
                         .unwrap();
                     s.wait_read_buffers(&mut op).unwrap();

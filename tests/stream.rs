@@ -114,7 +114,7 @@ fn a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment
     s.evict_relation(REL).unwrap();
     let mut fwd = std::collections::VecDeque::new();
     let op = s
-        .start_read_buffers(REL, Fork::Main, 10, 16, &mut fwd, None)
+        .start_read_buffers(REL, Fork::Main, 10, 16, &mut fwd, None, Default::default())
         .unwrap();
     assert_eq!(op.nblocks(), 2, "blocks 10 and 11 end the first segment");
     let mut op = op;
@@ -330,7 +330,13 @@ fn a_bulk_read_stream_stays_inside_its_ring(method: IoMethod) {
 }
 
 fn sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool(method: IoMethod) {
-    let db = db(method, 512, 128);
+    // Buffered too: there the sync method's reads are advised and deferred.
+    for db in [db(method, 512, 128), db_buffered(method, 512, 128)] {
+        streams_over_overlapping_blocks(&db);
+    }
+}
+
+fn streams_over_overlapping_blocks(db: &Db) {
     let threads: Vec<_> = (0..4u64)
         .map(|seed| {
             let pool = Arc::clone(&db.pool);
@@ -359,7 +365,129 @@ fn sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool(meth
     }
 }
 
+const BLOCK: usize = aiostore::storage::BLOCK_SIZE;
+
+/// Random blocks with a jump back and a sequential stretch.
+const SCATTERED: [u32; 14] = [40, 3, 17, 29, 8, 50, 51, 52, 53, 12, 33, 2, 60, 61];
+
+fn advice_is_given_only_where_reads_cannot_overlap(method: IoMethod) {
+    let sync = method == IoMethod::Sync;
+    for direct in [false, true] {
+        let db = if direct {
+            db(method, 64, 64)
+        } else {
+            db_buffered(method, 64, 64)
+        };
+        let (out, stats) = stream_blocks(&db, &SCATTERED, StreamFlags::default());
+        assert_eq!(out, SCATTERED);
+        let advised = stats.advised_blocks;
+        if sync && !direct {
+            // All but the first read, which the consumer needs at once.
+            assert!(advised >= 10, "sync on buffered files advises: {stats:?}");
+        } else {
+            assert_eq!(advised, 0, "direct={direct}: {stats:?}");
+        }
+        assert_eq!(
+            db.pool
+                .stats()
+                .advised
+                .load(std::sync::atomic::Ordering::Relaxed),
+            advised
+        );
+        // Each block read once, advised or not.
+        assert_eq!(stats.io_blocks, SCATTERED.len() as u64);
+        let mut s = session(&db);
+        s.evict_relation(REL).unwrap();
+        drop(s);
+        let sequential = StreamFlags {
+            sequential: true,
+            ..Default::default()
+        };
+        let (out, stats) = stream_blocks(&db, &SCATTERED, sequential);
+        assert_eq!(out, SCATTERED);
+        assert_eq!(
+            stats.advised_blocks, 0,
+            "the sequential flag means no advice"
+        );
+    }
+}
+
+fn a_deferred_read_skips_blocks_another_session_read_meanwhile(method: IoMethod) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let db = db_buffered(method, 16, 32);
+    let mut a = session(&db);
+    let mut fwd = std::collections::VecDeque::new();
+    let advice = aiostore::buffer::ReadFlags { advice: true };
+    let mut op = a
+        .start_read_buffers(REL, Fork::Main, 4, 5, &mut fwd, None, advice)
+        .unwrap();
+    assert_eq!(op.nblocks(), 5);
+    let deferred = matches!(op.kind, aiostore::buffer::ReadOpKind::Deferred);
+    assert_eq!(deferred, method == IoMethod::Sync, "{:?}", op.kind);
+    let reads_before = db.pool.stats().reads.load(Relaxed);
+    // Another session reads block 6, the middle of A's deferred read.
+    let mut b = session(&db);
+    let id = b.read_buffer(REL, Fork::Main, 6).unwrap();
+    check(&b, id, 6);
+    b.release(id);
+    a.wait_read_buffers(&mut op).unwrap();
+    for (i, &id) in op.buffers.iter().enumerate() {
+        check(&a, id, 4 + i as u32);
+    }
+    for id in op.buffers.drain(..) {
+        a.release(id);
+    }
+    let reads = db.pool.stats().reads.load(Relaxed) - reads_before;
+    if deferred {
+        // B's block, then A's 4 and 5, 7 and 8: nothing read twice.
+        assert_eq!(reads, 5);
+        assert_eq!(
+            db.aio
+                .stats()
+                .row(method, aiostore::stats::IoOp::Read)
+                .unwrap()
+                .ios,
+            3
+        );
+    } else {
+        // A's read was in flight; B joined it.
+        assert_eq!(reads, 0);
+    }
+}
+
+fn a_shortened_advised_read_is_finished_by_another_read(method: IoMethod) {
+    let db = db_buffered(method, 16, 32);
+    let mut s = session(&db);
+    let mut fwd = std::collections::VecDeque::new();
+    let advice = aiostore::buffer::ReadFlags { advice: true };
+    db.aio.injections().attach(
+        BEFORE_COMPLETE_SHARED,
+        Injection::rewrite_result(BLOCK as i64).times(1),
+    );
+    let mut op = s
+        .start_read_buffers(REL, Fork::Main, 0, 4, &mut fwd, None, advice)
+        .unwrap();
+    s.wait_read_buffers(&mut op).unwrap();
+    for (i, &id) in op.buffers.iter().enumerate() {
+        check(&s, id, i as u32);
+    }
+    for id in op.buffers.drain(..) {
+        s.release(id);
+    }
+    // One block arrived; the other three were read after it.
+    let row = db
+        .aio
+        .stats()
+        .row(method, aiostore::stats::IoOp::Read)
+        .unwrap();
+    assert!(row.ios >= 2, "{row:?}");
+    assert_eq!(row.partial, 1, "{row:?}");
+}
+
 for_each_method!(
+    advice_is_given_only_where_reads_cannot_overlap,
+    a_shortened_advised_read_is_finished_by_another_read,
+    a_deferred_read_skips_blocks_another_session_read_meanwhile,
     repeated_blocks_come_out_in_order,
     revisited_blocks_do_not_break_up_the_reads_of_new_ones,
     a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment,

@@ -29,7 +29,7 @@
 
 mod read;
 
-pub use read::{ReadOp, ReadOpKind, WaitOutcome};
+pub use read::{ReadFlags, ReadOp, ReadOpKind, WaitOutcome};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -186,6 +186,8 @@ pub struct PoolStats {
     pub evictions: AtomicU64,
     pub writes: AtomicU64,
     pub checksum_failures: AtomicU64,
+    /// Blocks the kernel was advised to read ahead (sync method, buffered).
+    pub advised: AtomicU64,
 }
 
 /// The shared buffer pool.
@@ -255,6 +257,11 @@ impl BufferPool {
     /// Blocks per segment file of the relations this pool reads.
     pub fn blocks_per_segment(&self) -> u32 {
         self.smgr.blocks_per_segment()
+    }
+
+    /// True if data files are read and written with direct I/O.
+    pub fn is_direct(&self) -> bool {
+        self.smgr.is_direct()
     }
 
     /// True if the buffer holds a valid page.

@@ -32,7 +32,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::buffer::{BufferError, BufferId, BufferSession, ReadOp, Strategy};
+use crate::buffer::{
+    BufferError, BufferId, BufferSession, ReadFlags, ReadOp, ReadOpKind, Strategy,
+};
 use crate::storage::Fork;
 
 /// What the block callback says next.
@@ -88,6 +90,9 @@ pub struct StreamStats {
     pub io_blocks: u64,
     /// I/Os joined that someone else had started.
     pub foreign_ios: u64,
+    /// Blocks the kernel was advised to read ahead (sync method, buffered
+    /// files), whose reads were deferred until they were needed.
+    pub advised_blocks: u64,
     /// Sum of I/Os in flight, sampled at each start (for the average).
     pub in_flight_sum: u64,
     /// Sum of pinned look-ahead buffers, sampled at each start.
@@ -176,6 +181,15 @@ where
     queued_blocks: HashMap<u32, u32>,
     ended: bool,
     paused: bool,
+    /// Whether reads are advised and deferred (see `ReadFlags::advice`).
+    advice_enabled: bool,
+    /// The block after the last read started, to tell sequential reads
+    /// from jumps.
+    seq_next_block: Option<u32>,
+    /// First block of the sequential region being advised; advice stops
+    /// once the consumer has reached it, leaving the rest of the region to
+    /// the kernel's own read-ahead.
+    advise_until: Option<u32>,
     stats: StreamStats,
 }
 
@@ -239,6 +253,9 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             queued_blocks: HashMap::new(),
             ended: false,
             paused: false,
+            advice_enabled: !flags.sequential && concurrency > 0 && session.can_defer_reads(),
+            seq_next_block: None,
+            advise_until: None,
             stats: StreamStats::default(),
         }
     }
@@ -383,6 +400,9 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             .position(|(s, _)| *s == seq)
             .expect("a queued buffer's read is in flight");
         let (_, mut op) = self.ios.remove(pos).expect("position is valid");
+        if self.advise_until == Some(op.first_block) {
+            self.advise_until = None;
+        }
         let started = Instant::now();
         let outcome = session.wait_read_buffers(&mut op);
         let outcome = match outcome {
@@ -558,6 +578,9 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 break;
             }
             let n = (run as usize).min(room.max(self.forwarded.len()).max(1));
+            let flags = ReadFlags {
+                advice: self.advice_enabled && self.wants_advice(first_block),
+            };
             let op = session.start_read_buffers(
                 self.rel,
                 self.fork,
@@ -565,10 +588,29 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 n,
                 &mut self.forwarded,
                 self.strategy.as_mut(),
+                flags,
             )?;
+            self.seq_next_block = Some(first_block + op.nblocks() as u32);
+            if matches!(op.kind, ReadOpKind::Deferred) {
+                self.stats.advised_blocks += op.nblocks() as u64;
+            }
             self.queue_ready_wants(session, Some(op))?;
         }
         Ok(())
+    }
+
+    /// Whether a read from `first_block` should be advised, as PostgreSQL
+    /// decides it: a jump starts a region and is advised unless the
+    /// consumer is about to read it anyway (nothing pinned); reads that
+    /// continue the region are advised until the consumer catches up with
+    /// its start, after which the kernel's sequential read-ahead does better.
+    fn wants_advice(&mut self, first_block: u32) -> bool {
+        if self.seq_next_block == Some(first_block) {
+            self.advise_until.is_some()
+        } else {
+            self.advise_until = Some(first_block);
+            self.pinned() > 0
+        }
     }
 
     /// The part of [`ReadStream::queue_ready_wants`] that moves wants from
@@ -678,7 +720,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             }
         } else {
             match op.kind {
-                crate::buffer::ReadOpKind::Foreign { .. } => self.stats.foreign_ios += 1,
+                ReadOpKind::Foreign { .. } => self.stats.foreign_ios += 1,
                 _ => {
                     self.stats.ios += 1;
                     self.stats.io_blocks += covered;
@@ -705,6 +747,8 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         self.holdoff = 0;
         self.ended = false;
         self.paused = false;
+        self.seq_next_block = None;
+        self.advise_until = None;
     }
 
     /// Ends the stream, releasing its pins (waiting for reads in flight,
@@ -715,7 +759,13 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
     }
 
     fn release_all(&mut self, session: &mut BufferSession) {
-        while let Some(&(seq, _)) = self.ios.front() {
+        while let Some((seq, op)) = self.ios.front() {
+            let seq = *seq;
+            if matches!(op.kind, ReadOpKind::Deferred) {
+                // Not started: its buffers are only pinned, by the queue.
+                self.ios.pop_front();
+                continue;
+            }
             // An error here was already logged by whoever completed the
             // read, and wait_read dropped its entries; the stream is being
             // abandoned, so there is no consumer to tell.

@@ -143,12 +143,33 @@ pub fn db_with_segments(
     nbuffers: u32,
     blocks_per_segment: u32,
 ) -> Db {
+    db_with_files(method, nblocks, nbuffers, blocks_per_segment, true)
+}
+
+/// Like [`db`] with buffered (not direct) I/O.
+pub fn db_buffered(method: IoMethod, nblocks: u32, nbuffers: u32) -> Db {
+    db_with_files(
+        method,
+        nblocks,
+        nbuffers,
+        aiostore::storage::DEFAULT_BLOCKS_PER_SEGMENT,
+        false,
+    )
+}
+
+fn db_with_files(
+    method: IoMethod,
+    nblocks: u32,
+    nbuffers: u32,
+    blocks_per_segment: u32,
+    direct: bool,
+) -> Db {
     let dir = temp_dir();
     let aio = start(&AioConfig {
         max_sessions: 8,
         ..config(method)
     });
-    let smgr = Arc::new(Smgr::with_segment_size(dir.path(), true, blocks_per_segment).unwrap());
+    let smgr = Arc::new(Smgr::with_segment_size(dir.path(), direct, blocks_per_segment).unwrap());
     let rel = smgr.relation(REL);
     rel.create(Fork::Main).unwrap();
     let mut pages = AlignedBuf::new(nblocks as usize * BLOCK_SIZE);
@@ -211,7 +232,15 @@ pub fn held_read(db: &Db, method: IoMethod, block: u32) -> Option<HeldRead> {
         let mut a = pool.session(SessionSettings::default()).unwrap();
         let mut fwd = VecDeque::new();
         let mut op = a
-            .start_read_buffers(REL, Fork::Main, block, 1, &mut fwd, None)
+            .start_read_buffers(
+                REL,
+                Fork::Main,
+                block,
+                1,
+                &mut fwd,
+                None,
+                Default::default(),
+            )
             .unwrap();
         started_tx.send(()).unwrap();
         go_rx.recv().unwrap();
