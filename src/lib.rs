@@ -10,6 +10,10 @@
 //! - [`page`]: page header, line pointers, checksums;
 //! - [`buffer`]: the shared buffer pool, start/wait reads, write-back;
 //! - [`stream`]: read streams with look-ahead and I/O combining;
+//! - [`txn`]: transaction ids, the commit log, MVCC snapshots;
+//! - [`heap`]: heap tables, visibility, vacuum, the visibility map;
+//! - [`catalog`]: tables and columns, stored in heap pages;
+//! - [`database`]: a data directory (lock, version, catalog) and sessions;
 //! - [`stats`]: counters, histograms, the in-flight I/O view;
 //! - [`inject`]: injection points for tests that force interleavings.
 //!
@@ -18,10 +22,14 @@
 pub mod aio;
 pub mod bench;
 pub mod buffer;
+pub mod catalog;
 pub mod config;
+pub mod database;
+pub mod heap;
 pub mod inject;
 pub mod page;
 pub mod stats;
 pub mod storage;
 pub mod stream;
 pub mod tools;
+pub mod txn;

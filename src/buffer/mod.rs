@@ -809,12 +809,14 @@ impl BufferSession {
 
     /// Adds `count` new zeroed blocks to the end of the fork, returning them
     /// pinned, valid and dirty-free (they are written as zeros first, as
-    /// PostgreSQL's zero-extend does).
+    /// PostgreSQL's zero-extend does). With a strategy, their buffers come
+    /// from its ring. The caller serialises extension of a relation.
     pub fn extend(
         &mut self,
         rel: u32,
         fork: Fork,
         count: u32,
+        mut strategy: Option<&mut Strategy>,
     ) -> Result<Vec<BufferId>, BufferError> {
         let relation = self.pool.relation(rel);
         if !relation.exists(fork) {
@@ -825,7 +827,8 @@ impl BufferSession {
         relation.extend(fork, first, &zeros)?;
         let mut buffers = Vec::with_capacity(count as usize);
         for block in first..first + count {
-            let (id, _) = self.get_buffer(BufferTag { rel, fork, block }, None)?;
+            let (id, _) =
+                self.get_buffer(BufferTag { rel, fork, block }, strategy.as_deref_mut())?;
             if self.start_buffer_io(id, false)? == StartIo::Started {
                 // SAFETY: we own the buffer's I/O, so nobody reads the frame.
                 unsafe { std::ptr::write_bytes(self.pool.frame_ptr(id), 0, BLOCK_SIZE) };
@@ -853,6 +856,20 @@ impl BufferSession {
     /// Drops every buffer of `rel` from the pool, writing dirty ones back
     /// first. Buffers pinned by anyone are left and counted.
     pub fn evict_relation(&mut self, rel: u32) -> Result<EvictOutcome, BufferError> {
+        self.drop_relation_buffers(rel, true)
+    }
+
+    /// Drops every buffer of `rel` without writing dirty ones, for a
+    /// relation whose files are about to be removed.
+    pub fn discard_relation(&mut self, rel: u32) -> Result<EvictOutcome, BufferError> {
+        self.drop_relation_buffers(rel, false)
+    }
+
+    fn drop_relation_buffers(
+        &mut self,
+        rel: u32,
+        write_dirty: bool,
+    ) -> Result<EvictOutcome, BufferError> {
         let mut outcome = EvictOutcome::default();
         let pool = Arc::clone(&self.pool);
         for id in 0..pool.nbuffers {
@@ -861,7 +878,7 @@ impl BufferSession {
                 _ => continue,
             }
             self.pin(id)?;
-            if pool.state(id) & BM_DIRTY != 0 {
+            if pool.state(id) & BM_DIRTY != 0 && write_dirty {
                 if let Err(e) = self.flush_buffer(id) {
                     self.release(id);
                     return Err(e);
@@ -874,8 +891,9 @@ impl BufferSession {
                 let mut map = pool.mapping[BufferPool::partition(&tag)].write();
                 let mut header = d.header.lock();
                 let st = d.state.load(Ordering::SeqCst);
+                let dirty = if write_dirty { BM_DIRTY } else { 0 };
                 if refcount(st) == 1
-                    && st & (BM_DIRTY | BM_IO_IN_PROGRESS) == 0
+                    && st & (dirty | BM_IO_IN_PROGRESS) == 0
                     && header.tag == Some(tag)
                 {
                     map.remove(&tag);

@@ -42,6 +42,8 @@ pub enum ConfigError {
         origin: Source,
         expected: String,
     },
+    #[error("setting \"{name}\" can only be set at start-up (in aiostore.toml, as AIOSTORE_{name}, or with -c); SET cannot change it")]
+    StartupOnly { name: &'static str },
     #[error("-c expects name=value, got \"{arg}\"")]
     MalformedArgument { arg: String },
     #[error("could not read {path}: {reason}")]
@@ -62,6 +64,8 @@ pub enum Source {
     ConfigFile(PathBuf),
     Environment(String),
     CommandLine,
+    /// `SET` in the session showing it.
+    Session,
 }
 
 impl fmt::Display for Source {
@@ -71,6 +75,7 @@ impl fmt::Display for Source {
             Source::ConfigFile(path) => write!(f, "configuration file {}", path.display()),
             Source::Environment(var) => write!(f, "environment variable {var}"),
             Source::CommandLine => write!(f, "command line"),
+            Source::Session => write!(f, "SET in this session"),
         }
     }
 }
@@ -351,6 +356,47 @@ impl Settings {
         })?;
         self.values.insert(def.name, (value, source));
         Ok(())
+    }
+
+    /// `SET name = value` in a session: only session settings, and the
+    /// settings must still agree with each other afterwards.
+    pub fn set_session(&mut self, name: &str, raw: &str) -> Result<(), ConfigError> {
+        let def = find(&name.to_ascii_lowercase()).ok_or_else(|| ConfigError::UnknownName {
+            name: name.to_string(),
+            origin: Source::Session,
+        })?;
+        if def.context == Context::Startup {
+            return Err(ConfigError::StartupOnly { name: def.name });
+        }
+        let before = self.values.get(def.name).cloned();
+        self.set(name, raw, Source::Session)?;
+        if let Err(e) = self.check() {
+            if let Some(before) = before {
+                self.values.insert(def.name, before);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `RESET name`: back to the value `base` has.
+    pub fn reset_session(&mut self, name: &str, base: &Settings) -> Result<(), ConfigError> {
+        let def = find(&name.to_ascii_lowercase()).ok_or_else(|| ConfigError::UnknownName {
+            name: name.to_string(),
+            origin: Source::Session,
+        })?;
+        self.values.insert(def.name, base.values[def.name].clone());
+        Ok(())
+    }
+
+    /// The value of `name` as text, for `SHOW`.
+    pub fn show(&self, name: &str) -> Result<(String, &Source), ConfigError> {
+        let def = find(&name.to_ascii_lowercase()).ok_or_else(|| ConfigError::UnknownName {
+            name: name.to_string(),
+            origin: Source::Session,
+        })?;
+        let (value, source) = &self.values[def.name];
+        Ok((value.to_string(), source))
     }
 
     fn apply_config_file(&mut self, path: &Path) -> Result<(), ConfigError> {

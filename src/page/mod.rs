@@ -178,16 +178,33 @@ pub fn free_space(page: &PageBytes) -> usize {
     (h.upper as usize).saturating_sub(h.lower as usize)
 }
 
+/// Line pointer array holds unused entries that `add_item` may reuse.
+pub const PD_HAS_FREE_LINES: u16 = 0x0001;
+/// Every tuple on the page is visible to every transaction.
+pub const PD_ALL_VISIBLE: u16 = 0x0004;
+
 /// Adds `item` to the page, returning its line pointer index, or `None` if
-/// it does not fit.
+/// it does not fit. An unused line pointer is reused if there is one, so
+/// that vacuumed pages do not grow their line pointer array.
 pub fn add_item(page: &mut PageBytes, item: &[u8]) -> Option<usize> {
     let mut h = PageHeader::read(page);
     debug_assert!(h.is_sane(), "adding to a page with a bad header: {h:?}");
     let aligned = item.len().next_multiple_of(MAX_ALIGN);
-    if item.is_empty() || item.len() >= 0x8000 || free_space(page) < aligned + LINE_POINTER_SIZE {
+    let reuse = if h.flags & PD_HAS_FREE_LINES != 0 {
+        (0..line_pointer_count(page))
+            .find(|&i| line_pointer(page, i).is_some_and(|lp| lp.flags == LineFlags::Unused))
+    } else {
+        None
+    };
+    let pointer_bytes = if reuse.is_some() {
+        0
+    } else {
+        LINE_POINTER_SIZE
+    };
+    if item.is_empty() || item.len() >= 0x8000 || free_space(page) < aligned + pointer_bytes {
         return None;
     }
-    let index = line_pointer_count(page);
+    let index = reuse.unwrap_or_else(|| line_pointer_count(page));
     let upper = h.upper as usize - aligned;
     page[upper..upper + item.len()].copy_from_slice(item);
     let lp = LinePointer {
@@ -195,11 +212,90 @@ pub fn add_item(page: &mut PageBytes, item: &[u8]) -> Option<usize> {
         flags: LineFlags::Normal,
         length: item.len() as u16,
     };
-    put_u32(page, h.lower as usize, lp.encode());
-    h.lower += LINE_POINTER_SIZE as u16;
+    put_u32(
+        page,
+        PAGE_HEADER_SIZE + index * LINE_POINTER_SIZE,
+        lp.encode(),
+    );
+    if reuse.is_none() {
+        h.lower += LINE_POINTER_SIZE as u16;
+    }
     h.upper = upper as u16;
     h.write(page);
     Some(index)
+}
+
+/// The bytes of item `index` for changing in place (same length).
+pub fn item_mut(page: &mut PageBytes, index: usize) -> Option<&mut [u8]> {
+    let lp = line_pointer(page, index)?;
+    let (start, end) = (lp.offset as usize, lp.offset as usize + lp.length as usize);
+    (lp.flags == LineFlags::Normal && start >= PAGE_HEADER_SIZE && end <= BLOCK_SIZE)
+        .then(|| &mut page[start..end])
+}
+
+/// Removes the items for which `remove` says so: their line pointers
+/// become unused (indexes of the others do not change) and the remaining
+/// items are packed together at the end of the page, making their space
+/// one free block (PostgreSQL's `PageRepairFragmentation`). Returns how
+/// many items were removed.
+pub fn remove_items(page: &mut PageBytes, mut remove: impl FnMut(usize) -> bool) -> usize {
+    let mut h = PageHeader::read(page);
+    let count = line_pointer_count(page);
+    let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(count);
+    let mut removed = 0;
+    for i in 0..count {
+        let Some(lp) = line_pointer(page, i) else {
+            continue;
+        };
+        if lp.flags != LineFlags::Normal {
+            continue;
+        }
+        if remove(i) {
+            removed += 1;
+            put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, 0);
+        } else if let Some(bytes) = item(page, i) {
+            kept.push((i, bytes.to_vec()));
+        }
+    }
+    let mut upper = h.special as usize;
+    for (i, bytes) in &kept {
+        upper -= bytes.len().next_multiple_of(MAX_ALIGN);
+        page[upper..upper + bytes.len()].copy_from_slice(bytes);
+        let lp = LinePointer {
+            offset: upper as u16,
+            flags: LineFlags::Normal,
+            length: bytes.len() as u16,
+        };
+        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, lp.encode());
+    }
+    // Unused pointers at the end of the array are dropped altogether.
+    let mut lines = count;
+    while lines > 0 && line_pointer(page, lines - 1).is_some_and(|lp| lp.flags == LineFlags::Unused)
+    {
+        lines -= 1;
+    }
+    let free_lines =
+        (0..lines).any(|i| line_pointer(page, i).is_some_and(|lp| lp.flags == LineFlags::Unused));
+    page[PAGE_HEADER_SIZE + lines * LINE_POINTER_SIZE..upper].fill(0);
+    h.lower = (PAGE_HEADER_SIZE + lines * LINE_POINTER_SIZE) as u16;
+    h.upper = upper as u16;
+    h.flags = if free_lines {
+        h.flags | PD_HAS_FREE_LINES
+    } else {
+        h.flags & !PD_HAS_FREE_LINES
+    };
+    h.write(page);
+    removed
+}
+
+/// The page's flag bits (`PD_*`).
+pub fn page_flags(page: &PageBytes) -> u16 {
+    u16_at(page, 10)
+}
+
+pub fn set_page_flags(page: &mut PageBytes, flags: u16) {
+    debug_assert_eq!(flags & !PD_VALID_FLAG_BITS, 0);
+    put_u16(page, 10, flags);
 }
 
 /// The bytes of item `index`, if it is a normal item within the page.
@@ -353,6 +449,44 @@ mod tests {
             }
             set_checksum(&mut page, blkno);
             prop_assert_eq!(verify_page(&page, blkno), PageVerdict::Valid);
+        }
+
+        #[test]
+        fn removing_items_keeps_the_others_and_frees_their_space(
+            sizes in proptest::collection::vec(1usize..300, 1..40),
+            mask: u64,
+        ) {
+            let mut page = [0u8; BLOCK_SIZE];
+            init_page(&mut page, 0);
+            let mut added = Vec::new();
+            for (n, &size) in sizes.iter().enumerate() {
+                let bytes = vec![n as u8 + 1; size];
+                if let Some(i) = add_item(&mut page, &bytes) {
+                    added.push((i, bytes));
+                }
+            }
+            let removed = remove_items(&mut page, |i| mask & (1 << (i % 64)) != 0);
+            let mut expected_free = BLOCK_SIZE - PAGE_HEADER_SIZE;
+            let mut gone = 0;
+            for (i, bytes) in &added {
+                if mask & (1 << (i % 64)) != 0 {
+                    prop_assert_eq!(item(&page, *i), None);
+                    gone += 1;
+                } else {
+                    prop_assert_eq!(item(&page, *i), Some(&bytes[..]));
+                    expected_free -= bytes.len().next_multiple_of(MAX_ALIGN);
+                }
+            }
+            prop_assert_eq!(removed, gone);
+            expected_free -= line_pointer_count(&page) * LINE_POINTER_SIZE;
+            prop_assert_eq!(free_space(&page), expected_free);
+            prop_assert!(PageHeader::read(&page).is_sane());
+            // Freed line pointers are reused before the array grows.
+            let lines = line_pointer_count(&page);
+            if page_flags(&page) & PD_HAS_FREE_LINES != 0 {
+                add_item(&mut page, b"again").unwrap();
+                prop_assert_eq!(line_pointer_count(&page), lines);
+            }
         }
 
         #[test]

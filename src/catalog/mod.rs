@@ -1,0 +1,381 @@
+//! The catalog: tables and their columns, stored as heap tuples in two
+//! catalog relations and cached in memory.
+//!
+//! ```text
+//! relation 1, tables:  oid integer, name text, rel integer, fillfactor integer
+//! relation 2, columns: table_oid integer, attnum integer, name text,
+//!                      type integer, not_null boolean
+//! ```
+//!
+//! Catalog rows are written with the frozen transaction id, so they are
+//! visible to every snapshot the moment they are written, and DDL takes
+//! effect at once rather than at commit; that is why DDL is refused inside
+//! a transaction block. Dropping a table deletes its rows the same way.
+//! The cache is loaded by scanning both relations when the data directory
+//! opens and changed together with them under the catalog lock.
+//!
+//! A statement holds its table's `in_use` lock shared; DROP TABLE takes it
+//! exclusively, so a table's files are never removed under a running scan.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use thiserror::Error;
+
+use crate::buffer::{BufferError, BufferSession};
+use crate::heap::tuple::{decode, encode};
+use crate::heap::{ColumnType, Heap, HeapError, HeapTable, InsertState, ScanControl, Tid, Value};
+use crate::stream::StreamLimits;
+use crate::txn::FROZEN_XID;
+
+pub const TABLES_REL: u32 = 1;
+pub const COLUMNS_REL: u32 = 2;
+/// Relation numbers of user tables start here (as PostgreSQL's do).
+pub const FIRST_USER_REL: u32 = 16384;
+/// How long DROP TABLE waits for statements using the table.
+pub const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[derive(Debug, Error)]
+pub enum CatalogError {
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+    #[error(transparent)]
+    Heap(#[from] HeapError),
+    #[error(transparent)]
+    Buffer(#[from] BufferError),
+    #[error("table \"{0}\" already exists")]
+    TableExists(String),
+    #[error("table \"{0}\" does not exist")]
+    NoSuchTable(String),
+    #[error("column \"{column}\" is given twice in table \"{table}\"")]
+    DuplicateColumn { table: String, column: String },
+    #[error("table \"{0}\" must have at least one column")]
+    NoColumns(String),
+    #[error("table \"{0}\" is in use by another session's statement; try again when it ends")]
+    InUse(String),
+    #[error("the catalog is damaged: {0}")]
+    Damaged(String),
+}
+
+/// A column of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnDef {
+    pub name: String,
+    pub ty: ColumnType,
+    pub not_null: bool,
+}
+
+/// A table, as the catalog knows it.
+#[derive(Debug)]
+pub struct TableDef {
+    pub oid: u32,
+    pub columns: Vec<ColumnDef>,
+    pub heap: HeapTable,
+    /// Held shared by statements using the table, exclusively by DROP.
+    pub in_use: Arc<RwLock<()>>,
+    /// Where its catalog rows are, for DROP.
+    rows: Vec<(u32, Tid)>,
+}
+
+impl TableDef {
+    pub fn name(&self) -> &str {
+        &self.heap.name
+    }
+
+    /// Index of the column called `name`.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+}
+
+fn tables_heap() -> HeapTable {
+    HeapTable {
+        name: "catalog tables".into(),
+        rel: TABLES_REL,
+        types: vec![
+            ColumnType::Integer,
+            ColumnType::Text,
+            ColumnType::Integer,
+            ColumnType::Integer,
+        ],
+        fillfactor: 100,
+    }
+}
+
+fn columns_heap() -> HeapTable {
+    HeapTable {
+        name: "catalog columns".into(),
+        rel: COLUMNS_REL,
+        types: vec![
+            ColumnType::Integer,
+            ColumnType::Integer,
+            ColumnType::Text,
+            ColumnType::Integer,
+            ColumnType::Boolean,
+        ],
+        fillfactor: 100,
+    }
+}
+
+/// The cached catalog of one database.
+pub struct Catalog {
+    tables: RwLock<BTreeMap<String, Arc<TableDef>>>,
+    /// Serialises DDL.
+    ddl: Mutex<()>,
+}
+
+/// The snapshot catalog scans use: frozen rows only (all catalog rows).
+fn catalog_snapshot() -> crate::txn::Snapshot {
+    crate::txn::Snapshot {
+        xmin: crate::txn::FIRST_NORMAL_XID,
+        xmax: crate::txn::FIRST_NORMAL_XID,
+        in_progress: Vec::new(),
+        own: None,
+        command: 0,
+    }
+}
+
+impl Catalog {
+    /// Creates the catalog relations of a new data directory.
+    pub fn bootstrap(s: &mut BufferSession) -> Result<(), CatalogError> {
+        for rel in [TABLES_REL, COLUMNS_REL] {
+            s.pool().relation(rel).create(crate::storage::Fork::Main)?;
+        }
+        Ok(())
+    }
+
+    /// Loads the catalog.
+    pub fn load(s: &mut BufferSession, heap: &Heap) -> Result<Catalog, CatalogError> {
+        let snap = catalog_snapshot();
+        let mut rows: Vec<(Tid, Vec<Value>)> = Vec::new();
+        let tables = tables_heap();
+        let mut failure = None;
+        heap.scan(s, &tables, &snap, StreamLimits::default(), |tid, t| {
+            let mut v = Vec::new();
+            match decode(&tables.types, t, &[true; 4], &mut v) {
+                Ok(()) => rows.push((tid, v)),
+                Err(e) => failure = Some(e.to_string()),
+            }
+            ScanControl::Continue
+        })?;
+        let columns = columns_heap();
+        let mut column_rows: Vec<(Tid, Vec<Value>)> = Vec::new();
+        heap.scan(s, &columns, &snap, StreamLimits::default(), |tid, t| {
+            let mut v = Vec::new();
+            match decode(&columns.types, t, &[true; 5], &mut v) {
+                Ok(()) => column_rows.push((tid, v)),
+                Err(e) => failure = Some(e.to_string()),
+            }
+            ScanControl::Continue
+        })?;
+        if let Some(e) = failure {
+            return Err(CatalogError::Damaged(e));
+        }
+        // oid -> (name, rel, fillfactor, catalog rows)
+        type TableRow = (String, u32, u8, Vec<(u32, Tid)>);
+        let mut by_oid: BTreeMap<u32, TableRow> = BTreeMap::new();
+        for (tid, v) in rows {
+            match &v[..] {
+                [Value::Integer(oid), Value::Text(name), Value::Integer(rel), Value::Integer(ff)] =>
+                {
+                    by_oid.insert(
+                        *oid as u32,
+                        (
+                            name.clone(),
+                            *rel as u32,
+                            *ff as u8,
+                            vec![(TABLES_REL, tid)],
+                        ),
+                    );
+                }
+                other => return Err(CatalogError::Damaged(format!("table row {other:?}"))),
+            }
+        }
+        let mut cols: BTreeMap<u32, BTreeMap<i32, ColumnDef>> = BTreeMap::new();
+        for (tid, v) in column_rows {
+            match &v[..] {
+                [Value::Integer(oid), Value::Integer(attnum), Value::Text(name), Value::Integer(ty), Value::Boolean(nn)] =>
+                {
+                    let ty = ColumnType::from_code(*ty).ok_or_else(|| {
+                        CatalogError::Damaged(format!("column {name} has type code {ty}"))
+                    })?;
+                    cols.entry(*oid as u32).or_default().insert(
+                        *attnum,
+                        ColumnDef {
+                            name: name.clone(),
+                            ty,
+                            not_null: *nn,
+                        },
+                    );
+                    if let Some(t) = by_oid.get_mut(&(*oid as u32)) {
+                        t.3.push((COLUMNS_REL, tid));
+                    }
+                }
+                other => return Err(CatalogError::Damaged(format!("column row {other:?}"))),
+            }
+        }
+        let mut tables = BTreeMap::new();
+        for (oid, (name, rel, fillfactor, rows)) in by_oid {
+            let columns: Vec<ColumnDef> = cols
+                .remove(&oid)
+                .unwrap_or_default()
+                .into_values()
+                .collect();
+            let def = TableDef {
+                oid,
+                heap: HeapTable {
+                    name: name.clone(),
+                    rel,
+                    types: columns.iter().map(|c| c.ty).collect(),
+                    fillfactor,
+                },
+                columns,
+                in_use: Arc::new(RwLock::new(())),
+                rows,
+            };
+            tables.insert(name, Arc::new(def));
+        }
+        Ok(Catalog {
+            tables: RwLock::new(tables),
+            ddl: Mutex::new(()),
+        })
+    }
+
+    pub fn table(&self, name: &str) -> Result<Arc<TableDef>, CatalogError> {
+        self.tables
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CatalogError::NoSuchTable(name.to_string()))
+    }
+
+    pub fn tables(&self) -> Vec<Arc<TableDef>> {
+        self.tables.read().values().cloned().collect()
+    }
+
+    /// Creates a table and its (empty) relation. Returns false if it
+    /// existed and `if_not_exists` was given.
+    pub fn create_table(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        name: &str,
+        columns: Vec<ColumnDef>,
+        fillfactor: u8,
+        if_not_exists: bool,
+    ) -> Result<bool, CatalogError> {
+        let _ddl = self.ddl.lock();
+        if self.tables.read().contains_key(name) {
+            return if if_not_exists {
+                Ok(false)
+            } else {
+                Err(CatalogError::TableExists(name.to_string()))
+            };
+        }
+        if columns.is_empty() {
+            return Err(CatalogError::NoColumns(name.to_string()));
+        }
+        for (i, c) in columns.iter().enumerate() {
+            if columns[..i].iter().any(|d| d.name == c.name) {
+                return Err(CatalogError::DuplicateColumn {
+                    table: name.to_string(),
+                    column: c.name.clone(),
+                });
+            }
+        }
+        let existing = self.tables.read();
+        let oid = existing.values().map(|t| t.oid).max().unwrap_or(0) + 1;
+        let rel = existing
+            .values()
+            .map(|t| t.heap.rel + 1)
+            .max()
+            .unwrap_or(FIRST_USER_REL)
+            .max(FIRST_USER_REL);
+        drop(existing);
+        // A file left by a crash between creating it and writing the
+        // catalog row would otherwise be taken for this table's data.
+        let relation = s.pool().relation(rel);
+        relation.unlink()?;
+        relation.create(crate::storage::Fork::Main)?;
+        let mut rows = Vec::new();
+        let mut insert = |s: &mut BufferSession, table: &HeapTable, values: &[Value]| {
+            let t = encode(&table.types, values, FROZEN_XID, 0).map_err(HeapError::from)?;
+            let mut state = InsertState::default();
+            let tid = heap.insert(s, table, &t, &mut state);
+            state.finish(s);
+            rows.push((table.rel, tid?));
+            Ok::<_, CatalogError>(())
+        };
+        insert(
+            s,
+            &tables_heap(),
+            &[
+                Value::Integer(oid as i32),
+                Value::Text(name.to_string()),
+                Value::Integer(rel as i32),
+                Value::Integer(fillfactor as i32),
+            ],
+        )?;
+        for (attnum, c) in columns.iter().enumerate() {
+            insert(
+                s,
+                &columns_heap(),
+                &[
+                    Value::Integer(oid as i32),
+                    Value::Integer(attnum as i32 + 1),
+                    Value::Text(c.name.clone()),
+                    Value::Integer(c.ty.code()),
+                    Value::Boolean(c.not_null),
+                ],
+            )?;
+        }
+        let def = TableDef {
+            oid,
+            heap: HeapTable {
+                name: name.to_string(),
+                rel,
+                types: columns.iter().map(|c| c.ty).collect(),
+                fillfactor,
+            },
+            columns,
+            in_use: Arc::new(RwLock::new(())),
+            rows,
+        };
+        self.tables.write().insert(name.to_string(), Arc::new(def));
+        Ok(true)
+    }
+
+    /// Drops a table: its catalog rows, buffers and files. Returns false if
+    /// it did not exist and `if_exists` was given.
+    pub fn drop_table(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        name: &str,
+        if_exists: bool,
+    ) -> Result<bool, CatalogError> {
+        let _ddl = self.ddl.lock();
+        let def = match self.tables.read().get(name) {
+            Some(def) => Arc::clone(def),
+            None if if_exists => return Ok(false),
+            None => return Err(CatalogError::NoSuchTable(name.to_string())),
+        };
+        let Some(_exclusive) = def.in_use.try_write_for(DROP_WAIT) else {
+            return Err(CatalogError::InUse(name.to_string()));
+        };
+        for &(rel, tid) in &def.rows {
+            let table = if rel == TABLES_REL {
+                tables_heap()
+            } else {
+                columns_heap()
+            };
+            heap.delete(s, &table, tid, FROZEN_XID, 0, None)?;
+        }
+        self.tables.write().remove(name);
+        s.discard_relation(def.heap.rel)?;
+        s.pool().relation(def.heap.rel).unlink()?;
+        heap.forget(def.heap.rel);
+        Ok(true)
+    }
+}

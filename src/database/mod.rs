@@ -1,0 +1,534 @@
+//! A data directory and the database open on it: the lock that keeps a
+//! second process out, the format version, the shared parts (AIO, buffer
+//! pool, transactions, heap, catalog) and sessions with their transactions.
+//!
+//! ```text
+//! <dir>/AIOSTORE_VERSION   format of the directory ("aiostore data directory format 1")
+//! <dir>/aiostore.toml      settings (see docs/settings.md)
+//! <dir>/aiostore.pid       lock file: flock()ed while open, holds the owner's pid
+//! <dir>/base/              relation files (catalog: 1, 2; tables from 16384)
+//! <dir>/xact, xid_reserved commit log and transaction id reservation
+//! ```
+//!
+//! One process opens a data directory at a time; sessions are threads in
+//! it. The lock is an exclusive `flock` on the pid file, which the kernel
+//! releases when the process dies however it dies, so a lock left by a dead
+//! process is simply taken over; the pid in the file only serves to name
+//! the holder in the error a second process gets.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::aio::{Aio, AioConfig, AioError};
+use crate::buffer::{BufferError, BufferPool, BufferSession, PoolConfig, SessionSettings};
+use crate::catalog::{Catalog, CatalogError};
+use crate::config::{ConfigError, Settings};
+use crate::heap::{Heap, HeapError};
+use crate::storage::{Smgr, StorageError};
+use crate::stream::StreamLimits;
+use crate::txn::{CommandId, SnapshotGuard, TxnError, TxnManager, Xid};
+
+/// What `AIOSTORE_VERSION` holds for directories this build reads.
+pub const FORMAT: &str = "aiostore data directory format 1";
+const VERSION_FILE: &str = "AIOSTORE_VERSION";
+const LOCK_FILE: &str = "aiostore.pid";
+const BASE_DIR: &str = "base";
+/// Entries `init` accepts in an existing directory: a prepared config file
+/// and the scratch files of `aiostore bench`.
+const INIT_ALLOWED_ENTRIES: &[&str] = &[crate::config::CONFIG_FILE_NAME, "bench"];
+
+#[derive(Debug, Error)]
+pub enum DbError {
+    #[error("no data directory at \"{0}\"; create one with `aiostore init` (or choose another with --data-dir or AIOSTORE_DATA)")]
+    Missing(PathBuf),
+    #[error("\"{0}\" is not empty; `aiostore init` creates a data directory only in an empty or new directory")]
+    NotEmpty(PathBuf),
+    #[error("\"{dir}\" was written by an incompatible version of aiostore ({found}); this build reads \"{FORMAT}\"")]
+    Incompatible { dir: PathBuf, found: String },
+    #[error("data directory \"{dir}\" is in use by process {pid}; stop it first (only one process may open a data directory)")]
+    InUse { dir: PathBuf, pid: String },
+    #[error("could not {op} \"{path}\": {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Aio(#[from] AioError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Buffer(#[from] BufferError),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+    #[error(transparent)]
+    Heap(#[from] HeapError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DbError {
+    let path = path.to_path_buf();
+    move |source| DbError::Io { op, path, source }
+}
+
+/// The exclusive lock on a data directory, held while it is open.
+struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    fn take(dir: &Path) -> Result<DirLock, DbError> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err("open", &path))?;
+        // SAFETY: plain system call on a descriptor we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let mut previous = String::new();
+        let _ = file.read_to_string(&mut previous);
+        let previous = previous.trim().to_string();
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(DbError::InUse {
+                    dir: dir.to_path_buf(),
+                    pid: if previous.is_empty() {
+                        "unknown".into()
+                    } else {
+                        previous
+                    },
+                });
+            }
+            return Err(DbError::Io {
+                op: "lock",
+                path,
+                source: err,
+            });
+        }
+        if !previous.is_empty() {
+            log::info!(
+                "took over the lock of \"{}\" left by process {previous}, which is no longer running",
+                dir.display()
+            );
+        }
+        file.set_len(0).map_err(io_err("write", &path))?;
+        file.rewind().map_err(io_err("write", &path))?;
+        writeln!(file, "{}", std::process::id()).map_err(io_err("write", &path))?;
+        Ok(DirLock { _file: file })
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // Empty the pid file so that the next opener does not report a
+        // takeover; the lock itself goes with the descriptor.
+        let _ = self._file.set_len(0);
+    }
+}
+
+/// A database open on a data directory.
+pub struct Database {
+    dir: PathBuf,
+    settings: Settings,
+    aio: Arc<Aio>,
+    pool: Arc<BufferPool>,
+    txn: Arc<TxnManager>,
+    heap: Heap,
+    catalog: Catalog,
+    _lock: DirLock,
+}
+
+impl Database {
+    /// Creates a data directory at `dir` (new, or empty but for a config
+    /// file and benchmark scratch files) with its catalog.
+    pub fn init(dir: &Path) -> Result<(), DbError> {
+        if dir.exists() {
+            let entries = std::fs::read_dir(dir).map_err(io_err("read", dir))?;
+            for entry in entries {
+                let entry = entry.map_err(io_err("read", dir))?;
+                let name = entry.file_name();
+                if !INIT_ALLOWED_ENTRIES.iter().any(|a| name == *a) {
+                    return Err(DbError::NotEmpty(dir.to_path_buf()));
+                }
+            }
+        }
+        std::fs::create_dir_all(dir.join(BASE_DIR)).map_err(io_err("create", dir))?;
+        let lock = DirLock::take(dir)?;
+        let settings = Settings::load(Some(dir), &[])?;
+        let (aio, pool) = Self::start_io(dir, &settings)?;
+        let mut s = pool.session(SessionSettings::default())?;
+        Catalog::bootstrap(&mut s)?;
+        s.flush_all()?;
+        drop(s);
+        drop((pool, aio));
+        let config = dir.join(crate::config::CONFIG_FILE_NAME);
+        if !config.exists() {
+            std::fs::write(
+                &config,
+                "# aiostore settings; `aiostore settings` lists every name with its default.\n\
+                 # shared_buffers = \"128MB\"\n# io_method = \"io_uring\"\n",
+            )
+            .map_err(io_err("write", &config))?;
+        }
+        // Written last: a directory without it was not fully created.
+        let version = dir.join(VERSION_FILE);
+        std::fs::write(&version, format!("{FORMAT}\n")).map_err(io_err("write", &version))?;
+        drop(lock);
+        Ok(())
+    }
+
+    fn start_io(dir: &Path, settings: &Settings) -> Result<(Arc<Aio>, Arc<BufferPool>), DbError> {
+        let aio = Aio::start(&AioConfig::from_settings(settings))?;
+        let smgr = Arc::new(Smgr::new(&dir.join(BASE_DIR), settings.io_direct().data)?);
+        let pool = BufferPool::new(
+            Arc::clone(&aio),
+            smgr,
+            &PoolConfig {
+                nbuffers: settings.shared_buffers() as u32,
+                max_sessions: settings.max_sessions(),
+            },
+        );
+        Ok((aio, pool))
+    }
+
+    /// Opens the data directory at `dir`; `command_line` holds `-c`
+    /// settings.
+    pub fn open(dir: &Path, command_line: &[String]) -> Result<Arc<Database>, DbError> {
+        let version = dir.join(VERSION_FILE);
+        if !dir.exists() || !version.exists() {
+            return Err(DbError::Missing(dir.to_path_buf()));
+        }
+        let found = std::fs::read_to_string(&version).map_err(io_err("read", &version))?;
+        if found.trim() != FORMAT {
+            return Err(DbError::Incompatible {
+                dir: dir.to_path_buf(),
+                found: found.trim().chars().take(80).collect(),
+            });
+        }
+        let lock = DirLock::take(dir)?;
+        let settings = Settings::load(Some(dir), command_line)?;
+        let (aio, pool) = Self::start_io(dir, &settings)?;
+        let txn = TxnManager::open(dir)?;
+        let heap = Heap::new(Arc::clone(&txn));
+        let mut s = pool.session(SessionSettings::default())?;
+        let catalog = Catalog::load(&mut s, &heap)?;
+        drop(s);
+        Ok(Arc::new(Database {
+            dir: dir.to_path_buf(),
+            settings,
+            aio,
+            pool,
+            txn,
+            heap,
+            catalog,
+            _lock: lock,
+        }))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn aio(&self) -> &Arc<Aio> {
+        &self.aio
+    }
+
+    pub fn pool(&self) -> &Arc<BufferPool> {
+        &self.pool
+    }
+
+    pub fn txn(&self) -> &Arc<TxnManager> {
+        &self.txn
+    }
+
+    pub fn heap(&self) -> &Heap {
+        &self.heap
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Starts a session (a thread's connection to the database).
+    pub fn session(self: &Arc<Self>) -> Result<Session, DbError> {
+        let settings = self.settings.clone();
+        let buf = self.pool.session(buffer_settings(&settings))?;
+        Ok(Session {
+            db: Arc::clone(self),
+            buf,
+            settings,
+            xact: None,
+        })
+    }
+
+    /// Writes every dirty buffer back (what CHECKPOINT does until the WAL
+    /// exists, and what closing does).
+    pub fn flush(&self) -> Result<(), DbError> {
+        let mut s = self.pool.session(SessionSettings::default())?;
+        s.flush_all()?;
+        Ok(())
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            log::error!(
+                "could not write back dirty buffers of \"{}\" on close: {e}",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+fn buffer_settings(settings: &Settings) -> SessionSettings {
+    SessionSettings {
+        zero_damaged_pages: settings.zero_damaged_pages(),
+        ignore_checksum_failure: settings.ignore_checksum_failure(),
+        io_combine_limit: settings.io_combine_limit(),
+    }
+}
+
+/// Isolation of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// A new snapshot per statement.
+    ReadCommitted,
+    /// One snapshot for the whole transaction.
+    RepeatableRead,
+}
+
+/// A transaction in progress in a session.
+struct Xact {
+    /// Assigned at the first write.
+    xid: Option<Xid>,
+    /// Command (statement) counter within the transaction.
+    command: CommandId,
+    isolation: Isolation,
+    /// The transaction's snapshot under repeatable read.
+    snapshot: Option<SnapshotGuard>,
+    /// Opened by BEGIN (else it is the statement's own).
+    explicit: bool,
+    /// A statement failed: only ROLLBACK (or COMMIT, which rolls back) is
+    /// accepted.
+    failed: bool,
+}
+
+/// Errors of transaction control.
+#[derive(Debug, Error)]
+pub enum XactError {
+    #[error("current transaction is aborted, commands ignored until end of transaction block (ROLLBACK)")]
+    Aborted,
+    #[error("there is already a transaction in progress")]
+    AlreadyInProgress,
+    #[error("there is no transaction in progress")]
+    NotInProgress,
+    #[error("{0} cannot run inside a transaction block")]
+    NotInBlock(&'static str),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+}
+
+/// One thread's connection: its buffer session, settings and transaction.
+pub struct Session {
+    db: Arc<Database>,
+    pub buf: BufferSession,
+    pub settings: Settings,
+    xact: Option<Xact>,
+}
+
+impl Session {
+    pub fn db(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    /// Stream sizing from this session's settings.
+    pub fn stream_limits(&self) -> StreamLimits {
+        StreamLimits {
+            effective_io_concurrency: self.settings.effective_io_concurrency(),
+            maintenance_io_concurrency: self.settings.maintenance_io_concurrency(),
+        }
+    }
+
+    /// Applies changed settings to the buffer session.
+    pub fn settings_changed(&mut self) {
+        self.buf.settings = buffer_settings(&self.settings);
+    }
+
+    pub fn in_transaction_block(&self) -> bool {
+        self.xact.as_ref().is_some_and(|x| x.explicit)
+    }
+
+    /// BEGIN.
+    pub fn begin(&mut self, isolation: Isolation) -> Result<(), XactError> {
+        if self.in_transaction_block() {
+            return Err(XactError::AlreadyInProgress);
+        }
+        self.xact = Some(Xact {
+            xid: None,
+            command: 0,
+            isolation,
+            snapshot: None,
+            explicit: true,
+            failed: false,
+        });
+        Ok(())
+    }
+
+    /// COMMIT (a failed transaction rolls back instead). Returns whether
+    /// it committed.
+    pub fn commit(&mut self) -> Result<bool, XactError> {
+        let Some(x) = self.xact.take() else {
+            return Err(XactError::NotInProgress);
+        };
+        let commit = !x.failed;
+        if let Some(xid) = x.xid {
+            self.db.txn.finish(xid, commit)?;
+        }
+        Ok(commit)
+    }
+
+    /// ROLLBACK.
+    pub fn rollback(&mut self) -> Result<(), XactError> {
+        let Some(x) = self.xact.take() else {
+            return Err(XactError::NotInProgress);
+        };
+        if let Some(xid) = x.xid {
+            self.db.txn.finish(xid, false)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a statement: opens its transaction if none is open and
+    /// returns the snapshot it reads with.
+    pub fn start_statement(&mut self) -> Result<StatementSnapshot, XactError> {
+        if self.xact.is_none() {
+            self.xact = Some(Xact {
+                xid: None,
+                command: 0,
+                isolation: Isolation::ReadCommitted,
+                snapshot: None,
+                explicit: false,
+                failed: false,
+            });
+        }
+        let txn = Arc::clone(&self.db.txn);
+        let x = self.xact.as_mut().expect("opened above");
+        if x.failed {
+            return Err(XactError::Aborted);
+        }
+        x.command += 1;
+        let command = x.command;
+        let snapshot = match x.isolation {
+            Isolation::ReadCommitted => StatementSnapshot::Own(txn.snapshot(x.xid, command)),
+            Isolation::RepeatableRead => {
+                let guard = x
+                    .snapshot
+                    .get_or_insert_with(|| txn.snapshot(x.xid, command));
+                guard.set_command(command);
+                StatementSnapshot::Transaction(guard.snapshot().clone())
+            }
+        };
+        Ok(snapshot)
+    }
+
+    /// The transaction id, assigned now if the transaction has none (its
+    /// first write). The statement's snapshot treats it as its own.
+    pub fn xid(&mut self, snapshot: &mut StatementSnapshot) -> Result<(Xid, CommandId), XactError> {
+        let x = self.xact.as_mut().ok_or(XactError::NotInProgress)?;
+        let xid = match x.xid {
+            Some(xid) => xid,
+            None => {
+                let xid = self.db.txn.assign_xid()?;
+                x.xid = Some(xid);
+                if let Some(guard) = &mut x.snapshot {
+                    guard.set_own(xid);
+                }
+                xid
+            }
+        };
+        snapshot.set_own(xid);
+        Ok((xid, x.command))
+    }
+
+    /// Ends a statement: commits or rolls back its own transaction, or
+    /// marks a transaction block failed.
+    pub fn end_statement(&mut self, ok: bool) -> Result<(), XactError> {
+        let Some(x) = self.xact.as_mut() else {
+            return Ok(());
+        };
+        if x.explicit {
+            if !ok {
+                x.failed = true;
+            }
+            return Ok(());
+        }
+        if ok {
+            self.commit()?;
+        } else {
+            self.rollback()?;
+        }
+        Ok(())
+    }
+
+    /// Refuses statements that must run outside a transaction block.
+    pub fn require_no_block(&self, what: &'static str) -> Result<(), XactError> {
+        if self.in_transaction_block() {
+            return Err(XactError::NotInBlock(what));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(x) = self.xact.take() {
+            if let Some(xid) = x.xid {
+                if let Err(e) = self.db.txn.finish(xid, false) {
+                    log::error!("could not roll back transaction {xid} of an ending session: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The snapshot a statement reads with.
+pub enum StatementSnapshot {
+    /// Taken for this statement (read committed).
+    Own(SnapshotGuard),
+    /// A copy of the transaction's (repeatable read); the transaction's
+    /// guard keeps it registered.
+    Transaction(crate::txn::Snapshot),
+}
+
+impl StatementSnapshot {
+    pub fn get(&self) -> &crate::txn::Snapshot {
+        match self {
+            StatementSnapshot::Own(g) => g.snapshot(),
+            StatementSnapshot::Transaction(s) => s,
+        }
+    }
+
+    fn set_own(&mut self, xid: Xid) {
+        match self {
+            StatementSnapshot::Own(g) => g.set_own(xid),
+            StatementSnapshot::Transaction(s) => s.own = Some(xid),
+        }
+    }
+}

@@ -1,0 +1,717 @@
+//! Heap tables (DESIGN.md §8): slotted pages of MVCC tuples, read by
+//! sequential scans through read streams, cleaned by vacuum, summarised by
+//! the visibility map.
+//!
+//! Every change to a heap page is a [`PageChange`] applied by [`apply`],
+//! under the page's exclusive content lock. That is the one narrow path the
+//! WAL will log; nothing else writes heap pages. Each change clears the
+//! page's all-visible flag (and the caller then the map bit); vacuum's
+//! `SetAllVisible` is the only change that sets it.
+//!
+//! Inserts go to the relation's current insert block while it has room
+//! (leaving `100 - fillfactor` percent free for updates), then to pages that
+//! vacuum found with room, then to a new block added under the relation's
+//! extension lock. Deleting or updating a tuple sets its `xmax`; a tuple
+//! whose `xmax` belongs to a transaction still running is waited for, one
+//! that committed is a conflict (`ConcurrentUpdate`): the statement fails
+//! and the transaction must be retried, as PostgreSQL's repeatable read
+//! does. (PostgreSQL's read committed would follow the update chain and
+//! re-check the newer version; we do not yet.)
+
+pub mod tuple;
+pub mod vm;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use thiserror::Error;
+
+use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
+use crate::page::{
+    add_item, free_space, init_page, item, item_mut, line_pointer, line_pointer_count, page_flags,
+    remove_items, set_page_flags, LineFlags, PageBytes, PageHeader, LINE_POINTER_SIZE, MAX_ALIGN,
+    PD_ALL_VISIBLE,
+};
+use crate::storage::{Fork, BLOCK_SIZE};
+use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
+use crate::txn::{CommandId, Snapshot, TxnError, TxnManager, Xid, XidStatus, INVALID_XID};
+pub use tuple::{ColumnType, Tid, TupleError, TupleHeader, Value};
+
+/// How long a delete or update waits for the transaction that holds a row
+/// before giving up (a bound, so that two sessions waiting on each other
+/// end with an error instead of hanging).
+pub const ROW_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Existing blocks an insert tries before adding one.
+const MAX_INSERT_CANDIDATES: usize = 8;
+
+#[derive(Debug, Error)]
+pub enum HeapError {
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+    #[error(transparent)]
+    Buffer(#[from] BufferError),
+    #[error(transparent)]
+    Tuple(#[from] TupleError),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+    #[error("could not change a row of table \"{table}\": a concurrent transaction changed or deleted it since this statement's snapshot; retry the transaction")]
+    ConcurrentUpdate { table: String },
+    #[error("gave up after waiting {seconds} s for transaction {xid}, which holds a row of table \"{table}\" (another session may be waiting for this one); retry the transaction")]
+    RowWaitTimeout {
+        table: String,
+        xid: Xid,
+        seconds: u64,
+    },
+    #[error("row {block}/{index} of table \"{table}\" is damaged: {what}")]
+    Damaged {
+        table: String,
+        block: u32,
+        index: u16,
+        what: &'static str,
+    },
+}
+
+/// What a heap operation needs to know about its table.
+#[derive(Debug, Clone)]
+pub struct HeapTable {
+    pub name: String,
+    pub rel: u32,
+    pub types: Vec<ColumnType>,
+    /// Percent of each page filled by inserts (10–100).
+    pub fillfactor: u8,
+}
+
+/// A change to a heap page (see the module comment).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PageChange<'a> {
+    /// Formats a new page.
+    Init,
+    /// Adds a tuple; its ctid is set to where it lands.
+    Insert { tuple: &'a [u8] },
+    /// Marks tuple `index` deleted (or updated to `newer`) by `xmax`.
+    SetXmax {
+        index: u16,
+        xmax: Xid,
+        cmax: CommandId,
+        newer: Option<Tid>,
+    },
+    /// Forgets an `xmax` whose transaction aborted, so that later checks
+    /// need not look it up.
+    ClearXmax { index: u16 },
+    /// Removes dead tuples (vacuum).
+    Prune { remove: &'a [u16] },
+    /// Every tuple is visible to everyone (vacuum).
+    SetAllVisible,
+}
+
+/// What [`apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// The line pointer an `Insert` used.
+    pub index: Option<u16>,
+    /// The page was all-visible before: the map bit must be cleared.
+    pub cleared_all_visible: bool,
+}
+
+/// Applies `change` to heap page `block`. The one place heap pages change;
+/// the caller holds the exclusive content lock (`modify_page`).
+pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
+    let flags = page_flags(page);
+    let mut applied = Applied {
+        index: None,
+        cleared_all_visible: false,
+    };
+    if *change != PageChange::SetAllVisible && flags & PD_ALL_VISIBLE != 0 {
+        set_page_flags(page, flags & !PD_ALL_VISIBLE);
+        applied.cleared_all_visible = true;
+    }
+    match change {
+        PageChange::Init => init_page(page, 0),
+        PageChange::Insert { tuple } => {
+            let index = add_item(page, tuple).expect("caller checked the room");
+            let t = item_mut(page, index).expect("just added");
+            let mut h = TupleHeader::read(t);
+            h.ctid = Tid {
+                block,
+                index: index as u16,
+            };
+            h.write(t);
+            applied.index = Some(index as u16);
+        }
+        PageChange::SetXmax {
+            index,
+            xmax,
+            cmax,
+            newer,
+        } => {
+            let t = item_mut(page, *index as usize).expect("caller checked the tuple");
+            let mut h = TupleHeader::read(t);
+            h.xmax = *xmax;
+            h.cmax = *cmax;
+            match newer {
+                Some(tid) => {
+                    h.ctid = *tid;
+                    h.infomask |= tuple::UPDATED;
+                }
+                None => h.infomask &= !tuple::UPDATED,
+            }
+            h.write(t);
+        }
+        PageChange::ClearXmax { index } => {
+            let t = item_mut(page, *index as usize).expect("caller checked the tuple");
+            let mut h = TupleHeader::read(t);
+            h.xmax = INVALID_XID;
+            h.cmax = 0;
+            h.infomask &= !tuple::UPDATED;
+            h.ctid = Tid {
+                block,
+                index: *index,
+            };
+            h.write(t);
+        }
+        PageChange::Prune { remove } => {
+            remove_items(page, |i| remove.contains(&(i as u16)));
+        }
+        PageChange::SetAllVisible => set_page_flags(page, flags | PD_ALL_VISIBLE),
+    }
+    applied
+}
+
+/// True if a tuple with header `h` is visible to `snap` (PostgreSQL's
+/// `HeapTupleSatisfiesMVCC`, without hint bits: the commit log is in
+/// memory).
+pub fn is_visible(txn: &TxnManager, snap: &Snapshot, h: &TupleHeader) -> bool {
+    let inserted = if Some(h.xmin) == snap.own {
+        h.cmin < snap.command
+    } else {
+        !snap.is_running(h.xmin) && txn.did_commit(h.xmin)
+    };
+    if !inserted {
+        return false;
+    }
+    if h.xmax == INVALID_XID {
+        return true;
+    }
+    if Some(h.xmax) == snap.own {
+        // Deleted by a later command of ours: still visible to this one.
+        return h.cmax >= snap.command;
+    }
+    snap.is_running(h.xmax) || !txn.did_commit(h.xmax)
+}
+
+/// Per-relation state shared by sessions.
+#[derive(Default)]
+struct RelState {
+    /// Held while adding blocks to any fork of the relation.
+    extension: Mutex<()>,
+    /// Block inserts try first; `u32::MAX` for none.
+    insert_block: AtomicU32,
+    /// Blocks vacuum found with room, tried before extending.
+    free_blocks: Mutex<Vec<u32>>,
+}
+
+/// The heap access method of one database.
+pub struct Heap {
+    txn: Arc<TxnManager>,
+    rels: Mutex<HashMap<u32, Arc<RelState>>>,
+}
+
+/// Per-statement insert state: keeps the target block pinned across rows
+/// (PostgreSQL's `BulkInsertState`), and for bulk loads a ring of buffers.
+#[derive(Default)]
+pub struct InsertState {
+    current: Option<(BufferId, u32)>,
+    strategy: Option<Strategy>,
+}
+
+impl InsertState {
+    /// For a bulk load: new pages cycle through a bulk-write ring instead
+    /// of pushing the rest of the pool out.
+    pub fn bulk(nbuffers: u32) -> InsertState {
+        InsertState {
+            current: None,
+            strategy: Some(Strategy::new(StrategyKind::BulkWrite, nbuffers)),
+        }
+    }
+
+    /// Releases the pinned target block.
+    pub fn finish(&mut self, s: &mut BufferSession) {
+        if let Some((id, _)) = self.current.take() {
+            s.release(id);
+        }
+    }
+}
+
+/// What vacuum did to one table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VacuumReport {
+    pub pages: u32,
+    /// Pages skipped because the map said all-visible.
+    pub pages_skipped: u32,
+    pub tuples_removed: u64,
+    pub tuples_kept: u64,
+    pub pages_set_all_visible: u32,
+}
+
+/// What a scan callback wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanControl {
+    Continue,
+    Stop,
+}
+
+/// Figures of one scan, for EXPLAIN.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScanStats {
+    pub stream: StreamStats,
+    pub pages: u64,
+    pub tuples_visible: u64,
+}
+
+enum RowState {
+    Free,
+    Wait(Xid),
+    Conflict,
+    /// Already deleted by this transaction (an earlier command).
+    OursAlready,
+}
+
+impl Heap {
+    pub fn new(txn: Arc<TxnManager>) -> Heap {
+        Heap {
+            txn,
+            rels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn txn(&self) -> &Arc<TxnManager> {
+        &self.txn
+    }
+
+    fn rel_state(&self, rel: u32) -> Arc<RelState> {
+        Arc::clone(self.rels.lock().entry(rel).or_insert_with(|| {
+            Arc::new(RelState {
+                insert_block: AtomicU32::new(u32::MAX),
+                ..Default::default()
+            })
+        }))
+    }
+
+    /// Forgets a dropped relation's state.
+    pub fn forget(&self, rel: u32) {
+        self.rels.lock().remove(&rel);
+    }
+
+    /// Clears the map bit after a change found the page all-visible.
+    fn clear_vm_bit(
+        &self,
+        s: &mut BufferSession,
+        rel: u32,
+        block: u32,
+        applied: Applied,
+    ) -> Result<(), HeapError> {
+        if applied.cleared_all_visible {
+            vm::set_all_visible(s, rel, block, false)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts an encoded tuple, returning where it went.
+    pub fn insert(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tuple: &[u8],
+        state: &mut InsertState,
+    ) -> Result<Tid, HeapError> {
+        let rs = self.rel_state(table.rel);
+        let need = tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
+        // Inserts leave this much of a page free (updates may use it).
+        let reserve = BLOCK_SIZE * (100 - table.fillfactor as usize) / 100;
+        let fits = |page: &PageBytes| {
+            let used = line_pointer_count(page) > 0;
+            let room = free_space(page);
+            room >= need && (!used || room - need >= reserve)
+        };
+        // The block we hold, then the shared hint, then vacuum's list; a
+        // few full candidates in a row and we extend instead.
+        for _ in 0..MAX_INSERT_CANDIDATES {
+            let target = match state.current {
+                Some((id, block)) => Some((id, block)),
+                None => {
+                    let hinted = rs.insert_block.load(Ordering::Relaxed);
+                    let candidate = if hinted != u32::MAX {
+                        Some(hinted)
+                    } else {
+                        rs.free_blocks.lock().pop()
+                    };
+                    match candidate {
+                        Some(block) => {
+                            let id = s.read_buffer(table.rel, Fork::Main, block)?;
+                            state.current = Some((id, block));
+                            Some((id, block))
+                        }
+                        None => None,
+                    }
+                }
+            };
+            let Some((id, block)) = target else {
+                break;
+            };
+            let applied = s.modify_page(id, |page| {
+                if PageHeader::read(page).upper == 0 {
+                    apply(page, block, &PageChange::Init);
+                }
+                fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }))
+            });
+            if let Some(applied) = applied {
+                self.clear_vm_bit(s, table.rel, block, applied)?;
+                return Ok(Tid {
+                    block,
+                    index: applied.index.expect("insert reports its index"),
+                });
+            }
+            // Full: move on, and stop others trying it.
+            state.finish(s);
+            let _ = rs.insert_block.compare_exchange(
+                block,
+                u32::MAX,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            if rs.free_blocks.lock().is_empty()
+                && rs.insert_block.load(Ordering::Relaxed) == u32::MAX
+            {
+                break;
+            }
+        }
+        // A new block, added under the extension lock.
+        let id = {
+            let _extending = rs.extension.lock();
+            let ids = s.extend(table.rel, Fork::Main, 1, state.strategy.as_mut())?;
+            ids[0]
+        };
+        let block = s.pool().tag(id).expect("pinned buffer has a tag").block;
+        let applied = s.modify_page(id, |page| {
+            apply(page, block, &PageChange::Init);
+            fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }))
+        });
+        state.current = Some((id, block));
+        rs.insert_block.store(block, Ordering::Relaxed);
+        let applied = applied.expect("an encoded tuple fits an empty page");
+        Ok(Tid {
+            block,
+            index: applied.index.expect("insert reports its index"),
+        })
+    }
+
+    /// Marks the tuple at `tid` deleted by (`xid`, `cid`), or updated to
+    /// `newer`. Returns false if this transaction had already deleted it.
+    pub fn delete(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tid: Tid,
+        xid: Xid,
+        cid: CommandId,
+        newer: Option<Tid>,
+    ) -> Result<bool, HeapError> {
+        let started = Instant::now();
+        loop {
+            let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
+            let outcome = s.modify_page(id, |page| {
+                let Some(t) = item(page, tid.index as usize) else {
+                    return Err("no tuple at this line pointer");
+                };
+                let h = TupleHeader::read(t);
+                let state = if h.xmax == INVALID_XID {
+                    RowState::Free
+                } else if h.xmax == xid {
+                    RowState::OursAlready
+                } else {
+                    match self.txn.status(h.xmax) {
+                        XidStatus::Aborted => RowState::Free,
+                        XidStatus::Committed => RowState::Conflict,
+                        XidStatus::InProgress => RowState::Wait(h.xmax),
+                    }
+                };
+                let applied = matches!(state, RowState::Free).then(|| {
+                    apply(
+                        page,
+                        tid.block,
+                        &PageChange::SetXmax {
+                            index: tid.index,
+                            xmax: xid,
+                            cmax: cid,
+                            newer,
+                        },
+                    )
+                });
+                Ok((state, applied))
+            });
+            s.release(id);
+            let (state, applied) = outcome.map_err(|what| HeapError::Damaged {
+                table: table.name.clone(),
+                block: tid.block,
+                index: tid.index,
+                what,
+            })?;
+            if let Some(applied) = applied {
+                self.clear_vm_bit(s, table.rel, tid.block, applied)?;
+            }
+            match state {
+                RowState::Free => return Ok(true),
+                RowState::OursAlready => return Ok(false),
+                RowState::Conflict => {
+                    return Err(HeapError::ConcurrentUpdate {
+                        table: table.name.clone(),
+                    })
+                }
+                RowState::Wait(holder) => {
+                    let left = ROW_WAIT_TIMEOUT.saturating_sub(started.elapsed());
+                    if left.is_zero() || !self.txn.wait_for(holder, left) {
+                        return Err(HeapError::RowWaitTimeout {
+                            table: table.name.clone(),
+                            xid: holder,
+                            seconds: ROW_WAIT_TIMEOUT.as_secs(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls `f` with each tuple visible to `snap`, in block order, reading
+    /// the table through a sequential read stream with a bulk-read ring.
+    /// `f` runs under the page's shared content lock: it must copy what it
+    /// needs and not touch the pool.
+    pub fn scan(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        snap: &Snapshot,
+        limits: StreamLimits,
+        mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
+    ) -> Result<ScanStats, HeapError> {
+        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
+        let strategy = Strategy::new(StrategyKind::BulkRead, s.pool().nbuffers());
+        let mut next = 0u32;
+        let mut stream = ReadStream::begin(
+            s,
+            table.rel,
+            Fork::Main,
+            StreamFlags {
+                sequential: true,
+                ..Default::default()
+            },
+            limits,
+            Some(strategy),
+            |data: &mut u32| {
+                if next < nblocks {
+                    *data = next;
+                    next += 1;
+                    Next::Block(*data)
+                } else {
+                    Next::End
+                }
+            },
+        );
+        let mut stats = ScanStats::default();
+        let mut failure = None;
+        loop {
+            let (id, block) = match stream.next_buffer(s) {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            };
+            stats.pages += 1;
+            let control = s.with_page(id, |page| {
+                let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
+                for index in 0..line_pointer_count(page) {
+                    let Some(t) = item(page, index) else { continue };
+                    if !all_visible && !is_visible(&self.txn, snap, &TupleHeader::read(t)) {
+                        continue;
+                    }
+                    stats.tuples_visible += 1;
+                    let tid = Tid {
+                        block,
+                        index: index as u16,
+                    };
+                    if f(tid, t) == ScanControl::Stop {
+                        return ScanControl::Stop;
+                    }
+                }
+                ScanControl::Continue
+            });
+            s.release(id);
+            if control == ScanControl::Stop {
+                break;
+            }
+        }
+        stats.stream = stream.end(s);
+        match failure {
+            Some(e) => Err(e.into()),
+            None => Ok(stats),
+        }
+    }
+
+    /// Fetches the tuple at `tid` if `snap` sees it.
+    pub fn fetch(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tid: Tid,
+        snap: &Snapshot,
+    ) -> Result<Option<Vec<u8>>, HeapError> {
+        let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
+        let t = s.with_page(id, |page| {
+            item(page, tid.index as usize)
+                .filter(|t| is_visible(&self.txn, snap, &TupleHeader::read(t)))
+                .map(<[u8]>::to_vec)
+        });
+        s.release(id);
+        Ok(t)
+    }
+
+    /// Removes tuples no transaction can see any more, and marks pages
+    /// whose every tuple everyone sees as all-visible. Reads the table
+    /// through a read stream whose callback skips pages the map says are
+    /// all-visible.
+    pub fn vacuum(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        limits: StreamLimits,
+    ) -> Result<VacuumReport, HeapError> {
+        let rs = self.rel_state(table.rel);
+        let oldest = self.txn.oldest_xmin();
+        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
+        let skip = vm::all_visible_bits(s, table.rel, nblocks)?;
+        let mut report = VacuumReport {
+            pages: nblocks,
+            pages_skipped: skip.iter().filter(|&&b| b).count() as u32,
+            ..Default::default()
+        };
+        let strategy = Strategy::new(StrategyKind::Vacuum, s.pool().nbuffers());
+        let mut next = 0u32;
+        let mut stream = ReadStream::begin(
+            s,
+            table.rel,
+            Fork::Main,
+            StreamFlags {
+                maintenance: true,
+                ..Default::default()
+            },
+            limits,
+            Some(strategy),
+            |data: &mut u32| {
+                while (next as usize) < skip.len() && skip[next as usize] {
+                    next += 1;
+                }
+                if next < nblocks {
+                    *data = next;
+                    next += 1;
+                    Next::Block(*data)
+                } else {
+                    Next::End
+                }
+            },
+        );
+        let txn = &self.txn;
+        // Dead to everyone: inserted by an aborted transaction, or deleted
+        // by one that committed before the oldest snapshot.
+        let dead = |h: &TupleHeader| {
+            txn.status(h.xmin) == XidStatus::Aborted
+                || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
+        };
+        let visible_to_all = |h: &TupleHeader| {
+            h.xmin < oldest
+                && txn.did_commit(h.xmin)
+                && (h.xmax == INVALID_XID || txn.status(h.xmax) == XidStatus::Aborted)
+        };
+        let mut freed = Vec::new();
+        let mut result = Ok(());
+        loop {
+            let (id, block) = match stream.next_buffer(s) {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
+                Err(e) => {
+                    result = Err(e.into());
+                    break;
+                }
+            };
+            // Decide under the shared lock; change only pages that need it.
+            let (remove, aborted_xmax, all_visible) = s.with_page(id, |page| {
+                let mut remove = Vec::new();
+                let mut aborted_xmax = Vec::new();
+                let mut all_visible = true;
+                for index in 0..line_pointer_count(page) {
+                    let Some(t) = item(page, index) else { continue };
+                    let h = TupleHeader::read(t);
+                    if dead(&h) {
+                        remove.push(index as u16);
+                        continue;
+                    }
+                    if h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted {
+                        aborted_xmax.push(index as u16);
+                    }
+                    all_visible &= visible_to_all(&h);
+                }
+                let flagged = page_flags(page) & PD_ALL_VISIBLE != 0;
+                (remove, aborted_xmax, all_visible && !flagged)
+            });
+            if !remove.is_empty() || !aborted_xmax.is_empty() || all_visible {
+                let (kept, room) = s.modify_page(id, |page| {
+                    for &index in &aborted_xmax {
+                        apply(page, block, &PageChange::ClearXmax { index });
+                    }
+                    if !remove.is_empty() {
+                        apply(page, block, &PageChange::Prune { remove: &remove });
+                    }
+                    if all_visible {
+                        apply(page, block, &PageChange::SetAllVisible);
+                    }
+                    let kept = (0..line_pointer_count(page))
+                        .filter(|&i| {
+                            line_pointer(page, i).is_some_and(|lp| lp.flags == LineFlags::Normal)
+                        })
+                        .count();
+                    (kept as u64, free_space(page))
+                });
+                report.tuples_removed += remove.len() as u64;
+                report.tuples_kept += kept;
+                if room >= BLOCK_SIZE / 5 {
+                    freed.push(block);
+                }
+            } else {
+                report.tuples_kept += s.with_page(id, |page| {
+                    (0..line_pointer_count(page))
+                        .filter(|&i| item(page, i).is_some())
+                        .count() as u64
+                });
+            }
+            s.release(id);
+            if all_visible {
+                let _extending = rs.extension.lock();
+                if let Err(e) = vm::set_all_visible(s, table.rel, block, true) {
+                    result = Err(e.into());
+                    break;
+                }
+                report.pages_set_all_visible += 1;
+            }
+        }
+        stream.end(s);
+        let mut free = rs.free_blocks.lock();
+        free.clear();
+        // Lowest blocks last, so that inserts (which pop) fill from the front.
+        free.extend(freed.iter().rev());
+        result.map(|()| report)
+    }
+}

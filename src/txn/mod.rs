@@ -1,0 +1,426 @@
+//! Transactions: transaction ids, the commit log and MVCC snapshots
+//! (DESIGN.md §8).
+//!
+//! A transaction gets an id (`Xid`) only when it first writes, as in
+//! PostgreSQL; read-only transactions never take one. The commit log keeps
+//! two bits per id (committed, aborted); an id with neither bit that is not
+//! running belongs to a transaction that was running when the process
+//! stopped, and counts as aborted.
+//!
+//! A snapshot says which transactions' effects a statement sees: every id
+//! below `xmin` that committed, none at or above `xmax`, and between the two
+//! those committed ids not listed as running when the snapshot was taken.
+//! Vacuum may only remove a deleted tuple once no snapshot can still see it,
+//! so every snapshot in use registers its `xmin` (see [`SnapshotGuard`]).
+//!
+//! Ids are never reused: the highest id that may have been handed out is
+//! stored (and synced) in steps of [`XIDS_PER_RESERVATION`] before any id
+//! beyond the last step is given out, and a restart continues above it.
+//! Durability of commits across a crash comes with the WAL: until then the
+//! commit log is written (not synced) at every commit, so a process that
+//! dies keeps its commits, a machine that dies may not.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use thiserror::Error;
+
+/// A transaction id.
+pub type Xid = u32;
+
+/// No transaction (an `xmax` that was never set).
+pub const INVALID_XID: Xid = 0;
+/// Written by data directory creation: committed for everyone.
+pub const BOOTSTRAP_XID: Xid = 1;
+/// A tuple whose inserting transaction no snapshot needs to check.
+pub const FROZEN_XID: Xid = 2;
+pub const FIRST_NORMAL_XID: Xid = 3;
+
+/// A command id: which statement of its transaction made a change, so that
+/// a statement does not see its own changes (and later ones do).
+pub type CommandId = u32;
+
+/// Ids reserved (and the reservation synced) at a time.
+pub const XIDS_PER_RESERVATION: u32 = 1024;
+
+/// Commit log bytes per write: one page of 32 768 transactions.
+const CLOG_PAGE_BYTES: usize = 8192;
+const XIDS_PER_CLOG_BYTE: usize = 4;
+
+const CLOG_FILE: &str = "xact";
+const XID_FILE: &str = "xid_reserved";
+
+const STATUS_COMMITTED: u8 = 1;
+const STATUS_ABORTED: u8 = 2;
+
+#[derive(Debug, Error)]
+pub enum TxnError {
+    #[error("could not {op} \"{path}\": {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("\"{path}\" is damaged ({what}); the data directory cannot be opened safely")]
+    Damaged { path: PathBuf, what: String },
+    #[error(
+        "transaction ids are used up (4 billion); this data directory cannot take more writes"
+    )]
+    Wraparound,
+}
+
+/// What the commit log says of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XidStatus {
+    Committed,
+    Aborted,
+    /// Running now.
+    InProgress,
+}
+
+/// Which transactions a statement sees (see the module comment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub xmin: Xid,
+    pub xmax: Xid,
+    /// Running when the snapshot was taken, sorted; never contains `own`.
+    pub in_progress: Vec<Xid>,
+    /// The taking transaction's own id, if it has one.
+    pub own: Option<Xid>,
+    /// Changes of `own` made by commands before this one are visible.
+    pub command: CommandId,
+}
+
+impl Snapshot {
+    /// True if `xid`'s work is invisible because it had not finished when
+    /// the snapshot was taken.
+    pub fn is_running(&self, xid: Xid) -> bool {
+        xid >= self.xmax || (xid >= self.xmin && self.in_progress.binary_search(&xid).is_ok())
+    }
+}
+
+struct Inner {
+    next_xid: Xid,
+    /// Ids below this may have been handed out before (synced).
+    reserved_until: Xid,
+    running: BTreeSet<Xid>,
+    /// Registered snapshots' xmin, with counts.
+    snapshot_xmins: BTreeMap<Xid, usize>,
+}
+
+/// Transaction ids, their status and snapshots for one data directory.
+pub struct TxnManager {
+    dir: PathBuf,
+    clog_file: File,
+    xid_file: File,
+    /// Two status bits per transaction id.
+    clog: RwLock<Vec<u8>>,
+    inner: Mutex<Inner>,
+    finished: Condvar,
+}
+
+impl TxnManager {
+    /// Opens (creating if missing) the transaction files in `dir`.
+    pub fn open(dir: &Path) -> Result<Arc<TxnManager>, TxnError> {
+        let io = |op, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| TxnError::Io { op, path, source }
+        };
+        let clog_path = dir.join(CLOG_FILE);
+        let xid_path = dir.join(XID_FILE);
+        let open = |path: &Path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(io("open", path))
+        };
+        let clog_file = open(&clog_path)?;
+        let xid_file = open(&xid_path)?;
+        let mut clog = Vec::new();
+        std::io::Read::read_to_end(&mut &clog_file, &mut clog).map_err(io("read", &clog_path))?;
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut &xid_file, &mut raw).map_err(io("read", &xid_path))?;
+        let reserved_until = match raw.len() {
+            0 => FIRST_NORMAL_XID,
+            4 => u32::from_le_bytes(raw[..4].try_into().expect("4 bytes")),
+            n => {
+                return Err(TxnError::Damaged {
+                    path: xid_path,
+                    what: format!("{n} bytes instead of 4"),
+                })
+            }
+        };
+        if reserved_until < FIRST_NORMAL_XID {
+            return Err(TxnError::Damaged {
+                path: xid_path,
+                what: format!("reserved id {reserved_until}"),
+            });
+        }
+        Ok(Arc::new(TxnManager {
+            dir: dir.to_path_buf(),
+            clog_file,
+            xid_file,
+            clog: RwLock::new(clog),
+            inner: Mutex::new(Inner {
+                // Ids up to the reservation may have been used before a
+                // crash: start above them.
+                next_xid: reserved_until,
+                reserved_until,
+                running: BTreeSet::new(),
+                snapshot_xmins: BTreeMap::new(),
+            }),
+            finished: Condvar::new(),
+        }))
+    }
+
+    /// Gives out a new transaction id, now running.
+    pub fn assign_xid(&self) -> Result<Xid, TxnError> {
+        let mut inner = self.inner.lock();
+        let xid = inner.next_xid;
+        if xid == Xid::MAX {
+            return Err(TxnError::Wraparound);
+        }
+        if xid >= inner.reserved_until {
+            let until = xid.saturating_add(XIDS_PER_RESERVATION);
+            let path = self.dir.join(XID_FILE);
+            self.xid_file
+                .write_all_at(&until.to_le_bytes(), 0)
+                .and_then(|()| self.xid_file.sync_data())
+                .map_err(|source| TxnError::Io {
+                    op: "write",
+                    path,
+                    source,
+                })?;
+            inner.reserved_until = until;
+        }
+        inner.next_xid = xid + 1;
+        inner.running.insert(xid);
+        Ok(xid)
+    }
+
+    /// Records the end of `xid` and wakes whoever waits for it.
+    pub fn finish(&self, xid: Xid, committed: bool) -> Result<(), TxnError> {
+        debug_assert!(xid >= FIRST_NORMAL_XID);
+        let byte = xid as usize / XIDS_PER_CLOG_BYTE;
+        let shift = (xid as usize % XIDS_PER_CLOG_BYTE) * 2;
+        let bits = if committed {
+            STATUS_COMMITTED
+        } else {
+            STATUS_ABORTED
+        };
+        let write = {
+            let mut clog = self.clog.write();
+            if clog.len() <= byte {
+                let pages = byte / CLOG_PAGE_BYTES + 1;
+                clog.resize(pages * CLOG_PAGE_BYTES, 0);
+            }
+            debug_assert_eq!((clog[byte] >> shift) & 3, 0, "xid {xid} finished twice");
+            clog[byte] |= bits << shift;
+            let page = byte / CLOG_PAGE_BYTES * CLOG_PAGE_BYTES;
+            (page, clog[page..page + CLOG_PAGE_BYTES].to_vec())
+        };
+        // The status must be in the log before anyone can see the
+        // transaction as finished (it leaves `running` below).
+        let result = self
+            .clog_file
+            .write_all_at(&write.1, write.0 as u64)
+            .map_err(|source| TxnError::Io {
+                op: "write",
+                path: self.dir.join(CLOG_FILE),
+                source,
+            });
+        let mut inner = self.inner.lock();
+        inner.running.remove(&xid);
+        self.finished.notify_all();
+        result
+    }
+
+    /// The status of `xid` now (not as of a snapshot).
+    pub fn status(&self, xid: Xid) -> XidStatus {
+        if xid < FIRST_NORMAL_XID {
+            return if xid == INVALID_XID {
+                XidStatus::Aborted
+            } else {
+                XidStatus::Committed
+            };
+        }
+        let bits = {
+            let clog = self.clog.read();
+            let byte = xid as usize / XIDS_PER_CLOG_BYTE;
+            clog.get(byte)
+                .map_or(0, |b| (b >> ((xid as usize % XIDS_PER_CLOG_BYTE) * 2)) & 3)
+        };
+        match bits {
+            STATUS_COMMITTED => XidStatus::Committed,
+            STATUS_ABORTED => XidStatus::Aborted,
+            _ if self.inner.lock().running.contains(&xid) => XidStatus::InProgress,
+            // Running when the process stopped.
+            _ => XidStatus::Aborted,
+        }
+    }
+
+    /// True if `xid` committed (cheap: no lock beyond the log's).
+    pub fn did_commit(&self, xid: Xid) -> bool {
+        if xid < FIRST_NORMAL_XID {
+            return xid != INVALID_XID;
+        }
+        let clog = self.clog.read();
+        let byte = xid as usize / XIDS_PER_CLOG_BYTE;
+        clog.get(byte).is_some_and(|b| {
+            (b >> ((xid as usize % XIDS_PER_CLOG_BYTE) * 2)) & 3 == STATUS_COMMITTED
+        })
+    }
+
+    /// Takes a snapshot for transaction `own` (if it has an id) at command
+    /// `command`, registered until the guard is dropped.
+    pub fn snapshot(self: &Arc<Self>, own: Option<Xid>, command: CommandId) -> SnapshotGuard {
+        let mut inner = self.inner.lock();
+        let xmax = inner.next_xid;
+        let in_progress: Vec<Xid> = inner
+            .running
+            .iter()
+            .copied()
+            .filter(|&x| Some(x) != own)
+            .collect();
+        let xmin = inner.running.first().copied().unwrap_or(xmax).min(xmax);
+        *inner.snapshot_xmins.entry(xmin).or_default() += 1;
+        SnapshotGuard {
+            txn: Arc::clone(self),
+            snapshot: Snapshot {
+                xmin,
+                xmax,
+                in_progress,
+                own,
+                command,
+            },
+        }
+    }
+
+    /// The oldest transaction any running transaction or registered
+    /// snapshot may still need to see as not finished: changes of
+    /// transactions that committed below it are seen by everyone.
+    pub fn oldest_xmin(&self) -> Xid {
+        let inner = self.inner.lock();
+        let mut oldest = inner.next_xid;
+        if let Some(&x) = inner.running.first() {
+            oldest = oldest.min(x);
+        }
+        if let Some((&x, _)) = inner.snapshot_xmins.first_key_value() {
+            oldest = oldest.min(x);
+        }
+        oldest
+    }
+
+    /// Waits until `xid` is no longer running, at most `timeout`; returns
+    /// false on timeout.
+    pub fn wait_for(&self, xid: Xid, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut inner = self.inner.lock();
+        while inner.running.contains(&xid) {
+            if self.finished.wait_until(&mut inner, deadline).timed_out() {
+                return !inner.running.contains(&xid);
+            }
+        }
+        true
+    }
+}
+
+/// A registered snapshot; vacuum keeps what it can see until it is dropped.
+pub struct SnapshotGuard {
+    txn: Arc<TxnManager>,
+    snapshot: Snapshot,
+}
+
+impl SnapshotGuard {
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Makes `xid` (assigned after the snapshot was taken) the snapshot's
+    /// own transaction.
+    pub fn set_own(&mut self, xid: Xid) {
+        self.snapshot.own = Some(xid);
+    }
+
+    /// Lets the snapshot see its own transaction's later commands.
+    pub fn set_command(&mut self, command: CommandId) {
+        self.snapshot.command = command;
+    }
+}
+
+impl Drop for SnapshotGuard {
+    fn drop(&mut self) {
+        let mut inner = self.txn.inner.lock();
+        let xmin = self.snapshot.xmin;
+        match inner.snapshot_xmins.get_mut(&xmin) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                inner.snapshot_xmins.remove(&xmin);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for SnapshotGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.snapshot.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_see_only_what_committed_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let txn = TxnManager::open(dir.path()).unwrap();
+        let a = txn.assign_xid().unwrap();
+        let b = txn.assign_xid().unwrap();
+        txn.finish(a, true).unwrap();
+        let snap = txn.snapshot(None, 0);
+        assert!(!snap.snapshot().is_running(a));
+        assert!(snap.snapshot().is_running(b));
+        let c = txn.assign_xid().unwrap();
+        assert!(snap.snapshot().is_running(c), "started after the snapshot");
+        assert_eq!(txn.oldest_xmin(), b);
+        txn.finish(b, false).unwrap();
+        assert_eq!(txn.status(b), XidStatus::Aborted);
+        assert_eq!(txn.status(c), XidStatus::InProgress);
+        // The registered snapshot still holds the horizon back.
+        assert_eq!(txn.oldest_xmin(), b);
+        drop(snap);
+        assert_eq!(txn.oldest_xmin(), c);
+    }
+
+    #[test]
+    fn a_restart_never_reuses_ids_and_keeps_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let (committed, running) = {
+            let txn = TxnManager::open(dir.path()).unwrap();
+            let a = txn.assign_xid().unwrap();
+            txn.finish(a, true).unwrap();
+            (a, txn.assign_xid().unwrap())
+        };
+        let txn = TxnManager::open(dir.path()).unwrap();
+        assert_eq!(txn.status(committed), XidStatus::Committed);
+        // Running when the process stopped: aborted.
+        assert_eq!(txn.status(running), XidStatus::Aborted);
+        assert!(txn.assign_xid().unwrap() > running);
+    }
+
+    #[test]
+    fn a_damaged_reservation_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(XID_FILE), b"xyz").unwrap();
+        let err = TxnManager::open(dir.path()).err().unwrap();
+        assert!(err.to_string().contains("damaged"), "{err}");
+    }
+}

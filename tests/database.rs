@@ -1,0 +1,253 @@
+//! Data directories, the catalog, transactions and the heap, below SQL:
+//! init/open/lock/version, MVCC visibility across sessions, rollback,
+//! vacuum and the visibility map. Every I/O method.
+
+mod common;
+
+use std::sync::Arc;
+
+use aiostore::catalog::ColumnDef;
+use aiostore::config::IoMethod;
+use aiostore::database::{Database, DbError, Isolation, Session};
+use aiostore::heap::tuple::{decode, encode};
+use aiostore::heap::{ColumnType, InsertState, ScanControl, Tid, Value};
+use common::temp_dir;
+
+fn open(dir: &std::path::Path, method: IoMethod) -> Arc<Database> {
+    Database::open(
+        dir,
+        &[
+            format!("io_method={}", method.name()),
+            "shared_buffers=64".into(),
+            "max_sessions=8".into(),
+        ],
+    )
+    .unwrap()
+}
+
+fn new_db(method: IoMethod) -> (tempfile::TempDir, Arc<Database>) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let db = open(&path, method);
+    (dir, db)
+}
+
+fn create_t(s: &mut Session) {
+    let db = Arc::clone(s.db());
+    db.catalog()
+        .create_table(
+            &mut s.buf,
+            db.heap(),
+            "t",
+            vec![
+                ColumnDef {
+                    name: "id".into(),
+                    ty: ColumnType::Integer,
+                    not_null: true,
+                },
+                ColumnDef {
+                    name: "note".into(),
+                    ty: ColumnType::Text,
+                    not_null: false,
+                },
+            ],
+            100,
+            false,
+        )
+        .unwrap();
+}
+
+/// Inserts rows `ids` in one statement of the session's transaction.
+fn insert(s: &mut Session, ids: impl IntoIterator<Item = i32>) -> Vec<Tid> {
+    let db = Arc::clone(s.db());
+    let table = db.catalog().table("t").unwrap();
+    let mut snap = s.start_statement().unwrap();
+    let (xid, cid) = s.xid(&mut snap).unwrap();
+    let mut state = InsertState::default();
+    let mut tids = Vec::new();
+    for id in ids {
+        let t = encode(
+            &table.heap.types,
+            &[Value::Integer(id), Value::Text(format!("row {id}"))],
+            xid,
+            cid,
+        )
+        .unwrap();
+        tids.push(
+            db.heap()
+                .insert(&mut s.buf, &table.heap, &t, &mut state)
+                .unwrap(),
+        );
+    }
+    state.finish(&mut s.buf);
+    drop(snap);
+    s.end_statement(true).unwrap();
+    tids
+}
+
+/// The ids a new statement of the session sees, sorted.
+fn ids(s: &mut Session) -> Vec<i32> {
+    let db = Arc::clone(s.db());
+    let table = db.catalog().table("t").unwrap();
+    let snap = s.start_statement().unwrap();
+    let mut out = Vec::new();
+    let limits = s.stream_limits();
+    db.heap()
+        .scan(&mut s.buf, &table.heap, snap.get(), limits, |_, t| {
+            let mut v = Vec::new();
+            decode(&table.heap.types, t, &[true, false], &mut v).unwrap();
+            match v[0] {
+                Value::Integer(id) => out.push(id),
+                ref other => panic!("{other:?}"),
+            }
+            ScanControl::Continue
+        })
+        .unwrap();
+    drop(snap);
+    s.end_statement(true).unwrap();
+    out.sort();
+    out
+}
+
+fn a_table_survives_reopening(method: IoMethod) {
+    let (dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    insert(&mut s, 0..500);
+    drop(s);
+    drop(db);
+    let db = open(&dir.path().join("data"), method);
+    let mut s = db.session().unwrap();
+    assert_eq!(ids(&mut s), (0..500).collect::<Vec<_>>());
+    assert_eq!(db.catalog().table("t").unwrap().columns.len(), 2);
+}
+
+fn a_second_open_is_refused_naming_the_holder(method: IoMethod) {
+    let (dir, db) = new_db(method);
+    let path = dir.path().join("data");
+    let err = Database::open(&path, &[]).err().expect("second open fails");
+    assert!(matches!(err, DbError::InUse { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("in use by process {}", std::process::id())),
+        "{err}"
+    );
+    drop(db);
+    // A pid file left behind (as by a process that died) is taken over.
+    std::fs::write(path.join("aiostore.pid"), "999999\n").unwrap();
+    open(&path, method);
+}
+
+fn init_refuses_a_used_directory_and_open_an_incompatible_one(method: IoMethod) {
+    let (dir, db) = new_db(method);
+    let path = dir.path().join("data");
+    drop(db);
+    let err = Database::init(&path).unwrap_err();
+    assert!(err.to_string().contains("is not empty"), "{err}");
+    std::fs::write(
+        path.join("AIOSTORE_VERSION"),
+        "aiostore data directory format 99\n",
+    )
+    .unwrap();
+    let err = Database::open(&path, &[]).err().unwrap();
+    assert!(err.to_string().contains("incompatible version"), "{err}");
+    let err = Database::open(&dir.path().join("nowhere"), &[])
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("aiostore init"), "{err}");
+}
+
+fn sessions_see_only_committed_rows(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut a = db.session().unwrap();
+    let mut b = db.session().unwrap();
+    create_t(&mut a);
+    insert(&mut a, 0..10);
+    a.begin(Isolation::ReadCommitted).unwrap();
+    insert(&mut a, 10..20);
+    // A sees its own rows; B sees none of them until A commits.
+    assert_eq!(ids(&mut a).len(), 20);
+    assert_eq!(ids(&mut b).len(), 10);
+    b.begin(Isolation::RepeatableRead).unwrap();
+    assert_eq!(ids(&mut b).len(), 10);
+    assert!(a.commit().unwrap());
+    // Repeatable read keeps its snapshot; read committed moves on.
+    assert_eq!(ids(&mut b).len(), 10);
+    b.commit().unwrap();
+    assert_eq!(ids(&mut b).len(), 20);
+    // A rolled-back transaction leaves nothing.
+    a.begin(Isolation::ReadCommitted).unwrap();
+    insert(&mut a, 100..200);
+    a.rollback().unwrap();
+    assert_eq!(ids(&mut a).len(), 20);
+}
+
+fn vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    insert(&mut s, 0..2000);
+    let table = db.catalog().table("t").unwrap();
+    // Delete the first 100 rows (all on block 0).
+    let mut snap = s.start_statement().unwrap();
+    let (xid, cid) = s.xid(&mut snap).unwrap();
+    for index in 0..100u16 {
+        db.heap()
+            .delete(
+                &mut s.buf,
+                &table.heap,
+                Tid { block: 0, index },
+                xid,
+                cid,
+                None,
+            )
+            .unwrap();
+    }
+    drop(snap);
+    s.end_statement(true).unwrap();
+    // An open transaction that inserted into the last page keeps that
+    // page from being all-visible.
+    let mut other = db.session().unwrap();
+    other.begin(Isolation::ReadCommitted).unwrap();
+    let last = insert(&mut other, [5000])[0].block;
+    let limits = s.stream_limits();
+    let report = db.heap().vacuum(&mut s.buf, &table.heap, limits).unwrap();
+    assert_eq!(report.tuples_removed, 100);
+    assert_eq!(report.tuples_kept, 1901);
+    assert_eq!(report.pages_set_all_visible, report.pages - 1, "{report:?}");
+    let bits =
+        aiostore::heap::vm::all_visible_bits(&mut s.buf, table.heap.rel, report.pages).unwrap();
+    assert!(!bits[last as usize]);
+    other.commit().unwrap();
+    assert_eq!(ids(&mut s).len(), 1901);
+    // A second vacuum skips the all-visible pages; a change clears a bit.
+    let report = db.heap().vacuum(&mut s.buf, &table.heap, limits).unwrap();
+    assert_eq!(report.pages_skipped, report.pages - 1, "{report:?}");
+    let mut snap = s.start_statement().unwrap();
+    let (xid, cid) = s.xid(&mut snap).unwrap();
+    db.heap()
+        .delete(
+            &mut s.buf,
+            &table.heap,
+            Tid { block: 1, index: 0 },
+            xid,
+            cid,
+            None,
+        )
+        .unwrap();
+    drop(snap);
+    s.end_statement(true).unwrap();
+    let bits =
+        aiostore::heap::vm::all_visible_bits(&mut s.buf, table.heap.rel, report.pages).unwrap();
+    assert!(!bits[1], "a delete clears the page's bit");
+    assert!(bits[0]);
+}
+
+for_each_method!(
+    a_table_survives_reopening,
+    a_second_open_is_refused_naming_the_holder,
+    init_refuses_a_used_directory_and_open_an_incompatible_one,
+    sessions_see_only_committed_rows,
+    vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see,
+);
