@@ -101,6 +101,7 @@ pub fn data_file(nblocks: u32, direct: bool) -> DataFile {
     }
 }
 
+#[allow(unused_imports)] // not every test file uses it
 pub use aiostore::bench::XorShift;
 
 // ---- a relation of checksummed pages behind a buffer pool ----
