@@ -10,6 +10,9 @@ use aiostore::aio::{Aio, AioConfig};
 use aiostore::bench::fio::Pattern;
 use aiostore::bench::rawio::{self, RawioOptions, ReadMethod};
 use aiostore::config::Settings;
+use aiostore::database::Database;
+use aiostore::storage::Fork;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +54,31 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         first_block: u32,
     },
+    /// Creates a data directory (see --data-dir) with an empty catalog.
+    Init,
+    /// Reads every block of a table into the buffer pool through a read
+    /// stream and reports hits, reads, I/Os, waits and time.
+    Prewarm {
+        table: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drops a table's buffers from the pool (dirty ones written first).
+    Evict {
+        table: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reads the given blocks of a table, in order, through one read stream
+    /// (the reference thread's read_stream_for_blocks), from a cold pool
+    /// unless --warm.
+    ReadBlocks {
+        table: String,
+        /// Block numbers and ranges: 0,2,2,4 or 10-20,5.
+        blocks: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs a benchmark.
     #[command(subcommand)]
     Bench(Bench),
@@ -79,6 +107,19 @@ enum Bench {
     /// A stream over blocks i..i+3 for i in 1..=10000 against the same
     /// distinct blocks once each, cold.
     RepeatedBlocks {
+        /// Comma-separated: sync, worker, io_uring.
+        #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
+        methods: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Random blocks of a buffered relation with the page cache dropped,
+    /// effective_io_concurrency 0 vs 16 per method (the sync method's
+    /// posix_fadvise advice). Needs root.
+    Advice {
+        /// Relation size in MiB.
+        #[arg(long, default_value_t = 1024)]
+        size_mib: u64,
         /// Comma-separated: sync, worker, io_uring.
         #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
         methods: Vec<String>,
@@ -220,6 +261,57 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             })
         }
+        Command::Init => {
+            Database::init(&cli.data_dir).map_err(|e| e.to_string())?;
+            writeln!(out, "created data directory \"{}\"", cli.data_dir.display())
+                .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Prewarm { ref table, json } => {
+            let (db, mut s, rel) = open_table(&cli, table)?;
+            let limits = s.stream_limits();
+            let report = aiostore::tools::prewarm(&mut s.buf, rel, Fork::Main, limits)
+                .map_err(|e| e.to_string())?;
+            print_stream_report(&mut out, "prewarm", table, &report, json)?;
+            drop((s, db));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Evict { ref table, json } => {
+            let (db, mut s, rel) = open_table(&cli, table)?;
+            let outcome = s.buf.evict_relation(rel).map_err(|e| e.to_string())?;
+            let line = if json {
+                serde_json::json!({"table": table, "evicted": outcome.evicted, "skipped": outcome.skipped})
+                    .to_string()
+            } else {
+                format!(
+                    "evict {table}: evicted={} skipped={} (skipped buffers are pinned)",
+                    outcome.evicted, outcome.skipped
+                )
+            };
+            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            drop((s, db));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ReadBlocks {
+            ref table,
+            ref blocks,
+            json,
+        } => {
+            let blocks = parse_block_list(blocks)?;
+            let (db, mut s, rel) = open_table(&cli, table)?;
+            let limits = s.stream_limits();
+            let report = aiostore::tools::read_stream_for_blocks(
+                &mut s.buf,
+                rel,
+                Fork::Main,
+                &blocks,
+                limits,
+            )
+            .map_err(|e| e.to_string())?;
+            print_stream_report(&mut out, "read-blocks", table, &report, json)?;
+            drop((s, db));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(Bench::Rawio(args)) => {
             let options = rawio_options(&cli.data_dir, &settings, &args)?;
             rawio::run(&options, args.json, &mut out)?;
@@ -240,6 +332,16 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Bench(Bench::RepeatedBlocks { methods, json }) => {
             let options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
             aiostore::bench::streams::run_repeated(&options, json, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Advice {
+            size_mib,
+            methods,
+            json,
+        }) => {
+            let mut options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+            options.relation_mib = size_mib;
+            aiostore::bench::streams::run_advice(&options, json, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(Bench::Checksum {
@@ -266,6 +368,80 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Opens the data directory and finds `table`'s relation.
+fn open_table(
+    cli: &Cli,
+    table: &str,
+) -> Result<(Arc<Database>, aiostore::database::Session, u32), String> {
+    let db = Database::open(&cli.data_dir, &cli.settings).map_err(|e| e.to_string())?;
+    let rel = db
+        .catalog()
+        .table(table)
+        .map_err(|e| e.to_string())?
+        .heap
+        .rel;
+    let s = db.session().map_err(|e| e.to_string())?;
+    Ok((db, s, rel))
+}
+
+fn print_stream_report(
+    out: &mut dyn Write,
+    what: &str,
+    table: &str,
+    r: &aiostore::tools::StreamReport,
+    json: bool,
+) -> Result<(), String> {
+    let line = if json {
+        let mut v = serde_json::to_value(r).map_err(|e| e.to_string())?;
+        v["table"] = table.into();
+        v.to_string()
+    } else {
+        format!(
+            "{what} {table}: blocks={} hits={} reads={} ios={} foreign_ios={} waits={} ms={:.3}",
+            r.blocks,
+            r.hits,
+            r.reads,
+            r.ios,
+            r.foreign_ios,
+            r.waits,
+            r.seconds * 1e3
+        )
+    };
+    writeln!(out, "{line}").map_err(|e| e.to_string())
+}
+
+/// Parses `0,2,2,4` and `10-20` (inclusive) into block numbers.
+fn parse_block_list(text: &str) -> Result<Vec<u32>, String> {
+    const MAX_BLOCKS: usize = 10_000_000;
+    let mut blocks = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let number = |t: &str| {
+            t.trim().parse::<u32>().map_err(|_| {
+                format!(
+                    "\"{t}\" in the block list is not a block number; write e.g. 0,2,2,4 or 10-20"
+                )
+            })
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if b < a {
+                    return Err(format!("block range {part} runs backwards; write {b}-{a}"));
+                }
+                blocks.extend(a..=b);
+            }
+            None => blocks.push(number(part)?),
+        }
+        if blocks.len() > MAX_BLOCKS {
+            return Err(format!("the block list is longer than {MAX_BLOCKS} blocks"));
+        }
+    }
+    if blocks.is_empty() {
+        return Err("the block list is empty; write e.g. 0,2,2,4 or 10-20".into());
+    }
+    Ok(blocks)
 }
 
 fn stream_bench_options(

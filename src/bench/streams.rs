@@ -13,6 +13,11 @@
 //! this machine: a stream over blocks i, i+1, i+2, i+3 for i in 1..=10000
 //! (40 000 requests, 10 003 distinct blocks), against a stream over the same
 //! distinct blocks once each, both from a cold pool.
+//!
+//! advice: random blocks of a buffered relation with the page cache dropped
+//! before each case, `effective_io_concurrency` 0 against 16. With the sync
+//! method the only way to overlap reads is to tell the kernel what comes
+//! next (`posix_fadvise(WILLNEED)`); the other methods overlap their own.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,6 +39,7 @@ use crate::tools::{prewarm, read_stream_for_blocks, StreamReport};
 const PREWARM_REL: u32 = 1;
 const CACHED_REL: u32 = 2;
 const REPEATED_REL: u32 = 3;
+const ADVICE_REL: u32 = 4;
 
 /// One measured case.
 #[derive(Debug, Clone, Serialize)]
@@ -419,6 +425,75 @@ pub fn run_repeated(
         emit(out, json, &d)?;
         cases.push(r);
         cases.push(d);
+    }
+    Ok(cases)
+}
+
+/// Runs the advice benchmark (needs root, to drop the page cache).
+pub fn run_advice(
+    opts: &StreamBenchOptions,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<Vec<StreamCase>, String> {
+    const RANDOM_BLOCKS: u32 = 4000;
+    let nblocks = (opts.relation_mib << 20) as u32 / BLOCK_SIZE as u32;
+    if nblocks < RANDOM_BLOCKS * 2 {
+        return Err(format!(
+            "--size-mib {} is too small; use at least {}",
+            opts.relation_mib,
+            (RANDOM_BLOCKS as usize * 2 * BLOCK_SIZE) >> 20
+        ));
+    }
+    ensure_relation(
+        &Arc::new(Smgr::new(&opts.dir, true).map_err(|e| e.to_string())?),
+        ADVICE_REL,
+        nblocks,
+    )?;
+    let buffered = Arc::new(Smgr::new(&opts.dir, false).map_err(|e| e.to_string())?);
+    // Distinct random blocks, in random order.
+    let mut rng = super::XorShift::new(0x5eed);
+    let mut seen = std::collections::HashSet::new();
+    let mut blocks = Vec::with_capacity(RANDOM_BLOCKS as usize);
+    while blocks.len() < RANDOM_BLOCKS as usize {
+        let b = rng.below(nblocks as u64) as u32;
+        if seen.insert(b) {
+            blocks.push(b);
+        }
+    }
+    if !json {
+        writeln!(
+            out,
+            "aiostore bench advice: {RANDOM_BLOCKS} random blocks of a {} MiB relation; shared_buffers={} MiB direct=false cache=cold (page cache dropped before each case)",
+            opts.relation_mib,
+            (opts.shared_buffers as usize * BLOCK_SIZE) >> 20
+        )
+        .map_err(|e| e.to_string())?;
+        writeln!(out, "{TABLE_HEADER}").map_err(|e| e.to_string())?;
+    }
+    let mut cases = Vec::new();
+    for &method in &opts.methods {
+        let mut baseline = None;
+        for eic in [0usize, 16] {
+            super::drop_page_cache()
+                .map_err(|e| format!("could not drop the page cache (run as root): {e}"))?;
+            let pool = start_pool(opts, &buffered, method)?;
+            let mut session = pool
+                .session(SessionSettings::default())
+                .map_err(|e| e.to_string())?;
+            let limits = StreamLimits {
+                effective_io_concurrency: eic,
+                maintenance_io_concurrency: eic,
+            };
+            let report =
+                read_stream_for_blocks(&mut session, ADVICE_REL, Fork::Main, &blocks, limits)
+                    .map_err(|e| e.to_string())?;
+            let mut c = case("advice", "random", method, 16, eic, opts, &report);
+            c.direct = false;
+            let base = *baseline.get_or_insert(report.seconds);
+            c.ratio = Some(report.seconds / base);
+            emit(out, json, &c)?;
+            cases.push(c);
+        }
     }
     Ok(cases)
 }
