@@ -14,6 +14,9 @@
 //! - [`heap`]: heap tables, visibility, vacuum, the visibility map;
 //! - [`catalog`]: tables and columns, stored in heap pages;
 //! - [`database`]: a data directory (lock, version, catalog) and sessions;
+//! - [`exec`]: the executor: scans, filters, aggregates, sorts, data
+//!   changes, EXPLAIN;
+//! - [`sql`]: the SQL front end: parsing, planning, output formats;
 //! - [`stats`]: counters, histograms, the in-flight I/O view;
 //! - [`inject`]: injection points for tests that force interleavings.
 //!
@@ -25,9 +28,11 @@ pub mod buffer;
 pub mod catalog;
 pub mod config;
 pub mod database;
+pub mod exec;
 pub mod heap;
 pub mod inject;
 pub mod page;
+pub mod sql;
 pub mod stats;
 pub mod storage;
 pub mod stream;

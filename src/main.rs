@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod shell;
+
 use aiostore::aio::{Aio, AioConfig};
 use aiostore::bench::fio::Pattern;
 use aiostore::bench::rawio::{self, RawioOptions, ReadMethod};
@@ -56,6 +58,16 @@ enum Command {
     },
     /// Creates a data directory (see --data-dir) with an empty catalog.
     Init,
+    /// Runs one or more `;`-separated SQL statements and prints their
+    /// results as aligned tables (or CSV with --csv).
+    Sql {
+        text: String,
+        #[arg(long)]
+        csv: bool,
+    },
+    /// An interactive SQL prompt (history, multi-line statements, \timing,
+    /// \d, \d t, \q).
+    Shell,
     /// Reads every block of a table into the buffer pool through a read
     /// stream and reports hits, reads, I/Os, waits and time.
     Prewarm {
@@ -265,6 +277,26 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Database::init(&cli.data_dir).map_err(|e| e.to_string())?;
             writeln!(out, "created data directory \"{}\"", cli.data_dir.display())
                 .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sql { ref text, csv } => {
+            let db = Database::open(&cli.data_dir, &cli.settings).map_err(|e| e.to_string())?;
+            let how = if csv {
+                shell::Output::Csv
+            } else {
+                shell::Output::Table
+            };
+            let ok = shell::run_sql(&db, text, how)?;
+            drop(db);
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Shell => {
+            let db = Database::open(&cli.data_dir, &cli.settings).map_err(|e| e.to_string())?;
+            shell::shell(&db)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Prewarm { ref table, json } => {

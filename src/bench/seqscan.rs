@@ -1,0 +1,276 @@
+//! `aiostore bench seqscan` and `aiostore bench copy`: a cold
+//! `SELECT count(*)` over a table much larger than `shared_buffers`, per
+//! I/O method and `io_combine_limit`, against fio's sequential 128 KiB
+//! direct read of the table's first segment in the same run; and loading
+//! the same table from CSV.
+//!
+//! The table is the reference thread's `bar(a int, b text, c text, d int)`
+//! filled with `i, md5(i::text), 'abcdefghijklmnopqrstuvwxyz', i`, built
+//! with the SQL generator in its own data directory (`bench/seqscan` inside
+//! the data directory) and kept between runs. Each case opens the database
+//! anew with direct I/O, so the pool starts empty and the page cache is not
+//! involved: every run is cold.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::fio::{self, Pattern};
+use crate::config::IoMethod;
+use crate::database::{Database, Session};
+use crate::heap::Value;
+use crate::storage::BLOCK_SIZE;
+
+const TABLE: &str = "bar";
+/// Bytes a `bar` row takes in a page (tuple, alignment, line pointer),
+/// used to choose the row count for a size.
+const ROW_BYTES: u64 = 100;
+/// Rows per INSERT … SELECT statement while building.
+const BUILD_ROWS_PER_STATEMENT: u64 = 1_000_000;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SeqscanOptions {
+    pub dir: PathBuf,
+    pub methods: Vec<IoMethod>,
+    pub size_mib: u64,
+    pub shared_buffers: u32,
+    pub fio: bool,
+}
+
+/// One measured case.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeqscanCase {
+    pub bench: &'static str,
+    pub case: &'static str,
+    pub method: &'static str,
+    pub io_combine_limit: usize,
+    pub io_direct: &'static str,
+    pub shared_buffers_mib: u64,
+    pub seconds: f64,
+    pub mib_s: f64,
+    pub rows: u64,
+    pub reads: u64,
+    pub ios: u64,
+    /// mib_s / fio's (seqscan), or None.
+    pub ratio: Option<f64>,
+}
+
+fn settings(method: IoMethod, combine: usize, opts: &SeqscanOptions) -> Vec<String> {
+    vec![
+        format!("io_method={}", method.name()),
+        "io_direct=data".into(),
+        format!("io_combine_limit={combine}"),
+        format!("shared_buffers={}", opts.shared_buffers),
+    ]
+}
+
+fn one_value(s: &mut Session, sql: &str) -> Result<Value, String> {
+    let results = crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))?;
+    results
+        .last()
+        .and_then(|r| r.rows.first())
+        .and_then(|row| row.first())
+        .cloned()
+        .ok_or_else(|| format!("{sql}: no result"))
+}
+
+fn count(s: &mut Session) -> Result<u64, String> {
+    match one_value(s, &format!("SELECT count(*) FROM {TABLE}"))? {
+        Value::BigInt(n) => Ok(n as u64),
+        Value::Integer(n) => Ok(n as u64),
+        other => Err(format!("count(*) returned {other:?}")),
+    }
+}
+
+/// Creates the data directory and the table unless they hold `rows` rows.
+fn ensure_table(opts: &SeqscanOptions, rows: u64) -> Result<(), String> {
+    if !opts.dir.join("AIOSTORE_VERSION").exists() {
+        Database::init(&opts.dir).map_err(|e| e.to_string())?;
+    }
+    let db = Database::open(
+        &opts.dir,
+        &settings(IoMethod::IoUring, 16, opts)[1..].to_vec(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut s = db.session().map_err(|e| e.to_string())?;
+    if db.catalog().table(TABLE).is_ok() && count(&mut s)? == rows {
+        return Ok(());
+    }
+    crate::sql::execute(
+        &mut s,
+        &format!(
+            "DROP TABLE IF EXISTS {TABLE}; CREATE TABLE {TABLE} (a integer, b text, c text, d integer)"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut done = 0;
+    while done < rows {
+        let n = BUILD_ROWS_PER_STATEMENT.min(rows - done);
+        crate::sql::execute(
+            &mut s,
+            &format!(
+                "INSERT INTO {TABLE} SELECT i, md5(i::text), 'abcdefghijklmnopqrstuvwxyz', i FROM generate_series({}, {}) i",
+                done + 1,
+                done + n
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        done += n;
+        let _ = writeln!(
+            std::io::stderr(),
+            "  built {done} of {rows} rows ({:.0} s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    crate::sql::execute(&mut s, "CHECKPOINT").map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn emit(out: &mut dyn Write, json: bool, c: &SeqscanCase) -> Result<(), String> {
+    let line = if json {
+        serde_json::to_string(c).map_err(|e| e.to_string())?
+    } else {
+        format!(
+            "{:<8} {:<9} {:>7} {:>8.3} {:>9.1} {:>10} {:>9} {:>8} {:>6}",
+            c.case,
+            c.method,
+            c.io_combine_limit,
+            c.seconds,
+            c.mib_s,
+            c.rows,
+            c.reads,
+            c.ios,
+            c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
+        )
+    };
+    writeln!(out, "{line}").map_err(|e| e.to_string())
+}
+
+fn table_file(dir: &Path, rel: u32) -> PathBuf {
+    dir.join("base").join(rel.to_string())
+}
+
+/// Runs the seqscan benchmark.
+pub fn run_seqscan(
+    opts: &SeqscanOptions,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<Vec<SeqscanCase>, String> {
+    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    if opts.size_mib < 8 * pool_mib {
+        return Err(format!(
+            "--size-mib {} is less than 8 × shared_buffers ({pool_mib} MiB); the scan would be cached",
+            opts.size_mib
+        ));
+    }
+    let rows = (opts.size_mib << 20) / ROW_BYTES;
+    let _ = writeln!(
+        std::io::stderr(),
+        "preparing table {TABLE} ({rows} rows, ~{} MiB) in {} ...",
+        opts.size_mib,
+        opts.dir.display()
+    );
+    ensure_table(opts, rows)?;
+    let (rel, table_bytes) = {
+        let db = Database::open(&opts.dir, &settings(IoMethod::Sync, 16, opts)[1..])
+            .map_err(|e| e.to_string())?;
+        let rel = db.catalog().table(TABLE).map_err(|e| e.to_string())?.heap.rel;
+        let nblocks = db
+            .pool()
+            .relation(rel)
+            .nblocks(crate::storage::Fork::Main)
+            .map_err(|e| e.to_string())?;
+        (rel, nblocks as u64 * BLOCK_SIZE as u64)
+    };
+    let table_mib = table_bytes as f64 / (1 << 20) as f64;
+    let use_fio = opts.fio && fio::available();
+    if !json {
+        writeln!(
+            out,
+            "aiostore bench seqscan: SELECT count(*) FROM {TABLE}, {rows} rows, {table_mib:.0} MiB; shared_buffers={pool_mib} MiB io_direct=data cache=cold (O_DIRECT, database reopened per case) fio={}",
+            if use_fio { "yes" } else { "no" }
+        )
+        .map_err(|e| e.to_string())?;
+        writeln!(
+            out,
+            "case     method    combine  seconds     MiB/s       rows     reads      ios  ratio"
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let mut cases = Vec::new();
+    for &method in &opts.methods {
+        let fio_mib_s = if use_fio {
+            let file = table_file(&opts.dir, rel);
+            let len = std::fs::metadata(&file).map_err(|e| e.to_string())?.len();
+            let r = fio::run(&file, len, Pattern::Sequential, 16 * BLOCK_SIZE, 16, true, 2.0)?;
+            let c = SeqscanCase {
+                bench: "seqscan",
+                case: "fio",
+                method: method.name(),
+                io_combine_limit: 16,
+                io_direct: "data",
+                shared_buffers_mib: pool_mib,
+                seconds: 2.0,
+                mib_s: r.bytes_per_second / (1 << 20) as f64,
+                rows: 0,
+                reads: 0,
+                ios: 0,
+                ratio: Some(1.0),
+            };
+            emit(out, json, &c)?;
+            let mib_s = c.mib_s;
+            cases.push(c);
+            Some(mib_s)
+        } else {
+            None
+        };
+        for combine in [1usize, 16] {
+            let db = Database::open(&opts.dir, &settings(method, combine, opts))
+                .map_err(|e| e.to_string())?;
+            if db.aio().method() != method {
+                return Err(format!("{method} is not available here"));
+            }
+            let mut s = db.session().map_err(|e| e.to_string())?;
+            let reads_before = db.pool().stats().reads.load(std::sync::atomic::Ordering::Relaxed);
+            let ios_before = db
+                .aio()
+                .stats()
+                .row(method, crate::stats::IoOp::Read)
+                .map_or(0, |r| r.ios);
+            let started = Instant::now();
+            let n = count(&mut s)?;
+            let seconds = started.elapsed().as_secs_f64();
+            if n != rows {
+                return Err(format!("count(*) returned {n}, expected {rows}"));
+            }
+            let mut c = SeqscanCase {
+                bench: "seqscan",
+                case: "count",
+                method: method.name(),
+                io_combine_limit: combine,
+                io_direct: "data",
+                shared_buffers_mib: pool_mib,
+                seconds,
+                mib_s: table_mib / seconds,
+                rows: n,
+                reads: db.pool().stats().reads.load(std::sync::atomic::Ordering::Relaxed)
+                    - reads_before,
+                ios: db
+                    .aio()
+                    .stats()
+                    .row(method, crate::stats::IoOp::Read)
+                    .map_or(0, |r| r.ios)
+                    - ios_before,
+                ratio: None,
+            };
+            c.ratio = fio_mib_s.map(|f| c.mib_s / f);
+            emit(out, json, &c)?;
+            cases.push(c);
+        }
+    }
+    Ok(cases)
+}

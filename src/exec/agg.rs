@@ -1,0 +1,305 @@
+//! Aggregate functions and grouping.
+//!
+//! An [`Aggregate`] is type-checked when built; its running state is an
+//! [`Acc`], one per group. Result types follow PostgreSQL where we have
+//! the type: `count` is bigint; `sum` of integers is bigint (PostgreSQL
+//! gives numeric for `sum(bigint)`, we give bigint and fail with "bigint out
+//! of range" instead), of doubles double; `avg` is double precision
+//! (PostgreSQL: numeric for integers); `min`/`max` keep their argument's
+//! type. Integer sums run in 128 bits, so only the final result can
+//! overflow.
+
+use std::hash::{Hash, Hasher};
+
+use super::expr::{EvalContext, Expr};
+use super::value::{as_f64, as_i64, compare};
+use super::ExecError;
+use crate::heap::{ColumnType, Value};
+
+/// Which aggregate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggFunc {
+    /// `count(*)`: rows.
+    CountStar,
+    /// `count(x)`: rows where x is not NULL.
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+impl AggFunc {
+    /// The aggregate called `name` (lower case) taking an argument.
+    pub fn by_name(name: &str) -> Option<AggFunc> {
+        Some(match name {
+            "count" => AggFunc::Count,
+            "sum" => AggFunc::Sum,
+            "avg" => AggFunc::Avg,
+            "min" => AggFunc::Min,
+            "max" => AggFunc::Max,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AggFunc::CountStar | AggFunc::Count => "count",
+            AggFunc::Sum => "sum",
+            AggFunc::Avg => "avg",
+            AggFunc::Min => "min",
+            AggFunc::Max => "max",
+        }
+    }
+}
+
+/// An aggregate call: function and argument.
+#[derive(Debug, Clone)]
+pub struct Aggregate {
+    func: AggFunc,
+    arg: Option<Expr>,
+    ty: ColumnType,
+}
+
+impl Aggregate {
+    /// `func(arg)`; `arg` is `None` only for `count(*)`.
+    pub fn new(func: AggFunc, arg: Option<Expr>) -> Result<Aggregate, ExecError> {
+        let arg_ty = arg.as_ref().and_then(Expr::ty);
+        let numeric = matches!(
+            arg_ty,
+            None | Some(ColumnType::Integer | ColumnType::BigInt | ColumnType::Double)
+        );
+        let no_function = || ExecError::NoFunction {
+            call: format!(
+                "{}({})",
+                func.name(),
+                arg_ty.map_or("unknown", ColumnType::name)
+            ),
+            signature: "sum/avg(integer | bigint | double precision)",
+        };
+        let ty = match (func, &arg) {
+            (AggFunc::CountStar, None) => ColumnType::BigInt,
+            (AggFunc::CountStar, Some(_)) | (_, None) => {
+                return Err(ExecError::Internal(
+                    "count(*) takes no argument, others one",
+                ))
+            }
+            (AggFunc::Count, Some(_)) => ColumnType::BigInt,
+            (AggFunc::Sum | AggFunc::Avg, Some(_)) if !numeric => return Err(no_function()),
+            (AggFunc::Sum, Some(_)) => match arg_ty {
+                Some(ColumnType::Double) => ColumnType::Double,
+                _ => ColumnType::BigInt,
+            },
+            (AggFunc::Avg, Some(_)) => ColumnType::Double,
+            (AggFunc::Min | AggFunc::Max, Some(_)) => arg_ty.unwrap_or(ColumnType::Text),
+        };
+        Ok(Aggregate { func, arg, ty })
+    }
+
+    /// The result type.
+    pub fn ty(&self) -> ColumnType {
+        self.ty
+    }
+
+    /// A fresh running state.
+    pub fn start(&self) -> Acc {
+        match self.func {
+            AggFunc::CountStar | AggFunc::Count => Acc::Count(0),
+            AggFunc::Sum | AggFunc::Avg
+                if self.arg.as_ref().and_then(Expr::ty) == Some(ColumnType::Double) =>
+            {
+                Acc::Double { sum: 0.0, n: 0 }
+            }
+            AggFunc::Sum | AggFunc::Avg => Acc::Integer { sum: 0, n: 0 },
+            AggFunc::Min | AggFunc::Max => Acc::Extreme(Value::Null),
+        }
+    }
+
+    /// Adds `row` to `acc`.
+    pub fn update(
+        &self,
+        acc: &mut Acc,
+        row: &[Value],
+        ctx: &mut EvalContext,
+    ) -> Result<(), ExecError> {
+        if let (AggFunc::CountStar, Acc::Count(n)) = (self.func, &mut *acc) {
+            *n += 1;
+            return Ok(());
+        }
+        let Some(arg) = &self.arg else {
+            return Err(ExecError::Internal("aggregate without argument"));
+        };
+        let v = arg.eval(row, ctx)?;
+        if v.is_null() {
+            return Ok(());
+        }
+        match acc {
+            Acc::Count(n) => *n += 1,
+            Acc::Integer { sum, n } => {
+                *sum += i128::from(as_i64(&v).unwrap_or(0));
+                *n += 1;
+            }
+            Acc::Double { sum, n } => {
+                *sum += as_f64(&v).unwrap_or(0.0);
+                *n += 1;
+            }
+            Acc::Extreme(best) => {
+                let better = match compare(&v, best) {
+                    None => true, // best is still NULL
+                    Some(ord) => {
+                        (self.func == AggFunc::Min && ord.is_lt())
+                            || (self.func == AggFunc::Max && ord.is_gt())
+                    }
+                };
+                if better {
+                    *best = v;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The result of `acc`.
+    pub fn result(&self, acc: &Acc) -> Result<Value, ExecError> {
+        Ok(match (self.func, acc) {
+            (_, Acc::Count(n)) => Value::BigInt(*n),
+            (_, Acc::Integer { n: 0, .. } | Acc::Double { n: 0, .. }) => Value::Null,
+            (AggFunc::Avg, Acc::Integer { sum, n }) => Value::Double(*sum as f64 / *n as f64),
+            (AggFunc::Avg, Acc::Double { sum, n }) => Value::Double(*sum / *n as f64),
+            (_, Acc::Integer { sum, .. }) => Value::BigInt(
+                i64::try_from(*sum).map_err(|_| ExecError::OutOfRange { ty: "bigint" })?,
+            ),
+            (_, Acc::Double { sum, .. }) => Value::Double(*sum),
+            (_, Acc::Extreme(v)) => v.clone(),
+        })
+    }
+}
+
+/// The running state of one aggregate in one group.
+#[derive(Debug, Clone)]
+pub enum Acc {
+    Count(i64),
+    Integer {
+        sum: i128,
+        n: i64,
+    },
+    Double {
+        sum: f64,
+        n: i64,
+    },
+    /// min or max so far (NULL before the first value).
+    Extreme(Value),
+}
+
+/// A group's key values, hashable: NULLs group together, and doubles by
+/// value (NaN with NaN, -0 with 0), as PostgreSQL groups them.
+#[derive(Debug, Clone)]
+pub struct GroupKey(pub Vec<Value>);
+
+impl PartialEq for GroupKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self.0.iter().zip(&other.0).all(|(a, b)| match (a, b) {
+                (Value::Null, Value::Null) => true,
+                _ => compare(a, b).is_some_and(|o| o.is_eq()),
+            })
+    }
+}
+
+impl Eq for GroupKey {}
+
+impl Hash for GroupKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for v in &self.0 {
+            match v {
+                Value::Null => state.write_u8(0),
+                // Integers of either width compare equal by value.
+                Value::Integer(_) | Value::BigInt(_) => state.write_i64(as_i64(v).unwrap_or(0)),
+                Value::Double(x) => {
+                    let canonical = if x.is_nan() {
+                        f64::NAN
+                    } else if *x == 0.0 {
+                        0.0
+                    } else {
+                        *x
+                    };
+                    state.write_u64(canonical.to_bits());
+                }
+                Value::Text(s) => s.hash(state),
+                Value::Boolean(b) => state.write_u8(2 + u8::from(*b)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(agg: &Aggregate, values: &[Value]) -> Value {
+        let mut acc = agg.start();
+        let mut ctx = EvalContext::new();
+        for v in values {
+            agg.update(&mut acc, std::slice::from_ref(v), &mut ctx)
+                .unwrap();
+        }
+        agg.result(&acc).unwrap()
+    }
+
+    #[test]
+    fn results_have_postgresql_types_and_skip_nulls() {
+        let col = |ty| Some(Expr::column(0, ty));
+        let ints = [Value::Integer(1), Value::Null, Value::Integer(4)];
+        let sum = Aggregate::new(AggFunc::Sum, col(ColumnType::Integer)).unwrap();
+        assert_eq!(sum.ty(), ColumnType::BigInt);
+        assert_eq!(run(&sum, &ints), Value::BigInt(5));
+        let avg = Aggregate::new(AggFunc::Avg, col(ColumnType::Integer)).unwrap();
+        assert_eq!(run(&avg, &ints), Value::Double(2.5));
+        let count = Aggregate::new(AggFunc::Count, col(ColumnType::Integer)).unwrap();
+        assert_eq!(run(&count, &ints), Value::BigInt(2));
+        let star = Aggregate::new(AggFunc::CountStar, None).unwrap();
+        assert_eq!(run(&star, &ints), Value::BigInt(3));
+        let min = Aggregate::new(AggFunc::Min, col(ColumnType::Integer)).unwrap();
+        assert_eq!(run(&min, &ints), Value::Integer(1));
+        assert_eq!(run(&min, &[]), Value::Null);
+        assert_eq!(run(&sum, &[Value::Null]), Value::Null);
+        let davg = Aggregate::new(AggFunc::Avg, col(ColumnType::Double)).unwrap();
+        assert_eq!(
+            run(&davg, &[Value::Double(1.0), Value::Double(2.0)]),
+            Value::Double(1.5)
+        );
+        let text_sum = Aggregate::new(AggFunc::Sum, col(ColumnType::Text)).unwrap_err();
+        assert!(text_sum.to_string().contains("sum(text)"), "{text_sum}");
+    }
+
+    #[test]
+    fn a_bigint_sum_that_overflows_is_an_error_not_a_wrap() {
+        let sum = Aggregate::new(AggFunc::Sum, Some(Expr::column(0, ColumnType::BigInt))).unwrap();
+        let mut acc = sum.start();
+        let mut ctx = EvalContext::new();
+        for _ in 0..2 {
+            sum.update(&mut acc, &[Value::BigInt(i64::MAX)], &mut ctx)
+                .unwrap();
+        }
+        assert!(matches!(
+            sum.result(&acc),
+            Err(ExecError::OutOfRange { ty: "bigint" })
+        ));
+    }
+
+    #[test]
+    fn group_keys_treat_nulls_and_zeros_alike() {
+        use std::collections::HashSet;
+        let keys: HashSet<GroupKey> = [
+            GroupKey(vec![Value::Null]),
+            GroupKey(vec![Value::Null]),
+            GroupKey(vec![Value::Double(0.0)]),
+            GroupKey(vec![Value::Double(-0.0)]),
+            GroupKey(vec![Value::Double(f64::NAN)]),
+            GroupKey(vec![Value::Double(f64::NAN)]),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(keys.len(), 3);
+    }
+}

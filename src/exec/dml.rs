@@ -1,0 +1,247 @@
+//! INSERT, UPDATE and DELETE.
+//!
+//! Each takes the transaction id (and the statement's command id) before
+//! its first write and stamps every tuple it writes with them. An UPDATE
+//! writes the new version first and then marks the old one with a pointer
+//! to it (`Heap::delete` with `newer`), as the heap expects; rows to change
+//! are found with the statement's snapshot and collected before anything
+//! is written. NOT NULL is checked per row before the row is encoded, so
+//! the error names the table and column.
+
+use std::sync::Arc;
+
+use super::expr::EvalContext;
+use super::plan::{
+    run_pipeline, scan_table, Filter, Flow, NodeCounts, Pipeline, RowSink, ScanNode,
+};
+use super::{ExecError, Expr, Outcome};
+use crate::catalog::TableDef;
+use crate::database::{Database, Session, StatementSnapshot};
+use crate::heap::tuple::encode;
+use crate::heap::{InsertState, Tid, Value};
+use crate::txn::{CommandId, Xid};
+
+/// `INSERT INTO table …`: the input pipeline produces rows of the table's
+/// full width, in column order, of the columns' types.
+pub struct InsertPlan {
+    pub table: Arc<TableDef>,
+    pub input: Pipeline,
+    /// Load through a bulk-write ring (many rows) instead of the pool.
+    pub bulk: bool,
+}
+
+/// `UPDATE table SET … WHERE …`.
+pub struct UpdatePlan {
+    /// Decodes every column: the new version needs them all.
+    pub scan: ScanNode,
+    pub filter: Option<Filter>,
+    /// (column, new value over the old row).
+    pub assignments: Vec<(usize, Expr)>,
+    pub counts: NodeCounts,
+}
+
+/// `DELETE FROM table WHERE …`.
+pub struct DeletePlan {
+    pub scan: ScanNode,
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+}
+
+/// Refuses NULL in a NOT NULL column, then encodes `row` as written by
+/// (`xid`, `cid`).
+fn encode_row(
+    table: &TableDef,
+    row: &[Value],
+    xid: Xid,
+    cid: CommandId,
+) -> Result<Vec<u8>, ExecError> {
+    for (column, v) in table.columns.iter().zip(row) {
+        if column.not_null && v.is_null() {
+            return Err(ExecError::NotNull {
+                table: table.name().to_string(),
+                column: column.name.clone(),
+            });
+        }
+        if let Some(ty) = v.column_type() {
+            if ty != column.ty {
+                return Err(ExecError::ColumnType {
+                    table: table.name().to_string(),
+                    column: column.name.clone(),
+                    expected: column.ty.name(),
+                    found: ty.name(),
+                });
+            }
+        }
+    }
+    Ok(encode(&table.heap.types, row, xid, cid)?)
+}
+
+struct InsertSink {
+    db: Arc<Database>,
+    table: Arc<TableDef>,
+    xid: Xid,
+    cid: CommandId,
+    state: InsertState,
+    inserted: u64,
+}
+
+impl RowSink for InsertSink {
+    fn accept(&mut self, s: &mut Session, row: &[Value]) -> Result<Flow, ExecError> {
+        let tuple = encode_row(&self.table, row, self.xid, self.cid)?;
+        self.db
+            .heap()
+            .insert(&mut s.buf, &self.table.heap, &tuple, &mut self.state)?;
+        self.inserted += 1;
+        Ok(Flow::Continue)
+    }
+}
+
+pub(crate) fn run_insert(
+    plan: &mut InsertPlan,
+    s: &mut Session,
+    snap: &mut StatementSnapshot,
+    ctx: &mut EvalContext,
+) -> Result<Outcome, ExecError> {
+    let (xid, cid) = s.xid(snap)?;
+    let db = Arc::clone(s.db());
+    let mut sink = InsertSink {
+        state: if plan.bulk {
+            InsertState::bulk(db.pool().nbuffers())
+        } else {
+            InsertState::default()
+        },
+        db,
+        table: Arc::clone(&plan.table),
+        xid,
+        cid,
+        inserted: 0,
+    };
+    let result = run_pipeline(&mut plan.input, s, snap.get(), ctx, &mut sink);
+    // The insert state holds its target page pinned, failed or not.
+    sink.state.finish(&mut s.buf);
+    result?;
+    Ok(Outcome {
+        rows: Vec::new(),
+        count: sink.inserted,
+    })
+}
+
+/// The rows of `scan` that pass `filter`, with their tids.
+fn matching_rows(
+    scan: &mut ScanNode,
+    filter: &Option<Filter>,
+    counts: &mut NodeCounts,
+    s: &mut Session,
+    snap: &StatementSnapshot,
+    ctx: &mut EvalContext,
+    keep_values: bool,
+) -> Result<Vec<(Tid, Vec<Value>)>, ExecError> {
+    let mut found = Vec::new();
+    scan_table(scan, s, snap.get(), |tid, row| {
+        if let Some(f) = filter {
+            if !super::value::is_true(&f.predicate.eval(row, ctx)?) {
+                counts.removed += 1;
+                return Ok(Flow::Continue);
+            }
+        }
+        counts.rows += 1;
+        found.push((
+            tid,
+            if keep_values {
+                row.to_vec()
+            } else {
+                Vec::new()
+            },
+        ));
+        Ok(Flow::Continue)
+    })?;
+    Ok(found)
+}
+
+pub(crate) fn run_update(
+    plan: &mut UpdatePlan,
+    s: &mut Session,
+    snap: &mut StatementSnapshot,
+    ctx: &mut EvalContext,
+) -> Result<Outcome, ExecError> {
+    let (xid, cid) = s.xid(snap)?;
+    let rows = matching_rows(
+        &mut plan.scan,
+        &plan.filter,
+        &mut plan.counts,
+        s,
+        snap,
+        ctx,
+        true,
+    )?;
+    let db = Arc::clone(s.db());
+    let table = Arc::clone(&plan.scan.table);
+    let mut state = InsertState::default();
+    let mut updated = 0;
+    let mut apply = |s: &mut Session, state: &mut InsertState| -> Result<(), ExecError> {
+        for (tid, old) in &rows {
+            let mut new = old.clone();
+            for (column, e) in &plan.assignments {
+                let slot = new.get_mut(*column).ok_or(ExecError::Internal(
+                    "UPDATE assigns a column the row does not have",
+                ))?;
+                *slot = e.eval(old, ctx)?;
+            }
+            let tuple = encode_row(&table, &new, xid, cid)?;
+            let new_tid = db.heap().insert(&mut s.buf, &table.heap, &tuple, state)?;
+            if db
+                .heap()
+                .delete(&mut s.buf, &table.heap, *tid, xid, cid, Some(new_tid))?
+            {
+                updated += 1;
+            } else {
+                // Already changed by this transaction: the statement's
+                // snapshot should not have shown it, but if it did, the
+                // new version must not survive either.
+                db.heap()
+                    .delete(&mut s.buf, &table.heap, new_tid, xid, cid, None)?;
+            }
+        }
+        Ok(())
+    };
+    let result = apply(s, &mut state);
+    state.finish(&mut s.buf);
+    result?;
+    Ok(Outcome {
+        rows: Vec::new(),
+        count: updated,
+    })
+}
+
+pub(crate) fn run_delete(
+    plan: &mut DeletePlan,
+    s: &mut Session,
+    snap: &mut StatementSnapshot,
+    ctx: &mut EvalContext,
+) -> Result<Outcome, ExecError> {
+    let (xid, cid) = s.xid(snap)?;
+    let rows = matching_rows(
+        &mut plan.scan,
+        &plan.filter,
+        &mut plan.counts,
+        s,
+        snap,
+        ctx,
+        false,
+    )?;
+    let db = Arc::clone(s.db());
+    let table = &plan.scan.table;
+    let mut deleted = 0;
+    for (tid, _) in rows {
+        if db
+            .heap()
+            .delete(&mut s.buf, &table.heap, tid, xid, cid, None)?
+        {
+            deleted += 1;
+        }
+    }
+    Ok(Outcome {
+        rows: Vec::new(),
+        count: deleted,
+    })
+}

@@ -1,0 +1,807 @@
+//! Typed expressions: built (and type-checked) once by the front end,
+//! evaluated per row by the executor.
+//!
+//! Every [`Expr`] knows its result type when it is built, so type errors
+//! ("operator does not exist: integer + text") are raised before a
+//! statement touches any data, and evaluation never has to guess. The only
+//! expression without a type is a NULL literal (PostgreSQL's `unknown`),
+//! which takes the type its context wants.
+//!
+//! Numeric operands are promoted `integer < bigint < double precision`, as
+//! in PostgreSQL; integer arithmetic is checked and fails with "integer out
+//! of range" rather than wrapping. Comparisons and logic follow SQL's
+//! three-valued rules: any comparison with NULL is NULL, `false AND NULL`
+//! is false, `true OR NULL` is true.
+
+use std::cmp::Ordering;
+use std::hash::{BuildHasher, Hasher};
+
+use super::md5::md5_hex;
+use super::value::{
+    as_f64, as_i64, can_cast, cast_value, category, compare, like_match, numeric_rank, type_name,
+    value_to_text,
+};
+use super::ExecError;
+use crate::heap::{ColumnType, Value};
+
+/// Longest text a function may build (`repeat`, `||`): far beyond what a
+/// row can hold (values larger than a page are refused), but it keeps a
+/// typo like `repeat('x', 2000000000)` from exhausting memory.
+pub const MAX_TEXT_BYTES: usize = 64 << 20;
+
+/// A binary operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    /// `||`
+    Concat,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    /// The operator as SQL writes it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Mod => "%",
+            BinaryOp::Concat => "||",
+            BinaryOp::Eq => "=",
+            BinaryOp::Ne => "<>",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::And => "AND",
+            BinaryOp::Or => "OR",
+        }
+    }
+
+    fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+}
+
+/// A scalar function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    /// `random()`: uniform in [0, 1).
+    Random,
+    /// `md5(text)`: hex digest.
+    Md5,
+    /// `repeat(text, integer)`.
+    Repeat,
+    /// `length(text)`: characters.
+    Length,
+    /// `abs(number)`.
+    Abs,
+    Lower,
+    Upper,
+}
+
+impl Function {
+    const ALL: [Function; 7] = [
+        Function::Random,
+        Function::Md5,
+        Function::Repeat,
+        Function::Length,
+        Function::Abs,
+        Function::Lower,
+        Function::Upper,
+    ];
+
+    /// The function called `name` (lower case), if there is one.
+    pub fn by_name(name: &str) -> Option<Function> {
+        Function::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Random => "random",
+            Function::Md5 => "md5",
+            Function::Repeat => "repeat",
+            Function::Length => "length",
+            Function::Abs => "abs",
+            Function::Lower => "lower",
+            Function::Upper => "upper",
+        }
+    }
+
+    /// The argument types it takes, for error messages.
+    fn signature(self) -> &'static str {
+        match self {
+            Function::Random => "random()",
+            Function::Md5 => "md5(text)",
+            Function::Repeat => "repeat(text, integer)",
+            Function::Length => "length(text)",
+            Function::Abs => "abs(integer | bigint | double precision)",
+            Function::Lower => "lower(text)",
+            Function::Upper => "upper(text)",
+        }
+    }
+
+    /// The result type for arguments of `args`, or `None` if it does not
+    /// take them. An argument of unknown type (NULL) fits anything.
+    fn result_type(self, args: &[Option<ColumnType>]) -> Option<Option<ColumnType>> {
+        let text = |t: &Option<ColumnType>| matches!(t, None | Some(ColumnType::Text));
+        let integer = |t: &Option<ColumnType>| {
+            matches!(t, None | Some(ColumnType::Integer | ColumnType::BigInt))
+        };
+        match (self, args) {
+            (Function::Random, []) => Some(Some(ColumnType::Double)),
+            (Function::Md5 | Function::Lower | Function::Upper, [a]) if text(a) => {
+                Some(Some(ColumnType::Text))
+            }
+            (Function::Repeat, [a, n]) if text(a) && integer(n) => Some(Some(ColumnType::Text)),
+            (Function::Length, [a]) if text(a) => Some(Some(ColumnType::Integer)),
+            (Function::Abs, [a]) if a.is_none_or(|t| numeric_rank(&t).is_some()) => Some(*a),
+            _ => None,
+        }
+    }
+}
+
+/// Per-statement state of evaluation: the generator behind `random()`.
+pub struct EvalContext {
+    rng: u64,
+}
+
+impl Default for EvalContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EvalContext {
+    /// A context whose `random()` is seeded from the operating system's
+    /// randomness (through the standard library's hash seeds).
+    pub fn new() -> EvalContext {
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        EvalContext { rng: seed | 1 }
+    }
+
+    /// Uniform in [0, 1), 53 random bits (xorshift64*).
+    fn random(&mut self) -> f64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        let bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
+        bits as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A typed expression over the columns of an input row.
+#[derive(Debug, Clone)]
+pub struct Expr {
+    kind: Kind,
+    ty: Option<ColumnType>,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Const(Value),
+    Column(usize),
+    /// Operands are numeric; evaluated in the expression's type.
+    Arith(BinaryOp, Box<Expr>, Box<Expr>),
+    Concat(Box<Expr>, Box<Expr>),
+    Compare(BinaryOp, Box<Expr>, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    Negate(Box<Expr>),
+    IsNull(Box<Expr>, bool),
+    InList(Box<Expr>, Vec<Expr>, bool),
+    Like(Box<Expr>, Box<Expr>, bool),
+    Cast(Box<Expr>, ColumnType),
+    Call(Function, Vec<Expr>),
+}
+
+/// The wider of two numeric types.
+fn promote(a: ColumnType, b: ColumnType) -> ColumnType {
+    if numeric_rank(&a) >= numeric_rank(&b) {
+        a
+    } else {
+        b
+    }
+}
+
+impl Expr {
+    /// A constant.
+    pub fn constant(v: Value) -> Expr {
+        Expr {
+            ty: v.column_type(),
+            kind: Kind::Const(v),
+        }
+    }
+
+    /// A NULL of type `ty` (`None`: unknown, as a bare NULL literal).
+    pub fn null(ty: Option<ColumnType>) -> Expr {
+        Expr {
+            kind: Kind::Const(Value::Null),
+            ty,
+        }
+    }
+
+    /// Column `index` of the input row, of type `ty`.
+    pub fn column(index: usize, ty: ColumnType) -> Expr {
+        Expr {
+            kind: Kind::Column(index),
+            ty: Some(ty),
+        }
+    }
+
+    /// The result type; `None` for an untyped NULL.
+    pub fn ty(&self) -> Option<ColumnType> {
+        self.ty
+    }
+
+    /// `l op r`, type-checked.
+    pub fn binary(op: BinaryOp, l: Expr, r: Expr) -> Result<Expr, ExecError> {
+        let no_operator = || ExecError::NoOperator {
+            left: type_name(l.ty),
+            op: op.symbol(),
+            right: type_name(r.ty),
+        };
+        match op {
+            BinaryOp::And | BinaryOp::Or => {
+                for side in [&l, &r] {
+                    require_boolean(side, op.symbol())?;
+                }
+                let (l, r) = (Box::new(l), Box::new(r));
+                Ok(Expr {
+                    kind: if op == BinaryOp::And {
+                        Kind::And(l, r)
+                    } else {
+                        Kind::Or(l, r)
+                    },
+                    ty: Some(ColumnType::Boolean),
+                })
+            }
+            BinaryOp::Concat => {
+                // text || anything (as PostgreSQL's anynonarray), not
+                // number || number.
+                let texty = |t: Option<ColumnType>| matches!(t, None | Some(ColumnType::Text));
+                if !texty(l.ty) && !texty(r.ty) {
+                    return Err(no_operator());
+                }
+                Ok(Expr {
+                    kind: Kind::Concat(Box::new(l), Box::new(r)),
+                    ty: Some(ColumnType::Text),
+                })
+            }
+            _ if op.is_comparison() => {
+                if let (Some(a), Some(b)) = (l.ty, r.ty) {
+                    if category(a) != category(b) {
+                        return Err(no_operator());
+                    }
+                }
+                Ok(Expr {
+                    kind: Kind::Compare(op, Box::new(l), Box::new(r)),
+                    ty: Some(ColumnType::Boolean),
+                })
+            }
+            _ => {
+                let numeric = |t: Option<ColumnType>| t.is_none_or(|t| numeric_rank(&t).is_some());
+                if !numeric(l.ty) || !numeric(r.ty) {
+                    return Err(no_operator());
+                }
+                let ty = match (l.ty, r.ty) {
+                    (Some(a), Some(b)) => Some(promote(a, b)),
+                    (a, b) => a.or(b),
+                };
+                // PostgreSQL has no % for double precision.
+                if op == BinaryOp::Mod && ty == Some(ColumnType::Double) {
+                    return Err(no_operator());
+                }
+                Ok(Expr {
+                    kind: Kind::Arith(op, Box::new(l), Box::new(r)),
+                    ty,
+                })
+            }
+        }
+    }
+
+    /// `NOT e`.
+    pub fn negation(e: Expr) -> Result<Expr, ExecError> {
+        require_boolean(&e, "NOT")?;
+        Ok(Expr {
+            kind: Kind::Not(Box::new(e)),
+            ty: Some(ColumnType::Boolean),
+        })
+    }
+
+    /// `-e`.
+    pub fn negate(e: Expr) -> Result<Expr, ExecError> {
+        if e.ty.is_some_and(|t| numeric_rank(&t).is_none()) {
+            return Err(ExecError::NoPrefixOperator {
+                op: "-",
+                ty: type_name(e.ty),
+            });
+        }
+        Ok(Expr {
+            ty: e.ty,
+            kind: Kind::Negate(Box::new(e)),
+        })
+    }
+
+    /// `e IS [NOT] NULL`.
+    pub fn is_null(e: Expr, negated: bool) -> Expr {
+        Expr {
+            kind: Kind::IsNull(Box::new(e), negated),
+            ty: Some(ColumnType::Boolean),
+        }
+    }
+
+    /// `e [NOT] IN (list…)`.
+    pub fn in_list(e: Expr, list: Vec<Expr>, negated: bool) -> Result<Expr, ExecError> {
+        for item in &list {
+            if let (Some(a), Some(b)) = (e.ty, item.ty) {
+                if category(a) != category(b) {
+                    return Err(ExecError::NoOperator {
+                        left: a.name(),
+                        op: "=",
+                        right: b.name(),
+                    });
+                }
+            }
+        }
+        Ok(Expr {
+            kind: Kind::InList(Box::new(e), list, negated),
+            ty: Some(ColumnType::Boolean),
+        })
+    }
+
+    /// `e [NOT] BETWEEN low AND high`, as `e >= low AND e <= high`.
+    pub fn between(e: Expr, low: Expr, high: Expr, negated: bool) -> Result<Expr, ExecError> {
+        let range = Expr::binary(
+            BinaryOp::And,
+            Expr::binary(BinaryOp::Ge, e.clone(), low)?,
+            Expr::binary(BinaryOp::Le, e, high)?,
+        )?;
+        if negated {
+            Expr::negation(range)
+        } else {
+            Ok(range)
+        }
+    }
+
+    /// `e [NOT] LIKE pattern` (`%` any run, `_` one character, `\`
+    /// escapes).
+    pub fn like(e: Expr, pattern: Expr, negated: bool) -> Result<Expr, ExecError> {
+        for side in [&e, &pattern] {
+            if !matches!(side.ty, None | Some(ColumnType::Text)) {
+                return Err(ExecError::NoOperator {
+                    left: type_name(e.ty),
+                    op: "LIKE",
+                    right: type_name(pattern.ty),
+                });
+            }
+        }
+        Ok(Expr {
+            kind: Kind::Like(Box::new(e), Box::new(pattern), negated),
+            ty: Some(ColumnType::Boolean),
+        })
+    }
+
+    /// `e::to`. A constant is converted at once, so that a bad literal is
+    /// reported before the statement runs.
+    pub fn cast(e: Expr, to: ColumnType) -> Result<Expr, ExecError> {
+        if e.ty == Some(to) {
+            return Ok(e);
+        }
+        if let Some(from) = e.ty {
+            if !can_cast(from, to) {
+                return Err(ExecError::NoCast {
+                    from: from.name(),
+                    to: to.name(),
+                });
+            }
+        }
+        if let Kind::Const(v) = &e.kind {
+            return Ok(Expr {
+                kind: Kind::Const(cast_value(v, to)?),
+                ty: Some(to),
+            });
+        }
+        Ok(Expr {
+            kind: Kind::Cast(Box::new(e), to),
+            ty: Some(to),
+        })
+    }
+
+    /// A call of scalar function `f`.
+    pub fn call(f: Function, args: Vec<Expr>) -> Result<Expr, ExecError> {
+        let types: Vec<Option<ColumnType>> = args.iter().map(|a| a.ty).collect();
+        let Some(ty) = f.result_type(&types) else {
+            return Err(ExecError::NoFunction {
+                call: format!(
+                    "{}({})",
+                    f.name(),
+                    types
+                        .iter()
+                        .map(|t| type_name(*t))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                signature: f.signature(),
+            });
+        };
+        Ok(Expr {
+            kind: Kind::Call(f, args),
+            ty,
+        })
+    }
+
+    /// Whether evaluating it may give a different value each time (it
+    /// calls `random()`), so it must not be computed once up front.
+    pub fn is_volatile(&self) -> bool {
+        match &self.kind {
+            Kind::Const(_) | Kind::Column(_) => false,
+            Kind::Call(Function::Random, _) => true,
+            Kind::Arith(_, l, r)
+            | Kind::Concat(l, r)
+            | Kind::Compare(_, l, r)
+            | Kind::And(l, r)
+            | Kind::Or(l, r)
+            | Kind::Like(l, r, _) => l.is_volatile() || r.is_volatile(),
+            Kind::Not(e) | Kind::Negate(e) | Kind::IsNull(e, _) | Kind::Cast(e, _) => {
+                e.is_volatile()
+            }
+            Kind::InList(e, list, _) => e.is_volatile() || list.iter().any(Expr::is_volatile),
+            Kind::Call(_, args) => args.iter().any(Expr::is_volatile),
+        }
+    }
+
+    /// Evaluates against `row`.
+    pub fn eval(&self, row: &[Value], ctx: &mut EvalContext) -> Result<Value, ExecError> {
+        match &self.kind {
+            Kind::Const(v) => Ok(v.clone()),
+            Kind::Column(i) => row.get(*i).cloned().ok_or(ExecError::Internal(
+                "expression reads a column the row does not have",
+            )),
+            Kind::Arith(op, l, r) => {
+                let a = l.eval(row, ctx)?;
+                let b = r.eval(row, ctx)?;
+                match self.ty {
+                    Some(ty) if !a.is_null() && !b.is_null() => arith(*op, &a, &b, ty),
+                    _ => Ok(Value::Null),
+                }
+            }
+            Kind::Concat(l, r) => {
+                let a = l.eval(row, ctx)?;
+                let b = r.eval(row, ctx)?;
+                if a.is_null() || b.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut s = value_to_text(&a);
+                let b = value_to_text(&b);
+                check_text_len(s.len() + b.len())?;
+                s.push_str(&b);
+                Ok(Value::Text(s))
+            }
+            Kind::Compare(op, l, r) => {
+                let a = l.eval(row, ctx)?;
+                let b = r.eval(row, ctx)?;
+                Ok(match compare(&a, &b) {
+                    None => Value::Null,
+                    Some(ord) => Value::Boolean(match op {
+                        BinaryOp::Eq => ord == Ordering::Equal,
+                        BinaryOp::Ne => ord != Ordering::Equal,
+                        BinaryOp::Lt => ord == Ordering::Less,
+                        BinaryOp::Le => ord != Ordering::Greater,
+                        BinaryOp::Gt => ord == Ordering::Greater,
+                        _ => ord != Ordering::Less,
+                    }),
+                })
+            }
+            Kind::And(l, r) => {
+                let a = l.eval(row, ctx)?;
+                if a == Value::Boolean(false) {
+                    return Ok(a);
+                }
+                let b = r.eval(row, ctx)?;
+                Ok(match (a, b) {
+                    (_, Value::Boolean(false)) => Value::Boolean(false),
+                    (Value::Boolean(true), Value::Boolean(true)) => Value::Boolean(true),
+                    _ => Value::Null,
+                })
+            }
+            Kind::Or(l, r) => {
+                let a = l.eval(row, ctx)?;
+                if a == Value::Boolean(true) {
+                    return Ok(a);
+                }
+                let b = r.eval(row, ctx)?;
+                Ok(match (a, b) {
+                    (_, Value::Boolean(true)) => Value::Boolean(true),
+                    (Value::Boolean(false), Value::Boolean(false)) => Value::Boolean(false),
+                    _ => Value::Null,
+                })
+            }
+            Kind::Not(e) => Ok(match e.eval(row, ctx)? {
+                Value::Boolean(b) => Value::Boolean(!b),
+                _ => Value::Null,
+            }),
+            Kind::Negate(e) => match e.eval(row, ctx)? {
+                Value::Integer(x) => x
+                    .checked_neg()
+                    .map(Value::Integer)
+                    .ok_or(ExecError::OutOfRange { ty: "integer" }),
+                Value::BigInt(x) => x
+                    .checked_neg()
+                    .map(Value::BigInt)
+                    .ok_or(ExecError::OutOfRange { ty: "bigint" }),
+                Value::Double(x) => Ok(Value::Double(-x)),
+                _ => Ok(Value::Null),
+            },
+            Kind::IsNull(e, negated) => Ok(Value::Boolean(e.eval(row, ctx)?.is_null() != *negated)),
+            Kind::InList(e, list, negated) => {
+                let v = e.eval(row, ctx)?;
+                if v.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut saw_null = false;
+                for item in list {
+                    match compare(&v, &item.eval(row, ctx)?) {
+                        Some(Ordering::Equal) => return Ok(Value::Boolean(!negated)),
+                        Some(_) => {}
+                        None => saw_null = true,
+                    }
+                }
+                Ok(if saw_null {
+                    Value::Null
+                } else {
+                    Value::Boolean(*negated)
+                })
+            }
+            Kind::Like(e, pattern, negated) => match (e.eval(row, ctx)?, pattern.eval(row, ctx)?) {
+                (Value::Text(s), Value::Text(p)) => {
+                    Ok(Value::Boolean(like_match(&s, &p)? != *negated))
+                }
+                _ => Ok(Value::Null),
+            },
+            Kind::Cast(e, to) => cast_value(&e.eval(row, ctx)?, *to),
+            Kind::Call(f, args) => call(*f, args, row, ctx),
+        }
+    }
+}
+
+fn require_boolean(e: &Expr, context: &'static str) -> Result<(), ExecError> {
+    match e.ty {
+        None | Some(ColumnType::Boolean) => Ok(()),
+        Some(other) => Err(ExecError::NotBoolean {
+            context,
+            ty: other.name(),
+        }),
+    }
+}
+
+fn check_text_len(len: usize) -> Result<(), ExecError> {
+    if len > MAX_TEXT_BYTES {
+        return Err(ExecError::TextTooLong {
+            bytes: len,
+            limit: MAX_TEXT_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn call(
+    f: Function,
+    args: &[Expr],
+    row: &[Value],
+    ctx: &mut EvalContext,
+) -> Result<Value, ExecError> {
+    if f == Function::Random {
+        return Ok(Value::Double(ctx.random()));
+    }
+    let mut values = Vec::with_capacity(args.len());
+    for a in args {
+        let v = a.eval(row, ctx)?;
+        // Every other function is strict: NULL in, NULL out.
+        if v.is_null() {
+            return Ok(Value::Null);
+        }
+        values.push(v);
+    }
+    Ok(match (f, values.as_slice()) {
+        (Function::Md5, [Value::Text(s)]) => Value::Text(md5_hex(s.as_bytes())),
+        (Function::Lower, [Value::Text(s)]) => Value::Text(s.to_lowercase()),
+        (Function::Upper, [Value::Text(s)]) => Value::Text(s.to_uppercase()),
+        (Function::Length, [Value::Text(s)]) => {
+            Value::Integer(i32::try_from(s.chars().count()).unwrap_or(i32::MAX))
+        }
+        (Function::Repeat, [Value::Text(s), n]) => {
+            let n = as_i64(n).unwrap_or(0).max(0) as u64;
+            let len = (s.len() as u64).saturating_mul(n);
+            check_text_len(usize::try_from(len).unwrap_or(usize::MAX))?;
+            Value::Text(s.repeat(n as usize))
+        }
+        (Function::Abs, [Value::Integer(x)]) => x
+            .checked_abs()
+            .map(Value::Integer)
+            .ok_or(ExecError::OutOfRange { ty: "integer" })?,
+        (Function::Abs, [Value::BigInt(x)]) => x
+            .checked_abs()
+            .map(Value::BigInt)
+            .ok_or(ExecError::OutOfRange { ty: "bigint" })?,
+        (Function::Abs, [Value::Double(x)]) => Value::Double(x.abs()),
+        _ => {
+            return Err(ExecError::Internal(
+                "function called with arguments its type check refused",
+            ))
+        }
+    })
+}
+
+fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, ExecError> {
+    match ty {
+        ColumnType::Integer | ColumnType::BigInt => {
+            let (Some(x), Some(y)) = (as_i64(a), as_i64(b)) else {
+                return Err(ExecError::Internal("integer operator on a non-integer"));
+            };
+            let out_of_range = ExecError::OutOfRange { ty: ty.name() };
+            let r = match op {
+                BinaryOp::Add => x.checked_add(y),
+                BinaryOp::Sub => x.checked_sub(y),
+                BinaryOp::Mul => x.checked_mul(y),
+                BinaryOp::Div | BinaryOp::Mod if y == 0 => return Err(ExecError::DivisionByZero),
+                BinaryOp::Div => x.checked_div(y),
+                // x % -1 is 0 even where the division overflows.
+                BinaryOp::Mod => Some(if y == -1 { 0 } else { x % y }),
+                _ => return Err(ExecError::Internal("not an arithmetic operator")),
+            }
+            .ok_or(out_of_range)?;
+            if ty == ColumnType::Integer {
+                i32::try_from(r)
+                    .map(Value::Integer)
+                    .map_err(|_| ExecError::OutOfRange { ty: "integer" })
+            } else {
+                Ok(Value::BigInt(r))
+            }
+        }
+        ColumnType::Double => {
+            let (Some(x), Some(y)) = (as_f64(a), as_f64(b)) else {
+                return Err(ExecError::Internal("double operator on a non-number"));
+            };
+            let r = match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div if y == 0.0 => return Err(ExecError::DivisionByZero),
+                BinaryOp::Div => x / y,
+                _ => return Err(ExecError::Internal("not a double operator")),
+            };
+            // Overflow from finite operands, as PostgreSQL refuses it.
+            if r.is_infinite() && x.is_finite() && y.is_finite() {
+                return Err(ExecError::OutOfRange {
+                    ty: "double precision",
+                });
+            }
+            Ok(Value::Double(r))
+        }
+        _ => Err(ExecError::Internal("arithmetic on a non-numeric type")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(x: i32) -> Expr {
+        Expr::constant(Value::Integer(x))
+    }
+
+    fn eval(e: &Expr) -> Result<Value, ExecError> {
+        e.eval(&[], &mut EvalContext::new())
+    }
+
+    #[test]
+    fn integer_arithmetic_is_checked_not_wrapped() {
+        let e = Expr::binary(BinaryOp::Add, int(i32::MAX), int(1)).unwrap();
+        assert!(matches!(
+            eval(&e),
+            Err(ExecError::OutOfRange { ty: "integer" })
+        ));
+        let e = Expr::binary(BinaryOp::Div, int(i32::MIN), int(-1)).unwrap();
+        assert!(matches!(eval(&e), Err(ExecError::OutOfRange { .. })));
+        let e = Expr::binary(BinaryOp::Mod, int(i32::MIN), int(-1)).unwrap();
+        assert_eq!(eval(&e).unwrap(), Value::Integer(0));
+        let e = Expr::binary(BinaryOp::Div, int(7), int(0)).unwrap();
+        assert!(matches!(eval(&e), Err(ExecError::DivisionByZero)));
+        // integer + bigint is bigint.
+        let e = Expr::binary(
+            BinaryOp::Mul,
+            int(i32::MAX),
+            Expr::constant(Value::BigInt(2)),
+        )
+        .unwrap();
+        assert_eq!(e.ty(), Some(ColumnType::BigInt));
+        assert_eq!(eval(&e).unwrap(), Value::BigInt(2 * i64::from(i32::MAX)));
+    }
+
+    #[test]
+    fn operators_refuse_mismatched_types_naming_them() {
+        let err = Expr::binary(
+            BinaryOp::Add,
+            int(1),
+            Expr::constant(Value::Text("a".into())),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string().split(';').next().unwrap(),
+            "operator does not exist: integer + text"
+        );
+        let err =
+            Expr::binary(BinaryOp::And, int(1), Expr::constant(Value::Boolean(true))).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("argument of AND must be type boolean, not type integer"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn three_valued_logic() {
+        let null = || Expr::null(None);
+        let f = || Expr::constant(Value::Boolean(false));
+        let t = || Expr::constant(Value::Boolean(true));
+        let and = Expr::binary(BinaryOp::And, null(), f()).unwrap();
+        assert_eq!(eval(&and).unwrap(), Value::Boolean(false));
+        let or = Expr::binary(BinaryOp::Or, null(), t()).unwrap();
+        assert_eq!(eval(&or).unwrap(), Value::Boolean(true));
+        let or = Expr::binary(BinaryOp::Or, null(), f()).unwrap();
+        assert_eq!(eval(&or).unwrap(), Value::Null);
+        let cmp = Expr::binary(BinaryOp::Eq, int(1), null()).unwrap();
+        assert_eq!(eval(&cmp).unwrap(), Value::Null);
+        let list = Expr::in_list(int(3), vec![int(1), Expr::null(None)], false).unwrap();
+        assert_eq!(eval(&list).unwrap(), Value::Null);
+        let list = Expr::in_list(int(3), vec![int(1), int(3)], true).unwrap();
+        assert_eq!(eval(&list).unwrap(), Value::Boolean(false));
+    }
+
+    #[test]
+    fn functions_check_their_arguments() {
+        let err = Expr::call(Function::Md5, vec![int(1)]).unwrap_err();
+        assert!(err.to_string().contains("md5(integer)"), "{err}");
+        let e = Expr::call(
+            Function::Repeat,
+            vec![Expr::constant(Value::Text("ab".into())), int(3)],
+        )
+        .unwrap();
+        assert_eq!(eval(&e).unwrap(), Value::Text("ababab".into()));
+        let e = Expr::call(
+            Function::Repeat,
+            vec![Expr::constant(Value::Text("ab".into())), int(i32::MAX)],
+        )
+        .unwrap();
+        assert!(matches!(eval(&e), Err(ExecError::TextTooLong { .. })));
+        let r = Expr::call(Function::Random, vec![]).unwrap();
+        let mut ctx = EvalContext::new();
+        for _ in 0..1000 {
+            let Value::Double(x) = r.eval(&[], &mut ctx).unwrap() else {
+                panic!()
+            };
+            assert!((0.0..1.0).contains(&x));
+        }
+    }
+}

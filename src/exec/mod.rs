@@ -1,0 +1,272 @@
+//! The executor (DESIGN.md §1): runs plans built by a front end over
+//! tables, the heap and transactions. It knows scan nodes, filters,
+//! aggregation, sorting, limits, data changes and EXPLAIN's
+//! instrumentation; it knows nothing of SQL text, files or I/O methods.
+//!
+//! # Plans
+//!
+//! A statement is one [`Plan`]: a query ([`Pipeline`]), or an insert,
+//! update or delete. A pipeline is a *source* (a sequential scan, a
+//! `generate_series`, a system view, a utility call such as `prewarm`, a
+//! VALUES list, or the single empty row of a SELECT without FROM), an
+//! optional filter, and a short list of operators applied in order:
+//!
+//! ```text
+//!   source ─filter─▶ [Aggregate] ─▶ Project ─▶ [Sort] ─▶ [Limit] ─▶ sink
+//! ```
+//!
+//! Rows are *pushed*: the source calls the first operator for each row, and
+//! each operator calls the next. This is the shape the heap's scan already
+//! has (`Heap::scan` calls back for every visible tuple while it holds the
+//! page's content lock), so a row never has to be copied out of the page
+//! unless an operator keeps it. Aggregate and Sort keep what they need and
+//! emit when the source is done; Limit answers [`Flow::Stop`], which stops
+//! the scan itself, so `SELECT … LIMIT 10` reads only the pages it needs.
+//!
+//! Why push and not pull (PostgreSQL's `ExecProcNode`)? Pulling would need
+//! the scan to hand out one tuple at a time and keep its page pinned and
+//! locked between calls, or copy every tuple. Pushing lets the hot path,
+//! `SELECT count(*) FROM t`, run entirely inside the scan callback: no
+//! column is decoded (the scan decodes only columns some expression uses)
+//! and nothing is allocated per row.
+//!
+//! # Who may touch the buffer pool
+//!
+//! The scan callback runs under a page's content lock, so nothing in it may
+//! use the pool. Operators never do; *sinks* (the end of a pipeline: collect
+//! the result, or insert rows) may, so rows coming out of a table scan are
+//! buffered and handed to the sink after the scan, while rows from other
+//! sources (a `generate_series` feeding an INSERT) go to the sink at once and
+//! are never held in memory. UPDATE and DELETE likewise collect the
+//! matching rows first, then change them: this also keeps a statement from
+//! seeing its own changes (besides the command id, which already does).
+//!
+//! # Transactions and tables
+//!
+//! [`execute`] takes the statement's snapshot from the caller (the session
+//! decides read committed or repeatable read), holds every table it uses
+//! shared (`TableDef::in_use`, so DROP TABLE waits), assigns the transaction
+//! id before the first write of a data-changing statement, and writes new
+//! tuples with that id and the statement's command id. Failing half-way is
+//! fine: the caller ends the statement as failed and the transaction
+//! machinery makes everything it wrote invisible.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use aiostore::exec::{self, Op, Pipeline, Plan, ScanNode, Source};
+//! # use aiostore::exec::agg::{AggFunc, Aggregate};
+//! # fn f(s: &mut aiostore::database::Session) -> Result<(), Box<dyn std::error::Error>> {
+//! // SELECT count(*) FROM t
+//! let table = s.db().catalog().table("t")?;
+//! let scan = ScanNode::new(table, None, vec![false; 2]);
+//! let count = Aggregate::new(AggFunc::CountStar, None)?;
+//! let mut plan = Plan::Query(Pipeline::new(
+//!     Source::SeqScan(scan),
+//!     None,
+//!     vec![Op::aggregate(vec![], vec![], vec![count], None)],
+//!     1,
+//! ));
+//! let mut snapshot = s.start_statement()?;
+//! let outcome = exec::execute(&mut plan, s, &mut snapshot);
+//! drop(snapshot);
+//! s.end_statement(outcome.is_ok())?;
+//! println!("{:?}", outcome?.rows);
+//! # Ok(()) }
+//! ```
+
+pub mod agg;
+pub mod dml;
+pub mod explain;
+pub mod expr;
+mod md5;
+pub mod plan;
+pub mod value;
+pub mod views;
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::buffer::BufferError;
+use crate::catalog::{CatalogError, TableDef};
+use crate::database::{Database, Session, StatementSnapshot, XactError};
+use crate::heap::{HeapError, TupleError, Value};
+use crate::storage::StorageError;
+
+pub use dml::{DeletePlan, InsertPlan, UpdatePlan};
+pub use explain::{explain, ExplainOptions, Timing};
+pub use expr::{BinaryOp, EvalContext, Expr, Function};
+pub use plan::{Filter, Flow, Op, Pipeline, ScanNode, SortKey, Source};
+pub use views::{Utility, UtilityCall, View};
+
+/// Errors of executing (and of type-checking expressions while planning).
+#[derive(Debug, Error)]
+pub enum ExecError {
+    #[error("division by zero")]
+    DivisionByZero,
+    #[error("{ty} out of range")]
+    OutOfRange { ty: &'static str },
+    #[error("invalid input syntax for type {ty}: \"{text}\"")]
+    InvalidInput { ty: &'static str, text: String },
+    #[error("operator does not exist: {left} {op} {right}; cast one side to the other's type (e.g. x::bigint or x::text)")]
+    NoOperator {
+        left: &'static str,
+        op: &'static str,
+        right: &'static str,
+    },
+    #[error("operator does not exist: {op} {ty}")]
+    NoPrefixOperator { op: &'static str, ty: &'static str },
+    #[error("argument of {context} must be type boolean, not type {ty}")]
+    NotBoolean {
+        context: &'static str,
+        ty: &'static str,
+    },
+    #[error("cannot cast type {from} to {to}")]
+    NoCast {
+        from: &'static str,
+        to: &'static str,
+    },
+    #[error("function {call} does not exist; it is {signature} (add casts to match)")]
+    NoFunction {
+        call: String,
+        signature: &'static str,
+    },
+    #[error("a text value of {bytes} bytes exceeds the limit of {limit} bytes")]
+    TextTooLong { bytes: usize, limit: usize },
+    #[error("LIKE pattern must not end with escape character")]
+    LikeEscape,
+    #[error("null value in column \"{column}\" of table \"{table}\" violates not-null constraint")]
+    NotNull { table: String, column: String },
+    #[error("column \"{column}\" of table \"{table}\" is of type {expected} but the value is of type {found}; add a cast")]
+    ColumnType {
+        table: String,
+        column: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("step size of generate_series cannot be zero")]
+    ZeroStep,
+    #[error("block {block} is beyond the end of table \"{table}\", which has {nblocks} blocks")]
+    BlockOutOfRange {
+        table: String,
+        block: u32,
+        nblocks: u32,
+    },
+    #[error("table \"{0}\" was dropped while the statement was being prepared; run it again")]
+    TableDropped(String),
+    #[error(transparent)]
+    Heap(#[from] HeapError),
+    #[error(transparent)]
+    Tuple(#[from] TupleError),
+    #[error(transparent)]
+    Buffer(#[from] BufferError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Xact(#[from] XactError),
+    /// A broken invariant of the executor itself (never the user's input).
+    #[error("internal error in the executor: {0}")]
+    Internal(&'static str),
+}
+
+/// A statement's plan.
+pub enum Plan {
+    /// Returns rows.
+    Query(Pipeline),
+    Insert(InsertPlan),
+    Update(UpdatePlan),
+    Delete(DeletePlan),
+}
+
+impl Plan {
+    /// Every table the plan reads or writes.
+    pub fn tables(&self) -> Vec<Arc<TableDef>> {
+        let mut out = Vec::new();
+        match self {
+            Plan::Query(p) => p.tables(&mut out),
+            Plan::Insert(i) => {
+                out.push(Arc::clone(&i.table));
+                i.input.tables(&mut out);
+            }
+            Plan::Update(u) => out.push(Arc::clone(&u.scan.table)),
+            Plan::Delete(d) => out.push(Arc::clone(&d.scan.table)),
+        }
+        out
+    }
+}
+
+/// What a statement returned.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The rows of a query.
+    pub rows: Vec<Vec<Value>>,
+    /// Rows returned, inserted, updated or deleted.
+    pub count: u64,
+}
+
+type TableGuard = lock_api::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
+
+/// Holds every table of `tables` shared for the statement, each once (a
+/// second shared lock of the same table could queue behind a waiting DROP
+/// and deadlock), and checks that none was dropped since it was planned.
+fn hold_tables(db: &Database, tables: &[Arc<TableDef>]) -> Result<Vec<TableGuard>, ExecError> {
+    let mut seen: Vec<u32> = Vec::with_capacity(tables.len());
+    let mut guards = Vec::with_capacity(tables.len());
+    for table in tables {
+        if seen.contains(&table.oid) {
+            continue;
+        }
+        seen.push(table.oid);
+        guards.push(table.in_use.read_arc());
+        match db.catalog().table(table.name()) {
+            Ok(current) if Arc::ptr_eq(&current, table) => {}
+            _ => return Err(ExecError::TableDropped(table.name().to_string())),
+        }
+    }
+    Ok(guards)
+}
+
+/// Runs `plan` as one statement of `session`, reading with `snapshot`.
+/// Instrumentation for EXPLAIN ANALYZE is left in the plan.
+pub fn execute(
+    plan: &mut Plan,
+    session: &mut Session,
+    snapshot: &mut StatementSnapshot,
+) -> Result<Outcome, ExecError> {
+    let db = Arc::clone(session.db());
+    let _held = hold_tables(&db, &plan.tables())?;
+    let mut ctx = EvalContext::new();
+    match plan {
+        Plan::Query(p) => {
+            let rows = plan::run_query(p, session, snapshot.get(), &mut ctx)?;
+            Ok(Outcome {
+                count: rows.len() as u64,
+                rows,
+            })
+        }
+        Plan::Insert(i) => dml::run_insert(i, session, snapshot, &mut ctx),
+        Plan::Update(u) => dml::run_update(u, session, snapshot, &mut ctx),
+        Plan::Delete(d) => dml::run_delete(d, session, snapshot, &mut ctx),
+    }
+}
+
+/// VACUUM: removes the dead tuples of each table and marks pages whose
+/// every tuple everyone sees all-visible (`Heap::vacuum`), holding each
+/// table (so DROP TABLE waits) while it is vacuumed.
+pub fn vacuum(
+    session: &mut Session,
+    tables: &[Arc<TableDef>],
+) -> Result<Vec<crate::heap::VacuumReport>, ExecError> {
+    let db = Arc::clone(session.db());
+    let limits = session.stream_limits();
+    let mut reports = Vec::with_capacity(tables.len());
+    for table in tables {
+        let _held = hold_tables(&db, std::slice::from_ref(table))?;
+        reports.push(db.heap().vacuum(&mut session.buf, &table.heap, limits)?);
+    }
+    Ok(reports)
+}

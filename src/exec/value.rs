@@ -1,0 +1,379 @@
+//! Operations on single values: comparison and sort order, casts and
+//! the text forms of values, and LIKE, with PostgreSQL's rules.
+
+use std::cmp::Ordering;
+
+use super::ExecError;
+use crate::heap::{ColumnType, Value};
+
+/// Kinds of type, for deciding which operators apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Category {
+    Numeric,
+    Text,
+    Boolean,
+}
+
+pub(crate) fn category(ty: ColumnType) -> Category {
+    match ty {
+        ColumnType::Integer | ColumnType::BigInt | ColumnType::Double => Category::Numeric,
+        ColumnType::Text => Category::Text,
+        ColumnType::Boolean => Category::Boolean,
+    }
+}
+
+/// A type's name; "unknown" for an untyped NULL.
+pub(crate) fn type_name(ty: Option<ColumnType>) -> &'static str {
+    ty.map_or("unknown", ColumnType::name)
+}
+
+/// Position in the numeric promotion order, `None` if not numeric.
+pub(crate) fn numeric_rank(ty: &ColumnType) -> Option<u8> {
+    match ty {
+        ColumnType::Integer => Some(0),
+        ColumnType::BigInt => Some(1),
+        ColumnType::Double => Some(2),
+        _ => None,
+    }
+}
+
+/// The value as a 64-bit integer, if it is an integer.
+pub fn as_i64(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(x) => Some(i64::from(*x)),
+        Value::BigInt(x) => Some(*x),
+        _ => None,
+    }
+}
+
+/// The value as a double, if it is a number.
+pub fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(x) => Some(f64::from(*x)),
+        Value::BigInt(x) => Some(*x as f64),
+        Value::Double(x) => Some(*x),
+        _ => None,
+    }
+}
+
+/// Orders two doubles as PostgreSQL does: NaN equals NaN and sorts above
+/// every number; -0 equals 0.
+fn cmp_f64(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// Compares two values; `None` if either is NULL (or they are of kinds
+/// that do not compare, which type checking rules out).
+pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Null, _) | (_, Value::Null) => None,
+        (Value::Text(x), Value::Text(y)) => Some(x.as_str().cmp(y.as_str())),
+        (Value::Boolean(x), Value::Boolean(y)) => Some(x.cmp(y)),
+        (Value::Double(_), _) | (_, Value::Double(_)) => Some(cmp_f64(as_f64(a)?, as_f64(b)?)),
+        _ => Some(as_i64(a)?.cmp(&as_i64(b)?)),
+    }
+}
+
+/// Total order for sorting: NULLs last (or first if `nulls_first`),
+/// before any reversal for DESC.
+pub fn sort_cmp(a: &Value, b: &Value, nulls_first: bool) -> Ordering {
+    match (a.is_null(), b.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) if nulls_first => Ordering::Less,
+        (true, false) => Ordering::Greater,
+        (false, true) if nulls_first => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => compare(a, b).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// True if `v` is boolean true (WHERE keeps only such rows).
+pub fn is_true(v: &Value) -> bool {
+    matches!(v, Value::Boolean(true))
+}
+
+/// Whether `from` can be cast to `to` (explicitly, with `::`).
+pub fn can_cast(from: ColumnType, to: ColumnType) -> bool {
+    use ColumnType::*;
+    from == to
+        || matches!(
+            (category(from), category(to)),
+            (Category::Numeric, Category::Numeric)
+        )
+        || from == Text
+        || to == Text
+        || matches!((from, to), (Integer, Boolean) | (Boolean, Integer))
+}
+
+/// Whether a value of type `from` may be stored in a column of type `to`
+/// without an explicit cast (PostgreSQL's assignment casts among numbers).
+pub fn can_assign(from: ColumnType, to: ColumnType) -> bool {
+    from == to || (category(from) == Category::Numeric && category(to) == Category::Numeric)
+}
+
+/// Text form of a double, as PostgreSQL prints it: shortest round-trip
+/// digits, exponent notation outside [1e-4, 1e15).
+pub fn format_double(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let magnitude = x.abs();
+    if magnitude == 0.0 || (1e-4..1e15).contains(&magnitude) {
+        return format!("{x}");
+    }
+    // Rust writes "1.5e-5"; PostgreSQL "1.5e-05".
+    let s = format!("{x:e}");
+    match s.split_once('e') {
+        Some((mantissa, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', exp),
+            };
+            format!("{mantissa}e{sign}{digits:0>2}")
+        }
+        None => s,
+    }
+}
+
+/// The text a value casts to (`v::text`); NULL gives an empty string, for
+/// callers that checked it first.
+pub fn value_to_text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::Integer(x) => x.to_string(),
+        Value::BigInt(x) => x.to_string(),
+        Value::Double(x) => format_double(*x),
+        Value::Text(s) => s.clone(),
+        Value::Boolean(b) => if *b { "true" } else { "false" }.into(),
+    }
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    let s = s.trim().to_ascii_lowercase();
+    // PostgreSQL accepts any unique prefix of these words.
+    let prefix_of = |word: &str| !s.is_empty() && word.starts_with(s.as_str());
+    if prefix_of("true") || prefix_of("yes") || s == "on" || s == "1" {
+        Some(true)
+    } else if prefix_of("false") || prefix_of("no") || s == "off" || s == "of" || s == "0" {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn parse_integer(s: &str, ty: ColumnType) -> Result<i64, ExecError> {
+    let t = s.trim();
+    let invalid = || ExecError::InvalidInput {
+        ty: ty.name(),
+        text: s.to_string(),
+    };
+    if t.is_empty()
+        || !t
+            .trim_start_matches(['+', '-'])
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+    {
+        return Err(invalid());
+    }
+    t.parse::<i64>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+            ExecError::OutOfRange { ty: ty.name() }
+        }
+        _ => invalid(),
+    })
+}
+
+/// Rounds a double to an integer as PostgreSQL does (half to even),
+/// refusing what does not fit `ty`.
+fn double_to_integer(x: f64, ty: ColumnType) -> Result<i64, ExecError> {
+    let r = x.round_ties_even();
+    // 2^63 is the first double above i64::MAX; -2^63 is i64::MIN.
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    let fits = match ty {
+        ColumnType::Integer => (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&r),
+        _ => (-TWO_POW_63..TWO_POW_63).contains(&r),
+    };
+    if !fits {
+        return Err(ExecError::OutOfRange { ty: ty.name() });
+    }
+    Ok(r as i64)
+}
+
+/// Converts `v` to type `to` (a cast). NULL stays NULL.
+pub fn cast_value(v: &Value, to: ColumnType) -> Result<Value, ExecError> {
+    use ColumnType as T;
+    let to_int = |x: i64| -> Result<Value, ExecError> {
+        match to {
+            T::Integer => i32::try_from(x)
+                .map(Value::Integer)
+                .map_err(|_| ExecError::OutOfRange { ty: "integer" }),
+            _ => Ok(Value::BigInt(x)),
+        }
+    };
+    Ok(match (v, to) {
+        (Value::Null, _) => Value::Null,
+        (v, T::Text) => Value::Text(value_to_text(v)),
+        (Value::Integer(_) | Value::BigInt(_), T::Integer | T::BigInt) => {
+            to_int(as_i64(v).unwrap_or(0))?
+        }
+        (Value::Integer(_) | Value::BigInt(_), T::Double) => {
+            Value::Double(as_f64(v).unwrap_or(0.0))
+        }
+        (Value::Double(x), T::Integer | T::BigInt) => to_int(double_to_integer(*x, to)?)?,
+        (Value::Double(x), T::Double) => Value::Double(*x),
+        (Value::Integer(x), T::Boolean) => Value::Boolean(*x != 0),
+        (Value::Boolean(b), T::Integer) => Value::Integer(i32::from(*b)),
+        (Value::Boolean(b), T::Boolean) => Value::Boolean(*b),
+        (Value::Text(s), T::Integer | T::BigInt) => to_int(parse_integer(s, to)?)?,
+        (Value::Text(s), T::Double) => {
+            let t = s.trim();
+            // Rust also takes "inf"; PostgreSQL's spellings are the
+            // longer ones, which Rust takes as well.
+            match t.parse::<f64>() {
+                Ok(x) if !t.is_empty() => Value::Double(x),
+                _ => {
+                    return Err(ExecError::InvalidInput {
+                        ty: "double precision",
+                        text: s.clone(),
+                    })
+                }
+            }
+        }
+        (Value::Text(s), T::Boolean) => {
+            Value::Boolean(parse_bool(s).ok_or_else(|| ExecError::InvalidInput {
+                ty: "boolean",
+                text: s.clone(),
+            })?)
+        }
+        (v, to) => {
+            return Err(ExecError::NoCast {
+                from: type_name(v.column_type()),
+                to: to.name(),
+            })
+        }
+    })
+}
+
+/// SQL LIKE: `%` matches any run of characters, `_` exactly one, `\`
+/// takes the next pattern character literally. Backtracks only to the
+/// last `%`, so it runs in O(len(s) × len(p)) without recursion.
+pub fn like_match(s: &str, pattern: &str) -> Result<bool, ExecError> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum P {
+        Any,
+        One,
+        Char(char),
+    }
+    let mut p = Vec::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        p.push(match c {
+            '%' => P::Any,
+            '_' => P::One,
+            '\\' => P::Char(chars.next().ok_or(ExecError::LikeEscape)?),
+            c => P::Char(c),
+        });
+    }
+    let s: Vec<char> = s.chars().collect();
+    let (mut si, mut pi) = (0usize, 0usize);
+    // Where the last % was, and how much of s it has swallowed.
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some(P::Any) => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some(P::One) => {
+                si += 1;
+                pi += 1;
+            }
+            Some(P::Char(c)) if *c == s[si] => {
+                si += 1;
+                pi += 1;
+            }
+            _ => match star {
+                Some((sp, ss)) => {
+                    pi = sp + 1;
+                    si = ss + 1;
+                    star = Some((sp, ss + 1));
+                }
+                None => return Ok(false),
+            },
+        }
+    }
+    Ok(p[pi..].iter().all(|x| *x == P::Any))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn casts_follow_postgresql() {
+        let text = |s: &str| Value::Text(s.into());
+        assert_eq!(
+            cast_value(&text(" 42 "), ColumnType::Integer).unwrap(),
+            Value::Integer(42)
+        );
+        assert!(matches!(
+            cast_value(&text("4x"), ColumnType::Integer),
+            Err(ExecError::InvalidInput { ty: "integer", .. })
+        ));
+        assert!(matches!(
+            cast_value(&text("99999999999"), ColumnType::Integer),
+            Err(ExecError::OutOfRange { ty: "integer" })
+        ));
+        assert_eq!(
+            cast_value(&Value::Double(2.5), ColumnType::Integer).unwrap(),
+            Value::Integer(2)
+        );
+        assert_eq!(
+            cast_value(&Value::Double(3.5), ColumnType::Integer).unwrap(),
+            Value::Integer(4)
+        );
+        assert!(cast_value(&Value::Double(1e19), ColumnType::BigInt).is_err());
+        assert_eq!(
+            cast_value(&Value::Boolean(true), ColumnType::Text).unwrap(),
+            text("true")
+        );
+        assert_eq!(
+            cast_value(&text("yes"), ColumnType::Boolean).unwrap(),
+            Value::Boolean(true)
+        );
+        assert_eq!(format_double(0.1), "0.1");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(1.5e-5), "1.5e-05");
+        assert_eq!(format_double(100.0), "100");
+        assert!(!can_cast(ColumnType::Double, ColumnType::Boolean));
+        assert!(can_cast(ColumnType::Integer, ColumnType::Boolean));
+    }
+
+    #[test]
+    fn like_matches_runs_and_single_characters() {
+        for (s, p, want) in [
+            ("abc", "a%", true),
+            ("abc", "%c", true),
+            ("abc", "a_c", true),
+            ("abc", "a_", false),
+            ("", "%", true),
+            ("a%c", "a\\%c", true),
+            ("abc", "a\\%c", false),
+            ("aXbXc", "%b%c", true),
+            ("mississippi", "%iss%pi", true),
+            ("mississippi", "%iss%px", false),
+            ("ünï", "_n_", true),
+        ] {
+            assert_eq!(like_match(s, p).unwrap(), want, "{s:?} LIKE {p:?}");
+        }
+        assert!(like_match("a", "a\\").is_err());
+    }
+}

@@ -1,0 +1,333 @@
+//! System views and utility functions: sources whose rows come from the
+//! engine's state rather than from a table.
+//!
+//! Views are read when the statement runs, each from one snapshot of its
+//! source (`Aio::inflight`, the I/O counters, the pool's contents); a view
+//! never blocks the I/O path. Utility functions (`prewarm`,
+//! `evict_relation`, `read_stream_for_blocks`) act on the buffer pool, so
+//! they run as a pipeline's source, outside any scan callback, and only
+//! when the statement runs (plain EXPLAIN does not call them).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::ExecError;
+use crate::catalog::{TableDef, COLUMNS_REL, TABLES_REL};
+use crate::database::{Database, Session};
+use crate::heap::{ColumnType, Value};
+use crate::storage::Fork;
+
+/// A column of a view or utility function: name and type.
+pub type ColumnSpec = (&'static str, ColumnType);
+
+/// A system view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// One row per I/O handle that is not idle (DESIGN.md §10).
+    AioInflight,
+    /// Cumulative I/O statistics per method and operation, and the buffer
+    /// pool's counters.
+    StatIo,
+    /// The buffer pool's contents, one row per buffer holding a block.
+    Buffers,
+}
+
+const AIO_INFLIGHT: &[ColumnSpec] = &[
+    ("session", ColumnType::Integer),
+    ("handle", ColumnType::Integer),
+    ("generation", ColumnType::BigInt),
+    ("state", ColumnType::Text),
+    ("op", ColumnType::Text),
+    ("offset", ColumnType::BigInt),
+    ("length", ColumnType::BigInt),
+    ("target", ColumnType::Text),
+    ("result", ColumnType::BigInt),
+    ("flags", ColumnType::Text),
+];
+
+/// `source` is "aio" for the rows of one (method, op), whose pool columns
+/// are NULL, and "buffer pool" for the one row of pool counters, whose I/O
+/// columns are NULL (as PostgreSQL's pg_stat_io leaves what does not apply
+/// NULL).
+const STAT_IO: &[ColumnSpec] = &[
+    ("source", ColumnType::Text),
+    ("method", ColumnType::Text),
+    ("op", ColumnType::Text),
+    ("ios", ColumnType::BigInt),
+    ("bytes", ColumnType::BigInt),
+    ("errors", ColumnType::BigInt),
+    ("partial", ColumnType::BigInt),
+    ("executed_by_issuer", ColumnType::BigInt),
+    ("latency_us_total", ColumnType::BigInt),
+    ("latency_us_p50", ColumnType::BigInt),
+    ("latency_us_p99", ColumnType::BigInt),
+    ("hits", ColumnType::BigInt),
+    ("reads", ColumnType::BigInt),
+    ("evictions", ColumnType::BigInt),
+    ("writes", ColumnType::BigInt),
+    ("checksum_failures", ColumnType::BigInt),
+    ("advised", ColumnType::BigInt),
+];
+
+const BUFFERS: &[ColumnSpec] = &[
+    ("buffer", ColumnType::Integer),
+    ("rel", ColumnType::BigInt),
+    ("relname", ColumnType::Text),
+    ("fork", ColumnType::Text),
+    ("block", ColumnType::BigInt),
+    ("valid", ColumnType::Boolean),
+    ("dirty", ColumnType::Boolean),
+    ("io_in_progress", ColumnType::Boolean),
+    ("pins", ColumnType::Integer),
+    ("usage", ColumnType::Integer),
+];
+
+fn int(x: u32) -> Value {
+    Value::Integer(i32::try_from(x).unwrap_or(i32::MAX))
+}
+
+fn big(x: u64) -> Value {
+    Value::BigInt(i64::try_from(x).unwrap_or(i64::MAX))
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_string())
+}
+
+impl View {
+    pub const ALL: [View; 3] = [View::AioInflight, View::StatIo, View::Buffers];
+
+    /// The view called `name`, if any.
+    pub fn by_name(name: &str) -> Option<View> {
+        View::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            View::AioInflight => "aio_inflight",
+            View::StatIo => "stat_io",
+            View::Buffers => "buffers",
+        }
+    }
+
+    pub fn columns(self) -> &'static [ColumnSpec] {
+        match self {
+            View::AioInflight => AIO_INFLIGHT,
+            View::StatIo => STAT_IO,
+            View::Buffers => BUFFERS,
+        }
+    }
+
+    /// The view's rows now.
+    pub fn rows(self, db: &Database) -> Vec<Vec<Value>> {
+        match self {
+            View::AioInflight => db
+                .aio()
+                .inflight()
+                .into_iter()
+                .map(|io| {
+                    vec![
+                        int(io.session),
+                        int(io.handle),
+                        big(io.generation),
+                        text(io.state),
+                        text(io.op),
+                        big(io.offset),
+                        big(io.length),
+                        Value::Text(io.target),
+                        io.result.map_or(Value::Null, Value::BigInt),
+                        Value::Text(io.flags),
+                    ]
+                })
+                .collect(),
+            View::StatIo => {
+                let mut rows: Vec<Vec<Value>> = db
+                    .aio()
+                    .stats()
+                    .rows()
+                    .into_iter()
+                    .map(|r| {
+                        let quantile = |q| r.latency_us_quantile(q).map_or(Value::Null, big);
+                        let mut row = vec![
+                            text("aio"),
+                            text(r.method),
+                            text(r.op),
+                            big(r.ios),
+                            big(r.bytes),
+                            big(r.errors),
+                            big(r.partial),
+                            big(r.executed_by_issuer),
+                            big(r.latency_us_total),
+                            quantile(0.5),
+                            quantile(0.99),
+                        ];
+                        row.resize(STAT_IO.len(), Value::Null);
+                        row
+                    })
+                    .collect();
+                let pool = db.pool().stats();
+                let load = |c: &std::sync::atomic::AtomicU64| {
+                    big(c.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                let mut row = vec![text("buffer pool"), text(db.aio().method().name())];
+                row.resize(11, Value::Null);
+                row.extend([
+                    load(&pool.hits),
+                    load(&pool.reads),
+                    load(&pool.evictions),
+                    load(&pool.writes),
+                    load(&pool.checksum_failures),
+                    load(&pool.advised),
+                ]);
+                debug_assert_eq!(row.len(), STAT_IO.len());
+                rows.push(row);
+                rows
+            }
+            View::Buffers => {
+                let mut names: HashMap<u32, String> = db
+                    .catalog()
+                    .tables()
+                    .iter()
+                    .map(|t| (t.heap.rel, t.name().to_string()))
+                    .collect();
+                names.insert(TABLES_REL, "catalog tables".into());
+                names.insert(COLUMNS_REL, "catalog columns".into());
+                db.pool()
+                    .contents()
+                    .into_iter()
+                    .map(|b| {
+                        vec![
+                            int(b.buffer),
+                            big(u64::from(b.tag.rel)),
+                            names.get(&b.tag.rel).map_or(Value::Null, |n| text(n)),
+                            text(b.tag.fork.name()),
+                            big(u64::from(b.tag.block)),
+                            Value::Boolean(b.valid),
+                            Value::Boolean(b.dirty),
+                            Value::Boolean(b.io_in_progress),
+                            int(b.pins),
+                            int(b.usage),
+                        ]
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// A utility function over a table's buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Utility {
+    /// `prewarm('t')`: reads every block of `t` into the pool through a
+    /// read stream; returns the number of blocks.
+    Prewarm,
+    /// `evict_relation('t')`: drops `t`'s buffers from the pool (writing
+    /// dirty ones back); returns how many were evicted.
+    EvictRelation,
+    /// `read_stream_for_blocks('t', ARRAY[…])`: reads those blocks, in
+    /// that order, through one read stream; returns one row of its figures.
+    ReadStreamForBlocks,
+}
+
+const PREWARM: &[ColumnSpec] = &[("prewarm", ColumnType::BigInt)];
+const EVICT_RELATION: &[ColumnSpec] = &[("evict_relation", ColumnType::BigInt)];
+const READ_STREAM_FOR_BLOCKS: &[ColumnSpec] = &[
+    ("blocks", ColumnType::BigInt),
+    ("hits", ColumnType::BigInt),
+    ("reads", ColumnType::BigInt),
+    ("ios", ColumnType::BigInt),
+    ("foreign_ios", ColumnType::BigInt),
+    ("waits", ColumnType::BigInt),
+    ("ms", ColumnType::Double),
+];
+
+impl Utility {
+    pub const ALL: [Utility; 3] = [
+        Utility::Prewarm,
+        Utility::EvictRelation,
+        Utility::ReadStreamForBlocks,
+    ];
+
+    /// The utility function called `name`, if any.
+    pub fn by_name(name: &str) -> Option<Utility> {
+        Utility::ALL.into_iter().find(|u| u.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Utility::Prewarm => "prewarm",
+            Utility::EvictRelation => "evict_relation",
+            Utility::ReadStreamForBlocks => "read_stream_for_blocks",
+        }
+    }
+
+    /// How it is called, for error messages.
+    pub fn signature(self) -> &'static str {
+        match self {
+            Utility::Prewarm => "prewarm('table')",
+            Utility::EvictRelation => "evict_relation('table')",
+            Utility::ReadStreamForBlocks => "read_stream_for_blocks('table', ARRAY[block, …])",
+        }
+    }
+
+    /// The columns of the row it returns.
+    pub fn columns(self) -> &'static [ColumnSpec] {
+        match self {
+            Utility::Prewarm => PREWARM,
+            Utility::EvictRelation => EVICT_RELATION,
+            Utility::ReadStreamForBlocks => READ_STREAM_FOR_BLOCKS,
+        }
+    }
+}
+
+/// A call of a utility function.
+pub struct UtilityCall {
+    pub utility: Utility,
+    pub table: Arc<TableDef>,
+    /// Blocks to read (`read_stream_for_blocks` only).
+    pub blocks: Vec<u32>,
+}
+
+impl UtilityCall {
+    /// Calls it; returns the values of [`Utility::columns`].
+    pub(crate) fn run(&self, s: &mut Session) -> Result<Vec<Value>, ExecError> {
+        let rel = self.table.heap.rel;
+        let limits = s.stream_limits();
+        Ok(match self.utility {
+            Utility::Prewarm => {
+                let report = crate::tools::prewarm(&mut s.buf, rel, Fork::Main, limits)?;
+                vec![big(report.blocks)]
+            }
+            Utility::EvictRelation => {
+                let outcome = s.buf.evict_relation(rel)?;
+                vec![big(u64::from(outcome.evicted))]
+            }
+            Utility::ReadStreamForBlocks => {
+                let nblocks = s.buf.pool().relation(rel).nblocks(Fork::Main)?;
+                if let Some(&block) = self.blocks.iter().find(|&&b| b >= nblocks) {
+                    return Err(ExecError::BlockOutOfRange {
+                        table: self.table.name().to_string(),
+                        block,
+                        nblocks,
+                    });
+                }
+                let r = crate::tools::read_stream_for_blocks(
+                    &mut s.buf,
+                    rel,
+                    Fork::Main,
+                    &self.blocks,
+                    limits,
+                )?;
+                vec![
+                    big(r.blocks),
+                    big(r.hits),
+                    big(r.reads),
+                    big(r.ios),
+                    big(r.foreign_ios),
+                    big(r.waits),
+                    Value::Double(r.seconds * 1000.0),
+                ]
+            }
+        })
+    }
+}

@@ -1,0 +1,245 @@
+//! `aiostore sql` and `aiostore shell`: running SQL text and printing
+//! results, and the interactive prompt (history, multi-line statements,
+//! `\timing`, `\d`, `\d t`, `\q`).
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use aiostore::database::{Database, Session};
+use aiostore::sql::{format_csv, format_table, StatementResult};
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Csv,
+}
+
+/// Prints one statement's result: rows as a table or CSV, else its tag.
+pub fn print_result(out: &mut dyn Write, r: &StatementResult, how: Output) -> std::io::Result<()> {
+    for notice in &r.notices {
+        eprintln!("NOTICE:  {notice}");
+    }
+    if r.returns_rows() {
+        match how {
+            Output::Table => write!(out, "{}", format_table(r)),
+            Output::Csv => write!(out, "{}", format_csv(r)),
+        }
+    } else {
+        writeln!(out, "{}", r.tag)
+    }
+}
+
+/// Runs `text` in a new session, printing each statement's result as it
+/// completes. Returns false if a statement failed (after printing the
+/// error).
+pub fn run_sql(db: &Arc<Database>, text: &str, how: Output) -> Result<bool, String> {
+    let mut s = db.session().map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    run_in(&mut s, text, how, &mut out, false)
+}
+
+fn run_in(
+    s: &mut Session,
+    text: &str,
+    how: Output,
+    out: &mut dyn Write,
+    timing: bool,
+) -> Result<bool, String> {
+    let started = Instant::now();
+    let mut failed = None;
+    let result = aiostore::sql::execute_each(s, text, |r| {
+        if let Err(e) = print_result(out, &r, how) {
+            failed = Some(e.to_string());
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if timing {
+        let _ = writeln!(out, "Time: {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
+    }
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            eprintln!("ERROR:  {e}");
+            Ok(false)
+        }
+    }
+}
+
+/// True if `buf` ends a statement: a `;` outside quotes and comments at
+/// the end (ignoring trailing blanks).
+fn statement_complete(buf: &str) -> bool {
+    let mut in_single = false;
+    let mut in_double = false;
+    let mut last_semicolon = false;
+    let mut chars = buf.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_single {
+            in_single = c != '\'';
+            continue;
+        }
+        if in_double {
+            in_double = c != '"';
+            continue;
+        }
+        match c {
+            '\'' => in_single = true,
+            '"' => in_double = true,
+            '-' if chars.peek() == Some(&'-') => {
+                // A comment runs to the end of the line.
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+                continue;
+            }
+            ';' => {
+                last_semicolon = true;
+                continue;
+            }
+            c if c.is_whitespace() => continue,
+            _ => {}
+        }
+        last_semicolon = false;
+    }
+    last_semicolon && !in_single && !in_double
+}
+
+/// `\d`: the tables; `\d t`: one table's columns.
+fn describe(db: &Database, name: Option<&str>, out: &mut dyn Write) -> std::io::Result<()> {
+    match name {
+        None => {
+            let tables = db.catalog().tables();
+            if tables.is_empty() {
+                return writeln!(out, "Did not find any tables.");
+            }
+            writeln!(out, "{:<30} {:>8} {:>12}", "table", "columns", "blocks")?;
+            for t in tables {
+                let blocks = db
+                    .pool()
+                    .relation(t.heap.rel)
+                    .nblocks(aiostore::storage::Fork::Main)
+                    .map_or("?".to_string(), |n| n.to_string());
+                writeln!(
+                    out,
+                    "{:<30} {:>8} {:>12}",
+                    t.name(),
+                    t.columns.len(),
+                    blocks
+                )?;
+            }
+            Ok(())
+        }
+        Some(name) => match db.catalog().table(name) {
+            Err(e) => writeln!(out, "{e}"),
+            Ok(t) => {
+                writeln!(
+                    out,
+                    "Table \"{}\" (relation {}, fillfactor {})",
+                    t.name(),
+                    t.heap.rel,
+                    t.heap.fillfactor
+                )?;
+                writeln!(out, "{:<30} {:<18} nullable", "column", "type")?;
+                for c in &t.columns {
+                    writeln!(
+                        out,
+                        "{:<30} {:<18} {}",
+                        c.name,
+                        c.ty.name(),
+                        if c.not_null { "not null" } else { "" }
+                    )?;
+                }
+                Ok(())
+            }
+        },
+    }
+}
+
+const HELP: &str = "\\d [table]  list tables, or describe one\n\\timing     toggle timing of statements\n\\q          quit\nSQL statements end with ';' and may span lines.";
+
+/// The interactive prompt.
+pub fn shell(db: &Arc<Database>) -> Result<(), String> {
+    let mut s = db.session().map_err(|e| e.to_string())?;
+    let mut editor = rustyline::DefaultEditor::new().map_err(|e| e.to_string())?;
+    let history =
+        std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".aiostore_history"));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    let mut timing = false;
+    let mut buf = String::new();
+    let mut out = std::io::stdout();
+    println!(
+        "aiostore shell on \"{}\" (io_method={}); \\? for help, \\q to quit",
+        db.dir().display(),
+        db.aio().method()
+    );
+    loop {
+        let prompt = if buf.is_empty() {
+            "aiostore=> "
+        } else {
+            "aiostore-> "
+        };
+        let line = match editor.readline(prompt) {
+            Ok(line) => line,
+            Err(rustyline::error::ReadlineError::Interrupted) => {
+                buf.clear();
+                continue;
+            }
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(e.to_string()),
+        };
+        let trimmed = line.trim();
+        if buf.is_empty() && trimmed.starts_with('\\') {
+            let _ = editor.add_history_entry(trimmed);
+            let mut words = trimmed.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some("\\q"), _) => break,
+                (Some("\\timing"), _) => {
+                    timing = !timing;
+                    println!("Timing is {}.", if timing { "on" } else { "off" });
+                }
+                (Some("\\d"), name) => describe(db, name, &mut out).map_err(|e| e.to_string())?,
+                (Some("\\?"), _) => println!("{HELP}"),
+                (Some(other), _) => println!("invalid command {other}; \\? for help"),
+                (None, _) => {}
+            }
+            continue;
+        }
+        if trimmed.is_empty() && buf.is_empty() {
+            continue;
+        }
+        buf.push_str(&line);
+        buf.push('\n');
+        if statement_complete(&buf) {
+            let _ = editor.add_history_entry(buf.trim_end());
+            run_in(&mut s, &buf, Output::Table, &mut out, timing)?;
+            buf.clear();
+        }
+    }
+    if let Some(h) = &history {
+        let _ = editor.save_history(h);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::statement_complete;
+
+    #[test]
+    fn a_statement_ends_at_a_semicolon_outside_quotes_and_comments() {
+        assert!(statement_complete("select 1;"));
+        assert!(statement_complete("select 1;  \n"));
+        assert!(!statement_complete("select ';'"));
+        assert!(!statement_complete("select 1 -- done;"));
+        assert!(statement_complete("select 1 -- done;\n;"));
+        assert!(!statement_complete("select \"a;"));
+        assert!(statement_complete("select 'it''s';"));
+    }
+}

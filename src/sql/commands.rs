@@ -1,0 +1,470 @@
+//! Running one statement: transaction control, the statement bracket
+//! (`start_statement` … `end_statement`), and dispatching each kind of
+//! statement (DDL is in `ddl`, EXPLAIN in `explain`); settings are here.
+
+use std::sync::Arc;
+
+use sqlparser::ast::{
+    self, DescribeAlias, ObjectType, Reset, ResetStatement, Set, Spanned, Statement,
+    TransactionAccessMode, TransactionIsolationLevel, TransactionMode,
+};
+use sqlparser::tokenizer::Span;
+
+use super::ddl::{create_table, drop_tables, vacuum};
+use super::dml::{plan_delete, plan_insert, plan_update};
+use super::explain::{explain, explain_options};
+use super::expr::{constant, ident, object_name, StmtCx};
+use super::parse::{Parsed, Stmt};
+use super::query::plan_query;
+use super::{ResultColumn, SqlError, StatementResult};
+use crate::config::{Context, SETTINGS};
+use crate::database::{Isolation, Session, StatementSnapshot, XactError};
+use crate::exec::{self, Plan};
+use crate::heap::{ColumnType, Value};
+
+/// Ends the statement as `result` says; an error ending it (a commit that
+/// failed) replaces a success, never a failure.
+fn finish(
+    s: &mut Session,
+    result: Result<StatementResult, SqlError>,
+) -> Result<StatementResult, SqlError> {
+    let ended = s.end_statement(result.is_ok());
+    match (result, ended) {
+        (Ok(r), Ok(())) => Ok(r),
+        (Ok(_), Err(e)) => Err(e.into()),
+        (Err(e), _) => Err(e),
+    }
+}
+
+/// A statement that reads or writes table data, with its snapshot.
+fn in_statement(
+    s: &mut Session,
+    f: impl FnOnce(&mut Session, &mut StatementSnapshot) -> Result<StatementResult, SqlError>,
+) -> Result<StatementResult, SqlError> {
+    let result = match s.start_statement() {
+        Ok(mut snapshot) => {
+            let r = f(s, &mut snapshot);
+            drop(snapshot);
+            r
+        }
+        Err(e) => Err(e.into()),
+    };
+    finish(s, result)
+}
+
+/// A statement that reads no table data: refused in a failed block like
+/// any other, but holds no snapshot while it runs (VACUUM must not hold
+/// back the horizon it cleans up to).
+fn utility(
+    s: &mut Session,
+    f: impl FnOnce(&mut Session) -> Result<StatementResult, SqlError>,
+) -> Result<StatementResult, SqlError> {
+    let result = match s.start_statement() {
+        Ok(snapshot) => {
+            drop(snapshot);
+            f(s)
+        }
+        Err(e) => Err(e.into()),
+    };
+    finish(s, result)
+}
+
+/// The leading keywords of a statement, to name it when refusing it.
+fn statement_kind(st: &Statement) -> String {
+    let text = st.to_string();
+    let words: Vec<&str> = text
+        .split_whitespace()
+        .take(3)
+        .take_while(|w| w.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        .collect();
+    if words.is_empty() {
+        "this statement".into()
+    } else {
+        words.join(" ")
+    }
+}
+
+/// Runs one parsed statement.
+pub(crate) fn run(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlError> {
+    let result = dispatch(s, parsed);
+    let ends_block = matches!(
+        &parsed.statement,
+        Stmt::Ast(st) if matches!(**st, Statement::Commit { .. } | Statement::Rollback { .. })
+    );
+    if result.is_err() && !ends_block {
+        // A statement refused before it started (an unsupported form)
+        // fails a transaction block like any other error. For one that
+        // already ended, this changes nothing: outside a block there is
+        // no transaction left, inside one it is already marked failed.
+        if let Err(e) = s.end_statement(false) {
+            log::error!("could not end a failed statement: {e}");
+        }
+    }
+    result
+}
+
+fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlError> {
+    let cx = StmtCx {
+        number: parsed.number,
+        start: parsed.start,
+    };
+    let statement = match &parsed.statement {
+        Stmt::Checkpoint => {
+            // A write-back of every dirty buffer; a real checkpoint (a redo
+            // point) comes with the WAL.
+            return utility(s, |s| {
+                s.db().flush()?;
+                Ok(StatementResult::tag("CHECKPOINT"))
+            });
+        }
+        Stmt::Ast(statement) => &**statement,
+    };
+    match statement {
+        Statement::StartTransaction {
+            modes,
+            modifier,
+            statements,
+            exception,
+            has_end_keyword,
+            ..
+        } => {
+            if modifier.is_some()
+                || !statements.is_empty()
+                || exception.is_some()
+                || *has_end_keyword
+            {
+                return Err(cx.unsupported(statement.span(), "this form of BEGIN"));
+            }
+            begin(&cx, s, statement, modes)
+        }
+        Statement::Commit {
+            chain,
+            end: _,
+            modifier,
+        } => {
+            if *chain || modifier.is_some() {
+                return Err(cx.unsupported(statement.span(), "COMMIT AND CHAIN"));
+            }
+            match s.commit() {
+                Ok(true) => Ok(StatementResult::tag("COMMIT")),
+                // A failed block can only roll back, and says so.
+                Ok(false) => Ok(StatementResult::tag("ROLLBACK")),
+                Err(XactError::NotInProgress) => {
+                    Ok(with_notice("COMMIT", "there is no transaction in progress"))
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        Statement::Rollback { chain, savepoint } => {
+            if savepoint.is_some() {
+                return Err(cx.unsupported(statement.span(), "savepoints"));
+            }
+            if *chain {
+                return Err(cx.unsupported(statement.span(), "ROLLBACK AND CHAIN"));
+            }
+            match s.rollback() {
+                Ok(()) => Ok(StatementResult::tag("ROLLBACK")),
+                Err(XactError::NotInProgress) => Ok(with_notice(
+                    "ROLLBACK",
+                    "there is no transaction in progress",
+                )),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Statement::Query(_)
+        | Statement::Insert(_)
+        | Statement::Update(_)
+        | Statement::Delete(_) => in_statement(s, |s, snapshot| {
+            let db = Arc::clone(s.db());
+            let (mut plan, columns) = plan_statement(&cx, &db, statement)?;
+            let outcome = exec::execute(&mut plan, s, snapshot)?;
+            let tag = match plan {
+                Plan::Query(_) => format!("SELECT {}", outcome.count),
+                Plan::Insert(_) => format!("INSERT 0 {}", outcome.count),
+                Plan::Update(_) => format!("UPDATE {}", outcome.count),
+                Plan::Delete(_) => format!("DELETE {}", outcome.count),
+            };
+            Ok(StatementResult {
+                tag,
+                columns,
+                rows: outcome.rows,
+                notices: Vec::new(),
+            })
+        }),
+        Statement::Explain {
+            describe_alias,
+            analyze,
+            verbose,
+            query_plan,
+            estimate,
+            statement: inner,
+            format,
+            options,
+        } => {
+            if *describe_alias != DescribeAlias::Explain || *query_plan || *estimate {
+                return Err(cx.unsupported(statement.span(), "this form of EXPLAIN"));
+            }
+            if *verbose {
+                return Err(cx.unsupported(statement.span(), "EXPLAIN VERBOSE"));
+            }
+            if format.is_some() {
+                return Err(cx.unsupported(statement.span(), "EXPLAIN FORMAT"));
+            }
+            let opts =
+                explain_options(&cx, statement, *analyze, options.as_deref().unwrap_or(&[]))?;
+            in_statement(s, |s, snapshot| explain(&cx, s, snapshot, inner, &opts))
+        }
+        Statement::CreateTable(ct) => utility(s, |s| create_table(&cx, s, ct)),
+        Statement::Drop {
+            object_type,
+            if_exists,
+            names,
+            cascade,
+            restrict: _,
+            purge,
+            temporary,
+            table,
+        } => {
+            if *object_type != ObjectType::Table {
+                return Err(cx.unsupported(statement.span(), format!("DROP {object_type}")));
+            }
+            if *cascade || *purge || *temporary || table.is_some() {
+                return Err(cx.unsupported(statement.span(), "this form of DROP TABLE"));
+            }
+            utility(s, |s| drop_tables(&cx, s, names, *if_exists))
+        }
+        Statement::Set(set) => {
+            let Set::SingleAssignment {
+                scope,
+                hivevar,
+                variable,
+                values,
+            } = set
+            else {
+                return Err(cx.unsupported(Span::empty(), statement_kind(statement)));
+            };
+            match scope {
+                None | Some(ast::ContextModifier::Session) => {}
+                Some(_) => {
+                    return Err(cx.unsupported_hint(
+                        statement.span(),
+                        "SET LOCAL / GLOBAL",
+                        "; SET applies to the session",
+                    ))
+                }
+            }
+            if *hivevar {
+                return Err(cx.unsupported(statement.span(), "this form of SET"));
+            }
+            let name = object_name(&cx, variable)?;
+            let value = match values.as_slice() {
+                [v] => setting_value(v),
+                _ => None,
+            };
+            let Some(value) = value else {
+                return Err(cx.unsupported_hint(
+                    statement.span(),
+                    "this value for SET",
+                    "; give one number, word or quoted string",
+                ));
+            };
+            utility(s, |s| {
+                if value.eq_ignore_ascii_case("default") {
+                    let db = Arc::clone(s.db());
+                    s.settings.reset_session(&name, db.settings())?;
+                } else {
+                    s.settings.set_session(&name, &value)?;
+                }
+                s.settings_changed();
+                Ok(StatementResult::tag("SET"))
+            })
+        }
+        Statement::ShowVariable { variable } => {
+            let [name] = variable.as_slice() else {
+                return Err(cx.unsupported(
+                    statement.span(),
+                    format!(
+                        "SHOW {}",
+                        variable
+                            .iter()
+                            .map(|v| v.value.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ),
+                ));
+            };
+            let name = ident(name);
+            utility(s, |s| show(s, &name))
+        }
+        Statement::Reset(ResetStatement { reset }) => {
+            let names: Vec<String> = match reset {
+                Reset::ALL => SETTINGS
+                    .iter()
+                    .filter(|d| d.context == Context::Session)
+                    .map(|d| d.name.to_string())
+                    .collect(),
+                Reset::ConfigurationParameter(name) => vec![object_name(&cx, name)?],
+                Reset::SessionAuthorization => {
+                    return Err(cx.unsupported(statement.span(), "RESET SESSION AUTHORIZATION"))
+                }
+            };
+            utility(s, |s| {
+                let db = Arc::clone(s.db());
+                for name in &names {
+                    s.settings.reset_session(name, db.settings())?;
+                }
+                s.settings_changed();
+                Ok(StatementResult::tag("RESET"))
+            })
+        }
+        Statement::Vacuum(v) => {
+            let ast::VacuumStatement {
+                full,
+                sort_only,
+                delete_only,
+                reindex,
+                recluster,
+                table_name,
+                threshold,
+                boost,
+            } = v;
+            if *full {
+                return Err(cx.unsupported_hint(statement.span(), "VACUUM FULL", "; use VACUUM"));
+            }
+            if *sort_only || *delete_only || *reindex || *recluster || threshold.is_some() || *boost
+            {
+                return Err(cx.unsupported(statement.span(), "this form of VACUUM"));
+            }
+            utility(s, |s| vacuum(&cx, s, table_name.as_ref()))
+        }
+        other => Err(cx.unsupported(Span::empty(), statement_kind(other))),
+    }
+}
+
+fn with_notice(tag: &str, notice: &str) -> StatementResult {
+    StatementResult {
+        notices: vec![format!("WARNING: {notice}")],
+        ..StatementResult::tag(tag)
+    }
+}
+
+fn begin(
+    cx: &StmtCx,
+    s: &mut Session,
+    statement: &Statement,
+    modes: &[TransactionMode],
+) -> Result<StatementResult, SqlError> {
+    let mut isolation = Isolation::ReadCommitted;
+    for mode in modes {
+        match mode {
+            // PostgreSQL runs READ UNCOMMITTED as READ COMMITTED, too.
+            TransactionMode::IsolationLevel(
+                TransactionIsolationLevel::ReadCommitted
+                | TransactionIsolationLevel::ReadUncommitted,
+            ) => isolation = Isolation::ReadCommitted,
+            TransactionMode::IsolationLevel(TransactionIsolationLevel::RepeatableRead) => {
+                isolation = Isolation::RepeatableRead
+            }
+            TransactionMode::IsolationLevel(level) => {
+                return Err(cx.unsupported_hint(
+                    statement.span(),
+                    format!("ISOLATION LEVEL {level}"),
+                    "; use REPEATABLE READ or READ COMMITTED",
+                ))
+            }
+            TransactionMode::AccessMode(TransactionAccessMode::ReadWrite) => {}
+            TransactionMode::AccessMode(TransactionAccessMode::ReadOnly) => {
+                return Err(cx.unsupported(statement.span(), "READ ONLY transactions"))
+            }
+        }
+    }
+    match s.begin(isolation) {
+        Ok(()) => Ok(StatementResult::tag("BEGIN")),
+        Err(XactError::AlreadyInProgress) => Ok(with_notice(
+            "BEGIN",
+            "there is already a transaction in progress",
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Plans a statement the executor runs, with the columns it returns.
+pub(crate) fn plan_statement(
+    cx: &StmtCx,
+    db: &crate::database::Database,
+    statement: &Statement,
+) -> Result<(Plan, Vec<ResultColumn>), SqlError> {
+    Ok(match statement {
+        Statement::Query(q) => {
+            let planned = plan_query(cx, db, q)?;
+            (Plan::Query(planned.pipeline), planned.columns)
+        }
+        Statement::Insert(i) => (Plan::Insert(plan_insert(cx, db, i)?), Vec::new()),
+        Statement::Update(u) => (Plan::Update(plan_update(cx, db, u)?), Vec::new()),
+        Statement::Delete(d) => (Plan::Delete(plan_delete(cx, db, d)?), Vec::new()),
+        other => {
+            return Err(cx.unsupported(
+                Span::empty(),
+                format!("EXPLAIN of {}", statement_kind(other)),
+            ))
+        }
+    })
+}
+
+/// The text a SET value stands for.
+fn setting_value(e: &ast::Expr) -> Option<String> {
+    match constant(e) {
+        Some(Value::Boolean(b)) => return Some(if b { "on" } else { "off" }.into()),
+        Some(Value::Null) => return None,
+        Some(Value::Text(t)) => return Some(t),
+        Some(_) => return Some(e.to_string()),
+        None => {}
+    }
+    match e {
+        ast::Expr::Identifier(i) => Some(i.value.clone()),
+        _ => None,
+    }
+}
+
+fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
+    if name == "all" {
+        let rows: Vec<Vec<Value>> = s
+            .settings
+            .rows()
+            .into_iter()
+            .map(|(def, value, source)| {
+                vec![
+                    Value::Text(def.name.to_string()),
+                    Value::Text(value.to_string()),
+                    Value::Text(source.to_string()),
+                    Value::Text(def.description.to_string()),
+                ]
+            })
+            .collect();
+        let column = |name: &str| ResultColumn {
+            name: name.into(),
+            ty: ColumnType::Text,
+        };
+        return Ok(StatementResult {
+            tag: "SHOW".into(),
+            columns: vec![
+                column("name"),
+                column("setting"),
+                column("source"),
+                column("description"),
+            ],
+            rows,
+            notices: Vec::new(),
+        });
+    }
+    let (value, _) = s.settings.show(name)?;
+    Ok(StatementResult {
+        tag: "SHOW".into(),
+        columns: vec![ResultColumn {
+            name: name.to_string(),
+            ty: ColumnType::Text,
+        }],
+        rows: vec![vec![Value::Text(value)]],
+        notices: Vec::new(),
+    })
+}

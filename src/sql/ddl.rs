@@ -1,0 +1,235 @@
+//! DDL and maintenance: CREATE TABLE, DROP TABLE, VACUUM.
+//!
+//! All three run outside transaction blocks only: catalog changes take
+//! effect at once (see `catalog`), and VACUUM must see the horizon of the
+//! whole system, not of a transaction of its own.
+
+use std::sync::Arc;
+
+use sqlparser::ast::{
+    self, helpers::stmt_create_table::CreateTableBuilder, ColumnOption, CreateTable,
+    CreateTableOptions, Spanned, SqlOption,
+};
+use sqlparser::tokenizer::Span;
+
+use super::expr::{column_type, constant, ident, object_name, StmtCx};
+use super::{SqlError, StatementResult};
+use crate::catalog::ColumnDef;
+use crate::database::Session;
+use crate::exec::{self, View};
+use crate::heap::Value;
+
+/// Fill factor of a table created without one.
+const DEFAULT_FILLFACTOR: u8 = 100;
+const MIN_FILLFACTOR: i32 = 10;
+
+/// What makes `ct` more than `CREATE TABLE [IF NOT EXISTS] t (…) [WITH (…)]`.
+fn create_table_extra(ct: &CreateTable) -> &'static str {
+    if ct.or_replace {
+        "CREATE OR REPLACE TABLE"
+    } else if ct.temporary {
+        "TEMPORARY tables"
+    } else if ct.unlogged {
+        "UNLOGGED tables"
+    } else if ct.query.is_some() {
+        "CREATE TABLE … AS"
+    } else if ct.like.is_some() {
+        "CREATE TABLE … LIKE"
+    } else if !ct.constraints.is_empty() {
+        "table constraints (PRIMARY KEY, UNIQUE, CHECK, FOREIGN KEY)"
+    } else if ct.partition_by.is_some() {
+        "PARTITION BY"
+    } else if ct.inherits.is_some() {
+        "INHERITS"
+    } else if ct.on_commit.is_some() {
+        "ON COMMIT"
+    } else {
+        "this form of CREATE TABLE"
+    }
+}
+
+fn fillfactor(cx: &StmtCx, options: &CreateTableOptions, span: Span) -> Result<u8, SqlError> {
+    let list = match options {
+        CreateTableOptions::None => return Ok(DEFAULT_FILLFACTOR),
+        CreateTableOptions::With(list) => list,
+        _ => {
+            return Err(cx.unsupported_hint(
+                span,
+                "these table options",
+                "; use WITH (fillfactor = n)",
+            ))
+        }
+    };
+    let mut fillfactor = DEFAULT_FILLFACTOR;
+    for option in list {
+        match option {
+            SqlOption::KeyValue { key, value } if ident(key) == "fillfactor" => {
+                fillfactor = match constant(value) {
+                    Some(Value::Integer(n))
+                        if (MIN_FILLFACTOR..=i32::from(DEFAULT_FILLFACTOR)).contains(&n) =>
+                    {
+                        u8::try_from(n).unwrap_or(DEFAULT_FILLFACTOR)
+                    }
+                    _ => {
+                        return Err(SqlError::Fillfactor {
+                            value: value.to_string(),
+                        })
+                    }
+                };
+            }
+            other => {
+                return Err(cx.unsupported_hint(
+                    span,
+                    format!("the table option {other}"),
+                    "; only fillfactor is supported",
+                ))
+            }
+        }
+    }
+    Ok(fillfactor)
+}
+
+pub(crate) fn create_table(
+    cx: &StmtCx,
+    s: &mut Session,
+    ct: &CreateTable,
+) -> Result<StatementResult, SqlError> {
+    s.require_no_block("CREATE TABLE")?;
+    let span = ct.name.span();
+    let canonical = CreateTableBuilder::new(ct.name.clone())
+        .if_not_exists(ct.if_not_exists)
+        .columns(ct.columns.clone())
+        .table_options(ct.table_options.clone())
+        .build();
+    if canonical != *ct {
+        return Err(cx.unsupported(span, create_table_extra(ct)));
+    }
+    let name = object_name(cx, &ct.name)?;
+    if View::by_name(&name).is_some() {
+        return Err(SqlError::ReadOnlyView { name });
+    }
+    let mut columns = Vec::with_capacity(ct.columns.len());
+    for c in &ct.columns {
+        let mut not_null = false;
+        for option in &c.options {
+            if option.name.is_some() {
+                return Err(cx.unsupported(c.name.span, "named column constraints"));
+            }
+            match &option.option {
+                ColumnOption::NotNull => not_null = true,
+                ColumnOption::Null => not_null = false,
+                other => {
+                    return Err(cx.unsupported_hint(
+                        c.name.span,
+                        format!("the column option {other}"),
+                        "; columns take a type and NOT NULL",
+                    ))
+                }
+            }
+        }
+        columns.push(ColumnDef {
+            name: ident(&c.name),
+            ty: column_type(&c.data_type)?,
+            not_null,
+        });
+    }
+    let fillfactor = fillfactor(cx, &ct.table_options, span)?;
+    let db = Arc::clone(s.db());
+    let created = db.catalog().create_table(
+        &mut s.buf,
+        db.heap(),
+        &name,
+        columns,
+        fillfactor,
+        ct.if_not_exists,
+    )?;
+    Ok(if created {
+        StatementResult::tag("CREATE TABLE")
+    } else {
+        StatementResult {
+            notices: vec![format!("NOTICE: table \"{name}\" already exists, skipping")],
+            ..StatementResult::tag("CREATE TABLE")
+        }
+    })
+}
+
+pub(crate) fn drop_tables(
+    cx: &StmtCx,
+    s: &mut Session,
+    names: &[ast::ObjectName],
+    if_exists: bool,
+) -> Result<StatementResult, SqlError> {
+    s.require_no_block("DROP TABLE")?;
+    let db = Arc::clone(s.db());
+    let mut tables = Vec::with_capacity(names.len());
+    // Every name first: a missing one drops nothing.
+    for name in names {
+        let name = object_name(cx, name)?;
+        if db.catalog().table(&name).is_err() {
+            if View::by_name(&name).is_some() {
+                return Err(SqlError::ReadOnlyView { name });
+            }
+            if !if_exists {
+                return Err(SqlError::UnknownTable {
+                    name,
+                    hint: String::new(),
+                });
+            }
+        }
+        tables.push(name);
+    }
+    let mut result = StatementResult::tag("DROP TABLE");
+    for name in tables {
+        if !db
+            .catalog()
+            .drop_table(&mut s.buf, db.heap(), &name, if_exists)?
+        {
+            result
+                .notices
+                .push(format!("NOTICE: table \"{name}\" does not exist, skipping"));
+        }
+    }
+    Ok(result)
+}
+
+pub(crate) fn vacuum(
+    cx: &StmtCx,
+    s: &mut Session,
+    table: Option<&ast::ObjectName>,
+) -> Result<StatementResult, SqlError> {
+    s.require_no_block("VACUUM")?;
+    let db = Arc::clone(s.db());
+    let tables = match table {
+        Some(name) => {
+            let name = object_name(cx, name)?;
+            vec![db
+                .catalog()
+                .table(&name)
+                .map_err(|_| SqlError::UnknownTable {
+                    name: name.clone(),
+                    hint: String::new(),
+                })?]
+        }
+        None => db.catalog().tables(),
+    };
+    let reports = exec::vacuum(s, &tables)?;
+    let notices = tables
+        .iter()
+        .zip(&reports)
+        .map(|(t, r)| {
+            format!(
+                "INFO: table \"{}\": {} pages ({} skipped as all-visible, {} set all-visible), {} dead rows removed, {} kept",
+                t.name(),
+                r.pages,
+                r.pages_skipped,
+                r.pages_set_all_visible,
+                r.tuples_removed,
+                r.tuples_kept
+            )
+        })
+        .collect();
+    Ok(StatementResult {
+        notices,
+        ..StatementResult::tag("VACUUM")
+    })
+}

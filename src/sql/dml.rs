@@ -1,0 +1,369 @@
+//! INSERT, UPDATE and DELETE: from `sqlparser` statements to the
+//! executor's plans.
+//!
+//! Values are converted to their column's type while planning (literals to
+//! any type, numbers among numbers; anything else is an error naming the
+//! column), so the executor only has to check NOT NULL. An INSERT's input
+//! is a pipeline producing rows of the table's full width: columns not
+//! named get NULL (there are no defaults yet).
+
+use std::sync::Arc;
+
+use sqlparser::ast::{
+    self, AssignmentTarget, FromTable, SetExpr, Spanned, TableFactor, TableObject, TableWithJoins,
+};
+
+use super::expr::{assign, object_name, ExprPlanner, Scope, StmtCx};
+use super::query::plan_query;
+use super::SqlError;
+use crate::catalog::TableDef;
+use crate::database::Database;
+use crate::exec::{
+    DeletePlan, Expr, Filter, InsertPlan, Op, Pipeline, ScanNode, Source, UpdatePlan, View,
+};
+
+/// The table a statement changes: a user table, not a view.
+fn target_table(
+    cx: &StmtCx,
+    db: &Database,
+    name: &ast::ObjectName,
+) -> Result<Arc<TableDef>, SqlError> {
+    let name = object_name(cx, name)?;
+    db.catalog().table(&name).map_err(|_| {
+        if View::by_name(&name).is_some() {
+            SqlError::ReadOnlyView { name: name.clone() }
+        } else {
+            SqlError::UnknownTable {
+                name: name.clone(),
+                hint: String::new(),
+            }
+        }
+    })
+}
+
+/// The one table of UPDATE or DELETE, and its alias.
+fn single_table(
+    cx: &StmtCx,
+    db: &Database,
+    t: &TableWithJoins,
+) -> Result<(Arc<TableDef>, Option<String>), SqlError> {
+    if let Some(join) = t.joins.first() {
+        return Err(cx.unsupported(join.relation.span(), "JOIN"));
+    }
+    match &t.relation {
+        TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            with_hints,
+            version: None,
+            with_ordinality: false,
+            partitions,
+            json_path: None,
+            sample: None,
+            index_hints,
+        } if with_hints.is_empty() && partitions.is_empty() && index_hints.is_empty() => {
+            if alias
+                .as_ref()
+                .is_some_and(|a| !a.columns.is_empty() || a.at.is_some())
+            {
+                return Err(cx.unsupported(t.relation.span(), "column aliases for a table"));
+            }
+            let table = target_table(cx, db, name)?;
+            Ok((table, alias.as_ref().map(|a| super::expr::ident(&a.name))))
+        }
+        other => Err(cx.unsupported(other.span(), "this kind of target table")),
+    }
+}
+
+/// The column indexes `columns` names, in order; all columns if empty.
+fn target_columns(
+    cx: &StmtCx,
+    table: &TableDef,
+    columns: &[ast::ObjectName],
+) -> Result<Vec<usize>, SqlError> {
+    if columns.is_empty() {
+        return Ok((0..table.columns.len()).collect());
+    }
+    let mut out = Vec::with_capacity(columns.len());
+    for c in columns {
+        let name = object_name(cx, c)?;
+        let index = table
+            .column_index(&name)
+            .ok_or_else(|| SqlError::UnknownColumn {
+                column: name.clone(),
+                relation: format!("table \"{}\"", table.name()),
+                at: cx.at(c.span()),
+            })?;
+        if out.contains(&index) {
+            return Err(SqlError::DuplicateColumn {
+                table: table.name().to_string(),
+                column: name,
+            });
+        }
+        out.push(index);
+    }
+    Ok(out)
+}
+
+pub(crate) fn plan_insert(
+    cx: &StmtCx,
+    db: &Database,
+    insert: &ast::Insert,
+) -> Result<InsertPlan, SqlError> {
+    let ast::Insert {
+        insert_token: _,
+        optimizer_hints,
+        or,
+        ignore,
+        into: _,
+        table,
+        table_alias,
+        columns,
+        overwrite,
+        source,
+        assignments,
+        partitioned,
+        after_columns,
+        has_table_keyword,
+        on,
+        returning,
+        output,
+        replace_into,
+        priority,
+        insert_alias,
+        settings,
+        format_clause,
+        multi_table_insert_type,
+        multi_table_into_clauses,
+        multi_table_when_clauses,
+        multi_table_else_clause,
+    } = insert;
+    let span = insert.span();
+    if returning.is_some() || output.is_some() {
+        return Err(cx.unsupported(span, "RETURNING"));
+    }
+    if on.is_some() {
+        return Err(cx.unsupported(span, "ON CONFLICT"));
+    }
+    if !optimizer_hints.is_empty()
+        || or.is_some()
+        || *ignore
+        || table_alias.is_some()
+        || *overwrite
+        || !assignments.is_empty()
+        || partitioned.is_some()
+        || !after_columns.is_empty()
+        || *has_table_keyword
+        || *replace_into
+        || priority.is_some()
+        || insert_alias.is_some()
+        || settings.is_some()
+        || format_clause.is_some()
+        || multi_table_insert_type.is_some()
+        || !multi_table_into_clauses.is_empty()
+        || !multi_table_when_clauses.is_empty()
+        || multi_table_else_clause.is_some()
+    {
+        return Err(cx.unsupported(span, "this form of INSERT"));
+    }
+    let TableObject::TableName(name) = table else {
+        return Err(cx.unsupported(span, "INSERT INTO a table function"));
+    };
+    let table = target_table(cx, db, name)?;
+    let targets = target_columns(cx, &table, columns)?;
+    let Some(source) = source else {
+        return Err(cx.unsupported_hint(
+            span,
+            "INSERT … DEFAULT VALUES",
+            "; give VALUES or a SELECT",
+        ));
+    };
+    let arity = |expressions: usize| {
+        if expressions != targets.len() {
+            return Err(SqlError::InsertArity {
+                table: table.name().to_string(),
+                expressions,
+                columns: targets.len(),
+            });
+        }
+        Ok(())
+    };
+    // Full-width rows: the targets' values in place, NULL elsewhere.
+    let full_row = |mut values: Vec<Option<Expr>>| -> Vec<Expr> {
+        table
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                values
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .unwrap_or_else(|| Expr::null(Some(c.ty)))
+            })
+            .collect()
+    };
+    if let SetExpr::Values(values) = &*source.body {
+        if source.order_by.is_some() || source.limit_clause.is_some() || source.with.is_some() {
+            return Err(cx.unsupported(source.span(), "ORDER BY, LIMIT or WITH on VALUES"));
+        }
+        let scope = Scope::empty();
+        let mut planner = ExprPlanner::new(cx, db, &scope, "VALUES");
+        let mut rows = Vec::with_capacity(values.rows.len());
+        for row in &values.rows {
+            arity(row.content.len())?;
+            let mut placed: Vec<Option<Expr>> = vec![None; table.columns.len()];
+            for (&column, e) in targets.iter().zip(&row.content) {
+                if matches!(e, ast::Expr::Identifier(i) if i.value.eq_ignore_ascii_case("default"))
+                {
+                    return Err(cx.unsupported_hint(
+                        e.span(),
+                        "DEFAULT",
+                        "; columns have no defaults yet, leave the column out to store NULL",
+                    ));
+                }
+                placed[column] = Some(planner.plan_assignment(e, &table, column)?);
+            }
+            rows.push(full_row(placed));
+        }
+        let width = table.columns.len();
+        return Ok(InsertPlan {
+            table: Arc::clone(&table),
+            input: Pipeline::new(Source::Values(rows), None, Vec::new(), width),
+            bulk: false,
+        });
+    }
+    let mut query = plan_query(cx, db, source)?;
+    arity(query.columns.len())?;
+    let mut placed: Vec<Option<Expr>> = vec![None; table.columns.len()];
+    for (k, &column) in targets.iter().enumerate() {
+        let output = &query.columns[k];
+        placed[column] = Some(assign(Expr::column(k, output.ty), false, &table, column)?);
+    }
+    query.pipeline.ops.push(Op::project(full_row(placed)));
+    query.pipeline.width = table.columns.len();
+    Ok(InsertPlan {
+        table,
+        input: query.pipeline,
+        bulk: true,
+    })
+}
+
+pub(crate) fn plan_update(
+    cx: &StmtCx,
+    db: &Database,
+    update: &ast::Update,
+) -> Result<UpdatePlan, SqlError> {
+    let ast::Update {
+        update_token: _,
+        optimizer_hints,
+        table,
+        assignments,
+        from,
+        selection,
+        returning,
+        output,
+        or,
+        order_by,
+        limit,
+    } = update;
+    let span = update.span();
+    if returning.is_some() || output.is_some() {
+        return Err(cx.unsupported(span, "RETURNING"));
+    }
+    if from.is_some() {
+        return Err(cx.unsupported(span, "UPDATE … FROM"));
+    }
+    if !optimizer_hints.is_empty() || or.is_some() || !order_by.is_empty() || limit.is_some() {
+        return Err(cx.unsupported(span, "this form of UPDATE"));
+    }
+    let (table, alias) = single_table(cx, db, table)?;
+    let scope = Scope::of_table(&table, alias.as_deref());
+    let mut planner = ExprPlanner::new(cx, db, &scope, "UPDATE");
+    let mut planned: Vec<(usize, Expr)> = Vec::with_capacity(assignments.len());
+    for a in assignments {
+        let AssignmentTarget::ColumnName(name) = &a.target else {
+            return Err(cx.unsupported(a.value.span(), "assigning to several columns at once"));
+        };
+        let column_name = object_name(cx, name)?;
+        let column = table
+            .column_index(&column_name)
+            .ok_or_else(|| SqlError::UnknownColumn {
+                column: column_name.clone(),
+                relation: format!("table \"{}\"", table.name()),
+                at: cx.at(name.span()),
+            })?;
+        if planned.iter().any(|(c, _)| *c == column) {
+            return Err(SqlError::DuplicateColumn {
+                table: table.name().to_string(),
+                column: column_name,
+            });
+        }
+        planned.push((column, planner.plan_assignment(&a.value, &table, column)?));
+    }
+    let filter = match selection {
+        Some(w) => Some(Filter {
+            predicate: planner.plan_predicate(w, "WHERE")?,
+            label: format!("({w})"),
+        }),
+        None => None,
+    };
+    // The new version needs every column of the old one.
+    let wanted = vec![true; table.columns.len()];
+    Ok(UpdatePlan {
+        scan: ScanNode::new(table, alias, wanted),
+        filter,
+        assignments: planned,
+        counts: Default::default(),
+    })
+}
+
+pub(crate) fn plan_delete(
+    cx: &StmtCx,
+    db: &Database,
+    delete: &ast::Delete,
+) -> Result<DeletePlan, SqlError> {
+    let ast::Delete {
+        delete_token: _,
+        optimizer_hints,
+        tables,
+        from,
+        using,
+        selection,
+        returning,
+        output,
+        order_by,
+        limit,
+    } = delete;
+    let span = delete.span();
+    if returning.is_some() || output.is_some() {
+        return Err(cx.unsupported(span, "RETURNING"));
+    }
+    if using.is_some() {
+        return Err(cx.unsupported(span, "DELETE … USING"));
+    }
+    if !optimizer_hints.is_empty() || !tables.is_empty() || !order_by.is_empty() || limit.is_some()
+    {
+        return Err(cx.unsupported(span, "this form of DELETE"));
+    }
+    let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = from;
+    let [target] = from.as_slice() else {
+        return Err(cx.unsupported(span, "deleting from several tables"));
+    };
+    let (table, alias) = single_table(cx, db, target)?;
+    let scope = Scope::of_table(&table, alias.as_deref());
+    let mut planner = ExprPlanner::new(cx, db, &scope, "DELETE");
+    let filter = match selection {
+        Some(w) => Some(Filter {
+            predicate: planner.plan_predicate(w, "WHERE")?,
+            label: format!("({w})"),
+        }),
+        None => None,
+    };
+    let wanted = std::mem::take(&mut planner.used);
+    Ok(DeletePlan {
+        scan: ScanNode::new(table, alias, wanted),
+        filter,
+        counts: Default::default(),
+    })
+}

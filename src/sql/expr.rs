@@ -1,0 +1,841 @@
+//! From `sqlparser` expressions to the executor's typed expressions:
+//! names resolved against a scope, literals typed, functions and
+//! aggregates looked up, unsupported constructs refused with their
+//! position.
+//!
+//! Literal strings are PostgreSQL's `unknown` type: compared with (or
+//! stored into) a column of another type, the literal is converted to that
+//! type while planning, so `WHERE id = '7'` works and `WHERE id = 'x'` is
+//! an error before the statement reads anything.
+//!
+//! In an aggregated query (GROUP BY, or an aggregate anywhere in the select
+//! list, HAVING or ORDER BY) expressions are planned over the aggregate's
+//! output row, `[group keys…, aggregate results…]`: an expression equal to
+//! a GROUP BY expression becomes that key's column, an aggregate call
+//! becomes its result's column (its argument is planned over the input
+//! row), and any other column reference is an error.
+
+use sqlparser::ast::{
+    self, BinaryOperator, CastKind, DataType, DuplicateTreatment, FunctionArg, FunctionArgExpr,
+    FunctionArguments, Ident, ObjectName, ObjectNamePart, Spanned, UnaryOperator,
+};
+use sqlparser::tokenizer::Span;
+
+use super::{Position, SqlError};
+use crate::catalog::TableDef;
+use crate::database::Database;
+use crate::exec::agg::{AggFunc, Aggregate};
+use crate::exec::expr::Function;
+use crate::exec::value::can_assign;
+use crate::exec::{BinaryOp, ExecError, Expr, Utility, UtilityCall};
+use crate::heap::{ColumnType, Value};
+
+/// The statement being planned, for error positions.
+pub(crate) struct StmtCx {
+    pub number: usize,
+    pub start: Position,
+}
+
+impl StmtCx {
+    /// Where `span` starts, or the statement's start if it has no span.
+    pub fn at(&self, span: Span) -> Position {
+        if span.start.line == 0 {
+            self.start
+        } else {
+            Position {
+                line: span.start.line,
+                column: span.start.column,
+            }
+        }
+    }
+
+    /// "`construct` is not supported" at `span`.
+    pub fn unsupported(&self, span: Span, construct: impl Into<String>) -> SqlError {
+        self.unsupported_hint(span, construct, "")
+    }
+
+    /// The same with a hint ("; use …").
+    pub fn unsupported_hint(
+        &self,
+        span: Span,
+        construct: impl Into<String>,
+        hint: &str,
+    ) -> SqlError {
+        SqlError::Unsupported {
+            statement: self.number,
+            at: self.at(span),
+            construct: construct.into(),
+            hint: hint.to_string(),
+        }
+    }
+}
+
+/// A name as PostgreSQL reads it: folded to lower case unless quoted.
+pub(crate) fn ident(i: &Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_lowercase()
+    }
+}
+
+/// A one-part object name (no schema).
+pub(crate) fn object_name(cx: &StmtCx, name: &ObjectName) -> Result<String, SqlError> {
+    match name.0.as_slice() {
+        [ObjectNamePart::Identifier(i)] => Ok(ident(i)),
+        _ => Err(cx.unsupported_hint(
+            name.span(),
+            format!("the qualified name {name}"),
+            "; name tables without a schema",
+        )),
+    }
+}
+
+/// The column type SQL's `dt` names.
+pub(crate) fn column_type(dt: &DataType) -> Result<ColumnType, SqlError> {
+    use DataType as D;
+    Ok(match dt {
+        D::Int(None) | D::Integer(None) | D::Int4(None) => ColumnType::Integer,
+        D::BigInt(None) | D::Int8(None) => ColumnType::BigInt,
+        D::DoublePrecision | D::Float8 | D::Double(ast::ExactNumberInfo::None) => {
+            ColumnType::Double
+        }
+        D::Text | D::Varchar(None) | D::CharacterVarying(None) | D::String(None) => {
+            ColumnType::Text
+        }
+        D::Bool | D::Boolean => ColumnType::Boolean,
+        D::Custom(name, modifiers) if modifiers.is_empty() => {
+            match name.to_string().to_lowercase().as_str() {
+                "int" | "int4" | "integer" => ColumnType::Integer,
+                "int8" | "bigint" => ColumnType::BigInt,
+                "float8" => ColumnType::Double,
+                "text" | "varchar" => ColumnType::Text,
+                "bool" | "boolean" => ColumnType::Boolean,
+                _ => {
+                    return Err(SqlError::UnknownType {
+                        name: dt.to_string(),
+                    })
+                }
+            }
+        }
+        other => {
+            return Err(SqlError::UnknownType {
+                name: other.to_string(),
+            })
+        }
+    })
+}
+
+/// The text of a string literal, if `v` is one.
+pub(crate) fn string_literal(v: &ast::Value) -> Option<&str> {
+    match v {
+        ast::Value::SingleQuotedString(s)
+        | ast::Value::EscapedStringLiteral(s)
+        | ast::Value::UnicodeStringLiteral(s) => Some(s),
+        ast::Value::DollarQuotedString(d) => Some(&d.value),
+        _ => None,
+    }
+}
+
+fn is_string_literal(e: &ast::Expr) -> bool {
+    matches!(e, ast::Expr::Value(v) if string_literal(&v.value).is_some())
+}
+
+/// The value of a numeric literal: integer if it fits, else bigint, else
+/// double precision (PostgreSQL would say numeric).
+fn number(text: &str) -> Result<Value, SqlError> {
+    if let Ok(x) = text.parse::<i32>() {
+        return Ok(Value::Integer(x));
+    }
+    if let Ok(x) = text.parse::<i64>() {
+        return Ok(Value::BigInt(x));
+    }
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(Value::Double(x)),
+        _ => Err(ExecError::InvalidInput {
+            ty: "numeric",
+            text: text.to_string(),
+        }
+        .into()),
+    }
+}
+
+/// A literal `e` evaluated, if it is a constant one (for LIMIT, utility
+/// arguments, table options).
+pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(s, _) => number(s).ok(),
+            ast::Value::Boolean(b) => Some(Value::Boolean(*b)),
+            ast::Value::Null => Some(Value::Null),
+            other => string_literal(other).map(|s| Value::Text(s.to_string())),
+        },
+        ast::Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match &**expr {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::Number(s, _) => number(&format!("-{s}")).ok(),
+                _ => None,
+            },
+            _ => None,
+        },
+        ast::Expr::Nested(inner) => constant(inner),
+        _ => None,
+    }
+}
+
+/// The name PostgreSQL gives a select-list item without an alias.
+pub(crate) fn output_name(e: &ast::Expr) -> String {
+    fn name(e: &ast::Expr) -> Option<String> {
+        match e {
+            ast::Expr::Identifier(i) => Some(ident(i)),
+            ast::Expr::CompoundIdentifier(parts) => parts.last().map(ident),
+            ast::Expr::Function(f) => f.name.0.last().and_then(|p| match p {
+                ObjectNamePart::Identifier(i) => Some(ident(i)),
+                _ => None,
+            }),
+            ast::Expr::Cast {
+                expr, data_type, ..
+            } => name(expr).or_else(|| column_type(data_type).ok().map(|t| t.name().to_string())),
+            ast::Expr::Nested(inner) => name(inner),
+            _ => None,
+        }
+    }
+    name(e).unwrap_or_else(|| "?column?".to_string())
+}
+
+/// Whether `e` calls an aggregate (outside any nested aggregate).
+pub(crate) fn has_aggregate(e: &ast::Expr) -> bool {
+    use ast::Expr as A;
+    match e {
+        A::Function(f) => {
+            let is_agg = function_name(f).is_some_and(|n| AggFunc::by_name(&n).is_some());
+            is_agg
+                || match &f.args {
+                    FunctionArguments::List(list) => list.args.iter().any(|a| match a {
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => has_aggregate(x),
+                        _ => false,
+                    }),
+                    _ => false,
+                }
+        }
+        A::BinaryOp { left, right, .. } => has_aggregate(left) || has_aggregate(right),
+        A::UnaryOp { expr, .. }
+        | A::Nested(expr)
+        | A::Cast { expr, .. }
+        | A::IsNull(expr)
+        | A::IsNotNull(expr) => has_aggregate(expr),
+        A::InList { expr, list, .. } => has_aggregate(expr) || list.iter().any(has_aggregate),
+        A::Between {
+            expr, low, high, ..
+        } => has_aggregate(expr) || has_aggregate(low) || has_aggregate(high),
+        A::Like { expr, pattern, .. } => has_aggregate(expr) || has_aggregate(pattern),
+        _ => false,
+    }
+}
+
+pub(crate) fn function_name(f: &ast::Function) -> Option<String> {
+    match f.name.0.as_slice() {
+        [ObjectNamePart::Identifier(i)] => Some(ident(i)),
+        _ => None,
+    }
+}
+
+/// A short name for an expression we do not support.
+fn describe(e: &ast::Expr) -> String {
+    use ast::Expr as A;
+    match e {
+        A::Subquery(_) | A::Exists { .. } | A::InSubquery { .. } => "subqueries".into(),
+        A::Case { .. } => "CASE".into(),
+        A::IsTrue(_) | A::IsNotTrue(_) | A::IsFalse(_) | A::IsNotFalse(_) => {
+            "IS [NOT] TRUE / FALSE".into()
+        }
+        A::IsDistinctFrom(..) | A::IsNotDistinctFrom(..) => "IS [NOT] DISTINCT FROM".into(),
+        A::ILike { .. } => "ILIKE".into(),
+        A::SimilarTo { .. } => "SIMILAR TO".into(),
+        A::Array(_) => "arrays (outside read_stream_for_blocks)".into(),
+        A::Tuple(_) => "row constructors".into(),
+        A::Interval(_) | A::TypedString(_) => "typed literals".into(),
+        other => {
+            let text = other.to_string();
+            let short: String = text.chars().take(60).collect();
+            if short.len() < text.len() {
+                format!("the expression `{short}…`")
+            } else {
+                format!("the expression `{short}`")
+            }
+        }
+    }
+}
+
+/// A column a scope offers.
+pub(crate) struct ScopeColumn {
+    pub name: String,
+    pub ty: ColumnType,
+}
+
+/// What names mean in an expression: the columns of the FROM item.
+pub(crate) struct Scope {
+    /// The name that may qualify columns (table name or alias).
+    pub qualifier: Option<String>,
+    /// For messages: `table "t"`, `view "buffers"`, …
+    pub describe: String,
+    pub columns: Vec<ScopeColumn>,
+}
+
+impl Scope {
+    /// No columns (SELECT without FROM, VALUES, LIMIT).
+    pub fn empty() -> Scope {
+        Scope {
+            qualifier: None,
+            describe: "a statement without FROM".into(),
+            columns: Vec::new(),
+        }
+    }
+
+    pub fn of_table(table: &TableDef, alias: Option<&str>) -> Scope {
+        Scope {
+            qualifier: Some(alias.unwrap_or(table.name()).to_string()),
+            describe: format!("table \"{}\"", table.name()),
+            columns: table
+                .columns
+                .iter()
+                .map(|c| ScopeColumn {
+                    name: c.name.clone(),
+                    ty: c.ty,
+                })
+                .collect(),
+        }
+    }
+
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+}
+
+/// The aggregated side of a query (see the module comment).
+pub(crate) struct Grouping {
+    pub keys: Vec<ast::Expr>,
+    /// The input column of each key that is a plain column reference, so
+    /// that `t.id`, `id` and `"id"` all match it.
+    pub key_columns: Vec<Option<usize>>,
+    pub key_types: Vec<Option<ColumnType>>,
+    pub aggs: Vec<(ast::Expr, Aggregate)>,
+}
+
+/// Plans expressions over one scope.
+pub(crate) struct ExprPlanner<'a> {
+    cx: &'a StmtCx,
+    db: &'a Database,
+    scope: &'a Scope,
+    /// Columns of the scope some expression reads.
+    pub used: Vec<bool>,
+    pub grouping: Option<Grouping>,
+    /// Utility calls of a SELECT without FROM (they become the source's
+    /// row), and that row's width so far; `None` where they are not allowed.
+    pub utilities: Option<(Vec<UtilityCall>, usize)>,
+    /// The clause being planned, for "not allowed in WHERE".
+    pub clause: &'static str,
+    in_aggregate: bool,
+}
+
+impl<'a> ExprPlanner<'a> {
+    pub fn new(cx: &'a StmtCx, db: &'a Database, scope: &'a Scope, clause: &'static str) -> Self {
+        ExprPlanner {
+            cx,
+            db,
+            scope,
+            used: vec![false; scope.columns.len()],
+            grouping: None,
+            utilities: None,
+            clause,
+            in_aggregate: false,
+        }
+    }
+
+    /// A predicate (WHERE, HAVING): must be boolean.
+    pub fn plan_predicate(
+        &mut self,
+        e: &ast::Expr,
+        clause: &'static str,
+    ) -> Result<Expr, SqlError> {
+        self.clause = clause;
+        let p = self.plan(e)?;
+        match p.ty() {
+            None | Some(ColumnType::Boolean) => Ok(p),
+            Some(other) => Err(ExecError::NotBoolean {
+                context: clause,
+                ty: other.name(),
+            }
+            .into()),
+        }
+    }
+
+    /// `e` to be stored in column `column` of `table`: converted as an
+    /// assignment converts (literals to any type, numbers among numbers).
+    pub fn plan_assignment(
+        &mut self,
+        e: &ast::Expr,
+        table: &TableDef,
+        column: usize,
+    ) -> Result<Expr, SqlError> {
+        let planned = self.plan(e)?;
+        assign(planned, is_string_literal(e), table, column)
+    }
+
+    /// `e`, a string literal converted to `ty` when `ty` is another type.
+    fn plan_against(&mut self, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
+        let planned = self.plan(e)?;
+        coerce_literal(planned, e, ty)
+    }
+
+    /// Plans `e`.
+    pub fn plan(&mut self, e: &ast::Expr) -> Result<Expr, SqlError> {
+        use ast::Expr as A;
+        if let Some(g) = &self.grouping {
+            let column = self.column_of(e);
+            let key =
+                g.keys.iter().position(|k| k == e).or_else(|| {
+                    column.and_then(|c| g.key_columns.iter().position(|k| *k == Some(c)))
+                });
+            if let Some(i) = key {
+                return Ok(match g.key_types[i] {
+                    Some(ty) => Expr::column(i, ty),
+                    None => Expr::null(None),
+                });
+            }
+        }
+        match e {
+            A::Identifier(_) | A::CompoundIdentifier(_) => {
+                let (index, name) = self.resolve(e)?;
+                if self.grouping.is_some() {
+                    return Err(SqlError::NotGrouped {
+                        column: name,
+                        at: self.cx.at(e.span()),
+                    });
+                }
+                self.used[index] = true;
+                Ok(Expr::column(index, self.scope.columns[index].ty))
+            }
+            A::Value(v) => match &v.value {
+                ast::Value::Number(s, _) => Ok(Expr::constant(number(s)?)),
+                ast::Value::Boolean(b) => Ok(Expr::constant(Value::Boolean(*b))),
+                ast::Value::Null => Ok(Expr::null(None)),
+                other => match string_literal(other) {
+                    Some(s) => Ok(Expr::constant(Value::Text(s.to_string()))),
+                    None => Err(self
+                        .cx
+                        .unsupported(e.span(), format!("the literal {other}"))),
+                },
+            },
+            A::Nested(inner) => self.plan(inner),
+            A::UnaryOp { op, expr } => match op {
+                UnaryOperator::Not => Ok(Expr::negation(self.plan(expr)?)?),
+                UnaryOperator::Minus => match constant(e) {
+                    // -2147483648 is an integer, not minus a bigint.
+                    Some(v) => Ok(Expr::constant(v)),
+                    None => Ok(Expr::negate(self.plan(expr)?)?),
+                },
+                UnaryOperator::Plus => {
+                    let x = self.plan(expr)?;
+                    // +x: type-checked as -x would be.
+                    Expr::negate(x.clone())?;
+                    Ok(x)
+                }
+                other => Err(self
+                    .cx
+                    .unsupported(e.span(), format!("the prefix operator {other}"))),
+            },
+            A::BinaryOp { left, op, right } => {
+                let Some(op) = binary_op(op) else {
+                    return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
+                };
+                let l = self.plan(left)?;
+                let r = self.plan(right)?;
+                // Concatenation takes a literal as the text it is.
+                let (l, r) = if op == BinaryOp::Concat {
+                    (l, r)
+                } else {
+                    let (lt, rt) = (l.ty(), r.ty());
+                    (coerce_literal(l, left, rt)?, coerce_literal(r, right, lt)?)
+                };
+                Ok(Expr::binary(op, l, r)?)
+            }
+            A::IsNull(x) => Ok(Expr::is_null(self.plan(x)?, false)),
+            A::IsNotNull(x) => Ok(Expr::is_null(self.plan(x)?, true)),
+            A::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let x = self.plan(expr)?;
+                let ty = x.ty();
+                let mut items = Vec::with_capacity(list.len());
+                for item in list {
+                    items.push(self.plan_against(item, ty)?);
+                }
+                Ok(Expr::in_list(x, items, *negated)?)
+            }
+            A::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let x = self.plan(expr)?;
+                let ty = x.ty();
+                let low = self.plan_against(low, ty)?;
+                let high = self.plan_against(high, ty)?;
+                Ok(Expr::between(x, low, high, *negated)?)
+            }
+            A::Like {
+                negated,
+                any: false,
+                expr,
+                pattern,
+                escape_char: None,
+            } => Ok(Expr::like(self.plan(expr)?, self.plan(pattern)?, *negated)?),
+            A::Cast {
+                kind: CastKind::Cast | CastKind::DoubleColon,
+                expr,
+                data_type,
+                format: None,
+            } => {
+                let ty = column_type(data_type)?;
+                Ok(Expr::cast(self.plan(expr)?, ty)?)
+            }
+            A::Function(f) => self.function(f, e),
+            other => Err(self.cx.unsupported(other.span(), describe(other))),
+        }
+    }
+
+    /// The scope column `e` names, if it is a column reference that
+    /// resolves.
+    pub fn column_of(&self, e: &ast::Expr) -> Option<usize> {
+        match e {
+            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => {
+                self.resolve(e).ok().map(|(index, _)| index)
+            }
+            ast::Expr::Nested(inner) => self.column_of(inner),
+            _ => None,
+        }
+    }
+
+    /// The scope column `e` (an identifier) names.
+    fn resolve(&self, e: &ast::Expr) -> Result<(usize, String), SqlError> {
+        let (qualifier, name) = match e {
+            ast::Expr::Identifier(i) => (None, i),
+            ast::Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                (Some(&parts[0]), &parts[1])
+            }
+            _ => {
+                return Err(self
+                    .cx
+                    .unsupported(e.span(), format!("the qualified name {e}")))
+            }
+        };
+        let column = ident(name);
+        let unknown = || SqlError::UnknownColumn {
+            column: match qualifier {
+                Some(q) => format!("{}.{column}", ident(q)),
+                None => column.clone(),
+            },
+            relation: self.scope.describe.clone(),
+            at: self.cx.at(e.span()),
+        };
+        if let Some(q) = qualifier {
+            if self.scope.qualifier.as_deref() != Some(ident(q).as_str()) {
+                return Err(unknown());
+            }
+        }
+        let index = self.scope.find(&column).ok_or_else(unknown)?;
+        Ok((index, column))
+    }
+
+    fn function(&mut self, f: &ast::Function, e: &ast::Expr) -> Result<Expr, SqlError> {
+        let at = self.cx.at(e.span());
+        let Some(name) = function_name(f) else {
+            return Err(self.cx.unsupported(
+                f.name.span(),
+                format!("the qualified function name {}", f.name),
+            ));
+        };
+        if f.over.is_some() {
+            return Err(self.cx.unsupported(e.span(), "window functions (OVER)"));
+        }
+        if f.filter.is_some() {
+            return Err(self.cx.unsupported(e.span(), "FILTER (WHERE …)"));
+        }
+        if f.uses_odbc_syntax
+            || f.null_treatment.is_some()
+            || !f.within_group.is_empty()
+            || !matches!(f.parameters, FunctionArguments::None)
+        {
+            return Err(self
+                .cx
+                .unsupported(e.span(), format!("this form of calling {name}()")));
+        }
+        let args = function_args(self.cx, f, &name, e.span())?;
+        if let Some(func) = AggFunc::by_name(&name) {
+            return self.aggregate(func, &args, e);
+        }
+        if let Some(func) = Function::by_name(&name) {
+            let mut planned = Vec::with_capacity(args.len());
+            for a in &args {
+                match a {
+                    FunctionArgExpr::Expr(x) => planned.push(self.plan(x)?),
+                    _ => return Err(self.cx.unsupported(e.span(), format!("{name}(*)"))),
+                }
+            }
+            return Ok(Expr::call(func, planned)?);
+        }
+        if let Some(utility) = Utility::by_name(&name) {
+            let Some((calls, width)) = &mut self.utilities else {
+                return Err(SqlError::UtilityPlacement { name, at });
+            };
+            if utility.columns().len() != 1 {
+                return Err(SqlError::UtilityPlacement { name, at });
+            }
+            let call = utility_call(self.cx, self.db, utility, &args, e.span())?;
+            let ty = utility.columns()[0].1;
+            calls.push(call);
+            let column = *width;
+            *width += 1;
+            return Ok(Expr::column(column, ty));
+        }
+        if name == "generate_series" {
+            return Err(self.cx.unsupported_hint(
+                e.span(),
+                "generate_series() in the select list",
+                "; use it in FROM: SELECT … FROM generate_series(1, 10) AS g(i)",
+            ));
+        }
+        Err(SqlError::UnknownFunction {
+            name,
+            at,
+            known: known_functions(),
+        })
+    }
+
+    fn aggregate(
+        &mut self,
+        func: AggFunc,
+        args: &[&FunctionArgExpr],
+        e: &ast::Expr,
+    ) -> Result<Expr, SqlError> {
+        let at = self.cx.at(e.span());
+        if self.in_aggregate {
+            return Err(SqlError::AggregateNotAllowed {
+                clause: "the argument of an aggregate",
+                at,
+            });
+        }
+        let Some(grouping) = self.grouping.take() else {
+            return Err(SqlError::AggregateNotAllowed {
+                clause: self.clause,
+                at,
+            });
+        };
+        let nkeys = grouping.keys.len();
+        if let Some(j) = grouping.aggs.iter().position(|(a, _)| a == e) {
+            let ty = grouping.aggs[j].1.ty();
+            self.grouping = Some(grouping);
+            return Ok(Expr::column(nkeys + j, ty));
+        }
+        // The argument is over the input row: plan it without grouping.
+        self.in_aggregate = true;
+        let planned = match (func, args) {
+            (AggFunc::Count, [FunctionArgExpr::Wildcard]) => Ok((AggFunc::CountStar, None)),
+            (_, [FunctionArgExpr::Expr(x)]) => self.plan(x).map(|p| (func, Some(p))),
+            _ => Err(self.cx.unsupported(
+                e.span(),
+                format!("{}() with these arguments; it takes one", func.name()),
+            )),
+        };
+        self.in_aggregate = false;
+        let mut grouping = grouping;
+        let result = planned.and_then(|(func, arg)| Ok(Aggregate::new(func, arg)?));
+        let agg = match result {
+            Ok(agg) => agg,
+            Err(err) => {
+                self.grouping = Some(grouping);
+                return Err(err);
+            }
+        };
+        let ty = agg.ty();
+        grouping.aggs.push((e.clone(), agg));
+        let column = nkeys + grouping.aggs.len() - 1;
+        self.grouping = Some(grouping);
+        Ok(Expr::column(column, ty))
+    }
+}
+
+/// Converts a string literal `planned` (from `e`) to `ty` if that is
+/// another type.
+fn coerce_literal(planned: Expr, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
+    match ty {
+        Some(ty) if ty != ColumnType::Text && is_string_literal(e) => Ok(Expr::cast(planned, ty)?),
+        _ => Ok(planned),
+    }
+}
+
+/// `planned` stored into column `column` of `table`.
+pub(crate) fn assign(
+    planned: Expr,
+    literal: bool,
+    table: &TableDef,
+    column: usize,
+) -> Result<Expr, SqlError> {
+    let Some(def) = table.columns.get(column) else {
+        return Err(ExecError::Internal("assignment to a column the table does not have").into());
+    };
+    match planned.ty() {
+        None => Ok(Expr::cast(planned, def.ty)?),
+        Some(ty) if ty == def.ty => Ok(planned),
+        Some(ty) if literal || can_assign(ty, def.ty) => Ok(Expr::cast(planned, def.ty)?),
+        Some(ty) => Err(ExecError::ColumnType {
+            table: table.name().to_string(),
+            column: def.name.clone(),
+            expected: def.ty.name(),
+            found: ty.name(),
+        }
+        .into()),
+    }
+}
+
+fn binary_op(op: &BinaryOperator) -> Option<BinaryOp> {
+    Some(match op {
+        BinaryOperator::Plus => BinaryOp::Add,
+        BinaryOperator::Minus => BinaryOp::Sub,
+        BinaryOperator::Multiply => BinaryOp::Mul,
+        BinaryOperator::Divide => BinaryOp::Div,
+        BinaryOperator::Modulo => BinaryOp::Mod,
+        BinaryOperator::StringConcat => BinaryOp::Concat,
+        BinaryOperator::Eq => BinaryOp::Eq,
+        BinaryOperator::NotEq => BinaryOp::Ne,
+        BinaryOperator::Lt => BinaryOp::Lt,
+        BinaryOperator::LtEq => BinaryOp::Le,
+        BinaryOperator::Gt => BinaryOp::Gt,
+        BinaryOperator::GtEq => BinaryOp::Ge,
+        BinaryOperator::And => BinaryOp::And,
+        BinaryOperator::Or => BinaryOp::Or,
+        _ => return None,
+    })
+}
+
+/// Every function name, for "function x() does not exist".
+fn known_functions() -> String {
+    let mut names: Vec<&str> = ["count", "sum", "avg", "min", "max", "generate_series"].to_vec();
+    names.extend(
+        [
+            Function::Random,
+            Function::Md5,
+            Function::Repeat,
+            Function::Length,
+            Function::Abs,
+            Function::Lower,
+            Function::Upper,
+        ]
+        .map(Function::name),
+    );
+    names.extend(Utility::ALL.map(Utility::name));
+    names.join(", ")
+}
+
+/// The plain positional arguments of `f`.
+pub(crate) fn function_args<'f>(
+    cx: &StmtCx,
+    f: &'f ast::Function,
+    name: &str,
+    span: Span,
+) -> Result<Vec<&'f FunctionArgExpr>, SqlError> {
+    let list = match &f.args {
+        FunctionArguments::List(list) => list,
+        FunctionArguments::None => {
+            return Err(cx.unsupported_hint(
+                span,
+                format!("{name} without parentheses"),
+                "; write {name}()",
+            ))
+        }
+        FunctionArguments::Subquery(_) => return Err(cx.unsupported(span, "subqueries")),
+    };
+    if list.duplicate_treatment == Some(DuplicateTreatment::Distinct) {
+        return Err(cx.unsupported(span, format!("{name}(DISTINCT …)")));
+    }
+    if !list.clauses.is_empty() {
+        return Err(cx.unsupported(span, format!("clauses inside {name}(…)")));
+    }
+    table_function_args(cx, &list.args, name, span)
+}
+
+/// Positional arguments of a call, refusing named ones.
+pub(crate) fn table_function_args<'f>(
+    cx: &StmtCx,
+    args: &'f [FunctionArg],
+    name: &str,
+    span: Span,
+) -> Result<Vec<&'f FunctionArgExpr>, SqlError> {
+    args.iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(x) => Ok(x),
+            _ => Err(cx.unsupported(span, format!("named arguments of {name}()"))),
+        })
+        .collect()
+}
+
+/// A call of `utility` with constant arguments: a table name and, for
+/// `read_stream_for_blocks`, an array of block numbers.
+pub(crate) fn utility_call(
+    cx: &StmtCx,
+    db: &Database,
+    utility: Utility,
+    args: &[&FunctionArgExpr],
+    span: Span,
+) -> Result<UtilityCall, SqlError> {
+    let bad = || SqlError::UtilityArguments {
+        name: utility.name().to_string(),
+        signature: utility.signature(),
+        at: cx.at(span),
+    };
+    let table_name = |a: &FunctionArgExpr| match a {
+        FunctionArgExpr::Expr(x) => match constant(x) {
+            Some(Value::Text(name)) => Ok(name),
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
+    };
+    let (name, blocks) = match (utility, args) {
+        (Utility::Prewarm | Utility::EvictRelation, [table]) => (table_name(table)?, Vec::new()),
+        (Utility::ReadStreamForBlocks, [table, FunctionArgExpr::Expr(ast::Expr::Array(array))]) => {
+            let mut blocks = Vec::with_capacity(array.elem.len());
+            for e in &array.elem {
+                match constant(e).as_ref().and_then(crate::exec::value::as_i64) {
+                    Some(b) => blocks.push(u32::try_from(b).map_err(|_| bad())?),
+                    None => return Err(bad()),
+                }
+            }
+            (table_name(table)?, blocks)
+        }
+        _ => return Err(bad()),
+    };
+    // A name given as text is read as SQL reads a name: "Quoted" keeps
+    // its case, anything else is folded.
+    let name = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        Some(quoted) => quoted.to_string(),
+        None => name.to_lowercase(),
+    };
+    let table = db
+        .catalog()
+        .table(&name)
+        .map_err(|_| SqlError::UnknownTable {
+            name: name.clone(),
+            hint: String::new(),
+        })?;
+    Ok(UtilityCall {
+        utility,
+        table,
+        blocks,
+    })
+}

@@ -1,0 +1,258 @@
+//! The SQL front end (DESIGN.md §1): parses statements with the
+//! `sqlparser` crate (PostgreSQL dialect), plans them into the executor's
+//! plans (`exec`), runs them in a session's transaction, and formats the
+//! results. It knows SQL text and syntax trees; it knows nothing below the
+//! executor except the catalog (to resolve names), the session's
+//! transaction calls and its settings.
+//!
+//! # A statement's life
+//!
+//! ```text
+//! text ─parse─▶ statements ─for each─▶ start_statement ─plan─▶ exec::Plan
+//!                                       (snapshot)              │execute
+//!                    StatementResult ◀─ end_statement(ok) ◀─────┘
+//! ```
+//!
+//! [`execute`] parses the whole text first (a syntax error anywhere runs
+//! nothing, as PostgreSQL treats a multi-statement query string), then runs
+//! the statements in order and stops at the first error. Every statement
+//! except BEGIN, COMMIT and ROLLBACK is bracketed by the session's
+//! `start_statement` and `end_statement(ok)`: outside a transaction block
+//! that makes each statement its own transaction, committed if it succeeded
+//! and rolled back if it failed, so a failed statement leaves nothing
+//! behind (a multi-row INSERT that fails on its third row inserts none).
+//! Inside a block a failure marks the block failed, and every statement
+//! until ROLLBACK gets "current transaction is aborted".
+//!
+//! Planning happens inside the statement, so a planning error (unknown
+//! column, type mismatch) fails the statement like any other error. DDL
+//! (CREATE TABLE, DROP TABLE) and VACUUM are refused inside a transaction
+//! block: catalog changes take effect at once (see `catalog`), so they
+//! could not be rolled back with the block.
+//!
+//! # What is supported
+//!
+//! CREATE TABLE (integer, bigint, double precision, text, boolean; NOT
+//! NULL; `WITH (fillfactor = n)`), DROP TABLE, INSERT (VALUES or SELECT),
+//! UPDATE, DELETE, SELECT over one table, view, `generate_series` or
+//! utility function (WHERE, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET,
+//! count/sum/avg/min/max), EXPLAIN [ANALYZE] with `(ANALYZE, BUFFERS, IO)`,
+//! BEGIN/START TRANSACTION [ISOLATION LEVEL …], COMMIT/END,
+//! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM and CHECKPOINT. CHECKPOINT
+//! writes every dirty buffer back; it is not a recovery point until the
+//! WAL exists. SET takes effect at once and is not undone by ROLLBACK.
+//! Anything else is refused with an error that names the construct and
+//! where it is ("in statement 2 at line 1, column 8: JOIN is not
+//! supported").
+//!
+//! System views, read like tables: `aio_inflight` (one row per I/O handle
+//! in use: session, handle, generation, state, op, offset, length, target,
+//! result, flags), `stat_io` (cumulative I/O counters per method and
+//! operation, and a `buffer pool` row with hits, reads, evictions, writes)
+//! and `buffers` (the pool's contents: buffer, rel, relname, fork, block,
+//! valid, dirty, io_in_progress, pins, usage). Utility functions:
+//! `prewarm('t')` and `evict_relation('t')` return a block count;
+//! `read_stream_for_blocks('t', ARRAY[…])` returns one row (blocks, hits,
+//! reads, ios, foreign_ios, waits, ms), alone in a SELECT or in FROM.
+//!
+//! Literals follow PostgreSQL where we have the type: `1` is integer, a
+//! number too large for it bigint, `1.5` double precision (PostgreSQL:
+//! numeric), and a quoted string takes the type its context wants
+//! (`WHERE id = '7'`). Names are folded to lower case unless quoted.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # fn f(session: &mut aiostore::database::Session) -> Result<(), aiostore::sql::SqlError> {
+//! let results = aiostore::sql::execute(
+//!     session,
+//!     "CREATE TABLE t (id integer NOT NULL, note text);
+//!      INSERT INTO t SELECT i, md5(i::text) FROM generate_series(1, 1000) i;
+//!      SELECT count(*) FROM t WHERE id % 2 = 0",
+//! )?;
+//! assert_eq!(results[1].tag, "INSERT 0 1000");
+//! print!("{}", aiostore::sql::format_table(&results[2]));
+//! # Ok(()) }
+//! ```
+
+mod commands;
+mod ddl;
+mod dml;
+mod explain;
+mod expr;
+mod format;
+mod parse;
+mod query;
+
+use std::fmt;
+
+use thiserror::Error;
+
+use crate::catalog::CatalogError;
+use crate::config::ConfigError;
+use crate::database::{DbError, Session, XactError};
+use crate::exec::ExecError;
+use crate::heap::{ColumnType, Value};
+
+pub use format::{format_csv, format_table, format_value};
+pub use parse::MAX_OPERATOR_DEPTH;
+
+/// A place in the statement text (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: u64,
+    pub column: u64,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.column)
+    }
+}
+
+/// Errors of SQL statements.
+#[derive(Debug, Error)]
+pub enum SqlError {
+    #[error("syntax error in statement {statement}: {message}")]
+    Syntax { statement: usize, message: String },
+    #[error("in statement {statement} at {at}: {construct} is not supported{hint}")]
+    Unsupported {
+        statement: usize,
+        at: Position,
+        construct: String,
+        /// What to do instead ("; use …"), or empty.
+        hint: String,
+    },
+    #[error("in statement {statement} at {at}: expression is nested too deeply (more than {limit} operators); split it up")]
+    TooDeep {
+        statement: usize,
+        at: Position,
+        limit: usize,
+    },
+    #[error("table \"{name}\" does not exist{hint}")]
+    UnknownTable { name: String, hint: String },
+    #[error("column \"{column}\" does not exist in {relation} (at {at})")]
+    UnknownColumn {
+        column: String,
+        relation: String,
+        at: Position,
+    },
+    #[error("function {name}() does not exist (at {at}); functions: {known}")]
+    UnknownFunction {
+        name: String,
+        at: Position,
+        known: String,
+    },
+    #[error("column \"{column}\" must appear in the GROUP BY clause or be used in an aggregate function (at {at})")]
+    NotGrouped { column: String, at: Position },
+    #[error("aggregate functions are not allowed in {clause} (at {at})")]
+    AggregateNotAllowed { clause: &'static str, at: Position },
+    #[error("{name}() must be called with constant arguments, as {signature} (at {at})")]
+    UtilityArguments {
+        name: String,
+        signature: &'static str,
+        at: Position,
+    },
+    #[error("{name}() can be called only in FROM, or in the select list of a SELECT without FROM (alone, if it returns several columns) (at {at})")]
+    UtilityPlacement { name: String, at: Position },
+    #[error(
+        "type \"{name}\" is not supported; use integer, bigint, double precision, text or boolean"
+    )]
+    UnknownType { name: String },
+    #[error("fillfactor must be an integer from 10 to 100, not {value}")]
+    Fillfactor { value: String },
+    #[error("INSERT into \"{table}\" has {expressions} expressions for {columns} target columns")]
+    InsertArity {
+        table: String,
+        expressions: usize,
+        columns: usize,
+    },
+    #[error("column \"{column}\" of table \"{table}\" is given more than once")]
+    DuplicateColumn { table: String, column: String },
+    #[error("{clause} must be a constant, non-negative integer, not {value}")]
+    BadLimit { clause: &'static str, value: String },
+    #[error("ORDER BY position {position} is not in the select list (it has {columns} columns)")]
+    OrderByPosition { position: String, columns: usize },
+    #[error("\"{name}\" is a system view and cannot be changed")]
+    ReadOnlyView { name: String },
+    #[error("{0}")]
+    Explain(String),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Xact(#[from] XactError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Database(#[from] DbError),
+}
+
+impl From<crate::heap::HeapError> for SqlError {
+    fn from(e: crate::heap::HeapError) -> Self {
+        SqlError::Exec(ExecError::Heap(e))
+    }
+}
+
+/// A column of a statement's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultColumn {
+    pub name: String,
+    pub ty: ColumnType,
+}
+
+/// What one statement returned.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StatementResult {
+    /// The command tag, as PostgreSQL's ("INSERT 0 5", "SELECT 3", …).
+    pub tag: String,
+    /// Columns of a row-returning statement (empty for others).
+    pub columns: Vec<ResultColumn>,
+    pub rows: Vec<Vec<Value>>,
+    /// Notices and warnings ("table \"t\" already exists, skipping").
+    pub notices: Vec<String>,
+}
+
+impl StatementResult {
+    fn tag(tag: impl Into<String>) -> StatementResult {
+        StatementResult {
+            tag: tag.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Whether the statement returns rows (SELECT, SHOW, EXPLAIN), even
+    /// if none.
+    pub fn returns_rows(&self) -> bool {
+        !self.columns.is_empty()
+    }
+
+    /// The column called `name`, if any.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+}
+
+/// Runs the `;`-separated statements of `text` in `session`, in order,
+/// and returns their results. Stops at the first error; the failing
+/// statement has been undone (or, inside a transaction block, the block is
+/// marked failed), and the statements before it keep their effect.
+pub fn execute(session: &mut Session, text: &str) -> Result<Vec<StatementResult>, SqlError> {
+    let mut results = Vec::new();
+    execute_each(session, text, |r| results.push(r))?;
+    Ok(results)
+}
+
+/// Like [`execute`], handing each statement's result to `on_result` as
+/// soon as it is complete (for a shell that prints as it goes).
+pub fn execute_each(
+    session: &mut Session,
+    text: &str,
+    mut on_result: impl FnMut(StatementResult),
+) -> Result<(), SqlError> {
+    for statement in parse::parse(text)? {
+        on_result(commands::run(session, &statement)?);
+    }
+    Ok(())
+}

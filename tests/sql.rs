@@ -1,0 +1,1840 @@
+//! SQL end to end: every statement the front end runs, its results and
+//! tags, its errors (which must name the object and, for unsupported
+//! syntax, the construct and where it is), transactions across sessions,
+//! EXPLAIN ANALYZE, the system views and utility functions. Every I/O
+//! method.
+
+mod common;
+
+use std::sync::Arc;
+
+use aiostore::config::IoMethod;
+use aiostore::database::{Database, Session, XactError};
+use aiostore::exec::ExecError;
+use aiostore::heap::{HeapError, Value};
+use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
+use aiostore::sql::{self, format_csv, format_table, SqlError, StatementResult};
+use common::temp_dir;
+use proptest::prelude::{any, prop_oneof, Just, Strategy};
+use proptest::sample::select;
+
+fn settings(method: IoMethod, extra: &[&str]) -> Vec<String> {
+    let mut s = vec![
+        format!("io_method={}", method.name()),
+        "shared_buffers=64".into(),
+        "max_sessions=8".into(),
+    ];
+    s.extend(extra.iter().map(|x| x.to_string()));
+    s
+}
+
+fn new_db(method: IoMethod) -> (tempfile::TempDir, Arc<Database>) {
+    new_db_with(method, &[])
+}
+
+fn new_db_with(method: IoMethod, extra: &[&str]) -> (tempfile::TempDir, Arc<Database>) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let db = Database::open(&path, &settings(method, extra)).unwrap();
+    (dir, db)
+}
+
+/// Runs `text`, failing the test with the error if it fails.
+fn run(s: &mut Session, text: &str) -> Vec<StatementResult> {
+    sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// The result of the last statement of `text`.
+fn last(s: &mut Session, text: &str) -> StatementResult {
+    run(s, text).pop().expect("at least one statement")
+}
+
+fn rows(s: &mut Session, text: &str) -> Vec<Vec<Value>> {
+    last(s, text).rows
+}
+
+/// The error `text` fails with.
+fn err(s: &mut Session, text: &str) -> SqlError {
+    match sql::execute(s, text) {
+        Ok(r) => panic!("{text}: expected an error, got {r:?}"),
+        Err(e) => e,
+    }
+}
+
+fn int(x: i32) -> Value {
+    Value::Integer(x)
+}
+
+fn big(x: i64) -> Value {
+    Value::BigInt(x)
+}
+
+fn text(x: &str) -> Value {
+    Value::Text(x.into())
+}
+
+/// The single value `text` returns.
+fn scalar(s: &mut Session, text: &str) -> Value {
+    let r = rows(s, text);
+    assert_eq!(r.len(), 1, "{text}: {r:?}");
+    assert_eq!(r[0].len(), 1, "{text}: {r:?}");
+    r[0][0].clone()
+}
+
+fn count(s: &mut Session, table: &str) -> i64 {
+    match scalar(s, &format!("SELECT count(*) FROM {table}")) {
+        Value::BigInt(n) => n,
+        other => panic!("count(*) gave {other:?}"),
+    }
+}
+
+fn create_t(s: &mut Session) {
+    run(s, "CREATE TABLE t (id integer NOT NULL, note text)");
+}
+
+fn every_type_round_trips_through_insert_and_select(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    let results = run(
+        &mut s,
+        "CREATE TABLE all_types (i int4, b int8, d float8, t varchar, f bool, n integer);
+         INSERT INTO all_types VALUES
+            (1, 9000000000, 1.5, 'one', true, NULL),
+            (-2147483648, -1, -0.25, '', false, 7),
+            (NULL, NULL, NULL, NULL, NULL, NULL);
+         SELECT * FROM all_types",
+    );
+    let tags: Vec<&str> = results.iter().map(|r| r.tag.as_str()).collect();
+    assert_eq!(tags, ["CREATE TABLE", "INSERT 0 3", "SELECT 3"]);
+    let select = &results[2];
+    let names: Vec<&str> = select.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["i", "b", "d", "t", "f", "n"]);
+    assert_eq!(
+        select.rows,
+        vec![
+            vec![
+                int(1),
+                big(9_000_000_000),
+                Value::Double(1.5),
+                text("one"),
+                Value::Boolean(true),
+                Value::Null
+            ],
+            vec![
+                int(i32::MIN),
+                big(-1),
+                Value::Double(-0.25),
+                text(""),
+                Value::Boolean(false),
+                int(7)
+            ],
+            vec![Value::Null; 6],
+        ]
+    );
+    // Names fold to lower case unless quoted.
+    run(
+        &mut s,
+        "CREATE TABLE \"Mixed\" (\"Col\" integer); INSERT INTO \"Mixed\" VALUES (1)",
+    );
+    assert_eq!(scalar(&mut s, "SELECT \"Col\" FROM \"Mixed\""), int(1));
+    assert!(matches!(
+        err(&mut s, "SELECT * FROM mixed"),
+        SqlError::UnknownTable { .. }
+    ));
+}
+
+fn create_table_checks_options_types_and_names(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer NOT NULL, note text) WITH (fillfactor = 50)",
+    );
+    assert_eq!(db.catalog().table("t").unwrap().heap.fillfactor, 50);
+    let again = last(&mut s, "CREATE TABLE IF NOT EXISTS t (x integer)");
+    assert_eq!(again.tag, "CREATE TABLE");
+    assert_eq!(
+        again.notices,
+        ["NOTICE: table \"t\" already exists, skipping"]
+    );
+    let e = err(&mut s, "CREATE TABLE t (x integer)");
+    assert_eq!(e.to_string(), "table \"t\" already exists");
+    for bad in ["5", "101", "'x'"] {
+        let e = err(
+            &mut s,
+            &format!("CREATE TABLE u (a int) WITH (fillfactor = {bad})"),
+        );
+        assert!(matches!(e, SqlError::Fillfactor { .. }), "{e}");
+        assert!(e.to_string().contains("from 10 to 100"), "{e}");
+    }
+    let e = err(&mut s, "CREATE TABLE u (a numeric)");
+    assert!(
+        e.to_string()
+            .contains("type \"NUMERIC\" is not supported; use integer, bigint"),
+        "{e}"
+    );
+    let e = err(&mut s, "CREATE TABLE u (a varchar(10))");
+    assert!(matches!(e, SqlError::UnknownType { .. }), "{e}");
+    let e = err(&mut s, "CREATE TABLE u (a int PRIMARY KEY)");
+    assert!(
+        e.to_string()
+            .contains("the column option PRIMARY KEY is not supported"),
+        "{e}"
+    );
+    let e = err(&mut s, "CREATE TABLE u (a int, b int, UNIQUE (a))");
+    assert!(e.to_string().contains("table constraints"), "{e}");
+    let e = err(&mut s, "CREATE TABLE u AS SELECT 1");
+    assert!(
+        e.to_string().contains("CREATE TABLE … AS is not supported"),
+        "{e}"
+    );
+    let e = err(
+        &mut s,
+        "CREATE TABLE u (a int) WITH (autovacuum_enabled = off)",
+    );
+    assert!(
+        e.to_string().contains("only fillfactor is supported"),
+        "{e}"
+    );
+    let e = err(&mut s, "CREATE TABLE u (a int, a text)");
+    assert!(
+        e.to_string()
+            .contains("column \"a\" is given twice in table \"u\""),
+        "{e}"
+    );
+    assert!(
+        db.catalog().table("u").is_err(),
+        "no failed CREATE left a table"
+    );
+}
+
+fn drop_table_removes_it_and_if_exists_only_notes_a_missing_one(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE a (x int); CREATE TABLE b (x int)");
+    // A missing name among several drops nothing.
+    let e = err(&mut s, "DROP TABLE a, missing");
+    assert_eq!(e.to_string(), "table \"missing\" does not exist");
+    assert!(db.catalog().table("a").is_ok());
+    assert_eq!(last(&mut s, "DROP TABLE a, b").tag, "DROP TABLE");
+    assert!(matches!(
+        err(&mut s, "SELECT * FROM a"),
+        SqlError::UnknownTable { .. }
+    ));
+    let r = last(&mut s, "DROP TABLE IF EXISTS a");
+    assert_eq!(r.notices, ["NOTICE: table \"a\" does not exist, skipping"]);
+    assert!(matches!(
+        err(&mut s, "DROP TABLE stat_io"),
+        SqlError::ReadOnlyView { .. }
+    ));
+    assert!(matches!(
+        err(&mut s, "INSERT INTO buffers VALUES (1)"),
+        SqlError::ReadOnlyView { .. }
+    ));
+}
+
+fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(&mut s, "BEGIN");
+    let e = err(&mut s, "CREATE TABLE u (a int)");
+    assert!(
+        matches!(e, SqlError::Xact(XactError::NotInBlock("CREATE TABLE"))),
+        "{e}"
+    );
+    // The refusal failed the block, as any error does.
+    assert!(matches!(
+        err(&mut s, "SELECT 1"),
+        SqlError::Xact(XactError::Aborted)
+    ));
+    assert_eq!(last(&mut s, "ROLLBACK").tag, "ROLLBACK");
+    for (statement, what) in [("DROP TABLE t", "DROP TABLE"), ("VACUUM t", "VACUUM")] {
+        run(&mut s, "BEGIN");
+        let e = err(&mut s, statement);
+        assert_eq!(
+            e.to_string(),
+            format!("{what} cannot run inside a transaction block")
+        );
+        run(&mut s, "ROLLBACK");
+    }
+    assert!(db.catalog().table("u").is_err());
+    assert!(db.catalog().table("t").is_ok());
+}
+
+fn an_aborted_block_refuses_everything_until_it_ends(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(
+        &mut s,
+        "BEGIN; INSERT INTO t VALUES (1, 'kept until the error')",
+    );
+    assert!(matches!(
+        err(&mut s, "SELECT 1 / 0"),
+        SqlError::Exec(ExecError::DivisionByZero)
+    ));
+    for statement in [
+        "INSERT INTO t VALUES (2, 'x')",
+        "SELECT 1",
+        "SET io_combine_limit = 4",
+        "SHOW io_combine_limit",
+        "CHECKPOINT",
+    ] {
+        let e = err(&mut s, statement);
+        assert_eq!(
+            e.to_string(),
+            "current transaction is aborted, commands ignored until end of transaction block (ROLLBACK)",
+            "{statement}"
+        );
+    }
+    run(&mut s, "ROLLBACK; BEGIN");
+    let e = err(&mut s, "SET LOCAL io_combine_limit = 2");
+    assert!(matches!(e, SqlError::Unsupported { .. }), "{e}");
+    assert!(
+        matches!(err(&mut s, "SELECT 1"), SqlError::Xact(XactError::Aborted)),
+        "a refused statement fails the block too"
+    );
+    // COMMIT of a failed block rolls it back, and says so.
+    assert_eq!(last(&mut s, "COMMIT").tag, "ROLLBACK");
+    assert_eq!(count(&mut s, "t"), 0);
+    assert_eq!(
+        last(&mut s, "SELECT 1").tag,
+        "SELECT 1",
+        "a new statement runs"
+    );
+}
+
+fn rollback_leaves_nothing_behind(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'before' FROM generate_series(1, 50) i",
+    );
+    let results = run(
+        &mut s,
+        "BEGIN;
+         INSERT INTO t SELECT i, 'inside' FROM generate_series(51, 500) i;
+         UPDATE t SET note = 'changed' WHERE id <= 10;
+         DELETE FROM t WHERE id > 40;
+         SELECT count(*) FROM t;
+         ROLLBACK",
+    );
+    let tags: Vec<&str> = results.iter().map(|r| r.tag.as_str()).collect();
+    assert_eq!(
+        tags,
+        [
+            "BEGIN",
+            "INSERT 0 450",
+            "UPDATE 10",
+            "DELETE 460",
+            "SELECT 1",
+            "ROLLBACK"
+        ]
+    );
+    assert_eq!(
+        results[4].rows,
+        vec![vec![big(40)]],
+        "the block saw its own changes"
+    );
+    assert_eq!(count(&mut s, "t"), 50);
+    assert_eq!(
+        rows(&mut s, "SELECT note, count(*) FROM t GROUP BY note"),
+        vec![vec![text("before"), big(50)]]
+    );
+    let r = last(&mut s, "ROLLBACK");
+    assert_eq!(r.notices, ["WARNING: there is no transaction in progress"]);
+    let r = last(&mut s, "BEGIN; BEGIN");
+    assert_eq!(
+        r.notices,
+        ["WARNING: there is already a transaction in progress"]
+    );
+    assert_eq!(last(&mut s, "END").tag, "COMMIT");
+}
+
+fn a_failed_statement_is_undone_as_a_whole(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    let e = err(
+        &mut s,
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (NULL, 'c')",
+    );
+    assert_eq!(
+        e.to_string(),
+        "null value in column \"id\" of table \"t\" violates not-null constraint"
+    );
+    assert_eq!(
+        count(&mut s, "t"),
+        0,
+        "the rows before the bad one are gone too"
+    );
+    // A generated insert failing half-way: nothing of it stays.
+    let e = err(
+        &mut s,
+        "INSERT INTO t SELECT 1000 / (i - 700), 'x' FROM generate_series(1, 1000) i",
+    );
+    assert!(
+        matches!(e, SqlError::Exec(ExecError::DivisionByZero)),
+        "{e}"
+    );
+    assert_eq!(count(&mut s, "t"), 0);
+    // An UPDATE failing on one row changes no row.
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'n' FROM generate_series(1, 100) i",
+    );
+    let e = err(&mut s, "UPDATE t SET id = 10 / (id - 50)");
+    assert!(
+        matches!(e, SqlError::Exec(ExecError::DivisionByZero)),
+        "{e}"
+    );
+    assert_eq!(scalar(&mut s, "SELECT sum(id) FROM t"), big(5050));
+    // Statements before the failing one in the same text keep their effect.
+    let e = err(
+        &mut s,
+        "DELETE FROM t WHERE id <= 10; SELECT nope FROM t; DELETE FROM t",
+    );
+    assert!(matches!(e, SqlError::UnknownColumn { .. }), "{e}");
+    assert_eq!(count(&mut s, "t"), 90);
+}
+
+fn type_and_null_errors_name_the_column_and_table(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    let e = err(&mut s, "INSERT INTO t VALUES (true, 'x')");
+    assert_eq!(
+        e.to_string(),
+        "column \"id\" of table \"t\" is of type integer but the value is of type boolean; add a cast"
+    );
+    let e = err(&mut s, "INSERT INTO t (note) VALUES ('no id')");
+    assert!(
+        matches!(e, SqlError::Exec(ExecError::NotNull { .. })),
+        "{e}"
+    );
+    let e = err(&mut s, "INSERT INTO t VALUES ('abc', 'x')");
+    assert_eq!(
+        e.to_string(),
+        "invalid input syntax for type integer: \"abc\""
+    );
+    let e = err(&mut s, "INSERT INTO t VALUES (1, 'x', 3)");
+    assert_eq!(
+        e.to_string(),
+        "INSERT into \"t\" has 3 expressions for 2 target columns"
+    );
+    let e = err(&mut s, "INSERT INTO t (id, id) VALUES (1, 2)");
+    assert!(matches!(e, SqlError::DuplicateColumn { .. }), "{e}");
+    run(
+        &mut s,
+        "INSERT INTO t VALUES ('7', 'literal converted'), (8.4, 'rounded'), (9::bigint, 'bigint')",
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM t ORDER BY id"),
+        vec![vec![int(7)], vec![int(8)], vec![int(9)]]
+    );
+    let e = err(&mut s, "UPDATE t SET id = NULL WHERE id = 7");
+    assert!(
+        e.to_string()
+            .contains("column \"id\" of table \"t\" violates not-null"),
+        "{e}"
+    );
+    let e = err(&mut s, "UPDATE t SET note = 5");
+    assert!(
+        matches!(e, SqlError::Exec(ExecError::ColumnType { .. })),
+        "{e}"
+    );
+    let e = err(&mut s, "SELECT id + note FROM t");
+    assert!(
+        e.to_string()
+            .starts_with("operator does not exist: integer + text"),
+        "{e}"
+    );
+    let e = err(&mut s, "SELECT * FROM t WHERE id");
+    assert_eq!(
+        e.to_string(),
+        "argument of WHERE must be type boolean, not type integer"
+    );
+    let e = err(&mut s, "SELECT md5(id) FROM t");
+    assert!(
+        e.to_string()
+            .contains("function md5(integer) does not exist"),
+        "{e}"
+    );
+    let e = err(&mut s, "SELECT id FROM t WHERE note = 3");
+    assert!(
+        e.to_string()
+            .starts_with("operator does not exist: text = integer"),
+        "{e}"
+    );
+    let e = err(&mut s, "SELECT 'x'::boolean");
+    assert_eq!(
+        e.to_string(),
+        "invalid input syntax for type boolean: \"x\""
+    );
+}
+
+fn unknown_tables_columns_and_functions_are_named(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    let e = err(&mut s, "SELECT * FROM missing");
+    assert!(
+        e.to_string()
+            .starts_with("table \"missing\" does not exist"),
+        "{e}"
+    );
+    let e = err(&mut s, "SELECT id,\n  nope FROM t");
+    assert_eq!(
+        e.to_string(),
+        "column \"nope\" does not exist in table \"t\" (at line 2, column 3)"
+    );
+    let e = err(&mut s, "SELECT x.id FROM t");
+    assert!(
+        e.to_string().contains("column \"x.id\" does not exist"),
+        "{e}"
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT u.id FROM t AS u"),
+        Vec::<Vec<Value>>::new()
+    );
+    let e = err(&mut s, "SELECT frobnicate(1)");
+    assert!(
+        e.to_string()
+            .starts_with("function frobnicate() does not exist"),
+        "{e}"
+    );
+    let e = err(&mut s, "UPDATE t SET nope = 1");
+    assert!(matches!(e, SqlError::UnknownColumn { .. }), "{e}");
+    let e = err(&mut s, "DELETE FROM missing");
+    assert!(matches!(e, SqlError::UnknownTable { .. }), "{e}");
+}
+
+fn arithmetic_errors_are_errors_not_wrong_answers(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    for (query, message) in [
+        ("SELECT 1 / 0", "division by zero"),
+        ("SELECT 5 % 0", "division by zero"),
+        ("SELECT 1.5 / 0", "division by zero"),
+        ("SELECT 2147483647 + 1", "integer out of range"),
+        ("SELECT -2147483648 * -1", "integer out of range"),
+        ("SELECT 9223372036854775807 + 1", "bigint out of range"),
+        ("SELECT 3000000000::integer", "integer out of range"),
+        ("SELECT abs(-2147483648)", "integer out of range"),
+    ] {
+        assert_eq!(err(&mut s, query).to_string(), message, "{query}");
+    }
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT 7 / 2, -7 / 2, 7 % 3, 7.0 / 2, 2147483647 + 1::bigint, 1 + 2 * 3"
+        ),
+        vec![vec![
+            int(3),
+            int(-3),
+            int(1),
+            Value::Double(3.5),
+            big(2_147_483_648),
+            int(7)
+        ]]
+    );
+    run(
+        &mut s,
+        "CREATE TABLE n (x integer); INSERT INTO n VALUES (2147483647)",
+    );
+    assert_eq!(
+        err(&mut s, "SELECT sum(x) + 1, x + 1 FROM n GROUP BY x").to_string(),
+        "integer out of range"
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT sum(x) + 1 FROM n"),
+        big(2_147_483_648)
+    );
+}
+
+fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    let cases = [
+        (
+            "SELECT 1;\nSELECT * FROM t JOIN t AS u ON true",
+            "in statement 2 at line 2, column 22: JOIN is not supported",
+        ),
+        (
+            "SELECT CASE WHEN id > 1 THEN 1 END FROM t",
+            "in statement 1 at line 1, column 8: CASE is not supported",
+        ),
+        (
+            "SELECT id FROM t WHERE id IN (SELECT 1)",
+            "subqueries is not supported",
+        ),
+        (
+            "SELECT id FROM t UNION SELECT 1",
+            "UNION (set operations) is not supported",
+        ),
+        (
+            "SELECT DISTINCT id FROM t",
+            "SELECT DISTINCT is not supported; use GROUP BY",
+        ),
+        (
+            "COPY t TO STDOUT",
+            "in statement 1 at line 1, column 1: COPY is not supported",
+        ),
+        ("CREATE INDEX i ON t (id)", "CREATE INDEX is not supported"),
+        (
+            "SELECT note ~ 'x' FROM t",
+            "the operator ~ is not supported",
+        ),
+        (
+            "WITH x AS (SELECT 1) SELECT * FROM x",
+            "WITH (common table expressions) is not supported",
+        ),
+        (
+            "SELECT count(DISTINCT id) FROM t",
+            "count(DISTINCT …) is not supported",
+        ),
+        (
+            "BEGIN ISOLATION LEVEL SERIALIZABLE",
+            "ISOLATION LEVEL SERIALIZABLE is not supported; use REPEATABLE READ",
+        ),
+        (
+            "SELECT id FROM t FETCH FIRST 1 ROWS ONLY",
+            "FETCH FIRST is not supported; use LIMIT",
+        ),
+        (
+            "INSERT INTO t VALUES (1, 'x') RETURNING id",
+            "RETURNING is not supported",
+        ),
+        (
+            "SELECT generate_series(1, 3)",
+            "generate_series() in the select list is not supported",
+        ),
+    ];
+    for (query, expected) in cases {
+        let e = err(&mut s, query);
+        assert!(matches!(e, SqlError::Unsupported { .. }), "{query}: {e:?}");
+        assert!(
+            e.to_string().contains(expected),
+            "{query}: got \"{e}\", expected \"{expected}\""
+        );
+    }
+    let e = err(&mut s, "SELECT 1; SELEC 2");
+    let SqlError::Syntax { statement, message } = &e else {
+        panic!("expected a syntax error, got {e}");
+    };
+    assert_eq!(*statement, 2);
+    assert!(message.contains("Line: 1, Column: 11"), "{message}");
+    // A syntax error anywhere runs nothing.
+    let e = err(&mut s, "INSERT INTO t VALUES (1, 'x'); SELECT (");
+    assert!(matches!(e, SqlError::Syntax { statement: 2, .. }), "{e}");
+    assert_eq!(count(&mut s, "t"), 0);
+    // A chain of operators too long to walk safely is refused, not a
+    // stack overflow; one at the limit runs.
+    let e = err(&mut s, &format!("SELECT 1{}", "+1".repeat(50_000)));
+    assert!(matches!(e, SqlError::TooDeep { .. }), "{e}");
+    let limit = sql::MAX_OPERATOR_DEPTH;
+    assert_eq!(
+        scalar(&mut s, &format!("SELECT 0{}", "+1".repeat(limit))),
+        int(limit as i32)
+    );
+}
+
+fn generate_series_builds_tables_with_md5_repeat_and_random(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (id integer, hash text, pad text)");
+    let r = last(
+        &mut s,
+        "INSERT INTO t SELECT i, md5(i::text), repeat('x', 100) FROM generate_series(1, 100000) i",
+    );
+    assert_eq!(r.tag, "INSERT 0 100000");
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT count(*), min(id), max(id), sum(id), min(length(pad)), max(length(pad)) FROM t"
+        ),
+        vec![vec![
+            big(100_000),
+            int(1),
+            int(100_000),
+            big(5_000_050_000),
+            int(100),
+            int(100)
+        ]]
+    );
+    // PostgreSQL's md5('1') and md5('100000').
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT hash FROM t WHERE id IN (1, 100000) ORDER BY id"
+        ),
+        vec![
+            vec![text("c4ca4238a0b923820dcc509a6f75849b")],
+            vec![text("14ee22eaba297944c96afdbe5b16c65b")],
+        ]
+    );
+    // random(): in [0, 1), and a different value per row.
+    run(&mut s, "CREATE TABLE r (x double precision)");
+    run(
+        &mut s,
+        "INSERT INTO r SELECT random() FROM generate_series(1, 1000)",
+    );
+    let r = rows(&mut s, "SELECT min(x) >= 0, max(x) < 1, count(*) FROM r");
+    assert_eq!(
+        r,
+        vec![vec![Value::Boolean(true), Value::Boolean(true), big(1000)]]
+    );
+    let distinct = rows(&mut s, "SELECT x FROM r GROUP BY x").len();
+    assert!(distinct > 990, "{distinct} distinct values of 1000");
+    // Steps, bigint bounds, empty and NULL ranges, arithmetic and ||.
+    assert_eq!(
+        rows(&mut s, "SELECT i FROM generate_series(10, 1, -4) AS g(i)"),
+        vec![vec![int(10)], vec![int(6)], vec![int(2)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT g FROM generate_series(4294967296, 4294967297) g"
+        ),
+        vec![vec![big(4_294_967_296)], vec![big(4_294_967_297)]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM generate_series(5, 1)"),
+        Vec::<Vec<Value>>::new()
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM generate_series(1, NULL)"),
+        Vec::<Vec<Value>>::new()
+    );
+    assert!(matches!(
+        err(&mut s, "SELECT * FROM generate_series(1, 5, 0)"),
+        SqlError::Exec(ExecError::ZeroStep)
+    ));
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT i * 2 + 1, 'row ' || i, i::double precision / 4 FROM generate_series(1, 2) i"
+        ),
+        vec![
+            vec![int(3), text("row 1"), Value::Double(0.25)],
+            vec![int(5), text("row 2"), Value::Double(0.5)],
+        ]
+    );
+}
+
+fn group_by_order_by_and_limit_give_postgresql_results(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE m (k integer, v integer, d double precision, name text);
+         INSERT INTO m VALUES
+            (1, 10, 1.0, 'a'), (1, 20, 2.0, 'b'), (2, 5, NULL, 'c'),
+            (2, NULL, 4.0, 'd'), (NULL, 7, 0.5, NULL), (3, 1, 1.5, 'e')",
+    );
+    let r = last(
+        &mut s,
+        "SELECT k, count(*) AS n, count(v), sum(v), min(name), max(d), avg(v)
+         FROM m GROUP BY k ORDER BY k",
+    );
+    let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["k", "n", "count", "sum", "min", "max", "avg"]);
+    assert_eq!(
+        r.rows,
+        vec![
+            vec![
+                int(1),
+                big(2),
+                big(2),
+                big(30),
+                text("a"),
+                Value::Double(2.0),
+                Value::Double(15.0)
+            ],
+            vec![
+                int(2),
+                big(2),
+                big(1),
+                big(5),
+                text("c"),
+                Value::Double(4.0),
+                Value::Double(5.0)
+            ],
+            vec![
+                int(3),
+                big(1),
+                big(1),
+                big(1),
+                text("e"),
+                Value::Double(1.5),
+                Value::Double(1.0)
+            ],
+            // NULLs group together and sort last ascending.
+            vec![
+                Value::Null,
+                big(1),
+                big(1),
+                big(7),
+                Value::Null,
+                Value::Double(0.5),
+                Value::Double(7.0)
+            ],
+        ]
+    );
+    // DESC puts NULLs first unless told otherwise; position and alias.
+    assert_eq!(
+        rows(&mut s, "SELECT v FROM m ORDER BY 1 DESC"),
+        [Value::Null, int(20), int(10), int(7), int(5), int(1)].map(|v| vec![v])
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT v AS x FROM m ORDER BY x DESC NULLS LAST LIMIT 2"
+        ),
+        vec![vec![int(20)], vec![int(10)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT v FROM m ORDER BY v NULLS FIRST LIMIT 2 OFFSET 1"
+        ),
+        vec![vec![int(1)], vec![int(5)]]
+    );
+    // Sorting on an expression that is not selected, and on several keys.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT name FROM m WHERE name IS NOT NULL ORDER BY k DESC, v * -1"
+        ),
+        [text("e"), text("c"), text("d"), text("b"), text("a")].map(|v| vec![v])
+    );
+    // HAVING, GROUP BY an expression and by an alias, ORDER BY an aggregate.
+    assert_eq!(
+        rows(&mut s, "SELECT k % 2 AS parity, count(*) FROM m WHERE k IS NOT NULL GROUP BY parity HAVING count(*) > 2"),
+        vec![vec![int(1), big(3)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT k FROM m GROUP BY k ORDER BY sum(v) DESC NULLS LAST, k LIMIT 3"
+        ),
+        vec![vec![int(1)], vec![Value::Null], vec![int(2)]]
+    );
+    // Keys match however the column is written.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT *, count(*) FROM m WHERE k = 3 GROUP BY k, m.v, \"d\", name"
+        ),
+        vec![vec![int(3), int(1), Value::Double(1.5), text("e"), big(1)]]
+    );
+    // An aggregate over no rows is one row; grouped, none.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT count(*), sum(v), max(name) FROM m WHERE k > 100"
+        ),
+        vec![vec![big(0), Value::Null, Value::Null]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT k, count(*) FROM m WHERE k > 100 GROUP BY k"),
+        Vec::<Vec<Value>>::new()
+    );
+    assert_eq!(last(&mut s, "SELECT * FROM m LIMIT 0").tag, "SELECT 0");
+    let e = err(&mut s, "SELECT k, v FROM m GROUP BY k");
+    assert_eq!(
+        e.to_string(),
+        "column \"v\" must appear in the GROUP BY clause or be used in an aggregate function (at line 1, column 11)"
+    );
+    let e = err(&mut s, "SELECT k FROM m ORDER BY 5");
+    assert!(matches!(e, SqlError::OrderByPosition { .. }), "{e}");
+    let e = err(&mut s, "SELECT k FROM m LIMIT -1");
+    assert!(matches!(e, SqlError::BadLimit { .. }), "{e}");
+    let e = err(&mut s, "SELECT k FROM m WHERE count(*) > 1");
+    assert!(
+        e.to_string()
+            .starts_with("aggregate functions are not allowed in WHERE"),
+        "{e}"
+    );
+    let e = err(&mut s, "SELECT sum(count(*)) FROM m");
+    assert!(matches!(e, SqlError::AggregateNotAllowed { .. }), "{e}");
+}
+
+fn where_supports_comparisons_logic_lists_ranges_nulls_and_like(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE w (id integer, name text, flag boolean);
+         INSERT INTO w SELECT i, 'name' || i, i % 3 = 0 FROM generate_series(1, 30) i;
+         INSERT INTO w VALUES (NULL, NULL, NULL)",
+    );
+    for (predicate, expected) in [
+        ("id = 5", 1),
+        ("id <> 5", 29),
+        ("id != 5", 29),
+        ("id < 5", 4),
+        ("id <= 5", 5),
+        ("id > 25", 5),
+        ("id >= 25", 6),
+        ("id > 10 AND id <= 20", 10),
+        ("id < 3 OR id > 28", 4),
+        ("NOT id > 3", 3),
+        ("id IN (1, 2, 3, 99)", 3),
+        ("id NOT IN (1, 2, 3)", 27),
+        ("id NOT IN (1, NULL)", 0),
+        ("id BETWEEN 5 AND 9", 5),
+        ("id NOT BETWEEN 5 AND 9", 25),
+        ("id IS NULL", 1),
+        ("id IS NOT NULL", 30),
+        ("name LIKE 'name1%'", 11),
+        ("name LIKE 'name_'", 9),
+        ("name NOT LIKE '%0'", 27),
+        ("flag", 10),
+        ("NOT flag", 20),
+        ("flag = true AND id > 20", 4),
+        ("id = '7'", 1),
+        ("(id = 1 OR id = 2) AND name = 'name2'", 1),
+        ("id * 2 = 40", 1),
+        ("id IN (1, 2) IS NULL", 1),
+    ] {
+        let got = scalar(&mut s, &format!("SELECT count(*) FROM w WHERE {predicate}"));
+        assert_eq!(got, big(expected), "WHERE {predicate}");
+    }
+}
+
+fn update_and_delete_change_the_rows_they_match(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'n' || i FROM generate_series(1, 1000) i",
+    );
+    assert_eq!(
+        last(
+            &mut s,
+            "UPDATE t SET note = note || '!', id = id + 1000 WHERE id % 10 = 0"
+        )
+        .tag,
+        "UPDATE 100"
+    );
+    assert_eq!(count(&mut s, "t"), 1000, "an update keeps the row count");
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, note FROM t WHERE id > 1000 ORDER BY id LIMIT 2"
+        ),
+        vec![vec![int(1010), text("n10!")], vec![int(1020), text("n20!")]]
+    );
+    assert_eq!(
+        last(&mut s, "UPDATE t SET note = 'none' WHERE id < 0").tag,
+        "UPDATE 0"
+    );
+    assert_eq!(
+        last(&mut s, "DELETE FROM t WHERE id > 1000 OR id <= 100").tag,
+        "DELETE 190"
+    );
+    assert_eq!(count(&mut s, "t"), 810);
+    assert_eq!(
+        last(&mut s, "DELETE FROM t AS x WHERE x.id = 101").tag,
+        "DELETE 1"
+    );
+    // Updating a row twice in one transaction updates the newest version.
+    run(&mut s, "BEGIN; UPDATE t SET note = 'first' WHERE id = 102; UPDATE t SET note = note || ' second' WHERE id = 102; COMMIT");
+    assert_eq!(
+        scalar(&mut s, "SELECT note FROM t WHERE id = 102"),
+        text("first second")
+    );
+    // A statement does not see its own rows: this doubles the table once.
+    assert_eq!(
+        last(&mut s, "INSERT INTO t SELECT id + 5000, note FROM t").tag,
+        "INSERT 0 809"
+    );
+    assert_eq!(last(&mut s, "UPDATE t SET id = id + 1").tag, "UPDATE 1618");
+    assert_eq!(
+        last(&mut s, "DELETE FROM t WHERE id > 5000").tag,
+        "DELETE 809"
+    );
+    assert_eq!(last(&mut s, "DELETE FROM t").tag, "DELETE 809");
+    assert_eq!(count(&mut s, "t"), 0);
+}
+
+fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 5000) i",
+    );
+    let blocks = match scalar(&mut s, "SELECT prewarm('t')") {
+        Value::BigInt(n) => n,
+        other => panic!("{other:?}"),
+    };
+    assert!(blocks > 100, "{blocks} blocks");
+    run(&mut s, "CHECKPOINT; SELECT evict_relation('t')");
+    let plan: Vec<String> = rows(
+        &mut s,
+        "EXPLAIN (ANALYZE, BUFFERS, IO) SELECT count(*) FROM t WHERE id > 10",
+    )
+    .into_iter()
+    .map(|r| match &r[0] {
+        Value::Text(line) => line.clone(),
+        other => panic!("{other:?}"),
+    })
+    .collect();
+    assert_eq!(plan[0], "Aggregate (actual rows=1 loops=1)", "{plan:#?}");
+    assert_eq!(
+        plan[1], "  ->  Seq Scan on t (actual rows=4990 loops=1)",
+        "{plan:#?}"
+    );
+    assert_eq!(plan[2], "        Filter: (id > 10)");
+    assert_eq!(plan[3], "        Rows Removed by Filter: 10");
+    assert!(plan[4].starts_with("        Buffers: shared "), "{plan:#?}");
+    let read: i64 = plan[4]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("read="))
+        .expect("blocks were read")
+        .parse()
+        .unwrap();
+    assert!(read > 0 && read <= blocks, "{plan:#?}");
+    assert!(plan[5].starts_with("        I/O: ios="), "{plan:#?}");
+    let ios: i64 = plan[5]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("ios="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ios > 0, "{plan:#?}");
+    for part in ["blocks/io=", "in-flight=", "waits=", "wait time="] {
+        assert!(plan[5].contains(part), "{part} in {}", plan[5]);
+    }
+    assert!(
+        plan.iter().any(|l| l.starts_with("Execution Time: ")),
+        "{plan:#?}"
+    );
+    // A table the pool holds whole: hits only.
+    run(
+        &mut s,
+        "CREATE TABLE small (x int); INSERT INTO small SELECT i FROM generate_series(1, 3000) i",
+    );
+    let small_blocks = scalar(&mut s, "SELECT prewarm('small')");
+    let again = rows(
+        &mut s,
+        "EXPLAIN (ANALYZE, BUFFERS) SELECT count(*) FROM small",
+    );
+    let buffers = again.iter().find_map(|r| match &r[0] {
+        Value::Text(l) if l.contains("Buffers:") => Some(l.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        buffers,
+        Some(format!(
+            "        Buffers: shared hit={}",
+            sql::format_value(&small_blocks)
+        ))
+    );
+    // A LIMIT stops the scan: it does not read the whole table.
+    let limited = rows(&mut s, "EXPLAIN ANALYZE SELECT id FROM t LIMIT 3");
+    assert_eq!(limited[0][0], text("Limit (actual rows=3 loops=1)"));
+    assert_eq!(
+        limited[1][0],
+        text("  ->  Seq Scan on t (actual rows=3 loops=1)")
+    );
+    // Plain EXPLAIN shows the plan without running it.
+    let plain = rows(
+        &mut s,
+        "EXPLAIN SELECT id, count(*) FROM t GROUP BY id ORDER BY 2 DESC LIMIT 1",
+    );
+    let plain: Vec<Value> = plain.into_iter().map(|mut r| r.remove(0)).collect();
+    assert_eq!(
+        plain,
+        [
+            "Limit",
+            "  ->  Sort",
+            "        Sort Key: 2 DESC",
+            "        ->  HashAggregate",
+            "              Group Key: id",
+            "              ->  Seq Scan on t",
+        ]
+        .map(text)
+    );
+    assert_eq!(last(&mut s, "EXPLAIN DELETE FROM t").tag, "EXPLAIN");
+    assert_eq!(
+        count(&mut s, "t"),
+        5000,
+        "EXPLAIN without ANALYZE deleted nothing"
+    );
+    let e = err(&mut s, "EXPLAIN (IO) SELECT 1");
+    assert_eq!(e.to_string(), "EXPLAIN option IO requires ANALYZE");
+}
+
+fn system_views_return_the_engines_state(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'x' FROM generate_series(1, 3000) i; CHECKPOINT",
+    );
+    let inflight = last(&mut s, "SELECT * FROM aio_inflight");
+    let names: Vec<&str> = inflight.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "session",
+            "handle",
+            "generation",
+            "state",
+            "op",
+            "offset",
+            "length",
+            "target",
+            "result",
+            "flags"
+        ]
+    );
+    assert_eq!(
+        inflight.rows,
+        Vec::<Vec<Value>>::new(),
+        "nothing is in flight between statements"
+    );
+    // Hold a read at its completion (in whichever thread completes it) and
+    // look at it from another session.
+    run(&mut s, "SELECT evict_relation('t')");
+    let rel = db.catalog().table("t").unwrap().heap.rel;
+    db.aio()
+        .injections()
+        .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
+    let reader = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut r = db.session().unwrap();
+            count(&mut r, "t")
+        })
+    };
+    assert!(db
+        .aio()
+        .injections()
+        .wait_until_parked(BEFORE_COMPLETE_SHARED));
+    let held = rows(&mut s, "SELECT op, target, length > 0 FROM aio_inflight");
+    db.aio().injections().release(BEFORE_COMPLETE_SHARED);
+    assert_eq!(reader.join().unwrap(), 3000);
+    assert!(!held.is_empty(), "the held read is listed");
+    assert_eq!(held[0][0], text("read"), "{held:?}");
+    let Value::Text(target) = &held[0][1] else {
+        panic!("{held:?}")
+    };
+    assert!(target.contains(&format!("relation {rel}")), "{target}");
+    assert_eq!(held[0][2], Value::Boolean(true));
+    run(&mut s, "SELECT evict_relation('t'); SELECT prewarm('t')");
+    let io = rows(
+        &mut s,
+        "SELECT op, ios > 0, bytes > 0 FROM stat_io WHERE source = 'aio' AND op IN ('read', 'write') ORDER BY op",
+    );
+    assert_eq!(
+        io,
+        vec![
+            vec![text("read"), Value::Boolean(true), Value::Boolean(true)],
+            vec![text("write"), Value::Boolean(true), Value::Boolean(true)],
+        ]
+    );
+    let pool = rows(
+        &mut s,
+        "SELECT method, hits >= 0, reads > 0, writes > 0 FROM stat_io WHERE source = 'buffer pool'",
+    );
+    assert_eq!(
+        pool,
+        vec![vec![
+            text(db.aio().method().name()),
+            Value::Boolean(true),
+            Value::Boolean(true),
+            Value::Boolean(true)
+        ]]
+    );
+    let nblocks = db
+        .pool()
+        .relation(db.catalog().table("t").unwrap().heap.rel)
+        .nblocks(aiostore::storage::Fork::Main)
+        .unwrap();
+    let cached = rows(
+        &mut s,
+        "SELECT count(*), min(b.block), max(block), min(fork) FROM buffers AS b WHERE b.relname = 't' AND valid AND NOT dirty",
+    );
+    assert_eq!(
+        cached,
+        vec![vec![
+            big(i64::from(nblocks)),
+            big(0),
+            big(i64::from(nblocks) - 1),
+            text("main")
+        ]]
+    );
+}
+
+fn prewarm_evict_and_read_stream_for_blocks_act_on_the_pool(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, repeat('y', 500) FROM generate_series(1, 300) i; CHECKPOINT",
+    );
+    let table = db.catalog().table("t").unwrap();
+    let nblocks = i64::from(
+        db.pool()
+            .relation(table.heap.rel)
+            .nblocks(aiostore::storage::Fork::Main)
+            .unwrap(),
+    );
+    assert!(nblocks >= 8, "{nblocks}");
+    assert_eq!(scalar(&mut s, "SELECT prewarm('t')"), big(nblocks));
+    assert_eq!(
+        scalar(&mut s, "SELECT count(*) FROM buffers WHERE relname = 't'"),
+        big(nblocks)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT evict_relation('T') AS evicted"),
+        big(nblocks),
+        "names fold"
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT count(*) FROM buffers WHERE relname = 't'"),
+        big(0)
+    );
+    let r = last(
+        &mut s,
+        "SELECT read_stream_for_blocks('t', ARRAY[0, 1, 2, 3, 2, 7])",
+    );
+    let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "blocks",
+            "hits",
+            "reads",
+            "ios",
+            "foreign_ios",
+            "waits",
+            "ms"
+        ]
+    );
+    let get = |r: &StatementResult, name: &str| r.rows[0][r.column(name).unwrap()].clone();
+    assert_eq!(get(&r, "blocks"), big(6));
+    assert_eq!(get(&r, "reads"), big(5), "block 2 again is not read again");
+    let r = last(
+        &mut s,
+        "SELECT * FROM read_stream_for_blocks('t', ARRAY[0, 1, 2])",
+    );
+    assert_eq!(
+        (get(&r, "blocks"), get(&r, "hits"), get(&r, "reads")),
+        (big(3), big(3), big(0))
+    );
+    let e = err(
+        &mut s,
+        &format!("SELECT read_stream_for_blocks('t', ARRAY[0, {nblocks}])"),
+    );
+    assert_eq!(
+        e.to_string(),
+        format!("block {nblocks} is beyond the end of table \"t\", which has {nblocks} blocks")
+    );
+    let e = err(&mut s, "SELECT prewarm('missing')");
+    assert!(matches!(e, SqlError::UnknownTable { .. }), "{e}");
+    let e = err(&mut s, "SELECT prewarm(1)");
+    assert!(e.to_string().contains("prewarm('table')"), "{e}");
+    let e = err(&mut s, "SELECT id, prewarm('t') FROM t");
+    assert!(matches!(e, SqlError::UtilityPlacement { .. }), "{e}");
+    let e = err(&mut s, "SELECT 1 + read_stream_for_blocks('t', ARRAY[0])");
+    assert!(matches!(e, SqlError::UtilityPlacement { .. }), "{e}");
+}
+
+fn set_show_and_reset_change_session_settings(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    let mut other = db.session().unwrap();
+    assert_eq!(last(&mut s, "SET io_combine_limit = 4").tag, "SET");
+    assert_eq!(
+        s.buf.settings.io_combine_limit, 4,
+        "the buffer session follows"
+    );
+    let shown = last(&mut s, "SHOW io_combine_limit");
+    assert_eq!(shown.columns[0].name, "io_combine_limit");
+    assert_eq!(shown.rows, vec![vec![text("4")]]);
+    assert_eq!(
+        scalar(&mut other, "SHOW io_combine_limit"),
+        text("16"),
+        "per session"
+    );
+    run(
+        &mut s,
+        "SET effective_io_concurrency TO 0; SET zero_damaged_pages = on",
+    );
+    let all = rows(&mut s, "SHOW ALL");
+    let row = all
+        .iter()
+        .find(|r| r[0] == text("effective_io_concurrency"))
+        .unwrap();
+    assert_eq!(
+        (&row[1], &row[2]),
+        (&text("0"), &text("SET in this session"))
+    );
+    assert_eq!(scalar(&mut s, "SHOW zero_damaged_pages"), text("on"));
+    assert_eq!(last(&mut s, "RESET io_combine_limit").tag, "RESET");
+    assert_eq!(scalar(&mut s, "SHOW io_combine_limit"), text("16"));
+    run(&mut s, "RESET ALL");
+    assert_eq!(scalar(&mut s, "SHOW effective_io_concurrency"), text("16"));
+    run(
+        &mut s,
+        "SET io_combine_limit = 2; SET io_combine_limit TO DEFAULT",
+    );
+    assert_eq!(scalar(&mut s, "SHOW io_combine_limit"), text("16"));
+    let e = err(&mut s, "SET io_method = sync");
+    assert!(e.to_string().contains("can only be set at start-up"), "{e}");
+    let e = err(&mut s, "SET io_combine_limit = 1000");
+    assert!(
+        e.to_string()
+            .contains("invalid value \"1000\" for setting \"io_combine_limit\""),
+        "{e}"
+    );
+    let e = err(&mut s, "SHOW nonexistent");
+    assert!(
+        e.to_string()
+            .contains("unrecognized setting \"nonexistent\""),
+        "{e}"
+    );
+    let e = err(&mut s, "SET LOCAL io_combine_limit = 2");
+    assert!(matches!(e, SqlError::Unsupported { .. }), "{e}");
+}
+
+fn repeatable_read_keeps_its_snapshot_and_read_committed_does_not(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut a = db.session().unwrap();
+    let mut b = db.session().unwrap();
+    create_t(&mut a);
+    run(
+        &mut a,
+        "INSERT INTO t SELECT i, 'x' FROM generate_series(1, 10) i",
+    );
+
+    run(&mut a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    assert_eq!(count(&mut a, "t"), 10);
+    run(
+        &mut b,
+        "INSERT INTO t VALUES (11, 'committed by b'); DELETE FROM t WHERE id = 1",
+    );
+    assert_eq!(
+        count(&mut a, "t"),
+        10,
+        "repeatable read: the first snapshot stays"
+    );
+    assert_eq!(scalar(&mut a, "SELECT min(id) FROM t"), int(1));
+    run(&mut a, "COMMIT");
+    assert_eq!(count(&mut a, "t"), 10);
+    assert_eq!(scalar(&mut a, "SELECT min(id) FROM t"), int(2));
+
+    run(&mut a, "START TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    assert_eq!(count(&mut a, "t"), 10);
+    run(&mut b, "INSERT INTO t VALUES (12, 'committed by b')");
+    assert_eq!(
+        count(&mut a, "t"),
+        11,
+        "read committed: each statement sees new commits"
+    );
+    run(&mut a, "COMMIT");
+
+    // Nobody sees what is not committed.
+    run(&mut b, "BEGIN; INSERT INTO t SELECT i, 'pending' FROM generate_series(100, 199) i; UPDATE t SET note = 'pending' WHERE id = 2");
+    assert_eq!(count(&mut a, "t"), 11);
+    assert_eq!(
+        scalar(&mut a, "SELECT count(*) FROM t WHERE note = 'pending'"),
+        big(0)
+    );
+    assert_eq!(count(&mut b, "t"), 111, "b sees its own work");
+    run(&mut b, "COMMIT");
+    assert_eq!(
+        scalar(&mut a, "SELECT count(*) FROM t WHERE note = 'pending'"),
+        big(101)
+    );
+}
+
+fn a_concurrent_update_of_the_same_row_fails_the_later_transaction(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut a = db.session().unwrap();
+    let mut b = db.session().unwrap();
+    create_t(&mut a);
+    run(&mut a, "INSERT INTO t VALUES (1, 'original')");
+    run(
+        &mut a,
+        "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM t",
+    );
+    run(&mut b, "UPDATE t SET note = 'b was first' WHERE id = 1");
+    let e = err(&mut a, "UPDATE t SET note = 'a was second' WHERE id = 1");
+    assert!(
+        matches!(
+            e,
+            SqlError::Exec(ExecError::Heap(HeapError::ConcurrentUpdate { .. }))
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("retry the transaction"), "{e}");
+    run(&mut a, "ROLLBACK");
+    assert_eq!(scalar(&mut a, "SELECT note FROM t"), text("b was first"));
+}
+
+fn a_sequential_scan_reads_the_same_rows_with_and_without_direct_io(method: IoMethod) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let query = "SELECT id, note FROM t WHERE id % 7 = 3 ORDER BY id";
+    let expected = {
+        let db = Database::open(&path, &settings(method, &["io_direct=off"])).unwrap();
+        let mut s = db.session().unwrap();
+        create_t(&mut s);
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, md5(i::text) FROM generate_series(1, 20000) i",
+        );
+        rows(&mut s, query)
+    };
+    assert_eq!(expected.len(), 2857);
+    for direct in ["data", "off", "data"] {
+        let db =
+            Database::open(&path, &settings(method, &[&format!("io_direct={direct}")])).unwrap();
+        let mut s = db.session().unwrap();
+        assert_eq!(rows(&mut s, query), expected, "io_direct={direct}");
+        assert_eq!(count(&mut s, "t"), 20000, "io_direct={direct}");
+    }
+}
+
+fn vacuum_removes_dead_rows_and_checkpoint_writes_back(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    run(
+        &mut s,
+        "CREATE TABLE other (x int); INSERT INTO t SELECT i, 'v' FROM generate_series(1, 2000) i",
+    );
+    run(&mut s, "DELETE FROM t WHERE id > 1500");
+    let r = last(&mut s, "VACUUM t");
+    assert_eq!(r.tag, "VACUUM");
+    assert_eq!(r.notices.len(), 1);
+    assert!(
+        r.notices[0].contains("500 dead rows removed, 1500 kept"),
+        "{:?}",
+        r.notices
+    );
+    let r = last(&mut s, "VACUUM");
+    assert_eq!(r.notices.len(), 2, "every table: {:?}", r.notices);
+    assert_eq!(count(&mut s, "t"), 1500);
+    let e = err(&mut s, "VACUUM missing");
+    assert!(matches!(e, SqlError::UnknownTable { .. }), "{e}");
+    assert_eq!(last(&mut s, "CHECKPOINT").tag, "CHECKPOINT");
+    let dirty = scalar(&mut s, "SELECT count(*) FROM buffers WHERE dirty");
+    assert_eq!(dirty, big(0), "CHECKPOINT wrote every dirty buffer");
+}
+
+fn results_print_as_tables_and_csv(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    let results = run(
+        &mut s,
+        "CREATE TABLE p (id int, note text, ok boolean);
+         INSERT INTO p VALUES (1, 'plain', true), (22, 'has, comma', NULL);
+         SELECT * FROM p ORDER BY id",
+    );
+    assert_eq!(format_table(&results[1]), "INSERT 0 2\n");
+    assert_eq!(
+        format_table(&results[2]),
+        " id |    note    | ok\n----+------------+----\n  1 | plain      | t\n 22 | has, comma |\n(2 rows)\n"
+    );
+    assert_eq!(
+        format_csv(&results[2]),
+        "id,note,ok\n1,plain,t\n22,\"has, comma\",\n"
+    );
+    assert_eq!(format_csv(&results[1]), "");
+    let one = last(&mut s, "SELECT count(*) AS n FROM p");
+    assert!(format_table(&one).ends_with("(1 row)\n"));
+}
+
+for_each_method!(
+    every_type_round_trips_through_insert_and_select,
+    create_table_checks_options_types_and_names,
+    drop_table_removes_it_and_if_exists_only_notes_a_missing_one,
+    ddl_and_vacuum_are_refused_inside_a_transaction_block,
+    an_aborted_block_refuses_everything_until_it_ends,
+    rollback_leaves_nothing_behind,
+    a_failed_statement_is_undone_as_a_whole,
+    type_and_null_errors_name_the_column_and_table,
+    unknown_tables_columns_and_functions_are_named,
+    arithmetic_errors_are_errors_not_wrong_answers,
+    unsupported_syntax_names_the_construct_and_where_it_is,
+    generate_series_builds_tables_with_md5_repeat_and_random,
+    group_by_order_by_and_limit_give_postgresql_results,
+    where_supports_comparisons_logic_lists_ranges_nulls_and_like,
+    update_and_delete_change_the_rows_they_match,
+    explain_analyze_shows_buffers_and_io_per_scan,
+    system_views_return_the_engines_state,
+    prewarm_evict_and_read_stream_for_blocks_act_on_the_pool,
+    set_show_and_reset_change_session_settings,
+    repeatable_read_keeps_its_snapshot_and_read_committed_does_not,
+    a_concurrent_update_of_the_same_row_fails_the_later_transaction,
+    a_sequential_scan_reads_the_same_rows_with_and_without_direct_io,
+    vacuum_removes_dead_rows_and_checkpoint_writes_back,
+    results_print_as_tables_and_csv,
+);
+
+/// Random expressions over `t (id integer, note text)` and the column
+/// `x` of `generate_series(0, 7) x`: every operator, function, cast and
+/// aggregate, on literals of every type, so that type errors, NULLs,
+/// overflow, division by zero and aggregates in the wrong place all come
+/// up. Numbers stay small so no expression asks for much work.
+fn fuzz_expr() -> impl Strategy<Value = String> {
+    let leaf = select(vec![
+        "id",
+        "note",
+        "t.id",
+        "x",
+        "0",
+        "1",
+        "7",
+        "-1",
+        "2.5",
+        "2147483647",
+        "'a'",
+        "'7'",
+        "''",
+        "NULL",
+        "true",
+        "false",
+        "random()",
+        "count(*)",
+    ])
+    .prop_map(String::from);
+    leaf.prop_recursive(4, 24, 3, |e| {
+        prop_oneof![
+            (
+                e.clone(),
+                select(vec![
+                    "+", "-", "*", "/", "%", "||", "=", "<>", "<", ">=", "AND", "OR"
+                ]),
+                e.clone()
+            )
+                .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (select(vec!["NOT ", "-"]), e.clone()).prop_map(|(op, a)| format!("{op}({a})")),
+            (
+                select(vec![
+                    "md5", "abs", "length", "lower", "count", "sum", "avg", "min", "max"
+                ]),
+                e.clone()
+            )
+                .prop_map(|(f, a)| format!("{f}({a})")),
+            (e.clone(), select(vec!["0", "3", "id"]))
+                .prop_map(|(a, n)| format!("repeat({a}, {n})")),
+            (
+                e.clone(),
+                select(vec![
+                    "integer",
+                    "bigint",
+                    "text",
+                    "boolean",
+                    "double precision"
+                ])
+            )
+                .prop_map(|(a, t)| format!("({a})::{t}")),
+            (e.clone(), any::<bool>())
+                .prop_map(|(a, not)| format!("({a} IS {}NULL)", if not { "NOT " } else { "" })),
+            (e.clone(), e.clone(), e.clone()).prop_map(|(a, b, c)| format!("({a} IN ({b}, {c}))")),
+            (e.clone(), e.clone(), e.clone())
+                .prop_map(|(a, b, c)| format!("({a} BETWEEN {b} AND {c})")),
+            (e.clone(), e.clone()).prop_map(|(a, b)| format!("({a} LIKE {b})")),
+        ]
+    })
+}
+
+/// Well-typed expressions over `t (id integer, note text)`: integer, text
+/// and boolean ones, built from each other, so that most statements plan
+/// and run and the evaluator meets overflow, division by zero, bad casts
+/// and NULLs.
+struct Typed {
+    int: proptest::strategy::BoxedStrategy<String>,
+    text: proptest::strategy::BoxedStrategy<String>,
+    boolean: proptest::strategy::BoxedStrategy<String>,
+}
+
+fn typed() -> Typed {
+    let int_leaf = select(vec![
+        "id",
+        "0",
+        "1",
+        "7",
+        "-1",
+        "2147483647",
+        "length(note)",
+    ])
+    .prop_map(String::from);
+    let text_leaf = select(vec!["note", "'a'", "'7'", "''", "NULL"]).prop_map(String::from);
+    let int = int_leaf
+        .prop_recursive(3, 16, 2, move |i| {
+            prop_oneof![
+                (i.clone(), select(vec!["+", "-", "*", "/", "%"]), i.clone())
+                    .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+                i.clone().prop_map(|a| format!("-({a})")),
+                i.clone().prop_map(|a| format!("abs({a})")),
+                i.clone().prop_map(|a| format!("({a})::bigint")),
+                i.clone()
+                    .prop_map(|a| format!("({a}::double precision / 3)::integer")),
+            ]
+        })
+        .boxed();
+    let int_for_text = int.clone();
+    let text = text_leaf
+        .prop_recursive(3, 16, 2, move |t| {
+            prop_oneof![
+                (t.clone(), t.clone()).prop_map(|(a, b)| format!("({a} || {b})")),
+                (t.clone(), int_for_text.clone()).prop_map(|(a, b)| format!("({a} || {b})")),
+                t.clone().prop_map(|a| format!("md5({a})")),
+                t.clone().prop_map(|a| format!("lower({a})")),
+                (t.clone(), select(vec!["0", "3", "id"]))
+                    .prop_map(|(a, n)| format!("repeat({a}, {n})")),
+                int_for_text.clone().prop_map(|a| format!("({a})::text")),
+            ]
+        })
+        .boxed();
+    let (i, t) = (int.clone(), text.clone());
+    let compare = prop_oneof![
+        (i.clone(), select(vec!["=", "<>", "<", ">="]), i.clone())
+            .prop_map(|(a, op, b)| format!("{a} {op} {b}")),
+        (t.clone(), select(vec!["=", "<", "LIKE"]), t.clone())
+            .prop_map(|(a, op, b)| format!("{a} {op} {b}")),
+        (i.clone(), i.clone(), i.clone()).prop_map(|(a, b, c)| format!("{a} IN ({b}, {c})")),
+        (i.clone(), i.clone(), i.clone()).prop_map(|(a, b, c)| format!("{a} BETWEEN {b} AND {c}")),
+        t.clone().prop_map(|a| format!("{a} IS NULL")),
+        t.prop_map(|a| format!("({a})::integer > 3")),
+        select(vec!["true", "false", "NULL::boolean"]).prop_map(String::from),
+    ];
+    let boolean = compare
+        .prop_recursive(2, 8, 2, |b| {
+            prop_oneof![
+                (b.clone(), select(vec!["AND", "OR"]), b.clone())
+                    .prop_map(|(x, op, y)| format!("({x} {op} {y})")),
+                b.prop_map(|x| format!("NOT ({x})")),
+            ]
+        })
+        .boxed();
+    Typed { int, text, boolean }
+}
+
+fn fuzz_statement() -> impl Strategy<Value = String> {
+    let Typed { int, text, boolean } = typed();
+    let clause = |keyword: &'static str, e: proptest::strategy::BoxedStrategy<String>| {
+        proptest::option::of(e)
+            .prop_map(move |e| e.map_or(String::new(), |e| format!(" {keyword} {e}")))
+    };
+    let limit = proptest::option::of(0..5u8)
+        .prop_map(|l| l.map_or(String::new(), |n| format!(" LIMIT {n}")));
+    let item = prop_oneof![
+        int.clone(),
+        text.clone(),
+        boolean.clone(),
+        int.clone().prop_map(|a| format!("sum({a})")),
+        int.clone().prop_map(|a| format!("avg({a})")),
+        text.clone().prop_map(|a| format!("max({a})")),
+        Just("count(*)".to_string()),
+    ];
+    let plain = (
+        proptest::collection::vec(
+            prop_oneof![int.clone(), text.clone(), boolean.clone()],
+            1..4,
+        ),
+        clause("WHERE", boolean.clone()),
+        clause("ORDER BY", prop_oneof![int.clone(), text.clone()].boxed()),
+        limit.clone(),
+    )
+        .prop_map(|(items, w, o, l)| format!("SELECT {} FROM t{w}{o}{l}", items.join(", ")))
+        .boxed();
+    let grouped = (
+        proptest::collection::vec(item, 1..4),
+        clause("WHERE", boolean.clone()),
+        clause("HAVING count(*) >", int.clone()),
+        limit,
+    )
+        .prop_map(|(items, w, h, l)| {
+            format!(
+                "SELECT id % 3, {} FROM t{w} GROUP BY id % 3{h} ORDER BY 1{l}",
+                items.join(", ")
+            )
+        })
+        .boxed();
+    let chaos = (
+        proptest::collection::vec(fuzz_expr(), 1..3),
+        select(vec![
+            "",
+            " FROM t",
+            " FROM t AS u",
+            " FROM generate_series(0, 7) x",
+            " FROM buffers",
+        ]),
+        proptest::option::of(fuzz_expr()),
+    )
+        .prop_map(|(items, from, w)| {
+            let w = w.map_or(String::new(), |w| format!(" WHERE {w}"));
+            format!("SELECT {}{from}{w}", items.join(", "))
+        });
+    prop_oneof![
+        3 => plain.clone(),
+        3 => grouped.clone(),
+        1 => prop_oneof![plain, grouped].prop_map(|s| format!("EXPLAIN (ANALYZE, BUFFERS, IO) {s}")),
+        2 => (int.clone(), text.clone()).prop_map(|(a, b)| format!("INSERT INTO t VALUES ({a}, {b})")),
+        1 => (0..100i32).prop_map(|k| format!("INSERT INTO t SELECT x + {k}, md5(x::text) FROM generate_series(0, 7) x")),
+        2 => (int, text, boolean.clone())
+            .prop_map(|(a, b, w)| format!("UPDATE t SET id = {a}, note = {b} WHERE {w}")),
+        1 => boolean.prop_map(|w| format!("DELETE FROM t WHERE {w}")),
+        2 => chaos,
+        1 => proptest::collection::vec(select(FUZZ_TOKENS.to_vec()), 1..16).prop_map(|t| t.join(" ")),
+    ]
+}
+
+/// Words and symbols for token soup: mostly syntax errors, which must be
+/// errors and nothing worse.
+const FUZZ_TOKENS: &[&str] = &[
+    "SELECT",
+    "INSERT",
+    "INTO",
+    "VALUES",
+    "UPDATE",
+    "SET",
+    "DELETE",
+    "FROM",
+    "WHERE",
+    "GROUP",
+    "BY",
+    "ORDER",
+    "HAVING",
+    "LIMIT",
+    "OFFSET",
+    "AND",
+    "OR",
+    "NOT",
+    "IN",
+    "BETWEEN",
+    "IS",
+    "NULL",
+    "LIKE",
+    "AS",
+    "DESC",
+    "NULLS",
+    "FIRST",
+    "EXPLAIN",
+    "ANALYZE",
+    "BEGIN",
+    "COMMIT",
+    "ROLLBACK",
+    "CREATE",
+    "TABLE",
+    "DROP",
+    "IF",
+    "EXISTS",
+    "VACUUM",
+    "SHOW",
+    "RESET",
+    "CHECKPOINT",
+    "TO",
+    "ALL",
+    "t",
+    "id",
+    "note",
+    "x",
+    "t.id",
+    "buffers",
+    "stat_io",
+    "aio_inflight",
+    "generate_series",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "md5",
+    "repeat",
+    "random",
+    "abs",
+    "prewarm",
+    "evict_relation",
+    "read_stream_for_blocks",
+    "ARRAY",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    ";",
+    "*",
+    "+",
+    "-",
+    "/",
+    "%",
+    "||",
+    "=",
+    "<>",
+    "<",
+    ">=",
+    "::",
+    "integer",
+    "text",
+    "bigint",
+    "boolean",
+    "double precision",
+    "0",
+    "1",
+    "7",
+    "-1",
+    "2.5",
+    "'a'",
+    "'7'",
+    "''",
+    "true",
+    "false",
+    "io_combine_limit",
+];
+
+thread_local! {
+    /// The fuzz test's database: (session, database, directory), dropped
+    /// in that order.
+    static FUZZ: std::cell::RefCell<Option<(Session, Arc<Database>, tempfile::TempDir)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+    #[test]
+    fn random_statements_give_results_or_errors_never_panics(
+        statements in proptest::collection::vec(fuzz_statement(), 1..4)
+    ) {
+        FUZZ.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            let (s, _, _) = cell.get_or_insert_with(|| {
+                let (dir, db) = new_db(IoMethod::Sync);
+                let mut s = db.session().unwrap();
+                run(&mut s, "CREATE TABLE t (id integer, note text);
+                             INSERT INTO t SELECT i, md5(i::text) FROM generate_series(1, 20) i");
+                (s, db, dir)
+            });
+            // Start each case outside any block, with the table there.
+            let _ = sql::execute(s, "ROLLBACK");
+            let _ = sql::execute(s, "CREATE TABLE IF NOT EXISTS t (id integer, note text)");
+            let text = statements.join(";\n");
+            if let Ok(results) = sql::execute(s, &text) {
+                for r in &results {
+                    // Formatting any result works too.
+                    let _ = (format_table(r), format_csv(r));
+                }
+            }
+        });
+    }
+}
