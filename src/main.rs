@@ -125,6 +125,21 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// Cold SELECT count(*) over a table at least 8 × shared_buffers, per
+    /// method and io_combine_limit 1/16, direct I/O, against fio.
+    Seqscan {
+        /// Table size in MiB (built once with the SQL generator, kept in
+        /// bench/seqscan in the data directory).
+        #[arg(long, default_value_t = 2048)]
+        size_mib: u64,
+        /// Comma-separated: sync, worker, io_uring.
+        #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
+        methods: Vec<String>,
+        #[arg(long)]
+        no_fio: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Random blocks of a buffered relation with the page cache dropped,
     /// effective_io_concurrency 0 vs 16 per method (the sync method's
     /// posix_fadvise advice). Needs root.
@@ -364,6 +379,23 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Bench(Bench::RepeatedBlocks { methods, json }) => {
             let options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
             aiostore::bench::streams::run_repeated(&options, json, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Seqscan {
+            size_mib,
+            methods,
+            no_fio,
+            json,
+        }) => {
+            let o = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+            let options = aiostore::bench::seqscan::SeqscanOptions {
+                dir: cli.data_dir.join("bench").join("seqscan"),
+                methods: o.methods,
+                size_mib,
+                shared_buffers: o.shared_buffers,
+                fio: !no_fio,
+            };
+            aiostore::bench::seqscan::run_seqscan(&options, json, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(Bench::Advice {

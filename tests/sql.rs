@@ -852,7 +852,21 @@ fn group_by_order_by_and_limit_give_postgresql_results(method: IoMethod) {
         "column \"v\" must appear in the GROUP BY clause or be used in an aggregate function (at line 1, column 11)"
     );
     let e = err(&mut s, "SELECT k FROM m ORDER BY 5");
-    assert!(matches!(e, SqlError::OrderByPosition { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "ORDER BY position 5 is not in the select list (it has 1 columns)"
+    );
+    let e = err(&mut s, "SELECT k, count(*) FROM m GROUP BY 3");
+    assert!(
+        matches!(
+            e,
+            SqlError::BadPosition {
+                clause: "GROUP BY",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = err(&mut s, "SELECT k FROM m LIMIT -1");
     assert!(matches!(e, SqlError::BadLimit { .. }), "{e}");
     let e = err(&mut s, "SELECT k FROM m WHERE count(*) > 1");

@@ -8,6 +8,7 @@
 pub mod checksum;
 pub mod fio;
 pub mod rawio;
+pub mod seqscan;
 pub mod streams;
 
 use std::time::Duration;

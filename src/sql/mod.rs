@@ -171,8 +171,12 @@ pub enum SqlError {
     DuplicateColumn { table: String, column: String },
     #[error("{clause} must be a constant, non-negative integer, not {value}")]
     BadLimit { clause: &'static str, value: String },
-    #[error("ORDER BY position {position} is not in the select list (it has {columns} columns)")]
-    OrderByPosition { position: String, columns: usize },
+    #[error("{clause} position {position} is not in the select list (it has {columns} columns)")]
+    BadPosition {
+        clause: &'static str,
+        position: i64,
+        columns: usize,
+    },
     #[error("\"{name}\" is a system view and cannot be changed")]
     ReadOnlyView { name: String },
     #[error("{0}")]

@@ -408,8 +408,9 @@ fn resolve_group(g: &ast::Expr, items: &[Item], scope: &Scope) -> Result<ast::Ex
             .and_then(|k| k.checked_sub(1))
             .and_then(|k| items.get(k))
             .map(|item| item.expr.clone())
-            .ok_or_else(|| SqlError::OrderByPosition {
-                position: format!("{k} (in GROUP BY)"),
+            .ok_or_else(|| SqlError::BadPosition {
+                clause: "GROUP BY",
+                position: i64::from(k),
                 columns: items.len(),
             });
     }
@@ -434,8 +435,9 @@ fn resolve_order(e: &ast::Expr, items: &[Item]) -> Option<Result<usize, SqlError
                 .ok()
                 .and_then(|k| k.checked_sub(1))
                 .filter(|&k| k < items.len())
-                .ok_or_else(|| SqlError::OrderByPosition {
-                    position: k.to_string(),
+                .ok_or(SqlError::BadPosition {
+                    clause: "ORDER BY",
+                    position: k,
                     columns: items.len(),
                 }),
         );
