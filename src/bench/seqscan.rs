@@ -90,11 +90,8 @@ fn ensure_table(opts: &SeqscanOptions, rows: u64) -> Result<(), String> {
     if !opts.dir.join("AIOSTORE_VERSION").exists() {
         Database::init(&opts.dir).map_err(|e| e.to_string())?;
     }
-    let db = Database::open(
-        &opts.dir,
-        &settings(IoMethod::IoUring, 16, opts)[1..].to_vec(),
-    )
-    .map_err(|e| e.to_string())?;
+    let db = Database::open(&opts.dir, &settings(IoMethod::IoUring, 16, opts)[1..])
+        .map_err(|e| e.to_string())?;
     let mut s = db.session().map_err(|e| e.to_string())?;
     if db.catalog().table(TABLE).is_ok() && count(&mut s)? == rows {
         return Ok(());

@@ -42,6 +42,7 @@ impl AggFunc {
         })
     }
 
+    /// The name SQL calls it by.
     pub fn name(self) -> &'static str {
         match self {
             AggFunc::CountStar | AggFunc::Count => "count",

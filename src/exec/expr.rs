@@ -111,6 +111,7 @@ impl Function {
         Function::ALL.into_iter().find(|f| f.name() == name)
     }
 
+    /// The name SQL calls it by.
     pub fn name(self) -> &'static str {
         match self {
             Function::Random => "random",

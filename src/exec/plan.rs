@@ -35,6 +35,7 @@ pub struct ScanNode {
 }
 
 impl ScanNode {
+    /// A scan of `table` decoding the columns `wanted` marks.
     pub fn new(table: Arc<TableDef>, alias: Option<String>, wanted: Vec<bool>) -> ScanNode {
         debug_assert_eq!(wanted.len(), table.columns.len());
         ScanNode {
@@ -163,6 +164,7 @@ impl Op {
         })
     }
 
+    /// Sorts by `keys`, the first one first (a stable sort).
     pub fn sort(keys: Vec<SortKey>) -> Op {
         Op::Sort(SortOp {
             keys,
@@ -353,6 +355,8 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// Rows of `source` passing `filter`, through `ops`; the result has
+    /// `width` columns.
     pub fn new(source: Source, filter: Option<Filter>, ops: Vec<Op>, width: usize) -> Pipeline {
         Pipeline {
             source,

@@ -95,6 +95,7 @@ fn text(s: &str) -> Value {
 }
 
 impl View {
+    /// Every view.
     pub const ALL: [View; 3] = [View::AioInflight, View::StatIo, View::Buffers];
 
     /// The view called `name`, if any.
@@ -102,6 +103,7 @@ impl View {
         View::ALL.into_iter().find(|v| v.name() == name)
     }
 
+    /// The name SQL reads it by.
     pub fn name(self) -> &'static str {
         match self {
             View::AioInflight => "aio_inflight",
@@ -110,6 +112,7 @@ impl View {
         }
     }
 
+    /// Its columns, in order.
     pub fn columns(self) -> &'static [ColumnSpec] {
         match self {
             View::AioInflight => AIO_INFLIGHT,
@@ -242,6 +245,7 @@ const READ_STREAM_FOR_BLOCKS: &[ColumnSpec] = &[
 ];
 
 impl Utility {
+    /// Every utility function.
     pub const ALL: [Utility; 3] = [
         Utility::Prewarm,
         Utility::EvictRelation,
@@ -253,6 +257,7 @@ impl Utility {
         Utility::ALL.into_iter().find(|u| u.name() == name)
     }
 
+    /// The name SQL calls it by.
     pub fn name(self) -> &'static str {
         match self {
             Utility::Prewarm => "prewarm",

@@ -294,6 +294,7 @@ impl Scope {
         }
     }
 
+    /// The columns of `table`, qualified by `alias` or its name.
     pub fn of_table(table: &TableDef, alias: Option<&str>) -> Scope {
         Scope {
             qualifier: Some(alias.unwrap_or(table.name()).to_string()),
@@ -309,6 +310,7 @@ impl Scope {
         }
     }
 
+    /// The column called `name`.
     pub fn find(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }
@@ -341,6 +343,7 @@ pub(crate) struct ExprPlanner<'a> {
 }
 
 impl<'a> ExprPlanner<'a> {
+    /// A planner over `scope`, starting in `clause`.
     pub fn new(cx: &'a StmtCx, db: &'a Database, scope: &'a Scope, clause: &'static str) -> Self {
         ExprPlanner {
             cx,
