@@ -16,7 +16,6 @@
 use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hasher};
 
-use super::md5::md5_hex;
 use super::value::{
     as_f64, as_i64, can_cast, cast_value, category, compare, like_match, numeric_rank, type_name,
     value_to_text,
@@ -625,7 +624,9 @@ fn call(
         values.push(v);
     }
     Ok(match (f, values.as_slice()) {
-        (Function::Md5, [Value::Text(s)]) => Value::Text(md5_hex(s.as_bytes())),
+        (Function::Md5, [Value::Text(s)]) => {
+            Value::Text(format!("{:x}", md5::compute(s.as_bytes())))
+        }
         (Function::Lower, [Value::Text(s)]) => Value::Text(s.to_lowercase()),
         (Function::Upper, [Value::Text(s)]) => Value::Text(s.to_uppercase()),
         (Function::Length, [Value::Text(s)]) => {

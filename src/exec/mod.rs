@@ -80,7 +80,6 @@ pub mod agg;
 pub mod dml;
 pub mod explain;
 pub mod expr;
-mod md5;
 pub mod plan;
 pub mod value;
 pub mod views;

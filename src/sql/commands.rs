@@ -113,7 +113,9 @@ fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlErro
             // A write-back of every dirty buffer; a real checkpoint (a redo
             // point) comes with the WAL.
             return utility(s, |s| {
-                s.db().flush()?;
+                // The session's own buffer session: a new one could find
+                // every session slot taken.
+                s.buf.flush_all().map_err(crate::database::DbError::from)?;
                 Ok(StatementResult::tag("CHECKPOINT"))
             });
         }
