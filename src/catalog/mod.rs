@@ -79,6 +79,28 @@ pub struct TableDef {
 }
 
 impl TableDef {
+    fn new(
+        oid: u32,
+        name: String,
+        rel: u32,
+        fillfactor: u8,
+        columns: Vec<ColumnDef>,
+        rows: Vec<(u32, Tid)>,
+    ) -> TableDef {
+        TableDef {
+            oid,
+            heap: HeapTable {
+                name,
+                rel,
+                types: columns.iter().map(|c| c.ty).collect(),
+                fillfactor,
+            },
+            columns,
+            in_use: Arc::new(RwLock::new(())),
+            rows,
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.heap.name
     }
@@ -222,18 +244,7 @@ impl Catalog {
                 .unwrap_or_default()
                 .into_values()
                 .collect();
-            let def = TableDef {
-                oid,
-                heap: HeapTable {
-                    name: name.clone(),
-                    rel,
-                    types: columns.iter().map(|c| c.ty).collect(),
-                    fillfactor,
-                },
-                columns,
-                in_use: Arc::new(RwLock::new(())),
-                rows,
-            };
+            let def = TableDef::new(oid, name.clone(), rel, fillfactor, columns, rows);
             tables.insert(name, Arc::new(def));
         }
         Ok(Catalog {
@@ -330,18 +341,7 @@ impl Catalog {
                 ],
             )?;
         }
-        let def = TableDef {
-            oid,
-            heap: HeapTable {
-                name: name.to_string(),
-                rel,
-                types: columns.iter().map(|c| c.ty).collect(),
-                fillfactor,
-            },
-            columns,
-            in_use: Arc::new(RwLock::new(())),
-            rows,
-        };
+        let def = TableDef::new(oid, name.to_string(), rel, fillfactor, columns, rows);
         self.tables.write().insert(name.to_string(), Arc::new(def));
         Ok(true)
     }
