@@ -295,7 +295,13 @@ impl BufferSession {
         ret: &IoReturnCell,
     ) -> Result<(), BufferError> {
         let pool = Arc::clone(self.pool());
-        let location = pool.relation(rel).locate(fork, first_block)?;
+        let location = match pool.relation(rel).locate(fork, first_block) {
+            Ok(location) => location,
+            Err(e) => {
+                self.aio.release(token)?;
+                return Err(e.into());
+            }
+        };
         let mut iov: Vec<IoVec> = Vec::with_capacity(buffers.len());
         for &id in buffers {
             let frame = pool.frame_ptr(id);
@@ -353,86 +359,86 @@ impl BufferSession {
     fn wait_read_buffers_inner(&mut self, op: &mut ReadOp) -> Result<WaitOutcome, BufferError> {
         let aio = Arc::clone(self.aio.aio());
         let synchronous = aio.method() == crate::config::IoMethod::Sync;
-        match &op.kind {
-            ReadOpKind::Hit => Ok(WaitOutcome::default()),
+        let waited = match &op.kind {
+            ReadOpKind::Hit => return Ok(WaitOutcome::default()),
             ReadOpKind::Io { wref, ret } => {
                 let waited = !aio.is_done(*wref);
                 self.aio.wait(*wref)?;
                 let ret = ret.take().expect("our own read is collected by wait");
-                match ret.result.status {
-                    IoStatus::Ok => {}
-                    IoStatus::Warning => {
-                        if let Ok(Some(warning)) = aio.check(&ret) {
-                            log::warn!("{warning}");
-                        }
-                    }
-                    IoStatus::Partial => {
-                        let done = ret.result.result as usize;
-                        for i in done..op.buffers.len() {
-                            self.read_block_sync(
-                                op.rel,
-                                op.fork,
-                                op.first_block + i as u32,
-                                op.buffers[i],
-                            )?;
-                        }
-                    }
-                    IoStatus::Error | IoStatus::Unknown => {
-                        let message = match aio.check(&ret) {
-                            Err(e) => e.to_string(),
-                            Ok(_) => format!("could not read {}", ret.target()),
-                        };
-                        return Err(BufferError::Io(message));
-                    }
-                }
-                Ok(WaitOutcome {
-                    waited,
-                    synchronous,
-                })
+                let done = self.blocks_read(&ret)?;
+                // A shortened read left the rest neither valid nor busy.
+                self.read_missing(op.rel, op.fork, op.first_block, &op.buffers, done)?;
+                waited
             }
             ReadOpKind::Foreign { wref } => {
-                let wref = *wref;
-                let waited = !aio.is_done(wref);
-                self.aio.wait(wref)?;
-                let id = op.buffers[0];
-                if self.pool().state(id) & BM_VALID == 0 {
-                    // Its error is not ours to raise: read it ourselves.
-                    self.read_block_sync(op.rel, op.fork, op.first_block, id)?;
-                }
-                Ok(WaitOutcome {
-                    waited,
-                    synchronous,
-                })
+                let waited = !aio.is_done(*wref);
+                self.aio.wait(*wref)?;
+                // If that read failed, its error is not ours to raise: the
+                // block is still missing, and we read it ourselves.
+                self.read_missing(op.rel, op.fork, op.first_block, &op.buffers, 0)?;
+                waited
             }
             ReadOpKind::Deferred => {
-                self.read_deferred(op)?;
-                Ok(WaitOutcome {
-                    waited: false,
-                    synchronous: true,
-                })
+                self.read_missing(op.rel, op.fork, op.first_block, &op.buffers, 0)?;
+                false
             }
+        };
+        Ok(WaitOutcome {
+            waited,
+            synchronous: synchronous || matches!(op.kind, ReadOpKind::Deferred),
+        })
+    }
+
+    /// How many blocks a finished read of ours brought in (all of them, or
+    /// the whole blocks of a shortened read), or its error.
+    fn blocks_read(&self, ret: &IoReturn) -> Result<usize, BufferError> {
+        let aio = self.aio.aio();
+        match ret.result.status {
+            IoStatus::Ok => Ok(ret.len / BLOCK_SIZE),
+            IoStatus::Warning => {
+                if let Ok(Some(warning)) = aio.check(ret) {
+                    log::warn!("{warning}");
+                }
+                Ok(ret.len / BLOCK_SIZE)
+            }
+            // The block callback makes a read that brought less than one
+            // block an error, so a partial read made progress.
+            IoStatus::Partial if ret.result.result > 0 => Ok(ret.result.result as usize),
+            _ => Err(BufferError::Io(match aio.check(ret) {
+                Err(e) => e.to_string(),
+                Ok(_) => format!("could not read {}", ret.target()),
+            })),
         }
     }
 
-    /// Reads the buffers of a deferred operation that nobody has read
-    /// meanwhile, as few vectored reads as the buffers still missing allow.
-    fn read_deferred(&mut self, op: &ReadOp) -> Result<(), BufferError> {
-        let mut i = 0;
-        while i < op.buffers.len() {
-            // Waits for another session's read of this block, if any, and
-            // takes it over if that read failed.
-            if self.start_buffer_io(op.buffers[i], false)? == StartIo::AlreadyValid {
+    /// Reads those of the pinned `buffers` (blocks `first_block..`) from
+    /// index `from` on that are not valid yet, in as few vectored reads as
+    /// the missing runs allow, continuing shortened reads until complete.
+    /// A block whose read someone else has in progress is waited for, and
+    /// read again by us if that read failed.
+    fn read_missing(
+        &mut self,
+        rel: u32,
+        fork: Fork,
+        first_block: u32,
+        buffers: &[BufferId],
+        from: usize,
+    ) -> Result<(), BufferError> {
+        let mut i = from;
+        // Each pass finds a block valid, or reads at least one block, or
+        // fails, so the loop ends after at most `buffers.len()` passes.
+        while i < buffers.len() {
+            if self.start_buffer_io(buffers[i], false)? == StartIo::AlreadyValid {
                 i += 1;
                 continue;
             }
             let mut end = i + 1;
-            while end < op.buffers.len()
-                && self.start_buffer_io(op.buffers[end], true)? == StartIo::Started
+            while end < buffers.len()
+                && self.start_buffer_io(buffers[end], true)? == StartIo::Started
             {
                 end += 1;
             }
-            let run = &op.buffers[i..end];
-            let first = op.first_block + i as u32;
+            let run = &buffers[i..end];
             let token = match self.aio.acquire() {
                 Ok(token) => token,
                 Err(e) => {
@@ -444,61 +450,10 @@ impl BufferSession {
             };
             let wref = self.aio.wait_ref(&token);
             let ret = IoReturnCell::default();
-            self.issue_read(token, op.rel, op.fork, first, run, &ret)?;
+            self.issue_read(token, rel, fork, first_block + i as u32, run, &ret)?;
             self.aio.wait(wref)?;
             let ret = ret.take().expect("our own read is collected by wait");
-            match ret.result.status {
-                IoStatus::Ok => i = end,
-                IoStatus::Warning => {
-                    if let Ok(Some(warning)) = self.aio.aio().check(&ret) {
-                        log::warn!("{warning}");
-                    }
-                    i = end;
-                }
-                // The next pass reads the rest of the run, as one read.
-                IoStatus::Partial => match ret.result.result as usize {
-                    0 => {
-                        self.read_block_sync(op.rel, op.fork, first, run[0])?;
-                        i += 1;
-                    }
-                    done => i += done,
-                },
-                IoStatus::Error | IoStatus::Unknown => {
-                    let message = match self.aio.aio().check(&ret) {
-                        Err(e) => e.to_string(),
-                        Ok(_) => format!("could not read {}", ret.target()),
-                    };
-                    return Err(BufferError::Io(message));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads one pinned buffer now, unless it became valid meanwhile.
-    fn read_block_sync(
-        &mut self,
-        rel: u32,
-        fork: Fork,
-        block: u32,
-        id: BufferId,
-    ) -> Result<(), BufferError> {
-        // Each pass either finds the page valid, or reads it (an error ends
-        // the loop), or finds a partial read of one block, which is an error
-        // from the block callback; so two passes suffice.
-        for _ in 0..2 {
-            if self.start_buffer_io(id, false)? == StartIo::AlreadyValid {
-                return Ok(());
-            }
-            let token = self.aio.acquire()?;
-            let wref = self.aio.wait_ref(&token);
-            let ret = IoReturnCell::default();
-            self.issue_read(token, rel, fork, block, &[id], &ret)?;
-            self.aio.wait(wref)?;
-            let ret = ret.take().expect("our own read is collected by wait");
-            if let Err(e) = self.aio.aio().check(&ret) {
-                return Err(BufferError::Io(e.to_string()));
-            }
+            i += self.blocks_read(&ret)?;
         }
         Ok(())
     }
