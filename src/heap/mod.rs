@@ -31,9 +31,8 @@ use thiserror::Error;
 
 use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
 use crate::page::{
-    add_item, free_space, init_page, item, item_mut, line_pointer, line_pointer_count, page_flags,
-    remove_items, set_page_flags, LineFlags, PageBytes, PageHeader, LINE_POINTER_SIZE, MAX_ALIGN,
-    PD_ALL_VISIBLE,
+    add_item, free_space, init_page, item, item_mut, line_pointer_count, page_flags, remove_items,
+    set_page_flags, PageBytes, PageHeader, LINE_POINTER_SIZE, MAX_ALIGN, PD_ALL_VISIBLE,
 };
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
@@ -268,8 +267,22 @@ pub enum ScanControl {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ScanStats {
     pub stream: StreamStats,
-    pub pages: u64,
-    pub tuples_visible: u64,
+}
+
+/// What vacuum changes on one page.
+#[derive(Default)]
+struct PagePlan {
+    remove: Vec<u16>,
+    clear_xmax: Vec<u16>,
+    set_all_visible: bool,
+    /// Tuples that stay.
+    kept: u64,
+}
+
+impl PagePlan {
+    fn changes_page(&self) -> bool {
+        !self.remove.is_empty() || !self.clear_xmax.is_empty() || self.set_all_visible
+    }
 }
 
 enum RowState {
@@ -286,10 +299,6 @@ impl Heap {
             txn,
             rels: Mutex::new(HashMap::new()),
         }
-    }
-
-    pub fn txn(&self) -> &Arc<TxnManager> {
-        &self.txn
     }
 
     fn rel_state(&self, rel: u32) -> Arc<RelState> {
@@ -315,7 +324,7 @@ impl Heap {
         applied: Applied,
     ) -> Result<(), HeapError> {
         if applied.cleared_all_visible {
-            vm::set_all_visible(s, rel, block, false)?;
+            vm::set_all_visible(s, rel, &[block], false)?;
         }
         Ok(())
     }
@@ -531,7 +540,6 @@ impl Heap {
                     break;
                 }
             };
-            stats.pages += 1;
             let control = s.with_page(id, |page| {
                 let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
                 for index in 0..line_pointer_count(page) {
@@ -539,7 +547,6 @@ impl Heap {
                     if !all_visible && !is_visible(&self.txn, snap, &TupleHeader::read(t)) {
                         continue;
                     }
-                    stats.tuples_visible += 1;
                     let tid = Tid {
                         block,
                         index: index as u16,
@@ -560,24 +567,6 @@ impl Heap {
             Some(e) => Err(e.into()),
             None => Ok(stats),
         }
-    }
-
-    /// Fetches the tuple at `tid` if `snap` sees it.
-    pub fn fetch(
-        &self,
-        s: &mut BufferSession,
-        table: &HeapTable,
-        tid: Tid,
-        snap: &Snapshot,
-    ) -> Result<Option<Vec<u8>>, HeapError> {
-        let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
-        let t = s.with_page(id, |page| {
-            item(page, tid.index as usize)
-                .filter(|t| is_visible(&self.txn, snap, &TupleHeader::read(t)))
-                .map(<[u8]>::to_vec)
-        });
-        s.release(id);
-        Ok(t)
     }
 
     /// Removes tuples no transaction can see any more, and marks pages
@@ -625,18 +614,39 @@ impl Heap {
             },
         );
         let txn = &self.txn;
-        // Dead to everyone: inserted by an aborted transaction, or deleted
-        // by one that committed before the oldest snapshot.
-        let dead = |h: &TupleHeader| {
-            txn.status(h.xmin) == XidStatus::Aborted
-                || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
-        };
-        let visible_to_all = |h: &TupleHeader| {
-            h.xmin < oldest
-                && txn.did_commit(h.xmin)
-                && (h.xmax == INVALID_XID || txn.status(h.xmax) == XidStatus::Aborted)
+        // What vacuum would change on a page. Decided under the shared lock
+        // to leave clean pages alone, and decided again under the exclusive
+        // lock before changing anything: between the two, another session
+        // may have inserted a tuple or set an xmax.
+        let plan_page = |page: &PageBytes| {
+            let mut plan = PagePlan::default();
+            let mut all_visible = true;
+            for index in 0..line_pointer_count(page) {
+                let Some(t) = item(page, index) else { continue };
+                let h = TupleHeader::read(t);
+                let xmax_aborted =
+                    h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted;
+                // Dead to everyone: inserted by an aborted transaction, or
+                // deleted by one that committed before the oldest snapshot.
+                if txn.status(h.xmin) == XidStatus::Aborted
+                    || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
+                {
+                    plan.remove.push(index as u16);
+                    continue;
+                }
+                if xmax_aborted {
+                    plan.clear_xmax.push(index as u16);
+                }
+                plan.kept += 1;
+                all_visible &= h.xmin < oldest
+                    && txn.did_commit(h.xmin)
+                    && (h.xmax == INVALID_XID || xmax_aborted);
+            }
+            plan.set_all_visible = all_visible && page_flags(page) & PD_ALL_VISIBLE == 0;
+            plan
         };
         let mut freed = Vec::new();
+        let mut set_visible = Vec::new();
         let mut result = Ok(());
         loop {
             let (id, block) = match stream.next_buffer(s) {
@@ -647,65 +657,49 @@ impl Heap {
                     break;
                 }
             };
-            // Decide under the shared lock; change only pages that need it.
-            let (remove, aborted_xmax, all_visible) = s.with_page(id, |page| {
-                let mut remove = Vec::new();
-                let mut aborted_xmax = Vec::new();
-                let mut all_visible = true;
-                for index in 0..line_pointer_count(page) {
-                    let Some(t) = item(page, index) else { continue };
-                    let h = TupleHeader::read(t);
-                    if dead(&h) {
-                        remove.push(index as u16);
-                        continue;
-                    }
-                    if h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted {
-                        aborted_xmax.push(index as u16);
-                    }
-                    all_visible &= visible_to_all(&h);
-                }
-                let flagged = page_flags(page) & PD_ALL_VISIBLE != 0;
-                (remove, aborted_xmax, all_visible && !flagged)
-            });
-            if !remove.is_empty() || !aborted_xmax.is_empty() || all_visible {
-                let (kept, room) = s.modify_page(id, |page| {
-                    for &index in &aborted_xmax {
+            let (mut plan, mut room) = s.with_page(id, |page| (plan_page(page), free_space(page)));
+            if plan.changes_page() {
+                s.pool().aio().injections().hit(
+                    crate::inject::VACUUM_BEFORE_PAGE_CHANGE,
+                    crate::inject::HitContext {
+                        offset: block as u64,
+                    },
+                );
+                (plan, room) = s.modify_page(id, |page| {
+                    let plan = plan_page(page);
+                    for &index in &plan.clear_xmax {
                         apply(page, block, &PageChange::ClearXmax { index });
                     }
-                    if !remove.is_empty() {
-                        apply(page, block, &PageChange::Prune { remove: &remove });
+                    if !plan.remove.is_empty() {
+                        apply(
+                            page,
+                            block,
+                            &PageChange::Prune {
+                                remove: &plan.remove,
+                            },
+                        );
                     }
-                    if all_visible {
+                    if plan.set_all_visible {
                         apply(page, block, &PageChange::SetAllVisible);
                     }
-                    let kept = (0..line_pointer_count(page))
-                        .filter(|&i| {
-                            line_pointer(page, i).is_some_and(|lp| lp.flags == LineFlags::Normal)
-                        })
-                        .count();
-                    (kept as u64, free_space(page))
-                });
-                report.tuples_removed += remove.len() as u64;
-                report.tuples_kept += kept;
-                if room >= BLOCK_SIZE / 5 {
-                    freed.push(block);
-                }
-            } else {
-                report.tuples_kept += s.with_page(id, |page| {
-                    (0..line_pointer_count(page))
-                        .filter(|&i| item(page, i).is_some())
-                        .count() as u64
+                    (plan, free_space(page))
                 });
             }
             s.release(id);
-            if all_visible {
-                let _extending = rs.extension.lock();
-                if let Err(e) = vm::set_all_visible(s, table.rel, block, true) {
-                    result = Err(e.into());
-                    break;
-                }
-                report.pages_set_all_visible += 1;
+            report.tuples_removed += plan.remove.len() as u64;
+            report.tuples_kept += plan.kept;
+            if plan.set_all_visible {
+                set_visible.push(block);
             }
+            if room >= BLOCK_SIZE / 5 {
+                freed.push(block);
+            }
+        }
+        // The map bits after the page flags (see vm.rs), all at once.
+        if result.is_ok() {
+            let _extending = rs.extension.lock();
+            result = vm::set_all_visible(s, table.rel, &set_visible, true).map_err(Into::into);
+            report.pages_set_all_visible = set_visible.len() as u32;
         }
         stream.end(s);
         let mut free = rs.free_blocks.lock();

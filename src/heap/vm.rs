@@ -23,37 +23,52 @@ fn locate(heap_block: u32) -> (u32, usize, u8) {
     (vm_block, PAGE_HEADER_SIZE + bit / 8, 1 << (bit % 8))
 }
 
-/// Sets or clears the bit of `heap_block`. Setting extends the map as
-/// needed; the caller holds the relation's extension lock for that.
+/// Sets or clears the bits of `heap_blocks`, changing each map page once.
+/// Setting extends the map as needed; the caller holds the relation's
+/// extension lock for that.
 pub fn set_all_visible(
     s: &mut BufferSession,
     rel: u32,
-    heap_block: u32,
+    heap_blocks: &[u32],
     visible: bool,
 ) -> Result<(), BufferError> {
-    let (vm_block, byte, mask) = locate(heap_block);
+    let Some(last_vm_block) = heap_blocks.iter().map(|&b| locate(b).0).max() else {
+        return Ok(());
+    };
     let nblocks = s.pool().relation(rel).nblocks(Fork::VisibilityMap)?;
-    if vm_block >= nblocks {
-        if !visible {
-            return Ok(()); // nothing recorded for it
-        }
-        for id in s.extend(rel, Fork::VisibilityMap, vm_block + 1 - nblocks, None)? {
+    if last_vm_block >= nblocks && visible {
+        for id in s.extend(rel, Fork::VisibilityMap, last_vm_block + 1 - nblocks, None)? {
             s.modify_page(id, |page| init_page(page, 0));
             s.release(id);
         }
     }
-    let id = s.read_buffer(rel, Fork::VisibilityMap, vm_block)?;
-    let is_set = s.with_page(id, |page| page[byte] & mask != 0);
-    if is_set != visible {
-        s.modify_page(id, |page: &mut PageBytes| {
-            if visible {
-                page[byte] |= mask;
-            } else {
-                page[byte] &= !mask;
-            }
+    let mut by_page: Vec<(u32, usize, u8)> = heap_blocks
+        .iter()
+        .map(|&b| locate(b))
+        // A map page that does not exist records nothing to clear.
+        .filter(|&(vm_block, _, _)| visible || vm_block < nblocks)
+        .collect();
+    by_page.sort_unstable();
+    for group in by_page.chunk_by(|a, b| a.0 == b.0) {
+        let id = s.read_buffer(rel, Fork::VisibilityMap, group[0].0)?;
+        let differs = s.with_page(id, |page| {
+            group
+                .iter()
+                .any(|&(_, byte, mask)| (page[byte] & mask != 0) != visible)
         });
+        if differs {
+            s.modify_page(id, |page: &mut PageBytes| {
+                for &(_, byte, mask) in group {
+                    if visible {
+                        page[byte] |= mask;
+                    } else {
+                        page[byte] &= !mask;
+                    }
+                }
+            });
+        }
+        s.release(id);
     }
-    s.release(id);
     Ok(())
 }
 

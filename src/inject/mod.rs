@@ -25,6 +25,11 @@ pub const BEFORE_COMPLETE_SHARED: &str = "aio-process-completion-before-shared";
 /// without executing it, as if the worker could not reopen the file.
 pub const WORKER_AFTER_REOPEN: &str = "aio-worker-after-reopen";
 
+/// Reached in vacuum between deciding what to change on a heap page (under
+/// its shared lock) and changing it (under the exclusive lock); the
+/// context's offset is the block number.
+pub const VACUUM_BEFORE_PAGE_CHANGE: &str = "heap-vacuum-before-page-change";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {

@@ -242,6 +242,14 @@ impl TxnManager {
         result
     }
 
+    /// The commit log's two bits for `xid` (0 while running, or if it
+    /// never finished).
+    fn clog_bits(&self, xid: Xid) -> u8 {
+        let clog = self.clog.read();
+        clog.get(xid as usize / XIDS_PER_CLOG_BYTE)
+            .map_or(0, |b| (b >> ((xid as usize % XIDS_PER_CLOG_BYTE) * 2)) & 3)
+    }
+
     /// The status of `xid` now (not as of a snapshot).
     pub fn status(&self, xid: Xid) -> XidStatus {
         if xid < FIRST_NORMAL_XID {
@@ -251,13 +259,7 @@ impl TxnManager {
                 XidStatus::Committed
             };
         }
-        let bits = {
-            let clog = self.clog.read();
-            let byte = xid as usize / XIDS_PER_CLOG_BYTE;
-            clog.get(byte)
-                .map_or(0, |b| (b >> ((xid as usize % XIDS_PER_CLOG_BYTE) * 2)) & 3)
-        };
-        match bits {
+        match self.clog_bits(xid) {
             STATUS_COMMITTED => XidStatus::Committed,
             STATUS_ABORTED => XidStatus::Aborted,
             _ if self.inner.lock().running.contains(&xid) => XidStatus::InProgress,
@@ -271,11 +273,7 @@ impl TxnManager {
         if xid < FIRST_NORMAL_XID {
             return xid != INVALID_XID;
         }
-        let clog = self.clog.read();
-        let byte = xid as usize / XIDS_PER_CLOG_BYTE;
-        clog.get(byte).is_some_and(|b| {
-            (b >> ((xid as usize % XIDS_PER_CLOG_BYTE) * 2)) & 3 == STATUS_COMMITTED
-        })
+        self.clog_bits(xid) == STATUS_COMMITTED
     }
 
     /// Takes a snapshot for transaction `own` (if it has an id) at command
