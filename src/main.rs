@@ -387,12 +387,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             no_fio,
             json,
         }) => {
-            let o = stream_bench_options(&cli.data_dir, &settings, &methods)?;
             let options = aiostore::bench::seqscan::SeqscanOptions {
                 dir: cli.data_dir.join("bench").join("seqscan"),
-                methods: o.methods,
+                methods: parse_methods(&methods)?,
                 size_mib,
-                shared_buffers: o.shared_buffers,
+                shared_buffers: settings.shared_buffers() as u32,
                 fio: !no_fio,
             };
             aiostore::bench::seqscan::run_seqscan(&options, json, &mut out)?;
@@ -508,12 +507,9 @@ fn parse_block_list(text: &str) -> Result<Vec<u32>, String> {
     Ok(blocks)
 }
 
-fn stream_bench_options(
-    data_dir: &std::path::Path,
-    settings: &Settings,
-    methods: &[String],
-) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
-    let methods = methods
+/// `--methods` of the benchmarks that run the AIO methods only.
+fn parse_methods(methods: &[String]) -> Result<Vec<aiostore::config::IoMethod>, String> {
+    methods
         .iter()
         .map(|m| match ReadMethod::parse(m.trim()) {
             Some(ReadMethod::Aio(method)) => Ok(method),
@@ -521,7 +517,15 @@ fn stream_bench_options(
                 "unknown method \"{m}\" for --methods; use sync, worker or io_uring"
             )),
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+fn stream_bench_options(
+    data_dir: &std::path::Path,
+    settings: &Settings,
+    methods: &[String],
+) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
+    let methods = parse_methods(methods)?;
     let shared_buffers = settings.shared_buffers() as u32;
     Ok(aiostore::bench::streams::StreamBenchOptions {
         dir: data_dir.join("bench").join("base"),

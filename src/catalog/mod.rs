@@ -158,6 +158,35 @@ fn catalog_snapshot() -> crate::txn::Snapshot {
     }
 }
 
+/// Every row of a catalog relation, with where it is.
+fn scan_rows(
+    s: &mut BufferSession,
+    heap: &Heap,
+    table: &HeapTable,
+) -> Result<Vec<(Tid, Vec<Value>)>, CatalogError> {
+    let mut rows = Vec::new();
+    let mut failure = None;
+    let all = vec![true; table.types.len()];
+    heap.scan(
+        s,
+        table,
+        &catalog_snapshot(),
+        StreamLimits::default(),
+        |tid, t| {
+            let mut v = Vec::new();
+            match decode(&table.types, t, &all, &mut v) {
+                Ok(()) => rows.push((tid, v)),
+                Err(e) => failure = Some(format!("{}: {e}", table.name)),
+            }
+            ScanControl::Continue
+        },
+    )?;
+    match failure {
+        Some(e) => Err(CatalogError::Damaged(e)),
+        None => Ok(rows),
+    }
+}
+
 impl Catalog {
     /// Creates the catalog relations of a new data directory.
     pub fn bootstrap(s: &mut BufferSession) -> Result<(), CatalogError> {
@@ -169,31 +198,8 @@ impl Catalog {
 
     /// Loads the catalog.
     pub fn load(s: &mut BufferSession, heap: &Heap) -> Result<Catalog, CatalogError> {
-        let snap = catalog_snapshot();
-        let mut rows: Vec<(Tid, Vec<Value>)> = Vec::new();
-        let tables = tables_heap();
-        let mut failure = None;
-        heap.scan(s, &tables, &snap, StreamLimits::default(), |tid, t| {
-            let mut v = Vec::new();
-            match decode(&tables.types, t, &[true; 4], &mut v) {
-                Ok(()) => rows.push((tid, v)),
-                Err(e) => failure = Some(e.to_string()),
-            }
-            ScanControl::Continue
-        })?;
-        let columns = columns_heap();
-        let mut column_rows: Vec<(Tid, Vec<Value>)> = Vec::new();
-        heap.scan(s, &columns, &snap, StreamLimits::default(), |tid, t| {
-            let mut v = Vec::new();
-            match decode(&columns.types, t, &[true; 5], &mut v) {
-                Ok(()) => column_rows.push((tid, v)),
-                Err(e) => failure = Some(e.to_string()),
-            }
-            ScanControl::Continue
-        })?;
-        if let Some(e) = failure {
-            return Err(CatalogError::Damaged(e));
-        }
+        let rows = scan_rows(s, heap, &tables_heap())?;
+        let column_rows = scan_rows(s, heap, &columns_heap())?;
         // oid -> (name, rel, fillfactor, catalog rows)
         type TableRow = (String, u32, u8, Vec<(u32, Tid)>);
         let mut by_oid: BTreeMap<u32, TableRow> = BTreeMap::new();
