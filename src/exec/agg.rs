@@ -12,7 +12,7 @@
 use std::hash::{Hash, Hasher};
 
 use super::expr::{EvalContext, Expr};
-use super::value::{as_f64, as_i64, compare};
+use super::value::{as_f64, as_i64, compare, is_numeric};
 use super::ExecError;
 use crate::heap::{ColumnType, Value};
 
@@ -30,16 +30,19 @@ pub enum AggFunc {
 }
 
 impl AggFunc {
+    /// Every aggregate SQL can name (`count(*)` is `count` planned with
+    /// `*`).
+    pub const ALL: [AggFunc; 5] = [
+        AggFunc::Count,
+        AggFunc::Sum,
+        AggFunc::Avg,
+        AggFunc::Min,
+        AggFunc::Max,
+    ];
+
     /// The aggregate called `name` (lower case) taking an argument.
     pub fn by_name(name: &str) -> Option<AggFunc> {
-        Some(match name {
-            "count" => AggFunc::Count,
-            "sum" => AggFunc::Sum,
-            "avg" => AggFunc::Avg,
-            "min" => AggFunc::Min,
-            "max" => AggFunc::Max,
-            _ => return None,
-        })
+        AggFunc::ALL.into_iter().find(|f| f.name() == name)
     }
 
     /// The name SQL calls it by.
@@ -66,10 +69,7 @@ impl Aggregate {
     /// `func(arg)`; `arg` is `None` only for `count(*)`.
     pub fn new(func: AggFunc, arg: Option<Expr>) -> Result<Aggregate, ExecError> {
         let arg_ty = arg.as_ref().and_then(Expr::ty);
-        let numeric = matches!(
-            arg_ty,
-            None | Some(ColumnType::Integer | ColumnType::BigInt | ColumnType::Double)
-        );
+        let numeric = arg_ty.is_none_or(is_numeric);
         let no_function = || ExecError::NoFunction {
             call: format!(
                 "{}({})",
@@ -130,7 +130,7 @@ impl Aggregate {
         let Some(arg) = &self.arg else {
             return Err(ExecError::Internal("aggregate without argument"));
         };
-        let v = arg.eval(row, ctx)?;
+        let v = arg.eval_ref(row, ctx)?;
         if v.is_null() {
             return Ok(());
         }
@@ -153,7 +153,7 @@ impl Aggregate {
                     }
                 };
                 if better {
-                    *best = v;
+                    *best = v.into_owned();
                 }
             }
         }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::expr::EvalContext;
 use super::plan::{
-    run_pipeline, scan_table, Filter, Flow, NodeCounts, Pipeline, RowSink, ScanNode,
+    passes, run_pipeline, scan_table, Filter, Flow, NodeCounts, Pipeline, RowSink, ScanNode,
 };
 use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
@@ -30,21 +30,68 @@ pub struct InsertPlan {
     pub bulk: bool,
 }
 
+/// The rows an UPDATE or DELETE changes: those of a scan of its table
+/// that pass its WHERE clause.
+pub struct TargetRows {
+    pub scan: ScanNode,
+    pub filter: Option<Filter>,
+    /// Rows the scan produced (after the filter), for EXPLAIN ANALYZE.
+    pub counts: NodeCounts,
+}
+
+impl TargetRows {
+    /// The rows of `scan` passing `filter`.
+    pub fn new(scan: ScanNode, filter: Option<Filter>) -> TargetRows {
+        TargetRows {
+            scan,
+            filter,
+            counts: NodeCounts::default(),
+        }
+    }
+
+    /// The matching rows with their tids, and their values if
+    /// `keep_values`.
+    fn collect(
+        &mut self,
+        s: &mut Session,
+        snap: &StatementSnapshot,
+        ctx: &mut EvalContext,
+        keep_values: bool,
+    ) -> Result<Vec<(Tid, Vec<Value>)>, ExecError> {
+        let TargetRows {
+            scan,
+            filter,
+            counts,
+        } = self;
+        let mut found = Vec::new();
+        scan_table(scan, s, snap.get(), |tid, row| {
+            if passes(filter.as_ref(), counts, row, ctx)? {
+                found.push((
+                    tid,
+                    if keep_values {
+                        row.to_vec()
+                    } else {
+                        Vec::new()
+                    },
+                ));
+            }
+            Ok(Flow::Continue)
+        })?;
+        Ok(found)
+    }
+}
+
 /// `UPDATE table SET … WHERE …`.
 pub struct UpdatePlan {
     /// Decodes every column: the new version needs them all.
-    pub scan: ScanNode,
-    pub filter: Option<Filter>,
+    pub target: TargetRows,
     /// (column, new value over the old row).
     pub assignments: Vec<(usize, Expr)>,
-    pub counts: NodeCounts,
 }
 
 /// `DELETE FROM table WHERE …`.
 pub struct DeletePlan {
-    pub scan: ScanNode,
-    pub filter: Option<Filter>,
-    pub counts: NodeCounts,
+    pub target: TargetRows,
 }
 
 /// Refuses NULL in a NOT NULL column, then encodes `row` as written by
@@ -126,38 +173,6 @@ pub(crate) fn run_insert(
     })
 }
 
-/// The rows of `scan` that pass `filter`, with their tids.
-fn matching_rows(
-    scan: &mut ScanNode,
-    filter: &Option<Filter>,
-    counts: &mut NodeCounts,
-    s: &mut Session,
-    snap: &StatementSnapshot,
-    ctx: &mut EvalContext,
-    keep_values: bool,
-) -> Result<Vec<(Tid, Vec<Value>)>, ExecError> {
-    let mut found = Vec::new();
-    scan_table(scan, s, snap.get(), |tid, row| {
-        if let Some(f) = filter {
-            if !super::value::is_true(&f.predicate.eval(row, ctx)?) {
-                counts.removed += 1;
-                return Ok(Flow::Continue);
-            }
-        }
-        counts.rows += 1;
-        found.push((
-            tid,
-            if keep_values {
-                row.to_vec()
-            } else {
-                Vec::new()
-            },
-        ));
-        Ok(Flow::Continue)
-    })?;
-    Ok(found)
-}
-
 pub(crate) fn run_update(
     plan: &mut UpdatePlan,
     s: &mut Session,
@@ -165,17 +180,9 @@ pub(crate) fn run_update(
     ctx: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
     let (xid, cid) = s.xid(snap)?;
-    let rows = matching_rows(
-        &mut plan.scan,
-        &plan.filter,
-        &mut plan.counts,
-        s,
-        snap,
-        ctx,
-        true,
-    )?;
+    let rows = plan.target.collect(s, snap, ctx, true)?;
     let db = Arc::clone(s.db());
-    let table = Arc::clone(&plan.scan.table);
+    let table = Arc::clone(&plan.target.scan.table);
     let mut state = InsertState::default();
     let mut updated = 0;
     let mut apply = |s: &mut Session, state: &mut InsertState| -> Result<(), ExecError> {
@@ -220,17 +227,9 @@ pub(crate) fn run_delete(
     ctx: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
     let (xid, cid) = s.xid(snap)?;
-    let rows = matching_rows(
-        &mut plan.scan,
-        &plan.filter,
-        &mut plan.counts,
-        s,
-        snap,
-        ctx,
-        false,
-    )?;
+    let rows = plan.target.collect(s, snap, ctx, false)?;
     let db = Arc::clone(s.db());
-    let table = &plan.scan.table;
+    let table = &plan.target.scan.table;
     let mut deleted = 0;
     for (tid, _) in rows {
         if db

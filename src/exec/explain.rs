@@ -25,7 +25,8 @@
 use std::time::Duration;
 
 use super::plan::{NodeCounts, Op, Pipeline, ScanNode, Source};
-use super::Plan;
+use super::{Plan, TargetRows};
+use crate::catalog::TableDef;
 
 /// What EXPLAIN shows.
 #[derive(Debug, Clone, Copy, Default)]
@@ -60,38 +61,16 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
     match plan {
         Plan::Query(p) => pipeline_nodes(p, opts, &mut nodes),
         Plan::Insert(i) => {
-            nodes.push(Node {
-                title: format!("Insert on {}", i.table.name()),
-                counts: Some(NodeCounts::default()),
-                details: Vec::new(),
-            });
+            nodes.push(change_node("Insert", &i.table));
             pipeline_nodes(&i.input, opts, &mut nodes);
         }
         Plan::Update(u) => {
-            nodes.push(Node {
-                title: format!("Update on {}", u.scan.table.name()),
-                counts: Some(NodeCounts::default()),
-                details: Vec::new(),
-            });
-            nodes.push(scan_node(
-                &u.scan,
-                u.filter.as_ref().map(|f| f.label.as_str()),
-                u.counts,
-                opts,
-            ));
+            nodes.push(change_node("Update", &u.target.scan.table));
+            nodes.push(target_node(&u.target, opts));
         }
         Plan::Delete(d) => {
-            nodes.push(Node {
-                title: format!("Delete on {}", d.scan.table.name()),
-                counts: Some(NodeCounts::default()),
-                details: Vec::new(),
-            });
-            nodes.push(scan_node(
-                &d.scan,
-                d.filter.as_ref().map(|f| f.label.as_str()),
-                d.counts,
-                opts,
-            ));
+            nodes.push(change_node("Delete", &d.target.scan.table));
+            nodes.push(target_node(&d.target, opts));
         }
     }
     let mut lines = Vec::new();
@@ -125,6 +104,22 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
         }
     }
     lines
+}
+
+/// The top node of a data-changing statement: "Insert on t" (it returns
+/// no rows, as in PostgreSQL without RETURNING).
+fn change_node(verb: &str, table: &TableDef) -> Node {
+    Node {
+        title: format!("{verb} on {}", table.name()),
+        counts: Some(NodeCounts::default()),
+        details: Vec::new(),
+    }
+}
+
+/// The scan finding the rows an UPDATE or DELETE changes.
+fn target_node(target: &TargetRows, opts: &ExplainOptions) -> Node {
+    let filter = target.filter.as_ref().map(|f| f.label.as_str());
+    scan_node(&target.scan, filter, target.counts, opts)
 }
 
 fn pipeline_nodes(p: &Pipeline, opts: &ExplainOptions, nodes: &mut Vec<Node>) {
@@ -178,10 +173,10 @@ fn pipeline_nodes(p: &Pipeline, opts: &ExplainOptions, nodes: &mut Vec<Node>) {
             return;
         }
         Source::Result | Source::Utility(_) => "Result".to_string(),
-        Source::Series { alias, .. } if alias == "generate_series" => {
+        Source::Series(series) if series.alias == "generate_series" => {
             "Function Scan on generate_series".to_string()
         }
-        Source::Series { alias, .. } => format!("Function Scan on generate_series {alias}"),
+        Source::Series(series) => format!("Function Scan on generate_series {}", series.alias),
         Source::View(v) => format!("Function Scan on {}", v.name()),
         Source::Values(_) => "Values Scan on \"*VALUES*\"".to_string(),
     };

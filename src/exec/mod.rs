@@ -94,10 +94,10 @@ use crate::database::{Database, Session, StatementSnapshot, XactError};
 use crate::heap::{HeapError, TupleError, Value};
 use crate::storage::StorageError;
 
-pub use dml::{DeletePlan, InsertPlan, UpdatePlan};
+pub use dml::{DeletePlan, InsertPlan, TargetRows, UpdatePlan};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
-pub use plan::{Filter, Flow, Op, Pipeline, ScanNode, SortKey, Source};
+pub use plan::{Filter, Flow, Op, Pipeline, ScanNode, Series, SortKey, Source};
 pub use views::{Utility, UtilityCall, View};
 
 /// Errors of executing (and of type-checking expressions while planning).
@@ -191,8 +191,8 @@ impl Plan {
                 out.push(Arc::clone(&i.table));
                 i.input.tables(&mut out);
             }
-            Plan::Update(u) => out.push(Arc::clone(&u.scan.table)),
-            Plan::Delete(d) => out.push(Arc::clone(&d.scan.table)),
+            Plan::Update(u) => out.push(Arc::clone(&u.target.scan.table)),
+            Plan::Delete(d) => out.push(Arc::clone(&d.target.scan.table)),
         }
         out
     }

@@ -52,14 +52,7 @@ pub enum Source {
     /// One row without columns (SELECT without FROM).
     Result,
     SeqScan(ScanNode),
-    /// `generate_series(start, stop[, step])`: one column of `ty`.
-    Series {
-        alias: String,
-        start: Expr,
-        stop: Expr,
-        step: Option<Expr>,
-        ty: ColumnType,
-    },
+    Series(Series),
     /// A system view, read when the statement runs.
     View(View),
     /// One row: the results of the calls, side by side.
@@ -68,10 +61,61 @@ pub enum Source {
     Values(Vec<Vec<Expr>>),
 }
 
+/// `generate_series(start, stop[, step])`: one column of `ty`.
+pub struct Series {
+    /// The name the statement gave it ("generate_series" if none).
+    pub alias: String,
+    pub start: Expr,
+    pub stop: Expr,
+    pub step: Option<Expr>,
+    /// Integer or bigint.
+    pub ty: ColumnType,
+}
+
+impl Series {
+    /// The first value, last value and step; `None` if one is NULL (no
+    /// rows, as PostgreSQL).
+    fn bounds(&self, ctx: &mut EvalContext) -> Result<Option<(i64, i64, i64)>, ExecError> {
+        let mut bound =
+            |e: &Expr| -> Result<Option<i64>, ExecError> { Ok(as_i64(&*e.eval_ref(&[], ctx)?)) };
+        let (Some(first), Some(last)) = (bound(&self.start)?, bound(&self.stop)?) else {
+            return Ok(None);
+        };
+        let step = match &self.step {
+            Some(e) => match bound(e)? {
+                Some(0) => return Err(ExecError::ZeroStep),
+                Some(x) => x,
+                None => return Ok(None),
+            },
+            None => 1,
+        };
+        Ok(Some((first, last, step)))
+    }
+}
+
 /// A predicate with the text EXPLAIN shows for it.
 pub struct Filter {
     pub predicate: Expr,
     pub label: String,
+}
+
+/// Whether `row` passes `filter` (with none, every row does), counted in
+/// `counts` as produced or removed: WHERE, HAVING and the WHERE of UPDATE
+/// and DELETE all keep rows this way.
+pub(crate) fn passes(
+    filter: Option<&Filter>,
+    counts: &mut NodeCounts,
+    row: &[Value],
+    ctx: &mut EvalContext,
+) -> Result<bool, ExecError> {
+    if let Some(f) = filter {
+        if !is_true(&*f.predicate.eval_ref(row, ctx)?) {
+            counts.removed += 1;
+            return Ok(false);
+        }
+    }
+    counts.rows += 1;
+    Ok(true)
 }
 
 /// Rows a node produced and removed, for EXPLAIN ANALYZE.
@@ -92,7 +136,8 @@ pub struct SortKey {
 
 /// An operator of a pipeline.
 pub enum Op {
-    Aggregate(AggregateOp),
+    /// Boxed: its hash table makes it several times larger than the others.
+    Aggregate(Box<AggregateOp>),
     Project(ProjectOp),
     Sort(SortOp),
     Limit(LimitOp),
@@ -107,6 +152,8 @@ pub struct AggregateOp {
     pub(crate) having: Option<Filter>,
     /// The only group when there is no GROUP BY.
     single: Vec<Acc>,
+    /// The key of the row being added, kept to reuse its allocation.
+    key: GroupKey,
     index: HashMap<GroupKey, usize>,
     /// Groups in order of first appearance.
     grouped: Vec<(Vec<Value>, Vec<Acc>)>,
@@ -144,16 +191,17 @@ impl Op {
         having: Option<Filter>,
     ) -> Op {
         let single = aggs.iter().map(Aggregate::start).collect();
-        Op::Aggregate(AggregateOp {
+        Op::Aggregate(Box::new(AggregateOp {
             groups,
             group_labels,
             aggs,
             having,
             single,
+            key: GroupKey(Vec::new()),
             index: HashMap::new(),
             grouped: Vec::new(),
             counts: NodeCounts::default(),
-        })
+        }))
     }
 
     /// Replaces each row by `exprs` evaluated over it.
@@ -198,18 +246,19 @@ impl Op {
                     }
                     return Ok(Flow::Continue);
                 }
-                let mut key = Vec::with_capacity(a.groups.len());
+                a.key.0.clear();
                 for g in &a.groups {
-                    key.push(g.eval(row, ctx)?);
+                    a.key.0.push(g.eval(row, ctx)?);
                 }
-                let key = GroupKey(key);
-                let at = match a.index.get(&key) {
+                let at = match a.index.get(&a.key) {
                     Some(&at) => at,
                     None => {
                         let at = a.grouped.len();
-                        a.grouped
-                            .push((key.0.clone(), a.aggs.iter().map(Aggregate::start).collect()));
-                        a.index.insert(key, at);
+                        a.grouped.push((
+                            a.key.0.clone(),
+                            a.aggs.iter().map(Aggregate::start).collect(),
+                        ));
+                        a.index.insert(a.key.clone(), at);
                         at
                     }
                 };
@@ -263,13 +312,9 @@ impl Op {
                     for (agg, acc) in a.aggs.iter().zip(accs) {
                         row.push(agg.result(acc)?);
                     }
-                    if let Some(h) = &a.having {
-                        if !is_true(&h.predicate.eval(&row, ctx)?) {
-                            a.counts.removed += 1;
-                            return Ok(Flow::Continue);
-                        }
+                    if !passes(a.having.as_ref(), &mut a.counts, &row, ctx)? {
+                        return Ok(Flow::Continue);
                     }
-                    a.counts.rows += 1;
                     push(rest, &row, ctx, out)
                 };
                 if a.groups.is_empty() {
@@ -385,13 +430,9 @@ fn feed(
     ctx: &mut EvalContext,
     out: &mut Out,
 ) -> Result<Flow, ExecError> {
-    if let Some(f) = filter {
-        if !is_true(&f.predicate.eval(row, ctx)?) {
-            counts.removed += 1;
-            return Ok(Flow::Continue);
-        }
+    if !passes(filter.as_ref(), counts, row, ctx)? {
+        return Ok(Flow::Continue);
     }
-    counts.rows += 1;
     push(ops, row, ctx, out)
 }
 
@@ -558,36 +599,14 @@ pub(crate) fn run_pipeline(
                 }
             }
         }
-        Source::Series {
-            start,
-            stop,
-            step,
-            ty,
-            ..
-        } => {
-            let bound = |e: &Expr, ctx: &mut EvalContext| -> Result<Option<i64>, ExecError> {
-                Ok(as_i64(&e.eval(&[], ctx)?))
-            };
-            let (Some(first), Some(last)) = (bound(start, ctx)?, bound(stop, ctx)?) else {
-                // NULL bounds: no rows, as PostgreSQL.
-                finish(ops, ctx, out)?;
-                return Ok(());
-            };
-            let step = match step {
-                Some(e) => match bound(e, ctx)? {
-                    Some(0) => return Err(ExecError::ZeroStep),
-                    Some(x) => x,
-                    None => {
-                        finish(ops, ctx, out)?;
-                        return Ok(());
-                    }
-                },
-                None => 1,
+        Source::Series(series) => {
+            let Some((first, last, step)) = series.bounds(ctx)? else {
+                return finish(ops, ctx, out);
             };
             let mut i = first;
             let mut row = [Value::Null];
             while (step > 0 && i <= last) || (step < 0 && i >= last) {
-                row[0] = match ty {
+                row[0] = match series.ty {
                     ColumnType::Integer => Value::Integer(
                         i32::try_from(i).map_err(|_| ExecError::OutOfRange { ty: "integer" })?,
                     ),

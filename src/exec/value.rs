@@ -22,13 +22,18 @@ pub(crate) fn category(ty: ColumnType) -> Category {
     }
 }
 
+/// Whether `ty` is one of the numbers (integer, bigint, double precision).
+pub(crate) fn is_numeric(ty: ColumnType) -> bool {
+    category(ty) == Category::Numeric
+}
+
 /// A type's name; "unknown" for an untyped NULL.
 pub(crate) fn type_name(ty: Option<ColumnType>) -> &'static str {
     ty.map_or("unknown", ColumnType::name)
 }
 
 /// Position in the numeric promotion order, `None` if not numeric.
-pub(crate) fn numeric_rank(ty: &ColumnType) -> Option<u8> {
+pub(crate) fn numeric_rank(ty: ColumnType) -> Option<u8> {
     match ty {
         ColumnType::Integer => Some(0),
         ColumnType::BigInt => Some(1),
@@ -101,10 +106,7 @@ pub fn is_true(v: &Value) -> bool {
 pub fn can_cast(from: ColumnType, to: ColumnType) -> bool {
     use ColumnType::*;
     from == to
-        || matches!(
-            (category(from), category(to)),
-            (Category::Numeric, Category::Numeric)
-        )
+        || (is_numeric(from) && is_numeric(to))
         || from == Text
         || to == Text
         || matches!((from, to), (Integer, Boolean) | (Boolean, Integer))
@@ -113,7 +115,7 @@ pub fn can_cast(from: ColumnType, to: ColumnType) -> bool {
 /// Whether a value of type `from` may be stored in a column of type `to`
 /// without an explicit cast (PostgreSQL's assignment casts among numbers).
 pub fn can_assign(from: ColumnType, to: ColumnType) -> bool {
-    from == to || (category(from) == Category::Numeric && category(to) == Category::Numeric)
+    from == to || (is_numeric(from) && is_numeric(to))
 }
 
 /// Text form of a double, as PostgreSQL prints it: shortest round-trip
@@ -262,55 +264,83 @@ pub fn cast_value(v: &Value, to: ColumnType) -> Result<Value, ExecError> {
     })
 }
 
+/// An element of a LIKE pattern.
+#[derive(Clone, Copy, PartialEq)]
+enum LikeToken {
+    /// `%`
+    Any,
+    /// `_`
+    One,
+    Char(char),
+}
+
+/// The pattern element starting at byte `at` of `pattern`, and the byte
+/// where the next one starts; `None` at the end (or at a trailing escape,
+/// which [`like_match`] refuses first).
+fn like_token(pattern: &str, at: usize) -> Option<(LikeToken, usize)> {
+    let mut chars = pattern.get(at..)?.chars();
+    let token = match chars.next()? {
+        '%' => LikeToken::Any,
+        '_' => LikeToken::One,
+        '\\' => LikeToken::Char(chars.next()?),
+        c => LikeToken::Char(c),
+    };
+    Some((token, pattern.len() - chars.as_str().len()))
+}
+
 /// SQL LIKE: `%` matches any run of characters, `_` exactly one, `\`
 /// takes the next pattern character literally. Backtracks only to the
-/// last `%`, so it runs in O(len(s) × len(p)) without recursion.
+/// last `%`, so it runs in O(len(s) × len(p)) without recursion, and it
+/// walks both strings in place: a WHERE clause allocates nothing per row.
 pub fn like_match(s: &str, pattern: &str) -> Result<bool, ExecError> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum P {
-        Any,
-        One,
-        Char(char),
-    }
-    let mut p = Vec::with_capacity(pattern.len());
+    // Refused even where matching would stop before it, so that the
+    // answer does not depend on the data.
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
-        p.push(match c {
-            '%' => P::Any,
-            '_' => P::One,
-            '\\' => P::Char(chars.next().ok_or(ExecError::LikeEscape)?),
-            c => P::Char(c),
-        });
+        if c == '\\' && chars.next().is_none() {
+            return Err(ExecError::LikeEscape);
+        }
     }
-    let s: Vec<char> = s.chars().collect();
+    let char_len = |at: usize| s[at..].chars().next().map_or(0, char::len_utf8);
+    // Byte offsets into s and pattern.
     let (mut si, mut pi) = (0usize, 0usize);
-    // Where the last % was, and how much of s it has swallowed.
+    // After the last %: where its pattern continues, and where in s the
+    // run it swallows ends.
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
-        match p.get(pi) {
-            Some(P::Any) => {
-                star = Some((pi, si));
-                pi += 1;
+        let c_len = char_len(si);
+        match like_token(pattern, pi) {
+            Some((LikeToken::Any, next)) => {
+                star = Some((next, si));
+                pi = next;
             }
-            Some(P::One) => {
-                si += 1;
-                pi += 1;
+            Some((LikeToken::One, next)) => {
+                si += c_len;
+                pi = next;
             }
-            Some(P::Char(c)) if *c == s[si] => {
-                si += 1;
-                pi += 1;
+            Some((LikeToken::Char(c), next)) if s[si..].starts_with(c) => {
+                si += c_len;
+                pi = next;
             }
             _ => match star {
-                Some((sp, ss)) => {
-                    pi = sp + 1;
-                    si = ss + 1;
-                    star = Some((sp, ss + 1));
+                Some((after_star, swallowed)) => {
+                    // Let the % swallow one more character and retry.
+                    let swallowed = swallowed + char_len(swallowed);
+                    star = Some((after_star, swallowed));
+                    pi = after_star;
+                    si = swallowed;
                 }
                 None => return Ok(false),
             },
         }
     }
-    Ok(p[pi..].iter().all(|x| *x == P::Any))
+    while let Some((token, next)) = like_token(pattern, pi) {
+        if token != LikeToken::Any {
+            return Ok(false);
+        }
+        pi = next;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -375,5 +405,29 @@ mod tests {
             assert_eq!(like_match(s, p).unwrap(), want, "{s:?} LIKE {p:?}");
         }
         assert!(like_match("a", "a\\").is_err());
+        assert!(like_match("x", "a\\").is_err(), "refused before matching");
+    }
+
+    /// LIKE by its definition, trying every split at each `%`.
+    fn like_reference(s: &[char], p: &[char]) -> bool {
+        match p {
+            [] => s.is_empty(),
+            ['%', rest @ ..] => (0..=s.len()).any(|k| like_reference(&s[k..], rest)),
+            ['_', rest @ ..] => !s.is_empty() && like_reference(&s[1..], rest),
+            ['\\', c, rest @ ..] | [c, rest @ ..] => {
+                s.first() == Some(c) && like_reference(&s[1..], rest)
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn like_agrees_with_its_definition(s in "[abü%]{0,8}", p in "[abü%_\\\\]{0,8}") {
+            let chars = |x: &str| x.chars().collect::<Vec<_>>();
+            match like_match(&s, &p) {
+                Ok(got) => proptest::prop_assert_eq!(got, like_reference(&chars(&s), &chars(&p))),
+                Err(_) => proptest::prop_assert!(p.ends_with('\\')),
+            }
+        }
     }
 }

@@ -69,6 +69,10 @@ const STAT_IO: &[ColumnSpec] = &[
     ("advised", ColumnType::BigInt),
 ];
 
+/// Where `stat_io`'s buffer pool columns start (`hits`); the I/O
+/// columns come before.
+const STAT_IO_POOL_COLUMN: usize = 11;
+
 const BUFFERS: &[ColumnSpec] = &[
     ("buffer", ColumnType::Integer),
     ("rel", ColumnType::BigInt),
@@ -164,6 +168,7 @@ impl View {
                             quantile(0.5),
                             quantile(0.99),
                         ];
+                        debug_assert_eq!(row.len(), STAT_IO_POOL_COLUMN);
                         row.resize(STAT_IO.len(), Value::Null);
                         row
                     })
@@ -172,8 +177,9 @@ impl View {
                 let load = |c: &std::sync::atomic::AtomicU64| {
                     big(c.load(std::sync::atomic::Ordering::Relaxed))
                 };
+                debug_assert_eq!(STAT_IO[STAT_IO_POOL_COLUMN].0, "hits");
                 let mut row = vec![text("buffer pool"), text(db.aio().method().name())];
-                row.resize(11, Value::Null);
+                row.resize(STAT_IO_POOL_COLUMN, Value::Null);
                 row.extend([
                     load(&pool.hits),
                     load(&pool.reads),

@@ -272,12 +272,11 @@ fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlErro
             };
             utility(s, |s| {
                 if value.eq_ignore_ascii_case("default") {
-                    let db = Arc::clone(s.db());
-                    s.settings.reset_session(&name, db.settings())?;
+                    reset_settings(s, &[name])?;
                 } else {
                     s.settings.set_session(&name, &value)?;
+                    s.settings_changed();
                 }
-                s.settings_changed();
                 Ok(StatementResult::tag("SET"))
             })
         }
@@ -311,11 +310,7 @@ fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlErro
                 }
             };
             utility(s, |s| {
-                let db = Arc::clone(s.db());
-                for name in &names {
-                    s.settings.reset_session(name, db.settings())?;
-                }
-                s.settings_changed();
+                reset_settings(s, &names)?;
                 Ok(StatementResult::tag("RESET"))
             })
         }
@@ -341,6 +336,17 @@ fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlErro
         }
         other => Err(cx.unsupported(Span::empty(), statement_kind(other))),
     }
+}
+
+/// Puts the session's settings `names` back to the database's values
+/// (RESET, SET … TO DEFAULT).
+fn reset_settings(s: &mut Session, names: &[String]) -> Result<(), SqlError> {
+    let db = Arc::clone(s.db());
+    for name in names {
+        s.settings.reset_session(name, db.settings())?;
+    }
+    s.settings_changed();
+    Ok(())
 }
 
 fn with_notice(tag: &str, notice: &str) -> StatementResult {

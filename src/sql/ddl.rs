@@ -12,6 +12,7 @@ use sqlparser::ast::{
 };
 use sqlparser::tokenizer::Span;
 
+use super::dml::user_table;
 use super::expr::{column_type, constant, ident, object_name, StmtCx};
 use super::{SqlError, StatementResult};
 use crate::catalog::ColumnDef;
@@ -165,15 +166,9 @@ pub(crate) fn drop_tables(
     // Every name first: a missing one drops nothing.
     for name in names {
         let name = object_name(cx, name)?;
-        if db.catalog().table(&name).is_err() {
-            if View::by_name(&name).is_some() {
-                return Err(SqlError::ReadOnlyView { name });
-            }
-            if !if_exists {
-                return Err(SqlError::UnknownTable {
-                    name,
-                    hint: String::new(),
-                });
+        if let Err(e) = user_table(&db, &name) {
+            if !(if_exists && matches!(e, SqlError::UnknownTable { .. })) {
+                return Err(e);
             }
         }
         tables.push(name);
@@ -200,16 +195,7 @@ pub(crate) fn vacuum(
     s.require_no_block("VACUUM")?;
     let db = Arc::clone(s.db());
     let tables = match table {
-        Some(name) => {
-            let name = object_name(cx, name)?;
-            vec![db
-                .catalog()
-                .table(&name)
-                .map_err(|_| SqlError::UnknownTable {
-                    name: name.clone(),
-                    hint: String::new(),
-                })?]
-        }
+        Some(name) => vec![user_table(&db, &object_name(cx, name)?)?],
         None => db.catalog().tables(),
     };
     let reports = exec::vacuum(s, &tables)?;

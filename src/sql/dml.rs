@@ -19,8 +19,24 @@ use super::SqlError;
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::{
-    DeletePlan, Expr, Filter, InsertPlan, Op, Pipeline, ScanNode, Source, UpdatePlan, View,
+    DeletePlan, Expr, InsertPlan, Op, Pipeline, ScanNode, Source, TargetRows, UpdatePlan, View,
 };
+
+/// The user table called `name`; a system view is refused as one that
+/// cannot be changed.
+pub(crate) fn user_table(db: &Database, name: &str) -> Result<Arc<TableDef>, SqlError> {
+    db.catalog().table(name).map_err(|_| {
+        let name = name.to_string();
+        if View::by_name(&name).is_some() {
+            SqlError::ReadOnlyView { name }
+        } else {
+            SqlError::UnknownTable {
+                name,
+                hint: String::new(),
+            }
+        }
+    })
+}
 
 /// The table a statement changes: a user table, not a view.
 fn target_table(
@@ -28,17 +44,7 @@ fn target_table(
     db: &Database,
     name: &ast::ObjectName,
 ) -> Result<Arc<TableDef>, SqlError> {
-    let name = object_name(cx, name)?;
-    db.catalog().table(&name).map_err(|_| {
-        if View::by_name(&name).is_some() {
-            SqlError::ReadOnlyView { name: name.clone() }
-        } else {
-            SqlError::UnknownTable {
-                name: name.clone(),
-                hint: String::new(),
-            }
-        }
-    })
+    user_table(db, &object_name(cx, name)?)
 }
 
 /// The one table of UPDATE or DELETE, and its alias.
@@ -76,15 +82,12 @@ fn single_table(
     }
 }
 
-/// The column indexes `columns` names, in order; all columns if empty.
-fn target_columns(
+/// The column indexes `columns` names, in order, each at most once.
+fn target_columns<'n>(
     cx: &StmtCx,
     table: &TableDef,
-    columns: &[ast::ObjectName],
+    columns: impl ExactSizeIterator<Item = &'n ast::ObjectName>,
 ) -> Result<Vec<usize>, SqlError> {
-    if columns.is_empty() {
-        return Ok((0..table.columns.len()).collect());
-    }
     let mut out = Vec::with_capacity(columns.len());
     for c in columns {
         let name = object_name(cx, c)?;
@@ -171,7 +174,11 @@ pub(crate) fn plan_insert(
         return Err(cx.unsupported(span, "INSERT INTO a table function"));
     };
     let table = target_table(cx, db, name)?;
-    let targets = target_columns(cx, &table, columns)?;
+    let targets = if columns.is_empty() {
+        (0..table.columns.len()).collect()
+    } else {
+        target_columns(cx, &table, columns.iter())?
+    };
     let Some(source) = source else {
         return Err(cx.unsupported_hint(
             span,
@@ -236,9 +243,9 @@ pub(crate) fn plan_insert(
     let mut query = plan_query(cx, db, source)?;
     arity(query.columns.len())?;
     let mut placed: Vec<Option<Expr>> = vec![None; table.columns.len()];
-    for (k, &column) in targets.iter().enumerate() {
-        let output = &query.columns[k];
-        placed[column] = Some(assign(Expr::column(k, output.ty), false, &table, column)?);
+    let outputs = query.columns.iter().zip(&query.unknown);
+    for (k, (&column, (output, &unknown))) in targets.iter().zip(outputs).enumerate() {
+        placed[column] = Some(assign(Expr::column(k, output.ty), unknown, &table, column)?);
     }
     query.pipeline.ops.push(Op::project(full_row(placed)));
     query.pipeline.width = table.columns.len();
@@ -278,43 +285,26 @@ pub(crate) fn plan_update(
         return Err(cx.unsupported(span, "this form of UPDATE"));
     }
     let (table, alias) = single_table(cx, db, table)?;
-    let scope = Scope::of_table(&table, alias.as_deref());
-    let mut planner = ExprPlanner::new(cx, db, &scope, "UPDATE");
-    let mut planned: Vec<(usize, Expr)> = Vec::with_capacity(assignments.len());
+    let mut names = Vec::with_capacity(assignments.len());
     for a in assignments {
         let AssignmentTarget::ColumnName(name) = &a.target else {
             return Err(cx.unsupported(a.value.span(), "assigning to several columns at once"));
         };
-        let column_name = object_name(cx, name)?;
-        let column = table
-            .column_index(&column_name)
-            .ok_or_else(|| SqlError::UnknownColumn {
-                column: column_name.clone(),
-                relation: format!("table \"{}\"", table.name()),
-                at: cx.at(name.span()),
-            })?;
-        if planned.iter().any(|(c, _)| *c == column) {
-            return Err(SqlError::DuplicateColumn {
-                table: table.name().to_string(),
-                column: column_name,
-            });
-        }
+        names.push(name);
+    }
+    let columns = target_columns(cx, &table, names.into_iter())?;
+    let scope = Scope::of_table(&table, alias.as_deref());
+    let mut planner = ExprPlanner::new(cx, db, &scope, "UPDATE");
+    let mut planned = Vec::with_capacity(assignments.len());
+    for (column, a) in columns.into_iter().zip(assignments) {
         planned.push((column, planner.plan_assignment(&a.value, &table, column)?));
     }
-    let filter = match selection {
-        Some(w) => Some(Filter {
-            predicate: planner.plan_predicate(w, "WHERE")?,
-            label: format!("({w})"),
-        }),
-        None => None,
-    };
+    let filter = planner.plan_filter(selection.as_ref(), "WHERE")?;
     // The new version needs every column of the old one.
     let wanted = vec![true; table.columns.len()];
     Ok(UpdatePlan {
-        scan: ScanNode::new(table, alias, wanted),
-        filter,
+        target: TargetRows::new(ScanNode::new(table, alias, wanted), filter),
         assignments: planned,
-        counts: Default::default(),
     })
 }
 
@@ -353,17 +343,9 @@ pub(crate) fn plan_delete(
     let (table, alias) = single_table(cx, db, target)?;
     let scope = Scope::of_table(&table, alias.as_deref());
     let mut planner = ExprPlanner::new(cx, db, &scope, "DELETE");
-    let filter = match selection {
-        Some(w) => Some(Filter {
-            predicate: planner.plan_predicate(w, "WHERE")?,
-            label: format!("({w})"),
-        }),
-        None => None,
-    };
+    let filter = planner.plan_filter(selection.as_ref(), "WHERE")?;
     let wanted = std::mem::take(&mut planner.used);
     Ok(DeletePlan {
-        scan: ScanNode::new(table, alias, wanted),
-        filter,
-        counts: Default::default(),
+        target: TargetRows::new(ScanNode::new(table, alias, wanted), filter),
     })
 }

@@ -26,8 +26,8 @@ use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::{AggFunc, Aggregate};
 use crate::exec::expr::Function;
-use crate::exec::value::can_assign;
-use crate::exec::{BinaryOp, ExecError, Expr, Utility, UtilityCall};
+use crate::exec::value::{can_assign, is_numeric};
+use crate::exec::{BinaryOp, ExecError, Expr, Filter, Utility, UtilityCall};
 use crate::heap::{ColumnType, Value};
 
 /// The statement being planned, for error positions.
@@ -139,6 +139,12 @@ pub(crate) fn string_literal(v: &ast::Value) -> Option<&str> {
 
 fn is_string_literal(e: &ast::Expr) -> bool {
     matches!(e, ast::Expr::Value(v) if string_literal(&v.value).is_some())
+}
+
+/// Whether `e` is of PostgreSQL's `unknown` type: a string literal or
+/// NULL, which takes the type its context wants.
+pub(crate) fn is_unknown_literal(e: &ast::Expr) -> bool {
+    is_string_literal(e) || matches!(e, ast::Expr::Value(v) if v.value == ast::Value::Null)
 }
 
 /// The value of a numeric literal: integer if it fits, else bigint, else
@@ -334,9 +340,9 @@ pub(crate) struct ExprPlanner<'a> {
     /// Columns of the scope some expression reads.
     pub used: Vec<bool>,
     pub grouping: Option<Grouping>,
-    /// Utility calls of a SELECT without FROM (they become the source's
-    /// row), and that row's width so far; `None` where they are not allowed.
-    pub utilities: Option<(Vec<UtilityCall>, usize)>,
+    /// Utility calls of a SELECT without FROM: they become the source's
+    /// row, one column each. `None` where they are not allowed.
+    pub utilities: Option<Vec<UtilityCall>>,
     /// The clause being planned, for "not allowed in WHERE".
     pub clause: &'static str,
     in_aggregate: bool,
@@ -373,6 +379,21 @@ impl<'a> ExprPlanner<'a> {
             }
             .into()),
         }
+    }
+
+    /// A WHERE or HAVING clause, if the statement has one, as a filter.
+    pub fn plan_filter(
+        &mut self,
+        e: Option<&ast::Expr>,
+        clause: &'static str,
+    ) -> Result<Option<Filter>, SqlError> {
+        e.map(|e| {
+            Ok(Filter {
+                predicate: self.plan_predicate(e, clause)?,
+                label: format!("({e})"),
+            })
+        })
+        .transpose()
     }
 
     /// `e` to be stored in column `column` of `table`: converted as an
@@ -441,10 +462,16 @@ impl<'a> ExprPlanner<'a> {
                     None => Ok(Expr::negate(self.plan(expr)?)?),
                 },
                 UnaryOperator::Plus => {
+                    // +x is x, for numbers only.
                     let x = self.plan(expr)?;
-                    // +x: type-checked as -x would be.
-                    Expr::negate(x.clone())?;
-                    Ok(x)
+                    match x.ty() {
+                        Some(ty) if !is_numeric(ty) => Err(ExecError::NoPrefixOperator {
+                            op: "+",
+                            ty: ty.name(),
+                        }
+                        .into()),
+                        _ => Ok(x),
+                    }
                 }
                 other => Err(self
                     .cx
@@ -594,18 +621,11 @@ impl<'a> ExprPlanner<'a> {
             return Ok(Expr::call(func, planned)?);
         }
         if let Some(utility) = Utility::by_name(&name) {
-            let Some((calls, width)) = &mut self.utilities else {
+            let (Some(calls), [(_, ty)]) = (&mut self.utilities, utility.columns()) else {
                 return Err(SqlError::UtilityPlacement { name, at });
             };
-            if utility.columns().len() != 1 {
-                return Err(SqlError::UtilityPlacement { name, at });
-            }
-            let call = utility_call(self.cx, self.db, utility, &args, e.span())?;
-            let ty = utility.columns()[0].1;
-            calls.push(call);
-            let column = *width;
-            *width += 1;
-            return Ok(Expr::column(column, ty));
+            calls.push(utility_call(self.cx, self.db, utility, &args, e.span())?);
+            return Ok(Expr::column(calls.len() - 1, *ty));
         }
         if name == "generate_series" {
             return Err(self.cx.unsupported_hint(
@@ -634,43 +654,50 @@ impl<'a> ExprPlanner<'a> {
                 at,
             });
         }
-        let Some(grouping) = self.grouping.take() else {
+        let Some(mut grouping) = self.grouping.take() else {
             return Err(SqlError::AggregateNotAllowed {
                 clause: self.clause,
                 at,
             });
         };
         let nkeys = grouping.keys.len();
-        if let Some(j) = grouping.aggs.iter().position(|(a, _)| a == e) {
-            let ty = grouping.aggs[j].1.ty();
-            self.grouping = Some(grouping);
-            return Ok(Expr::column(nkeys + j, ty));
-        }
-        // The argument is over the input row: plan it without grouping.
-        self.in_aggregate = true;
-        let planned = match (func, args) {
-            (AggFunc::Count, [FunctionArgExpr::Wildcard]) => Ok((AggFunc::CountStar, None)),
-            (_, [FunctionArgExpr::Expr(x)]) => self.plan(x).map(|p| (func, Some(p))),
-            _ => Err(self.cx.unsupported(
-                e.span(),
-                format!("{}() with these arguments; it takes one", func.name()),
-            )),
-        };
-        self.in_aggregate = false;
-        let mut grouping = grouping;
-        let result = planned.and_then(|(func, arg)| Ok(Aggregate::new(func, arg)?));
-        let agg = match result {
-            Ok(agg) => agg,
-            Err(err) => {
-                self.grouping = Some(grouping);
-                return Err(err);
+        let planned = match grouping.aggs.iter().position(|(a, _)| a == e) {
+            Some(j) => Ok(Expr::column(nkeys + j, grouping.aggs[j].1.ty())),
+            None => {
+                // The argument is over the input row: plan it without
+                // grouping.
+                self.in_aggregate = true;
+                let agg = self.aggregate_call(func, args, e);
+                self.in_aggregate = false;
+                agg.map(|agg| {
+                    let ty = agg.ty();
+                    grouping.aggs.push((e.clone(), agg));
+                    Expr::column(nkeys + grouping.aggs.len() - 1, ty)
+                })
             }
         };
-        let ty = agg.ty();
-        grouping.aggs.push((e.clone(), agg));
-        let column = nkeys + grouping.aggs.len() - 1;
         self.grouping = Some(grouping);
-        Ok(Expr::column(column, ty))
+        planned
+    }
+
+    /// The aggregate `func(args)`, its argument planned over the input row.
+    fn aggregate_call(
+        &mut self,
+        func: AggFunc,
+        args: &[&FunctionArgExpr],
+        e: &ast::Expr,
+    ) -> Result<Aggregate, SqlError> {
+        let (func, arg) = match (func, args) {
+            (AggFunc::Count, [FunctionArgExpr::Wildcard]) => (AggFunc::CountStar, None),
+            (_, [FunctionArgExpr::Expr(x)]) => (func, Some(self.plan(x)?)),
+            _ => {
+                return Err(self.cx.unsupported(
+                    e.span(),
+                    format!("{}() with these arguments; it takes one", func.name()),
+                ))
+            }
+        };
+        Ok(Aggregate::new(func, arg)?)
     }
 }
 
@@ -729,19 +756,9 @@ fn binary_op(op: &BinaryOperator) -> Option<BinaryOp> {
 
 /// Every function name, for "function x() does not exist".
 fn known_functions() -> String {
-    let mut names: Vec<&str> = ["count", "sum", "avg", "min", "max", "generate_series"].to_vec();
-    names.extend(
-        [
-            Function::Random,
-            Function::Md5,
-            Function::Repeat,
-            Function::Length,
-            Function::Abs,
-            Function::Lower,
-            Function::Upper,
-        ]
-        .map(Function::name),
-    );
+    let mut names: Vec<&str> = AggFunc::ALL.map(AggFunc::name).to_vec();
+    names.push("generate_series");
+    names.extend(Function::ALL.map(Function::name));
     names.extend(Utility::ALL.map(Utility::name));
     names.join(", ")
 }

@@ -5,8 +5,8 @@
 //! nothing.
 
 use super::StatementResult;
-use crate::exec::value::value_to_text;
-use crate::heap::{ColumnType, Value};
+use crate::exec::value::{is_numeric, value_to_text};
+use crate::heap::Value;
 
 /// A value as PostgreSQL prints it (NULL as an empty string).
 pub fn format_value(v: &Value) -> String {
@@ -14,13 +14,6 @@ pub fn format_value(v: &Value) -> String {
         Value::Boolean(b) => if *b { "t" } else { "f" }.into(),
         other => value_to_text(other),
     }
-}
-
-fn is_numeric(ty: ColumnType) -> bool {
-    matches!(
-        ty,
-        ColumnType::Integer | ColumnType::BigInt | ColumnType::Double
-    )
 }
 
 /// psql's aligned format: a centred header, a rule, one line per row
@@ -143,6 +136,7 @@ pub fn format_csv(result: &StatementResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::heap::ColumnType;
     use crate::sql::ResultColumn;
 
     fn result() -> StatementResult {

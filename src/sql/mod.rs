@@ -193,12 +193,6 @@ pub enum SqlError {
     Database(#[from] DbError),
 }
 
-impl From<crate::heap::HeapError> for SqlError {
-    fn from(e: crate::heap::HeapError) -> Self {
-        SqlError::Exec(ExecError::Heap(e))
-    }
-}
-
 /// A column of a statement's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultColumn {
@@ -259,4 +253,61 @@ pub fn execute_each(
         on_result(commands::run(session, &statement)?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::database::Database;
+
+    /// A session on a new data directory (kept alive by the returned
+    /// guard).
+    fn session() -> (Session, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        Database::init(&path).unwrap();
+        let settings = ["io_method=sync".to_string(), "shared_buffers=64".into()];
+        let db = Database::open(&path, &settings).unwrap();
+        (db.session().unwrap(), dir)
+    }
+
+    fn rows(s: &mut Session, text: &str) -> Vec<Vec<Value>> {
+        let mut results = execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        results.pop().unwrap().rows
+    }
+
+    #[test]
+    fn insert_select_converts_unknown_literals_to_the_column_type() {
+        let (mut s, _dir) = session();
+        execute(&mut s, "CREATE TABLE t (id integer, note text)").unwrap();
+        execute(&mut s, "INSERT INTO t (id, note) SELECT NULL, 'a'").unwrap();
+        execute(&mut s, "INSERT INTO t SELECT '5', NULL").unwrap();
+        assert_eq!(
+            rows(&mut s, "SELECT id, note FROM t ORDER BY id"),
+            [
+                vec![Value::Integer(5), Value::Null],
+                vec![Value::Null, Value::Text("a".into())],
+            ]
+        );
+        // A typed value still needs a cast, as in PostgreSQL.
+        let e = execute(&mut s, "INSERT INTO t SELECT '5'::text, NULL").unwrap_err();
+        assert!(e.to_string().contains("is of type integer"), "{e}");
+        let e = execute(&mut s, "INSERT INTO t SELECT 'x', NULL").unwrap_err();
+        assert!(e.to_string().contains("invalid input syntax"), "{e}");
+    }
+
+    #[test]
+    fn prefix_plus_names_itself_when_refused() {
+        let (mut s, _dir) = session();
+        let e = execute(&mut s, "SELECT +'a'::text").unwrap_err();
+        assert_eq!(e.to_string(), "operator does not exist: + text");
+        assert_eq!(rows(&mut s, "SELECT +2"), [vec![Value::Integer(2)]]);
+    }
+
+    #[test]
+    fn vacuum_of_a_system_view_says_it_is_one() {
+        let (mut s, _dir) = session();
+        let e = execute(&mut s, "VACUUM buffers").unwrap_err();
+        assert!(matches!(e, SqlError::ReadOnlyView { .. }), "{e}");
+    }
 }

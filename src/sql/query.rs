@@ -21,8 +21,8 @@ use sqlparser::ast::{
 };
 
 use super::expr::{
-    constant, function_args, has_aggregate, ident, object_name, output_name, table_function_args,
-    utility_call, ExprPlanner, Grouping, Scope, ScopeColumn, StmtCx,
+    constant, function_args, has_aggregate, ident, is_unknown_literal, object_name, output_name,
+    table_function_args, utility_call, ExprPlanner, Grouping, Scope, ScopeColumn, StmtCx,
 };
 use super::{ResultColumn, SqlError};
 use crate::catalog::TableDef;
@@ -30,7 +30,7 @@ use crate::database::Database;
 use crate::exec::agg::Aggregate;
 use crate::exec::value::as_i64;
 use crate::exec::{
-    Expr, Filter, Op, Pipeline, ScanNode, SortKey, Source, Utility, UtilityCall, View,
+    Expr, Op, Pipeline, ScanNode, Series, SortKey, Source, Utility, UtilityCall, View,
 };
 use crate::heap::{ColumnType, Value};
 
@@ -40,6 +40,10 @@ use std::sync::Arc;
 pub(crate) struct PlannedQuery {
     pub pipeline: Pipeline,
     pub columns: Vec<ResultColumn>,
+    /// Per column, whether it is a bare string literal or NULL:
+    /// PostgreSQL's `unknown`, which INSERT … SELECT converts to the
+    /// target column's type (`INSERT INTO t (id) SELECT NULL`).
+    pub unknown: Vec<bool>,
 }
 
 /// What the FROM clause names.
@@ -47,14 +51,8 @@ enum FromItem {
     None,
     Table(Arc<TableDef>, Option<String>),
     View(View, Option<String>),
-    Series {
-        alias: String,
-        column: String,
-        start: Expr,
-        stop: Expr,
-        step: Option<Expr>,
-        ty: ColumnType,
-    },
+    /// `generate_series`, and the name of its column.
+    Series(Series, String),
     Utility(UtilityCall),
 }
 
@@ -343,14 +341,16 @@ fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<From
         .cloned()
         .or_else(|| alias_name.clone())
         .unwrap_or_else(|| "generate_series".to_string());
-    Ok(FromItem::Series {
-        alias: alias_name.unwrap_or_else(|| "generate_series".to_string()),
+    Ok(FromItem::Series(
+        Series {
+            alias: alias_name.unwrap_or_else(|| "generate_series".to_string()),
+            start: start?,
+            stop: stop?,
+            step,
+            ty,
+        },
         column,
-        start: start?,
-        stop: stop?,
-        step,
-        ty,
-    })
+    ))
 }
 
 /// A select-list item before planning.
@@ -504,14 +504,12 @@ fn plan_select(
             describe: format!("view \"{}\"", view.name()),
             columns: columns_of(view.columns()),
         },
-        FromItem::Series {
-            alias, column, ty, ..
-        } => Scope {
-            qualifier: Some(alias.clone()),
+        FromItem::Series(series, column) => Scope {
+            qualifier: Some(series.alias.clone()),
             describe: "generate_series()".into(),
             columns: vec![ScopeColumn {
                 name: column.clone(),
-                ty: *ty,
+                ty: series.ty,
             }],
         },
         FromItem::Utility(call) => Scope {
@@ -580,15 +578,9 @@ fn plan_select(
 
     let mut planner = ExprPlanner::new(cx, db, &scope, "WHERE");
     if matches!(from, FromItem::None) {
-        planner.utilities = Some((Vec::new(), 0));
+        planner.utilities = Some(Vec::new());
     }
-    let filter = match &select.selection {
-        Some(w) => Some(Filter {
-            predicate: planner.plan_predicate(w, "WHERE")?,
-            label: format!("({w})"),
-        }),
-        None => None,
-    };
+    let filter = planner.plan_filter(select.selection.as_ref(), "WHERE")?;
 
     planner.clause = "GROUP BY";
     let mut group_keys = Vec::with_capacity(group_by.len());
@@ -613,13 +605,7 @@ fn plan_select(
     for item in &items {
         outputs.push(planner.plan(&item.expr)?);
     }
-    let having = match &select.having {
-        Some(h) => Some(Filter {
-            predicate: planner.plan_predicate(h, "HAVING")?,
-            label: format!("({h})"),
-        }),
-        None => None,
-    };
+    let having = planner.plan_filter(select.having.as_ref(), "HAVING")?;
 
     planner.clause = "ORDER BY";
     let mut keys = Vec::with_capacity(order_by.len());
@@ -636,17 +622,14 @@ fn plan_select(
         };
         let column = match resolve_order(&o.expr, &items) {
             Some(found) => found?,
-            None => {
-                let planned = planner.plan(&o.expr)?;
-                match items.iter().position(|item| item.expr == o.expr) {
-                    Some(at) => at,
-                    None => {
-                        // Sorted on, not selected: a hidden column.
-                        outputs.push(planned);
-                        outputs.len() - 1
-                    }
+            None => match items.iter().position(|item| item.expr == o.expr) {
+                Some(at) => at,
+                None => {
+                    // Sorted on, not selected: a hidden column.
+                    outputs.push(planner.plan(&o.expr)?);
+                    outputs.len() - 1
                 }
-            }
+            },
         };
         keys.push(SortKey {
             column,
@@ -705,29 +688,17 @@ fn plan_select(
     let utilities = planner.utilities.take();
     let source = match from {
         FromItem::None => match utilities {
-            Some((calls, _)) if !calls.is_empty() => Source::Utility(calls),
+            Some(calls) if !calls.is_empty() => Source::Utility(calls),
             _ => Source::Result,
         },
         FromItem::Table(table, alias) => Source::SeqScan(ScanNode::new(table, alias, used)),
         FromItem::View(view, _) => Source::View(view),
-        FromItem::Series {
-            alias,
-            start,
-            stop,
-            step,
-            ty,
-            ..
-        } => Source::Series {
-            alias,
-            start,
-            stop,
-            step,
-            ty,
-        },
+        FromItem::Series(series, _) => Source::Series(series),
         FromItem::Utility(call) => Source::Utility(vec![call]),
     };
     Ok(PlannedQuery {
         pipeline: Pipeline::new(source, filter, ops, items.len()),
         columns,
+        unknown: items.iter().map(|i| is_unknown_literal(&i.expr)).collect(),
     })
 }
