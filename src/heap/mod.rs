@@ -180,26 +180,59 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
     applied
 }
 
-/// True if a tuple with header `h` is visible to `snap` (PostgreSQL's
+/// Visibility of tuples to one snapshot (PostgreSQL's
 /// `HeapTupleSatisfiesMVCC`, without hint bits: the commit log is in
-/// memory).
-pub fn is_visible(txn: &TxnManager, snap: &Snapshot, h: &TupleHeader) -> bool {
-    let inserted = if Some(h.xmin) == snap.own {
-        h.cmin < snap.command
-    } else {
-        !snap.is_running(h.xmin) && txn.did_commit(h.xmin)
-    };
-    if !inserted {
-        return false;
+/// memory). Remembers the last transaction found committed, as
+/// PostgreSQL's `TransactionIdDidCommit` cache does: the tuples of a page
+/// mostly share their inserting transaction, and a committed one stays
+/// committed, so a scan takes the commit log's lock about once per
+/// transaction instead of once or twice per tuple.
+pub struct Visibility<'a> {
+    txn: &'a TxnManager,
+    snap: &'a Snapshot,
+    last_committed: Xid,
+}
+
+impl<'a> Visibility<'a> {
+    pub fn new(txn: &'a TxnManager, snap: &'a Snapshot) -> Self {
+        Visibility {
+            txn,
+            snap,
+            last_committed: INVALID_XID,
+        }
     }
-    if h.xmax == INVALID_XID {
-        return true;
+
+    fn did_commit(&mut self, xid: Xid) -> bool {
+        if xid == self.last_committed {
+            return true;
+        }
+        let committed = self.txn.did_commit(xid);
+        if committed {
+            self.last_committed = xid;
+        }
+        committed
     }
-    if Some(h.xmax) == snap.own {
-        // Deleted by a later command of ours: still visible to this one.
-        return h.cmax >= snap.command;
+
+    /// True if the tuple with header `h` is visible to the snapshot.
+    pub fn is_visible(&mut self, h: &TupleHeader) -> bool {
+        let snap = self.snap;
+        let inserted = if Some(h.xmin) == snap.own {
+            h.cmin < snap.command
+        } else {
+            !snap.is_running(h.xmin) && self.did_commit(h.xmin)
+        };
+        if !inserted {
+            return false;
+        }
+        if h.xmax == INVALID_XID {
+            return true;
+        }
+        if Some(h.xmax) == snap.own {
+            // Deleted by a later command of ours: still visible to this one.
+            return h.cmax >= snap.command;
+        }
+        snap.is_running(h.xmax) || !self.did_commit(h.xmax)
     }
-    snap.is_running(h.xmax) || !txn.did_commit(h.xmax)
 }
 
 /// Per-relation state shared by sessions.
@@ -530,6 +563,7 @@ impl Heap {
             },
         );
         let mut stats = ScanStats::default();
+        let mut visibility = Visibility::new(&self.txn, snap);
         let mut failure = None;
         loop {
             let (id, block) = match stream.next_buffer(s) {
@@ -544,7 +578,7 @@ impl Heap {
                 let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
                 for index in 0..line_pointer_count(page) {
                     let Some(t) = item(page, index) else { continue };
-                    if !all_visible && !is_visible(&self.txn, snap, &TupleHeader::read(t)) {
+                    if !all_visible && !visibility.is_visible(&TupleHeader::read(t)) {
                         continue;
                     }
                     let tid = Tid {
