@@ -267,6 +267,21 @@ impl Catalog {
             .ok_or_else(|| CatalogError::NoSuchTable(name.to_string()))
     }
 
+    /// Every relation's name by relation number: the catalog's own and the
+    /// tables (for listings such as the buffer pool's).
+    pub fn relation_names(&self) -> std::collections::HashMap<u32, String> {
+        [tables_heap(), columns_heap()]
+            .into_iter()
+            .map(|t| (t.rel, t.name))
+            .chain(
+                self.tables
+                    .read()
+                    .values()
+                    .map(|t| (t.heap.rel, t.name().to_string())),
+            )
+            .collect()
+    }
+
     pub fn tables(&self) -> Vec<Arc<TableDef>> {
         self.tables.read().values().cloned().collect()
     }

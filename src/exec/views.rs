@@ -8,11 +8,10 @@
 //! they run as a pipeline's source, outside any scan callback, and only
 //! when the statement runs (plain EXPLAIN does not call them).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::ExecError;
-use crate::catalog::{TableDef, COLUMNS_REL, TABLES_REL};
+use crate::catalog::TableDef;
 use crate::database::{Database, Session};
 use crate::heap::{ColumnType, Value};
 use crate::storage::Fork;
@@ -193,14 +192,7 @@ impl View {
                 rows
             }
             View::Buffers => {
-                let mut names: HashMap<u32, String> = db
-                    .catalog()
-                    .tables()
-                    .iter()
-                    .map(|t| (t.heap.rel, t.name().to_string()))
-                    .collect();
-                names.insert(TABLES_REL, "catalog tables".into());
-                names.insert(COLUMNS_REL, "catalog columns".into());
+                let names = db.catalog().relation_names();
                 db.pool()
                     .contents()
                     .into_iter()
