@@ -874,13 +874,22 @@ mod tests {
             .unwrap();
         let file = rel.locate(Fork::Main, 0).unwrap().file;
         file.fdatasync().unwrap();
-        // SAFETY: plain system call on an open descriptor.
-        let rc = unsafe { libc::posix_fadvise(file.raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        assert_eq!(rc, 0);
-        assert!(
-            resident_blocks(&file, 64)[8..24].iter().all(|r| !r),
-            "blocks still cached after DONTNEED"
-        );
+        // DONTNEED skips pages the kernel is still busy with (writeback,
+        // its own read-ahead), so repeat it until they are gone.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            // SAFETY: plain system call on an open descriptor.
+            let rc = unsafe { libc::posix_fadvise(file.raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0);
+            if resident_blocks(&file, 64)[8..24].iter().all(|r| !r) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "blocks still cached after DONTNEED"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         rel.prefetch(Fork::Main, 8, 16).unwrap();
         // The kernel reads the advised range in the background.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
