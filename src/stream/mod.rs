@@ -556,8 +556,24 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 break;
             }
             let (first_block, run) = match p.wants.front() {
-                // The front is a new block: read the run from it.
-                Some((Want::New(b), _)) => (*b, p.first_block + p.run_blocks as u32 - *b),
+                // The front is a new block: read the run from it, up to a
+                // repeat that can no longer be queued (the consumer took its
+                // buffer). Wants are queued in order, so the new blocks after
+                // such a repeat would wait behind it, and their pins from
+                // this read would be taken by nobody.
+                Some((Want::New(b), _)) => {
+                    let mut run = 0u32;
+                    for (want, _) in &p.wants {
+                        match *want {
+                            Want::New(_) => run += 1,
+                            Want::Repeat(r)
+                                if (*b..*b + run).contains(&r)
+                                    || self.queued_blocks.contains_key(&r) => {}
+                            Want::Repeat(_) => break,
+                        }
+                    }
+                    (*b, run)
+                }
                 // A repeat whose buffer left the queue (the consumer took
                 // it) before it could be queued again: read it alone.
                 Some((Want::Repeat(b), _)) => (*b, 1),
