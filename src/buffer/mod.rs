@@ -582,6 +582,12 @@ impl BufferSession {
         for _ in 0..pool.nbuffers.max(64) {
             let victim = pool.victim(strategy.as_deref_mut())?;
             self.adopt_pin(victim);
+            pool.aio.injections().hit(
+                crate::inject::BUFFER_AFTER_VICTIM,
+                crate::inject::HitContext {
+                    offset: tag.block as u64,
+                },
+            );
             if pool.state(victim) & BM_DIRTY != 0 {
                 if let Err(e) = self.flush_buffer(victim) {
                     self.release(victim);
@@ -603,10 +609,13 @@ impl BufferSession {
                 guard_hi.as_ref().and_then(|g| g.get(&tag).copied())
             };
             if let Some(existing) = existing {
-                // Someone loaded the page meanwhile: use theirs.
+                // Someone loaded the page meanwhile: use theirs. The victim
+                // goes first: at the pin limit its pin would leave no room
+                // for theirs. Their pin is taken under the mapping lock, so
+                // the page cannot be evicted in between.
+                self.release(victim);
                 let pinned = self.pin(existing);
                 drop((guard_lo, guard_hi));
-                self.release(victim);
                 pinned?;
                 return Ok((existing, true));
             }

@@ -242,7 +242,13 @@ impl BufferSession {
             buffers.truncate(claimed);
             let ret = IoReturnCell::default();
             let wref = self.aio.wait_ref(&token);
-            self.issue_read(token, rel, fork, first_block, &buffers, &ret)?;
+            if let Err(e) = self.issue_read(token, rel, fork, first_block, &buffers, &ret) {
+                // No operation to hand back: its pins go here.
+                for &id in &buffers {
+                    self.release(id);
+                }
+                return Err(e);
+            }
             return Ok(ReadOp {
                 rel,
                 fork,
