@@ -30,6 +30,11 @@ pub const WORKER_AFTER_REOPEN: &str = "aio-worker-after-reopen";
 /// context's offset is the block number.
 pub const VACUUM_BEFORE_PAGE_CHANGE: &str = "heap-vacuum-before-page-change";
 
+/// Reached in `get_buffer` after a victim buffer has been chosen and pinned
+/// for a page not in the pool, before the mapping is locked to install it;
+/// the context's offset is the block number.
+pub const BUFFER_AFTER_VICTIM: &str = "buffer-get-after-victim";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {
@@ -97,19 +102,24 @@ pub struct InjectionPoints {
 const PARK_WAIT_LIMIT: Duration = Duration::from_secs(30);
 
 impl InjectionPoints {
-    /// Attaches (or replaces) the injection at `name`.
+    /// Attaches (or replaces) the injection at `name`. Replacing keeps the
+    /// count of threads parked there and of releases, which those threads
+    /// are waiting on.
     pub fn attach(&self, name: &'static str, injection: Injection) {
         let mut points = self.points.lock();
-        let previous = points.insert(
-            name,
-            Attached {
-                injection,
-                parked: 0,
-                releases: 0,
-            },
-        );
-        if previous.is_none() {
-            self.attached_count.fetch_add(1, Ordering::SeqCst);
+        match points.get_mut(name) {
+            Some(point) => point.injection = injection,
+            None => {
+                points.insert(
+                    name,
+                    Attached {
+                        injection,
+                        parked: 0,
+                        releases: 0,
+                    },
+                );
+                self.attached_count.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
 
@@ -243,5 +253,25 @@ mod tests {
         points.release(BEFORE_COMPLETE_SHARED);
         assert_eq!(t.join().unwrap(), None);
         assert_eq!(points.attached_count.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn attaching_again_while_a_thread_is_parked_keeps_it_releasable() {
+        let points = Arc::new(InjectionPoints::default());
+        points.attach("p", Injection::park());
+        let t = {
+            let points = Arc::clone(&points);
+            std::thread::spawn(move || points.hit("p", HitContext { offset: 0 }))
+        };
+        assert!(points.wait_until_parked("p"));
+        points.attach("p", Injection::rewrite_result(7));
+        assert!(points.wait_until_parked("p"), "still counted as parked");
+        points.release("p");
+        assert_eq!(
+            t.join().unwrap(),
+            None,
+            "the parked thread had the old injection"
+        );
+        points.detach("p");
     }
 }
