@@ -4,12 +4,13 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use aiostore::aio::{
-    read_blocks, write_blocks, AioError, AioSession, AioWarning, BlockReader, IoReturn,
-    IoReturnCell, IoStatus, IoVec, WaitRef,
+    read_blocks, write_blocks, Aio, AioConfig, AioError, AioSession, AioWarning, BlockReader,
+    IoReturn, IoReturnCell, IoStatus, IoVec, WaitRef,
 };
 use aiostore::config::IoMethod;
 use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED, WORKER_AFTER_REOPEN};
@@ -35,6 +36,24 @@ fn start_read(
     // SAFETY: every test waits for the read before touching or freeing buf.
     unsafe { session.start_readv(token, file, offset, &iov) }.expect("start read");
     (wref, ret)
+}
+
+/// A data file of `nblocks` pattern blocks, AIO started with `config` and
+/// one session of it.
+fn open_file(config: AioConfig, nblocks: u32, direct: bool) -> (DataFile, Arc<Aio>, AioSession) {
+    let data = data_file(nblocks, direct);
+    let aio = start(&config);
+    let session = aio.session().unwrap();
+    (data, aio, session)
+}
+
+/// Makes the next I/O to complete report `raw` (bytes, or a negative
+/// errno) instead of its own result.
+fn rewrite_next_result(aio: &Aio, raw: i64) {
+    aio.injections().attach(
+        BEFORE_COMPLETE_SHARED,
+        Injection::rewrite_result(raw).times(1),
+    );
 }
 
 fn read_and_collect(
@@ -67,9 +86,7 @@ fn a_leaked_handle_is_reported_and_released(method: IoMethod) {
 }
 
 fn a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works(method: IoMethod) {
-    let data = data_file(4, false);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, _aio, mut session) = open_file(config(method), 4, false);
     let first = session.acquire().unwrap();
     let err = session.acquire().unwrap_err();
     assert!(matches!(err, AioError::HandleAlreadyHandedOut), "{err}");
@@ -85,9 +102,7 @@ fn a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works(method: I
 }
 
 fn a_batch_left_open_is_reported_and_its_io_submitted(method: IoMethod) {
-    let data = data_file(4, false);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, aio, mut session) = open_file(config(method), 4, false);
     session.enter_batch().unwrap();
     assert!(matches!(
         session.enter_batch(),
@@ -115,9 +130,7 @@ fn a_batch_left_open_is_reported_and_its_io_submitted(method: IoMethod) {
 }
 
 fn staged_ios_are_held_until_the_batch_ends(method: IoMethod) {
-    let data = data_file(16, true);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, aio, mut session) = open_file(config(method), 16, true);
     let mut bufs: Vec<AlignedBuf> = (0..8).map(|_| AlignedBuf::new(BLOCK_SIZE)).collect();
     session.enter_batch().unwrap();
     let started: Vec<_> = bufs
@@ -125,7 +138,16 @@ fn staged_ios_are_held_until_the_batch_ends(method: IoMethod) {
         .enumerate()
         .map(|(i, buf)| start_read(&mut session, &data.file, (2 * i as u64) * B, buf))
         .collect();
-    if method != IoMethod::Sync {
+    if method == IoMethod::Sync {
+        assert_eq!(
+            session.staged_count(),
+            0,
+            "the sync method executes at staging"
+        );
+        for (wref, _) in &started {
+            assert!(aio.is_done(*wref));
+        }
+    } else {
         assert_eq!(session.staged_count(), 8);
         assert_eq!(session.in_flight_count(), 0);
     }
@@ -138,53 +160,95 @@ fn staged_ios_are_held_until_the_batch_ends(method: IoMethod) {
     }
 }
 
+/// Longest a test lets a watchdog look for an I/O its issuer executed.
+const WATCHDOG_LIMIT: Duration = Duration::from_secs(30);
+
+/// Four reads hold every handle, their completions parked; `acquire` then
+/// blocks until one of them is let go.
 fn acquire_waits_for_in_flight_io_when_every_handle_is_busy(method: IoMethod) {
-    let data = data_file(64, true);
-    let mut cfg = config(method);
-    cfg.io_max_concurrency = 4;
-    let aio = start(&cfg);
-    let mut session = aio.session().unwrap();
-    let mut bufs: Vec<AlignedBuf> = (0..5).map(|_| AlignedBuf::new(BLOCK_SIZE)).collect();
-    if method != IoMethod::Sync {
+    let four_handles = AioConfig {
+        io_max_concurrency: 4,
+        ..config(method)
+    };
+    let (data, aio, mut session) = open_file(four_handles, 64, true);
+    for _attempt in 0..100 {
+        let mut bufs: Vec<AlignedBuf> = (0..5).map(|_| AlignedBuf::new(BLOCK_SIZE)).collect();
         // Hold every completion, so that all four handles stay busy.
         aio.injections()
             .attach(BEFORE_COMPLETE_SHARED, Injection::park());
-    }
-    let mut started = Vec::new();
-    for (blkno, buf) in bufs.iter_mut().take(4).enumerate() {
-        started.push(start_read(&mut session, &data.file, blkno as u64 * B, buf));
-    }
-    if method != IoMethod::Sync {
+        // Under worker, a read whose submission finds the queue's lock
+        // taken is executed by the issuer, which then parks at the point
+        // itself: the watchdog lets it go, and the attempt is repeated.
+        let (started_all_tx, started_all_rx) = std::sync::mpsc::channel();
+        let watchdog = {
+            let aio = Arc::clone(&aio);
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + WATCHDOG_LIMIT;
+                while started_all_rx.try_recv().is_err() {
+                    if aio.inflight().iter().any(|row| row.flags == "sync") {
+                        aio.injections().detach(BEFORE_COMPLETE_SHARED);
+                        return true;
+                    }
+                    assert!(Instant::now() < deadline, "the reads never started");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                false
+            })
+        };
+        let mut started = Vec::new();
+        for (blkno, buf) in bufs.iter_mut().take(4).enumerate() {
+            started.push(start_read(&mut session, &data.file, blkno as u64 * B, buf));
+        }
+        started_all_tx.send(()).unwrap();
+        if watchdog.join().unwrap() {
+            aio.injections().detach(BEFORE_COMPLETE_SHARED);
+            for (wref, _) in started {
+                session.wait(wref).unwrap();
+            }
+            continue;
+        }
         assert!(
             session.acquire_nb().unwrap().is_none(),
             "no handle is free or completed"
         );
+        let released = Arc::new(AtomicBool::new(false));
         let releaser = {
-            let aio = Arc::clone(&aio);
+            let (aio, released) = (Arc::clone(&aio), Arc::clone(&released));
             std::thread::spawn(move || {
+                // Under io_uring the session parks here itself once it
+                // reaps in acquire; under worker the workers are parked
+                // already, so give the session time to block in acquire.
                 assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+                std::thread::sleep(Duration::from_millis(50));
+                released.store(true, Ordering::SeqCst);
                 aio.injections().detach(BEFORE_COMPLETE_SHARED);
             })
         };
         // Blocks until the oldest read completes, then reuses its handle.
         let token = session.acquire().unwrap();
+        assert!(
+            released.load(Ordering::SeqCst),
+            "acquire returned while every handle was busy"
+        );
         session.release(token).unwrap();
         releaser.join().unwrap();
+        started.push(start_read(&mut session, &data.file, 4 * B, &mut bufs[4]));
+        for (blkno, (wref, ret)) in started.into_iter().enumerate() {
+            session.wait(wref).unwrap();
+            assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
+            check_block(blkno as u32, &bufs[blkno]);
+        }
+        return;
     }
-    started.push(start_read(&mut session, &data.file, 4 * B, &mut bufs[4]));
-    for (blkno, (wref, ret)) in started.into_iter().enumerate() {
-        session.wait(wref).unwrap();
-        assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
-        check_block(blkno as u32, &bufs[blkno]);
-    }
+    panic!("the issuer executed a read itself in 100 tries");
 }
 
 fn a_reader_recycles_handles_when_it_keeps_more_reads_than_handles(method: IoMethod) {
-    let data = data_file(64, true);
-    let mut cfg = config(method);
-    cfg.io_max_concurrency = 4;
-    let aio = start(&cfg);
-    let mut session = aio.session().unwrap();
+    let four_handles = AioConfig {
+        io_max_concurrency: 4,
+        ..config(method)
+    };
+    let (data, aio, mut session) = open_file(four_handles, 64, true);
     let mut reader = BlockReader::new(Arc::clone(&aio), Arc::clone(&data.file), 16, 1);
     for blkno in 0..16 {
         reader.start(&mut session, blkno * B, 1).unwrap();
@@ -197,9 +261,7 @@ fn a_reader_recycles_handles_when_it_keeps_more_reads_than_handles(method: IoMet
 }
 
 fn a_released_handle_forgets_its_callbacks_data_and_return(method: IoMethod) {
-    let data = data_file(4, true);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, _aio, mut session) = open_file(config(method), 4, true);
     let token = session.acquire().unwrap();
     let stale = IoReturnCell::default();
     session.set_return(&token, &stale).unwrap();
@@ -242,9 +304,7 @@ fn tokens_must_be_the_sessions_current_handed_out_handle(method: IoMethod) {
 }
 
 fn an_io_that_is_not_whole_blocks_is_refused(method: IoMethod) {
-    let data = data_file(4, false);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, _aio, mut session) = open_file(config(method), 4, false);
     let token = session.acquire().unwrap();
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let iov = [IoVec::new(buf.as_mut_ptr(), 4096)];
@@ -261,15 +321,10 @@ fn an_io_that_is_not_whole_blocks_is_refused(method: IoMethod) {
 }
 
 fn fsync_runs_through_the_method_and_reports_errors(method: IoMethod) {
-    let data = data_file(4, true);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, aio, mut session) = open_file(config(method), 4, true);
     for inject in [None, Some(-(libc::EIO as i64))] {
         if let Some(raw) = inject {
-            aio.injections().attach(
-                BEFORE_COMPLETE_SHARED,
-                Injection::rewrite_result(raw).times(1),
-            );
+            rewrite_next_result(&aio, raw);
         }
         let token = session.acquire().unwrap();
         let wref = session.wait_ref(&token);
@@ -298,13 +353,8 @@ fn fsync_runs_through_the_method_and_reports_errors(method: IoMethod) {
 // ---- short reads -----------------------------------------------------------
 
 fn short_read_to_a_block_boundary_is_partial_not_an_error(method: IoMethod) {
-    let data = data_file(8, false);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
-    aio.injections().attach(
-        BEFORE_COMPLETE_SHARED,
-        Injection::rewrite_result(2 * B as i64).times(1),
-    );
+    let (data, aio, mut session) = open_file(config(method), 8, false);
+    rewrite_next_result(&aio, 2 * B as i64);
     let mut buf = AlignedBuf::new(3 * BLOCK_SIZE);
     let ret = read_and_collect(&mut session, &data.file, 0, &mut buf);
     assert_eq!(ret.result.status, IoStatus::Partial);
@@ -314,13 +364,8 @@ fn short_read_to_a_block_boundary_is_partial_not_an_error(method: IoMethod) {
 }
 
 fn short_read_under_one_block_is_an_error_naming_the_blocks(method: IoMethod) {
-    let data = data_file(8, false);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
-    aio.injections().attach(
-        BEFORE_COMPLETE_SHARED,
-        Injection::rewrite_result(4096).times(1),
-    );
+    let (data, aio, mut session) = open_file(config(method), 8, false);
+    rewrite_next_result(&aio, 4096);
     let mut buf = AlignedBuf::new(2 * BLOCK_SIZE);
     let ret = read_and_collect(&mut session, &data.file, 3 * B, &mut buf);
     assert_eq!(ret.result.status, IoStatus::Error);
@@ -335,9 +380,7 @@ fn short_read_under_one_block_is_an_error_naming_the_blocks(method: IoMethod) {
 }
 
 fn reading_past_the_end_reads_zero_bytes_and_is_an_error(method: IoMethod) {
-    let data = data_file(2, true);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, _aio, mut session) = open_file(config(method), 2, true);
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let err = read_blocks(&mut session, &data.file, 2 * B, &mut buf).unwrap_err();
     assert_eq!(
@@ -351,13 +394,8 @@ fn reading_past_the_end_reads_zero_bytes_and_is_an_error(method: IoMethod) {
 
 fn multi_block_reads_cut_to_one_or_two_blocks_are_completed_by_reissuing(method: IoMethod) {
     for cut_blocks in [1u64, 2] {
-        let data = data_file(8, true);
-        let aio = start(&config(method));
-        let mut session = aio.session().unwrap();
-        aio.injections().attach(
-            BEFORE_COMPLETE_SHARED,
-            Injection::rewrite_result((cut_blocks * B) as i64).times(1),
-        );
+        let (data, aio, mut session) = open_file(config(method), 8, true);
+        rewrite_next_result(&aio, (cut_blocks * B) as i64);
         let mut buf = AlignedBuf::new(5 * BLOCK_SIZE);
         read_blocks(&mut session, &data.file, 2 * B, &mut buf).unwrap();
         for (i, block) in buf.chunks_exact(BLOCK_SIZE).enumerate() {
@@ -372,9 +410,7 @@ fn multi_block_reads_cut_to_one_or_two_blocks_are_completed_by_reissuing(method:
 // ---- errors ----------------------------------------------------------------
 
 fn eio_is_reported_with_its_text_and_the_next_read_succeeds(method: IoMethod) {
-    let data = data_file(4, false);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, aio, mut session) = open_file(config(method), 4, false);
     aio.injections().attach(
         BEFORE_COMPLETE_SHARED,
         Injection::rewrite_result(-(libc::EIO as i64)),
@@ -396,9 +432,7 @@ fn eio_is_reported_with_its_text_and_the_next_read_succeeds(method: IoMethod) {
 }
 
 fn erofs_on_a_write_is_reported_with_its_text_and_the_next_write_succeeds(method: IoMethod) {
-    let data = data_file(4, true);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, aio, mut session) = open_file(config(method), 4, true);
     aio.injections().attach(
         BEFORE_COMPLETE_SHARED,
         Injection::rewrite_result(-(libc::EROFS as i64)),
@@ -424,12 +458,7 @@ fn erofs_on_a_write_is_reported_with_its_text_and_the_next_write_succeeds(method
 }
 
 fn a_worker_that_cannot_reopen_the_file_fails_only_that_io(method: IoMethod) {
-    if method != IoMethod::Worker {
-        return; // Only I/O workers reopen files.
-    }
-    let data = data_file(8, false);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, aio, mut session) = open_file(config(method), 8, false);
     // A read is run by the issuer instead when the queue lock is contended;
     // that read then passes no reopen, so try until a worker took one.
     let mut failed = None;
@@ -640,9 +669,7 @@ fn a_read_is_completed_by_another_thread_after_its_session_ended(method: IoMetho
 }
 
 fn a_wait_reference_whose_generation_moved_on_returns_at_once(method: IoMethod) {
-    let data = data_file(8, true);
-    let aio = start(&config(method));
-    let mut session = aio.session().unwrap();
+    let (data, aio, mut session) = open_file(config(method), 8, true);
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let (old, _) = start_read(&mut session, &data.file, 0, &mut buf);
     session.wait(old).unwrap();
@@ -670,9 +697,7 @@ fn a_wait_reference_whose_generation_moved_on_returns_at_once(method: IoMethod) 
             aio.wait(held);
         })
     };
-    if method == IoMethod::IoUring || method == IoMethod::Worker {
-        assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
-    }
+    assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
     assert!(!aio.is_done(held));
     let started = Instant::now();
     aio.wait(old);
@@ -710,8 +735,15 @@ fn the_inflight_view_shows_a_held_io_and_counters_outlive_the_session(method: Io
         format!("blocks 2..3 of file \"{}\"", data.path.display())
     );
     assert_eq!(row.result, None);
+    // Under worker the issuer runs the read itself ("sync") when it finds
+    // the queue's lock taken.
+    let expected_flags: &[&str] = match method {
+        IoMethod::Sync => &["sync"],
+        IoMethod::Worker => &["direct", "sync"],
+        IoMethod::IoUring => &["direct"],
+    };
     assert!(
-        row.flags == "direct" || row.flags == "sync",
+        expected_flags.contains(&row.flags.as_str()),
         "{}",
         row.flags
     );
@@ -724,20 +756,28 @@ fn the_inflight_view_shows_a_held_io_and_counters_outlive_the_session(method: Io
 }
 
 fn debug_io_latency_delays_every_io(method: IoMethod) {
-    let data = data_file(4, true);
-    let mut cfg = config(method);
-    cfg.debug_io_latency_us = 20_000;
-    let aio = start(&cfg);
-    let mut session = aio.session().unwrap();
+    const LATENCY: Duration = Duration::from_millis(20);
+    let slow = AioConfig {
+        debug_io_latency_us: LATENCY.as_micros() as u64,
+        ..config(method)
+    };
+    let (data, _aio, mut session) = open_file(slow, 4, true);
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let started = Instant::now();
     read_blocks(&mut session, &data.file, B, &mut buf).unwrap();
     assert!(
-        started.elapsed() >= Duration::from_millis(20),
-        "{:?}",
+        started.elapsed() >= LATENCY,
+        "read: {:?}",
         started.elapsed()
     );
     check_block(1, &buf);
+    let started = Instant::now();
+    write_blocks(&mut session, &data.file, B, &buf).unwrap();
+    assert!(
+        started.elapsed() >= LATENCY,
+        "write: {:?}",
+        started.elapsed()
+    );
 }
 
 // ---- stress ----------------------------------------------------------------
@@ -797,7 +837,6 @@ for_each_method!(
     a_second_handed_out_handle_is_an_error_and_acquiring_after_it_works,
     a_batch_left_open_is_reported_and_its_io_submitted,
     staged_ios_are_held_until_the_batch_ends,
-    acquire_waits_for_in_flight_io_when_every_handle_is_busy,
     a_reader_recycles_handles_when_it_keeps_more_reads_than_handles,
     a_released_handle_forgets_its_callbacks_data_and_return,
     tokens_must_be_the_sessions_current_handed_out_handle,
@@ -809,7 +848,6 @@ for_each_method!(
     multi_block_reads_cut_to_one_or_two_blocks_are_completed_by_reissuing,
     eio_is_reported_with_its_text_and_the_next_read_succeeds,
     erofs_on_a_write_is_reported_with_its_text_and_the_next_write_succeeds,
-    a_worker_that_cannot_reopen_the_file_fails_only_that_io,
     closing_a_relation_with_io_staged_lets_the_io_finish_then_closes_the_file,
     dropping_a_relation_with_io_in_flight_lets_the_io_finish,
     another_thread_completes_a_read_its_issuer_never_waits_for,
@@ -818,5 +856,11 @@ for_each_method!(
     the_inflight_view_shows_a_held_io_and_counters_outlive_the_session,
     debug_io_latency_delays_every_io,
     stress_eight_sessions_buffered,
-    stress_eight_sessions_direct,
+    stress_eight_sessions_direct;
+    not sync:
+    // A sync read completes before its handle could be waited for.
+    acquire_waits_for_in_flight_io_when_every_handle_is_busy;
+    worker only:
+    // Only I/O workers reopen files.
+    a_worker_that_cannot_reopen_the_file_fails_only_that_io,
 );

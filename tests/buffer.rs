@@ -6,16 +6,17 @@
 mod common;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use aiostore::buffer::{
     BufferError, BufferIoOutcome, BufferTag, ReadOpKind, SessionSettings, StartIo,
 };
 use aiostore::config::IoMethod;
-use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
+use aiostore::inject::Injection;
 use aiostore::page::{add_item, init_page, item};
 use aiostore::stats::IoOp;
-use aiostore::storage::Fork;
+use aiostore::storage::{Fork, BLOCK_SIZE};
 use common::*;
 
 fn read_ios(db: &Db, method: IoMethod) -> u64 {
@@ -24,41 +25,66 @@ fn read_ios(db: &Db, method: IoMethod) -> u64 {
 
 // ---- starting I/O on a buffer ------------------------------------------------
 
+/// Tag of block `block` of the test relation's main fork.
+fn tag(block: u32) -> BufferTag {
+    BufferTag {
+        rel: REL,
+        fork: Fork::Main,
+        block,
+    }
+}
+
+/// Runs `wait` in a thread that must block until the I/O session A holds on
+/// a buffer ends: the thread reports whether A's end had been announced
+/// when `wait` returned, so a `wait` that does not block fails the test.
+/// (Nothing in the pool marks a waiter, so "it has reached the wait" is a
+/// pause, but "it returned only after A ended" is checked, not hoped for.)
+fn blocked_until_a_ends<T: Send + 'static>(
+    wait: impl FnOnce() -> T + Send + 'static,
+) -> (std::thread::JoinHandle<(T, bool)>, Arc<AtomicBool>) {
+    let a_ended = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let ended = Arc::clone(&a_ended);
+    let waiter = std::thread::spawn(move || {
+        ready_tx.send(()).unwrap();
+        let out = wait();
+        (out, ended.load(Ordering::SeqCst))
+    });
+    ready_rx.recv().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(
+        !waiter.is_finished(),
+        "the waiter blocks while A's I/O is in progress"
+    );
+    (waiter, a_ended)
+}
+
 fn a_second_start_fails_a_waiting_start_blocks_and_may_take_over_a_failed_io(method: IoMethod) {
     let db = db(method, 4, 32);
     let mut a = session(&db);
     let mut b = session(&db);
-    let tag = BufferTag {
-        rel: REL,
-        fork: Fork::Main,
-        block: 2,
-    };
-    let (id, found) = a.get_buffer(tag, None).unwrap();
+    let (id, found) = a.get_buffer(tag(2), None).unwrap();
     assert!(!found);
     assert_eq!(a.start_buffer_io(id, true).unwrap(), StartIo::Started);
-    let (id_b, found) = b.get_buffer(tag, None).unwrap();
+    let (id_b, found) = b.get_buffer(tag(2), None).unwrap();
     assert!(found);
     assert_eq!(id_b, id);
     assert_eq!(
         b.start_buffer_io(id, true).unwrap(),
         StartIo::InProgress(None)
     );
-    let pool = Arc::clone(&db.pool);
-    let waiter = std::thread::spawn(move || {
+    let (waiter, a_ended) = blocked_until_a_ends(move || {
         let mut b = b;
         let outcome = b.start_buffer_io(id, false).unwrap();
         b.release(id);
         outcome
     });
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    assert!(
-        !waiter.is_finished(),
-        "a waiting start blocks while the first I/O runs"
-    );
     // The first I/O fails: the waiter may start it.
+    a_ended.store(true, Ordering::SeqCst);
     a.end_buffer_io(id, BufferIoOutcome::Failed);
-    assert_eq!(waiter.join().unwrap(), StartIo::Started);
-    let _ = pool;
+    let (outcome, returned_after_a_ended) = waiter.join().unwrap();
+    assert_eq!(outcome, StartIo::Started);
+    assert!(returned_after_a_ended, "the waiting start returned early");
     a.release(id);
 }
 
@@ -68,18 +94,14 @@ fn two_misses_are_one_two_block_io(method: IoMethod) {
     let db = db(method, 8, 32);
     let mut s = session(&db);
     let mut fwd = VecDeque::new();
-    let mut op = s
-        .start_read_buffers(REL, Fork::Main, 2, 2, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut op = start_read_buffers(&mut s, 2, 2, &mut fwd);
     assert!(matches!(op.kind, ReadOpKind::Io { .. }));
     assert_eq!(op.nblocks(), 2);
     s.wait_read_buffers(&mut op).unwrap();
     assert_eq!(read_ios(&db, method), 1);
     check(&s, op.buffers[0], 2);
     check(&s, op.buffers[1], 3);
-    for id in op.buffers.drain(..) {
-        s.release(id);
-    }
+    release_op(&mut s, &mut op);
 }
 
 fn hits_are_never_combined_and_a_hit_in_the_middle_splits_the_read(method: IoMethod) {
@@ -90,31 +112,30 @@ fn hits_are_never_combined_and_a_hit_in_the_middle_splits_the_read(method: IoMet
     let ios_before = read_ios(&db, method);
     let mut fwd = VecDeque::new();
     // Blocks 2..=5: [2 io][3 hit][4-5 io]
-    let mut op = s
-        .start_read_buffers(REL, Fork::Main, 2, 4, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut op = start_read_buffers(&mut s, 2, 4, &mut fwd);
     assert_eq!(op.nblocks(), 1, "the read stops before the hit");
     assert_eq!(fwd.len(), 1, "the hit's buffer is forwarded, pinned");
     s.wait_read_buffers(&mut op).unwrap();
     check(&s, op.buffers[0], 2);
-    let mut op3 = s
-        .start_read_buffers(REL, Fork::Main, 3, 3, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut op3 = start_read_buffers(&mut s, 3, 3, &mut fwd);
     assert!(matches!(op3.kind, ReadOpKind::Hit));
     assert_eq!(op3.nblocks(), 1);
     s.wait_read_buffers(&mut op3).unwrap();
     check(&s, op3.buffers[0], 3);
-    let mut op45 = s
-        .start_read_buffers(REL, Fork::Main, 4, 2, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut op45 = start_read_buffers(&mut s, 4, 2, &mut fwd);
     assert_eq!(op45.nblocks(), 2);
     s.wait_read_buffers(&mut op45).unwrap();
     check(&s, op45.buffers[0], 4);
     check(&s, op45.buffers[1], 5);
     assert_eq!(read_ios(&db, method) - ios_before, 2);
-    for id in [op.buffers, op3.buffers, op45.buffers].concat() {
-        s.release(id);
+    for op in [&mut op, &mut op3, &mut op45] {
+        release_op(&mut s, op);
     }
+    assert!(
+        fwd.is_empty(),
+        "the forwarded hit was taken by the next read"
+    );
+    assert_eq!(s.pinned_count(), 0);
 }
 
 fn io_combine_limit_three_splits_five_blocks_into_three_and_two(method: IoMethod) {
@@ -122,13 +143,9 @@ fn io_combine_limit_three_splits_five_blocks_into_three_and_two(method: IoMethod
     let mut s = session(&db);
     s.settings.io_combine_limit = 3;
     let mut fwd = VecDeque::new();
-    let mut first = s
-        .start_read_buffers(REL, Fork::Main, 0, 5, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut first = start_read_buffers(&mut s, 0, 5, &mut fwd);
     assert_eq!(first.nblocks(), 3);
-    let mut second = s
-        .start_read_buffers(REL, Fork::Main, 3, 2, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut second = start_read_buffers(&mut s, 3, 2, &mut fwd);
     assert_eq!(second.nblocks(), 2);
     s.wait_read_buffers(&mut first).unwrap();
     s.wait_read_buffers(&mut second).unwrap();
@@ -136,48 +153,29 @@ fn io_combine_limit_three_splits_five_blocks_into_three_and_two(method: IoMethod
         check(&s, id, i as u32);
     }
     assert_eq!(read_ios(&db, method), 2);
-    for id in [first.buffers, second.buffers].concat() {
-        s.release(id);
-    }
+    release_op(&mut s, &mut first);
+    release_op(&mut s, &mut second);
 }
 
 // ---- I/O already in progress --------------------------------------------------
 
+/// Blocks 2..=4 are read while A's read of `held` (the first, middle or
+/// last of them) is in progress: the reads stop at it, and it is joined.
 fn io_in_progress_on_the_first_middle_or_last_block_is_joined_as_foreign_io(method: IoMethod) {
-    if method == IoMethod::Sync {
-        return; // A sync read is never in progress once started.
-    }
-    for (held, first) in [(2u32, 2u32), (3, 2), (4, 2)] {
+    const FIRST: u32 = 2;
+    const LAST: u32 = 4;
+    for held in [FIRST, 3, LAST] {
         let db = db(method, 8, 64);
-        let mut attempt = 0;
-        let (a, go) = loop {
-            attempt += 1;
-            assert!(attempt <= 100, "the read never reached an I/O worker");
-            db.aio
-                .injections()
-                .attach(BEFORE_COMPLETE_SHARED, Injection::park().times(1));
-            if let Some(held_read) = held_read(&db, method, held) {
-                break held_read;
-            }
-            let mut s = session(&db);
-            s.evict_relation(REL).unwrap();
-        };
+        let a_read = Injection::park()
+            .at_offset(u64::from(held) * BLOCK_SIZE as u64)
+            .times(1);
+        let (a, go) = hold_read(&db, method, held, a_read);
         let mut b = session(&db);
         let mut fwd = VecDeque::new();
         let mut ops = Vec::new();
-        let mut block = first;
-        while block <= 4 {
-            let op = b
-                .start_read_buffers(
-                    REL,
-                    Fork::Main,
-                    block,
-                    (5 - block) as usize,
-                    &mut fwd,
-                    None,
-                    Default::default(),
-                )
-                .unwrap();
+        let mut block = FIRST;
+        while block <= LAST {
+            let op = start_read_buffers(&mut b, block, (LAST + 1 - block) as usize, &mut fwd);
             if op.first_block == held {
                 assert!(
                     matches!(op.kind, ReadOpKind::Foreign { .. }),
@@ -195,63 +193,62 @@ fn io_in_progress_on_the_first_middle_or_last_block_is_joined_as_foreign_io(meth
             block += op.nblocks() as u32;
             ops.push(op);
         }
-        if method == IoMethod::Worker {
-            db.aio.injections().release(BEFORE_COMPLETE_SHARED);
-        } else {
-            // io_uring: whoever reaps A's read parks at the point.
-            let aio = Arc::clone(&db.aio);
-            std::thread::spawn(move || {
-                if aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED) {
-                    aio.injections().release(BEFORE_COMPLETE_SHARED);
-                }
-            });
-        }
+        let expected_ops = if held == 3 { 3 } else { 2 };
+        assert_eq!(ops.len(), expected_ops, "held {held}: {ops:?}");
+        // Under worker the worker is parked already; under io_uring B parks
+        // when it reaps A's read.
+        let releaser = release_when_parked(&db.aio);
         go.send(()).unwrap();
         for op in &mut ops {
             b.wait_read_buffers(op).unwrap();
         }
-        let mut blk = first;
-        for op in ops {
-            for id in op.buffers {
+        let mut blk = FIRST;
+        for mut op in ops {
+            for &id in &op.buffers {
                 check(&b, id, blk);
-                b.release(id);
                 blk += 1;
             }
+            release_op(&mut b, &mut op);
         }
+        assert_eq!(blk, LAST + 1);
         a.join().unwrap().unwrap();
+        releaser.join().unwrap();
     }
 }
 
 fn a_buffer_in_progress_without_a_wait_reference_is_waited_for(method: IoMethod) {
     let db = db(method, 4, 32);
     let mut a = session(&db);
-    let tag = BufferTag {
-        rel: REL,
-        fork: Fork::Main,
-        block: 1,
-    };
-    let (id, _) = a.get_buffer(tag, None).unwrap();
+    let (id, _) = a.get_buffer(tag(1), None).unwrap();
     assert_eq!(a.start_buffer_io(id, true).unwrap(), StartIo::Started);
     let pool = Arc::clone(&db.pool);
-    let b = std::thread::spawn(move || {
+    let (b, a_ended) = blocked_until_a_ends(move || {
         let mut b = pool.session(SessionSettings::default()).unwrap();
         let id = b.read_buffer(REL, Fork::Main, 1).unwrap();
         let ok = b.with_page(id, |page| item(page, 0) == Some(&payload(1)[..]));
         b.release(id);
         ok
     });
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    // A gives up its I/O without reading; B then reads the block itself.
+    a_ended.store(true, Ordering::SeqCst);
+    a.end_buffer_io(id, BufferIoOutcome::Abandoned);
+    let (ok, returned_after_a_ended) = b.join().unwrap();
+    assert!(ok);
     assert!(
-        !b.is_finished(),
+        returned_after_a_ended,
         "B waits for A's I/O, which has no wait reference"
     );
-    // A gives up its I/O without reading; B then reads the block itself.
-    a.end_buffer_io(id, BufferIoOutcome::Abandoned);
-    assert!(b.join().unwrap());
     a.release(id);
 }
 
 // ---- verification --------------------------------------------------------------
+
+fn checksum_failures(db: &Db) -> u64 {
+    db.pool
+        .stats()
+        .checksum_failures
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
 
 fn corrupt_pages_are_reported_for_the_right_block_and_relation(method: IoMethod) {
     let db = db(method, 8, 32);
@@ -267,54 +264,73 @@ fn corrupt_pages_are_reported_for_the_right_block_and_relation(method: IoMethod)
         err.to_string(),
         format!("invalid page in block 2 of relation {REL}")
     );
+    assert_eq!(checksum_failures(&db), 1);
     let mut fwd = VecDeque::new();
-    let mut op = s
-        .start_read_buffers(REL, Fork::Main, 1, 6, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut op = start_read_buffers(&mut s, 1, 6, &mut fwd);
     assert_eq!(op.nblocks(), 6);
     let err = s.wait_read_buffers(&mut op).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("2 invalid pages among blocks 1..6 of relation {REL}; the first is block 2")
     );
-    assert!(
-        db.pool
-            .stats()
-            .checksum_failures
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 2
-    );
+    // Block 2 failed its checksum again; block 5's header is bad, which is
+    // not a checksum failure.
+    assert_eq!(checksum_failures(&db), 2);
     assert_eq!(s.pinned_count(), 0, "a failed wait releases its pins");
 }
 
+/// The damage settings of the session that starts a read apply to it,
+/// whoever completes it: a session without them reading the same block
+/// finds A's read done (or joins it) and gets the page as A's settings
+/// made it, with no error.
 fn zero_damaged_pages_and_ignore_checksum_failure_are_the_issuers(method: IoMethod) {
     let db = db(method, 8, 32);
     let mut bad = page_for(3);
     bad[5000] ^= 0x40;
     write_raw(&db, 3, &bad);
-    let mut ignoring = db
-        .pool
-        .session(SessionSettings {
-            ignore_checksum_failure: true,
-            ..Default::default()
-        })
-        .unwrap();
+    let ignore = SessionSettings {
+        ignore_checksum_failure: true,
+        ..Default::default()
+    };
+    let zero = SessionSettings {
+        zero_damaged_pages: true,
+        ..Default::default()
+    };
+    let mut plain = session(&db);
+    let err = plain.read_buffer(REL, Fork::Main, 3).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("invalid page in block 3 of relation {REL}"),
+        "without either setting the page is an error"
+    );
+    let mut ignoring = db.pool.session(ignore).unwrap();
     let id = ignoring.read_buffer(REL, Fork::Main, 3).unwrap();
     ignoring.with_page(id, |page| assert_eq!(page[5000], bad[5000]));
+    ignoring.with_page(id, |page| assert_eq!(page[..], bad[..]));
     ignoring.release(id);
     drop(ignoring);
     let mut s = session(&db);
     assert_eq!(s.evict_relation(REL).unwrap().evicted, 1);
-    let mut zeroing = db
-        .pool
-        .session(SessionSettings {
-            zero_damaged_pages: true,
-            ..Default::default()
-        })
-        .unwrap();
+    let mut zeroing = db.pool.session(zero).unwrap();
     let id = zeroing.read_buffer(REL, Fork::Main, 3).unwrap();
     zeroing.with_page(id, |page| assert!(page.iter().all(|&b| b == 0)));
     zeroing.release(id);
+    drop(zeroing);
+    // The same, with the read started by the session with the setting and
+    // read by one without it before the issuer waits.
+    for (settings, expected) in [(ignore, bad), (zero, [0u8; BLOCK_SIZE])] {
+        assert_eq!(s.evict_relation(REL).unwrap().evicted, 1);
+        let mut issuer = db.pool.session(settings).unwrap();
+        let mut fwd = VecDeque::new();
+        let mut op = start_read_buffers(&mut issuer, 3, 1, &mut fwd);
+        let id = plain.read_buffer(REL, Fork::Main, 3).unwrap();
+        plain.with_page(id, |page| {
+            assert_eq!(page[..], expected[..], "{settings:?}")
+        });
+        plain.release(id);
+        issuer.wait_read_buffers(&mut op).unwrap();
+        release_op(&mut issuer, &mut op);
+    }
 }
 
 // ---- foreign completion ---------------------------------------------------------
@@ -329,9 +345,7 @@ fn an_unwaited_read_is_completed_by_a_reader_of_the_same_block(method: IoMethod)
         }
         let mut a = session(&db);
         let mut fwd = VecDeque::new();
-        let op = a
-            .start_read_buffers(REL, Fork::Main, 6, 1, &mut fwd, None, Default::default())
-            .unwrap();
+        let op = start_read_buffers(&mut a, 6, 1, &mut fwd);
         // A never waits. B reads the same block.
         let mut b = session(&db);
         let result = b.read_buffer(REL, Fork::Main, 6);
@@ -346,6 +360,12 @@ fn an_unwaited_read_is_completed_by_a_reader_of_the_same_block(method: IoMethod)
             ),
             (corrupt, other) => panic!("corrupt={corrupt}: {:?}", other.map(|_| ())),
         }
+        // B used A's read; only after A's failed did B read the block itself.
+        assert_eq!(
+            read_ios(&db, method),
+            if corrupt { 2 } else { 1 },
+            "corrupt={corrupt}"
+        );
         for id in op.buffers {
             a.release(id);
         }
@@ -359,17 +379,15 @@ fn dropping_a_relation_with_reads_in_flight_lets_them_finish(method: IoMethod) {
     let mut s = session(&db);
     let mut fwd = VecDeque::new();
     s.aio().enter_batch().unwrap();
-    let mut op = s
-        .start_read_buffers(REL, Fork::Main, 0, 4, &mut fwd, None, Default::default())
-        .unwrap();
+    let mut op = start_read_buffers(&mut s, 0, 4, &mut fwd);
     db.smgr.relation(REL).unlink().unwrap();
     db.pool.relation(REL).close();
     s.aio().exit_batch();
     s.wait_read_buffers(&mut op).unwrap();
-    for (i, id) in op.buffers.drain(..).enumerate() {
+    for (i, &id) in op.buffers.iter().enumerate() {
         check(&s, id, i as u32);
-        s.release(id);
     }
+    release_op(&mut s, &mut op);
 }
 
 fn a_dirty_victim_is_written_back_before_its_buffer_is_reused(method: IoMethod) {
@@ -414,54 +432,94 @@ fn a_session_cannot_pin_more_than_its_share_of_the_pool(method: IoMethod) {
     }
 }
 
+fn a_read_of_a_relation_without_files_fails_and_leaves_the_session_usable(method: IoMethod) {
+    let db = db(method, 8, 32);
+    let mut s = session(&db);
+    let err = s.read_buffer(REL + 1, Fork::Main, 0).unwrap_err();
+    assert!(err.to_string().contains("16385"), "{err}");
+    // The handle acquired for the read was given back: a handed-out handle
+    // would make this acquire fail.
+    let token = s.aio().acquire().unwrap();
+    s.aio().release(token).unwrap();
+    let id = s.read_buffer(REL, Fork::Main, 0).unwrap();
+    check(&s, id, 0);
+    s.release(id);
+    assert_eq!(s.pinned_count(), 0);
+}
+
+fn a_session_at_its_pin_limit_can_use_a_page_another_loaded_while_it_chose_a_victim(
+    method: IoMethod,
+) {
+    let db = db(method, 64, 32);
+    let limit = db.pool.pin_limit();
+    const BLOCK: u32 = 40;
+    db.aio.injections().attach(
+        aiostore::inject::BUFFER_AFTER_VICTIM,
+        Injection::park().at_offset(BLOCK as u64).times(1),
+    );
+    let pool = Arc::clone(&db.pool);
+    let a = std::thread::spawn(move || {
+        let mut a = pool.session(SessionSettings::default()).unwrap();
+        // One pin short of the limit; the victim takes the last one.
+        let held: Vec<_> = (0..limit as u32 - 1)
+            .map(|b| a.read_buffer(REL, Fork::Main, b).unwrap())
+            .collect();
+        let r = a.read_buffer(REL, Fork::Main, BLOCK);
+        let got = r.map(|id| {
+            check(&a, id, BLOCK);
+            a.release(id);
+        });
+        for id in held {
+            a.release(id);
+        }
+        got.map_err(|e| e.to_string())
+    });
+    assert!(db
+        .aio
+        .injections()
+        .wait_until_parked(aiostore::inject::BUFFER_AFTER_VICTIM));
+    // B loads the page while A holds its victim.
+    let mut b = session(&db);
+    let id = b.read_buffer(REL, Fork::Main, BLOCK).unwrap();
+    b.release(id);
+    db.aio
+        .injections()
+        .release(aiostore::inject::BUFFER_AFTER_VICTIM);
+    a.join()
+        .unwrap()
+        .expect("A uses B's page instead of failing at its pin limit");
+}
+
 fn concurrent_sessions_read_overlapping_blocks_of_a_relation_larger_than_the_pool(
     method: IoMethod,
 ) {
     let db = db(method, 256, 32);
-    let threads: Vec<_> = (0..4u64)
-        .map(|seed| {
-            let pool = Arc::clone(&db.pool);
-            std::thread::spawn(move || {
-                let mut s = pool.session(SessionSettings::default()).unwrap();
-                let mut rng = XorShift::new(0xDEADBEEF ^ ((seed + 1) * 7919));
-                for _ in 0..1500 {
-                    let blkno = rng.below(256) as u32;
-                    let n = 1 + rng.below(4) as usize;
-                    let mut fwd = VecDeque::new();
-                    let mut op = s
-                        .start_read_buffers(
-                            REL,
-                            Fork::Main,
-                            blkno,
-                            n.min(256 - blkno as usize),
-                            &mut fwd,
-                            None,
-                            Default::default(),
-                        )
-                        .unwrap();
-                    s.wait_read_buffers(&mut op).unwrap();
-                    for (i, id) in op.buffers.drain(..).enumerate() {
-                        check(&s, id, blkno + i as u32);
-                        s.release(id);
-                    }
-                    for id in fwd {
-                        s.release(id);
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    in_concurrent_sessions(&db, 4, |s, seed| {
+        let mut rng = XorShift::new(0xDEADBEEF ^ ((seed + 1) * 7919));
+        for _ in 0..1500 {
+            let blkno = rng.below(256) as u32;
+            let n = 1 + rng.below(4) as usize;
+            let mut fwd = VecDeque::new();
+            let mut op = start_read_buffers(s, blkno, n.min(256 - blkno as usize), &mut fwd);
+            s.wait_read_buffers(&mut op).unwrap();
+            for (i, &id) in op.buffers.iter().enumerate() {
+                check(s, id, blkno + i as u32);
+            }
+            release_op(s, &mut op);
+            for id in fwd {
+                s.release(id);
+            }
+        }
+    });
 }
 
 for_each_method!(
+    a_read_of_a_relation_without_files_fails_and_leaves_the_session_usable,
+    a_session_at_its_pin_limit_can_use_a_page_another_loaded_while_it_chose_a_victim,
     a_second_start_fails_a_waiting_start_blocks_and_may_take_over_a_failed_io,
     two_misses_are_one_two_block_io,
     hits_are_never_combined_and_a_hit_in_the_middle_splits_the_read,
     io_combine_limit_three_splits_five_blocks_into_three_and_two,
-    io_in_progress_on_the_first_middle_or_last_block_is_joined_as_foreign_io,
     a_buffer_in_progress_without_a_wait_reference_is_waited_for,
     corrupt_pages_are_reported_for_the_right_block_and_relation,
     zero_damaged_pages_and_ignore_checksum_failure_are_the_issuers,
@@ -469,5 +527,8 @@ for_each_method!(
     dropping_a_relation_with_reads_in_flight_lets_them_finish,
     a_dirty_victim_is_written_back_before_its_buffer_is_reused,
     a_session_cannot_pin_more_than_its_share_of_the_pool,
-    concurrent_sessions_read_overlapping_blocks_of_a_relation_larger_than_the_pool,
+    concurrent_sessions_read_overlapping_blocks_of_a_relation_larger_than_the_pool;
+    not sync:
+    // A sync read is never in progress once started.
+    io_in_progress_on_the_first_middle_or_last_block_is_joined_as_foreign_io,
 );

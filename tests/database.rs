@@ -86,6 +86,22 @@ fn insert(s: &mut Session, ids: impl IntoIterator<Item = i32>) -> Vec<Tid> {
     tids
 }
 
+/// Deletes the rows at `tids` in one statement of the session's
+/// transaction.
+fn delete(s: &mut Session, tids: impl IntoIterator<Item = Tid>) {
+    let db = Arc::clone(s.db());
+    let table = db.catalog().table("t").unwrap();
+    let mut snap = s.start_statement().unwrap();
+    let (xid, cid) = s.xid(&mut snap).unwrap();
+    for tid in tids {
+        db.heap()
+            .delete(&mut s.buf, &table.heap, tid, xid, cid, None)
+            .unwrap();
+    }
+    drop(snap);
+    s.end_statement(true).unwrap();
+}
+
 /// The ids a new statement of the session sees, sorted.
 fn ids(s: &mut Session) -> Vec<i32> {
     let db = Arc::clone(s.db());
@@ -135,8 +151,19 @@ fn a_second_open_is_refused_naming_the_holder(method: IoMethod) {
     );
     drop(db);
     // A pid file left behind (as by a process that died) is taken over.
-    std::fs::write(path.join("aiostore.pid"), "999999\n").unwrap();
-    open(&path, method);
+    let pid_file = path.join("aiostore.pid");
+    std::fs::write(&pid_file, "999999\n").unwrap();
+    let db = open(&path, method);
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap(),
+        format!("{}\n", std::process::id()),
+        "the new holder wrote its pid"
+    );
+    let err = Database::open(&path, &[])
+        .err()
+        .expect("the lock is held again");
+    assert!(matches!(err, DbError::InUse { .. }), "{err}");
+    drop(db);
 }
 
 fn init_refuses_a_used_directory_and_open_an_incompatible_one(method: IoMethod) {
@@ -166,46 +193,37 @@ fn sessions_see_only_committed_rows(method: IoMethod) {
     insert(&mut a, 0..10);
     a.begin(Isolation::ReadCommitted).unwrap();
     insert(&mut a, 10..20);
+    let first: Vec<i32> = (0..10).collect();
+    let both: Vec<i32> = (0..20).collect();
     // A sees its own rows; B sees none of them until A commits.
-    assert_eq!(ids(&mut a).len(), 20);
-    assert_eq!(ids(&mut b).len(), 10);
+    assert_eq!(ids(&mut a), both);
+    assert_eq!(ids(&mut b), first);
     b.begin(Isolation::RepeatableRead).unwrap();
-    assert_eq!(ids(&mut b).len(), 10);
+    assert_eq!(ids(&mut b), first);
     assert!(a.commit().unwrap());
     // Repeatable read keeps its snapshot; read committed moves on.
-    assert_eq!(ids(&mut b).len(), 10);
+    assert_eq!(ids(&mut b), first);
     b.commit().unwrap();
-    assert_eq!(ids(&mut b).len(), 20);
+    assert_eq!(ids(&mut b), both);
     // A rolled-back transaction leaves nothing.
     a.begin(Isolation::ReadCommitted).unwrap();
     insert(&mut a, 100..200);
+    assert_eq!(ids(&mut a).len(), 120, "A saw its rows before rolling back");
     a.rollback().unwrap();
-    assert_eq!(ids(&mut a).len(), 20);
+    assert_eq!(ids(&mut a), both);
+    assert_eq!(ids(&mut b), both);
 }
 
 fn vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see(method: IoMethod) {
     let (_dir, db) = new_db(method);
     let mut s = db.session().unwrap();
     create_t(&mut s);
-    insert(&mut s, 0..2000);
+    let tids = insert(&mut s, 0..2000);
     let table = db.catalog().table("t").unwrap();
     // Delete the first 100 rows (all on block 0).
-    let mut snap = s.start_statement().unwrap();
-    let (xid, cid) = s.xid(&mut snap).unwrap();
-    for index in 0..100u16 {
-        db.heap()
-            .delete(
-                &mut s.buf,
-                &table.heap,
-                Tid { block: 0, index },
-                xid,
-                cid,
-                None,
-            )
-            .unwrap();
-    }
-    drop(snap);
-    s.end_statement(true).unwrap();
+    let first_hundred: Vec<Tid> = (0..100u16).map(|index| Tid { block: 0, index }).collect();
+    assert_eq!(tids[..100], first_hundred[..]);
+    delete(&mut s, first_hundred);
     // An open transaction that inserted into the last page keeps that
     // page from being all-visible.
     let mut other = db.session().unwrap();
@@ -220,31 +238,58 @@ fn vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see(method: 
         aiostore::heap::vm::all_visible_bits(&mut s.buf, table.heap.rel, report.pages).unwrap();
     assert!(!bits[last as usize]);
     other.commit().unwrap();
-    assert_eq!(ids(&mut s).len(), 1901);
+    let mut left: Vec<i32> = (100..2000).collect();
+    left.push(5000);
+    assert_eq!(ids(&mut s), left);
     // A second vacuum skips the all-visible pages; a change clears a bit.
     let report = db.heap().vacuum(&mut s.buf, &table.heap, limits).unwrap();
     assert_eq!(report.pages_skipped, report.pages - 1, "{report:?}");
-    let mut snap = s.start_statement().unwrap();
-    let (xid, cid) = s.xid(&mut snap).unwrap();
-    db.heap()
-        .delete(
-            &mut s.buf,
-            &table.heap,
-            Tid { block: 1, index: 0 },
-            xid,
-            cid,
-            None,
-        )
-        .unwrap();
-    drop(snap);
-    s.end_statement(true).unwrap();
+    delete(&mut s, [Tid { block: 1, index: 0 }]);
     let bits =
         aiostore::heap::vm::all_visible_bits(&mut s.buf, table.heap.rel, report.pages).unwrap();
     assert!(!bits[1], "a delete clears the page's bit");
     assert!(bits[0]);
 }
 
+fn a_row_inserted_while_vacuum_decides_keeps_the_page_from_being_all_visible(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    insert(&mut s, 0..10);
+    drop(s);
+    // Vacuum looks at block 0 (every row visible to all), then parks
+    // before changing it.
+    let point = aiostore::inject::VACUUM_BEFORE_PAGE_CHANGE;
+    db.aio()
+        .injections()
+        .attach(point, aiostore::inject::Injection::park().times(1));
+    let vacuum = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            let table = db.catalog().table("t").unwrap();
+            let limits = s.stream_limits();
+            db.heap().vacuum(&mut s.buf, &table.heap, limits).unwrap()
+        })
+    };
+    assert!(db.aio().injections().wait_until_parked(point));
+    // Meanwhile a transaction inserts into the same page and stays open.
+    let mut writer = db.session().unwrap();
+    writer.begin(Isolation::ReadCommitted).unwrap();
+    assert_eq!(insert(&mut writer, [99])[0].block, 0);
+    db.aio().injections().release(point);
+    let report = vacuum.join().unwrap();
+    assert_eq!(report.pages_set_all_visible, 0, "{report:?}");
+    // Had the page been marked all-visible, readers would skip the check
+    // that hides the uncommitted row.
+    let mut reader = db.session().unwrap();
+    assert_eq!(ids(&mut reader), (0..10).collect::<Vec<_>>());
+    writer.commit().unwrap();
+    assert_eq!(ids(&mut reader).len(), 11);
+}
+
 for_each_method!(
+    a_row_inserted_while_vacuum_decides_keeps_the_page_from_being_all_visible,
     a_table_survives_reopening,
     a_second_open_is_refused_naming_the_holder,
     init_refuses_a_used_directory_and_open_an_incompatible_one,

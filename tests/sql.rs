@@ -62,6 +62,35 @@ fn err(s: &mut Session, text: &str) -> SqlError {
     }
 }
 
+/// How a statement must fail.
+#[derive(Clone, Copy)]
+enum Fails<'a> {
+    /// With exactly this message.
+    With(&'a str),
+    /// With a message containing this.
+    Containing(&'a str),
+    /// With a message starting with this.
+    StartingWith(&'a str),
+    /// With an error this accepts (a `matches!` on its variant).
+    As(fn(&SqlError) -> bool),
+}
+
+/// Checks that `text` fails as `expected` says.
+fn assert_fails(s: &mut Session, text: &str, expected: Fails) {
+    let e = err(s, text);
+    let message = e.to_string();
+    let (ok, wanted) = match expected {
+        Fails::With(m) => (message == m, format!("the message \"{m}\"")),
+        Fails::Containing(m) => (message.contains(m), format!("a message containing \"{m}\"")),
+        Fails::StartingWith(m) => (
+            message.starts_with(m),
+            format!("a message starting with \"{m}\""),
+        ),
+        Fails::As(accepts) => (accepts(&e), "another kind of error".to_string()),
+    };
+    assert!(ok, "{text}: got \"{message}\" ({e:?}), expected {wanted}");
+}
+
 fn int(x: i32) -> Value {
     Value::Integer(x)
 }
@@ -93,9 +122,22 @@ fn create_t(s: &mut Session) {
     run(s, "CREATE TABLE t (id integer NOT NULL, note text)");
 }
 
+/// A new database and a session of it.
+fn new_session(method: IoMethod) -> (tempfile::TempDir, Arc<Database>, Session) {
+    let (dir, db) = new_db(method);
+    let s = db.session().unwrap();
+    (dir, db, s)
+}
+
+/// [`new_session`], with the table `t` created.
+fn session_with_t(method: IoMethod) -> (tempfile::TempDir, Arc<Database>, Session) {
+    let (dir, db, mut s) = new_session(method);
+    create_t(&mut s);
+    (dir, db, s)
+}
+
 fn every_type_round_trips_through_insert_and_select(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, _db, mut s) = new_session(method);
     let results = run(
         &mut s,
         "CREATE TABLE all_types (i int4, b int8, d float8, t varchar, f bool, n integer);
@@ -145,8 +187,7 @@ fn every_type_round_trips_through_insert_and_select(method: IoMethod) {
 }
 
 fn create_table_checks_options_types_and_names(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, db, mut s) = new_session(method);
     run(
         &mut s,
         "CREATE TABLE t (id integer NOT NULL, note text) WITH (fillfactor = 50)",
@@ -158,8 +199,11 @@ fn create_table_checks_options_types_and_names(method: IoMethod) {
         again.notices,
         ["NOTICE: table \"t\" already exists, skipping"]
     );
-    let e = err(&mut s, "CREATE TABLE t (x integer)");
-    assert_eq!(e.to_string(), "table \"t\" already exists");
+    assert_fails(
+        &mut s,
+        "CREATE TABLE t (x integer)",
+        Fails::With("table \"t\" already exists"),
+    );
     for bad in ["5", "101", "'x'"] {
         let e = err(
             &mut s,
@@ -168,41 +212,38 @@ fn create_table_checks_options_types_and_names(method: IoMethod) {
         assert!(matches!(e, SqlError::Fillfactor { .. }), "{e}");
         assert!(e.to_string().contains("from 10 to 100"), "{e}");
     }
-    let e = err(&mut s, "CREATE TABLE u (a numeric)");
-    assert!(
-        e.to_string()
-            .contains("type \"NUMERIC\" is not supported; use integer, bigint"),
-        "{e}"
-    );
-    let e = err(&mut s, "CREATE TABLE u (a varchar(10))");
-    assert!(matches!(e, SqlError::UnknownType { .. }), "{e}");
-    let e = err(&mut s, "CREATE TABLE u (a int PRIMARY KEY)");
-    assert!(
-        e.to_string()
-            .contains("the column option PRIMARY KEY is not supported"),
-        "{e}"
-    );
-    let e = err(&mut s, "CREATE TABLE u (a int, b int, UNIQUE (a))");
-    assert!(e.to_string().contains("table constraints"), "{e}");
-    let e = err(&mut s, "CREATE TABLE u AS SELECT 1");
-    assert!(
-        e.to_string().contains("CREATE TABLE … AS is not supported"),
-        "{e}"
-    );
-    let e = err(
-        &mut s,
-        "CREATE TABLE u (a int) WITH (autovacuum_enabled = off)",
-    );
-    assert!(
-        e.to_string().contains("only fillfactor is supported"),
-        "{e}"
-    );
-    let e = err(&mut s, "CREATE TABLE u (a int, a text)");
-    assert!(
-        e.to_string()
-            .contains("column \"a\" is given twice in table \"u\""),
-        "{e}"
-    );
+    for (statement, expected) in [
+        (
+            "CREATE TABLE u (a numeric)",
+            Fails::Containing("type \"NUMERIC\" is not supported; use integer, bigint"),
+        ),
+        (
+            "CREATE TABLE u (a varchar(10))",
+            Fails::As(|e| matches!(e, SqlError::UnknownType { .. })),
+        ),
+        (
+            "CREATE TABLE u (a int PRIMARY KEY)",
+            Fails::Containing("the column option PRIMARY KEY is not supported"),
+        ),
+        (
+            "CREATE TABLE u (a int, b int, UNIQUE (a))",
+            Fails::Containing("table constraints"),
+        ),
+        (
+            "CREATE TABLE u AS SELECT 1",
+            Fails::Containing("CREATE TABLE … AS is not supported"),
+        ),
+        (
+            "CREATE TABLE u (a int) WITH (autovacuum_enabled = off)",
+            Fails::Containing("only fillfactor is supported"),
+        ),
+        (
+            "CREATE TABLE u (a int, a text)",
+            Fails::Containing("column \"a\" is given twice in table \"u\""),
+        ),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
     assert!(
         db.catalog().table("u").is_err(),
         "no failed CREATE left a table"
@@ -210,12 +251,14 @@ fn create_table_checks_options_types_and_names(method: IoMethod) {
 }
 
 fn drop_table_removes_it_and_if_exists_only_notes_a_missing_one(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, db, mut s) = new_session(method);
     run(&mut s, "CREATE TABLE a (x int); CREATE TABLE b (x int)");
     // A missing name among several drops nothing.
-    let e = err(&mut s, "DROP TABLE a, missing");
-    assert_eq!(e.to_string(), "table \"missing\" does not exist");
+    assert_fails(
+        &mut s,
+        "DROP TABLE a, missing",
+        Fails::With("table \"missing\" does not exist"),
+    );
     assert!(db.catalog().table("a").is_ok());
     assert_eq!(last(&mut s, "DROP TABLE a, b").tag, "DROP TABLE");
     assert!(matches!(
@@ -235,14 +278,12 @@ fn drop_table_removes_it_and_if_exists_only_notes_a_missing_one(method: IoMethod
 }
 
 fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, db, mut s) = session_with_t(method);
     run(&mut s, "BEGIN");
-    let e = err(&mut s, "CREATE TABLE u (a int)");
-    assert!(
-        matches!(e, SqlError::Xact(XactError::NotInBlock("CREATE TABLE"))),
-        "{e}"
+    assert_fails(
+        &mut s,
+        "CREATE TABLE u (a int)",
+        Fails::As(|e| matches!(e, SqlError::Xact(XactError::NotInBlock("CREATE TABLE")))),
     );
     // The refusal failed the block, as any error does.
     assert!(matches!(
@@ -252,10 +293,10 @@ fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
     assert_eq!(last(&mut s, "ROLLBACK").tag, "ROLLBACK");
     for (statement, what) in [("DROP TABLE t", "DROP TABLE"), ("VACUUM t", "VACUUM")] {
         run(&mut s, "BEGIN");
-        let e = err(&mut s, statement);
-        assert_eq!(
-            e.to_string(),
-            format!("{what} cannot run inside a transaction block")
+        assert_fails(
+            &mut s,
+            statement,
+            Fails::With(&format!("{what} cannot run inside a transaction block")),
         );
         run(&mut s, "ROLLBACK");
     }
@@ -264,9 +305,7 @@ fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
 }
 
 fn an_aborted_block_refuses_everything_until_it_ends(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, _db, mut s) = session_with_t(method);
     run(
         &mut s,
         "BEGIN; INSERT INTO t VALUES (1, 'kept until the error')",
@@ -282,16 +321,18 @@ fn an_aborted_block_refuses_everything_until_it_ends(method: IoMethod) {
         "SHOW io_combine_limit",
         "CHECKPOINT",
     ] {
-        let e = err(&mut s, statement);
-        assert_eq!(
-            e.to_string(),
-            "current transaction is aborted, commands ignored until end of transaction block (ROLLBACK)",
-            "{statement}"
+        assert_fails(
+            &mut s,
+            statement,
+            Fails::With("current transaction is aborted, commands ignored until end of transaction block (ROLLBACK)"),
         );
     }
     run(&mut s, "ROLLBACK; BEGIN");
-    let e = err(&mut s, "SET LOCAL io_combine_limit = 2");
-    assert!(matches!(e, SqlError::Unsupported { .. }), "{e}");
+    assert_fails(
+        &mut s,
+        "SET LOCAL io_combine_limit = 2",
+        Fails::As(|e| matches!(e, SqlError::Unsupported { .. })),
+    );
     assert!(
         matches!(err(&mut s, "SELECT 1"), SqlError::Xact(XactError::Aborted)),
         "a refused statement fails the block too"
@@ -307,9 +348,7 @@ fn an_aborted_block_refuses_everything_until_it_ends(method: IoMethod) {
 }
 
 fn rollback_leaves_nothing_behind(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, _db, mut s) = session_with_t(method);
     run(
         &mut s,
         "INSERT INTO t SELECT i, 'before' FROM generate_series(1, 50) i",
@@ -356,16 +395,11 @@ fn rollback_leaves_nothing_behind(method: IoMethod) {
 }
 
 fn a_failed_statement_is_undone_as_a_whole(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
-    let e = err(
+    let (_dir, _db, mut s) = session_with_t(method);
+    assert_fails(
         &mut s,
         "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (NULL, 'c')",
-    );
-    assert_eq!(
-        e.to_string(),
-        "null value in column \"id\" of table \"t\" violates not-null constraint"
+        Fails::With("null value in column \"id\" of table \"t\" violates not-null constraint"),
     );
     assert_eq!(
         count(&mut s, "t"),
@@ -373,13 +407,10 @@ fn a_failed_statement_is_undone_as_a_whole(method: IoMethod) {
         "the rows before the bad one are gone too"
     );
     // A generated insert failing half-way: nothing of it stays.
-    let e = err(
+    assert_fails(
         &mut s,
         "INSERT INTO t SELECT 1000 / (i - 700), 'x' FROM generate_series(1, 1000) i",
-    );
-    assert!(
-        matches!(e, SqlError::Exec(ExecError::DivisionByZero)),
-        "{e}"
+        Fails::As(|e| matches!(e, SqlError::Exec(ExecError::DivisionByZero))),
     );
     assert_eq!(count(&mut s, "t"), 0);
     // An UPDATE failing on one row changes no row.
@@ -387,47 +418,32 @@ fn a_failed_statement_is_undone_as_a_whole(method: IoMethod) {
         &mut s,
         "INSERT INTO t SELECT i, 'n' FROM generate_series(1, 100) i",
     );
-    let e = err(&mut s, "UPDATE t SET id = 10 / (id - 50)");
-    assert!(
-        matches!(e, SqlError::Exec(ExecError::DivisionByZero)),
-        "{e}"
+    assert_fails(
+        &mut s,
+        "UPDATE t SET id = 10 / (id - 50)",
+        Fails::As(|e| matches!(e, SqlError::Exec(ExecError::DivisionByZero))),
     );
     assert_eq!(scalar(&mut s, "SELECT sum(id) FROM t"), big(5050));
     // Statements before the failing one in the same text keep their effect.
-    let e = err(
+    assert_fails(
         &mut s,
         "DELETE FROM t WHERE id <= 10; SELECT nope FROM t; DELETE FROM t",
+        Fails::As(|e| matches!(e, SqlError::UnknownColumn { .. })),
     );
-    assert!(matches!(e, SqlError::UnknownColumn { .. }), "{e}");
     assert_eq!(count(&mut s, "t"), 90);
 }
 
 fn type_and_null_errors_name_the_column_and_table(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
-    let e = err(&mut s, "INSERT INTO t VALUES (true, 'x')");
-    assert_eq!(
-        e.to_string(),
-        "column \"id\" of table \"t\" is of type integer but the value is of type boolean; add a cast"
-    );
-    let e = err(&mut s, "INSERT INTO t (note) VALUES ('no id')");
-    assert!(
-        matches!(e, SqlError::Exec(ExecError::NotNull { .. })),
-        "{e}"
-    );
-    let e = err(&mut s, "INSERT INTO t VALUES ('abc', 'x')");
-    assert_eq!(
-        e.to_string(),
-        "invalid input syntax for type integer: \"abc\""
-    );
-    let e = err(&mut s, "INSERT INTO t VALUES (1, 'x', 3)");
-    assert_eq!(
-        e.to_string(),
-        "INSERT into \"t\" has 3 expressions for 2 target columns"
-    );
-    let e = err(&mut s, "INSERT INTO t (id, id) VALUES (1, 2)");
-    assert!(matches!(e, SqlError::DuplicateColumn { .. }), "{e}");
+    let (_dir, _db, mut s) = session_with_t(method);
+    for (statement, expected) in [
+        ("INSERT INTO t VALUES (true, 'x')", Fails::With("column \"id\" of table \"t\" is of type integer but the value is of type boolean; add a cast")),
+        ("INSERT INTO t (note) VALUES ('no id')", Fails::As(|e| matches!(e, SqlError::Exec(ExecError::NotNull { .. })))),
+        ("INSERT INTO t VALUES ('abc', 'x')", Fails::With("invalid input syntax for type integer: \"abc\"")),
+        ("INSERT INTO t VALUES (1, 'x', 3)", Fails::With("INSERT into \"t\" has 3 expressions for 2 target columns")),
+        ("INSERT INTO t (id, id) VALUES (1, 2)", Fails::As(|e| matches!(e, SqlError::DuplicateColumn { .. }))),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
     run(
         &mut s,
         "INSERT INTO t VALUES ('7', 'literal converted'), (8.4, 'rounded'), (9::bigint, 'bigint')",
@@ -436,86 +452,82 @@ fn type_and_null_errors_name_the_column_and_table(method: IoMethod) {
         rows(&mut s, "SELECT id FROM t ORDER BY id"),
         vec![vec![int(7)], vec![int(8)], vec![int(9)]]
     );
-    let e = err(&mut s, "UPDATE t SET id = NULL WHERE id = 7");
-    assert!(
-        e.to_string()
-            .contains("column \"id\" of table \"t\" violates not-null"),
-        "{e}"
-    );
-    let e = err(&mut s, "UPDATE t SET note = 5");
-    assert!(
-        matches!(e, SqlError::Exec(ExecError::ColumnType { .. })),
-        "{e}"
-    );
-    let e = err(&mut s, "SELECT id + note FROM t");
-    assert!(
-        e.to_string()
-            .starts_with("operator does not exist: integer + text"),
-        "{e}"
-    );
-    let e = err(&mut s, "SELECT * FROM t WHERE id");
-    assert_eq!(
-        e.to_string(),
-        "argument of WHERE must be type boolean, not type integer"
-    );
-    let e = err(&mut s, "SELECT md5(id) FROM t");
-    assert!(
-        e.to_string()
-            .contains("function md5(integer) does not exist"),
-        "{e}"
-    );
-    let e = err(&mut s, "SELECT id FROM t WHERE note = 3");
-    assert!(
-        e.to_string()
-            .starts_with("operator does not exist: text = integer"),
-        "{e}"
-    );
-    let e = err(&mut s, "SELECT 'x'::boolean");
-    assert_eq!(
-        e.to_string(),
-        "invalid input syntax for type boolean: \"x\""
-    );
+    for (statement, expected) in [
+        (
+            "UPDATE t SET id = NULL WHERE id = 7",
+            Fails::Containing("column \"id\" of table \"t\" violates not-null"),
+        ),
+        (
+            "UPDATE t SET note = 5",
+            Fails::As(|e| matches!(e, SqlError::Exec(ExecError::ColumnType { .. }))),
+        ),
+        (
+            "SELECT id + note FROM t",
+            Fails::StartingWith("operator does not exist: integer + text"),
+        ),
+        (
+            "SELECT * FROM t WHERE id",
+            Fails::With("argument of WHERE must be type boolean, not type integer"),
+        ),
+        (
+            "SELECT md5(id) FROM t",
+            Fails::Containing("function md5(integer) does not exist"),
+        ),
+        (
+            "SELECT id FROM t WHERE note = 3",
+            Fails::StartingWith("operator does not exist: text = integer"),
+        ),
+        (
+            "SELECT 'x'::boolean",
+            Fails::With("invalid input syntax for type boolean: \"x\""),
+        ),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
 }
 
 fn unknown_tables_columns_and_functions_are_named(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
-    let e = err(&mut s, "SELECT * FROM missing");
-    assert!(
-        e.to_string()
-            .starts_with("table \"missing\" does not exist"),
-        "{e}"
-    );
-    let e = err(&mut s, "SELECT id,\n  nope FROM t");
-    assert_eq!(
-        e.to_string(),
-        "column \"nope\" does not exist in table \"t\" (at line 2, column 3)"
-    );
-    let e = err(&mut s, "SELECT x.id FROM t");
-    assert!(
-        e.to_string().contains("column \"x.id\" does not exist"),
-        "{e}"
-    );
+    let (_dir, _db, mut s) = session_with_t(method);
+    for (statement, expected) in [
+        (
+            "SELECT * FROM missing",
+            Fails::StartingWith("table \"missing\" does not exist"),
+        ),
+        (
+            "SELECT id,\n  nope FROM t",
+            Fails::With("column \"nope\" does not exist in table \"t\" (at line 2, column 3)"),
+        ),
+        (
+            "SELECT x.id FROM t",
+            Fails::Containing("column \"x.id\" does not exist"),
+        ),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
     assert_eq!(
         rows(&mut s, "SELECT u.id FROM t AS u"),
         Vec::<Vec<Value>>::new()
     );
-    let e = err(&mut s, "SELECT frobnicate(1)");
-    assert!(
-        e.to_string()
-            .starts_with("function frobnicate() does not exist"),
-        "{e}"
-    );
-    let e = err(&mut s, "UPDATE t SET nope = 1");
-    assert!(matches!(e, SqlError::UnknownColumn { .. }), "{e}");
-    let e = err(&mut s, "DELETE FROM missing");
-    assert!(matches!(e, SqlError::UnknownTable { .. }), "{e}");
+    for (statement, expected) in [
+        (
+            "SELECT frobnicate(1)",
+            Fails::StartingWith("function frobnicate() does not exist"),
+        ),
+        (
+            "UPDATE t SET nope = 1",
+            Fails::As(|e| matches!(e, SqlError::UnknownColumn { .. })),
+        ),
+        (
+            "DELETE FROM missing",
+            Fails::As(|e| matches!(e, SqlError::UnknownTable { .. })),
+        ),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
 }
 
 fn arithmetic_errors_are_errors_not_wrong_answers(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, _db, mut s) = new_session(method);
     for (query, message) in [
         ("SELECT 1 / 0", "division by zero"),
         ("SELECT 5 % 0", "division by zero"),
@@ -557,9 +569,7 @@ fn arithmetic_errors_are_errors_not_wrong_answers(method: IoMethod) {
 }
 
 fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, _db, mut s) = session_with_t(method);
     let cases = [
         (
             "SELECT 1;\nSELECT * FROM t JOIN t AS u ON true",
@@ -630,13 +640,19 @@ fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
     assert_eq!(*statement, 2);
     assert!(message.contains("Line: 1, Column: 11"), "{message}");
     // A syntax error anywhere runs nothing.
-    let e = err(&mut s, "INSERT INTO t VALUES (1, 'x'); SELECT (");
-    assert!(matches!(e, SqlError::Syntax { statement: 2, .. }), "{e}");
+    assert_fails(
+        &mut s,
+        "INSERT INTO t VALUES (1, 'x'); SELECT (",
+        Fails::As(|e| matches!(e, SqlError::Syntax { statement: 2, .. })),
+    );
     assert_eq!(count(&mut s, "t"), 0);
     // A chain of operators too long to walk safely is refused, not a
     // stack overflow; one at the limit runs.
-    let e = err(&mut s, &format!("SELECT 1{}", "+1".repeat(50_000)));
-    assert!(matches!(e, SqlError::TooDeep { .. }), "{e}");
+    assert_fails(
+        &mut s,
+        &format!("SELECT 1{}", "+1".repeat(50_000)),
+        Fails::As(|e| matches!(e, SqlError::TooDeep { .. })),
+    );
     let limit = sql::MAX_OPERATOR_DEPTH;
     assert_eq!(
         scalar(&mut s, &format!("SELECT 0{}", "+1".repeat(limit))),
@@ -645,8 +661,7 @@ fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
 }
 
 fn generate_series_builds_tables_with_md5_repeat_and_random(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, _db, mut s) = new_session(method);
     run(&mut s, "CREATE TABLE t (id integer, hash text, pad text)");
     let r = last(
         &mut s,
@@ -728,8 +743,7 @@ fn generate_series_builds_tables_with_md5_repeat_and_random(method: IoMethod) {
 }
 
 fn group_by_order_by_and_limit_give_postgresql_results(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, _db, mut s) = new_session(method);
     run(
         &mut s,
         "CREATE TABLE m (k integer, v integer, d double precision, name text);
@@ -846,42 +860,28 @@ fn group_by_order_by_and_limit_give_postgresql_results(method: IoMethod) {
         Vec::<Vec<Value>>::new()
     );
     assert_eq!(last(&mut s, "SELECT * FROM m LIMIT 0").tag, "SELECT 0");
-    let e = err(&mut s, "SELECT k, v FROM m GROUP BY k");
-    assert_eq!(
-        e.to_string(),
-        "column \"v\" must appear in the GROUP BY clause or be used in an aggregate function (at line 1, column 11)"
-    );
-    let e = err(&mut s, "SELECT k FROM m ORDER BY 5");
-    assert_eq!(
-        e.to_string(),
-        "ORDER BY position 5 is not in the select list (it has 1 columns)"
-    );
-    let e = err(&mut s, "SELECT k, count(*) FROM m GROUP BY 3");
-    assert!(
-        matches!(
-            e,
-            SqlError::BadPosition {
-                clause: "GROUP BY",
-                ..
-            }
-        ),
-        "{e}"
-    );
-    let e = err(&mut s, "SELECT k FROM m LIMIT -1");
-    assert!(matches!(e, SqlError::BadLimit { .. }), "{e}");
-    let e = err(&mut s, "SELECT k FROM m WHERE count(*) > 1");
-    assert!(
-        e.to_string()
-            .starts_with("aggregate functions are not allowed in WHERE"),
-        "{e}"
-    );
-    let e = err(&mut s, "SELECT sum(count(*)) FROM m");
-    assert!(matches!(e, SqlError::AggregateNotAllowed { .. }), "{e}");
+    for (statement, expected) in [
+        ("SELECT k, v FROM m GROUP BY k", Fails::With("column \"v\" must appear in the GROUP BY clause or be used in an aggregate function (at line 1, column 11)")),
+        ("SELECT k FROM m ORDER BY 5", Fails::With("ORDER BY position 5 is not in the select list (it has 1 columns)")),
+        ("SELECT k, count(*) FROM m GROUP BY 3", Fails::As(|e| {
+            matches!(
+                e,
+                SqlError::BadPosition {
+                    clause: "GROUP BY",
+                    ..
+                }
+            )
+        })),
+        ("SELECT k FROM m LIMIT -1", Fails::As(|e| matches!(e, SqlError::BadLimit { .. }))),
+        ("SELECT k FROM m WHERE count(*) > 1", Fails::StartingWith("aggregate functions are not allowed in WHERE")),
+        ("SELECT sum(count(*)) FROM m", Fails::As(|e| matches!(e, SqlError::AggregateNotAllowed { .. }))),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
 }
 
 fn where_supports_comparisons_logic_lists_ranges_nulls_and_like(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, _db, mut s) = new_session(method);
     run(
         &mut s,
         "CREATE TABLE w (id integer, name text, flag boolean);
@@ -923,9 +923,7 @@ fn where_supports_comparisons_logic_lists_ranges_nulls_and_like(method: IoMethod
 }
 
 fn update_and_delete_change_the_rows_they_match(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, _db, mut s) = session_with_t(method);
     run(
         &mut s,
         "INSERT INTO t SELECT i, 'n' || i FROM generate_series(1, 1000) i",
@@ -980,9 +978,7 @@ fn update_and_delete_change_the_rows_they_match(method: IoMethod) {
 }
 
 fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, _db, mut s) = session_with_t(method);
     run(
         &mut s,
         "INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 5000) i",
@@ -1085,14 +1081,15 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
         5000,
         "EXPLAIN without ANALYZE deleted nothing"
     );
-    let e = err(&mut s, "EXPLAIN (IO) SELECT 1");
-    assert_eq!(e.to_string(), "EXPLAIN option IO requires ANALYZE");
+    assert_fails(
+        &mut s,
+        "EXPLAIN (IO) SELECT 1",
+        Fails::With("EXPLAIN option IO requires ANALYZE"),
+    );
 }
 
 fn system_views_return_the_engines_state(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, db, mut s) = session_with_t(method);
     run(
         &mut s,
         "INSERT INTO t SELECT i, 'x' FROM generate_series(1, 3000) i; CHECKPOINT",
@@ -1161,7 +1158,7 @@ fn system_views_return_the_engines_state(method: IoMethod) {
     );
     let pool = rows(
         &mut s,
-        "SELECT method, hits >= 0, reads > 0, writes > 0 FROM stat_io WHERE source = 'buffer pool'",
+        "SELECT method, hits > 0, reads > 0, writes > 0 FROM stat_io WHERE source = 'buffer pool'",
     );
     assert_eq!(
         pool,
@@ -1193,9 +1190,7 @@ fn system_views_return_the_engines_state(method: IoMethod) {
 }
 
 fn prewarm_evict_and_read_stream_for_blocks_act_on_the_pool(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, db, mut s) = session_with_t(method);
     run(
         &mut s,
         "INSERT INTO t SELECT i, repeat('y', 500) FROM generate_series(1, 300) i; CHECKPOINT",
@@ -1250,27 +1245,31 @@ fn prewarm_evict_and_read_stream_for_blocks_act_on_the_pool(method: IoMethod) {
         (get(&r, "blocks"), get(&r, "hits"), get(&r, "reads")),
         (big(3), big(3), big(0))
     );
-    let e = err(
-        &mut s,
-        &format!("SELECT read_stream_for_blocks('t', ARRAY[0, {nblocks}])"),
-    );
-    assert_eq!(
-        e.to_string(),
-        format!("block {nblocks} is beyond the end of table \"t\", which has {nblocks} blocks")
-    );
-    let e = err(&mut s, "SELECT prewarm('missing')");
-    assert!(matches!(e, SqlError::UnknownTable { .. }), "{e}");
-    let e = err(&mut s, "SELECT prewarm(1)");
-    assert!(e.to_string().contains("prewarm('table')"), "{e}");
-    let e = err(&mut s, "SELECT id, prewarm('t') FROM t");
-    assert!(matches!(e, SqlError::UtilityPlacement { .. }), "{e}");
-    let e = err(&mut s, "SELECT 1 + read_stream_for_blocks('t', ARRAY[0])");
-    assert!(matches!(e, SqlError::UtilityPlacement { .. }), "{e}");
+    let past_the_end = format!("SELECT read_stream_for_blocks('t', ARRAY[0, {nblocks}])");
+    let beyond =
+        format!("block {nblocks} is beyond the end of table \"t\", which has {nblocks} blocks");
+    for (statement, expected) in [
+        (past_the_end.as_str(), Fails::With(&beyond)),
+        (
+            "SELECT prewarm('missing')",
+            Fails::As(|e| matches!(e, SqlError::UnknownTable { .. })),
+        ),
+        ("SELECT prewarm(1)", Fails::Containing("prewarm('table')")),
+        (
+            "SELECT id, prewarm('t') FROM t",
+            Fails::As(|e| matches!(e, SqlError::UtilityPlacement { .. })),
+        ),
+        (
+            "SELECT 1 + read_stream_for_blocks('t', ARRAY[0])",
+            Fails::As(|e| matches!(e, SqlError::UtilityPlacement { .. })),
+        ),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
 }
 
 fn set_show_and_reset_change_session_settings(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, db, mut s) = new_session(method);
     let mut other = db.session().unwrap();
     assert_eq!(last(&mut s, "SET io_combine_limit = 4").tag, "SET");
     assert_eq!(
@@ -1308,22 +1307,26 @@ fn set_show_and_reset_change_session_settings(method: IoMethod) {
         "SET io_combine_limit = 2; SET io_combine_limit TO DEFAULT",
     );
     assert_eq!(scalar(&mut s, "SHOW io_combine_limit"), text("16"));
-    let e = err(&mut s, "SET io_method = sync");
-    assert!(e.to_string().contains("can only be set at start-up"), "{e}");
-    let e = err(&mut s, "SET io_combine_limit = 1000");
-    assert!(
-        e.to_string()
-            .contains("invalid value \"1000\" for setting \"io_combine_limit\""),
-        "{e}"
-    );
-    let e = err(&mut s, "SHOW nonexistent");
-    assert!(
-        e.to_string()
-            .contains("unrecognized setting \"nonexistent\""),
-        "{e}"
-    );
-    let e = err(&mut s, "SET LOCAL io_combine_limit = 2");
-    assert!(matches!(e, SqlError::Unsupported { .. }), "{e}");
+    for (statement, expected) in [
+        (
+            "SET io_method = sync",
+            Fails::Containing("can only be set at start-up"),
+        ),
+        (
+            "SET io_combine_limit = 1000",
+            Fails::Containing("invalid value \"1000\" for setting \"io_combine_limit\""),
+        ),
+        (
+            "SHOW nonexistent",
+            Fails::Containing("unrecognized setting \"nonexistent\""),
+        ),
+        (
+            "SET LOCAL io_combine_limit = 2",
+            Fails::As(|e| matches!(e, SqlError::Unsupported { .. })),
+        ),
+    ] {
+        assert_fails(&mut s, statement, expected);
+    }
 }
 
 fn repeatable_read_keeps_its_snapshot_and_read_committed_does_not(method: IoMethod) {
@@ -1427,9 +1430,7 @@ fn a_sequential_scan_reads_the_same_rows_with_and_without_direct_io(method: IoMe
 }
 
 fn vacuum_removes_dead_rows_and_checkpoint_writes_back(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    create_t(&mut s);
+    let (_dir, _db, mut s) = session_with_t(method);
     run(
         &mut s,
         "CREATE TABLE other (x int); INSERT INTO t SELECT i, 'v' FROM generate_series(1, 2000) i",
@@ -1446,16 +1447,20 @@ fn vacuum_removes_dead_rows_and_checkpoint_writes_back(method: IoMethod) {
     let r = last(&mut s, "VACUUM");
     assert_eq!(r.notices.len(), 2, "every table: {:?}", r.notices);
     assert_eq!(count(&mut s, "t"), 1500);
-    let e = err(&mut s, "VACUUM missing");
-    assert!(matches!(e, SqlError::UnknownTable { .. }), "{e}");
+    assert_fails(
+        &mut s,
+        "VACUUM missing",
+        Fails::As(|e| matches!(e, SqlError::UnknownTable { .. })),
+    );
+    let dirty_before = scalar(&mut s, "SELECT count(*) FROM buffers WHERE dirty");
+    assert_ne!(dirty_before, big(0), "VACUUM left pages to write");
     assert_eq!(last(&mut s, "CHECKPOINT").tag, "CHECKPOINT");
     let dirty = scalar(&mut s, "SELECT count(*) FROM buffers WHERE dirty");
     assert_eq!(dirty, big(0), "CHECKPOINT wrote every dirty buffer");
 }
 
 fn results_print_as_tables_and_csv(method: IoMethod) {
-    let (_dir, db) = new_db(method);
-    let mut s = db.session().unwrap();
+    let (_dir, _db, mut s) = new_session(method);
     let results = run(
         &mut s,
         "CREATE TABLE p (id int, note text, ok boolean);
@@ -1817,6 +1822,29 @@ const FUZZ_TOKENS: &[&str] = &[
     "io_combine_limit",
 ];
 
+/// A result is well formed: every row has a value per column, a SELECT's
+/// tag counts its rows, and it formats as a table and as CSV.
+fn check_result_shape(text: &str, r: &StatementResult) {
+    for row in &r.rows {
+        assert_eq!(row.len(), r.columns.len(), "{text}: {r:?}");
+    }
+    if r.tag.starts_with("SELECT") {
+        assert_eq!(r.tag, format!("SELECT {}", r.rows.len()), "{text}");
+    }
+    let table = format_table(r);
+    assert!(table.ends_with('\n'), "{text}: {table:?}");
+    let csv = format_csv(r);
+    assert_eq!(
+        csv.lines().count(),
+        if r.returns_rows() {
+            r.rows.len() + 1
+        } else {
+            0
+        },
+        "{text}: {csv:?}"
+    );
+}
+
 thread_local! {
     /// The fuzz test's database: (session, database, directory), dropped
     /// in that order.
@@ -1839,15 +1867,26 @@ proptest::proptest! {
                              INSERT INTO t SELECT i, md5(i::text) FROM generate_series(1, 20) i");
                 (s, db, dir)
             });
-            // Start each case outside any block, with the table there.
-            let _ = sql::execute(s, "ROLLBACK");
-            let _ = sql::execute(s, "CREATE TABLE IF NOT EXISTS t (id integer, note text)");
+            // Start each case outside any block, with the table there:
+            // whatever the last case did, these work.
+            run(s, "ROLLBACK");
+            run(s, "CREATE TABLE IF NOT EXISTS t (id integer, note text)");
             let text = statements.join(";\n");
-            if let Ok(results) = sql::execute(s, &text) {
-                for r in &results {
-                    // Formatting any result works too.
-                    let _ = (format_table(r), format_csv(r));
+            match sql::execute(s, &text) {
+                Ok(results) => {
+                    for r in &results {
+                        check_result_shape(&text, r);
+                    }
                 }
+                // An error of the statement, never one of the storage below.
+                Err(e) => assert!(
+                    !matches!(
+                        e,
+                        SqlError::Exec(ExecError::Buffer(_) | ExecError::Storage(_))
+                            | SqlError::Database(_)
+                    ),
+                    "{text}: {e}"
+                ),
             }
         });
     }

@@ -6,26 +6,37 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use aiostore::aio::{Aio, AioConfig};
-use aiostore::buffer::{BufferPool, BufferSession, PoolConfig, SessionSettings};
+use aiostore::buffer::{BufferId, BufferPool, BufferSession, PoolConfig, ReadOp, SessionSettings};
 use aiostore::config::IoMethod;
-use aiostore::inject::BEFORE_COMPLETE_SHARED;
+use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
 use aiostore::page::{add_item, init_page, item, set_checksum, PageBytes};
 use aiostore::storage::{AlignedBuf, Fork, SegmentFile, Smgr, BLOCK_SIZE};
 use std::collections::VecDeque;
 
 /// Runs each named test function once per I/O method, as
-/// `sync::name`, `worker::name` and `io_uring::name`.
+/// `sync::name`, `worker::name` and `io_uring::name`. Scenarios that
+/// cannot exist under some method are listed after `; not sync:` (an I/O
+/// that stays in flight: sync I/O never does) or `; worker only:` (I/O
+/// workers' own behaviour), so that no method gets a test that passes
+/// without checking anything.
 #[macro_export]
 macro_rules! for_each_method {
-    ($($name:ident),* $(,)?) => {
+    (
+        $($name:ident),* $(,)?
+        $(; not sync: $($async_name:ident),* $(,)?)?
+        $(; worker only: $($worker_name:ident),* $(,)?)?
+    ) => {
         mod sync {
             $( #[test] fn $name() { super::$name(aiostore::config::IoMethod::Sync) } )*
         }
         mod worker {
             $( #[test] fn $name() { super::$name(aiostore::config::IoMethod::Worker) } )*
+            $($( #[test] fn $async_name() { super::$async_name(aiostore::config::IoMethod::Worker) } )*)?
+            $($( #[test] fn $worker_name() { super::$worker_name(aiostore::config::IoMethod::Worker) } )*)?
         }
         mod io_uring {
             $( #[test] fn $name() { super::$name(aiostore::config::IoMethod::IoUring) } )*
+            $($( #[test] fn $async_name() { super::$async_name(aiostore::config::IoMethod::IoUring) } )*)?
         }
     };
 }
@@ -205,6 +216,22 @@ pub fn check(s: &BufferSession, id: u32, blkno: u32) {
     });
 }
 
+/// Runs `work` in `sessions` threads at once, each with a buffer session of
+/// its own and its index (to seed its random choices); returns when all
+/// have finished, and fails if any did.
+pub fn in_concurrent_sessions(
+    db: &Db,
+    sessions: u64,
+    work: impl Fn(&mut BufferSession, u64) + Sync,
+) {
+    std::thread::scope(|scope| {
+        for index in 0..sessions {
+            let work = &work;
+            scope.spawn(move || work(&mut session(db), index));
+        }
+    });
+}
+
 /// Overwrites block `blkno` on disk (behind the pool's back).
 pub fn write_raw(db: &Db, blkno: u32, page: &PageBytes) {
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
@@ -213,6 +240,33 @@ pub fn write_raw(db: &Db, blkno: u32, page: &PageBytes) {
         .relation(REL)
         .extend(Fork::Main, blkno, &buf)
         .unwrap();
+}
+
+/// Starts a read of up to `max_blocks` blocks of [`REL`] from
+/// `first_block`, with no strategy and default flags.
+pub fn start_read_buffers(
+    s: &mut BufferSession,
+    first_block: u32,
+    max_blocks: usize,
+    forwarded: &mut VecDeque<BufferId>,
+) -> ReadOp {
+    s.start_read_buffers(
+        REL,
+        Fork::Main,
+        first_block,
+        max_blocks,
+        forwarded,
+        None,
+        Default::default(),
+    )
+    .unwrap()
+}
+
+/// Releases the pins of a read's buffers.
+pub fn release_op(s: &mut BufferSession, op: &mut ReadOp) {
+    for id in op.buffers.drain(..) {
+        s.release(id);
+    }
 }
 
 pub type HeldRead = (
@@ -226,32 +280,21 @@ pub type HeldRead = (
 /// `None` if the worker queue was busy and A executed the read itself
 /// (then parked in its own thread): the caller tries again.
 pub fn held_read(db: &Db, method: IoMethod, block: u32) -> Option<HeldRead> {
+    assert_ne!(method, IoMethod::Sync, "a sync read is never in flight");
     let pool = Arc::clone(&db.pool);
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let a = std::thread::spawn(move || {
         let mut a = pool.session(SessionSettings::default()).unwrap();
         let mut fwd = VecDeque::new();
-        let mut op = a
-            .start_read_buffers(
-                REL,
-                Fork::Main,
-                block,
-                1,
-                &mut fwd,
-                None,
-                Default::default(),
-            )
-            .unwrap();
+        let mut op = start_read_buffers(&mut a, block, 1, &mut fwd);
         started_tx.send(()).unwrap();
         go_rx.recv().unwrap();
         let r = a
             .wait_read_buffers(&mut op)
             .map(|_| ())
             .map_err(|e| e.to_string());
-        for id in op.buffers.drain(..) {
-            a.release(id);
-        }
+        release_op(&mut a, &mut op);
         r
     });
     if method == IoMethod::Worker {
@@ -263,10 +306,49 @@ pub fn held_read(db: &Db, method: IoMethod, block: u32) -> Option<HeldRead> {
             db.aio.injections().release(BEFORE_COMPLETE_SHARED);
             started_rx.recv().unwrap();
             go_tx.send(()).unwrap();
-            a.join().unwrap().unwrap();
+            // This read is not the scenario's (an injected error may fail
+            // it, as it should): only A's thread must end cleanly.
+            let _ = a.join().expect("session A's thread");
             return None;
         }
     }
     started_rx.recv().unwrap();
+    assert!(
+        db.pool
+            .contents()
+            .iter()
+            .any(|row| row.tag.block == block && row.io_in_progress),
+        "A's read of block {block} is in progress"
+    );
     Some((a, go_tx))
+}
+
+/// How often [`hold_read`] tries before giving up: each try fails only if
+/// the worker queue's lock was contended at that moment.
+pub const HOLD_READ_ATTEMPTS: usize = 100;
+
+/// [`held_read`] until it holds a read: attaches `injection` at the
+/// completion point before each try, and evicts the relation after a try
+/// whose read A executed itself.
+pub fn hold_read(db: &Db, method: IoMethod, block: u32, injection: Injection) -> HeldRead {
+    for _ in 0..HOLD_READ_ATTEMPTS {
+        db.aio
+            .injections()
+            .attach(BEFORE_COMPLETE_SHARED, injection.clone());
+        if let Some(held) = held_read(db, method, block) {
+            return held;
+        }
+        session(db).evict_relation(REL).unwrap();
+    }
+    panic!("the read of block {block} never reached an I/O worker in {HOLD_READ_ATTEMPTS} tries");
+}
+
+/// Releases the thread parked at the completion point as soon as there is
+/// one (under io_uring, whoever reaps the held read parks there).
+pub fn release_when_parked(aio: &Arc<Aio>) -> std::thread::JoinHandle<()> {
+    let aio = Arc::clone(aio);
+    std::thread::spawn(move || {
+        assert!(aio.injections().wait_until_parked(BEFORE_COMPLETE_SHARED));
+        aio.injections().release(BEFORE_COMPLETE_SHARED);
+    })
 }
