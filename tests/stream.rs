@@ -334,7 +334,7 @@ fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
 fn a_bulk_read_stream_stays_inside_its_ring(method: IoMethod) {
     let db = db(method, 200, 512);
     let mut s = session(&db);
-    let ring = Strategy::new(StrategyKind::BulkRead, db.pool.nbuffers());
+    let ring = Strategy::new(StrategyKind::BulkRead, db.pool.nbuffers(), 0);
     let ring_size = ring.size();
     let handed_out = Cell::new(0);
     let sequential = StreamFlags {
@@ -349,6 +349,36 @@ fn a_bulk_read_stream_stays_inside_its_ring(method: IoMethod) {
     assert!(
         used <= ring_size,
         "{used} buffers used by a ring of {ring_size}"
+    );
+}
+
+fn a_ring_sized_for_the_look_ahead_keeps_several_reads_in_flight(method: IoMethod) {
+    let db = db(method, 600, 4096);
+    let sequential = StreamFlags {
+        sequential: true,
+        ..Default::default()
+    };
+    let in_flight = |look_ahead: usize| {
+        let mut s = session(&db);
+        s.evict_relation(REL).unwrap();
+        let ring = Strategy::new(StrategyKind::BulkRead, db.pool.nbuffers(), look_ahead);
+        let ring_size = ring.size();
+        let handed_out = Cell::new(0);
+        let mut stream = sequence_stream(&s, 600, sequential, Some(ring), &handed_out);
+        let out = take(&mut stream, &mut s, usize::MAX);
+        let stats = stream.end(&mut s);
+        assert_eq!(out, (0..600).collect::<Vec<_>>());
+        (ring_size, stats.avg_in_flight())
+    };
+    // PostgreSQL's 256 KiB ring holds two 16-block reads: one in flight.
+    let (small, small_in_flight) = in_flight(0);
+    assert_eq!(small, 32);
+    let look_ahead = StreamLimits::default().look_ahead_blocks(false, 16);
+    let (large, large_in_flight) = in_flight(look_ahead);
+    assert_eq!(large, look_ahead + 1);
+    assert!(
+        large_in_flight > 2.0 * small_in_flight,
+        "in flight: {large_in_flight} with a ring of {large}, {small_in_flight} with {small}"
     );
 }
 
@@ -489,6 +519,7 @@ fn a_shortened_advised_read_is_finished_by_another_read(method: IoMethod) {
 }
 
 for_each_method!(
+    a_ring_sized_for_the_look_ahead_keeps_several_reads_in_flight,
     a_repeat_consumed_before_its_run_is_read_leaves_no_pin_behind,
     advice_is_given_only_where_reads_cannot_overlap,
     a_shortened_advised_read_is_finished_by_another_read,

@@ -150,14 +150,22 @@ pub struct Strategy {
 }
 
 impl Strategy {
-    /// A ring of the kind's size, at most an eighth of the pool.
-    pub fn new(kind: StrategyKind, nbuffers: u32) -> Strategy {
+    /// A ring of the kind's size, or of `look_ahead + 1` buffers if that
+    /// is more, at most an eighth of the pool. `look_ahead` is what a read
+    /// stream using the ring pins ahead of its consumer (0 for writes): a
+    /// 256 KiB ring holds two 128 KiB reads, so a stream in it could keep
+    /// only one read in flight. PostgreSQL 18 grows its bulk-read ring with
+    /// io_combine_limit and effective_io_concurrency for the same reason.
+    pub fn new(kind: StrategyKind, nbuffers: u32, look_ahead: usize) -> Strategy {
         let bytes = match kind {
             StrategyKind::BulkRead => BULK_READ_RING_BYTES,
             StrategyKind::BulkWrite => BULK_WRITE_RING_BYTES,
             StrategyKind::Vacuum => VACUUM_RING_BYTES,
         };
-        let size = (bytes / BLOCK_SIZE).min(nbuffers as usize / 8).max(1);
+        let size = (bytes / BLOCK_SIZE)
+            .max(look_ahead + 1)
+            .min(nbuffers as usize / 8)
+            .max(1);
         Strategy {
             kind,
             ring: vec![None; size],

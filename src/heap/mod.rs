@@ -266,7 +266,7 @@ impl InsertState {
     pub fn bulk(nbuffers: u32) -> InsertState {
         InsertState {
             current: None,
-            strategy: Some(Strategy::new(StrategyKind::BulkWrite, nbuffers)),
+            strategy: Some(Strategy::new(StrategyKind::BulkWrite, nbuffers, 0)),
         }
     }
 
@@ -540,7 +540,8 @@ impl Heap {
         mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
     ) -> Result<ScanStats, HeapError> {
         let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
-        let strategy = Strategy::new(StrategyKind::BulkRead, s.pool().nbuffers());
+        let look_ahead = limits.look_ahead_blocks(false, s.settings.io_combine_limit);
+        let strategy = Strategy::new(StrategyKind::BulkRead, s.pool().nbuffers(), look_ahead);
         let mut next = 0u32;
         let mut stream = ReadStream::begin(
             s,
@@ -622,7 +623,8 @@ impl Heap {
             pages_skipped: skip.iter().filter(|&&b| b).count() as u32,
             ..Default::default()
         };
-        let strategy = Strategy::new(StrategyKind::Vacuum, s.pool().nbuffers());
+        let look_ahead = limits.look_ahead_blocks(true, s.settings.io_combine_limit);
+        let strategy = Strategy::new(StrategyKind::Vacuum, s.pool().nbuffers(), look_ahead);
         let mut next = 0u32;
         let mut stream = ReadStream::begin(
             s,

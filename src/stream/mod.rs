@@ -69,6 +69,21 @@ pub struct StreamLimits {
     pub maintenance_io_concurrency: usize,
 }
 
+impl StreamLimits {
+    /// Most buffers a stream with these limits pins ahead of its consumer:
+    /// `(max_ios + 1) × io_combine_limit`, `max_ios` being the concurrency
+    /// (`maintenance` picks which) or 1 when it is 0. A strategy ring for a
+    /// stream should hold this many and one more (see `Strategy::new`).
+    pub fn look_ahead_blocks(&self, maintenance: bool, io_combine_limit: usize) -> usize {
+        let concurrency = if maintenance {
+            self.maintenance_io_concurrency
+        } else {
+            self.effective_io_concurrency
+        };
+        (concurrency.max(1) + 1) * io_combine_limit.max(1)
+    }
+}
+
 impl Default for StreamLimits {
     fn default() -> Self {
         StreamLimits {
@@ -214,6 +229,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         };
         let max_ios = concurrency.max(1);
         let io_combine_limit = session.settings.io_combine_limit.max(1);
+        let look_ahead = limits.look_ahead_blocks(flags.maintenance, io_combine_limit);
         // Leave one pin for the buffer the consumer holds while we look
         // ahead, and one ring slot likewise, so that a ring's oldest buffer
         // is free again by the time the ring comes round to it.
@@ -222,7 +238,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             .pin_limit()
             .saturating_sub(session.pinned_count() + 1)
             .max(1);
-        let mut max_pinned = ((max_ios + 1) * io_combine_limit).min(pin_room);
+        let mut max_pinned = look_ahead.min(pin_room);
         if let Some(ring) = &strategy {
             max_pinned = max_pinned.min(ring.size().saturating_sub(1)).max(1);
         }
