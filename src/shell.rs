@@ -2,12 +2,16 @@
 //! results, and the interactive prompt (history, multi-line statements,
 //! `\timing`, `\d`, `\d t`, `\q`).
 
-use std::io::Write;
+use std::cell::{Cell, RefCell};
+use std::io::{BufRead, IsTerminal, Read, Write};
 use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Instant;
 
 use aiostore::database::{Database, Session};
-use aiostore::sql::{format_csv, format_table, StatementResult};
+use aiostore::exec::{Progress, ProgressUnit};
+use aiostore::sql::{format_csv, format_table, StatementIo, StatementResult};
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,22 +53,170 @@ fn run_in(
 ) -> Result<bool, String> {
     let started = Instant::now();
     let mut failed = None;
-    let result = aiostore::sql::execute_each(s, text, |r| {
-        if let Err(e) = print_result(out, &r, how) {
+    // COPY … TO STDOUT writes between the results, to the same output.
+    let out = RefCell::new(out);
+    let copied = Cell::new(false);
+    let mut copy_out = SharedOutput {
+        out: &out,
+        used: &copied,
+    };
+    let mut stdin = CopyInput::new();
+    let mut progress = TerminalProgress::new();
+    let mut io = StatementIo {
+        stdin: Some(&mut stdin),
+        stdout: Some(&mut copy_out),
+        progress: Some(&mut progress),
+    };
+    let result = aiostore::sql::execute_each(s, text, &mut io, |r| {
+        // After COPY … TO STDOUT the output is data: its "COPY n" goes to
+        // standard error, so that `aiostore sql "COPY …" > file` gives a
+        // clean file.
+        let printed = if copied.replace(false) {
+            print_result(&mut std::io::stderr(), &r, how)
+        } else {
+            print_result(*out.borrow_mut(), &r, how)
+        };
+        if let Err(e) = printed {
             failed = Some(e.to_string());
         }
     });
     if let Some(e) = failed {
         return Err(e);
     }
+    let out = out.into_inner();
     if timing {
         let _ = writeln!(out, "Time: {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
     }
+    let _ = out.flush();
     match result {
         Ok(_) => Ok(true),
         Err(e) => {
             eprintln!("ERROR:  {e}");
             Ok(false)
+        }
+    }
+}
+
+/// The shell's output, lent to COPY … TO STDOUT between results; `used`
+/// says a COPY wrote (or flushed) it.
+struct SharedOutput<'a, 'o> {
+    out: &'a RefCell<&'o mut dyn Write>,
+    used: &'a Cell<bool>,
+}
+
+impl Write for SharedOutput<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.used.set(true);
+        self.out.borrow_mut().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.used.set(true);
+        self.out.borrow_mut().flush()
+    }
+}
+
+/// Standard input for COPY … FROM STDIN; on a terminal, says how to end
+/// the data (as psql does) when a COPY first reads it.
+struct CopyInput {
+    stdin: std::io::StdinLock<'static>,
+    told: bool,
+}
+
+impl CopyInput {
+    fn new() -> CopyInput {
+        CopyInput {
+            stdin: std::io::stdin().lock(),
+            told: false,
+        }
+    }
+
+    fn tell(&mut self) {
+        if !self.told && self.stdin.is_terminal() {
+            eprintln!("Enter data to be copied followed by a newline.\nEnd with a backslash and a period on a line by itself, or an EOF signal.");
+        }
+        self.told = true;
+    }
+}
+
+impl Read for CopyInput {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.tell();
+        self.stdin.read(buf)
+    }
+}
+
+impl BufRead for CopyInput {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.tell();
+        self.stdin.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.stdin.consume(amount)
+    }
+}
+
+/// A progress bar on standard error, drawn only when it is a terminal
+/// (so that scripts and pipes get no control characters).
+struct TerminalProgress {
+    bar: Option<ProgressBar>,
+    enabled: bool,
+}
+
+impl TerminalProgress {
+    fn new() -> TerminalProgress {
+        TerminalProgress {
+            bar: None,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+impl Progress for TerminalProgress {
+    fn begin(&mut self, task: &str, total: Option<u64>, unit: ProgressUnit) {
+        if !self.enabled {
+            return;
+        }
+        let (amount, rate) = match unit {
+            ProgressUnit::Bytes => ("{bytes}/{total_bytes}", "{bytes_per_sec}"),
+            ProgressUnit::Blocks => ("{human_pos}/{human_len} blocks", "{per_sec}"),
+        };
+        let bar = match total {
+            Some(total) => {
+                let template = format!("{{msg}} [{{bar:30}}] {amount} {rate}, {{eta}} left");
+                let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+                bar.set_style(
+                    ProgressStyle::with_template(&template)
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                );
+                bar
+            }
+            None => {
+                let amount = amount.split('/').next().unwrap_or("{pos}");
+                let template = format!("{{spinner}} {{msg}} {amount} {rate}");
+                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                bar.set_style(
+                    ProgressStyle::with_template(&template)
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar
+            }
+        };
+        bar.set_message(task.to_string());
+        self.bar = Some(bar);
+    }
+
+    fn update(&mut self, done: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+        }
+    }
+
+    fn end(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
         }
     }
 }

@@ -35,3 +35,56 @@ fn init_creates_a_directory_once_and_the_utilities_name_what_is_wrong() {
     let (ok, text) = aiostore(&dir, &["read-blocks", "t", "1,x"]);
     assert!(!ok && text.contains("\"x\" in the block list"), "{text}");
 }
+
+/// Runs `aiostore sql text` with `input` on standard input; returns
+/// success, standard output and standard error.
+fn sql_with_input(dir: &std::path::Path, text: &str, input: &[u8]) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aiostore"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["sql", text])
+        .env_remove("AIOSTORE_DATA")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn copy_reads_standard_input_and_writes_clean_standard_output() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    assert!(aiostore(&dir, &["init"]).0);
+    let (ok, out, err) = sql_with_input(
+        &dir,
+        "CREATE TABLE t (id integer, note text); COPY t FROM STDIN (FORMAT csv, HEADER); VACUUM t",
+        b"id,note\n1,\"a,b\"\n2,\n",
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, "CREATE TABLE\nCOPY 2\nVACUUM\n");
+    // Not a terminal: no progress bar, only the vacuum report.
+    assert!(
+        err.starts_with("NOTICE:  INFO: table \"t\"") && !err.contains('\x1b'),
+        "{err:?}"
+    );
+    // The data alone on standard output; its "COPY n" on standard error.
+    let (ok, out, err) = sql_with_input(&dir, "COPY t TO STDOUT (FORMAT csv)", b"");
+    assert!(ok, "{err}");
+    assert_eq!(out, "1,\"a,b\"\n2,\n");
+    assert_eq!(err, "COPY 2\n");
+    let (ok, out, err) = sql_with_input(&dir, "COPY t FROM STDIN (FORMAT csv)", b"3,c\nx,d\n");
+    assert!(!ok && out.is_empty());
+    assert_eq!(
+        err,
+        "ERROR:  COPY t, line 2, column id: invalid input syntax for type integer: \"x\"\n"
+    );
+}

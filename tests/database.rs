@@ -110,15 +110,22 @@ fn ids(s: &mut Session) -> Vec<i32> {
     let mut out = Vec::new();
     let limits = s.stream_limits();
     db.heap()
-        .scan(&mut s.buf, &table.heap, snap.get(), limits, |_, t| {
-            let mut v = Vec::new();
-            decode(&table.heap.types, t, &[true, false], &mut v).unwrap();
-            match v[0] {
-                Value::Integer(id) => out.push(id),
-                ref other => panic!("{other:?}"),
-            }
-            ScanControl::Continue
-        })
+        .scan(
+            &mut s.buf,
+            &table.heap,
+            snap.get(),
+            limits,
+            |_, t| {
+                let mut v = Vec::new();
+                decode(&table.heap.types, t, &[true, false], &mut v).unwrap();
+                match v[0] {
+                    Value::Integer(id) => out.push(id),
+                    ref other => panic!("{other:?}"),
+                }
+                ScanControl::Continue
+            },
+            || ScanControl::Continue,
+        )
         .unwrap();
     drop(snap);
     s.end_statement(true).unwrap();
@@ -230,7 +237,10 @@ fn vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see(method: 
     other.begin(Isolation::ReadCommitted).unwrap();
     let last = insert(&mut other, [5000])[0].block;
     let limits = s.stream_limits();
-    let report = db.heap().vacuum(&mut s.buf, &table.heap, limits).unwrap();
+    let report = db
+        .heap()
+        .vacuum(&mut s.buf, &table.heap, limits, &mut |_, _| {})
+        .unwrap();
     assert_eq!(report.tuples_removed, 100);
     assert_eq!(report.tuples_kept, 1901);
     assert_eq!(report.pages_set_all_visible, report.pages - 1, "{report:?}");
@@ -242,7 +252,10 @@ fn vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see(method: 
     left.push(5000);
     assert_eq!(ids(&mut s), left);
     // A second vacuum skips the all-visible pages; a change clears a bit.
-    let report = db.heap().vacuum(&mut s.buf, &table.heap, limits).unwrap();
+    let report = db
+        .heap()
+        .vacuum(&mut s.buf, &table.heap, limits, &mut |_, _| {})
+        .unwrap();
     assert_eq!(report.pages_skipped, report.pages - 1, "{report:?}");
     delete(&mut s, [Tid { block: 1, index: 0 }]);
     let bits =
@@ -269,7 +282,9 @@ fn a_row_inserted_while_vacuum_decides_keeps_the_page_from_being_all_visible(met
             let mut s = db.session().unwrap();
             let table = db.catalog().table("t").unwrap();
             let limits = s.stream_limits();
-            db.heap().vacuum(&mut s.buf, &table.heap, limits).unwrap()
+            db.heap()
+                .vacuum(&mut s.buf, &table.heap, limits, &mut |_, _| {})
+                .unwrap()
         })
     };
     assert!(db.aio().injections().wait_until_parked(point));

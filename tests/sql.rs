@@ -11,9 +11,11 @@ use std::sync::Arc;
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session, XactError};
 use aiostore::exec::ExecError;
+use aiostore::exec::{Progress, ProgressUnit};
 use aiostore::heap::{HeapError, Value};
 use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
-use aiostore::sql::{self, format_csv, format_table, SqlError, StatementResult};
+use aiostore::sql::{self, format_csv, format_table, SqlError, StatementIo, StatementResult};
+use aiostore::storage::Fork;
 use common::temp_dir;
 use proptest::prelude::{any, prop_oneof, Just, Strategy};
 use proptest::sample::select;
@@ -592,8 +594,8 @@ fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
             "SELECT DISTINCT is not supported; use GROUP BY",
         ),
         (
-            "COPY t TO STDOUT",
-            "in statement 1 at line 1, column 1: COPY is not supported",
+            "COPY t TO STDOUT (FORMAT csv, FORCE_QUOTE (id))",
+            "the COPY option FORCE_QUOTE (id) is not supported",
         ),
         ("CREATE INDEX i ON t (id)", "CREATE INDEX is not supported"),
         (
@@ -1481,6 +1483,386 @@ fn results_print_as_tables_and_csv(method: IoMethod) {
     assert!(format_table(&one).ends_with("(1 row)\n"));
 }
 
+/// Runs `text` with `input` as COPY's standard input, returning what
+/// COPY … TO STDOUT wrote and the results.
+fn run_io(s: &mut Session, text: &str, input: &[u8]) -> (Vec<u8>, Vec<StatementResult>) {
+    let (out, results) = try_io(s, text, input);
+    (out, results.unwrap_or_else(|e| panic!("{text}: {e}")))
+}
+
+fn try_io(
+    s: &mut Session,
+    text: &str,
+    mut input: &[u8],
+) -> (Vec<u8>, Result<Vec<StatementResult>, SqlError>) {
+    let mut out = Vec::new();
+    let mut results = Vec::new();
+    let mut io = StatementIo {
+        stdin: Some(&mut input),
+        stdout: Some(&mut out),
+        progress: None,
+    };
+    let r = sql::execute_each(s, text, &mut io, |r| results.push(r));
+    (out, r.map(|()| results))
+}
+
+/// Values COPY must carry through unchanged: separators, quotes,
+/// escapes, line breaks, the end-of-data marker, NULL's spellings as
+/// text, the empty string and NULL itself, extremes of every type.
+const TRICKY_ROWS: &str = r#"
+    INSERT INTO c VALUES
+      (1, 'plain', 1.5, true, 9223372036854775807),
+      (2, 'a,b;c', -0.0, false, -9223372036854775807),
+      (3, 'say "hi"', 1e300, NULL, 0),
+      (4, 'tab	here', 'NaN', true, NULL),
+      (5, 'two
+lines and cr', 'Infinity', false, 5),
+      (6, 'back\slash \N', '-Infinity', NULL, 6),
+      (7, '\.', 2.5e-10, true, 7),
+      (8, '\N', NULL, NULL, NULL),
+      (9, '', 0.1, false, 9),
+      (10, NULL, 3, true, 10),
+      (11, 'ünïcødé ✓ |;', 1, true, 11)"#;
+
+fn copy_to_of_what_copy_from_loaded_is_identical(method: IoMethod) {
+    let (dir, _db, mut s) = new_session(method);
+    let create = |s: &mut Session, name: &str| {
+        run(
+            s,
+            &format!("CREATE TABLE {name} (id integer NOT NULL, note text, x double precision, ok boolean, big bigint)"),
+        );
+    };
+    create(&mut s, "c");
+    run(&mut s, TRICKY_ROWS);
+    // Enough rows for many pages and several output chunks.
+    run(
+        &mut s,
+        "INSERT INTO c SELECT i, md5(i::text), i / 7.0, i % 2 = 0, i * 1000 FROM generate_series(100, 5099) i",
+    );
+    let expected = rows(&mut s, "SELECT * FROM c ORDER BY id");
+    let formats = [
+        "",
+        "(FORMAT csv)",
+        "(FORMAT csv, HEADER)",
+        "(FORMAT text, HEADER, DELIMITER '|', NULL 'nil')",
+        "WITH CSV HEADER",
+        "(FORMAT csv, DELIMITER ';', QUOTE '''', NULL 'NULL')",
+    ];
+    for (n, options) in formats.iter().enumerate() {
+        let copy = format!("c{n}");
+        create(&mut s, &copy);
+        let (first, results) = run_io(&mut s, &format!("COPY c TO STDOUT {options}"), b"");
+        assert_eq!(results[0].tag, "COPY 5011");
+        let (_, results) = run_io(&mut s, &format!("COPY {copy} FROM STDIN {options}"), &first);
+        assert_eq!(results[0].tag, "COPY 5011", "{options}");
+        let (second, _) = run_io(&mut s, &format!("COPY {copy} TO STDOUT {options}"), b"");
+        assert!(first == second, "{options}: the second COPY TO differs");
+        let loaded = rows(&mut s, &format!("SELECT * FROM {copy} ORDER BY id"));
+        assert_eq!(format!("{loaded:?}"), format!("{expected:?}"), "{options}");
+    }
+    // Through a file, with a column list, and out of a query.
+    let file = dir.path().join("c.csv");
+    let file = file.to_str().unwrap();
+    let r = run(
+        &mut s,
+        &format!("COPY c (id, note) TO '{file}' (FORMAT csv, HEADER)"),
+    );
+    assert_eq!(r[0].tag, "COPY 5011");
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(
+        text.starts_with("id,note\n1,plain\n2,\"a,b;c\"\n"),
+        "{text}"
+    );
+    run(&mut s, "CREATE TABLE f (note text, id integer)");
+    let r = run(
+        &mut s,
+        &format!("COPY f (id, note) FROM '{file}' (FORMAT csv, HEADER)"),
+    );
+    assert_eq!(r[0].tag, "COPY 5011");
+    assert_eq!(
+        rows(&mut s, "SELECT id, note FROM f ORDER BY id"),
+        rows(&mut s, "SELECT id, note FROM c ORDER BY id")
+    );
+    let (out, _) = run_io(
+        &mut s,
+        "COPY (SELECT id, note FROM f WHERE id < 4 ORDER BY id DESC) TO STDOUT (FORMAT csv, HEADER)",
+        b"",
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "id,note\n3,\"say \"\"hi\"\"\"\n2,\"a,b;c\"\n1,plain\n"
+    );
+    // The end-of-data marker ends the input; what follows is not read.
+    let (_, r) = run_io(
+        &mut s,
+        "COPY f FROM STDIN; SELECT count(*) FROM f",
+        b"x\t-1\n\\.\nnot\tread\n",
+    );
+    assert_eq!(r[0].tag, "COPY 1");
+    assert_eq!(r[1].rows, [vec![big(5012)]]);
+}
+
+fn malformed_copy_input_names_line_and_column_and_loads_nothing(method: IoMethod) {
+    let (_dir, _db, mut s) = session_with_t(method);
+    run(&mut s, "INSERT INTO t VALUES (1, 'kept')");
+    let cases: &[(&str, &[u8], &str)] = &[
+        (
+            "(FORMAT csv, HEADER)",
+            b"id,note\n2,a\n3,b\nx,c\n",
+            "COPY t, line 4, column id: invalid input syntax for type integer: \"x\"",
+        ),
+        (
+            "(FORMAT csv)",
+            b"2,a\n3\n",
+            "COPY t, line 2: missing data for column \"note\"",
+        ),
+        (
+            "(FORMAT csv)",
+            b"2,a\n3,b,c\n",
+            "COPY t, line 2: extra data after last expected column",
+        ),
+        (
+            "(FORMAT csv)",
+            b"2,a\n3,\"open\nstill open\n",
+            "COPY t, line 2, column note: unterminated CSV quoted field",
+        ),
+        (
+            "(FORMAT csv)",
+            b"2,a\n,b\n",
+            "COPY t, line 2: null value in column \"id\" of table \"t\" violates not-null constraint",
+        ),
+        (
+            "(FORMAT csv)",
+            b"2,a\n3,\xff\xfe\n",
+            "COPY t, line 2, column note: invalid byte sequence for encoding \"UTF8\"",
+        ),
+        (
+            "(FORMAT csv)",
+            b"99999999999,a\n",
+            "COPY t, line 1, column id: integer out of range",
+        ),
+        (
+            "",
+            b"2\ta\n3\tb\\\n",
+            "COPY t, line 2, column note: a backslash at the end of a line escapes nothing; write \\\\ for a backslash",
+        ),
+        (
+            "",
+            b"2,a\n",
+            "COPY t, line 1, column id: invalid input syntax for type integer: \"2,a\"",
+        ),
+    ];
+    for (options, input, message) in cases {
+        let text = format!("COPY t FROM STDIN {options}");
+        let (_, r) = try_io(&mut s, &text, input);
+        match r {
+            Ok(r) => panic!("{text} with {input:?}: expected an error, got {r:?}"),
+            Err(e) => assert_eq!(e.to_string(), *message, "{input:?}"),
+        }
+        assert_eq!(count(&mut s, "t"), 1, "{text} loaded rows before failing");
+    }
+    // A text value too large for a page.
+    let mut long = b"2,".to_vec();
+    long.extend(std::iter::repeat_n(b'x', 9000));
+    let (_, r) = try_io(&mut s, "COPY t FROM STDIN (FORMAT csv)", &long);
+    let e = r.unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "COPY t, line 1: a row of 9026 bytes does not fit in a page (at most 8160 bytes); values larger than a page are not supported yet"
+    );
+    // Inside a block, a failed COPY fails the block like any statement.
+    let (_, r) = try_io(
+        &mut s,
+        "BEGIN; INSERT INTO t VALUES (5, 'in block'); COPY t FROM STDIN (FORMAT csv)",
+        b"6,a\nbad,b\n",
+    );
+    assert!(r.is_err());
+    assert_fails(
+        &mut s,
+        "SELECT 1",
+        Fails::Containing("current transaction is aborted"),
+    );
+    run(&mut s, "ROLLBACK");
+    assert_eq!(count(&mut s, "t"), 1);
+}
+
+fn copy_refuses_bad_options_and_missing_streams_by_name(method: IoMethod) {
+    let (dir, _db, mut s) = session_with_t(method);
+    for (text, expected) in [
+        (
+            "COPY t TO STDOUT (FORMAT binary)",
+            Fails::Containing("COPY FORMAT binary is not supported; use csv or text"),
+        ),
+        (
+            "COPY t TO STDOUT (FORMAT json)",
+            Fails::With("COPY format \"json\" not recognized; use csv or text"),
+        ),
+        (
+            "COPY t TO STDOUT (QUOTE '''')",
+            Fails::With("COPY QUOTE and ESCAPE are available only in CSV mode; add FORMAT csv"),
+        ),
+        (
+            "COPY t TO STDOUT (FORMAT csv, DELIMITER '\"')",
+            Fails::With("COPY delimiter and quote must be different"),
+        ),
+        (
+            "COPY t TO STDOUT (FORMAT csv, NULL 'a,b')",
+            Fails::With("COPY delimiter must not appear in the NULL text"),
+        ),
+        (
+            "COPY t TO STDOUT (FREEZE)",
+            Fails::Containing("the COPY option FREEZE is not supported"),
+        ),
+        (
+            "COPY t FROM PROGRAM 'cat'",
+            Fails::Containing("COPY PROGRAM is not supported"),
+        ),
+        (
+            "COPY nope FROM STDIN",
+            Fails::With("table \"nope\" does not exist"),
+        ),
+        (
+            "COPY t (id, nope) TO STDOUT",
+            Fails::StartingWith("column \"nope\" does not exist in table \"t\""),
+        ),
+        (
+            "COPY t (id, id) FROM STDIN",
+            Fails::With("column \"id\" of table \"t\" is given more than once"),
+        ),
+        (
+            "COPY buffers FROM STDIN",
+            Fails::As(|e| matches!(e, SqlError::ReadOnlyView { .. })),
+        ),
+        (
+            "COPY t FROM STDIN",
+            Fails::StartingWith("COPY FROM STDIN has no input here"),
+        ),
+        (
+            "COPY t TO STDOUT",
+            Fails::StartingWith("COPY TO STDOUT has no output here"),
+        ),
+    ] {
+        assert_fails(&mut s, text, expected);
+    }
+    let missing = dir.path().join("missing.csv");
+    assert_fails(
+        &mut s,
+        &format!("COPY t FROM '{}'", missing.display()),
+        Fails::With(&format!(
+            "could not open file \"{}\" for reading: No such file or directory (os error 2)",
+            missing.display()
+        )),
+    );
+    let unwritable = dir.path().join("no/such/dir.csv");
+    assert_fails(
+        &mut s,
+        &format!("COPY t TO '{}'", unwritable.display()),
+        Fails::StartingWith(&format!(
+            "could not open file \"{}\" for writing",
+            unwritable.display()
+        )),
+    );
+    // A full disk: the error names the file (which, not a regular file,
+    // is left where it is).
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, repeat('x', 100) FROM generate_series(1, 2000) i",
+    );
+    assert_fails(
+        &mut s,
+        "COPY t TO '/dev/full'",
+        Fails::StartingWith("COPY could not write to file \"/dev/full\": No space left on device"),
+    );
+    use std::os::unix::fs::FileTypeExt;
+    let full = std::fs::metadata("/dev/full").unwrap();
+    assert!(full.file_type().is_char_device());
+    // A regular file that could not be written whole is removed.
+    let partial = dir.path().join("partial.csv");
+    std::fs::write(&partial, "old contents").unwrap();
+    assert_fails(
+        &mut s,
+        &format!(
+            "COPY (SELECT 1 / (i - 3000) FROM generate_series(1, 5000) i) TO '{}'",
+            partial.display()
+        ),
+        Fails::With("division by zero"),
+    );
+    assert!(!partial.exists());
+    // COPY … FROM STDIN ends its statement: the rest is SQL, not data.
+    let (_, r) = try_io(
+        &mut s,
+        "COPY t FROM STDIN; SELECT count(*) FROM t",
+        b"7\tseven\n",
+    );
+    assert_eq!(r.unwrap()[1].rows, [vec![big(2001)]]);
+}
+
+/// Records what statements report.
+#[derive(Default)]
+struct Recorded(Vec<String>);
+
+impl Progress for Recorded {
+    fn begin(&mut self, task: &str, total: Option<u64>, unit: ProgressUnit) {
+        self.0.push(format!("begin {task} {total:?} {unit:?}"));
+    }
+    fn update(&mut self, done: u64) {
+        self.0.push(format!("{done}"));
+    }
+    fn end(&mut self) {
+        self.0.push("end".into());
+    }
+}
+
+fn copy_from_and_vacuum_report_progress(method: IoMethod) {
+    let (dir, db, mut s) = session_with_t(method);
+    let file = dir.path().join("big.csv");
+    let mut data = String::new();
+    for i in 0..60_000 {
+        data += &format!("{i},{}\n", "y".repeat(20));
+    }
+    std::fs::write(&file, &data).unwrap();
+    let mut recorded = Recorded::default();
+    let mut io = StatementIo {
+        progress: Some(&mut recorded),
+        ..Default::default()
+    };
+    let text = format!(
+        "COPY t FROM '{}' (FORMAT csv); DELETE FROM t WHERE id % 2 = 0; VACUUM t",
+        file.display()
+    );
+    sql::execute_each(&mut s, &text, &mut io, |_| {}).unwrap();
+    let r = recorded.0;
+    let size = data.len() as u64;
+    assert_eq!(r[0], format!("begin COPY t Some({size}) Bytes"));
+    // At the first line end past a MiB, then at the end of the input.
+    let copy_end = r.iter().position(|x| x == "end").unwrap();
+    assert_eq!(copy_end, 3, "{r:?}");
+    let first: u64 = r[1].parse().unwrap();
+    assert!((1 << 20..(1 << 20) + 28).contains(&first), "{r:?}");
+    assert_eq!(r[2], size.to_string());
+    let rel = db.catalog().table("t").unwrap().heap.rel;
+    let blocks = db.pool().relation(rel).nblocks(Fork::Main).unwrap();
+    let vacuum = &r[copy_end + 1..];
+    assert_eq!(vacuum[0], format!("begin VACUUM t Some({blocks}) Blocks"));
+    let done: Vec<u32> = vacuum[1..vacuum.len() - 1]
+        .iter()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "{done:?}");
+    assert_eq!(done.last(), Some(&blocks));
+    assert_eq!(vacuum.last().unwrap(), "end");
+    // A failed COPY ends its task too.
+    let mut recorded = Recorded::default();
+    let mut input: &[u8] = b"1,a\nx,b\n";
+    let mut io = StatementIo {
+        stdin: Some(&mut input),
+        progress: Some(&mut recorded),
+        ..Default::default()
+    };
+    assert!(sql::execute_each(&mut s, "COPY t FROM STDIN (FORMAT csv)", &mut io, |_| {}).is_err());
+    assert_eq!(recorded.0, ["begin COPY t None Bytes", "end"]);
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
@@ -1506,6 +1888,10 @@ for_each_method!(
     a_sequential_scan_reads_the_same_rows_with_and_without_direct_io,
     vacuum_removes_dead_rows_and_checkpoint_writes_back,
     results_print_as_tables_and_csv,
+    copy_to_of_what_copy_from_loaded_is_identical,
+    malformed_copy_input_names_line_and_column_and_loads_nothing,
+    copy_refuses_bad_options_and_missing_streams_by_name,
+    copy_from_and_vacuum_report_progress,
 );
 
 /// Random expressions over `t (id integer, note text)` and the column

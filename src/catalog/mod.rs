@@ -180,6 +180,7 @@ fn scan_rows(
             }
             ScanControl::Continue
         },
+        || ScanControl::Continue,
     )?;
     match failure {
         Some(e) => Err(CatalogError::Damaged(e)),

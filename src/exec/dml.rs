@@ -64,19 +64,25 @@ impl TargetRows {
             counts,
         } = self;
         let mut found = Vec::new();
-        scan_table(scan, s, snap.get(), |tid, row| {
-            if passes(filter.as_ref(), counts, row, ctx)? {
-                found.push((
-                    tid,
-                    if keep_values {
-                        row.to_vec()
-                    } else {
-                        Vec::new()
-                    },
-                ));
-            }
-            Ok(Flow::Continue)
-        })?;
+        scan_table(
+            scan,
+            s,
+            snap.get(),
+            |tid, row| {
+                if passes(filter.as_ref(), counts, row, ctx)? {
+                    found.push((
+                        tid,
+                        if keep_values {
+                            row.to_vec()
+                        } else {
+                            Vec::new()
+                        },
+                    ));
+                }
+                Ok(Flow::Continue)
+            },
+            || Ok(Flow::Continue),
+        )?;
         Ok(found)
     }
 }
@@ -96,7 +102,7 @@ pub struct DeletePlan {
 
 /// Refuses NULL in a NOT NULL column, then encodes `row` as written by
 /// (`xid`, `cid`).
-fn encode_row(
+pub(crate) fn encode_row(
     table: &TableDef,
     row: &[Value],
     xid: Xid,

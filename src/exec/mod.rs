@@ -77,10 +77,12 @@
 //! ```
 
 pub mod agg;
+pub mod copy;
 pub mod dml;
 pub mod explain;
 pub mod expr;
 pub mod plan;
+pub mod progress;
 pub mod value;
 pub mod views;
 
@@ -94,10 +96,12 @@ use crate::database::{Database, Session, StatementSnapshot, XactError};
 use crate::heap::{HeapError, TupleError, Value};
 use crate::storage::StorageError;
 
+pub use copy::{copy_from, copy_to, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo};
 pub use dml::{DeletePlan, InsertPlan, TargetRows, UpdatePlan};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
 pub use plan::{Filter, Flow, Op, Pipeline, ScanNode, Series, SortKey, Source};
+pub use progress::{NoProgress, Progress, ProgressUnit};
 pub use views::{Utility, UtilityCall, View};
 
 /// Errors of executing (and of type-checking expressions while planning).
@@ -153,6 +157,17 @@ pub enum ExecError {
         block: u32,
         nblocks: u32,
     },
+    /// A bad record of COPY FROM's input; `column` names the field's
+    /// column when the fault is in one field.
+    #[error("COPY {table}, line {line}{}: {message}", column.as_ref().map(|c| format!(", column {c}")).unwrap_or_default())]
+    CopyInput {
+        table: String,
+        line: u64,
+        column: Option<String>,
+        message: String,
+    },
+    #[error("COPY could not write to {target}: {message}")]
+    CopyOutput { target: String, message: String },
     #[error("table \"{0}\" was dropped while the statement was being prepared; run it again")]
     TableDropped(String),
     #[error(transparent)]
@@ -255,17 +270,33 @@ pub fn execute(
 
 /// VACUUM: removes the dead tuples of each table and marks pages whose
 /// every tuple everyone sees all-visible (`Heap::vacuum`), holding each
-/// table (so DROP TABLE waits) while it is vacuumed.
+/// table (so DROP TABLE waits) while it is vacuumed, and reporting each
+/// table's progress in blocks.
 pub fn vacuum(
     session: &mut Session,
     tables: &[Arc<TableDef>],
+    progress: &mut dyn Progress,
 ) -> Result<Vec<crate::heap::VacuumReport>, ExecError> {
     let db = Arc::clone(session.db());
     let limits = session.stream_limits();
     let mut reports = Vec::with_capacity(tables.len());
     for table in tables {
         let _held = hold_tables(&db, std::slice::from_ref(table))?;
-        reports.push(db.heap().vacuum(&mut session.buf, &table.heap, limits)?);
+        let name = format!("VACUUM {}", table.name());
+        let mut begun = false;
+        let result = db
+            .heap()
+            .vacuum(&mut session.buf, &table.heap, limits, &mut |done, total| {
+                if !begun {
+                    begun = true;
+                    progress.begin(&name, Some(u64::from(total)), ProgressUnit::Blocks);
+                }
+                progress.update(u64::from(done));
+            });
+        if begun {
+            progress.end();
+        }
+        reports.push(result?);
     }
     Ok(reports)
 }

@@ -438,12 +438,14 @@ fn feed(
 
 /// Scans `node`'s table with `snap`, decoding the wanted columns (none:
 /// an empty row, and no decoding at all), and calls `f` for each visible
-/// row. `f` runs under the page's content lock: it must not use the pool.
+/// row. `f` runs under the page's content lock: it must not use the pool;
+/// `after_page` runs between pages, with no lock held (`Heap::scan`).
 pub(crate) fn scan_table(
     node: &mut ScanNode,
     s: &mut Session,
     snap: &Snapshot,
     mut f: impl FnMut(Tid, &[Value]) -> Result<Flow, ExecError>,
+    mut after_page: impl FnMut() -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
     let db = Arc::clone(s.db());
     let limits = s.stream_limits();
@@ -453,25 +455,32 @@ pub(crate) fn scan_table(
     let decode_any = wanted.iter().any(|&w| w);
     let mut row: Vec<Value> = Vec::with_capacity(types.len());
     let mut failure: Option<ExecError> = None;
-    let scanned = db
-        .heap()
-        .scan(&mut s.buf, &table.heap, snap, limits, |tid, tuple| {
+    let mut page_failure: Option<ExecError> = None;
+    let control = |result: Result<Flow, ExecError>, failure: &mut Option<ExecError>| match result {
+        Ok(Flow::Continue) => ScanControl::Continue,
+        Ok(Flow::Stop) => ScanControl::Stop,
+        Err(e) => {
+            *failure = Some(e);
+            ScanControl::Stop
+        }
+    };
+    let scanned = db.heap().scan(
+        &mut s.buf,
+        &table.heap,
+        snap,
+        limits,
+        |tid, tuple| {
             if decode_any {
                 if let Err(e) = decode(types, tuple, wanted, &mut row) {
                     failure = Some(e.into());
                     return ScanControl::Stop;
                 }
             }
-            match f(tid, &row) {
-                Ok(Flow::Continue) => ScanControl::Continue,
-                Ok(Flow::Stop) => ScanControl::Stop,
-                Err(e) => {
-                    failure = Some(e);
-                    ScanControl::Stop
-                }
-            }
-        });
-    if let Some(e) = failure {
+            control(f(tid, &row), &mut failure)
+        },
+        || control(after_page(), &mut page_failure),
+    );
+    if let Some(e) = failure.or(page_failure) {
         return Err(e);
     }
     node.stats = Some(scanned?);
@@ -546,9 +555,13 @@ pub(crate) fn run_pipeline(
                 buffered.push(row.to_vec());
                 Ok(Flow::Continue)
             };
-            scan_table(node, s, snap, |_, row| {
-                feed(filter, counts, ops, row, ctx, &mut out)
-            })?;
+            scan_table(
+                node,
+                s,
+                snap,
+                |_, row| feed(filter, counts, ops, row, ctx, &mut out),
+                || Ok(Flow::Continue),
+            )?;
             finish(ops, ctx, &mut out)?;
         }
         for row in buffered {

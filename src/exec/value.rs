@@ -209,6 +209,49 @@ fn double_to_integer(x: f64, ty: ColumnType) -> Result<i64, ExecError> {
     Ok(r as i64)
 }
 
+/// The value of type `ty` that the text `s` stands for (a type's input
+/// function: a cast from text, or a COPY field).
+pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, ExecError> {
+    Ok(match ty {
+        ColumnType::Text => Value::Text(s.to_string()),
+        ColumnType::Integer => Value::Integer(
+            i32::try_from(parse_integer(s, ty)?)
+                .map_err(|_| ExecError::OutOfRange { ty: "integer" })?,
+        ),
+        ColumnType::BigInt => Value::BigInt(parse_integer(s, ty)?),
+        ColumnType::Double => {
+            let t = s.trim();
+            // Rust also takes "inf"; PostgreSQL's spellings are the
+            // longer ones, which Rust takes as well.
+            match t.parse::<f64>() {
+                Ok(x) if !t.is_empty() => Value::Double(x),
+                _ => {
+                    return Err(ExecError::InvalidInput {
+                        ty: "double precision",
+                        text: s.to_string(),
+                    })
+                }
+            }
+        }
+        ColumnType::Boolean => {
+            Value::Boolean(parse_bool(s).ok_or_else(|| ExecError::InvalidInput {
+                ty: "boolean",
+                text: s.to_string(),
+            })?)
+        }
+    })
+}
+
+/// A value as PostgreSQL's output functions print it (booleans as `t`
+/// and `f`, unlike a cast to text); NULL gives an empty string, for
+/// callers that checked it first.
+pub fn output_text(v: &Value) -> String {
+    match v {
+        Value::Boolean(b) => if *b { "t" } else { "f" }.into(),
+        other => value_to_text(other),
+    }
+}
+
 /// Converts `v` to type `to` (a cast). NULL stays NULL.
 pub fn cast_value(v: &Value, to: ColumnType) -> Result<Value, ExecError> {
     use ColumnType as T;
@@ -234,27 +277,7 @@ pub fn cast_value(v: &Value, to: ColumnType) -> Result<Value, ExecError> {
         (Value::Integer(x), T::Boolean) => Value::Boolean(*x != 0),
         (Value::Boolean(b), T::Integer) => Value::Integer(i32::from(*b)),
         (Value::Boolean(b), T::Boolean) => Value::Boolean(*b),
-        (Value::Text(s), T::Integer | T::BigInt) => to_int(parse_integer(s, to)?)?,
-        (Value::Text(s), T::Double) => {
-            let t = s.trim();
-            // Rust also takes "inf"; PostgreSQL's spellings are the
-            // longer ones, which Rust takes as well.
-            match t.parse::<f64>() {
-                Ok(x) if !t.is_empty() => Value::Double(x),
-                _ => {
-                    return Err(ExecError::InvalidInput {
-                        ty: "double precision",
-                        text: s.clone(),
-                    })
-                }
-            }
-        }
-        (Value::Text(s), T::Boolean) => {
-            Value::Boolean(parse_bool(s).ok_or_else(|| ExecError::InvalidInput {
-                ty: "boolean",
-                text: s.clone(),
-            })?)
-        }
+        (Value::Text(s), to) => parse_value(s, to)?,
         (v, to) => {
             return Err(ExecError::NoCast {
                 from: type_name(v.column_type()),

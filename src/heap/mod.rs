@@ -530,7 +530,10 @@ impl Heap {
     /// Calls `f` with each tuple visible to `snap`, in block order, reading
     /// the table through a sequential read stream with a bulk-read ring.
     /// `f` runs under the page's shared content lock: it must copy what it
-    /// needs and not touch the pool.
+    /// needs and not touch the pool. `after_page` runs after each page's
+    /// lock and pin are given up: the place for work that may block (COPY
+    /// TO writing to a pipe), which under the lock would stall every
+    /// writer of the page.
     pub fn scan(
         &self,
         s: &mut BufferSession,
@@ -538,6 +541,7 @@ impl Heap {
         snap: &Snapshot,
         limits: StreamLimits,
         mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
+        mut after_page: impl FnMut() -> ScanControl,
     ) -> Result<ScanStats, HeapError> {
         let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
         let look_ahead = limits.look_ahead_blocks(false, s.settings.io_combine_limit);
@@ -593,7 +597,7 @@ impl Heap {
                 ScanControl::Continue
             });
             s.release(id);
-            if control == ScanControl::Stop {
+            if control == ScanControl::Stop || after_page() == ScanControl::Stop {
                 break;
             }
         }
@@ -607,12 +611,14 @@ impl Heap {
     /// Removes tuples no transaction can see any more, and marks pages
     /// whose every tuple everyone sees as all-visible. Reads the table
     /// through a read stream whose callback skips pages the map says are
-    /// all-visible.
+    /// all-visible. `progress` hears (blocks done, blocks in all) after
+    /// each page, skipped ones included.
     pub fn vacuum(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         limits: StreamLimits,
+        progress: &mut dyn FnMut(u32, u32),
     ) -> Result<VacuumReport, HeapError> {
         let rs = self.rel_state(table.rel);
         let oldest = self.txn.oldest_xmin();
@@ -730,7 +736,9 @@ impl Heap {
             if room >= BLOCK_SIZE / 5 {
                 freed.push(block);
             }
+            progress(block + 1, nblocks);
         }
+        progress(nblocks, nblocks);
         // The map bits after the page flags (see vm.rs), all at once.
         if result.is_ok() {
             let _extending = rs.extension.lock();

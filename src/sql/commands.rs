@@ -10,13 +10,14 @@ use sqlparser::ast::{
 };
 use sqlparser::tokenizer::Span;
 
+use super::copy::copy;
 use super::ddl::{create_table, drop_tables, vacuum};
 use super::dml::{plan_delete, plan_insert, plan_update};
 use super::explain::{explain, explain_options};
 use super::expr::{constant, ident, object_name, StmtCx};
 use super::parse::{Parsed, Stmt};
 use super::query::plan_query;
-use super::{ResultColumn, SqlError, StatementResult};
+use super::{ResultColumn, SqlError, StatementIo, StatementResult};
 use crate::config::{Context, SETTINGS};
 use crate::database::{Isolation, Session, StatementSnapshot, XactError};
 use crate::exec::{self, Plan};
@@ -85,8 +86,12 @@ fn statement_kind(st: &Statement) -> String {
 }
 
 /// Runs one parsed statement.
-pub(crate) fn run(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlError> {
-    let result = dispatch(s, parsed);
+pub(crate) fn run(
+    s: &mut Session,
+    parsed: &Parsed,
+    io: &mut StatementIo,
+) -> Result<StatementResult, SqlError> {
+    let result = dispatch(s, parsed, io);
     let ends_block = matches!(
         &parsed.statement,
         Stmt::Ast(st) if matches!(**st, Statement::Commit { .. } | Statement::Rollback { .. })
@@ -103,7 +108,11 @@ pub(crate) fn run(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, S
     result
 }
 
-fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlError> {
+fn dispatch(
+    s: &mut Session,
+    parsed: &Parsed,
+    io: &mut StatementIo,
+) -> Result<StatementResult, SqlError> {
     let cx = StmtCx {
         number: parsed.number,
         start: parsed.start,
@@ -193,6 +202,9 @@ fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlErro
                 notices: Vec::new(),
             })
         }),
+        Statement::Copy { .. } => {
+            in_statement(s, |s, snapshot| copy(&cx, s, snapshot, io, statement))
+        }
         Statement::Explain {
             describe_alias,
             analyze,
@@ -332,7 +344,12 @@ fn dispatch(s: &mut Session, parsed: &Parsed) -> Result<StatementResult, SqlErro
             {
                 return Err(cx.unsupported(statement.span(), "this form of VACUUM"));
             }
-            utility(s, |s| vacuum(&cx, s, table_name.as_ref()))
+            let mut no_progress = exec::NoProgress;
+            let progress = match io.progress.as_deref_mut() {
+                Some(p) => p,
+                None => &mut no_progress,
+            };
+            utility(s, |s| vacuum(&cx, s, table_name.as_ref(), progress))
         }
         other => Err(cx.unsupported(Span::empty(), statement_kind(other))),
     }

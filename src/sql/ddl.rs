@@ -191,6 +191,7 @@ pub(crate) fn vacuum(
     cx: &StmtCx,
     s: &mut Session,
     table: Option<&ast::ObjectName>,
+    progress: &mut dyn exec::Progress,
 ) -> Result<StatementResult, SqlError> {
     s.require_no_block("VACUUM")?;
     let db = Arc::clone(s.db());
@@ -198,7 +199,7 @@ pub(crate) fn vacuum(
         Some(name) => vec![user_table(&db, &object_name(cx, name)?)?],
         None => db.catalog().tables(),
     };
-    let reports = exec::vacuum(s, &tables)?;
+    let reports = exec::vacuum(s, &tables, progress)?;
     let notices = tables
         .iter()
         .zip(&reports)

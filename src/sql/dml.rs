@@ -83,7 +83,7 @@ fn single_table(
 }
 
 /// The column indexes `columns` names, in order, each at most once.
-fn target_columns<'n>(
+pub(crate) fn target_columns<'n>(
     cx: &StmtCx,
     table: &TableDef,
     columns: impl ExactSizeIterator<Item = &'n ast::ObjectName>,

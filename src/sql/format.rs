@@ -5,15 +5,12 @@
 //! nothing.
 
 use super::StatementResult;
-use crate::exec::value::{is_numeric, value_to_text};
+use crate::exec::value::{is_numeric, output_text};
 use crate::heap::Value;
 
 /// A value as PostgreSQL prints it (NULL as an empty string).
 pub fn format_value(v: &Value) -> String {
-    match v {
-        Value::Boolean(b) => if *b { "t" } else { "f" }.into(),
-        other => value_to_text(other),
-    }
+    output_text(v)
 }
 
 /// psql's aligned format: a centred header, a rule, one line per row

@@ -38,7 +38,10 @@
 //! utility function (WHERE, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET,
 //! count/sum/avg/min/max), EXPLAIN [ANALYZE] with `(ANALYZE, BUFFERS, IO)`,
 //! BEGIN/START TRANSACTION [ISOLATION LEVEL …], COMMIT/END,
-//! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM and CHECKPOINT. CHECKPOINT
+//! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY and CHECKPOINT.
+//! COPY loads a table from a file or from [`StatementIo::stdin`] and
+//! writes a table or a query to a file or [`StatementIo::stdout`], in CSV
+//! or PostgreSQL's text format (see `exec::copy`). CHECKPOINT
 //! writes every dirty buffer back; it is not a recovery point until the
 //! WAL exists. SET takes effect at once and is not undone by ROLLBACK.
 //! Anything else is refused with an error that names the construct and
@@ -76,6 +79,7 @@
 //! ```
 
 mod commands;
+mod copy;
 mod ddl;
 mod dml;
 mod explain;
@@ -85,13 +89,14 @@ mod parse;
 mod query;
 
 use std::fmt;
+use std::io::{BufRead, Write};
 
 use thiserror::Error;
 
 use crate::catalog::CatalogError;
 use crate::config::ConfigError;
 use crate::database::{DbError, Session, XactError};
-use crate::exec::ExecError;
+use crate::exec::{ExecError, Progress};
 use crate::heap::{ColumnType, Value};
 
 pub use format::{format_csv, format_table, format_value};
@@ -181,6 +186,8 @@ pub enum SqlError {
     ReadOnlyView { name: String },
     #[error("{0}")]
     Explain(String),
+    #[error("{0}")]
+    Copy(String),
     #[error(transparent)]
     Exec(#[from] ExecError),
     #[error(transparent)]
@@ -232,25 +239,40 @@ impl StatementResult {
     }
 }
 
+/// What statements may use besides the database: the input of COPY …
+/// FROM STDIN, the output of COPY … TO STDOUT, and where long statements
+/// (COPY FROM, VACUUM) report their progress. Each is optional; a COPY
+/// that needs a missing one fails with an error saying so.
+#[derive(Default)]
+pub struct StatementIo<'a> {
+    pub stdin: Option<&'a mut dyn BufRead>,
+    pub stdout: Option<&'a mut dyn Write>,
+    pub progress: Option<&'a mut dyn Progress>,
+}
+
 /// Runs the `;`-separated statements of `text` in `session`, in order,
 /// and returns their results. Stops at the first error; the failing
 /// statement has been undone (or, inside a transaction block, the block is
 /// marked failed), and the statements before it keep their effect.
 pub fn execute(session: &mut Session, text: &str) -> Result<Vec<StatementResult>, SqlError> {
     let mut results = Vec::new();
-    execute_each(session, text, |r| results.push(r))?;
+    execute_each(session, text, &mut StatementIo::default(), |r| {
+        results.push(r)
+    })?;
     Ok(results)
 }
 
-/// Like [`execute`], handing each statement's result to `on_result` as
-/// soon as it is complete (for a shell that prints as it goes).
+/// Like [`execute`], with COPY's input and output and a progress
+/// receiver, handing each statement's result to `on_result` as soon as it
+/// is complete (for a shell that prints as it goes).
 pub fn execute_each(
     session: &mut Session,
     text: &str,
+    io: &mut StatementIo,
     mut on_result: impl FnMut(StatementResult),
 ) -> Result<(), SqlError> {
     for statement in parse::parse(text)? {
-        on_result(commands::run(session, &statement)?);
+        on_result(commands::run(session, &statement, io)?);
     }
     Ok(())
 }

@@ -134,6 +134,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
             message: e.to_string(),
         })?;
     check_depth(&tokens)?;
+    let all_tokens = tokens.clone();
     let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut parsed = Vec::new();
     loop {
@@ -151,6 +152,36 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
             Token::Word(w) if w.value.eq_ignore_ascii_case("checkpoint") => {
                 parser.next_token();
                 Stmt::Checkpoint
+            }
+            Token::Word(w) if w.value.eq_ignore_ascii_case("copy") => {
+                // Parsed alone: after COPY … FROM STDIN; sqlparser would
+                // take the rest of the text as the data to copy (psql's
+                // script form), and the data comes from STDIN here.
+                let start = parser.index();
+                let end = all_tokens[start..]
+                    .iter()
+                    .position(|t| t.token == Token::SemiColon)
+                    .map_or(all_tokens.len(), |i| start + i);
+                let mut alone = Parser::new(&dialect)
+                    .with_tokens_with_locations(all_tokens[start..end].to_vec());
+                let st = alone.parse_statement().map_err(|e| {
+                    syntax(format!(
+                        "{e} (the statement starts at {})",
+                        position(&first)
+                    ))
+                })?;
+                let rest = alone.peek_token();
+                if rest.token != Token::EOF {
+                    return Err(syntax(format!(
+                        "expected ; or the end of the text, found \"{}\" at {}",
+                        rest.token,
+                        position(&rest)
+                    )));
+                }
+                while parser.index() < end {
+                    parser.next_token_no_skip();
+                }
+                Stmt::Ast(Box::new(st))
             }
             _ => Stmt::Ast(Box::new(parser.parse_statement().map_err(|e| {
                 syntax(format!(
