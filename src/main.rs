@@ -140,6 +140,18 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// COPY of the seqscan table out to CSV, then loading that CSV into a
+    /// new table per method: seconds, MiB/s of CSV, rows/s.
+    Copy {
+        /// Table size in MiB (the seqscan benchmark's table).
+        #[arg(long, default_value_t = 2048)]
+        size_mib: u64,
+        /// Comma-separated: sync, worker, io_uring.
+        #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
+        methods: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Random blocks of a buffered relation with the page cache dropped,
     /// effective_io_concurrency 0 vs 16 per method (the sync method's
     /// posix_fadvise advice). Needs root.
@@ -395,6 +407,21 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 fio: !no_fio,
             };
             aiostore::bench::seqscan::run_seqscan(&options, json, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Copy {
+            size_mib,
+            methods,
+            json,
+        }) => {
+            let options = aiostore::bench::seqscan::SeqscanOptions {
+                dir: cli.data_dir.join("bench").join("seqscan"),
+                methods: parse_methods(&methods)?,
+                size_mib,
+                shared_buffers: settings.shared_buffers() as u32,
+                fio: false,
+            };
+            aiostore::bench::seqscan::run_copy(&options, json, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(Bench::Advice {

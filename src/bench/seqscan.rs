@@ -296,3 +296,204 @@ pub fn run_seqscan(
     }
     Ok(cases)
 }
+
+/// One measured load or unload.
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyCase {
+    pub bench: &'static str,
+    /// "copy-from" (load the CSV into a new table) or "copy-to" (write
+    /// the table out as CSV).
+    pub case: &'static str,
+    pub method: &'static str,
+    pub io_direct: &'static str,
+    pub shared_buffers_mib: u64,
+    /// Whether the CSV file was read from disk (page cache dropped first;
+    /// root only) or may have been cached.
+    pub cache: &'static str,
+    pub seconds: f64,
+    /// CSV MiB per second.
+    pub mib_s: f64,
+    pub rows: u64,
+    pub rows_s: f64,
+    pub csv_mib: f64,
+    /// Table MiB written (copy-from) or read (copy-to).
+    pub table_mib: f64,
+    /// Writing back what the load left dirty (CHECKPOINT), not in `seconds`.
+    pub checkpoint_seconds: f64,
+}
+
+fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String> {
+    let line = if json {
+        serde_json::to_string(c).map_err(|e| e.to_string())?
+    } else {
+        format!(
+            "{:<9} {:<9} {:>8.3} {:>8.1} {:>10} {:>10.0} {:>9.0} {:>9.0} {:>10.3}",
+            c.case,
+            c.method,
+            c.seconds,
+            c.mib_s,
+            c.rows,
+            c.rows_s,
+            c.csv_mib,
+            c.table_mib,
+            c.checkpoint_seconds
+        )
+    };
+    writeln!(out, "{line}").map_err(|e| e.to_string())
+}
+
+fn table_mib(db: &Database, table: &str) -> Result<f64, String> {
+    let rel = db
+        .catalog()
+        .table(table)
+        .map_err(|e| e.to_string())?
+        .heap
+        .rel;
+    let nblocks = db
+        .pool()
+        .relation(rel)
+        .nblocks(crate::storage::Fork::Main)
+        .map_err(|e| e.to_string())?;
+    Ok(nblocks as f64 * BLOCK_SIZE as f64 / (1 << 20) as f64)
+}
+
+/// Drops the page cache if we may; says whether the next read is cold.
+fn try_cold() -> &'static str {
+    match super::drop_page_cache() {
+        Ok(()) => "cold",
+        Err(_) => "warm",
+    }
+}
+
+/// `aiostore bench copy`: writes the seqscan table out as CSV (COPY TO,
+/// kept next to the table as `bar-<rows>.csv`), then loads that file into
+/// a new table per method (COPY FROM, bulk-write ring, direct I/O).
+pub fn run_copy(
+    opts: &SeqscanOptions,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<Vec<CopyCase>, String> {
+    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let rows = (opts.size_mib << 20) / ROW_BYTES;
+    let _ = writeln!(
+        std::io::stderr(),
+        "preparing table {TABLE} ({rows} rows, ~{} MiB) in {} ...",
+        opts.size_mib,
+        opts.dir.display()
+    );
+    ensure_table(opts, rows)?;
+    let csv = opts.dir.join(format!("{TABLE}-{rows}.csv"));
+    let csv_text = csv
+        .to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", csv.display()))?
+        .replace('\'', "''");
+    if !json {
+        writeln!(
+            out,
+            "aiostore bench copy: {TABLE}, {rows} rows, CSV {}; shared_buffers={pool_mib} MiB io_direct=data (table reads and writes bypass the page cache; the CSV is read through it, dropped before each case when root)",
+            csv.display()
+        )
+        .map_err(|e| e.to_string())?;
+        writeln!(
+            out,
+            "case      method     seconds    MiB/s       rows     rows/s   CSV MiB table MiB checkpoint"
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let mut cases = Vec::new();
+    let case = |name,
+                method: IoMethod,
+                cache,
+                seconds: f64,
+                n: u64,
+                csv_mib,
+                table_mib,
+                checkpoint_seconds| CopyCase {
+        bench: "copy",
+        case: name,
+        method: method.name(),
+        io_direct: "data",
+        shared_buffers_mib: pool_mib,
+        cache,
+        seconds,
+        mib_s: csv_mib / seconds,
+        rows: n,
+        rows_s: n as f64 / seconds,
+        csv_mib,
+        table_mib,
+        checkpoint_seconds,
+    };
+    let tag_count = |results: Vec<crate::sql::StatementResult>| -> u64 {
+        results
+            .first()
+            .and_then(|r| r.tag.strip_prefix("COPY "))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    for (i, &method) in opts.methods.iter().enumerate() {
+        let db = Database::open(&opts.dir, &settings(Some(method), 16, opts))
+            .map_err(|e| e.to_string())?;
+        if db.aio().method() != method {
+            return Err(format!("{method} is not available here"));
+        }
+        let mut s = db.session().map_err(|e| e.to_string())?;
+        let source_mib = table_mib(&db, TABLE)?;
+        if i == 0 {
+            // COPY TO, once: it also makes the CSV file the loads read.
+            let started = Instant::now();
+            let n = tag_count(
+                crate::sql::execute(
+                    &mut s,
+                    &format!("COPY {TABLE} TO '{csv_text}' (FORMAT csv)"),
+                )
+                .map_err(|e| e.to_string())?,
+            );
+            let seconds = started.elapsed().as_secs_f64();
+            let csv_mib =
+                std::fs::metadata(&csv).map_err(|e| e.to_string())?.len() as f64 / (1 << 20) as f64;
+            let c = case(
+                "copy-to", method, "cold", seconds, n, csv_mib, source_mib, 0.0,
+            );
+            emit_copy(out, json, &c)?;
+            cases.push(c);
+        }
+        let csv_mib =
+            std::fs::metadata(&csv).map_err(|e| e.to_string())?.len() as f64 / (1 << 20) as f64;
+        crate::sql::execute(
+            &mut s,
+            "DROP TABLE IF EXISTS bar_load; CREATE TABLE bar_load (a integer, b text, c text, d integer)",
+        )
+        .map_err(|e| e.to_string())?;
+        let cache = try_cold();
+        let started = Instant::now();
+        let n = tag_count(
+            crate::sql::execute(
+                &mut s,
+                &format!("COPY bar_load FROM '{csv_text}' (FORMAT csv)"),
+            )
+            .map_err(|e| e.to_string())?,
+        );
+        let seconds = started.elapsed().as_secs_f64();
+        if n != rows {
+            return Err(format!("COPY loaded {n} rows, expected {rows}"));
+        }
+        let started = Instant::now();
+        crate::sql::execute(&mut s, "CHECKPOINT").map_err(|e| e.to_string())?;
+        let checkpoint_seconds = started.elapsed().as_secs_f64();
+        let loaded_mib = table_mib(&db, "bar_load")?;
+        let c = case(
+            "copy-from",
+            method,
+            cache,
+            seconds,
+            n,
+            csv_mib,
+            loaded_mib,
+            checkpoint_seconds,
+        );
+        emit_copy(out, json, &c)?;
+        cases.push(c);
+        crate::sql::execute(&mut s, "DROP TABLE bar_load").map_err(|e| e.to_string())?;
+    }
+    Ok(cases)
+}

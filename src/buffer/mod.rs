@@ -130,6 +130,9 @@ pub const MAPPING_PARTITIONS: usize = 128;
 /// Ring sizes of the access strategies (PostgreSQL's).
 pub const BULK_READ_RING_BYTES: usize = 256 * 1024;
 pub const BULK_WRITE_RING_BYTES: usize = 16 * 1024 * 1024;
+/// Most blocks one write-back writes (128 KiB, io_combine_limit's
+/// default), when a ring's victims continue each other's blocks.
+pub const WRITE_COMBINE_BLOCKS: usize = 16;
 pub const VACUUM_RING_BYTES: usize = 256 * 1024;
 
 /// Which kind of bulk work a strategy ring serves.
@@ -176,6 +179,14 @@ impl Strategy {
     /// Buffers in the ring.
     pub fn size(&self) -> usize {
         self.ring.len()
+    }
+
+    /// The buffers the ring will offer next, at most `n` (fewer where a
+    /// slot is still empty).
+    fn upcoming(&self, n: usize) -> Vec<BufferId> {
+        (1..=n.min(self.ring.len() - 1))
+            .map_while(|k| self.ring[(self.current + k) % self.ring.len()])
+            .collect()
     }
 }
 
@@ -342,12 +353,15 @@ impl BufferPool {
     }
 
     /// Adds a shared pin, counting a use for the clock sweep.
-    fn pin_shared(&self, id: BufferId) {
+    fn pin_shared(&self, id: BufferId, in_ring: bool) {
         let d = self.desc(id);
         let mut st = d.state.load(Ordering::SeqCst);
         loop {
             let mut next = st + 1;
-            if usage(st) < MAX_USAGE_COUNT {
+            // A ring's use counts once (as PostgreSQL's PinBuffer with a
+            // strategy): more, and the ring could not reuse the buffer.
+            let limit = if in_ring { 1 } else { MAX_USAGE_COUNT };
+            if usage(st) < limit {
                 next += USAGE_ONE;
             }
             match d
@@ -530,6 +544,11 @@ impl BufferSession {
 
     /// Pins `id` for this session (one shared pin however often we pin).
     pub(crate) fn pin(&mut self, id: BufferId) -> Result<(), BufferError> {
+        self.pin_for(id, false)
+    }
+
+    /// Pins `id`, for use through a strategy ring if `in_ring`.
+    fn pin_for(&mut self, id: BufferId, in_ring: bool) -> Result<(), BufferError> {
         if let Some(count) = self.pins.get_mut(&id) {
             *count += 1;
             return Ok(());
@@ -539,7 +558,7 @@ impl BufferSession {
                 limit: self.pool.pin_limit,
             });
         }
-        self.pool.pin_shared(id);
+        self.pool.pin_shared(id, in_ring);
         self.pins.insert(id, 1);
         Ok(())
     }
@@ -576,7 +595,7 @@ impl BufferSession {
         {
             let map = pool.mapping[part].read();
             if let Some(&id) = map.get(&tag) {
-                self.pin(id)?;
+                self.pin_for(id, strategy.is_some())?;
                 return Ok((id, true));
             }
         }
@@ -597,7 +616,12 @@ impl BufferSession {
                 },
             );
             if pool.state(victim) & BM_DIRTY != 0 {
-                if let Err(e) = self.flush_buffer(victim) {
+                // The ring's next victims, written with this one if they
+                // continue its blocks.
+                let after = strategy
+                    .as_deref()
+                    .map_or_else(Vec::new, |s| s.upcoming(WRITE_COMBINE_BLOCKS - 1));
+                if let Err(e) = self.flush_buffers(victim, &after) {
                     self.release(victim);
                     return Err(e);
                 }
@@ -777,6 +801,16 @@ impl BufferSession {
     /// a bounce buffer, checksummed for its block, written through AIO. A
     /// change made while it was being written keeps it dirty.
     pub fn flush_buffer(&mut self, id: BufferId) -> Result<(), BufferError> {
+        self.flush_buffers(id, &[])
+    }
+
+    /// Like [`BufferSession::flush_buffer`], writing in the same I/O the
+    /// buffers of `after` that hold the blocks following `id`'s, as long
+    /// as they are dirty and nobody uses them: a ring's next victims, so
+    /// that a bulk load writes runs of pages instead of one at a time. The
+    /// run stops at the first that does not qualify, at a segment's end,
+    /// and at [`WRITE_COMBINE_BLOCKS`].
+    pub fn flush_buffers(&mut self, id: BufferId, after: &[BufferId]) -> Result<(), BufferError> {
         let pool = Arc::clone(&self.pool);
         let d = pool.desc(id);
         // Take the buffer's I/O for the write.
@@ -794,32 +828,81 @@ impl BufferSession {
             d.io_done
                 .wait_for(&mut header, std::time::Duration::from_millis(10));
         };
-        d.content.lock_shared();
-        // SAFETY: pinned and share-locked: the page cannot change.
-        unsafe {
-            std::ptr::copy_nonoverlapping(pool.frame_ptr(id), self.bounce.as_mut_ptr(), BLOCK_SIZE);
-            d.content.unlock_shared();
-        }
-        let page: &mut PageBytes = (&mut self.bounce[..]).try_into().expect("one block");
-        if crate::page::PageHeader::read(page).upper != 0 {
-            crate::page::set_checksum(page, tag.block);
-        }
         let rel = pool.relation(tag.rel);
-        let result = rel
-            .locate(tag.fork, tag.block)
-            .map_err(BufferError::from)
-            .and_then(|loc| {
-                crate::aio::write_blocks(&mut self.aio, &loc.file, loc.offset, &self.bounce)
-                    .map_err(BufferError::from)
-            });
-        match &result {
-            Ok(()) => {
-                pool.stats.writes.fetch_add(1, Ordering::Relaxed);
-                let just_dirtied = d.state.load(Ordering::SeqCst) & BM_JUST_DIRTIED != 0;
-                let clear = if just_dirtied { 0 } else { BM_DIRTY };
-                self.terminate_buffer_io(id, 0, clear);
+        let loc = match rel.locate(tag.fork, tag.block) {
+            Ok(loc) => loc,
+            Err(e) => {
+                self.terminate_buffer_io(id, BM_IO_ERROR, 0);
+                return Err(e.into());
             }
-            Err(_) => self.terminate_buffer_io(id, BM_IO_ERROR, 0),
+        };
+        let room = (loc.blocks_left_in_segment as usize).min(WRITE_COMBINE_BLOCKS);
+        let mut run = vec![id];
+        for (k, &next) in after.iter().enumerate().take(room.saturating_sub(1)) {
+            let want = BufferTag {
+                block: tag.block + 1 + k as u32,
+                ..tag
+            };
+            let d = pool.desc(next);
+            let header = d.header.lock();
+            let st = d.state.load(Ordering::SeqCst);
+            if header.tag != Some(want)
+                || refcount(st) != 0
+                || st & BM_DIRTY == 0
+                || st & BM_IO_IN_PROGRESS != 0
+            {
+                break;
+            }
+            // A pin without a usage count (the ring may still reuse it),
+            // and the I/O, under the header lock eviction checks under.
+            pool.pin_for_io(next);
+            d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
+            d.state.fetch_and(!BM_JUST_DIRTIED, Ordering::SeqCst);
+            drop(header);
+            run.push(next);
+        }
+        if self.bounce.len() < run.len() * BLOCK_SIZE {
+            self.bounce = AlignedBuf::new(WRITE_COMBINE_BLOCKS * BLOCK_SIZE);
+        }
+        for (k, &b) in run.iter().enumerate() {
+            let d = pool.desc(b);
+            let at = &mut self.bounce[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE];
+            d.content.lock_shared();
+            // SAFETY: pinned and share-locked: the page cannot change.
+            unsafe {
+                std::ptr::copy_nonoverlapping(pool.frame_ptr(b), at.as_mut_ptr(), BLOCK_SIZE);
+                d.content.unlock_shared();
+            }
+            let page: &mut PageBytes = at.try_into().expect("one block");
+            if crate::page::PageHeader::read(page).upper != 0 {
+                crate::page::set_checksum(page, tag.block + k as u32);
+            }
+        }
+        let result = crate::aio::write_blocks(
+            &mut self.aio,
+            &loc.file,
+            loc.offset,
+            &self.bounce[..run.len() * BLOCK_SIZE],
+        )
+        .map_err(BufferError::from);
+        if result.is_ok() {
+            pool.stats
+                .writes
+                .fetch_add(run.len() as u64, Ordering::Relaxed);
+        }
+        for (k, &b) in run.iter().enumerate() {
+            match &result {
+                Ok(()) => {
+                    let just_dirtied =
+                        pool.desc(b).state.load(Ordering::SeqCst) & BM_JUST_DIRTIED != 0;
+                    let clear = if just_dirtied { 0 } else { BM_DIRTY };
+                    self.terminate_buffer_io(b, 0, clear);
+                }
+                Err(_) => self.terminate_buffer_io(b, BM_IO_ERROR, 0),
+            }
+            if k > 0 {
+                pool.unpin_shared(b);
+            }
         }
         result
     }
@@ -840,8 +923,7 @@ impl BufferSession {
             relation.create(fork)?;
         }
         let first = relation.nblocks(fork)?;
-        let zeros = AlignedBuf::new(count as usize * BLOCK_SIZE);
-        relation.extend(fork, first, &zeros)?;
+        relation.extend_zeroed(fork, first, count)?;
         let mut buffers = Vec::with_capacity(count as usize);
         for block in first..first + count {
             let (id, _) =

@@ -471,6 +471,18 @@ impl BufferSession {
         fork: Fork,
         block: u32,
     ) -> Result<BufferId, BufferError> {
+        self.read_buffer_in(rel, fork, block, None)
+    }
+
+    /// [`BufferSession::read_buffer`] through a strategy's ring (a bulk
+    /// load revisiting its own pages).
+    pub fn read_buffer_in(
+        &mut self,
+        rel: u32,
+        fork: Fork,
+        block: u32,
+        strategy: Option<&mut Strategy>,
+    ) -> Result<BufferId, BufferError> {
         let mut forwarded = VecDeque::new();
         let mut op = self.start_read_buffers(
             rel,
@@ -478,7 +490,7 @@ impl BufferSession {
             block,
             1,
             &mut forwarded,
-            None,
+            strategy,
             ReadFlags::default(),
         )?;
         debug_assert!(forwarded.is_empty());

@@ -46,6 +46,8 @@ pub const ROW_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Existing blocks an insert tries before adding one.
 const MAX_INSERT_CANDIDATES: usize = 8;
+/// Most blocks a bulk load adds at once (512 KiB).
+const MAX_EXTEND_BY: u32 = 64;
 
 #[derive(Debug, Error)]
 pub enum HeapError {
@@ -258,6 +260,9 @@ pub struct Heap {
 pub struct InsertState {
     current: Option<(BufferId, u32)>,
     strategy: Option<Strategy>,
+    /// Blocks the last extension added (bulk loads extend by more each
+    /// time).
+    extended_by: u32,
 }
 
 impl InsertState {
@@ -267,6 +272,7 @@ impl InsertState {
         InsertState {
             current: None,
             strategy: Some(Strategy::new(StrategyKind::BulkWrite, nbuffers, 0)),
+            extended_by: 0,
         }
     }
 
@@ -393,7 +399,12 @@ impl Heap {
                     };
                     match candidate {
                         Some(block) => {
-                            let id = s.read_buffer(table.rel, Fork::Main, block)?;
+                            let id = s.read_buffer_in(
+                                table.rel,
+                                Fork::Main,
+                                block,
+                                state.strategy.as_mut(),
+                            )?;
                             state.current = Some((id, block));
                             Some((id, block))
                         }
@@ -431,13 +442,33 @@ impl Heap {
                 break;
             }
         }
-        // A new block, added under the extension lock.
-        let id = {
-            let _extending = rs.extension.lock();
-            let ids = s.extend(table.rel, Fork::Main, 1, state.strategy.as_mut())?;
-            ids[0]
+        // New blocks, added under the extension lock. A bulk load extends
+        // by more blocks each time (up to MAX_EXTEND_BY, as PostgreSQL's
+        // bulk insert does): one write of zeros instead of one per page.
+        // The blocks it does not fill at once go to the free list, where
+        // the next candidate search (this load's, or anyone's) finds them.
+        // Never more than the session may still pin (the new blocks come
+        // back pinned), as PostgreSQL's LimitAdditionalPins.
+        let count = if state.strategy.is_some() {
+            let may_pin = s.pool().pin_limit().saturating_sub(s.pinned_count()) as u32;
+            (state.extended_by * 2).clamp(1, MAX_EXTEND_BY).min(may_pin.max(1))
+        } else {
+            1
         };
+        state.extended_by = count;
+        let ids = {
+            let _extending = rs.extension.lock();
+            s.extend(table.rel, Fork::Main, count, state.strategy.as_mut())?
+        };
+        let id = ids[0];
         let block = s.pool().tag(id).expect("pinned buffer has a tag").block;
+        if ids.len() > 1 {
+            for &spare in &ids[1..] {
+                s.release(spare);
+            }
+            let mut free = rs.free_blocks.lock();
+            free.extend((block + 1..block + count).rev());
+        }
         let applied = s.modify_page(id, |page| {
             apply(page, block, &PageChange::Init);
             fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }))
