@@ -399,13 +399,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             no_fio,
             json,
         }) => {
-            let options = aiostore::bench::seqscan::SeqscanOptions {
-                dir: cli.data_dir.join("bench").join("seqscan"),
-                methods: parse_methods(&methods)?,
-                size_mib,
-                shared_buffers: settings.shared_buffers() as u32,
-                fio: !no_fio,
-            };
+            let options = seqscan_options(&cli.data_dir, &settings, size_mib, &methods, !no_fio)?;
             aiostore::bench::seqscan::run_seqscan(&options, json, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -414,13 +408,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             methods,
             json,
         }) => {
-            let options = aiostore::bench::seqscan::SeqscanOptions {
-                dir: cli.data_dir.join("bench").join("seqscan"),
-                methods: parse_methods(&methods)?,
-                size_mib,
-                shared_buffers: settings.shared_buffers() as u32,
-                fio: false,
-            };
+            let options = seqscan_options(&cli.data_dir, &settings, size_mib, &methods, false)?;
             aiostore::bench::seqscan::run_copy(&options, json, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -613,5 +601,22 @@ fn rawio_options(
         fio: !args.no_fio,
         io_workers: settings.io_workers(),
         debug_io_latency_us: settings.debug_io_latency_us(),
+    })
+}
+
+/// The seqscan table's benchmarks (seqscan, copy) share its directory.
+fn seqscan_options(
+    data_dir: &std::path::Path,
+    settings: &Settings,
+    size_mib: u64,
+    methods: &[String],
+    fio: bool,
+) -> Result<aiostore::bench::seqscan::SeqscanOptions, String> {
+    Ok(aiostore::bench::seqscan::SeqscanOptions {
+        dir: data_dir.join("bench").join("seqscan"),
+        methods: parse_methods(methods)?,
+        size_mib,
+        shared_buffers: settings.shared_buffers() as u32,
+        fio,
     })
 }

@@ -177,22 +177,10 @@ pub fn run_seqscan(
         opts.dir.display()
     );
     ensure_table(opts, rows)?;
-    let (rel, table_bytes) = {
+    let (rel, table_mib) = {
         let db = Database::open(&opts.dir, &settings(None, 16, opts)).map_err(|e| e.to_string())?;
-        let rel = db
-            .catalog()
-            .table(TABLE)
-            .map_err(|e| e.to_string())?
-            .heap
-            .rel;
-        let nblocks = db
-            .pool()
-            .relation(rel)
-            .nblocks(crate::storage::Fork::Main)
-            .map_err(|e| e.to_string())?;
-        (rel, nblocks as u64 * BLOCK_SIZE as u64)
+        table_size(&db, TABLE)?
     };
-    let table_mib = table_bytes as f64 / (1 << 20) as f64;
     let use_fio = opts.fio && fio::available();
     if !json {
         writeln!(
@@ -342,7 +330,8 @@ fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String
     writeln!(out, "{line}").map_err(|e| e.to_string())
 }
 
-fn table_mib(db: &Database, table: &str) -> Result<f64, String> {
+/// A table's relation number and size in MiB.
+fn table_size(db: &Database, table: &str) -> Result<(u32, f64), String> {
     let rel = db
         .catalog()
         .table(table)
@@ -354,7 +343,7 @@ fn table_mib(db: &Database, table: &str) -> Result<f64, String> {
         .relation(rel)
         .nblocks(crate::storage::Fork::Main)
         .map_err(|e| e.to_string())?;
-    Ok(nblocks as f64 * BLOCK_SIZE as f64 / (1 << 20) as f64)
+    Ok((rel, nblocks as f64 * BLOCK_SIZE as f64 / (1 << 20) as f64))
 }
 
 /// Drops the page cache if we may; says whether the next read is cold.
@@ -437,7 +426,7 @@ pub fn run_copy(
             return Err(format!("{method} is not available here"));
         }
         let mut s = db.session().map_err(|e| e.to_string())?;
-        let source_mib = table_mib(&db, TABLE)?;
+        let (_, source_mib) = table_size(&db, TABLE)?;
         if i == 0 {
             // COPY TO, once: it also makes the CSV file the loads read.
             let started = Instant::now();
@@ -480,7 +469,7 @@ pub fn run_copy(
         let started = Instant::now();
         crate::sql::execute(&mut s, "CHECKPOINT").map_err(|e| e.to_string())?;
         let checkpoint_seconds = started.elapsed().as_secs_f64();
-        let loaded_mib = table_mib(&db, "bar_load")?;
+        let (_, loaded_mib) = table_size(&db, "bar_load")?;
         let c = case(
             "copy-from",
             method,
