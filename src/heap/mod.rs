@@ -451,7 +451,9 @@ impl Heap {
         // back pinned), as PostgreSQL's LimitAdditionalPins.
         let count = if state.strategy.is_some() {
             let may_pin = s.pool().pin_limit().saturating_sub(s.pinned_count()) as u32;
-            (state.extended_by * 2).clamp(1, MAX_EXTEND_BY).min(may_pin.max(1))
+            (state.extended_by * 2)
+                .clamp(1, MAX_EXTEND_BY)
+                .min(may_pin.max(1))
         } else {
             1
         };
