@@ -241,6 +241,8 @@ impl<'a> RecordReader<'a> {
             let mut quoted = false;
             let mut in_quotes = false;
             let raw_start = at;
+            // Bytes up to the next one that matters are copied as a run.
+            let mut raw_end = at;
             let end_of_record = loop {
                 if at == self.raw.len() {
                     if in_quotes {
@@ -250,10 +252,23 @@ impl<'a> RecordReader<'a> {
                         }
                         continue;
                     }
+                    raw_end = at;
                     break true;
                 }
-                let b = self.raw[at];
+                let rest = &self.raw[at..];
                 if in_quotes {
+                    let n = if escape == quote {
+                        memchr::memchr(quote, rest)
+                    } else {
+                        memchr::memchr2(quote, escape, rest)
+                    }
+                    .unwrap_or(rest.len());
+                    self.data.extend_from_slice(&rest[..n]);
+                    at += n;
+                    if n == rest.len() {
+                        continue;
+                    }
+                    let b = rest[n];
                     if b == escape && at + 1 < self.raw.len() && {
                         let next = self.raw[at + 1];
                         next == quote || (next == escape && escape != quote)
@@ -264,24 +279,40 @@ impl<'a> RecordReader<'a> {
                         in_quotes = false;
                         at += 1;
                     } else {
+                        // An escape character escaping nothing is itself.
                         self.data.push(b);
                         at += 1;
                     }
-                } else if b == quote {
-                    quoted = true;
-                    in_quotes = true;
-                    at += 1;
-                } else if b == delimiter {
-                    at += 1;
-                    break false;
-                } else if b == b'\n' || (b == b'\r' && self.raw.get(at + 1) == Some(&b'\n')) {
-                    break true;
-                } else {
-                    self.data.push(b);
-                    at += 1;
+                    continue;
+                }
+                let n = memchr::memchr3(delimiter, quote, b'\n', rest).unwrap_or(rest.len());
+                self.data.extend_from_slice(&rest[..n]);
+                at += n;
+                if n == rest.len() {
+                    continue;
+                }
+                match rest[n] {
+                    b'\n' => {
+                        raw_end = at;
+                        // A \r before the \n belongs to the line end.
+                        if n > 0 && rest[n - 1] == b'\r' {
+                            self.data.pop();
+                            raw_end -= 1;
+                        }
+                        break true;
+                    }
+                    b if b == delimiter => {
+                        raw_end = at;
+                        at += 1;
+                        break false;
+                    }
+                    _ => {
+                        quoted = true;
+                        in_quotes = true;
+                        at += 1;
+                    }
                 }
             };
-            let raw_end = if end_of_record { at } else { at - 1 };
             if !quoted && self.raw[raw_start..raw_end] == *self.opts.null.as_bytes() {
                 self.data.truncate(from);
                 self.fields.push(None);
@@ -664,6 +695,31 @@ mod tests {
         );
         let e = records("1\tab\\\n", &text).unwrap_err();
         assert!(e.starts_with("line 1: a backslash at the end"), "{e}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_rows_read_back_as_written(
+            rows in proptest::collection::vec(
+                proptest::collection::vec(proptest::option::of("[a,;|\"'\\\t\r\n.N é]{0,6}"), 1..4),
+                1..6,
+            ),
+            csv in proptest::bool::ANY,
+            delimiter in proptest::sample::select(vec![b',', b';', b'|', b'\t']),
+        ) {
+            let mut opts = CopyOptions::new(if csv { CopyFormat::Csv } else { CopyFormat::Text });
+            opts.delimiter = delimiter;
+            let mut w = RowWriter { opts: &opts, buf: Vec::new() };
+            let values: Vec<Vec<Value>> = rows
+                .iter()
+                .map(|r| r.iter().map(|f| f.clone().map_or(Value::Null, Value::Text)).collect())
+                .collect();
+            for row in &values {
+                w.row(row.iter());
+            }
+            let text = String::from_utf8(w.buf).unwrap();
+            proptest::prop_assert_eq!(records(&text, &opts).unwrap(), rows, "{}", text);
+        }
     }
 
     #[test]
