@@ -242,8 +242,7 @@ impl<'a> RecordReader<'a> {
             let mut in_quotes = false;
             let raw_start = at;
             // Bytes up to the next one that matters are copied as a run.
-            let mut raw_end = at;
-            let end_of_record = loop {
+            let (end_of_record, raw_end) = loop {
                 if at == self.raw.len() {
                     if in_quotes {
                         if !self.read_line()? {
@@ -252,8 +251,7 @@ impl<'a> RecordReader<'a> {
                         }
                         continue;
                     }
-                    raw_end = at;
-                    break true;
+                    break (true, at);
                 }
                 let rest = &self.raw[at..];
                 if in_quotes {
@@ -293,18 +291,16 @@ impl<'a> RecordReader<'a> {
                 }
                 match rest[n] {
                     b'\n' => {
-                        raw_end = at;
                         // A \r before the \n belongs to the line end.
                         if n > 0 && rest[n - 1] == b'\r' {
                             self.data.pop();
-                            raw_end -= 1;
+                            break (true, at - 1);
                         }
-                        break true;
+                        break (true, at);
                     }
                     b if b == delimiter => {
-                        raw_end = at;
                         at += 1;
-                        break false;
+                        break (false, at - 1);
                     }
                     _ => {
                         quoted = true;
