@@ -1863,6 +1863,44 @@ fn copy_from_and_vacuum_report_progress(method: IoMethod) {
     assert_eq!(recorded.0, ["begin COPY t None Bytes", "end"]);
 }
 
+fn pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart(method: IoMethod) {
+    let (dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    // A load extends by growing steps; the last step's blocks stay empty.
+    let mut input = String::new();
+    for i in 0..3000 {
+        input += &format!("{i},{}\n", "z".repeat(40));
+    }
+    let (_, r) = try_io(&mut s, "COPY t FROM STDIN (FORMAT csv)", input.as_bytes());
+    r.unwrap();
+    let nblocks = |db: &Database| {
+        let rel = db.catalog().table("t").unwrap().heap.rel;
+        db.pool().relation(rel).nblocks(Fork::Main).unwrap()
+    };
+    let blocks = nblocks(&db);
+    let report = last(&mut s, "VACUUM t");
+    assert!(
+        report.notices[0].contains("0 dead rows removed, 3000 kept"),
+        "{:?}",
+        report.notices
+    );
+    // Vacuum offered the empty blocks to inserts, which fill them before
+    // adding any.
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'again' FROM generate_series(1, 100) i",
+    );
+    assert_eq!(nblocks(&db), blocks);
+    drop(s);
+    drop(db);
+    let db = Database::open(&dir.path().join("data"), &settings(method, &[])).unwrap();
+    let mut s = db.session().unwrap();
+    assert_eq!(count(&mut s, "t"), 3100);
+    run(&mut s, "VACUUM t");
+    assert_eq!(count(&mut s, "t"), 3100);
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
@@ -1892,6 +1930,7 @@ for_each_method!(
     malformed_copy_input_names_line_and_column_and_loads_nothing,
     copy_refuses_bad_options_and_missing_streams_by_name,
     copy_from_and_vacuum_report_progress,
+    pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart,
 );
 
 /// Random expressions over `t (id integer, note text)` and the column

@@ -732,7 +732,17 @@ impl Heap {
                     break;
                 }
             };
-            let (mut plan, mut room) = s.with_page(id, |page| (plan_page(page), free_space(page)));
+            // A page a bulk load added but never filled is still all
+            // zeros: it is left so (any change would make it neither new
+            // nor valid) and offered to inserts, as PostgreSQL's vacuum
+            // leaves new pages to their inserters.
+            let (mut plan, mut room) = s.with_page(id, |page| {
+                if PageHeader::read(page).upper == 0 {
+                    (PagePlan::default(), BLOCK_SIZE)
+                } else {
+                    (plan_page(page), free_space(page))
+                }
+            });
             if plan.changes_page() {
                 s.pool().aio().injections().hit(
                     crate::inject::VACUUM_BEFORE_PAGE_CHANGE,
