@@ -23,7 +23,8 @@ pub enum Output {
 /// Prints one statement's result: rows as a table or CSV, else its tag.
 pub fn print_result(out: &mut dyn Write, r: &StatementResult, how: Output) -> std::io::Result<()> {
     for notice in &r.notices {
-        eprintln!("NOTICE:  {notice}");
+        // Notices carry their level ("NOTICE: …", "INFO: …").
+        eprintln!("{notice}");
     }
     if r.returns_rows() {
         match how {

@@ -73,7 +73,7 @@ fn copy_reads_standard_input_and_writes_clean_standard_output() {
     assert_eq!(out, "CREATE TABLE\nCOPY 2\nVACUUM\n");
     // Not a terminal: no progress bar, only the vacuum report.
     assert!(
-        err.starts_with("NOTICE:  INFO: table \"t\"") && !err.contains('\x1b'),
+        err.starts_with("INFO: table \"t\"") && !err.contains('\x1b'),
         "{err:?}"
     );
     // The data alone on standard output; its "COPY n" on standard error.

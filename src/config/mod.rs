@@ -42,7 +42,7 @@ pub enum ConfigError {
         origin: Source,
         expected: String,
     },
-    #[error("setting \"{name}\" can only be set at start-up (in aiostore.toml, as AIOSTORE_{name}, or with -c); SET cannot change it")]
+    #[error("setting \"{name}\" can only be set at start-up (in aiostore.toml, as AIOSTORE_{env}, or with -c); SET cannot change it", env = name.to_uppercase())]
     StartupOnly { name: &'static str },
     #[error("-c expects name=value, got \"{arg}\"")]
     MalformedArgument { arg: String },
