@@ -181,7 +181,8 @@ impl Progress for TerminalProgress {
         }
         let (amount, rate) = match unit {
             ProgressUnit::Bytes => ("{bytes}/{total_bytes}", "{bytes_per_sec}"),
-            ProgressUnit::Blocks => ("{human_pos}/{human_len} blocks", "{per_sec}"),
+            // indicatif prints a unitless rate with four decimals.
+            ProgressUnit::Blocks => ("{human_pos}/{human_len} blocks", ""),
         };
         let bar = match total {
             Some(total) => {
