@@ -180,13 +180,13 @@ impl Progress for TerminalProgress {
             return;
         }
         let (amount, rate) = match unit {
-            ProgressUnit::Bytes => ("{bytes}/{total_bytes}", "{bytes_per_sec}"),
+            ProgressUnit::Bytes => ("{bytes}/{total_bytes}", " {bytes_per_sec}"),
             // indicatif prints a unitless rate with four decimals.
             ProgressUnit::Blocks => ("{human_pos}/{human_len} blocks", ""),
         };
         let bar = match total {
             Some(total) => {
-                let template = format!("{{msg}} [{{bar:30}}] {amount} {rate}, {{eta}} left");
+                let template = format!("{{msg}} [{{bar:30}}] {amount}{rate}, {{eta}} left");
                 let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
                 bar.set_style(
                     ProgressStyle::with_template(&template)
@@ -197,7 +197,7 @@ impl Progress for TerminalProgress {
             }
             None => {
                 let amount = amount.split('/').next().unwrap_or("{pos}");
-                let template = format!("{{spinner}} {{msg}} {amount} {rate}");
+                let template = format!("{{spinner}} {{msg}} {amount}{rate}");
                 let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
                 bar.set_style(
                     ProgressStyle::with_template(&template)
