@@ -134,64 +134,33 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
             message: e.to_string(),
         })?;
     check_depth(&tokens)?;
-    let all_tokens = tokens.clone();
-    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    // Each statement is parsed from its own tokens, up to its `;`: a
+    // parser given the rest of the text would, after `COPY … FROM STDIN`,
+    // take that rest as inline data (psql's script form), and here the
+    // data comes from the statement's input.
     let mut parsed = Vec::new();
-    loop {
-        while parser.consume_token(&Token::SemiColon) {}
-        let first = parser.peek_token();
-        if first.token == Token::EOF {
-            break;
-        }
+    let is_blank = |t: &TokenWithSpan| matches!(t.token, Token::Whitespace(_));
+    for piece in tokens.split(|t| t.token == Token::SemiColon) {
+        let Some(first) = piece.iter().find(|t| !is_blank(t)) else {
+            continue;
+        };
         let number = parsed.len() + 1;
         let syntax = |message: String| SqlError::Syntax {
             statement: number,
             message,
         };
+        let mut parser = Parser::new(&dialect).with_tokens_with_locations(piece.to_vec());
         let statement = match &first.token {
             Token::Word(w) if w.value.eq_ignore_ascii_case("checkpoint") => {
                 parser.next_token();
                 Stmt::Checkpoint
             }
-            Token::Word(w) if w.value.eq_ignore_ascii_case("copy") => {
-                // Parsed alone: after COPY … FROM STDIN; sqlparser would
-                // take the rest of the text as the data to copy (psql's
-                // script form), and the data comes from STDIN here.
-                let start = parser.index();
-                let end = all_tokens[start..]
-                    .iter()
-                    .position(|t| t.token == Token::SemiColon)
-                    .map_or(all_tokens.len(), |i| start + i);
-                let mut alone = Parser::new(&dialect)
-                    .with_tokens_with_locations(all_tokens[start..end].to_vec());
-                let st = alone.parse_statement().map_err(|e| {
-                    syntax(format!(
-                        "{e} (the statement starts at {})",
-                        position(&first)
-                    ))
-                })?;
-                let rest = alone.peek_token();
-                if rest.token != Token::EOF {
-                    return Err(syntax(format!(
-                        "expected ; or the end of the text, found \"{}\" at {}",
-                        rest.token,
-                        position(&rest)
-                    )));
-                }
-                while parser.index() < end {
-                    parser.next_token_no_skip();
-                }
-                Stmt::Ast(Box::new(st))
-            }
             _ => Stmt::Ast(Box::new(parser.parse_statement().map_err(|e| {
-                syntax(format!(
-                    "{e} (the statement starts at {})",
-                    position(&first)
-                ))
+                syntax(format!("{e} (the statement starts at {})", position(first)))
             })?)),
         };
         let next = parser.peek_token();
-        if !matches!(next.token, Token::SemiColon | Token::EOF) {
+        if next.token != Token::EOF {
             return Err(syntax(format!(
                 "expected ; or the end of the text, found \"{}\" at {}",
                 next.token,
@@ -200,7 +169,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
         }
         parsed.push(Parsed {
             number,
-            start: position(&first),
+            start: position(first),
             statement,
         });
     }
