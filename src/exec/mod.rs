@@ -283,19 +283,19 @@ pub fn vacuum(
     for table in tables {
         let _held = hold_tables(&db, std::slice::from_ref(table))?;
         let name = format!("VACUUM {}", table.name());
-        let mut begun = false;
+        // The task begins when vacuum knows the table's size.
+        let mut unstarted = Some(&mut *progress);
+        let mut task = None;
         let result = db
             .heap()
             .vacuum(&mut session.buf, &table.heap, limits, &mut |done, total| {
-                if !begun {
-                    begun = true;
-                    progress.begin(&name, Some(u64::from(total)), ProgressUnit::Blocks);
-                }
-                progress.update(u64::from(done));
+                task.get_or_insert_with(|| {
+                    let progress = unstarted.take().expect("the task begins once");
+                    progress::Task::begin(progress, &name, Some(total.into()), ProgressUnit::Blocks)
+                })
+                .update(done.into())
             });
-        if begun {
-            progress.end();
-        }
+        drop(task);
         reports.push(result?);
     }
     Ok(reports)

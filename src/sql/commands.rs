@@ -344,12 +344,9 @@ fn dispatch(
             {
                 return Err(cx.unsupported(statement.span(), "this form of VACUUM"));
             }
-            let mut no_progress = exec::NoProgress;
-            let progress = match io.progress.as_deref_mut() {
-                Some(p) => p,
-                None => &mut no_progress,
-            };
-            utility(s, |s| vacuum(&cx, s, table_name.as_ref(), progress))
+            io.with_progress(|progress| {
+                utility(s, |s| vacuum(&cx, s, table_name.as_ref(), progress))
+            })
         }
         other => Err(cx.unsupported(Span::empty(), statement_kind(other))),
     }

@@ -19,9 +19,7 @@ use super::expr::{ident, object_name, StmtCx};
 use super::query::plan_query;
 use super::{SqlError, StatementIo, StatementResult};
 use crate::database::{Session, StatementSnapshot};
-use crate::exec::{
-    self, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo, NoProgress, ScanNode,
-};
+use crate::exec::{self, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo, ScanNode};
 
 /// Reads from files in pieces this large.
 const FILE_BUFFER: usize = 256 * 1024;
@@ -118,26 +116,25 @@ pub(crate) fn copy(
             columns,
             options: opts,
         };
-        let mut no_progress = NoProgress;
-        let progress = match io.progress.as_deref_mut() {
-            Some(p) => p,
-            None => &mut no_progress,
-        };
         match target {
             CopyTarget::Stdin => {
-                let Some(input) = io.stdin.as_deref_mut() else {
+                let Some(input) = io.stdin.take() else {
                     return Err(SqlError::Copy(
                         "COPY FROM STDIN has no input here: give the statement one (StatementIo::stdin), or load a file with COPY … FROM 'file'".into(),
                     ));
                 };
-                exec::copy_from(s, snapshot, &plan, input, None, progress)?
+                let loaded =
+                    io.with_progress(|p| exec::copy_from(s, snapshot, &plan, &mut *input, None, p));
+                // Lent back for the statements after this one.
+                io.stdin = Some(input);
+                loaded?
             }
             CopyTarget::File { filename } => {
                 let file =
                     File::open(filename).map_err(|e| file_error(filename, "open", "reading", e))?;
                 let total = file.metadata().map(|m| m.len()).ok();
                 let mut input = BufReader::with_capacity(FILE_BUFFER, file);
-                exec::copy_from(s, snapshot, &plan, &mut input, total, progress)?
+                io.with_progress(|p| exec::copy_from(s, snapshot, &plan, &mut input, total, p))?
             }
             CopyTarget::Stdout => {
                 return Err(SqlError::Copy(

@@ -250,6 +250,16 @@ pub struct StatementIo<'a> {
     pub progress: Option<&'a mut dyn Progress>,
 }
 
+impl StatementIo<'_> {
+    /// Calls `f` with the progress receiver, or one that shows nothing.
+    pub(crate) fn with_progress<R>(&mut self, f: impl FnOnce(&mut dyn Progress) -> R) -> R {
+        match self.progress.as_deref_mut() {
+            Some(p) => f(p),
+            None => f(&mut crate::exec::NoProgress),
+        }
+    }
+}
+
 /// Runs the `;`-separated statements of `text` in `session`, in order,
 /// and returns their results. Stops at the first error; the failing
 /// statement has been undone (or, inside a transaction block, the block is
