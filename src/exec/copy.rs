@@ -33,13 +33,14 @@ use std::cell::RefCell;
 use std::io::{self, BufRead, Write};
 use std::sync::Arc;
 
+use super::dml::InsertSink;
 use super::plan::{run_query, scan_table, Flow, Pipeline, ScanNode};
 use super::progress::{Progress, ProgressUnit, Task};
 use super::value::{format_double, parse_value};
-use super::{dml, hold_tables, EvalContext, ExecError};
+use super::{hold_tables, EvalContext, ExecError};
 use crate::catalog::TableDef;
 use crate::database::{Session, StatementSnapshot};
-use crate::heap::{InsertState, Value};
+use crate::heap::Value;
 
 /// The data format of a COPY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,7 +405,7 @@ pub fn copy_from(
     let db = Arc::clone(s.db());
     let table = &plan.table;
     let _held = hold_tables(&db, std::slice::from_ref(table))?;
-    let (xid, cid) = s.xid(snap)?;
+    let ids = s.xid(snap)?;
     let mut task = Task::begin(
         progress,
         &format!("COPY {}", table.name()),
@@ -423,11 +424,10 @@ pub fn copy_from(
     if plan.options.header && !reader.next_record().map_err(bad)? {
         return Ok(0);
     }
-    let mut state = InsertState::bulk(db.pool().nbuffers());
+    let mut sink = InsertSink::new(s, Arc::clone(table), ids, true);
     let mut row = vec![Value::Null; table.columns.len()];
-    let mut loaded = 0u64;
     let mut reported = 0u64;
-    let mut load = |s: &mut Session, state: &mut InsertState| -> Result<(), ExecError> {
+    let mut load = |s: &mut Session, sink: &mut InsertSink| -> Result<(), ExecError> {
         while reader.next_record().map_err(bad)? {
             // In PostgreSQL's order: extra fields, then each column's
             // field converted before the next one is looked for.
@@ -450,10 +450,10 @@ pub fn copy_from(
                     }
                 };
             }
-            let tuple = dml::encode_row(table, &row, xid, cid)
+            let tuple = sink
+                .encode(&row)
                 .map_err(|e| bad(reader.error(None, e.to_string())))?;
-            db.heap().insert(&mut s.buf, &table.heap, &tuple, state)?;
-            loaded += 1;
+            sink.insert_tuple(s, &tuple)?;
             if reader.bytes - reported >= PROGRESS_STEP {
                 reported = reader.bytes;
                 task.update(reported);
@@ -462,9 +462,8 @@ pub fn copy_from(
         task.update(reader.bytes);
         Ok(())
     };
-    let result = load(s, &mut state);
-    // The insert state holds its target page pinned, failed or not.
-    state.finish(&mut s.buf);
+    let result = load(s, &mut sink);
+    let loaded = sink.finish(s);
     result.map(|()| loaded)
 }
 

@@ -102,7 +102,7 @@ pub struct DeletePlan {
 
 /// Refuses NULL in a NOT NULL column, then encodes `row` as written by
 /// (`xid`, `cid`).
-pub(crate) fn encode_row(
+fn encode_row(
     table: &TableDef,
     row: &[Value],
     xid: Xid,
@@ -129,7 +129,10 @@ pub(crate) fn encode_row(
     Ok(encode(&table.heap.types, row, xid, cid)?)
 }
 
-struct InsertSink {
+/// Inserts rows into a table as one statement's writes: the target page
+/// stays pinned between rows (a bulk-write ring for loads) until
+/// [`InsertSink::finish`].
+pub(crate) struct InsertSink {
     db: Arc<Database>,
     table: Arc<TableDef>,
     xid: Xid,
@@ -138,13 +141,54 @@ struct InsertSink {
     inserted: u64,
 }
 
-impl RowSink for InsertSink {
-    fn accept(&mut self, s: &mut Session, row: &[Value]) -> Result<Flow, ExecError> {
-        let tuple = encode_row(&self.table, row, self.xid, self.cid)?;
+impl InsertSink {
+    pub(crate) fn new(
+        s: &Session,
+        table: Arc<TableDef>,
+        (xid, cid): (Xid, CommandId),
+        bulk: bool,
+    ) -> InsertSink {
+        let db = Arc::clone(s.db());
+        InsertSink {
+            state: if bulk {
+                InsertState::bulk(db.pool().nbuffers())
+            } else {
+                InsertState::default()
+            },
+            db,
+            table,
+            xid,
+            cid,
+            inserted: 0,
+        }
+    }
+
+    /// The tuple for `row` (errors here are the row's: NULL in a NOT NULL
+    /// column, a wrong type, too large).
+    pub(crate) fn encode(&self, row: &[Value]) -> Result<Vec<u8>, ExecError> {
+        encode_row(&self.table, row, self.xid, self.cid)
+    }
+
+    pub(crate) fn insert_tuple(&mut self, s: &mut Session, tuple: &[u8]) -> Result<(), ExecError> {
         self.db
             .heap()
-            .insert(&mut s.buf, &self.table.heap, &tuple, &mut self.state)?;
+            .insert(&mut s.buf, &self.table.heap, tuple, &mut self.state)?;
         self.inserted += 1;
+        Ok(())
+    }
+
+    /// Releases the target page (whether the statement failed or not)
+    /// and returns how many rows were inserted.
+    pub(crate) fn finish(mut self, s: &mut Session) -> u64 {
+        self.state.finish(&mut s.buf);
+        self.inserted
+    }
+}
+
+impl RowSink for InsertSink {
+    fn accept(&mut self, s: &mut Session, row: &[Value]) -> Result<Flow, ExecError> {
+        let tuple = self.encode(row)?;
+        self.insert_tuple(s, &tuple)?;
         Ok(Flow::Continue)
     }
 }
@@ -155,27 +199,14 @@ pub(crate) fn run_insert(
     snap: &mut StatementSnapshot,
     ctx: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
-    let (xid, cid) = s.xid(snap)?;
-    let db = Arc::clone(s.db());
-    let mut sink = InsertSink {
-        state: if plan.bulk {
-            InsertState::bulk(db.pool().nbuffers())
-        } else {
-            InsertState::default()
-        },
-        db,
-        table: Arc::clone(&plan.table),
-        xid,
-        cid,
-        inserted: 0,
-    };
+    let ids = s.xid(snap)?;
+    let mut sink = InsertSink::new(s, Arc::clone(&plan.table), ids, plan.bulk);
     let result = run_pipeline(&mut plan.input, s, snap.get(), ctx, &mut sink);
-    // The insert state holds its target page pinned, failed or not.
-    sink.state.finish(&mut s.buf);
+    let inserted = sink.finish(s);
     result?;
     Ok(Outcome {
         rows: Vec::new(),
-        count: sink.inserted,
+        count: inserted,
     })
 }
 

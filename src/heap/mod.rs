@@ -464,13 +464,12 @@ impl Heap {
         };
         let id = ids[0];
         let block = s.pool().tag(id).expect("pinned buffer has a tag").block;
-        if ids.len() > 1 {
-            for &spare in &ids[1..] {
-                s.release(spare);
-            }
-            let mut free = rs.free_blocks.lock();
-            free.extend((block + 1..block + count).rev());
+        for &spare in &ids[1..] {
+            s.release(spare);
         }
+        rs.free_blocks
+            .lock()
+            .extend((block + 1..block + count).rev());
         let applied = s.modify_page(id, |page| {
             apply(page, block, &PageChange::Init);
             fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }))
