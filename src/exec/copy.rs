@@ -548,11 +548,40 @@ impl RowWriter<'_> {
         self.buf.push(b'\n');
     }
 
+    fn header<'n>(&mut self, names: impl IntoIterator<Item = &'n str>) {
+        for (i, name) in names.into_iter().enumerate() {
+            if i > 0 {
+                self.buf.push(self.opts.delimiter);
+            }
+            self.field_text(name.as_bytes());
+        }
+        self.buf.push(b'\n');
+    }
+
     fn flush_to(&mut self, output: &mut dyn Write) -> io::Result<()> {
         output.write_all(&self.buf)?;
         self.buf.clear();
         Ok(())
     }
+}
+
+/// `rows` under a header line of `names`, as `COPY … TO (FORMAT csv,
+/// HEADER)` writes them.
+pub fn csv_with_header<'n>(
+    names: impl IntoIterator<Item = &'n str>,
+    rows: &[Vec<Value>],
+) -> String {
+    let opts = CopyOptions::new(CopyFormat::Csv);
+    let mut w = RowWriter {
+        opts: &opts,
+        buf: Vec::new(),
+    };
+    w.header(names);
+    for row in rows {
+        w.row(row.iter());
+    }
+    // Only UTF-8 text and ASCII went in.
+    String::from_utf8_lossy(&w.buf).into_owned()
 }
 
 /// `COPY … TO`: writes the plan's rows to `output` (named `target` in
@@ -580,13 +609,7 @@ pub fn copy_to(
         message: e.to_string(),
     };
     if plan.options.header {
-        for (i, name) in plan.names.iter().enumerate() {
-            if i > 0 {
-                w.buf.push(plan.options.delimiter);
-            }
-            w.field_text(name.as_bytes());
-        }
-        w.buf.push(b'\n');
+        w.header(plan.names.iter().map(String::as_str));
     }
     let mut count = 0u64;
     match &mut plan.source {

@@ -5,13 +5,10 @@
 //! nothing.
 
 use super::StatementResult;
-use crate::exec::value::{is_numeric, output_text};
-use crate::heap::Value;
+use crate::exec::value::is_numeric;
 
 /// A value as PostgreSQL prints it (NULL as an empty string).
-pub fn format_value(v: &Value) -> String {
-    output_text(v)
-}
+pub use crate::exec::value::output_text as format_value;
 
 /// psql's aligned format: a centred header, a rule, one line per row
 /// (numbers right-aligned), and "(N rows)". A statement that returns no
@@ -90,50 +87,20 @@ pub fn format_table(result: &StatementResult) -> String {
     out
 }
 
-/// A CSV field: quoted when it holds a comma, quote or line break, or is
-/// empty (so that an empty string differs from NULL, which is nothing).
-fn csv_field(s: &str, out: &mut String) {
-    if s.is_empty() || s.contains([',', '"', '\n', '\r']) {
-        out.push('"');
-        out.push_str(&s.replace('"', "\"\""));
-        out.push('"');
-    } else {
-        out.push_str(s);
-    }
-}
-
-/// CSV with a header line (RFC 4180 quoting; NULL as an empty, unquoted
-/// field). A statement that returns no rows gives an empty string.
+/// CSV with a header line, as `COPY … TO STDOUT (FORMAT csv, HEADER)`
+/// writes it (NULL an empty, unquoted field; the empty string `""`). A
+/// statement that returns no rows gives an empty string.
 pub fn format_csv(result: &StatementResult) -> String {
-    let mut out = String::new();
     if !result.returns_rows() {
-        return out;
+        return String::new();
     }
-    for (i, c) in result.columns.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        csv_field(&c.name, &mut out);
-    }
-    out.push('\n');
-    for row in &result.rows {
-        for (i, v) in row.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            if !v.is_null() {
-                csv_field(&format_value(v), &mut out);
-            }
-        }
-        out.push('\n');
-    }
-    out
+    crate::exec::copy::csv_with_header(result.columns.iter().map(|c| c.name.as_str()), &result.rows)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::heap::ColumnType;
+    use crate::heap::{ColumnType, Value};
     use crate::sql::ResultColumn;
 
     fn result() -> StatementResult {
