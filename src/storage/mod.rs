@@ -669,15 +669,30 @@ impl SmgrRelation {
                 detail: format!("{} bytes is not a whole number of blocks", pages.len()),
             });
         }
-        let mut block = first_block;
-        let mut rest = pages;
-        while !rest.is_empty() {
-            let loc = self.locate_inner(fork, block, true)?;
-            let n = (rest.len() / BLOCK_SIZE).min(loc.blocks_left_in_segment as usize);
-            let (now, later) = rest.split_at(n * BLOCK_SIZE);
-            loc.file.write_all_at(loc.offset, now)?;
-            block += n as BlockNumber;
-            rest = later;
+        let count = (pages.len() / BLOCK_SIZE) as u32;
+        self.for_each_new_run(fork, first_block, count, |loc, done, n| {
+            let at = done as usize * BLOCK_SIZE;
+            loc.file
+                .write_all_at(loc.offset, &pages[at..at + n as usize * BLOCK_SIZE])
+        })
+    }
+
+    /// Calls `f` for each run of the `count` blocks from `first_block` that
+    /// lies in one segment (created if needed), with the run's location,
+    /// the blocks before it and its length.
+    fn for_each_new_run(
+        &self,
+        fork: Fork,
+        first_block: BlockNumber,
+        count: u32,
+        mut f: impl FnMut(&BlockLocation, u32, u32) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let mut done = 0;
+        while done < count {
+            let loc = self.locate_inner(fork, first_block + done, true)?;
+            let n = (count - done).min(loc.blocks_left_in_segment);
+            f(&loc, done, n)?;
+            done += n;
         }
         Ok(())
     }
@@ -694,11 +709,7 @@ impl SmgrRelation {
         count: u32,
     ) -> Result<(), StorageError> {
         const ALLOCATE_PAST_BLOCKS: u32 = 8;
-        let mut block = first_block;
-        let end = first_block + count;
-        while block < end {
-            let loc = self.locate_inner(fork, block, true)?;
-            let n = (end - block).min(loc.blocks_left_in_segment);
+        self.for_each_new_run(fork, first_block, count, |loc, _, n| {
             let len = n as usize * BLOCK_SIZE;
             let allocated = n > ALLOCATE_PAST_BLOCKS
                 && match loc.file.allocate(loc.offset, len as u64) {
@@ -713,9 +724,8 @@ impl SmgrRelation {
             if !allocated {
                 loc.file.write_all_at(loc.offset, &AlignedBuf::new(len))?;
             }
-            block += n;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Shortens the fork to `nblocks` blocks, removing whole segments past
