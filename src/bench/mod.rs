@@ -52,3 +52,19 @@ pub fn drop_page_cache() -> std::io::Result<()> {
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
 }
+
+/// Writes one benchmark case: as a JSON object with `--json`, else as the
+/// table row `row` formats.
+pub(crate) fn emit_case<C: serde::Serialize>(
+    out: &mut dyn std::io::Write,
+    json: bool,
+    case: &C,
+    row: impl FnOnce(&C) -> String,
+) -> Result<(), String> {
+    let line = if json {
+        serde_json::to_string(case).map_err(|e| e.to_string())?
+    } else {
+        row(case)
+    };
+    writeln!(out, "{line}").map_err(|e| e.to_string())
+}

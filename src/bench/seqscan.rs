@@ -133,9 +133,7 @@ fn ensure_table(opts: &SeqscanOptions, rows: u64) -> Result<(), String> {
 }
 
 fn emit(out: &mut dyn Write, json: bool, c: &SeqscanCase) -> Result<(), String> {
-    let line = if json {
-        serde_json::to_string(c).map_err(|e| e.to_string())?
-    } else {
+    super::emit_case(out, json, c, |c| {
         format!(
             "{:<8} {:<9} {:>7} {:>8.3} {:>9.1} {:>10} {:>9} {:>8} {:>6}",
             c.case,
@@ -148,8 +146,7 @@ fn emit(out: &mut dyn Write, json: bool, c: &SeqscanCase) -> Result<(), String> 
             c.ios,
             c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
         )
-    };
-    writeln!(out, "{line}").map_err(|e| e.to_string())
+    })
 }
 
 fn table_file(dir: &Path, rel: u32) -> PathBuf {
@@ -295,8 +292,9 @@ pub struct CopyCase {
     pub method: &'static str,
     pub io_direct: &'static str,
     pub shared_buffers_mib: u64,
-    /// Whether the CSV file was read from disk (page cache dropped first;
-    /// root only) or may have been cached.
+    /// copy-from: whether the CSV file was read from disk (page cache
+    /// dropped first; root only) or may have been cached. copy-to: the
+    /// table is always read cold (O_DIRECT, a new pool).
     pub cache: &'static str,
     pub seconds: f64,
     /// CSV MiB per second.
@@ -311,9 +309,7 @@ pub struct CopyCase {
 }
 
 fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String> {
-    let line = if json {
-        serde_json::to_string(c).map_err(|e| e.to_string())?
-    } else {
+    super::emit_case(out, json, c, |c| {
         format!(
             "{:<9} {:<9} {:>8.3} {:>8.1} {:>10} {:>10.0} {:>9.0} {:>9.0} {:>10.3}",
             c.case,
@@ -326,8 +322,7 @@ fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String
             c.table_mib,
             c.checkpoint_seconds
         )
-    };
-    writeln!(out, "{line}").map_err(|e| e.to_string())
+    })
 }
 
 /// A table's relation number and size in MiB.
@@ -344,6 +339,23 @@ fn table_size(db: &Database, table: &str) -> Result<(u32, f64), String> {
         .nblocks(crate::storage::Fork::Main)
         .map_err(|e| e.to_string())?;
     Ok((rel, nblocks as f64 * BLOCK_SIZE as f64 / (1 << 20) as f64))
+}
+
+/// Runs the COPY statement `sql`, checks that it copied `rows` rows, and
+/// returns them with the seconds it took.
+fn timed_copy(s: &mut Session, sql: &str, rows: u64) -> Result<(u64, f64), String> {
+    let started = Instant::now();
+    let results = crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let n = results
+        .first()
+        .and_then(|r| r.tag.strip_prefix("COPY "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    if n != rows {
+        return Err(format!("{sql}: copied {n} rows, expected {rows}"));
+    }
+    Ok((n, seconds))
 }
 
 /// Drops the page cache if we may; says whether the next read is cold.
@@ -390,35 +402,23 @@ pub fn run_copy(
         .map_err(|e| e.to_string())?;
     }
     let mut cases = Vec::new();
-    let case = |name,
-                method: IoMethod,
-                cache,
-                seconds: f64,
-                n: u64,
-                csv_mib,
-                table_mib,
-                checkpoint_seconds| CopyCase {
-        bench: "copy",
-        case: name,
-        method: method.name(),
-        io_direct: "data",
-        shared_buffers_mib: pool_mib,
-        cache,
-        seconds,
-        mib_s: csv_mib / seconds,
-        rows: n,
-        rows_s: n as f64 / seconds,
-        csv_mib,
-        table_mib,
-        checkpoint_seconds,
-    };
-    let tag_count = |results: Vec<crate::sql::StatementResult>| -> u64 {
-        results
-            .first()
-            .and_then(|r| r.tag.strip_prefix("COPY "))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let case =
+        |name, method: IoMethod, cache, (n, seconds): (u64, f64), csv_mib, table_mib| CopyCase {
+            bench: "copy",
+            case: name,
+            method: method.name(),
+            io_direct: "data",
+            shared_buffers_mib: pool_mib,
+            cache,
+            seconds,
+            mib_s: csv_mib / seconds,
+            rows: n,
+            rows_s: n as f64 / seconds,
+            csv_mib,
+            table_mib,
+            checkpoint_seconds: 0.0,
+        };
+    let mut csv_mib = 0.0;
     for (i, &method) in opts.methods.iter().enumerate() {
         let db = Database::open(&opts.dir, &settings(Some(method), 16, opts))
             .map_err(|e| e.to_string())?;
@@ -426,60 +426,51 @@ pub fn run_copy(
             return Err(format!("{method} is not available here"));
         }
         let mut s = db.session().map_err(|e| e.to_string())?;
-        let (_, source_mib) = table_size(&db, TABLE)?;
         if i == 0 {
-            // COPY TO, once: it also makes the CSV file the loads read.
-            let started = Instant::now();
-            let n = tag_count(
-                crate::sql::execute(
-                    &mut s,
-                    &format!("COPY {TABLE} TO '{csv_text}' (FORMAT csv)"),
-                )
-                .map_err(|e| e.to_string())?,
-            );
-            let seconds = started.elapsed().as_secs_f64();
-            let csv_mib =
+            // COPY TO, once (the table is read cold, with O_DIRECT from a
+            // new pool): it also writes the CSV file the loads read.
+            let copied = timed_copy(
+                &mut s,
+                &format!("COPY {TABLE} TO '{csv_text}' (FORMAT csv)"),
+                rows,
+            )?;
+            csv_mib =
                 std::fs::metadata(&csv).map_err(|e| e.to_string())?.len() as f64 / (1 << 20) as f64;
             let c = case(
-                "copy-to", method, "cold", seconds, n, csv_mib, source_mib, 0.0,
+                "copy-to",
+                method,
+                "cold",
+                copied,
+                csv_mib,
+                table_size(&db, TABLE)?.1,
             );
             emit_copy(out, json, &c)?;
             cases.push(c);
         }
-        let csv_mib =
-            std::fs::metadata(&csv).map_err(|e| e.to_string())?.len() as f64 / (1 << 20) as f64;
         crate::sql::execute(
             &mut s,
             "DROP TABLE IF EXISTS bar_load; CREATE TABLE bar_load (a integer, b text, c text, d integer)",
         )
         .map_err(|e| e.to_string())?;
         let cache = try_cold();
-        let started = Instant::now();
-        let n = tag_count(
-            crate::sql::execute(
-                &mut s,
-                &format!("COPY bar_load FROM '{csv_text}' (FORMAT csv)"),
-            )
-            .map_err(|e| e.to_string())?,
-        );
-        let seconds = started.elapsed().as_secs_f64();
-        if n != rows {
-            return Err(format!("COPY loaded {n} rows, expected {rows}"));
-        }
+        let loaded = timed_copy(
+            &mut s,
+            &format!("COPY bar_load FROM '{csv_text}' (FORMAT csv)"),
+            rows,
+        )?;
         let started = Instant::now();
         crate::sql::execute(&mut s, "CHECKPOINT").map_err(|e| e.to_string())?;
-        let checkpoint_seconds = started.elapsed().as_secs_f64();
-        let (_, loaded_mib) = table_size(&db, "bar_load")?;
-        let c = case(
-            "copy-from",
-            method,
-            cache,
-            seconds,
-            n,
-            csv_mib,
-            loaded_mib,
-            checkpoint_seconds,
-        );
+        let c = CopyCase {
+            checkpoint_seconds: started.elapsed().as_secs_f64(),
+            ..case(
+                "copy-from",
+                method,
+                cache,
+                loaded,
+                csv_mib,
+                table_size(&db, "bar_load")?.1,
+            )
+        };
         emit_copy(out, json, &c)?;
         cases.push(c);
         crate::sql::execute(&mut s, "DROP TABLE bar_load").map_err(|e| e.to_string())?;

@@ -165,9 +165,7 @@ fn case(
 }
 
 fn emit(out: &mut dyn Write, json: bool, c: &StreamCase) -> Result<(), String> {
-    let line = if json {
-        serde_json::to_string(c).map_err(|e| e.to_string())?
-    } else {
+    super::emit_case(out, json, c, |c| {
         format!(
             "{:<10} {:<9} {:>7} {:>4} {:>8.3} {:>9.1} {:>8} {:>8} {:>7} {:>7} {:>7}",
             c.case,
@@ -182,8 +180,7 @@ fn emit(out: &mut dyn Write, json: bool, c: &StreamCase) -> Result<(), String> {
             c.waits,
             c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
         )
-    };
-    writeln!(out, "{line}").map_err(|e| e.to_string())
+    })
 }
 
 const TABLE_HEADER: &str =
