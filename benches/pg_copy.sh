@@ -10,8 +10,8 @@
 #          so PostgreSQL skips the WAL and syncs the table at commit. The
 #          closer comparison while aiostore has no WAL.
 #
-# shared_buffers=128MB as aiostore's default. Uses the data directory of
-# benches/pg_seqscan.sh.
+# Uses the data directory and settings of benches/pg_seqscan.sh
+# (benches/pg_env.sh).
 #
 # Usage (as root): benches/pg_copy.sh CSV [DIR]
 # CSV is the file `aiostore bench copy` writes (bench/seqscan/bar-<rows>.csv
@@ -19,20 +19,7 @@
 set -eu
 CSV=$1
 DIR=${2:-/var/tmp/aiostore-pg-seqscan}
-BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-PORT=54329
-as_pg() { su postgres -c "$*"; }
-if [ ! -f "$DIR/PG_VERSION" ]; then
-    mkdir -p "$DIR" && chown postgres "$DIR"
-    as_pg "$BIN/initdb -D $DIR -A trust >/dev/null"
-    cat >> "$DIR/postgresql.conf" <<CONF
-shared_buffers = 128MB
-max_parallel_workers_per_gather = 0
-port = $PORT
-unix_socket_directories = '/tmp'
-CONF
-fi
-PSQL="$BIN/psql -h /tmp -p $PORT -d postgres -X -q -t -A -v ON_ERROR_STOP=1"
+. "$(dirname "$0")/pg_env.sh"
 CSV_BYTES=$(stat -c %s "$CSV")
 for mode in wal nowal; do
     if [ $mode = nowal ]; then

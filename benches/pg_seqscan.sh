@@ -12,21 +12,8 @@
 set -eu
 ROWS=${1:-21474836}
 DIR=${2:-/var/tmp/aiostore-pg-seqscan}
-BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-PORT=54329
-as_pg() { su postgres -c "$*"; }
-if [ ! -f "$DIR/PG_VERSION" ]; then
-    mkdir -p "$DIR" && chown postgres "$DIR"
-    as_pg "$BIN/initdb -D $DIR -A trust >/dev/null"
-    cat >> "$DIR/postgresql.conf" <<CONF
-shared_buffers = 128MB
-max_parallel_workers_per_gather = 0
-port = $PORT
-unix_socket_directories = '/tmp'
-CONF
-fi
+. "$(dirname "$0")/pg_env.sh"
 as_pg "$BIN/pg_ctl -D $DIR -l $DIR/log -w start >/dev/null"
-PSQL="$BIN/psql -h /tmp -p $PORT -d postgres -X -q -t -A"
 HAVE=$(as_pg "$PSQL -c \"select count(*) from bar\"" 2>/dev/null || echo 0)
 if [ "$HAVE" != "$ROWS" ]; then
     echo "building bar with $ROWS rows ..." >&2
