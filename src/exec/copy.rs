@@ -15,8 +15,9 @@
 //! # Loading
 //!
 //! [`copy_from`] reads records one at a time, converts each field with its
-//! column's input function and inserts the row through a bulk-write ring
-//! (`InsertState::bulk`), so a load neither holds the input in memory nor
+//! column's input function and inserts the row as INSERT does (the
+//! executor's insert sink, with a bulk-write ring), so a load neither holds
+//! the input in memory nor
 //! pushes the rest of the pool out. The first bad record fails the
 //! statement with its line, column and reason; the statement's rows are
 //! then invisible (its transaction, or the block's, is rolled back), so a
@@ -27,7 +28,8 @@
 //! [`copy_to`] formats rows into a buffer while the scan holds the page,
 //! and writes the buffer to the output between pages (`Heap::scan`'s
 //! `after_page`), when no lock is held: a slow reader of the output holds
-//! back the scan, never the writers of the page.
+//! back the scan, never the writers of the page. `COPY (query) TO` runs
+//! the query first and writes its rows after, as a SELECT returns them.
 
 use std::cell::RefCell;
 use std::io::{self, BufRead, Write};

@@ -828,7 +828,7 @@ mod tests {
     }
 
     #[test]
-    fn extend_zeroed_allocates_large_extensions_across_segments() {
+    fn extend_zeroed_adds_zeroed_blocks_across_segments_allocated_or_written() {
         let dir = tempfile::tempdir().unwrap();
         let smgr = Arc::new(Smgr::with_segment_size(dir.path(), false, 16).unwrap());
         let rel = smgr.relation(7);
