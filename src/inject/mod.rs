@@ -35,6 +35,13 @@ pub const VACUUM_BEFORE_PAGE_CHANGE: &str = "heap-vacuum-before-page-change";
 /// the context's offset is the block number.
 pub const BUFFER_AFTER_VICTIM: &str = "buffer-get-after-victim";
 
+/// Reached in `TxnManager::status` between its two lookups (the running
+/// set, then the commit log); the context's offset is
+/// the transaction id. A test parks a status check here while the
+/// transaction finishes, the window in which an answer read in the other
+/// order (log first, running set second) turned a commit into an abort.
+pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {

@@ -29,6 +29,8 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 use thiserror::Error;
 
+use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
+
 /// A transaction id.
 pub type Xid = u32;
 
@@ -121,6 +123,7 @@ pub struct TxnManager {
     clog: RwLock<Vec<u8>>,
     inner: Mutex<Inner>,
     finished: Condvar,
+    injections: InjectionPoints,
 }
 
 impl TxnManager {
@@ -177,6 +180,7 @@ impl TxnManager {
                 snapshot_xmins: BTreeMap::new(),
             }),
             finished: Condvar::new(),
+            injections: InjectionPoints::default(),
         }))
     }
 
@@ -251,6 +255,16 @@ impl TxnManager {
     }
 
     /// The status of `xid` now (not as of a snapshot).
+    ///
+    /// The running set is asked first and the commit log second, as
+    /// PostgreSQL asks `TransactionIdIsInProgress` before
+    /// `TransactionIdDidCommit`. `finish` writes the log and only then
+    /// leaves the running set, so a transaction found not running has its
+    /// bits in the log already. Asked the other way round, a check could
+    /// read the log just before a commit wrote it and the running set just
+    /// after the commit left it, and call a committed transaction aborted:
+    /// an UPDATE then took a row that had already been replaced, and the
+    /// table ended up with both versions.
     pub fn status(&self, xid: Xid) -> XidStatus {
         if xid < FIRST_NORMAL_XID {
             return if xid == INVALID_XID {
@@ -259,13 +273,26 @@ impl TxnManager {
                 XidStatus::Committed
             };
         }
+        let running = self.inner.lock().running.contains(&xid);
+        self.injections.hit(
+            TXN_STATUS_BETWEEN_LOOKUPS,
+            HitContext {
+                offset: u64::from(xid),
+            },
+        );
+        if running {
+            return XidStatus::InProgress;
+        }
         match self.clog_bits(xid) {
             STATUS_COMMITTED => XidStatus::Committed,
-            STATUS_ABORTED => XidStatus::Aborted,
-            _ if self.inner.lock().running.contains(&xid) => XidStatus::InProgress,
-            // Running when the process stopped.
+            // Aborted, or running when the process stopped.
             _ => XidStatus::Aborted,
         }
+    }
+
+    /// Injection points of the transaction manager (for tests).
+    pub fn injections(&self) -> &InjectionPoints {
+        &self.injections
     }
 
     /// True if `xid` committed (cheap: no lock beyond the log's).
