@@ -156,6 +156,12 @@ fn a_second_open_is_refused_naming_the_holder(method: IoMethod) {
             .contains(&format!("in use by process {}", std::process::id())),
         "{err}"
     );
+    // The lock is not the pid file: deleting it lets nobody in.
+    std::fs::remove_file(path.join("aiostore.pid")).unwrap();
+    let err = Database::open(&path, &[])
+        .err()
+        .expect("open fails without the pid file");
+    assert!(matches!(err, DbError::InUse { .. }), "{err}");
     drop(db);
     // A pid file left behind (as by a process that died) is taken over.
     let pid_file = path.join("aiostore.pid");

@@ -209,7 +209,151 @@ fn bank_transfers_keep_the_total_and_the_accounts(method: IoMethod) {
     check_invariants(&mut s, "after the last reopen");
 }
 
+/// A data directory holding table `t` (3 rows) and `u` (2 rows), closed.
+fn closed_db_with_tables(method: IoMethod) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer, note text); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'); \
+         CREATE TABLE u (id integer); INSERT INTO u VALUES (1), (2)",
+    );
+    drop(s);
+    drop(db);
+    (dir, path)
+}
+
+fn open_err(path: &std::path::Path, method: IoMethod, extra: &[&str]) -> String {
+    let mut settings = settings(method);
+    settings.extend(extra.iter().map(|s| s.to_string()));
+    match Database::open(path, &settings) {
+        Ok(_) => panic!("opened a damaged data directory"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The file of table `t`'s main fork.
+fn file_of_t(path: &std::path::Path) -> std::path::PathBuf {
+    path.join("base").join("16384")
+}
+
+/// A table whose file was deleted is an error naming the file, not an
+/// empty table; the other tables stay usable.
+fn a_deleted_table_file_is_an_error_not_an_empty_table(method: IoMethod) {
+    let (_dir, path) = closed_db_with_tables(method);
+    std::fs::remove_file(file_of_t(&path)).unwrap();
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    for text in [
+        "SELECT count(*) FROM t",
+        "INSERT INTO t VALUES (4, 'd')",
+        "DELETE FROM t",
+        "VACUUM t",
+    ] {
+        let e = sql::execute(&mut s, text).expect_err(text).to_string();
+        assert!(
+            e.contains("could not open file")
+                && e.contains("base/16384")
+                && e.contains("No such file"),
+            "{text}: {e}"
+        );
+    }
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM u"), 2);
+}
+
+/// The commit log and the id reservation are the database's own
+/// bookkeeping: missing or cut short, the directory is not opened (rows
+/// of committed transactions would vanish, ids would be handed out again).
+fn missing_or_truncated_transaction_files_refuse_to_open(method: IoMethod) {
+    let (_dir, path) = closed_db_with_tables(method);
+    let xact = path.join("xact");
+    let saved = std::fs::read(&xact).unwrap();
+    std::fs::remove_file(&xact).unwrap();
+    let e = open_err(&path, method, &[]);
+    assert!(
+        e.starts_with("could not open file") && e.contains("xact"),
+        "{e}"
+    );
+    std::fs::write(&xact, &saved[..100]).unwrap();
+    let e = open_err(&path, method, &[]);
+    assert!(
+        e.starts_with("could not access status of transaction"),
+        "{e}"
+    );
+    std::fs::write(&xact, &saved).unwrap();
+    let reserved = path.join("xid_reserved");
+    std::fs::remove_file(&reserved).unwrap();
+    let e = open_err(&path, method, &[]);
+    assert!(
+        e.contains("xid_reserved") && e.contains("No such file"),
+        "{e}"
+    );
+}
+
+/// An emptied or missing catalog relation is damage, not a database
+/// whose tables have no columns.
+fn an_emptied_catalog_relation_refuses_to_open(method: IoMethod) {
+    let (_dir, path) = closed_db_with_tables(method);
+    let columns = path.join("base").join("2");
+    let saved = std::fs::read(&columns).unwrap();
+    std::fs::write(&columns, b"").unwrap();
+    let e = open_err(&path, method, &[]);
+    assert!(
+        e.contains("the catalog is damaged") && e.contains("has no columns"),
+        "{e}"
+    );
+    std::fs::remove_file(&columns).unwrap();
+    let e = open_err(&path, method, &[]);
+    assert!(
+        e.contains("could not open file") && e.contains("base/2"),
+        "{e}"
+    );
+    std::fs::write(&columns, &saved).unwrap();
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 3);
+}
+
+/// A catalog page that fails its checksum stops the directory from
+/// opening, and the command line's ignore_checksum_failure (or
+/// zero_damaged_pages) gets past it as it would for a table's page.
+fn a_damaged_catalog_page_is_recoverable_from_the_command_line(method: IoMethod) {
+    let (_dir, path) = closed_db_with_tables(method);
+    let tables = path.join("base").join("1");
+    let mut page = std::fs::read(&tables).unwrap();
+    // A byte in the page's free space: the rows stay intact, the checksum
+    // no longer matches.
+    page[4096] ^= 0x5a;
+    std::fs::write(&tables, &page).unwrap();
+    let e = open_err(&path, method, &[]);
+    assert!(e.contains("invalid page in block 0"), "{e}");
+    let db = Database::open(
+        &path,
+        &[settings(method), vec!["ignore_checksum_failure=on".into()]].concat(),
+    )
+    .unwrap();
+    let mut s = db.session().unwrap();
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 3);
+    drop(s);
+    drop(db);
+    // Zeroed, the page loses both tables' rows: the directory opens
+    // without them (their column rows are ignored with a warning).
+    let db = Database::open(
+        &path,
+        &[settings(method), vec!["zero_damaged_pages=on".into()]].concat(),
+    )
+    .unwrap();
+    assert!(db.catalog().tables().is_empty());
+}
+
 for_each_method!(
     an_update_racing_a_commit_conflicts_instead_of_duplicating_the_row,
     bank_transfers_keep_the_total_and_the_accounts,
+    a_deleted_table_file_is_an_error_not_an_empty_table,
+    missing_or_truncated_transaction_files_refuse_to_open,
+    an_emptied_catalog_relation_refuses_to_open,
+    a_damaged_catalog_page_is_recoverable_from_the_command_line,
 );

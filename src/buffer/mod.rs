@@ -919,7 +919,10 @@ impl BufferSession {
         mut strategy: Option<&mut Strategy>,
     ) -> Result<Vec<BufferId>, BufferError> {
         let relation = self.pool.relation(rel);
-        if !relation.exists(fork) {
+        // Map forks are created on first use; a main fork exists from the
+        // relation's creation on, and one that is gone is an error (from
+        // nblocks), not a new empty relation.
+        if fork != Fork::Main && !relation.exists(fork) {
             relation.create(fork)?;
         }
         let first = relation.nblocks(fork)?;

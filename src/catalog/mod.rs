@@ -54,7 +54,7 @@ pub enum CatalogError {
     NoColumns(String),
     #[error("table \"{0}\" is in use by another session's statement; try again when it ends")]
     InUse(String),
-    #[error("the catalog is damaged: {0}")]
+    #[error("the catalog is damaged: {0}; the data directory cannot be opened safely")]
     Damaged(String),
 }
 
@@ -244,20 +244,82 @@ impl Catalog {
                 other => return Err(CatalogError::Damaged(format!("column row {other:?}"))),
             }
         }
+        // With zero_damaged_pages, a zeroed catalog page loses the rows on
+        // it; the tables they described are left out with a warning
+        // instead of keeping the whole directory closed.
+        let lenient = s.settings.zero_damaged_pages;
         let mut tables = BTreeMap::new();
+        let mut rels = std::collections::BTreeSet::new();
         for (oid, (name, rel, fillfactor, rows)) in by_oid {
-            let columns: Vec<ColumnDef> = cols
-                .remove(&oid)
-                .unwrap_or_default()
-                .into_values()
-                .collect();
+            let columns = cols.remove(&oid).unwrap_or_default();
+            let problem =
+                Self::check_table(oid, rel, fillfactor, &columns, &mut rels).or_else(|| {
+                    tables
+                        .contains_key(&name)
+                        .then(|| "is in the catalog twice".into())
+                });
+            if let Some(what) = problem {
+                let what = format!("table \"{name}\" {what}");
+                if !lenient {
+                    return Err(CatalogError::Damaged(what));
+                }
+                log::warn!(
+                    "the catalog is damaged: {what}; with zero_damaged_pages the table is left out"
+                );
+                continue;
+            }
+            let columns: Vec<ColumnDef> = columns.into_values().collect();
             let def = TableDef::new(oid, name.clone(), rel, fillfactor, columns, rows);
             tables.insert(name, Arc::new(def));
+        }
+        if let Some(oid) = cols.keys().next() {
+            let what = format!(
+                "columns of table oid {oid} are in the catalog but the table is not (file base/{TABLES_REL})"
+            );
+            if !lenient {
+                return Err(CatalogError::Damaged(what));
+            }
+            log::warn!("the catalog is damaged: {what}; with zero_damaged_pages they are ignored");
         }
         Ok(Catalog {
             tables: RwLock::new(tables),
             ddl: Mutex::new(()),
         })
+    }
+
+    /// What is wrong with a table's catalog entry, if anything: it has
+    /// columns numbered 1..=n (a gap is a lost column row, and its tuples
+    /// would be decoded with the wrong types), a relation number of its
+    /// own and a fillfactor CREATE TABLE accepts.
+    fn check_table(
+        oid: u32,
+        rel: u32,
+        fillfactor: u8,
+        columns: &BTreeMap<i32, ColumnDef>,
+        rels: &mut std::collections::BTreeSet<u32>,
+    ) -> Option<String> {
+        if columns.is_empty() {
+            return Some(format!(
+                "(oid {oid}) has no columns in the catalog's columns relation (file base/{COLUMNS_REL})"
+            ));
+        }
+        if let Some((expected, found)) = (1..)
+            .zip(columns.keys())
+            .find(|(expected, found)| expected != *found)
+        {
+            return Some(format!(
+                "(oid {oid}) lacks column {expected} in the catalog (found column {found} next)"
+            ));
+        }
+        if rel < FIRST_USER_REL || !rels.insert(rel) {
+            return Some(format!(
+                "has relation number {rel}, which is not a table's or is used twice"
+            ));
+        }
+        if !(10..=100).contains(&fillfactor) {
+            return Some(format!("has fillfactor {fillfactor}"));
+        }
+        None
     }
 
     pub fn table(&self, name: &str) -> Result<Arc<TableDef>, CatalogError> {

@@ -3,21 +3,22 @@
 //! pool, transactions, heap, catalog) and sessions with their transactions.
 //!
 //! ```text
-//! <dir>/AIOSTORE_VERSION   format of the directory ("aiostore data directory format 1")
+//! <dir>/AIOSTORE_VERSION   format of the directory ("aiostore data directory format 2")
 //! <dir>/aiostore.toml      settings (see docs/settings.md)
-//! <dir>/aiostore.pid       lock file: flock()ed while open, holds the owner's pid
+//! <dir>/aiostore.pid       the pid of the process that has the directory open
 //! <dir>/base/              relation files (catalog: 1, 2; tables from 16384)
 //! <dir>/xact, xid_reserved commit log and transaction id reservation
 //! ```
 //!
 //! One process opens a data directory at a time; sessions are threads in
-//! it. The lock is an exclusive `flock` on the pid file, which the kernel
-//! releases when the process dies however it dies, so a lock left by a dead
-//! process is simply taken over; the pid in the file only serves to name
-//! the holder in the error a second process gets.
+//! it. The lock is an exclusive `flock` on the data directory itself, which
+//! the kernel releases when the process dies however it dies, so a lock
+//! left by a dead process is simply taken over, and which no file deletion
+//! can defeat; the pid file only serves to name the holder in the error a
+//! second process gets.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use crate::stream::StreamLimits;
 use crate::txn::{CommandId, SnapshotGuard, TxnError, TxnManager, Xid};
 
 /// What `AIOSTORE_VERSION` holds for directories this build reads.
-pub const FORMAT: &str = "aiostore data directory format 1";
+pub const FORMAT: &str = "aiostore data directory format 2";
 const VERSION_FILE: &str = "AIOSTORE_VERSION";
 const LOCK_FILE: &str = "aiostore.pid";
 const BASE_DIR: &str = "base";
@@ -79,29 +80,33 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DbErr
     move |source| DbError::Io { op, path, source }
 }
 
-/// The exclusive lock on a data directory, held while it is open.
+/// The exclusive lock on a data directory, held while it is open: an
+/// `flock` on the directory itself, which cannot be removed from under a
+/// running process as a lock file can (deleting `aiostore.pid` let a second
+/// process in). The pid file is information only: it names the holder in
+/// the error a second process gets.
 struct DirLock {
-    _file: File,
+    _dir: File,
+    pid_file: File,
 }
 
 impl DirLock {
     fn take(dir: &Path) -> Result<DirLock, DbError> {
-        let path = dir.join(LOCK_FILE);
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err("open", &path))?;
+        let dir_file = File::open(dir).map_err(io_err("open", dir))?;
         // SAFETY: plain system call on a descriptor we own.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        let mut previous = String::new();
-        let _ = file.read_to_string(&mut previous);
-        let previous = previous.trim().to_string();
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        let rc = unsafe { libc::flock(dir_file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let locked = if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        };
+        let path = dir.join(LOCK_FILE);
+        let previous = std::fs::read_to_string(&path)
+            .map(|p| p.trim().to_string())
+            .unwrap_or_default();
+        match locked {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
                 return Err(DbError::InUse {
                     dir: dir.to_path_buf(),
                     pid: if previous.is_empty() {
@@ -111,11 +116,13 @@ impl DirLock {
                     },
                 });
             }
-            return Err(DbError::Io {
-                op: "lock",
-                path,
-                source: err,
-            });
+            Err(source) => {
+                return Err(DbError::Io {
+                    op: "lock",
+                    path: dir.to_path_buf(),
+                    source,
+                })
+            }
         }
         if !previous.is_empty() {
             log::info!(
@@ -123,18 +130,25 @@ impl DirLock {
                 dir.display()
             );
         }
-        file.set_len(0).map_err(io_err("write", &path))?;
-        file.rewind().map_err(io_err("write", &path))?;
-        writeln!(file, "{}", std::process::id()).map_err(io_err("write", &path))?;
-        Ok(DirLock { _file: file })
+        let mut pid_file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(io_err("open", &path))?;
+        writeln!(pid_file, "{}", std::process::id()).map_err(io_err("write", &path))?;
+        Ok(DirLock {
+            _dir: dir_file,
+            pid_file,
+        })
     }
 }
 
 impl Drop for DirLock {
     fn drop(&mut self) {
         // Empty the pid file so that the next opener does not report a
-        // takeover; the lock itself goes with the descriptor.
-        let _ = self._file.set_len(0);
+        // takeover; the lock itself goes with the directory's descriptor.
+        let _ = self.pid_file.set_len(0);
     }
 }
 
@@ -170,6 +184,7 @@ impl Database {
         let (aio, pool) = Self::start_io(dir, &settings)?;
         let mut s = pool.session(SessionSettings::default())?;
         Catalog::bootstrap(&mut s)?;
+        TxnManager::create(dir)?;
         s.flush_all()?;
         drop(s);
         drop((pool, aio));
@@ -222,7 +237,10 @@ impl Database {
         let (aio, pool) = Self::start_io(dir, &settings)?;
         let txn = TxnManager::open(dir)?;
         let heap = Heap::new(Arc::clone(&txn));
-        let mut s = pool.session(SessionSettings::default())?;
+        // With the command line's zero_damaged_pages and
+        // ignore_checksum_failure, so that a damaged catalog page can be
+        // got past the way a table's can.
+        let mut s = pool.session(buffer_settings(&settings))?;
         let catalog = Catalog::load(&mut s, &heap)?;
         drop(s);
         Ok(Arc::new(Database {

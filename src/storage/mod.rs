@@ -631,9 +631,12 @@ impl SmgrRelation {
             .advise_willneed(location.offset, nblocks as usize * BLOCK_SIZE)
     }
 
-    /// Number of blocks in the fork (0 if it does not exist).
+    /// Number of blocks in the fork. A visibility-map or free-space fork
+    /// that does not exist has none (they are created on first use); a
+    /// main fork always exists from the relation's creation on, so a
+    /// missing one is an error naming the file, not an empty table.
     pub fn nblocks(&self, fork: Fork) -> Result<BlockNumber, StorageError> {
-        if !self.exists(fork) {
+        if fork != Fork::Main && !self.exists(fork) {
             return Ok(0);
         }
         let per = self.smgr.blocks_per_segment;
@@ -687,6 +690,11 @@ impl SmgrRelation {
         count: u32,
         mut f: impl FnMut(&BlockLocation, u32, u32) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
+        if fork == Fork::Main {
+            // Extending creates later segments, never the first: a main
+            // fork whose file was lost must not quietly start again empty.
+            self.segment(fork, 0, false)?;
+        }
         let mut done = 0;
         while done < count {
             let loc = self.locate_inner(fork, first_block + done, true)?;
@@ -858,7 +866,12 @@ mod tests {
         assert_eq!(rel.nblocks(Fork::Main).unwrap(), 5);
         assert!(!dir.path().join("1.2").exists());
         rel.unlink().unwrap();
-        assert_eq!(rel.nblocks(Fork::Main).unwrap(), 0);
+        let err = rel.nblocks(Fork::Main).unwrap_err().to_string();
+        assert!(err.starts_with("could not open file"), "{err}");
+        assert!(!rel.exists(Fork::Main));
+        let err = rel.extend(Fork::Main, 0, &page(1)).unwrap_err().to_string();
+        assert!(err.starts_with("could not open file"), "{err}");
+        assert!(!rel.exists(Fork::Main), "extending does not recreate it");
     }
 
     #[test]

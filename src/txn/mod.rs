@@ -61,7 +61,7 @@ const STATUS_ABORTED: u8 = 2;
 
 #[derive(Debug, Error)]
 pub enum TxnError {
-    #[error("could not {op} \"{path}\": {source}")]
+    #[error("could not {op} file \"{path}\": {source}")]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -69,6 +69,12 @@ pub enum TxnError {
     },
     #[error("\"{path}\" is damaged ({what}); the data directory cannot be opened safely")]
     Damaged { path: PathBuf, what: String },
+    #[error("could not access status of transaction {xid}: commit log \"{path}\" is damaged ({what}); the data directory cannot be opened safely")]
+    StatusMissing {
+        xid: u64,
+        path: PathBuf,
+        what: String,
+    },
     #[error(
         "transaction ids are used up (4 billion); this data directory cannot take more writes"
     )]
@@ -127,7 +133,25 @@ pub struct TxnManager {
 }
 
 impl TxnManager {
-    /// Opens (creating if missing) the transaction files in `dir`.
+    /// Creates the transaction files of a new data directory: no id
+    /// reserved yet, and the commit log's first page.
+    pub fn create(dir: &Path) -> Result<(), TxnError> {
+        let write = |name: &str, data: &[u8]| {
+            let path = dir.join(name);
+            std::fs::write(&path, data).map_err(|source| TxnError::Io {
+                op: "write",
+                path,
+                source,
+            })
+        };
+        write(CLOG_FILE, &vec![0u8; clog_bytes_for(FIRST_NORMAL_XID)])?;
+        write(XID_FILE, &FIRST_NORMAL_XID.to_le_bytes())
+    }
+
+    /// Opens the transaction files in `dir`, refusing files that are
+    /// missing or disagree: a commit log that does not cover every id that
+    /// may have been handed out would make committed rows vanish, and a
+    /// lost reservation would hand out ids again.
     pub fn open(dir: &Path) -> Result<Arc<TxnManager>, TxnError> {
         let io = |op, path: &Path| {
             let path = path.to_path_buf();
@@ -139,8 +163,6 @@ impl TxnManager {
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
-                .create(true)
-                .truncate(false)
                 .open(path)
                 .map_err(io("open", path))
         };
@@ -151,7 +173,6 @@ impl TxnManager {
         let mut raw = Vec::new();
         std::io::Read::read_to_end(&mut &xid_file, &mut raw).map_err(io("read", &xid_path))?;
         let reserved_until = match raw.len() {
-            0 => FIRST_NORMAL_XID,
             4 => u32::from_le_bytes(raw[..4].try_into().expect("4 bytes")),
             n => {
                 return Err(TxnError::Damaged {
@@ -166,6 +187,7 @@ impl TxnManager {
                 what: format!("reserved id {reserved_until}"),
             });
         }
+        check_clog(&clog, &clog_path, reserved_until)?;
         Ok(Arc::new(TxnManager {
             dir: dir.to_path_buf(),
             clog_file,
@@ -193,6 +215,10 @@ impl TxnManager {
         }
         if xid >= inner.reserved_until {
             let until = xid.saturating_add(XIDS_PER_RESERVATION);
+            // The commit log covers every id of the reservation before the
+            // reservation is recorded (both synced, in this order), so a
+            // log shorter than the reservation can only be damage.
+            self.extend_clog(until)?;
             let path = self.dir.join(XID_FILE);
             self.xid_file
                 .write_all_at(&until.to_le_bytes(), 0)
@@ -221,10 +247,11 @@ impl TxnManager {
         };
         let write = {
             let mut clog = self.clog.write();
-            if clog.len() <= byte {
-                let pages = byte / CLOG_PAGE_BYTES + 1;
-                clog.resize(pages * CLOG_PAGE_BYTES, 0);
-            }
+            assert!(
+                byte < clog.len(),
+                "xid {xid} finished beyond the commit log ({} bytes)",
+                clog.len()
+            );
             debug_assert_eq!((clog[byte] >> shift) & 3, 0, "xid {xid} finished twice");
             clog[byte] |= bits << shift;
             let page = byte / CLOG_PAGE_BYTES * CLOG_PAGE_BYTES;
@@ -244,6 +271,27 @@ impl TxnManager {
         inner.running.remove(&xid);
         self.finished.notify_all();
         result
+    }
+
+    /// Makes the commit log (file and memory) cover every id below
+    /// `until`, with zero (not finished) pages, synced.
+    fn extend_clog(&self, until: Xid) -> Result<(), TxnError> {
+        let len = clog_bytes_for(until);
+        let mut clog = self.clog.write();
+        if clog.len() >= len {
+            return Ok(());
+        }
+        let old = clog.len();
+        self.clog_file
+            .write_all_at(&vec![0u8; len - old], old as u64)
+            .and_then(|()| self.clog_file.sync_data())
+            .map_err(|source| TxnError::Io {
+                op: "write",
+                path: self.dir.join(CLOG_FILE),
+                source,
+            })?;
+        clog.resize(len, 0);
+        Ok(())
     }
 
     /// The commit log's two bits for `xid` (0 while running, or if it
@@ -357,6 +405,47 @@ impl TxnManager {
     }
 }
 
+/// Bytes of commit log (whole pages) that cover every id below `until`.
+fn clog_bytes_for(until: Xid) -> usize {
+    let last_byte = (until as usize).saturating_sub(1) / XIDS_PER_CLOG_BYTE;
+    (last_byte / CLOG_PAGE_BYTES + 1) * CLOG_PAGE_BYTES
+}
+
+/// Checks that the commit log read from `path` covers every id below
+/// `reserved_until` and records nothing at or above it.
+fn check_clog(clog: &[u8], path: &Path, reserved_until: Xid) -> Result<(), TxnError> {
+    let needed = clog_bytes_for(reserved_until);
+    if clog.len() < needed || !clog.len().is_multiple_of(CLOG_PAGE_BYTES) {
+        let first_missing = (clog.len() / CLOG_PAGE_BYTES * CLOG_PAGE_BYTES * XIDS_PER_CLOG_BYTE)
+            .max(FIRST_NORMAL_XID as usize);
+        return Err(TxnError::StatusMissing {
+            xid: first_missing as u64,
+            path: path.to_path_buf(),
+            what: format!(
+                "the file is {} bytes; ids up to {} need {needed}",
+                clog.len(),
+                reserved_until - 1
+            ),
+        });
+    }
+    if let Some(last) = clog.iter().rposition(|&b| b != 0) {
+        let shift = (0..XIDS_PER_CLOG_BYTE)
+            .rev()
+            .find(|i| (clog[last] >> (i * 2)) & 3 != 0)
+            .expect("a non-zero byte has a status");
+        let xid = (last * XIDS_PER_CLOG_BYTE + shift) as u64;
+        if xid >= u64::from(reserved_until) {
+            return Err(TxnError::Damaged {
+                path: path.to_path_buf(),
+                what: format!(
+                    "transaction {xid} is recorded as finished, but ids from {reserved_until} on were never handed out (the reservation file \"{XID_FILE}\" was replaced)"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A registered snapshot; vacuum keeps what it can see until it is dropped.
 pub struct SnapshotGuard {
     txn: Arc<TxnManager>,
@@ -406,6 +495,7 @@ mod tests {
     #[test]
     fn snapshots_see_only_what_committed_before_them() {
         let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
         let txn = TxnManager::open(dir.path()).unwrap();
         let a = txn.assign_xid().unwrap();
         let b = txn.assign_xid().unwrap();
@@ -428,6 +518,7 @@ mod tests {
     #[test]
     fn a_restart_never_reuses_ids_and_keeps_commits() {
         let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
         let (committed, running) = {
             let txn = TxnManager::open(dir.path()).unwrap();
             let a = txn.assign_xid().unwrap();
@@ -444,8 +535,85 @@ mod tests {
     #[test]
     fn a_damaged_reservation_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
         std::fs::write(dir.path().join(XID_FILE), b"xyz").unwrap();
         let err = TxnManager::open(dir.path()).err().unwrap();
         assert!(err.to_string().contains("damaged"), "{err}");
+    }
+
+    /// Opens `dir` after one committed transaction, with `damage` done to
+    /// the files in between, and returns the error text.
+    fn open_after(damage: impl FnOnce(&Path)) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
+        {
+            let txn = TxnManager::open(dir.path()).unwrap();
+            let a = txn.assign_xid().unwrap();
+            txn.finish(a, true).unwrap();
+        }
+        damage(dir.path());
+        match TxnManager::open(dir.path()) {
+            Ok(_) => panic!("opened after the damage"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_missing_commit_log_or_reservation_is_refused_not_recreated() {
+        for name in [CLOG_FILE, XID_FILE] {
+            let err = open_after(|d| std::fs::remove_file(d.join(name)).unwrap());
+            assert!(
+                err.starts_with("could not open file") && err.contains(name),
+                "{err}"
+            );
+            assert!(err.contains("No such file"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_commit_log_is_refused_naming_a_transaction() {
+        for len in [0, 100, CLOG_PAGE_BYTES as u64 - 1] {
+            let err = open_after(|d| {
+                let f = File::options().write(true).open(d.join(CLOG_FILE)).unwrap();
+                f.set_len(len).unwrap();
+            });
+            assert!(
+                err.starts_with("could not access status of transaction 3: commit log"),
+                "{len}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reservation_below_a_finished_transaction_is_refused() {
+        let err = open_after(|d| {
+            std::fs::write(d.join(XID_FILE), FIRST_NORMAL_XID.to_le_bytes()).unwrap()
+        });
+        assert!(
+            err.contains("transaction 3 is recorded as finished"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_commit_log_covers_each_reservation_before_it_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
+        let txn = TxnManager::open(dir.path()).unwrap();
+        // Cross into a second commit log page.
+        let per_page = (CLOG_PAGE_BYTES * XIDS_PER_CLOG_BYTE) as u32;
+        txn.inner.lock().next_xid = per_page - 1;
+        txn.inner.lock().reserved_until = per_page - 1;
+        let a = txn.assign_xid().unwrap();
+        let b = txn.assign_xid().unwrap();
+        assert_eq!(b, per_page);
+        let len = std::fs::metadata(dir.path().join(CLOG_FILE)).unwrap().len();
+        assert_eq!(len, 2 * CLOG_PAGE_BYTES as u64);
+        txn.finish(a, true).unwrap();
+        txn.finish(b, false).unwrap();
+        drop(txn);
+        let txn = TxnManager::open(dir.path()).unwrap();
+        assert_eq!(txn.status(a), XidStatus::Committed);
+        assert_eq!(txn.status(b), XidStatus::Aborted);
     }
 }
