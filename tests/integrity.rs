@@ -349,6 +349,75 @@ fn a_damaged_catalog_page_is_recoverable_from_the_command_line(method: IoMethod)
     assert!(db.catalog().tables().is_empty());
 }
 
+/// Blocks in table `t`'s main fork, from its file.
+fn blocks_of_t(path: &std::path::Path) -> u64 {
+    std::fs::metadata(file_of_t(path)).unwrap().len() / 8192
+}
+
+/// Single-row inserts from one process after another share a page: the
+/// free-space map on disk tells each new process where the room is (it
+/// used to live in memory, so each process added a page).
+fn free_space_is_reused_across_processes(method: IoMethod) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    for i in 0..20 {
+        let db = Database::open(&path, &settings(method)).unwrap();
+        let mut s = db.session().unwrap();
+        if i == 0 {
+            run(&mut s, "CREATE TABLE t (id integer, note text)");
+        }
+        run(&mut s, &format!("INSERT INTO t VALUES ({i}, 'row {i}')"));
+    }
+    assert_eq!(blocks_of_t(&path), 1);
+}
+
+/// Room vacuum finds is used by a later process, and empty pages at the
+/// end go back to the file system: a load that failed (rolled back, as a
+/// COPY that met a full disk is) leaves nothing behind once vacuumed.
+fn vacuum_frees_space_for_later_processes_and_cuts_empty_pages_off_the_end(method: IoMethod) {
+    let (_dir, path) = closed_db_with_tables(method);
+    {
+        let db = Database::open(&path, &settings(method)).unwrap();
+        let mut s = db.session().unwrap();
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(10, 3000) i",
+        );
+        run(
+            &mut s,
+            "BEGIN; INSERT INTO t SELECT i, repeat('y', 200) FROM generate_series(1, 20000) i; ROLLBACK",
+        );
+    }
+    let loaded = blocks_of_t(&path);
+    assert!(loaded > 600, "{loaded} blocks");
+    {
+        let db = Database::open(&path, &settings(method)).unwrap();
+        let mut s = db.session().unwrap();
+        run(&mut s, "DELETE FROM t WHERE id >= 10 AND id < 1000");
+        let info = run(&mut s, "VACUUM t").pop().unwrap().notices.join("\n");
+        assert!(info.contains("empty pages cut off the end"), "{info}");
+        assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 3 + 2001);
+    }
+    let vacuumed = blocks_of_t(&path);
+    assert!(
+        vacuumed < 150,
+        "the rolled-back load's pages are cut off: {loaded} -> {vacuumed} blocks"
+    );
+    // A new process fills the room the deleted rows left before it
+    // extends the table.
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, repeat('z', 200) FROM generate_series(1, 500) i",
+    );
+    drop(s);
+    drop(db);
+    assert_eq!(blocks_of_t(&path), vacuumed);
+    assert!(path.join("base").join("16384_fsm").exists());
+}
+
 for_each_method!(
     an_update_racing_a_commit_conflicts_instead_of_duplicating_the_row,
     bank_transfers_keep_the_total_and_the_accounts,
@@ -356,4 +425,6 @@ for_each_method!(
     missing_or_truncated_transaction_files_refuse_to_open,
     an_emptied_catalog_relation_refuses_to_open,
     a_damaged_catalog_page_is_recoverable_from_the_command_line,
+    free_space_is_reused_across_processes,
+    vacuum_frees_space_for_later_processes_and_cuts_empty_pages_off_the_end,
 );

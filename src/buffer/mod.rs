@@ -967,16 +967,41 @@ impl BufferSession {
         self.drop_relation_buffers(rel, false)
     }
 
+    /// Drops the buffers of `fork` of `rel` from `first_block` on without
+    /// writing them, for blocks about to be cut off the file (a dirty one
+    /// written later would extend the file again). Buffers pinned by
+    /// anyone are left and counted as skipped: the caller must not
+    /// truncate then.
+    pub fn discard_blocks_from(
+        &mut self,
+        rel: u32,
+        fork: Fork,
+        first_block: u32,
+    ) -> Result<EvictOutcome, BufferError> {
+        self.drop_buffers(
+            |t| t.rel == rel && t.fork == fork && t.block >= first_block,
+            false,
+        )
+    }
+
     fn drop_relation_buffers(
         &mut self,
         rel: u32,
+        write_dirty: bool,
+    ) -> Result<EvictOutcome, BufferError> {
+        self.drop_buffers(|t| t.rel == rel, write_dirty)
+    }
+
+    fn drop_buffers(
+        &mut self,
+        wanted: impl Fn(&BufferTag) -> bool,
         write_dirty: bool,
     ) -> Result<EvictOutcome, BufferError> {
         let mut outcome = EvictOutcome::default();
         let pool = Arc::clone(&self.pool);
         for id in 0..pool.nbuffers {
             match pool.tag(id) {
-                Some(tag) if tag.rel == rel => {}
+                Some(tag) if wanted(&tag) => {}
                 _ => continue,
             }
             self.pin(id)?;
@@ -989,7 +1014,7 @@ impl BufferSession {
             let d = pool.desc(id);
             let tag = pool.tag(id);
             let mut evicted = false;
-            if let Some(tag) = tag.filter(|t| t.rel == rel) {
+            if let Some(tag) = tag.filter(|t| wanted(t)) {
                 let mut map = pool.mapping[BufferPool::partition(&tag)].write();
                 let mut header = d.header.lock();
                 let st = d.state.load(Ordering::SeqCst);

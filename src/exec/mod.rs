@@ -296,7 +296,39 @@ pub fn vacuum(
                 .update(done.into())
             });
         drop(task);
-        reports.push(result?);
+        let mut report = result?;
+        drop(_held);
+        if report.empty_pages_at_end > 0 {
+            report.pages_truncated = truncate_empty_tail(session, table, &report, limits)?;
+        }
+        reports.push(report);
     }
     Ok(reports)
+}
+
+/// Cuts the empty pages vacuum found at the end of `table` off its file,
+/// if the table can be had exclusively at once: no statement may scan
+/// blocks that are going. A table in use keeps its pages (for the next
+/// VACUUM), as PostgreSQL's VACUUM gives up truncating when it cannot get
+/// its lock; waiting would stall every new statement behind the wait.
+fn truncate_empty_tail(
+    session: &mut Session,
+    table: &Arc<TableDef>,
+    report: &crate::heap::VacuumReport,
+    limits: crate::stream::StreamLimits,
+) -> Result<u32, ExecError> {
+    let Some(_exclusive) = table.in_use.try_write() else {
+        return Ok(0);
+    };
+    let db = Arc::clone(session.db());
+    match db.catalog().table(table.name()) {
+        Ok(current) if Arc::ptr_eq(&current, table) => {}
+        _ => return Err(ExecError::TableDropped(table.name().to_string())),
+    }
+    Ok(db.heap().truncate_empty_tail(
+        &mut session.buf,
+        &table.heap,
+        report.empty_pages_at_end,
+        limits,
+    )?)
 }

@@ -18,6 +18,7 @@
 //! does. (PostgreSQL's read committed would follow the update chain and
 //! re-check the newer version; we do not yet.)
 
+pub mod fsm;
 pub mod tuple;
 pub mod vm;
 
@@ -32,7 +33,8 @@ use thiserror::Error;
 use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
 use crate::page::{
     add_item, free_space, init_page, item, item_mut, line_pointer_count, page_flags, remove_items,
-    set_page_flags, PageBytes, PageHeader, LINE_POINTER_SIZE, MAX_ALIGN, PD_ALL_VISIBLE,
+    set_page_flags, PageBytes, PageHeader, LINE_POINTER_SIZE, MAX_ALIGN, PAGE_HEADER_SIZE,
+    PD_ALL_VISIBLE,
 };
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
@@ -244,8 +246,8 @@ struct RelState {
     extension: Mutex<()>,
     /// Block inserts try first; `u32::MAX` for none.
     insert_block: AtomicU32,
-    /// Blocks vacuum found with room, tried before extending.
-    free_blocks: Mutex<Vec<u32>>,
+    /// This process's summary of the free-space map.
+    fsm: fsm::FsmSummary,
 }
 
 /// The heap access method of one database.
@@ -293,6 +295,11 @@ pub struct VacuumReport {
     pub tuples_removed: u64,
     pub tuples_kept: u64,
     pub pages_set_all_visible: u32,
+    /// Pages at the end of the table that hold no tuple (VACUUM tries to
+    /// cut them off).
+    pub empty_pages_at_end: u32,
+    /// Pages cut off the end.
+    pub pages_truncated: u32,
 }
 
 /// What a scan callback wants next.
@@ -385,17 +392,22 @@ impl Heap {
             let room = free_space(page);
             room >= need && (!used || room - need >= reserve)
         };
-        // The block we hold, then the shared hint, then vacuum's list; a
-        // few full candidates in a row and we extend instead.
+        // The block we hold, then the shared hint, then the free-space
+        // map, then (when the map knows of nothing, as for a table only
+        // ever filled by other processes) the last block, as PostgreSQL's
+        // RelationGetBufferForTuple; a few full candidates in a row and
+        // we extend instead.
+        let mut tried: Vec<u32> = Vec::new();
+        let mut tried_last = false;
         for _ in 0..MAX_INSERT_CANDIDATES {
             let target = match state.current {
                 Some((id, block)) => Some((id, block)),
                 None => {
-                    let hinted = rs.insert_block.load(Ordering::Relaxed);
-                    let candidate = if hinted != u32::MAX {
-                        Some(hinted)
-                    } else {
-                        rs.free_blocks.lock().pop()
+                    let candidate = match rs.insert_block.load(Ordering::Relaxed) {
+                        u32::MAX => {
+                            self.free_block(s, table, need + reserve, &tried, &mut tried_last)?
+                        }
+                        hinted => Some(hinted),
                     };
                     match candidate {
                         Some(block) => {
@@ -415,11 +427,12 @@ impl Heap {
             let Some((id, block)) = target else {
                 break;
             };
-            let applied = s.modify_page(id, |page| {
+            let (applied, room) = s.modify_page(id, |page| {
                 if PageHeader::read(page).upper == 0 {
                     apply(page, block, &PageChange::Init);
                 }
-                fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }))
+                let applied = fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }));
+                (applied, free_space(page))
             });
             if let Some(applied) = applied {
                 self.clear_vm_bit(s, table.rel, block, applied)?;
@@ -428,25 +441,24 @@ impl Heap {
                     index: applied.index.expect("insert reports its index"),
                 });
             }
-            // Full: move on, and stop others trying it.
+            // Full: move on, stop others trying it, and tell the map what
+            // room is really left.
             state.finish(s);
+            tried.push(block);
             let _ = rs.insert_block.compare_exchange(
                 block,
                 u32::MAX,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
-            if rs.free_blocks.lock().is_empty()
-                && rs.insert_block.load(Ordering::Relaxed) == u32::MAX
-            {
-                break;
-            }
+            fsm::record(s, table.rel, &[(block, room)], &rs.fsm, &rs.extension)?;
         }
         // New blocks, added under the extension lock. A bulk load extends
         // by more blocks each time (up to MAX_EXTEND_BY, as PostgreSQL's
         // bulk insert does): one write of zeros instead of one per page.
-        // The blocks it does not fill at once go to the free list, where
-        // the next candidate search (this load's, or anyone's) finds them.
+        // The blocks it does not fill at once go to the free-space map,
+        // where the next candidate search (this load's, or anyone's, in
+        // this process or a later one) finds them.
         // Never more than the session may still pin (the new blocks come
         // back pinned), as PostgreSQL's LimitAdditionalPins.
         let count = if state.strategy.is_some() {
@@ -467,9 +479,10 @@ impl Heap {
         for &spare in &ids[1..] {
             s.release(spare);
         }
-        rs.free_blocks
-            .lock()
-            .extend((block + 1..block + count).rev());
+        let spares: Vec<(u32, usize)> = (block + 1..block + count)
+            .map(|b| (b, BLOCK_SIZE - crate::page::PAGE_HEADER_SIZE))
+            .collect();
+        fsm::record(s, table.rel, &spares, &rs.fsm, &rs.extension)?;
         let applied = s.modify_page(id, |page| {
             apply(page, block, &PageChange::Init);
             fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }))
@@ -481,6 +494,29 @@ impl Heap {
             block,
             index: applied.index.expect("insert reports its index"),
         })
+    }
+
+    /// A block that may have `need` bytes free: the lowest the free-space
+    /// map offers (other than those `tried`), else once the table's last
+    /// block.
+    fn free_block(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        need: usize,
+        tried: &[u32],
+        tried_last: &mut bool,
+    ) -> Result<Option<u32>, HeapError> {
+        let rs = self.rel_state(table.rel);
+        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
+        if let Some(block) = fsm::find(s, table.rel, need, nblocks, tried, &rs.fsm)? {
+            return Ok(Some(block));
+        }
+        if *tried_last || nblocks == 0 || tried.contains(&(nblocks - 1)) {
+            return Ok(None);
+        }
+        *tried_last = true;
+        Ok(Some(nblocks - 1))
     }
 
     /// Marks the tuple at `tid` deleted by (`xid`, `cid`), or updated to
@@ -719,7 +755,10 @@ impl Heap {
             plan.set_all_visible = all_visible && page_flags(page) & PD_ALL_VISIBLE == 0;
             plan
         };
-        let mut freed = Vec::new();
+        let mut free_space_by_block = Vec::new();
+        // Visited pages from here to the end hold no tuple; with the
+        // skipped pages (which do) it says what VACUUM may cut off.
+        let mut empty_from = 0u32;
         let mut set_visible = Vec::new();
         let mut result = Ok(());
         loop {
@@ -737,7 +776,7 @@ impl Heap {
             // leaves new pages to their inserters.
             let (mut plan, mut room) = s.with_page(id, |page| {
                 if PageHeader::read(page).upper == 0 {
-                    (PagePlan::default(), BLOCK_SIZE)
+                    (PagePlan::default(), BLOCK_SIZE - PAGE_HEADER_SIZE)
                 } else {
                     (plan_page(page), free_space(page))
                 }
@@ -775,8 +814,9 @@ impl Heap {
             if plan.set_all_visible {
                 set_visible.push(block);
             }
-            if room >= BLOCK_SIZE / 5 {
-                freed.push(block);
+            free_space_by_block.push((block, room));
+            if plan.kept > 0 {
+                empty_from = block + 1;
             }
             progress(block + 1, nblocks);
         }
@@ -788,10 +828,96 @@ impl Heap {
             report.pages_set_all_visible = set_visible.len() as u32;
         }
         stream.end(s);
-        let mut free = rs.free_blocks.lock();
-        free.clear();
-        // Lowest blocks last, so that inserts (which pop) fill from the front.
-        free.extend(freed.iter().rev());
+        if result.is_ok() {
+            result = fsm::record(s, table.rel, &free_space_by_block, &rs.fsm, &rs.extension)
+                .map_err(Into::into);
+        }
+        let skipped_end = skip.iter().rposition(|&b| b).map_or(0, |i| i as u32 + 1);
+        let empty_from = empty_from.max(skipped_end);
+        report.empty_pages_at_end = nblocks - empty_from.min(nblocks);
         result.map(|()| report)
+    }
+
+    /// Cuts pages holding no tuple off the end of the table, as VACUUM
+    /// does, returning how many went. The caller holds the table so that
+    /// no statement uses it (a scan would find its blocks gone). Pages are
+    /// checked again here, from the end backwards through a read stream,
+    /// since inserts may have come between vacuum's look and the lock.
+    /// Nothing is cut if any of those pages' buffers is pinned.
+    pub fn truncate_empty_tail(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        at_most: u32,
+        limits: StreamLimits,
+    ) -> Result<u32, HeapError> {
+        let rs = self.rel_state(table.rel);
+        let _extending = rs.extension.lock();
+        let relation = s.pool().relation(table.rel);
+        let nblocks = relation.nblocks(Fork::Main)?;
+        let lowest = nblocks.saturating_sub(at_most);
+        let mut next = nblocks;
+        let mut stream = ReadStream::begin(
+            s,
+            table.rel,
+            Fork::Main,
+            StreamFlags::default(),
+            limits,
+            None,
+            |data: &mut u32| {
+                if next > lowest {
+                    next -= 1;
+                    *data = next;
+                    Next::Block(next)
+                } else {
+                    Next::End
+                }
+            },
+        );
+        let mut new_nblocks = nblocks;
+        let mut result: Result<(), HeapError> = Ok(());
+        loop {
+            match stream.next_buffer(s) {
+                Ok(Some((id, block))) => {
+                    let empty = s.with_page(id, |page| {
+                        PageHeader::read(page).upper == 0 || line_pointer_count(page) == 0
+                    });
+                    s.release(id);
+                    if !empty {
+                        break;
+                    }
+                    debug_assert_eq!(block + 1, new_nblocks, "read backwards, one by one");
+                    new_nblocks = block;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    result = Err(e.into());
+                    break;
+                }
+            }
+        }
+        stream.end(s);
+        result?;
+        if new_nblocks == nblocks {
+            return Ok(0);
+        }
+        let discarded = s.discard_blocks_from(table.rel, Fork::Main, new_nblocks)?;
+        if discarded.skipped > 0 {
+            return Ok(0);
+        }
+        relation.truncate(Fork::Main, new_nblocks)?;
+        let hinted = rs.insert_block.load(Ordering::Relaxed);
+        if hinted != u32::MAX && hinted >= new_nblocks {
+            let _ = rs.insert_block.compare_exchange(
+                hinted,
+                u32::MAX,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        fsm::truncate(s, table.rel, new_nblocks, &rs.fsm)?;
+        let gone: Vec<u32> = (new_nblocks..nblocks).collect();
+        vm::set_all_visible(s, table.rel, &gone, false)?;
+        Ok(nblocks - new_nblocks)
     }
 }

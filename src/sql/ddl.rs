@@ -205,11 +205,12 @@ pub(crate) fn vacuum(
         .zip(&reports)
         .map(|(t, r)| {
             format!(
-                "INFO: table \"{}\": {} pages ({} skipped as all-visible, {} set all-visible), {} dead rows removed, {} kept",
+                "INFO: table \"{}\": {} pages ({} skipped as all-visible, {} set all-visible, {} empty pages cut off the end), {} dead rows removed, {} kept",
                 t.name(),
                 r.pages,
                 r.pages_skipped,
                 r.pages_set_all_visible,
+                r.pages_truncated,
                 r.tuples_removed,
                 r.tuples_kept
             )

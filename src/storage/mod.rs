@@ -80,15 +80,17 @@ pub enum StorageError {
 pub enum Fork {
     Main = 0,
     VisibilityMap = 1,
+    FreeSpace = 2,
 }
 
 impl Fork {
-    pub const COUNT: usize = 2;
+    pub const COUNT: usize = 3;
 
     fn suffix(self) -> &'static str {
         match self {
             Fork::Main => "",
             Fork::VisibilityMap => "_vm",
+            Fork::FreeSpace => "_fsm",
         }
     }
 
@@ -96,6 +98,7 @@ impl Fork {
         match self {
             Fork::Main => "main",
             Fork::VisibilityMap => "vm",
+            Fork::FreeSpace => "fsm",
         }
     }
 }
@@ -781,7 +784,7 @@ impl SmgrRelation {
     /// completes (the files stay open until their last I/O is recycled).
     pub fn unlink(&self) -> Result<(), StorageError> {
         self.close();
-        for fork in [Fork::Main, Fork::VisibilityMap] {
+        for fork in [Fork::Main, Fork::VisibilityMap, Fork::FreeSpace] {
             let mut segno = 0;
             loop {
                 let path = self.smgr.segment_path(self.rel, fork, segno);
