@@ -10,7 +10,7 @@ use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::exec::ExecError;
 use aiostore::heap::{HeapError, Value};
-use aiostore::inject::{Injection, TXN_STATUS_BETWEEN_LOOKUPS};
+use aiostore::inject::{Injection, HEAP_INSERT_AFTER_EXTEND, TXN_STATUS_BETWEEN_LOOKUPS};
 use aiostore::sql::{self, SqlError};
 use common::temp_dir;
 
@@ -93,6 +93,39 @@ fn an_update_racing_a_commit_conflicts_instead_of_duplicating_the_row(method: Io
     }
     assert_eq!(scalar(&mut s1, "SELECT count(*) FROM acc"), 1);
     assert_eq!(scalar(&mut s1, "SELECT sum(balance) FROM acc"), 101);
+}
+
+/// Session 1 adds a block for its row and is parked before it formats
+/// the block; session 2 finds the block (as the table's last) and puts its
+/// own row there. Session 1 must keep session 2's row: it formatted the
+/// block unconditionally and wiped it, and rows vanished (the bank test
+/// lost whole accounts this way).
+fn a_block_another_session_filled_after_an_extension_is_not_formatted_again(method: IoMethod) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s1 = db.session().unwrap();
+    run(
+        &mut s1,
+        "CREATE TABLE t (id integer, note text); \
+         INSERT INTO t SELECT i, repeat('x', 2500) FROM generate_series(1, 3) i",
+    );
+    let points = db.aio().injections();
+    points.attach(HEAP_INSERT_AFTER_EXTEND, Injection::park().times(1));
+    let first = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            run(&mut s, "INSERT INTO t VALUES (4, repeat('x', 2500))");
+        })
+    };
+    assert!(points.wait_until_parked(HEAP_INSERT_AFTER_EXTEND));
+    run(&mut s1, "INSERT INTO t VALUES (5, repeat('y', 2500))");
+    points.release(HEAP_INSERT_AFTER_EXTEND);
+    first.join().unwrap();
+    assert_eq!(scalar(&mut s1, "SELECT count(*) FROM t"), 5);
+    assert_eq!(scalar(&mut s1, "SELECT sum(id) FROM t"), 15);
 }
 
 /// One transfer of `amount` from `from` to `to` in a transaction, the
@@ -420,6 +453,7 @@ fn vacuum_frees_space_for_later_processes_and_cuts_empty_pages_off_the_end(metho
 
 for_each_method!(
     an_update_racing_a_commit_conflicts_instead_of_duplicating_the_row,
+    a_block_another_session_filled_after_an_extension_is_not_formatted_again,
     bank_transfers_keep_the_total_and_the_accounts,
     a_deleted_table_file_is_an_error_not_an_empty_table,
     missing_or_truncated_transaction_files_refuse_to_open,

@@ -48,6 +48,9 @@ pub const ROW_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Existing blocks an insert tries before adding one.
 const MAX_INSERT_CANDIDATES: usize = 8;
+/// Blocks an insert adds before it gives up because other sessions kept
+/// filling each one first (a bound; in practice the first one serves).
+const INSERT_EXTENSIONS_MAX: u32 = 16;
 /// Most blocks a bulk load adds at once (512 KiB).
 const MAX_EXTEND_BY: u32 = 64;
 
@@ -69,6 +72,8 @@ pub enum HeapError {
         xid: Xid,
         seconds: u64,
     },
+    #[error("could not find room for a row in table \"{table}\": other sessions filled each of the {attempts} pages this insert added first; retry the statement")]
+    NoRoom { table: String, attempts: u32 },
     #[error("row {block}/{index} of table \"{table}\" is damaged: {what}")]
     Damaged {
         table: String,
@@ -383,6 +388,26 @@ impl Heap {
         tuple: &[u8],
         state: &mut InsertState,
     ) -> Result<Tid, HeapError> {
+        for _ in 0..INSERT_EXTENSIONS_MAX {
+            if let Some(tid) = self.insert_once(s, table, tuple, state)? {
+                return Ok(tid);
+            }
+        }
+        Err(HeapError::NoRoom {
+            table: table.name.clone(),
+            attempts: INSERT_EXTENSIONS_MAX,
+        })
+    }
+
+    /// One try at [`Heap::insert`]: None if the block it added was filled
+    /// by other sessions before it could use it.
+    fn insert_once(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tuple: &[u8],
+        state: &mut InsertState,
+    ) -> Result<Option<Tid>, HeapError> {
         let rs = self.rel_state(table.rel);
         let need = tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
         // Inserts leave this much of a page free (updates may use it).
@@ -436,10 +461,10 @@ impl Heap {
             });
             if let Some(applied) = applied {
                 self.clear_vm_bit(s, table.rel, block, applied)?;
-                return Ok(Tid {
+                return Ok(Some(Tid {
                     block,
                     index: applied.index.expect("insert reports its index"),
-                });
+                }));
             }
             // Full: move on, stop others trying it, and tell the map what
             // room is really left.
@@ -483,17 +508,35 @@ impl Heap {
             .map(|b| (b, BLOCK_SIZE - crate::page::PAGE_HEADER_SIZE))
             .collect();
         fsm::record(s, table.rel, &spares, &rs.fsm, &rs.extension)?;
-        let applied = s.modify_page(id, |page| {
-            apply(page, block, &PageChange::Init);
-            fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }))
+        s.pool().aio().injections().hit(
+            crate::inject::HEAP_INSERT_AFTER_EXTEND,
+            crate::inject::HitContext {
+                offset: u64::from(block),
+            },
+        );
+        // The new block is visible to others from the moment the file
+        // grew (as the table's last block, or in the free-space map):
+        // another session may have formatted and filled it already, so it
+        // is formatted only if still new, and may no longer have room.
+        let (applied, room) = s.modify_page(id, |page| {
+            if PageHeader::read(page).upper == 0 {
+                apply(page, block, &PageChange::Init);
+            }
+            let applied = fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }));
+            (applied, free_space(page))
         });
         state.current = Some((id, block));
         rs.insert_block.store(block, Ordering::Relaxed);
-        let applied = applied.expect("an encoded tuple fits an empty page");
-        Ok(Tid {
+        let Some(applied) = applied else {
+            state.finish(s);
+            fsm::record(s, table.rel, &[(block, room)], &rs.fsm, &rs.extension)?;
+            return Ok(None);
+        };
+        self.clear_vm_bit(s, table.rel, block, applied)?;
+        Ok(Some(Tid {
             block,
             index: applied.index.expect("insert reports its index"),
-        })
+        }))
     }
 
     /// A block that may have `need` bytes free: the lowest the free-space

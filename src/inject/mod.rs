@@ -42,6 +42,12 @@ pub const BUFFER_AFTER_VICTIM: &str = "buffer-get-after-victim";
 /// order (log first, running set second) turned a commit into an abort.
 pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 
+/// Reached in a heap insert after it added a block to the table (the file
+/// has grown, the buffer is pinned) and before it formats the block and
+/// puts its row there; the context's offset is the block number. Another
+/// session may find the block meanwhile, as the table's last.
+pub const HEAP_INSERT_AFTER_EXTEND: &str = "heap-insert-after-extend";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {
