@@ -118,46 +118,49 @@ pub fn record(
     Ok(())
 }
 
-/// A heap page below `heap_nblocks` the map says has `need` bytes free,
-/// the lowest such (so that tables fill from the front and vacuum can cut
-/// empty pages off the end), skipping `except`.
+/// A heap page the map says has `need` bytes free, the lowest such (so
+/// that tables fill from the front and vacuum can cut empty pages off the
+/// end), skipping `except`. Once the summary is built, a search that no
+/// map page can answer costs no I/O and no system call: a bulk load asks
+/// at every page it fills.
 pub fn find(
     s: &mut BufferSession,
     rel: u32,
     need: usize,
-    heap_nblocks: u32,
     except: &[u32],
     summary: &FsmSummary,
 ) -> Result<Option<u32>, BufferError> {
     let wanted = category_needed(need);
-    let fsm_nblocks = s.pool().relation(rel).nblocks(Fork::FreeSpace)?;
-    let mut max_by_page = summary.max_by_page.lock().clone();
-    if max_by_page.is_none() {
-        let mut max = vec![0u8; fsm_nblocks as usize];
-        for fsm_block in 0..fsm_nblocks {
-            let id = s.read_buffer(rel, Fork::FreeSpace, fsm_block)?;
-            max[fsm_block as usize] = s.with_page(id, |page| {
-                page[PAGE_HEADER_SIZE..].iter().copied().max().unwrap_or(0)
-            });
-            s.release(id);
+    let known = summary.max_by_page.lock().clone();
+    let max_by_page = match known {
+        Some(max) => max,
+        None => {
+            // Every change of the map in this process goes through
+            // `record`, which keeps the summary (and its length) current,
+            // and no other process has the directory open.
+            let fsm_nblocks = s.pool().relation(rel).nblocks(Fork::FreeSpace)?;
+            let mut max = vec![0u8; fsm_nblocks as usize];
+            for fsm_block in 0..fsm_nblocks {
+                let id = s.read_buffer(rel, Fork::FreeSpace, fsm_block)?;
+                max[fsm_block as usize] = s.with_page(id, |page| {
+                    page[PAGE_HEADER_SIZE..].iter().copied().max().unwrap_or(0)
+                });
+                s.release(id);
+            }
+            *summary.max_by_page.lock() = Some(max.clone());
+            max
         }
-        *summary.max_by_page.lock() = Some(max.clone());
-        max_by_page = Some(max);
-    }
-    let max_by_page = max_by_page.expect("built above");
-    for fsm_block in 0..fsm_nblocks.min(max_by_page.len() as u32) {
-        if max_by_page[fsm_block as usize] < wanted {
+    };
+    for (fsm_block, &best) in max_by_page.iter().enumerate() {
+        if best < wanted {
             continue;
         }
+        let fsm_block = fsm_block as u32;
         let first_heap = fsm_block * HEAP_BLOCKS_PER_FSM_PAGE;
-        if first_heap >= heap_nblocks {
-            break;
-        }
         let id = s.read_buffer(rel, Fork::FreeSpace, fsm_block)?;
         let (found, max) = s.with_page(id, |page| {
             let entries = &page[PAGE_HEADER_SIZE..];
-            let limit = (heap_nblocks - first_heap).min(HEAP_BLOCKS_PER_FSM_PAGE) as usize;
-            let found = entries[..limit]
+            let found = entries
                 .iter()
                 .enumerate()
                 .find(|&(i, &c)| c >= wanted && !except.contains(&(first_heap + i as u32)))
@@ -165,7 +168,7 @@ pub fn find(
             (found, entries.iter().copied().max().unwrap_or(0))
         });
         s.release(id);
-        // Correct the summary downward too: it only ever grew.
+        // Correct the summary downward too: `record` only raises it.
         if let Some(summary) = summary.max_by_page.lock().as_mut() {
             if let Some(m) = summary.get_mut(fsm_block as usize) {
                 *m = max;

@@ -551,14 +551,23 @@ impl Heap {
         tried_last: &mut bool,
     ) -> Result<Option<u32>, HeapError> {
         let rs = self.rel_state(table.rel);
-        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
-        if let Some(block) = fsm::find(s, table.rel, need, nblocks, tried, &rs.fsm)? {
-            return Ok(Some(block));
+        let relation = s.pool().relation(table.rel);
+        if let Some(block) = fsm::find(s, table.rel, need, tried, &rs.fsm)? {
+            if block < relation.nblocks(Fork::Main)? {
+                return Ok(Some(block));
+            }
+            // An entry past the end (the process stopped between cutting
+            // the table and clearing the map): forget it.
+            fsm::record(s, table.rel, &[(block, 0)], &rs.fsm, &rs.extension)?;
         }
-        if *tried_last || nblocks == 0 || tried.contains(&(nblocks - 1)) {
+        if *tried_last {
             return Ok(None);
         }
         *tried_last = true;
+        let nblocks = relation.nblocks(Fork::Main)?;
+        if nblocks == 0 || tried.contains(&(nblocks - 1)) {
+            return Ok(None);
+        }
         Ok(Some(nblocks - 1))
     }
 
