@@ -1901,6 +1901,85 @@ fn pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart(method: I
     assert_eq!(count(&mut s, "t"), 3100);
 }
 
+fn upper_and_lower_map_each_character_without_expanding_it(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    assert_eq!(scalar(&mut s, "SELECT upper('straße')"), text("STRAßE"));
+    assert_eq!(scalar(&mut s, "SELECT lower('STRAßE')"), text("straße"));
+    // U+0130's full lower case is two characters; its simple one is i.
+    assert_eq!(scalar(&mut s, "SELECT lower('İx')"), text("ix"));
+    assert_eq!(scalar(&mut s, "SELECT upper('ﬁ')"), text("ﬁ"));
+    assert_eq!(scalar(&mut s, "SELECT upper('Ab1é')"), text("AB1É"));
+}
+
+fn double_precision_prints_as_postgresql_prints_it(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    for (input, expected) in [
+        ("0.1", "0.1"),
+        ("100", "100"),
+        ("0.0001", "0.0001"),
+        ("0.00012345", "0.00012345"),
+        ("1e-5", "1e-05"),
+        ("1.5e-5", "1.5e-05"),
+        ("1e15", "1e+15"),
+        ("1e16", "1e+16"),
+        ("123456789012345678", "1.2345678901234568e+17"),
+        ("9007199254740992", "9.007199254740992e+15"),
+        ("900719925474099.25", "900719925474099.2"),
+        ("43959190597229264", "4.3959190597229264e+16"),
+        ("999999999999999", "999999999999999"),
+        ("1.5e300", "1.5e+300"),
+        ("5e-324", "5e-324"),
+        ("-0", "-0"),
+        ("0", "0"),
+        ("-2.5", "-2.5"),
+        ("Infinity", "Infinity"),
+        ("-Infinity", "-Infinity"),
+        ("NaN", "NaN"),
+    ] {
+        assert_eq!(
+            scalar(&mut s, &format!("SELECT '{input}'::float8::text")),
+            text(expected),
+            "{input}"
+        );
+    }
+}
+
+fn double_precision_out_of_range_is_an_error(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    for input in ["1e400", "-1e400", "1e-400", "-2.5e-999"] {
+        assert_fails(
+            &mut s,
+            &format!("SELECT '{input}'::float8"),
+            Fails::With(&format!(
+                "\"{input}\" is out of range for type double precision"
+            )),
+        );
+    }
+    for input in ["0", "0e10", "-0.000e-999", "inf", "-Infinity"] {
+        sql::execute(&mut s, &format!("SELECT '{input}'::float8"))
+            .unwrap_or_else(|e| panic!("{input}: {e}"));
+    }
+    assert_fails(
+        &mut s,
+        "SELECT 1e300::float8 * 1e300::float8",
+        Fails::With("value out of range: overflow"),
+    );
+    assert_fails(
+        &mut s,
+        "SELECT 1e-300::float8 * 1e-300::float8",
+        Fails::With("value out of range: underflow"),
+    );
+    assert_fails(
+        &mut s,
+        "SELECT 1e-300::float8 / 1e300::float8",
+        Fails::With("value out of range: underflow"),
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT 0::float8 * 1e-300::float8"),
+        Value::Double(0.0)
+    );
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
@@ -1931,6 +2010,9 @@ for_each_method!(
     copy_refuses_bad_options_and_missing_streams_by_name,
     copy_from_and_vacuum_report_progress,
     pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart,
+    upper_and_lower_map_each_character_without_expanding_it,
+    double_precision_prints_as_postgresql_prints_it,
+    double_precision_out_of_range_is_an_error,
 );
 
 /// Random expressions over `t (id integer, note text)` and the column
