@@ -1901,6 +1901,26 @@ fn pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart(method: I
     assert_eq!(count(&mut s, "t"), 3100);
 }
 
+fn a_parenthesized_string_literal_keeps_its_unknown_type(method: IoMethod) {
+    let (_dir, _db, mut s) = session_with_t(method);
+    run(&mut s, "INSERT INTO t VALUES (7, 'seven')");
+    assert_eq!(scalar(&mut s, "SELECT ('7') + 1"), int(8));
+    assert_eq!(scalar(&mut s, "SELECT ((('7'))) + 1"), int(8));
+    assert_eq!(
+        scalar(&mut s, "SELECT id = ('7') FROM t"),
+        Value::Boolean(true)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT note FROM t WHERE id IN (('7'), 8)"),
+        text("seven")
+    );
+    assert_fails(
+        &mut s,
+        "SELECT id = ('x') FROM t",
+        Fails::Containing("invalid input syntax for type integer"),
+    );
+}
+
 fn upper_and_lower_map_each_character_without_expanding_it(method: IoMethod) {
     let (_dir, _db, mut s) = new_session(method);
     assert_eq!(scalar(&mut s, "SELECT upper('straße')"), text("STRAßE"));
@@ -1909,6 +1929,66 @@ fn upper_and_lower_map_each_character_without_expanding_it(method: IoMethod) {
     assert_eq!(scalar(&mut s, "SELECT lower('İx')"), text("ix"));
     assert_eq!(scalar(&mut s, "SELECT upper('ﬁ')"), text("ﬁ"));
     assert_eq!(scalar(&mut s, "SELECT upper('Ab1é')"), text("AB1É"));
+}
+
+fn cast_columns_are_named_after_the_type_and_columns_after_themselves(method: IoMethod) {
+    let (_dir, _db, mut s) = session_with_t(method);
+    let names = |s: &mut Session, query: &str| -> Vec<String> {
+        last(s, query).columns.into_iter().map(|c| c.name).collect()
+    };
+    assert_eq!(
+        names(
+            &mut s,
+            "SELECT 1::int4, 1.5::float8::text, '1'::integer, 1::bigint, \
+             1::double precision, 1::text, 1::boolean, 'a'::varchar, CAST(1 AS int)"
+        ),
+        ["int4", "text", "int4", "int8", "float8", "text", "bool", "varchar", "int4"]
+    );
+    assert_eq!(
+        names(
+            &mut s,
+            "SELECT id::text, (id)::bigint::text, upper(note)::text, id, 1 + 1 FROM t"
+        ),
+        ["id", "id", "upper", "id", "?column?"]
+    );
+}
+
+fn start_transaction_is_tagged_as_postgresql_tags_it(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    assert_eq!(last(&mut s, "START TRANSACTION").tag, "START TRANSACTION");
+    let again = last(&mut s, "START TRANSACTION");
+    assert_eq!(again.tag, "START TRANSACTION");
+    assert_eq!(again.notices.len(), 1, "{again:?}");
+    run(&mut s, "COMMIT");
+    assert_eq!(last(&mut s, "BEGIN").tag, "BEGIN");
+    run(&mut s, "COMMIT");
+}
+
+fn show_transaction_isolation_reports_the_blocks_level(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    let shown = last(&mut s, "SHOW transaction_isolation");
+    assert_eq!(shown.columns[0].name, "transaction_isolation");
+    assert_eq!(shown.rows, vec![vec![text("read committed")]]);
+    run(&mut s, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    assert_eq!(
+        scalar(&mut s, "SHOW transaction_isolation"),
+        text("repeatable read")
+    );
+    assert_eq!(
+        scalar(&mut s, "SHOW TRANSACTION ISOLATION LEVEL"),
+        text("repeatable read")
+    );
+    run(&mut s, "COMMIT");
+    assert_eq!(
+        scalar(&mut s, "SHOW transaction_isolation"),
+        text("read committed")
+    );
+    run(&mut s, "START TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    assert_eq!(
+        scalar(&mut s, "SHOW transaction_isolation"),
+        text("read committed")
+    );
+    run(&mut s, "ROLLBACK");
 }
 
 fn double_precision_prints_as_postgresql_prints_it(method: IoMethod) {
@@ -2010,7 +2090,11 @@ for_each_method!(
     copy_refuses_bad_options_and_missing_streams_by_name,
     copy_from_and_vacuum_report_progress,
     pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart,
+    a_parenthesized_string_literal_keeps_its_unknown_type,
     upper_and_lower_map_each_character_without_expanding_it,
+    cast_columns_are_named_after_the_type_and_columns_after_themselves,
+    start_transaction_is_tagged_as_postgresql_tags_it,
+    show_transaction_isolation_reports_the_blocks_level,
     double_precision_prints_as_postgresql_prints_it,
     double_precision_out_of_range_is_an_error,
 );

@@ -137,14 +137,24 @@ pub(crate) fn string_literal(v: &ast::Value) -> Option<&str> {
     }
 }
 
+/// `e` without the parentheses around it: `('7')` is still the literal
+/// `'7'`, of unknown type, as in PostgreSQL.
+fn unparenthesized(mut e: &ast::Expr) -> &ast::Expr {
+    while let ast::Expr::Nested(inner) = e {
+        e = inner;
+    }
+    e
+}
+
 fn is_string_literal(e: &ast::Expr) -> bool {
-    matches!(e, ast::Expr::Value(v) if string_literal(&v.value).is_some())
+    matches!(unparenthesized(e), ast::Expr::Value(v) if string_literal(&v.value).is_some())
 }
 
 /// Whether `e` is of PostgreSQL's `unknown` type: a string literal or
-/// NULL, which takes the type its context wants.
+/// NULL (parenthesized or not), which takes the type its context wants.
 pub(crate) fn is_unknown_literal(e: &ast::Expr) -> bool {
-    is_string_literal(e) || matches!(e, ast::Expr::Value(v) if v.value == ast::Value::Null)
+    is_string_literal(e)
+        || matches!(unparenthesized(e), ast::Expr::Value(v) if v.value == ast::Value::Null)
 }
 
 /// The value of a numeric literal: integer if it fits, else bigint, else
@@ -191,24 +201,61 @@ pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
     }
 }
 
+/// The name PostgreSQL gives a cast's column: the target type as its
+/// grammar spells it internally (`integer` is `int4`, `double precision`
+/// `float8`, `boolean` `bool`; `varchar` stays `varchar`).
+fn cast_name(dt: &DataType) -> Option<&'static str> {
+    let written_varchar = match dt {
+        DataType::Varchar(None) | DataType::CharacterVarying(None) => true,
+        DataType::Custom(name, _) => name.to_string().eq_ignore_ascii_case("varchar"),
+        _ => false,
+    };
+    if written_varchar {
+        return Some("varchar");
+    }
+    Some(match column_type(dt).ok()? {
+        ColumnType::Integer => "int4",
+        ColumnType::BigInt => "int8",
+        ColumnType::Double => "float8",
+        ColumnType::Text => "text",
+        ColumnType::Boolean => "bool",
+    })
+}
+
 /// The name PostgreSQL gives a select-list item without an alias.
+///
+/// As PostgreSQL's `FigureColname`, a name comes with a strength: a
+/// column or function name (2) beats a cast's type name (1), so
+/// `id::text` is `id` while `1::int4::text` is `text`, the outer cast's
+/// type replacing the inner one's.
 pub(crate) fn output_name(e: &ast::Expr) -> String {
-    fn name(e: &ast::Expr) -> Option<String> {
+    /// A name that a column or function gives (beats a type name).
+    const STRENGTH_NAME: u8 = 2;
+    /// A name that a cast's type gives.
+    const STRENGTH_TYPE: u8 = 1;
+    fn name(e: &ast::Expr) -> Option<(String, u8)> {
         match e {
-            ast::Expr::Identifier(i) => Some(ident(i)),
-            ast::Expr::CompoundIdentifier(parts) => parts.last().map(ident),
+            ast::Expr::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
+            ast::Expr::CompoundIdentifier(parts) => {
+                parts.last().map(|i| (ident(i), STRENGTH_NAME))
+            }
             ast::Expr::Function(f) => f.name.0.last().and_then(|p| match p {
-                ObjectNamePart::Identifier(i) => Some(ident(i)),
+                ObjectNamePart::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
                 _ => None,
             }),
             ast::Expr::Cast {
                 expr, data_type, ..
-            } => name(expr).or_else(|| column_type(data_type).ok().map(|t| t.name().to_string())),
+            } => match name(expr) {
+                Some(inner) if inner.1 == STRENGTH_NAME => Some(inner),
+                inner => cast_name(data_type)
+                    .map(|t| (t.to_string(), STRENGTH_TYPE))
+                    .or(inner),
+            },
             ast::Expr::Nested(inner) => name(inner),
             _ => None,
         }
     }
-    name(e).unwrap_or_else(|| "?column?".to_string())
+    name(e).map_or_else(|| "?column?".to_string(), |(n, _)| n)
 }
 
 /// Whether `e` calls an aggregate (outside any nested aggregate).
