@@ -2060,6 +2060,32 @@ fn double_precision_out_of_range_is_an_error(method: IoMethod) {
     );
 }
 
+fn chained_comparisons_are_a_syntax_error_as_in_postgresql(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    for query in [
+        "SELECT 1 < 2 = true",
+        "SELECT 1 = 1 = true",
+        "SELECT 3 > 2 > 1",
+    ] {
+        assert_fails(
+            &mut s,
+            query,
+            Fails::StartingWith("syntax error in statement 1: syntax error at or near"),
+        );
+    }
+    assert_fails(
+        &mut s,
+        "SELECT 1 < 2 = true",
+        Fails::Containing("at or near \"=\" (after line 1, column 13)"),
+    );
+    assert_eq!(scalar(&mut s, "SELECT (1 < 2) = true"), Value::Boolean(true));
+    assert_eq!(scalar(&mut s, "SELECT true = (1 = 1)"), Value::Boolean(true));
+    assert_eq!(
+        scalar(&mut s, "SELECT 1 < 2 AND 2 = 2 OR 1 > 3"),
+        Value::Boolean(true)
+    );
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
@@ -2097,6 +2123,7 @@ for_each_method!(
     show_transaction_isolation_reports_the_blocks_level,
     double_precision_prints_as_postgresql_prints_it,
     double_precision_out_of_range_is_an_error,
+    chained_comparisons_are_a_syntax_error_as_in_postgresql,
 );
 
 /// Random expressions over `t (id integer, note text)` and the column

@@ -525,6 +525,7 @@ impl<'a> ExprPlanner<'a> {
                     .unsupported(e.span(), format!("the prefix operator {other}"))),
             },
             A::BinaryOp { left, op, right } => {
+                self.refuse_chained_comparison(left, op)?;
                 let Some(op) = binary_op(op) else {
                     return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
                 };
@@ -584,6 +585,44 @@ impl<'a> ExprPlanner<'a> {
             }
             A::Function(f) => self.function(f, e),
             other => Err(self.cx.unsupported(other.span(), describe(other))),
+        }
+    }
+
+    /// Refuses `a < b = c`: PostgreSQL's comparison operators do not
+    /// associate, so a comparison whose operand is an unparenthesized
+    /// comparison is a syntax error there, while `sqlparser` reads it as
+    /// `(a < b) = c`. Its left-to-right loop makes such a chain a left
+    /// operand; the right one would need parentheses, which are kept.
+    fn refuse_chained_comparison(
+        &self,
+        left: &ast::Expr,
+        op: &BinaryOperator,
+    ) -> Result<(), SqlError> {
+        let is_comparison = |op: &BinaryOperator| {
+            matches!(
+                op,
+                BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+            )
+        };
+        match left {
+            ast::Expr::BinaryOp { op: inner, .. } if is_comparison(op) && is_comparison(inner) => {
+                let after = left.span().end;
+                Err(SqlError::Syntax {
+                    statement: self.cx.number,
+                    message: format!(
+                        "syntax error at or near \"{op}\" (after line {}, column {}): \
+                         comparison operators do not chain; parenthesize one comparison, \
+                         as (a < b) = c",
+                        after.line, after.column
+                    ),
+                })
+            }
+            _ => Ok(()),
         }
     }
 
