@@ -2086,6 +2086,75 @@ fn chained_comparisons_are_a_syntax_error_as_in_postgresql(method: IoMethod) {
     );
 }
 
+/// Stack of the thread that runs the deep-expression statements: the
+/// default of a spawned Rust thread, so the bounds are checked against
+/// an ordinary stack rather than a test harness's generous one.
+const DEEP_TEST_STACK_BYTES: usize = 2 << 20;
+
+/// Chain length for the deep-expression test: far past any bound, the
+/// length that aborted the process before expressions were bounded.
+const DEEP_CHAIN: usize = 9000;
+
+fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let n = DEEP_CHAIN;
+    let chain = |first: &str, op: &str, operand: &str| {
+        format!("SELECT {first}{}", format!(" {op} {operand}").repeat(n))
+    };
+    let mut deep = Vec::new();
+    for op in ["^", "&", "|", "#", "<<", ">>", "+", "*", "=", "<>", "AND", "OR", "||"] {
+        deep.push(chain("1", op, "1"));
+    }
+    for op in ["~", "ILIKE", "LIKE", "->", "@>", "->>", "#>"] {
+        deep.push(chain("'a'", op, "'a'"));
+    }
+    deep.push(format!("SELECT 1{}", "::int".repeat(n)));
+    deep.push(format!("SELECT 1{}", " IS NULL".repeat(n)));
+    deep.push(format!("SELECT 1{}", " IN (1)".repeat(n)));
+    deep.push(format!("SELECT 1{}", " BETWEEN 0 AND 2".repeat(n)));
+    deep.push(format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n)));
+    deep.push(format!("SELECT {}1", "- ".repeat(n)));
+    deep.push(format!("SELECT {}true", "NOT ".repeat(n)));
+    deep.push(format!("SELECT {}1{}", "abs(".repeat(n), ")".repeat(n)));
+    deep.push(format!("SELECT {}1{}", "CAST(".repeat(n), " AS int)".repeat(n)));
+    deep.push(format!("SELECT {}1{}", "1 IN (".repeat(n), ")".repeat(n)));
+    deep.push(format!(
+        "SELECT {}1{}",
+        "CASE WHEN true THEN ".repeat(n),
+        " END".repeat(n)
+    ));
+    deep.push(format!(
+        "SELECT 1 FROM generate_series(1, 2) g WHERE {}",
+        vec!["g = 1"; n].join(" OR ")
+    ));
+    let worker = std::thread::Builder::new()
+        .stack_size(DEEP_TEST_STACK_BYTES)
+        .spawn(move || {
+            let mut s = db.session().unwrap();
+            for query in &deep {
+                let message = match sql::execute(&mut s, query) {
+                    Ok(_) => format!("{}…: accepted", &query[..40]),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    message.starts_with("stack depth limit exceeded"),
+                    "{}…: {message}",
+                    &query[..40]
+                );
+                assert!(message.contains("simplify it"), "{message}");
+            }
+            // What a person writes still works.
+            let nested = format!("SELECT {}1{}", "(".repeat(20), ")".repeat(20));
+            assert_eq!(scalar(&mut s, &nested), int(1));
+            let sum = format!("SELECT 0{}", " + 1".repeat(500));
+            assert_eq!(scalar(&mut s, &sum), int(500));
+            let calls = format!("SELECT {}-1{}", "abs(".repeat(10), ")".repeat(10));
+            assert_eq!(scalar(&mut s, &calls), int(1));
+        })
+        .unwrap();
+    worker.join().expect("deep expressions fail without a panic");
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
@@ -2124,6 +2193,7 @@ for_each_method!(
     double_precision_prints_as_postgresql_prints_it,
     double_precision_out_of_range_is_an_error,
     chained_comparisons_are_a_syntax_error_as_in_postgresql,
+    every_deep_expression_is_refused_with_stack_depth_limit_exceeded,
 );
 
 /// Random expressions over `t (id integer, note text)` and the column

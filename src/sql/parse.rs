@@ -2,19 +2,30 @@
 //! statement's number and position for error messages.
 //!
 //! The text is tokenized once; before parsing, a pass over the tokens
-//! bounds how deeply expressions can nest. `sqlparser` limits nesting by
-//! parentheses, but a chain such as `1+1+1+…` becomes a left-deep tree
-//! without recursion in the parser, and a tree tens of thousands deep
-//! overflows the stack of whoever walks it (the planner, the evaluator, or
-//! just dropping it). Counting the operators of the chains open at each
-//! point keeps every walk shallow.
+//! bounds how deeply expressions can nest, so that no walk of a syntax
+//! tree (the planner, the evaluator, printing it in a message, or just
+//! dropping it) can overflow the stack. Trees get deep in two ways:
+//!
+//! - By recursion in `sqlparser`: parentheses, prefix operators (`- - 1`,
+//!   `NOT NOT x`), function arguments, CASE, CAST, subqueries. Its
+//!   recursion counter bounds these; we set it to
+//!   [`MAX_PARSER_RECURSION`] and report running out as "stack depth
+//!   limit exceeded".
+//! - Without recursion: a chain of infix or postfix operators such as
+//!   `1+1+1+…`, `1 ^ 1 ^ …`, `x::int::int…` becomes a left-deep tree
+//!   built in a loop, so its depth is bounded only here, by counting the
+//!   operators of the chains open at each point (every operator token and
+//!   operator keyword counts, not a chosen few).
+//!
+//! Together they bound every tree's depth by about
+//! `MAX_OPERATOR_DEPTH + MAX_PARSER_RECURSION`.
 //!
 //! `CHECKPOINT` is handled here: `sqlparser` does not know it.
 
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::{Position, SqlError};
@@ -23,6 +34,29 @@ use super::{Position, SqlError};
 /// parentheses): deep enough for any hand-written query, shallow enough
 /// that walking the tree stays far from the end of a 2 MiB thread stack.
 pub const MAX_OPERATOR_DEPTH: usize = 512;
+
+/// How deeply `sqlparser` may recurse (its counter is decremented per
+/// nested expression, query and statement). `sqlparser`'s own default:
+/// its frames are large in a debug build, and 50 levels stay well within
+/// a 2 MiB thread stack.
+pub const MAX_PARSER_RECURSION: usize = 50;
+
+/// Parser recursion a statement takes before its expressions (statement,
+/// query, select item), measured.
+const PARSER_LEVELS_PER_STATEMENT: usize = 4;
+
+/// Parser recursion one level of parentheses or CASE can take: two when
+/// it is an operand (`1 + (…)`: the operand, then the parenthesized
+/// expression), measured.
+const PARSER_LEVELS_PER_NESTING: usize = 2;
+
+/// Most levels of parentheses, brackets and CASE one statement may open,
+/// checked before parsing so that the parser never reaches
+/// [`MAX_PARSER_RECURSION`] inside them: where it does inside CASE, it
+/// retries `case` as a column name and reports a confusing syntax error
+/// instead of running out of depth.
+pub const MAX_NESTING_DEPTH: usize =
+    (MAX_PARSER_RECURSION - PARSER_LEVELS_PER_STATEMENT) / PARSER_LEVELS_PER_NESTING;
 
 /// A statement of the text.
 pub(crate) struct Parsed {
@@ -45,74 +79,163 @@ fn position(t: &TokenWithSpan) -> Position {
     }
 }
 
+/// Whether `t` extends an operator chain: every token except names,
+/// literals and punctuation (a new operator in `sqlparser` counts without
+/// being listed here), and the keywords that act as operators.
 fn is_operator(t: &Token) -> bool {
     match t {
-        Token::Plus
-        | Token::Minus
-        | Token::Mul
-        | Token::Div
-        | Token::Mod
-        | Token::StringConcat
-        | Token::Eq
-        | Token::Neq
-        | Token::Lt
-        | Token::Gt
-        | Token::LtEq
-        | Token::GtEq
-        | Token::DoubleColon => true,
         Token::Word(w) => matches!(
             w.keyword,
             Keyword::AND
                 | Keyword::OR
+                | Keyword::XOR
                 | Keyword::NOT
                 | Keyword::IS
+                | Keyword::NOTNULL
                 | Keyword::IN
                 | Keyword::BETWEEN
+                | Keyword::OVERLAPS
                 | Keyword::LIKE
+                | Keyword::ILIKE
+                | Keyword::RLIKE
+                | Keyword::REGEXP
+                | Keyword::SIMILAR
+                | Keyword::GLOB
+                | Keyword::MATCH
+                | Keyword::MEMBER
+                | Keyword::OPERATOR
+                | Keyword::DIV
+                | Keyword::AT
+                | Keyword::COLLATE
         ),
-        _ => false,
+        Token::EOF
+        | Token::Number(..)
+        | Token::Char(_)
+        | Token::SingleQuotedString(_)
+        | Token::DoubleQuotedString(_)
+        | Token::TripleSingleQuotedString(_)
+        | Token::TripleDoubleQuotedString(_)
+        | Token::DollarQuotedString(_)
+        | Token::SingleQuotedByteStringLiteral(_)
+        | Token::DoubleQuotedByteStringLiteral(_)
+        | Token::TripleSingleQuotedByteStringLiteral(_)
+        | Token::TripleDoubleQuotedByteStringLiteral(_)
+        | Token::SingleQuotedRawStringLiteral(_)
+        | Token::DoubleQuotedRawStringLiteral(_)
+        | Token::TripleSingleQuotedRawStringLiteral(_)
+        | Token::TripleDoubleQuotedRawStringLiteral(_)
+        | Token::NationalStringLiteral(_)
+        | Token::QuoteDelimitedStringLiteral(_)
+        | Token::NationalQuoteDelimitedStringLiteral(_)
+        | Token::EscapedStringLiteral(_)
+        | Token::UnicodeStringLiteral(_)
+        | Token::HexStringLiteral(_)
+        | Token::Placeholder(_)
+        | Token::Comma
+        | Token::Whitespace(_)
+        | Token::Period
+        | Token::SemiColon
+        | Token::LParen
+        | Token::RParen
+        | Token::LBracket
+        | Token::RBracket
+        | Token::LBrace
+        | Token::RBrace => false,
+        _ => true,
     }
 }
 
-/// Refuses expressions deeper than [`MAX_OPERATOR_DEPTH`] (see the module
-/// comment). `statement` counts `;`s, for the message.
+/// What opened a level of nesting.
+#[derive(PartialEq)]
+enum Opener {
+    /// The statement itself (never closed but by `;`).
+    Statement,
+    /// `(` or `[`.
+    Bracket,
+    /// `CASE`, closed by `END`.
+    Case,
+}
+
+/// An open level of nesting and the operators of its current chain.
+struct Level {
+    opener: Opener,
+    operators: usize,
+}
+
+/// Refuses expressions deeper than [`MAX_OPERATOR_DEPTH`] operators or
+/// [`MAX_NESTING_DEPTH`] levels (see the module comment).
 fn check_depth(tokens: &[TokenWithSpan]) -> Result<(), SqlError> {
-    // Operators in the current chain of each open parenthesis level.
-    let mut chains: Vec<usize> = vec![0];
+    let statement_level = || Level {
+        opener: Opener::Statement,
+        operators: 0,
+    };
+    let mut levels: Vec<Level> = vec![statement_level()];
+    // Operators of the chains open at this point, summed over `levels`.
     let mut depth = 0usize;
     let mut statement = 1;
+    let too_deep = |statement, t: &TokenWithSpan, limit, what| SqlError::TooDeep {
+        statement,
+        at: position(t),
+        limit,
+        what,
+    };
+    let is_keyword = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
     for t in tokens {
+        let top = levels.last().map(|l| &l.opener);
         match &t.token {
-            Token::LParen | Token::LBracket => chains.push(0),
-            Token::RParen | Token::RBracket if chains.len() > 1 => {
-                depth -= chains.pop().unwrap_or(0);
+            Token::LParen | Token::LBracket => levels.push(Level {
+                opener: Opener::Bracket,
+                operators: 0,
+            }),
+            token if is_keyword(token, Keyword::CASE) => levels.push(Level {
+                opener: Opener::Case,
+                operators: 0,
+            }),
+            Token::RParen | Token::RBracket if top == Some(&Opener::Bracket) => {
+                depth -= levels.pop().map_or(0, |l| l.operators);
             }
-            Token::Comma => {
-                if let Some(top) = chains.last_mut() {
-                    depth -= *top;
-                    *top = 0;
+            token if is_keyword(token, Keyword::END) && top == Some(&Opener::Case) => {
+                depth -= levels.pop().map_or(0, |l| l.operators);
+            }
+            // A comma, and a CASE's WHEN, THEN and ELSE, start a new
+            // expression at the same level.
+            token
+                if *token == Token::Comma
+                    || (top == Some(&Opener::Case)
+                        && [Keyword::WHEN, Keyword::THEN, Keyword::ELSE]
+                            .into_iter()
+                            .any(|k| is_keyword(token, k))) =>
+            {
+                if let Some(top) = levels.last_mut() {
+                    depth -= top.operators;
+                    top.operators = 0;
                 }
             }
             Token::SemiColon => {
-                chains.clear();
-                chains.push(0);
+                levels.clear();
+                levels.push(statement_level());
                 depth = 0;
                 statement += 1;
             }
             token if is_operator(token) => {
-                if let Some(top) = chains.last_mut() {
-                    *top += 1;
+                if let Some(top) = levels.last_mut() {
+                    top.operators += 1;
                 }
                 depth += 1;
                 if depth > MAX_OPERATOR_DEPTH {
-                    return Err(SqlError::TooDeep {
-                        statement,
-                        at: position(t),
-                        limit: MAX_OPERATOR_DEPTH,
-                    });
+                    return Err(too_deep(statement, t, MAX_OPERATOR_DEPTH, "operators"));
                 }
             }
             _ => {}
+        }
+        // The statement's own level is not nesting.
+        if levels.len() - 1 > MAX_NESTING_DEPTH {
+            return Err(too_deep(
+                statement,
+                t,
+                MAX_NESTING_DEPTH,
+                "levels of parentheses and CASE",
+            ));
         }
     }
     Ok(())
@@ -149,14 +272,22 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
             statement: number,
             message,
         };
-        let mut parser = Parser::new(&dialect).with_tokens_with_locations(piece.to_vec());
+        let mut parser = Parser::new(&dialect)
+            .with_recursion_limit(MAX_PARSER_RECURSION)
+            .with_tokens_with_locations(piece.to_vec());
         let statement = match &first.token {
             Token::Word(w) if w.value.eq_ignore_ascii_case("checkpoint") => {
                 parser.next_token();
                 Stmt::Checkpoint
             }
-            _ => Stmt::Ast(Box::new(parser.parse_statement().map_err(|e| {
-                syntax(format!("{e} (the statement starts at {})", position(first)))
+            _ => Stmt::Ast(Box::new(parser.parse_statement().map_err(|e| match e {
+                ParserError::RecursionLimitExceeded => SqlError::TooDeep {
+                    statement: number,
+                    at: position(first),
+                    limit: MAX_PARSER_RECURSION,
+                    what: "levels of prefix operators, calls and subexpressions",
+                },
+                e => syntax(format!("{e} (the statement starts at {})", position(first))),
             })?)),
         };
         let next = parser.peek_token();
@@ -242,5 +373,32 @@ mod tests {
         assert!(parse(&chained).is_ok(), "each parenthesis closes its chain");
         let stacked = format!("SELECT {}({})", "1+".repeat(300), "1+".repeat(300) + "1");
         assert!(matches!(parse(&stacked), Err(SqlError::TooDeep { .. })));
+    }
+
+    #[test]
+    fn nesting_up_to_the_bound_parses_and_deeper_is_refused_before_parsing() {
+        let n = MAX_NESTING_DEPTH;
+        for (open, close) in [("1 + (", ")"), ("CASE WHEN true THEN ", " END"), ("abs(", ")")] {
+            let ok = format!("SELECT {}1{}", open.repeat(n), close.repeat(n));
+            assert!(parse(&ok).is_ok(), "{open}: {:?}", parse(&ok).err());
+            let deep = format!("SELECT {}1{}", open.repeat(n + 1), close.repeat(n + 1));
+            assert!(
+                matches!(parse(&deep), Err(SqlError::TooDeep { limit, .. }) if limit == n),
+                "{open}"
+            );
+        }
+        // The branches of a CASE are separate expressions, as list items.
+        let branches = (0..1000)
+            .map(|i| format!("WHEN x = {i} THEN {i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(parse(&format!("SELECT CASE {branches} END FROM t")).is_ok());
+        // Prefix operators recurse in the parser; running out of its
+        // depth is the same error.
+        let negations = format!("SELECT {}1", "- ".repeat(MAX_PARSER_RECURSION));
+        assert!(matches!(
+            parse(&negations),
+            Err(SqlError::TooDeep { limit: MAX_PARSER_RECURSION, .. })
+        ));
     }
 }
