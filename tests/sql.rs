@@ -2155,6 +2155,50 @@ fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMe
     worker.join().expect("deep expressions fail without a panic");
 }
 
+fn copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value(method: IoMethod) {
+    let (_dir, _db, mut s) = session_with_t(method);
+    let nul = "invalid byte sequence for encoding \"UTF8\": 0x00";
+    let cases: &[(&str, &[u8])] = &[
+        ("", b"1\ta\0b\n"),
+        ("", b"1\ta\\0b\n"),
+        ("", b"1\ta\\000\n"),
+        ("", b"1\ta\\x00\n"),
+        ("", b"1\ta\\x0\n"),
+        ("(FORMAT csv)", b"1,a\0b\n"),
+        ("(FORMAT csv)", b"1,\"a\0b\"\n"),
+        ("(FORMAT csv)", b"\0,a\n"),
+    ];
+    for (options, input) in cases {
+        let text = format!("COPY t FROM STDIN {options}");
+        let (_, r) = try_io(&mut s, &text, input);
+        let message = r.expect_err("a NUL byte was loaded").to_string();
+        assert!(message.contains(nul), "{input:?}: {message}");
+        assert!(message.starts_with("COPY t, line 1, column "), "{message}");
+    }
+    assert_eq!(count(&mut s, "t"), 0);
+    let (_, r) = try_io(&mut s, "COPY t FROM STDIN", b"1\ta\\x01\\\\0\n");
+    r.unwrap();
+    assert_eq!(scalar(&mut s, "SELECT note FROM t"), text("a\u{1}\\0"));
+
+    for literal in ["E'\\x00'", "E'a\\0'", "U&'\\0000'", "'a' || E'\\000'"] {
+        assert_fails(
+            &mut s,
+            &format!("INSERT INTO t VALUES (2, {literal})"),
+            Fails::StartingWith(nul),
+        );
+    }
+
+    // A long bad value is quoted by its start only.
+    let mut input = b"2\t".to_vec();
+    input.extend(std::iter::repeat_n(b'y', 1 << 20));
+    input.extend_from_slice(b"\n");
+    let (_, r) = try_io(&mut s, "COPY t (note, id) FROM STDIN", &input);
+    let message = r.expect_err("y… is not an integer").to_string();
+    let quoted = format!("\"{}...\"", "y".repeat(100));
+    assert!(message.ends_with(&quoted), "{}", &message[..200.min(message.len())]);
+    assert!(message.len() < 300, "{} bytes", message.len());
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
@@ -2194,6 +2238,7 @@ for_each_method!(
     double_precision_out_of_range_is_an_error,
     chained_comparisons_are_a_syntax_error_as_in_postgresql,
     every_deep_expression_is_refused_with_stack_depth_limit_exceeded,
+    copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value,
 );
 
 /// Random expressions over `t (id integer, note text)` and the column

@@ -138,6 +138,9 @@ pub enum SqlError {
         /// What was counted ("operators", …).
         what: &'static str,
     },
+    /// A NUL character in a literal or name, which text cannot hold.
+    #[error("invalid byte sequence for encoding \"UTF8\": 0x00 (in statement {statement} at {at}); text cannot hold a NUL character")]
+    NulInText { statement: usize, at: Position },
     #[error("table \"{name}\" does not exist{hint}")]
     UnknownTable { name: String, hint: String },
     #[error("column \"{column}\" does not exist in {relation} (at {at})")]

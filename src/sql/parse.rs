@@ -241,22 +241,116 @@ fn check_depth(tokens: &[TokenWithSpan]) -> Result<(), SqlError> {
     Ok(())
 }
 
+/// The text a literal or name token holds (after its escapes are undone).
+fn token_text(t: &Token) -> Option<&str> {
+    match t {
+        Token::Word(w) => Some(&w.value),
+        Token::DollarQuotedString(d) => Some(&d.value),
+        Token::SingleQuotedString(s)
+        | Token::DoubleQuotedString(s)
+        | Token::TripleSingleQuotedString(s)
+        | Token::TripleDoubleQuotedString(s)
+        | Token::NationalStringLiteral(s)
+        | Token::EscapedStringLiteral(s)
+        | Token::UnicodeStringLiteral(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Whether `text` starts with an escaped string literal (`E'…'`) one of
+/// whose escapes stands for NUL: `\0` to `\000` (octal, PostgreSQL
+/// keeping the low byte), `\x0`/`\x00`, `\u0000`, `\U00000000`.
+fn escaped_literal_has_nul(text: &str) -> bool {
+    let Some(body) = text
+        .strip_prefix("E'")
+        .or_else(|| text.strip_prefix("e'"))
+    else {
+        return false;
+    };
+    let bytes = body.as_bytes();
+    // The value of the up to `max` digits of `radix` at `at`, and how
+    // many there were.
+    let digits = |at: usize, max: usize, radix: u32| {
+        let mut value = 0u32;
+        let mut n = 0;
+        while n < max {
+            match bytes.get(at + n).and_then(|&b| (b as char).to_digit(radix)) {
+                Some(d) => value = value.wrapping_mul(radix).wrapping_add(d),
+                None => break,
+            }
+            n += 1;
+        }
+        (value, n)
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' if bytes.get(i + 1) == Some(&b'\'') => i += 2,
+            b'\'' => return false,
+            b'\\' => {
+                let (value, n) = match bytes.get(i + 1) {
+                    Some(b'0'..=b'7') => digits(i + 1, 3, 8),
+                    Some(b'x') => digits(i + 2, 2, 16),
+                    Some(b'u') => digits(i + 2, 4, 16),
+                    Some(b'U') => digits(i + 2, 8, 16),
+                    _ => (1, 0),
+                };
+                if n > 0 && value & 0xFF == 0 && (value == 0 || bytes[i + 1].is_ascii_digit()) {
+                    return true;
+                }
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+    false
+}
+
+/// Refuses a NUL character in a literal or name (`E'\x00'`, `U&'\0000'`,
+/// or a raw one): PostgreSQL's text cannot hold one, and reports it as
+/// invalid UTF-8.
+fn check_no_nul(tokens: &[TokenWithSpan]) -> Result<(), SqlError> {
+    let mut statement = 1;
+    for t in tokens {
+        if t.token == Token::SemiColon {
+            statement += 1;
+        }
+        if token_text(&t.token).is_some_and(|text| text.contains('\0')) {
+            return Err(SqlError::NulInText {
+                statement,
+                at: position(t),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Parses every statement of `text`.
 pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
     let dialect = PostgreSqlDialect {};
     let tokens = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
-        .map_err(|e| SqlError::Syntax {
-            statement: 1 + text[..text.len().min(offset_of(
-                text,
-                e.location.line,
-                e.location.column,
-            ))]
-                .matches(';')
-                .count(),
-            message: e.to_string(),
+        .map_err(|e| {
+            let offset = text.len().min(offset_of(text, e.location.line, e.location.column));
+            let statement = 1 + text[..offset].matches(';').count();
+            // The tokenizer refuses an escape that makes a NUL as if the
+            // literal were unterminated; say what PostgreSQL says.
+            if escaped_literal_has_nul(&text[offset..]) {
+                return SqlError::NulInText {
+                    statement,
+                    at: Position {
+                        line: e.location.line,
+                        column: e.location.column,
+                    },
+                };
+            }
+            SqlError::Syntax {
+                statement,
+                message: e.to_string(),
+            }
         })?;
     check_depth(&tokens)?;
+    check_no_nul(&tokens)?;
     // Each statement is parsed from its own tokens, up to its `;`: a
     // parser given the rest of the text would, after `COPY … FROM STDIN`,
     // take that rest as inline data (psql's script form), and here the
@@ -373,6 +467,26 @@ mod tests {
         assert!(parse(&chained).is_ok(), "each parenthesis closes its chain");
         let stacked = format!("SELECT {}({})", "1+".repeat(300), "1+".repeat(300) + "1");
         assert!(matches!(parse(&stacked), Err(SqlError::TooDeep { .. })));
+    }
+
+    #[test]
+    fn a_nul_character_in_a_literal_is_refused_however_written() {
+        for text in [
+            "SELECT E'a\\x00b'",
+            "SELECT E'\\0'",
+            "SELECT E'\\000'",
+            "SELECT U&'\\0000'",
+            "SELECT 'raw\0nul'",
+            "SELECT $$\0$$",
+            "SELECT 1; SELECT 'x' || E'\\x00'",
+        ] {
+            assert!(
+                matches!(parse(text), Err(SqlError::NulInText { .. })),
+                "{text:?}: {:?}",
+                parse(text).err()
+            );
+        }
+        assert!(parse("SELECT E'\\x01', '\\0', E'\\\\0'").is_ok());
     }
 
     #[test]
