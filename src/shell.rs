@@ -342,8 +342,11 @@ mod describe_tests {
         let settings = ["io_method=sync".to_string(), "shared_buffers=64".into()];
         let db = aiostore::database::Database::open(&path, &settings).unwrap();
         let mut s = db.session().unwrap();
-        aiostore::sql::execute(&mut s, "CREATE TABLE t (id integer); CREATE TABLE \"T\" (x text)")
-            .unwrap();
+        aiostore::sql::execute(
+            &mut s,
+            "CREATE TABLE t (id integer); CREATE TABLE \"T\" (x text)",
+        )
+        .unwrap();
         let shown = |name: &str| {
             let mut out = Vec::new();
             describe(&db, Some(name), &mut out).unwrap();

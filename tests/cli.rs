@@ -40,7 +40,9 @@ fn init_creates_a_directory_once_and_the_utilities_name_what_is_wrong() {
     assert!(ok, "{text}");
     let (ok, text) = aiostore(&dir, &["read-blocks", "t", "0-4294967295"]);
     assert!(
-        !ok && text.contains("block range 0-4294967295 is beyond the end of relation \"t\", which has 0 blocks"),
+        !ok && text.contains(
+            "block range 0-4294967295 is beyond the end of relation \"t\", which has 0 blocks"
+        ),
         "{text}"
     );
 }

@@ -2078,8 +2078,14 @@ fn chained_comparisons_are_a_syntax_error_as_in_postgresql(method: IoMethod) {
         "SELECT 1 < 2 = true",
         Fails::Containing("at or near \"=\" (after line 1, column 13)"),
     );
-    assert_eq!(scalar(&mut s, "SELECT (1 < 2) = true"), Value::Boolean(true));
-    assert_eq!(scalar(&mut s, "SELECT true = (1 = 1)"), Value::Boolean(true));
+    assert_eq!(
+        scalar(&mut s, "SELECT (1 < 2) = true"),
+        Value::Boolean(true)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT true = (1 = 1)"),
+        Value::Boolean(true)
+    );
     assert_eq!(
         scalar(&mut s, "SELECT 1 < 2 AND 2 = 2 OR 1 > 3"),
         Value::Boolean(true)
@@ -2102,7 +2108,9 @@ fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMe
         format!("SELECT {first}{}", format!(" {op} {operand}").repeat(n))
     };
     let mut deep = Vec::new();
-    for op in ["^", "&", "|", "#", "<<", ">>", "+", "*", "=", "<>", "AND", "OR", "||"] {
+    for op in [
+        "^", "&", "|", "#", "<<", ">>", "+", "*", "=", "<>", "AND", "OR", "||",
+    ] {
         deep.push(chain("1", op, "1"));
     }
     for op in ["~", "ILIKE", "LIKE", "->", "@>", "->>", "#>"] {
@@ -2116,7 +2124,11 @@ fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMe
     deep.push(format!("SELECT {}1", "- ".repeat(n)));
     deep.push(format!("SELECT {}true", "NOT ".repeat(n)));
     deep.push(format!("SELECT {}1{}", "abs(".repeat(n), ")".repeat(n)));
-    deep.push(format!("SELECT {}1{}", "CAST(".repeat(n), " AS int)".repeat(n)));
+    deep.push(format!(
+        "SELECT {}1{}",
+        "CAST(".repeat(n),
+        " AS int)".repeat(n)
+    ));
     deep.push(format!("SELECT {}1{}", "1 IN (".repeat(n), ")".repeat(n)));
     deep.push(format!(
         "SELECT {}1{}",
@@ -2152,7 +2164,9 @@ fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMe
             assert_eq!(scalar(&mut s, &calls), int(1));
         })
         .unwrap();
-    worker.join().expect("deep expressions fail without a panic");
+    worker
+        .join()
+        .expect("deep expressions fail without a panic");
 }
 
 fn copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value(method: IoMethod) {
@@ -2195,7 +2209,11 @@ fn copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value(method: IoMet
     let (_, r) = try_io(&mut s, "COPY t (note, id) FROM STDIN", &input);
     let message = r.expect_err("y… is not an integer").to_string();
     let quoted = format!("\"{}...\"", "y".repeat(100));
-    assert!(message.ends_with(&quoted), "{}", &message[..200.min(message.len())]);
+    assert!(
+        message.ends_with(&quoted),
+        "{}",
+        &message[..200.min(message.len())]
+    );
     assert!(message.len() < 300, "{} bytes", message.len());
 }
 

@@ -783,7 +783,10 @@ mod tests {
         const INPUT_BYTES: u64 = 4 << 20;
         for format in [CopyFormat::Text, CopyFormat::Csv] {
             let opts = CopyOptions::new(format);
-            let long = io::Read::chain(&b"1\tshort\n"[..], io::Read::take(io::repeat(b'a'), INPUT_BYTES));
+            let long = io::Read::chain(
+                &b"1\tshort\n"[..],
+                io::Read::take(io::repeat(b'a'), INPUT_BYTES),
+            );
             let mut input = io::BufReader::new(long);
             let mut reader = RecordReader::with_record_limit(&mut input, &opts, CAP_BYTES);
             assert!(reader.next_record().is_ok_and(|more| more));
@@ -791,8 +794,17 @@ mod tests {
                 panic!("a 4 MiB line passed a 1 MiB cap");
             };
             assert_eq!(e.line, 2);
-            assert!(e.message.contains(&format!("longer than {CAP_BYTES} bytes")), "{}", e.message);
-            assert!(reader.raw.capacity() <= 2 * CAP_BYTES, "{}", reader.raw.capacity());
+            assert!(
+                e.message
+                    .contains(&format!("longer than {CAP_BYTES} bytes")),
+                "{}",
+                e.message
+            );
+            assert!(
+                reader.raw.capacity() <= 2 * CAP_BYTES,
+                "{}",
+                reader.raw.capacity()
+            );
         }
         // A CSV record's quoted line breaks count towards its length.
         let opts = CopyOptions::new(CopyFormat::Csv);

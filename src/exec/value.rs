@@ -173,7 +173,11 @@ fn is_halfway(candidate: &str, x: f64) -> bool {
     }
     // candidate = value × 10^scale; the probes are value ± 10^-40 of it.
     let scale = exponent - (digits.len() as i64 - 1) - TIE_PROBE_DIGITS as i64;
-    let above = format!("{sign}{digits}{:0>width$}e{scale}", 1, width = TIE_PROBE_DIGITS);
+    let above = format!(
+        "{sign}{digits}{:0>width$}e{scale}",
+        1,
+        width = TIE_PROBE_DIGITS
+    );
     let below = format!(
         "{sign}{}{}e{scale}",
         value - 1,

@@ -236,9 +236,7 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
     fn name(e: &ast::Expr) -> Option<(String, u8)> {
         match e {
             ast::Expr::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
-            ast::Expr::CompoundIdentifier(parts) => {
-                parts.last().map(|i| (ident(i), STRENGTH_NAME))
-            }
+            ast::Expr::CompoundIdentifier(parts) => parts.last().map(|i| (ident(i), STRENGTH_NAME)),
             ast::Expr::Function(f) => f.name.0.last().and_then(|p| match p {
                 ObjectNamePart::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
                 _ => None,

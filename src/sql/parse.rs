@@ -261,10 +261,7 @@ fn token_text(t: &Token) -> Option<&str> {
 /// whose escapes stands for NUL: `\0` to `\000` (octal, PostgreSQL
 /// keeping the low byte), `\x0`/`\x00`, `\u0000`, `\U00000000`.
 fn escaped_literal_has_nul(text: &str) -> bool {
-    let Some(body) = text
-        .strip_prefix("E'")
-        .or_else(|| text.strip_prefix("e'"))
-    else {
+    let Some(body) = text.strip_prefix("E'").or_else(|| text.strip_prefix("e'")) else {
         return false;
     };
     let bytes = body.as_bytes();
@@ -331,7 +328,9 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
     let tokens = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(|e| {
-            let offset = text.len().min(offset_of(text, e.location.line, e.location.column));
+            let offset = text
+                .len()
+                .min(offset_of(text, e.location.line, e.location.column));
             let statement = 1 + text[..offset].matches(';').count();
             // The tokenizer refuses an escape that makes a NUL as if the
             // literal were unterminated; say what PostgreSQL says.
@@ -492,7 +491,11 @@ mod tests {
     #[test]
     fn nesting_up_to_the_bound_parses_and_deeper_is_refused_before_parsing() {
         let n = MAX_NESTING_DEPTH;
-        for (open, close) in [("1 + (", ")"), ("CASE WHEN true THEN ", " END"), ("abs(", ")")] {
+        for (open, close) in [
+            ("1 + (", ")"),
+            ("CASE WHEN true THEN ", " END"),
+            ("abs(", ")"),
+        ] {
             let ok = format!("SELECT {}1{}", open.repeat(n), close.repeat(n));
             assert!(parse(&ok).is_ok(), "{open}: {:?}", parse(&ok).err());
             let deep = format!("SELECT {}1{}", open.repeat(n + 1), close.repeat(n + 1));
@@ -512,7 +515,10 @@ mod tests {
         let negations = format!("SELECT {}1", "- ".repeat(MAX_PARSER_RECURSION));
         assert!(matches!(
             parse(&negations),
-            Err(SqlError::TooDeep { limit: MAX_PARSER_RECURSION, .. })
+            Err(SqlError::TooDeep {
+                limit: MAX_PARSER_RECURSION,
+                ..
+            })
         ));
     }
 }

@@ -128,14 +128,23 @@ mod tests {
         let many = parse_block_list("0-9999999,0-1").unwrap();
         assert!(matches!(
             many.expand("t", u32::MAX),
-            Err(BlockListError::TooLong { blocks: 10_000_002, .. })
+            Err(BlockListError::TooLong {
+                blocks: 10_000_002,
+                ..
+            })
         ));
         assert!(matches!(
             parse_block_list("3-1"),
             Err(BlockListError::Backwards { first: 3, last: 1 })
         ));
-        assert!(matches!(parse_block_list("1,x"), Err(BlockListError::NotANumber { .. })));
-        assert!(matches!(parse_block_list(" , "), Err(BlockListError::Empty)));
+        assert!(matches!(
+            parse_block_list("1,x"),
+            Err(BlockListError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            parse_block_list(" , "),
+            Err(BlockListError::Empty)
+        ));
     }
 
     #[test]
@@ -279,9 +288,11 @@ pub struct BlockList {
 /// [`BlockList::expand`] checks the blocks against a relation.
 pub fn parse_block_list(text: &str) -> Result<BlockList, BlockListError> {
     let number = |t: &str| {
-        t.trim().parse::<u32>().map_err(|_| BlockListError::NotANumber {
-            part: t.trim().to_string(),
-        })
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| BlockListError::NotANumber {
+                part: t.trim().to_string(),
+            })
     };
     let mut ranges = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
