@@ -2058,6 +2058,13 @@ fn double_precision_out_of_range_is_an_error(method: IoMethod) {
         scalar(&mut s, "SELECT 0::float8 * 1e-300::float8"),
         Value::Double(0.0)
     );
+    for aggregate in ["sum", "avg"] {
+        assert_fails(
+            &mut s,
+            &format!("SELECT {aggregate}(1e308::float8 + g) FROM generate_series(1, 2) g"),
+            Fails::With("value out of range: overflow"),
+        );
+    }
 }
 
 fn chained_comparisons_are_a_syntax_error_as_in_postgresql(method: IoMethod) {
