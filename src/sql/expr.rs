@@ -499,72 +499,21 @@ impl<'a> ExprPlanner<'a> {
                 },
             },
             A::Nested(inner) => self.plan(inner),
-            A::UnaryOp { op, expr } => match op {
-                UnaryOperator::Not => Ok(Expr::negation(self.plan(expr)?)?),
-                UnaryOperator::Minus => match constant(e) {
-                    // -2147483648 is an integer, not minus a bigint.
-                    Some(v) => Ok(Expr::constant(v)),
-                    None => Ok(Expr::negate(self.plan(expr)?)?),
-                },
-                UnaryOperator::Plus => {
-                    // +x is x, for numbers only.
-                    let x = self.plan(expr)?;
-                    match x.ty() {
-                        Some(ty) if !is_numeric(ty) => Err(ExecError::NoPrefixOperator {
-                            op: "+",
-                            ty: ty.name(),
-                        }
-                        .into()),
-                        _ => Ok(x),
-                    }
-                }
-                other => Err(self
-                    .cx
-                    .unsupported(e.span(), format!("the prefix operator {other}"))),
-            },
-            A::BinaryOp { left, op, right } => {
-                self.refuse_chained_comparison(left, op)?;
-                let Some(op) = binary_op(op) else {
-                    return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
-                };
-                let l = self.plan(left)?;
-                let r = self.plan(right)?;
-                // Concatenation takes a literal as the text it is.
-                let (l, r) = if op == BinaryOp::Concat {
-                    (l, r)
-                } else {
-                    let (lt, rt) = (l.ty(), r.ty());
-                    (coerce_literal(l, left, rt)?, coerce_literal(r, right, lt)?)
-                };
-                Ok(Expr::binary(op, l, r)?)
-            }
+            A::UnaryOp { op, expr } => self.plan_unary(e, op, expr),
+            A::BinaryOp { left, op, right } => self.plan_binary(e, left, op, right),
             A::IsNull(x) => Ok(Expr::is_null(self.plan(x)?, false)),
             A::IsNotNull(x) => Ok(Expr::is_null(self.plan(x)?, true)),
             A::InList {
                 expr,
                 list,
                 negated,
-            } => {
-                let x = self.plan(expr)?;
-                let ty = x.ty();
-                let mut items = Vec::with_capacity(list.len());
-                for item in list {
-                    items.push(self.plan_against(item, ty)?);
-                }
-                Ok(Expr::in_list(x, items, *negated)?)
-            }
+            } => self.plan_in_list(expr, list, *negated),
             A::Between {
                 expr,
                 negated,
                 low,
                 high,
-            } => {
-                let x = self.plan(expr)?;
-                let ty = x.ty();
-                let low = self.plan_against(low, ty)?;
-                let high = self.plan_against(high, ty)?;
-                Ok(Expr::between(x, low, high, *negated)?)
-            }
+            } => self.plan_between(expr, low, high, *negated),
             A::Like {
                 negated,
                 any: false,
@@ -584,6 +533,95 @@ impl<'a> ExprPlanner<'a> {
             A::Function(f) => self.function(f, e),
             other => Err(self.cx.unsupported(other.span(), describe(other))),
         }
+    }
+
+    // `plan` recurses once per level of an expression, so each arm with
+    // much to do is its own function: in a debug build a function's frame
+    // holds every arm's temporaries, and `plan` with them all inline took
+    // 17 KiB per level, overflowing an 8 MiB stack within the depth that
+    // `parse` allows.
+
+    fn plan_unary(
+        &mut self,
+        e: &ast::Expr,
+        op: &UnaryOperator,
+        expr: &ast::Expr,
+    ) -> Result<Expr, SqlError> {
+        match op {
+            UnaryOperator::Not => Ok(Expr::negation(self.plan(expr)?)?),
+            UnaryOperator::Minus => match constant(e) {
+                // -2147483648 is an integer, not minus a bigint.
+                Some(v) => Ok(Expr::constant(v)),
+                None => Ok(Expr::negate(self.plan(expr)?)?),
+            },
+            UnaryOperator::Plus => {
+                // +x is x, for numbers only.
+                let x = self.plan(expr)?;
+                match x.ty() {
+                    Some(ty) if !is_numeric(ty) => Err(ExecError::NoPrefixOperator {
+                        op: "+",
+                        ty: ty.name(),
+                    }
+                    .into()),
+                    _ => Ok(x),
+                }
+            }
+            other => Err(self
+                .cx
+                .unsupported(e.span(), format!("the prefix operator {other}"))),
+        }
+    }
+
+    fn plan_binary(
+        &mut self,
+        e: &ast::Expr,
+        left: &ast::Expr,
+        op: &BinaryOperator,
+        right: &ast::Expr,
+    ) -> Result<Expr, SqlError> {
+        self.refuse_chained_comparison(left, op)?;
+        let Some(op) = binary_op(op) else {
+            return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
+        };
+        let l = self.plan(left)?;
+        let r = self.plan(right)?;
+        // Concatenation takes a literal as the text it is.
+        let (l, r) = if op == BinaryOp::Concat {
+            (l, r)
+        } else {
+            let (lt, rt) = (l.ty(), r.ty());
+            (coerce_literal(l, left, rt)?, coerce_literal(r, right, lt)?)
+        };
+        Ok(Expr::binary(op, l, r)?)
+    }
+
+    fn plan_in_list(
+        &mut self,
+        expr: &ast::Expr,
+        list: &[ast::Expr],
+        negated: bool,
+    ) -> Result<Expr, SqlError> {
+        let x = self.plan(expr)?;
+        let ty = x.ty();
+        let mut items = Vec::with_capacity(list.len());
+        for item in list {
+            items.push(self.plan_against(item, ty)?);
+        }
+        Ok(Expr::in_list(x, items, negated)?)
+    }
+
+    fn plan_between(
+        &mut self,
+        expr: &ast::Expr,
+        low: &ast::Expr,
+        high: &ast::Expr,
+        negated: bool,
+    ) -> Result<Expr, SqlError> {
+        let x = self.plan(expr)?;
+        let ty = x.ty();
+        let low = self.plan_against(low, ty)?;
+        let high = self.plan_against(high, ty)?;
+        Ok(Expr::between(x, low, high, negated)?)
     }
 
     /// Refuses `a < b = c`: PostgreSQL's comparison operators do not

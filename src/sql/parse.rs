@@ -32,7 +32,11 @@ use super::{Position, SqlError};
 
 /// Most operators one expression may chain (summed over the enclosing
 /// parentheses): deep enough for any hand-written query, shallow enough
-/// that walking the tree stays far from the end of a 2 MiB thread stack.
+/// that walking the tree stays within a 2 MiB thread stack in an
+/// optimised build (the tests' `opt-level = 1` included). An unoptimised
+/// build's planner takes about 11 KiB per level, so the deepest
+/// expression allowed needs about 6 MiB there: within a main thread's
+/// 8 MiB, not within a 2 MiB thread.
 pub const MAX_OPERATOR_DEPTH: usize = 512;
 
 /// How deeply `sqlparser` may recurse (its counter is decremented per
