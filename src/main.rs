@@ -358,6 +358,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         } => {
             let blocks = parse_block_list(blocks)?;
             let (db, mut s, rel) = open_table(&cli, table)?;
+            let nblocks = s
+                .buf
+                .pool()
+                .relation(rel)
+                .nblocks(Fork::Main)
+                .map_err(|e| e.to_string())?;
+            let blocks = blocks.expand(table, nblocks).map_err(|e| e.to_string())?;
             let limits = s.stream_limits();
             let report = aiostore::tools::read_stream_for_blocks(
                 &mut s.buf,
@@ -490,36 +497,10 @@ fn print_stream_report(
     writeln!(out, "{line}").map_err(|e| e.to_string())
 }
 
-/// Parses `0,2,2,4` and `10-20` (inclusive) into block numbers.
-fn parse_block_list(text: &str) -> Result<Vec<u32>, String> {
-    const MAX_BLOCKS: usize = 10_000_000;
-    let mut blocks = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let number = |t: &str| {
-            t.trim().parse::<u32>().map_err(|_| {
-                format!(
-                    "\"{t}\" in the block list is not a block number; write e.g. 0,2,2,4 or 10-20"
-                )
-            })
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (number(a)?, number(b)?);
-                if b < a {
-                    return Err(format!("block range {part} runs backwards; write {b}-{a}"));
-                }
-                blocks.extend(a..=b);
-            }
-            None => blocks.push(number(part)?),
-        }
-        if blocks.len() > MAX_BLOCKS {
-            return Err(format!("the block list is longer than {MAX_BLOCKS} blocks"));
-        }
-    }
-    if blocks.is_empty() {
-        return Err("the block list is empty; write e.g. 0,2,2,4 or 10-20".into());
-    }
-    Ok(blocks)
+/// Parses `0,2,2,4` and `10-20` (inclusive); checked against the
+/// relation's size before it is expanded.
+fn parse_block_list(text: &str) -> Result<aiostore::tools::BlockList, String> {
+    aiostore::tools::parse_block_list(text).map_err(|e| e.to_string())
 }
 
 /// `--methods` of the benchmarks that run the AIO methods only.

@@ -288,7 +288,7 @@ fn describe(db: &Database, name: Option<&str>, out: &mut dyn Write) -> std::io::
             }
             Ok(())
         }
-        Some(name) => match db.catalog().table(name) {
+        Some(name) => match db.catalog().table(&typed_relation_name(name)) {
             Err(e) => writeln!(out, "{e}"),
             Ok(t) => {
                 writeln!(
@@ -311,6 +311,51 @@ fn describe(db: &Database, name: Option<&str>, out: &mut dyn Write) -> std::io::
                 Ok(())
             }
         },
+    }
+}
+
+/// The relation a name typed after `\d` stands for, read as SQL reads a
+/// name (as psql does): folded to lower case, unless in double quotes,
+/// where it keeps its case and `""` is a quote.
+fn typed_relation_name(typed: &str) -> String {
+    match typed
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => typed.to_lowercase(),
+    }
+}
+
+#[cfg(test)]
+mod describe_tests {
+    use super::{describe, typed_relation_name};
+
+    #[test]
+    fn describe_folds_an_unquoted_name_and_keeps_a_quoted_one() {
+        assert_eq!(typed_relation_name("T"), "t");
+        assert_eq!(typed_relation_name("\"T\""), "T");
+        assert_eq!(typed_relation_name("\"a\"\"b\""), "a\"b");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        aiostore::database::Database::init(&path).unwrap();
+        let settings = ["io_method=sync".to_string(), "shared_buffers=64".into()];
+        let db = aiostore::database::Database::open(&path, &settings).unwrap();
+        let mut s = db.session().unwrap();
+        aiostore::sql::execute(
+            &mut s,
+            "CREATE TABLE t (id integer); CREATE TABLE \"T\" (x text)",
+        )
+        .unwrap();
+        let shown = |name: &str| {
+            let mut out = Vec::new();
+            describe(&db, Some(name), &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert!(shown("T").contains("id "), "{}", shown("T"));
+        assert!(shown("\"T\"").contains("x "), "{}", shown("\"T\""));
+        assert!(shown("\"t\"").contains("id "));
+        assert!(shown("nope").contains("does not exist"));
     }
 }
 

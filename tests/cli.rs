@@ -34,6 +34,17 @@ fn init_creates_a_directory_once_and_the_utilities_name_what_is_wrong() {
     assert!(!ok && text.contains("runs backwards"), "{text}");
     let (ok, text) = aiostore(&dir, &["read-blocks", "t", "1,x"]);
     assert!(!ok && text.contains("\"x\" in the block list"), "{text}");
+    // A range far beyond the table is refused by its size, before four
+    // billion block numbers are allocated.
+    let (ok, text) = aiostore(&dir, &["sql", "CREATE TABLE t (id integer)"]);
+    assert!(ok, "{text}");
+    let (ok, text) = aiostore(&dir, &["read-blocks", "t", "0-4294967295"]);
+    assert!(
+        !ok && text.contains(
+            "block range 0-4294967295 is beyond the end of relation \"t\", which has 0 blocks"
+        ),
+        "{text}"
+    );
 }
 
 /// Runs `aiostore sql text` with `input` on standard input; returns

@@ -1931,6 +1931,329 @@ fn pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart(method: I
     assert_eq!(count(&mut s, "t"), 3100);
 }
 
+fn a_parenthesized_string_literal_keeps_its_unknown_type(method: IoMethod) {
+    let (_dir, _db, mut s) = session_with_t(method);
+    run(&mut s, "INSERT INTO t VALUES (7, 'seven')");
+    assert_eq!(scalar(&mut s, "SELECT ('7') + 1"), int(8));
+    assert_eq!(scalar(&mut s, "SELECT ((('7'))) + 1"), int(8));
+    assert_eq!(
+        scalar(&mut s, "SELECT id = ('7') FROM t"),
+        Value::Boolean(true)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT note FROM t WHERE id IN (('7'), 8)"),
+        text("seven")
+    );
+    assert_fails(
+        &mut s,
+        "SELECT id = ('x') FROM t",
+        Fails::Containing("invalid input syntax for type integer"),
+    );
+}
+
+fn upper_and_lower_map_each_character_without_expanding_it(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    assert_eq!(scalar(&mut s, "SELECT upper('straße')"), text("STRAßE"));
+    assert_eq!(scalar(&mut s, "SELECT lower('STRAßE')"), text("straße"));
+    // U+0130's full lower case is two characters; its simple one is i.
+    assert_eq!(scalar(&mut s, "SELECT lower('İx')"), text("ix"));
+    assert_eq!(scalar(&mut s, "SELECT upper('ﬁ')"), text("ﬁ"));
+    assert_eq!(scalar(&mut s, "SELECT upper('Ab1é')"), text("AB1É"));
+}
+
+fn cast_columns_are_named_after_the_type_and_columns_after_themselves(method: IoMethod) {
+    let (_dir, _db, mut s) = session_with_t(method);
+    let names = |s: &mut Session, query: &str| -> Vec<String> {
+        last(s, query).columns.into_iter().map(|c| c.name).collect()
+    };
+    assert_eq!(
+        names(
+            &mut s,
+            "SELECT 1::int4, 1.5::float8::text, '1'::integer, 1::bigint, \
+             1::double precision, 1::text, 1::boolean, 'a'::varchar, CAST(1 AS int)"
+        ),
+        ["int4", "text", "int4", "int8", "float8", "text", "bool", "varchar", "int4"]
+    );
+    assert_eq!(
+        names(
+            &mut s,
+            "SELECT id::text, (id)::bigint::text, upper(note)::text, id, 1 + 1 FROM t"
+        ),
+        ["id", "id", "upper", "id", "?column?"]
+    );
+}
+
+fn start_transaction_is_tagged_as_postgresql_tags_it(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    assert_eq!(last(&mut s, "START TRANSACTION").tag, "START TRANSACTION");
+    let again = last(&mut s, "START TRANSACTION");
+    assert_eq!(again.tag, "START TRANSACTION");
+    assert_eq!(again.notices.len(), 1, "{again:?}");
+    run(&mut s, "COMMIT");
+    assert_eq!(last(&mut s, "BEGIN").tag, "BEGIN");
+    run(&mut s, "COMMIT");
+}
+
+fn show_transaction_isolation_reports_the_blocks_level(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    let shown = last(&mut s, "SHOW transaction_isolation");
+    assert_eq!(shown.columns[0].name, "transaction_isolation");
+    assert_eq!(shown.rows, vec![vec![text("read committed")]]);
+    run(&mut s, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    assert_eq!(
+        scalar(&mut s, "SHOW transaction_isolation"),
+        text("repeatable read")
+    );
+    assert_eq!(
+        scalar(&mut s, "SHOW TRANSACTION ISOLATION LEVEL"),
+        text("repeatable read")
+    );
+    run(&mut s, "COMMIT");
+    assert_eq!(
+        scalar(&mut s, "SHOW transaction_isolation"),
+        text("read committed")
+    );
+    run(&mut s, "START TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    assert_eq!(
+        scalar(&mut s, "SHOW transaction_isolation"),
+        text("read committed")
+    );
+    run(&mut s, "ROLLBACK");
+}
+
+fn double_precision_prints_as_postgresql_prints_it(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    for (input, expected) in [
+        ("0.1", "0.1"),
+        ("100", "100"),
+        ("0.0001", "0.0001"),
+        ("0.00012345", "0.00012345"),
+        ("1e-5", "1e-05"),
+        ("1.5e-5", "1.5e-05"),
+        ("1e15", "1e+15"),
+        ("1e16", "1e+16"),
+        ("123456789012345678", "1.2345678901234568e+17"),
+        ("9007199254740992", "9.007199254740992e+15"),
+        ("900719925474099.25", "900719925474099.2"),
+        ("43959190597229264", "4.3959190597229264e+16"),
+        ("999999999999999", "999999999999999"),
+        ("1.5e300", "1.5e+300"),
+        ("5e-324", "5e-324"),
+        ("-0", "-0"),
+        ("0", "0"),
+        ("-2.5", "-2.5"),
+        ("Infinity", "Infinity"),
+        ("-Infinity", "-Infinity"),
+        ("NaN", "NaN"),
+    ] {
+        assert_eq!(
+            scalar(&mut s, &format!("SELECT '{input}'::float8::text")),
+            text(expected),
+            "{input}"
+        );
+    }
+}
+
+fn double_precision_out_of_range_is_an_error(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    for input in ["1e400", "-1e400", "1e-400", "-2.5e-999"] {
+        assert_fails(
+            &mut s,
+            &format!("SELECT '{input}'::float8"),
+            Fails::With(&format!(
+                "\"{input}\" is out of range for type double precision"
+            )),
+        );
+    }
+    for input in ["0", "0e10", "-0.000e-999", "inf", "-Infinity"] {
+        sql::execute(&mut s, &format!("SELECT '{input}'::float8"))
+            .unwrap_or_else(|e| panic!("{input}: {e}"));
+    }
+    assert_fails(
+        &mut s,
+        "SELECT 1e300::float8 * 1e300::float8",
+        Fails::With("value out of range: overflow"),
+    );
+    assert_fails(
+        &mut s,
+        "SELECT 1e-300::float8 * 1e-300::float8",
+        Fails::With("value out of range: underflow"),
+    );
+    assert_fails(
+        &mut s,
+        "SELECT 1e-300::float8 / 1e300::float8",
+        Fails::With("value out of range: underflow"),
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT 0::float8 * 1e-300::float8"),
+        Value::Double(0.0)
+    );
+    for aggregate in ["sum", "avg"] {
+        assert_fails(
+            &mut s,
+            &format!("SELECT {aggregate}(1e308::float8 + g) FROM generate_series(1, 2) g"),
+            Fails::With("value out of range: overflow"),
+        );
+    }
+}
+
+fn chained_comparisons_are_a_syntax_error_as_in_postgresql(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    for query in [
+        "SELECT 1 < 2 = true",
+        "SELECT 1 = 1 = true",
+        "SELECT 3 > 2 > 1",
+    ] {
+        assert_fails(
+            &mut s,
+            query,
+            Fails::StartingWith("syntax error in statement 1: syntax error at or near"),
+        );
+    }
+    assert_fails(
+        &mut s,
+        "SELECT 1 < 2 = true",
+        Fails::Containing("at or near \"=\" (after line 1, column 13)"),
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT (1 < 2) = true"),
+        Value::Boolean(true)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT true = (1 = 1)"),
+        Value::Boolean(true)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT 1 < 2 AND 2 = 2 OR 1 > 3"),
+        Value::Boolean(true)
+    );
+}
+
+/// Stack of the thread that runs the deep-expression statements: the
+/// default of a spawned Rust thread, so the bounds are checked against
+/// an ordinary stack rather than a test harness's generous one.
+const DEEP_TEST_STACK_BYTES: usize = 2 << 20;
+
+/// Chain length for the deep-expression test: far past any bound, the
+/// length that aborted the process before expressions were bounded.
+const DEEP_CHAIN: usize = 9000;
+
+fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let n = DEEP_CHAIN;
+    let chain = |first: &str, op: &str, operand: &str| {
+        format!("SELECT {first}{}", format!(" {op} {operand}").repeat(n))
+    };
+    let mut deep = Vec::new();
+    for op in [
+        "^", "&", "|", "#", "<<", ">>", "+", "*", "=", "<>", "AND", "OR", "||",
+    ] {
+        deep.push(chain("1", op, "1"));
+    }
+    for op in ["~", "ILIKE", "LIKE", "->", "@>", "->>", "#>"] {
+        deep.push(chain("'a'", op, "'a'"));
+    }
+    deep.push(format!("SELECT 1{}", "::int".repeat(n)));
+    deep.push(format!("SELECT 1{}", " IS NULL".repeat(n)));
+    deep.push(format!("SELECT 1{}", " IN (1)".repeat(n)));
+    deep.push(format!("SELECT 1{}", " BETWEEN 0 AND 2".repeat(n)));
+    deep.push(format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n)));
+    deep.push(format!("SELECT {}1", "- ".repeat(n)));
+    deep.push(format!("SELECT {}true", "NOT ".repeat(n)));
+    deep.push(format!("SELECT {}1{}", "abs(".repeat(n), ")".repeat(n)));
+    deep.push(format!(
+        "SELECT {}1{}",
+        "CAST(".repeat(n),
+        " AS int)".repeat(n)
+    ));
+    deep.push(format!("SELECT {}1{}", "1 IN (".repeat(n), ")".repeat(n)));
+    deep.push(format!(
+        "SELECT {}1{}",
+        "CASE WHEN true THEN ".repeat(n),
+        " END".repeat(n)
+    ));
+    deep.push(format!(
+        "SELECT 1 FROM generate_series(1, 2) g WHERE {}",
+        vec!["g = 1"; n].join(" OR ")
+    ));
+    let worker = std::thread::Builder::new()
+        .stack_size(DEEP_TEST_STACK_BYTES)
+        .spawn(move || {
+            let mut s = db.session().unwrap();
+            for query in &deep {
+                let message = match sql::execute(&mut s, query) {
+                    Ok(_) => format!("{}…: accepted", &query[..40]),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    message.starts_with("stack depth limit exceeded"),
+                    "{}…: {message}",
+                    &query[..40]
+                );
+                assert!(message.contains("simplify it"), "{message}");
+            }
+            // What a person writes still works.
+            let nested = format!("SELECT {}1{}", "(".repeat(20), ")".repeat(20));
+            assert_eq!(scalar(&mut s, &nested), int(1));
+            let sum = format!("SELECT 0{}", " + 1".repeat(500));
+            assert_eq!(scalar(&mut s, &sum), int(500));
+            let calls = format!("SELECT {}-1{}", "abs(".repeat(10), ")".repeat(10));
+            assert_eq!(scalar(&mut s, &calls), int(1));
+        })
+        .unwrap();
+    worker
+        .join()
+        .expect("deep expressions fail without a panic");
+}
+
+fn copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value(method: IoMethod) {
+    let (_dir, _db, mut s) = session_with_t(method);
+    let nul = "invalid byte sequence for encoding \"UTF8\": 0x00";
+    let cases: &[(&str, &[u8])] = &[
+        ("", b"1\ta\0b\n"),
+        ("", b"1\ta\\0b\n"),
+        ("", b"1\ta\\000\n"),
+        ("", b"1\ta\\x00\n"),
+        ("", b"1\ta\\x0\n"),
+        ("(FORMAT csv)", b"1,a\0b\n"),
+        ("(FORMAT csv)", b"1,\"a\0b\"\n"),
+        ("(FORMAT csv)", b"\0,a\n"),
+    ];
+    for (options, input) in cases {
+        let text = format!("COPY t FROM STDIN {options}");
+        let (_, r) = try_io(&mut s, &text, input);
+        let message = r.expect_err("a NUL byte was loaded").to_string();
+        assert!(message.contains(nul), "{input:?}: {message}");
+        assert!(message.starts_with("COPY t, line 1, column "), "{message}");
+    }
+    assert_eq!(count(&mut s, "t"), 0);
+    let (_, r) = try_io(&mut s, "COPY t FROM STDIN", b"1\ta\\x01\\\\0\n");
+    r.unwrap();
+    assert_eq!(scalar(&mut s, "SELECT note FROM t"), text("a\u{1}\\0"));
+
+    for literal in ["E'\\x00'", "E'a\\0'", "U&'\\0000'", "'a' || E'\\000'"] {
+        assert_fails(
+            &mut s,
+            &format!("INSERT INTO t VALUES (2, {literal})"),
+            Fails::StartingWith(nul),
+        );
+    }
+
+    // A long bad value is quoted by its start only.
+    let mut input = b"2\t".to_vec();
+    input.extend(std::iter::repeat_n(b'y', 1 << 20));
+    input.extend_from_slice(b"\n");
+    let (_, r) = try_io(&mut s, "COPY t (note, id) FROM STDIN", &input);
+    let message = r.expect_err("y… is not an integer").to_string();
+    let quoted = format!("\"{}...\"", "y".repeat(100));
+    assert!(
+        message.ends_with(&quoted),
+        "{}",
+        &message[..200.min(message.len())]
+    );
+    assert!(message.len() < 300, "{} bytes", message.len());
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
@@ -1961,6 +2284,16 @@ for_each_method!(
     copy_refuses_bad_options_and_missing_streams_by_name,
     copy_from_and_vacuum_report_progress,
     pages_a_load_extended_but_did_not_fill_survive_vacuum_and_a_restart,
+    a_parenthesized_string_literal_keeps_its_unknown_type,
+    upper_and_lower_map_each_character_without_expanding_it,
+    cast_columns_are_named_after_the_type_and_columns_after_themselves,
+    start_transaction_is_tagged_as_postgresql_tags_it,
+    show_transaction_isolation_reports_the_blocks_level,
+    double_precision_prints_as_postgresql_prints_it,
+    double_precision_out_of_range_is_an_error,
+    chained_comparisons_are_a_syntax_error_as_in_postgresql,
+    every_deep_expression_is_refused_with_stack_depth_limit_exceeded,
+    copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value,
 );
 
 /// Random expressions over `t (id integer, note text)` and the column

@@ -393,6 +393,16 @@ impl Session {
         self.xact.as_ref().is_some_and(|x| x.explicit)
     }
 
+    /// The isolation of the transaction block in progress; outside a
+    /// block, read committed (what each statement's own transaction runs
+    /// at, and what `SHOW transaction_isolation` reports there).
+    pub fn isolation(&self) -> Isolation {
+        match &self.xact {
+            Some(x) if x.explicit => x.isolation,
+            _ => Isolation::ReadCommitted,
+        }
+    }
+
     /// BEGIN.
     pub fn begin(&mut self, isolation: Isolation) -> Result<(), XactError> {
         if self.in_transaction_block() {

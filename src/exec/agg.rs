@@ -141,7 +141,14 @@ impl Aggregate {
                 *n += 1;
             }
             Acc::Double { sum, n } => {
-                *sum += as_f64(&v).unwrap_or(0.0);
+                let x = as_f64(&v).unwrap_or(0.0);
+                let total = *sum + x;
+                // As float8pl in PostgreSQL's float8_accum: finite
+                // numbers that add up to infinity are an error.
+                if total.is_infinite() && sum.is_finite() && x.is_finite() {
+                    return Err(ExecError::Overflow);
+                }
+                *sum = total;
                 *n += 1;
             }
             Acc::Extreme(best) => {

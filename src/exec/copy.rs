@@ -120,6 +120,40 @@ const PROGRESS_STEP: u64 = 1 << 20;
 /// Output buffered before it is written.
 const WRITE_CHUNK: usize = 64 * 1024;
 
+/// Most bytes COPY reads as one line (or one CSV record, with its quoted
+/// line breaks): PostgreSQL's limit, 1 GiB. A longer line is refused as
+/// soon as it passes the limit, before it is all in memory.
+pub const MAX_COPY_LINE_BYTES: usize = 1 << 30;
+
+/// Characters of a bad value or line that a COPY error quotes: enough to
+/// recognise it, where quoting all of a long one would make the message
+/// as large as the input.
+pub const COPY_ERROR_QUOTE_CHARS: usize = 100;
+
+/// The start of `text` for an error message: its first
+/// [`COPY_ERROR_QUOTE_CHARS`] characters, and "..." if there are more.
+fn quote_start(text: &str) -> String {
+    match text.char_indices().nth(COPY_ERROR_QUOTE_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// A field's conversion error, quoting only the start of the value.
+fn shorten_value_error(e: ExecError) -> ExecError {
+    match e {
+        ExecError::InvalidInput { ty, text } => ExecError::InvalidInput {
+            ty,
+            text: quote_start(&text),
+        },
+        ExecError::InputOutOfRange { ty, text } => ExecError::InputOutOfRange {
+            ty,
+            text: quote_start(&text),
+        },
+        other => other,
+    }
+}
+
 /// Why a record could not be read (before its fields are converted).
 struct RecordError {
     line: u64,
@@ -142,10 +176,21 @@ struct RecordReader<'a> {
     lines: u64,
     record_line: u64,
     bytes: u64,
+    /// Most bytes of one record ([`MAX_COPY_LINE_BYTES`]; lower in tests).
+    record_bytes_max: usize,
 }
 
 impl<'a> RecordReader<'a> {
     fn new(input: &'a mut dyn BufRead, opts: &'a CopyOptions) -> Self {
+        Self::with_record_limit(input, opts, MAX_COPY_LINE_BYTES)
+    }
+
+    /// A reader that refuses records longer than `record_bytes_max`.
+    fn with_record_limit(
+        input: &'a mut dyn BufRead,
+        opts: &'a CopyOptions,
+        record_bytes_max: usize,
+    ) -> Self {
         RecordReader {
             input,
             opts,
@@ -155,6 +200,7 @@ impl<'a> RecordReader<'a> {
             lines: 0,
             record_line: 0,
             bytes: 0,
+            record_bytes_max,
         }
     }
 
@@ -167,15 +213,49 @@ impl<'a> RecordReader<'a> {
     }
 
     /// Appends the next line to `raw`; false at the end of the input.
+    /// Refuses a record that grows past `record_bytes_max`, having read
+    /// at most that much of it (`read_until` would read all of it first).
     fn read_line(&mut self) -> Result<bool, RecordError> {
-        let n = self
-            .input
-            .read_until(b'\n', &mut self.raw)
-            .map_err(|e| RecordError {
-                line: self.lines + 1,
-                column: None,
-                message: format!("could not read the input: {e}"),
-            })?;
+        let start = self.raw.len();
+        let line = self.lines + 1;
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(RecordError {
+                        line,
+                        column: None,
+                        message: format!("could not read the input: {e}"),
+                    })
+                }
+            };
+            if available.is_empty() {
+                break;
+            }
+            let (take, line_ends) = match memchr::memchr(b'\n', available) {
+                Some(i) => (i + 1, true),
+                None => (available.len(), false),
+            };
+            if self.raw.len() + take > self.record_bytes_max {
+                return Err(RecordError {
+                    line,
+                    column: None,
+                    message: format!(
+                        "the line is longer than {} bytes, the most COPY reads as one line \
+                         (a CSV record with quoted line breaks counts as one); \
+                         split the input into shorter lines",
+                        self.record_bytes_max
+                    ),
+                });
+            }
+            self.raw.extend_from_slice(&available[..take]);
+            self.input.consume(take);
+            if line_ends {
+                break;
+            }
+        }
+        let n = self.raw.len() - start;
         self.bytes += n as u64;
         self.lines += u64::from(n > 0);
         Ok(n > 0)
@@ -324,9 +404,15 @@ impl<'a> RecordReader<'a> {
         }
     }
 
-    /// The text of field `i` (not NULL).
+    /// The text of field `i` (not NULL). Text holds no NUL byte, as in
+    /// PostgreSQL: one written raw or made by an escape (`\0`, `\x00`)
+    /// is refused as the invalid UTF-8 PostgreSQL calls it.
     fn field(&self, i: usize, (from, to): (usize, usize)) -> Result<&str, RecordError> {
-        std::str::from_utf8(&self.data[from..to])
+        let bytes = &self.data[from..to];
+        if memchr::memchr(0, bytes).is_some() {
+            return Err(self.error(Some(i), "invalid byte sequence for encoding \"UTF8\": 0x00"));
+        }
+        std::str::from_utf8(bytes)
             .map_err(|_| self.error(Some(i), "invalid byte sequence for encoding \"UTF8\""))
     }
 }
@@ -447,8 +533,9 @@ pub fn copy_from(
                     None => Value::Null,
                     Some(range) => {
                         let text = reader.field(i, range).map_err(bad)?;
-                        parse_value(text, table.columns[column].ty)
-                            .map_err(|e| bad(reader.error(Some(i), e.to_string())))?
+                        parse_value(text, table.columns[column].ty).map_err(|e| {
+                            bad(reader.error(Some(i), shorten_value_error(e).to_string()))
+                        })?
                     }
                 };
             }
@@ -688,6 +775,56 @@ mod tests {
 
     fn s(x: &str) -> Option<String> {
         Some(x.to_string())
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_refused_having_read_only_the_cap() {
+        const CAP_BYTES: usize = 1 << 20;
+        const INPUT_BYTES: u64 = 4 << 20;
+        for format in [CopyFormat::Text, CopyFormat::Csv] {
+            let opts = CopyOptions::new(format);
+            let long = io::Read::chain(
+                &b"1\tshort\n"[..],
+                io::Read::take(io::repeat(b'a'), INPUT_BYTES),
+            );
+            let mut input = io::BufReader::new(long);
+            let mut reader = RecordReader::with_record_limit(&mut input, &opts, CAP_BYTES);
+            assert!(reader.next_record().is_ok_and(|more| more));
+            let Err(e) = reader.next_record() else {
+                panic!("a 4 MiB line passed a 1 MiB cap");
+            };
+            assert_eq!(e.line, 2);
+            assert!(
+                e.message
+                    .contains(&format!("longer than {CAP_BYTES} bytes")),
+                "{}",
+                e.message
+            );
+            assert!(
+                reader.raw.capacity() <= 2 * CAP_BYTES,
+                "{}",
+                reader.raw.capacity()
+            );
+        }
+        // A CSV record's quoted line breaks count towards its length.
+        let opts = CopyOptions::new(CopyFormat::Csv);
+        let mut input = &b"\"a\nb\nc\nd\"\n"[..];
+        let mut reader = RecordReader::with_record_limit(&mut input, &opts, 8);
+        assert!(reader.next_record().is_err());
+        let mut input = &b"\"a\nb\"\n"[..];
+        let mut reader = RecordReader::with_record_limit(&mut input, &opts, 8);
+        assert!(reader.next_record().is_ok_and(|more| more));
+    }
+
+    #[test]
+    fn errors_quote_only_the_start_of_a_value() {
+        let short = "x".repeat(COPY_ERROR_QUOTE_CHARS);
+        assert_eq!(quote_start(&short), short);
+        let long = "é".repeat(COPY_ERROR_QUOTE_CHARS + 1);
+        assert_eq!(
+            quote_start(&long),
+            format!("{}...", "é".repeat(COPY_ERROR_QUOTE_CHARS))
+        );
     }
 
     #[test]

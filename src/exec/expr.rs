@@ -655,8 +655,8 @@ fn call(
         (Function::Md5, Value::Text(s), _) => {
             Value::Text(format!("{:x}", md5::compute(s.as_bytes())))
         }
-        (Function::Lower, Value::Text(s), _) => Value::Text(s.to_lowercase()),
-        (Function::Upper, Value::Text(s), _) => Value::Text(s.to_uppercase()),
+        (Function::Lower, Value::Text(s), _) => Value::Text(map_case(s, lower_char)),
+        (Function::Upper, Value::Text(s), _) => Value::Text(map_case(s, char::to_uppercase)),
         (Function::Length, Value::Text(s), _) => {
             Value::Integer(i32::try_from(s.chars().count()).unwrap_or(i32::MAX))
         }
@@ -677,6 +677,38 @@ fn call(
         (Function::Abs, Value::Double(x), _) => Value::Double(x.abs()),
         _ => return Err(type_check()),
     })
+}
+
+/// `s` with each character mapped by `map` (`char::to_uppercase` or
+/// `to_lowercase`) where that gives exactly one character, and kept where
+/// it would expand (`ß` has no one-character upper case): PostgreSQL maps
+/// case character by character, so `upper('straße')` is `STRAßE`, not
+/// Rust's `STRASSE`, and the length in characters never changes.
+fn map_case<M: Iterator<Item = char>>(s: &str, map: impl Fn(char) -> M) -> String {
+    s.chars()
+        .map(|c| {
+            let mut mapped = map(c);
+            match (mapped.next(), mapped.next()) {
+                (Some(one), None) => one,
+                _ => c,
+            }
+        })
+        .collect()
+}
+
+/// `c` in lower case, one character to one: U+0130 (İ) is the one
+/// character whose full lower case expands (to `i` and a combining dot)
+/// while its simple one, which PostgreSQL's `towlower` gives, is `i`.
+fn lower_char(c: char) -> std::iter::Once<char> {
+    const CAPITAL_I_WITH_DOT: char = '\u{130}';
+    if c == CAPITAL_I_WITH_DOT {
+        return std::iter::once('i');
+    }
+    let mut mapped = c.to_lowercase();
+    match (mapped.next(), mapped.next()) {
+        (Some(one), None) => std::iter::once(one),
+        _ => std::iter::once(c),
+    }
 }
 
 fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, ExecError> {
@@ -719,9 +751,18 @@ fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, Ex
             };
             // Overflow from finite operands, as PostgreSQL refuses it.
             if r.is_infinite() && x.is_finite() && y.is_finite() {
-                return Err(ExecError::OutOfRange {
-                    ty: "double precision",
-                });
+                return Err(ExecError::Overflow);
+            }
+            // And underflow to zero, as float8mul and float8div do: a
+            // product of non-zero numbers, or a quotient of a non-zero
+            // number by a finite one.
+            let underflow = match op {
+                BinaryOp::Mul => x != 0.0 && y != 0.0,
+                BinaryOp::Div => x != 0.0 && y.is_finite(),
+                _ => false,
+            };
+            if r == 0.0 && underflow {
+                return Err(ExecError::Underflow);
             }
             Ok(Value::Double(r))
         }

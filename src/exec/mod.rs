@@ -113,6 +113,18 @@ pub enum ExecError {
     OutOfRange { ty: &'static str },
     #[error("invalid input syntax for type {ty}: \"{text}\"")]
     InvalidInput { ty: &'static str, text: String },
+    /// A number written in range of no value of the type (`'1e400'`,
+    /// or `'1e-400'`, which is not zero but rounds to it).
+    #[error("\"{text}\" is out of range for type {ty}")]
+    InputOutOfRange { ty: &'static str, text: String },
+    /// A double precision result too large to represent, from finite
+    /// operands (PostgreSQL's words).
+    #[error("value out of range: overflow")]
+    Overflow,
+    /// A double precision result too close to zero to represent, from
+    /// operands that are not zero.
+    #[error("value out of range: underflow")]
+    Underflow,
     #[error("operator does not exist: {left} {op} {right}; cast one side to the other's type (e.g. x::bigint or x::text)")]
     NoOperator {
         left: &'static str,

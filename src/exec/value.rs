@@ -118,8 +118,80 @@ pub fn can_assign(from: ColumnType, to: ColumnType) -> bool {
     from == to || (is_numeric(from) && is_numeric(to))
 }
 
-/// Text form of a double, as PostgreSQL prints it: shortest round-trip
-/// digits, exponent notation outside [1e-4, 1e15).
+/// Decimal exponents at which PostgreSQL's double output switches to
+/// exponent notation: below `-4` or from `15` up (`float8out` with
+/// `extra_float_digits` 1, the default since PostgreSQL 12).
+const DOUBLE_PLAIN_EXPONENTS: std::ops::Range<i32> = -4..15;
+
+/// Digits appended when nudging a decimal to test whether it lies exactly
+/// on the boundary between two doubles: far below any double's precision.
+const TIE_PROBE_DIGITS: usize = 40;
+
+/// `x` (finite, not zero) as `-d.ddde-7` with the fewest digits that
+/// lie strictly inside the interval of decimals that read back as `x`,
+/// and among those the closest to `x`, as PostgreSQL's Ryu picks. Rust's
+/// shortest form differs in two ways: it breaks a tie between two
+/// equally close candidates upwards (`900719925474099.25` gives `…099.3`,
+/// Ryu `…099.2`), and it accepts a candidate exactly halfway to the
+/// neighbouring double, which reads back as `x` by round-half-even but
+/// which Ryu refuses (`43959190597229264` gives `4.395919059722926e16`,
+/// PostgreSQL `4.3959190597229264e+16`). So each length from Rust's up is
+/// tried with exact rounding (which rounds ties to even) until one reads
+/// back as `x` and is not halfway.
+fn shortest_scientific(x: f64) -> String {
+    let shortest = format!("{x:e}");
+    let mantissa = shortest.split('e').next().unwrap_or(&shortest);
+    let shortest_len = mantissa.bytes().filter(u8::is_ascii_digit).count();
+    // 17 significant digits always read back (f64 has < 17 decimal digits
+    // of precision), so the loop ends at 17 at the latest.
+    for len in shortest_len.max(1)..=17 {
+        let candidate = format!("{:.*e}", len - 1, x);
+        if candidate.parse::<f64>() == Ok(x) && !is_halfway(&candidate, x) {
+            return candidate;
+        }
+    }
+    format!("{:.16e}", x)
+}
+
+/// Whether the decimal `candidate` (which reads back as `x`) lies exactly
+/// halfway between `x` and a neighbouring double: then a decimal a little
+/// above or below it reads back as the neighbour.
+fn is_halfway(candidate: &str, x: f64) -> bool {
+    let Some((mantissa, exponent)) = candidate.split_once('e') else {
+        return false;
+    };
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let (Ok(value), Ok(exponent)) = (digits.parse::<u64>(), exponent.parse::<i64>()) else {
+        return false;
+    };
+    if value == 0 {
+        return false;
+    }
+    // candidate = value × 10^scale; the probes are value ± 10^-40 of it.
+    let scale = exponent - (digits.len() as i64 - 1) - TIE_PROBE_DIGITS as i64;
+    let above = format!(
+        "{sign}{digits}{:0>width$}e{scale}",
+        1,
+        width = TIE_PROBE_DIGITS
+    );
+    let below = format!(
+        "{sign}{}{}e{scale}",
+        value - 1,
+        "9".repeat(TIE_PROBE_DIGITS)
+    );
+    [above, below]
+        .iter()
+        .any(|probe| probe.parse::<f64>() != Ok(x))
+}
+
+/// Text form of a double, as PostgreSQL 12+ prints it: the shortest digits
+/// that read back as the same double (Rust's `{:e}` gives those), laid
+/// out plainly for decimal exponents in [`DOUBLE_PLAIN_EXPONENTS`] and as
+/// `d.ddde±XX` (sign always, at least two digits) otherwise.
 pub fn format_double(x: f64) -> String {
     if x.is_nan() {
         return "NaN".into();
@@ -127,21 +199,34 @@ pub fn format_double(x: f64) -> String {
     if x.is_infinite() {
         return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
     }
-    let magnitude = x.abs();
-    if magnitude == 0.0 || (1e-4..1e15).contains(&magnitude) {
-        return format!("{x}");
+    let scientific = shortest_scientific(x);
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if !DOUBLE_PLAIN_EXPONENTS.contains(&exponent) {
+        let (first, rest) = digits.split_at(1);
+        let point = if rest.is_empty() { "" } else { "." };
+        let exp_sign = if exponent < 0 { '-' } else { '+' };
+        return format!(
+            "{sign}{first}{point}{rest}e{exp_sign}{:02}",
+            exponent.unsigned_abs()
+        );
     }
-    // Rust writes "1.5e-5"; PostgreSQL "1.5e-05".
-    let s = format!("{x:e}");
-    match s.split_once('e') {
-        Some((mantissa, exp)) => {
-            let (sign, digits) = match exp.strip_prefix('-') {
-                Some(d) => ('-', d),
-                None => ('+', exp),
-            };
-            format!("{mantissa}e{sign}{digits:0>2}")
-        }
-        None => s,
+    if exponent < 0 {
+        let zeros = "0".repeat(exponent.unsigned_abs() as usize - 1);
+        return format!("{sign}0.{zeros}{digits}");
+    }
+    // At most 15 digits before the point, so the index fits.
+    let before_point = exponent as usize + 1;
+    if digits.len() <= before_point {
+        format!("{sign}{digits}{}", "0".repeat(before_point - digits.len()))
+    } else {
+        let (whole, fraction) = digits.split_at(before_point);
+        format!("{sign}{whole}.{fraction}")
     }
 }
 
@@ -209,6 +294,27 @@ fn double_to_integer(x: f64, ty: ColumnType) -> Result<i64, ExecError> {
     Ok(r as i64)
 }
 
+/// Refuses what PostgreSQL's `float8in` refuses as out of range: a
+/// number (not a spelling of infinity) too large for a double, or one
+/// whose digits are not all zero that rounds to zero (`1e-400`).
+fn check_double_input_range(x: f64, text: &str) -> Result<(), ExecError> {
+    let written_digits = || {
+        let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+        mantissa.bytes().any(|b| b.is_ascii_digit())
+    };
+    let underflow = || {
+        let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+        mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b))
+    };
+    if (x.is_infinite() && written_digits()) || (x == 0.0 && underflow()) {
+        return Err(ExecError::InputOutOfRange {
+            ty: "double precision",
+            text: text.to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// The value of type `ty` that the text `s` stands for (a type's input
 /// function: a cast from text, or a COPY field).
 pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, ExecError> {
@@ -224,7 +330,10 @@ pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, ExecError> {
             // Rust also takes "inf"; PostgreSQL's spellings are the
             // longer ones, which Rust takes as well.
             match t.parse::<f64>() {
-                Ok(x) if !t.is_empty() => Value::Double(x),
+                Ok(x) if !t.is_empty() => {
+                    check_double_input_range(x, t)?;
+                    Value::Double(x)
+                }
                 _ => {
                     return Err(ExecError::InvalidInput {
                         ty: "double precision",

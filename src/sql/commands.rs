@@ -133,6 +133,7 @@ fn dispatch(
     match statement {
         Statement::StartTransaction {
             modes,
+            begin: spelled_begin,
             modifier,
             statements,
             exception,
@@ -146,7 +147,13 @@ fn dispatch(
             {
                 return Err(cx.unsupported(statement.span(), "this form of BEGIN"));
             }
-            begin(&cx, s, statement, modes)
+            // PostgreSQL tags the statement with its own spelling.
+            let tag = if *spelled_begin {
+                "BEGIN"
+            } else {
+                "START TRANSACTION"
+            };
+            begin(&cx, s, statement, modes, tag)
         }
         Statement::Commit {
             chain,
@@ -293,6 +300,11 @@ fn dispatch(
             })
         }
         Statement::ShowVariable { variable } => {
+            let words: Vec<String> = variable.iter().map(ident).collect();
+            // PostgreSQL's spelling of SHOW transaction_isolation.
+            if words == ["transaction", "isolation", "level"] {
+                return utility(s, |s| show(s, TRANSACTION_ISOLATION));
+            }
             let [name] = variable.as_slice() else {
                 return Err(cx.unsupported(
                     statement.span(),
@@ -375,6 +387,7 @@ fn begin(
     s: &mut Session,
     statement: &Statement,
     modes: &[TransactionMode],
+    tag: &str,
 ) -> Result<StatementResult, SqlError> {
     let mut isolation = Isolation::ReadCommitted;
     for mode in modes {
@@ -401,9 +414,9 @@ fn begin(
         }
     }
     match s.begin(isolation) {
-        Ok(()) => Ok(StatementResult::tag("BEGIN")),
+        Ok(()) => Ok(StatementResult::tag(tag)),
         Err(XactError::AlreadyInProgress) => Ok(with_notice(
-            "BEGIN",
+            tag,
             "there is already a transaction in progress",
         )),
         Err(e) => Err(e.into()),
@@ -448,6 +461,10 @@ fn setting_value(e: &ast::Expr) -> Option<String> {
     }
 }
 
+/// The read-only setting that reports the transaction's isolation: not a
+/// session setting (BEGIN ISOLATION LEVEL sets it), so it is answered here.
+const TRANSACTION_ISOLATION: &str = "transaction_isolation";
+
 fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
     if name == "all" {
         let rows: Vec<Vec<Value>> = s
@@ -479,7 +496,15 @@ fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
             notices: Vec::new(),
         });
     }
-    let (value, _) = s.settings.show(name)?;
+    let value = if name == TRANSACTION_ISOLATION {
+        match s.isolation() {
+            Isolation::ReadCommitted => "read committed",
+            Isolation::RepeatableRead => "repeatable read",
+        }
+        .to_string()
+    } else {
+        s.settings.show(name)?.0
+    };
     Ok(StatementResult {
         tag: "SHOW".into(),
         columns: vec![ResultColumn {

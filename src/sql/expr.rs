@@ -137,14 +137,24 @@ pub(crate) fn string_literal(v: &ast::Value) -> Option<&str> {
     }
 }
 
+/// `e` without the parentheses around it: `('7')` is still the literal
+/// `'7'`, of unknown type, as in PostgreSQL.
+fn unparenthesized(mut e: &ast::Expr) -> &ast::Expr {
+    while let ast::Expr::Nested(inner) = e {
+        e = inner;
+    }
+    e
+}
+
 fn is_string_literal(e: &ast::Expr) -> bool {
-    matches!(e, ast::Expr::Value(v) if string_literal(&v.value).is_some())
+    matches!(unparenthesized(e), ast::Expr::Value(v) if string_literal(&v.value).is_some())
 }
 
 /// Whether `e` is of PostgreSQL's `unknown` type: a string literal or
-/// NULL, which takes the type its context wants.
+/// NULL (parenthesized or not), which takes the type its context wants.
 pub(crate) fn is_unknown_literal(e: &ast::Expr) -> bool {
-    is_string_literal(e) || matches!(e, ast::Expr::Value(v) if v.value == ast::Value::Null)
+    is_string_literal(e)
+        || matches!(unparenthesized(e), ast::Expr::Value(v) if v.value == ast::Value::Null)
 }
 
 /// The value of a numeric literal: integer if it fits, else bigint, else
@@ -191,24 +201,59 @@ pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
     }
 }
 
+/// The name PostgreSQL gives a cast's column: the target type as its
+/// grammar spells it internally (`integer` is `int4`, `double precision`
+/// `float8`, `boolean` `bool`; `varchar` stays `varchar`).
+fn cast_name(dt: &DataType) -> Option<&'static str> {
+    let written_varchar = match dt {
+        DataType::Varchar(None) | DataType::CharacterVarying(None) => true,
+        DataType::Custom(name, _) => name.to_string().eq_ignore_ascii_case("varchar"),
+        _ => false,
+    };
+    if written_varchar {
+        return Some("varchar");
+    }
+    Some(match column_type(dt).ok()? {
+        ColumnType::Integer => "int4",
+        ColumnType::BigInt => "int8",
+        ColumnType::Double => "float8",
+        ColumnType::Text => "text",
+        ColumnType::Boolean => "bool",
+    })
+}
+
 /// The name PostgreSQL gives a select-list item without an alias.
+///
+/// As PostgreSQL's `FigureColname`, a name comes with a strength: a
+/// column or function name (2) beats a cast's type name (1), so
+/// `id::text` is `id` while `1::int4::text` is `text`, the outer cast's
+/// type replacing the inner one's.
 pub(crate) fn output_name(e: &ast::Expr) -> String {
-    fn name(e: &ast::Expr) -> Option<String> {
+    /// A name that a column or function gives (beats a type name).
+    const STRENGTH_NAME: u8 = 2;
+    /// A name that a cast's type gives.
+    const STRENGTH_TYPE: u8 = 1;
+    fn name(e: &ast::Expr) -> Option<(String, u8)> {
         match e {
-            ast::Expr::Identifier(i) => Some(ident(i)),
-            ast::Expr::CompoundIdentifier(parts) => parts.last().map(ident),
+            ast::Expr::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
+            ast::Expr::CompoundIdentifier(parts) => parts.last().map(|i| (ident(i), STRENGTH_NAME)),
             ast::Expr::Function(f) => f.name.0.last().and_then(|p| match p {
-                ObjectNamePart::Identifier(i) => Some(ident(i)),
+                ObjectNamePart::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
                 _ => None,
             }),
             ast::Expr::Cast {
                 expr, data_type, ..
-            } => name(expr).or_else(|| column_type(data_type).ok().map(|t| t.name().to_string())),
+            } => match name(expr) {
+                Some(inner) if inner.1 == STRENGTH_NAME => Some(inner),
+                inner => cast_name(data_type)
+                    .map(|t| (t.to_string(), STRENGTH_TYPE))
+                    .or(inner),
+            },
             ast::Expr::Nested(inner) => name(inner),
             _ => None,
         }
     }
-    name(e).unwrap_or_else(|| "?column?".to_string())
+    name(e).map_or_else(|| "?column?".to_string(), |(n, _)| n)
 }
 
 /// Whether `e` calls an aggregate (outside any nested aggregate).
@@ -454,71 +499,21 @@ impl<'a> ExprPlanner<'a> {
                 },
             },
             A::Nested(inner) => self.plan(inner),
-            A::UnaryOp { op, expr } => match op {
-                UnaryOperator::Not => Ok(Expr::negation(self.plan(expr)?)?),
-                UnaryOperator::Minus => match constant(e) {
-                    // -2147483648 is an integer, not minus a bigint.
-                    Some(v) => Ok(Expr::constant(v)),
-                    None => Ok(Expr::negate(self.plan(expr)?)?),
-                },
-                UnaryOperator::Plus => {
-                    // +x is x, for numbers only.
-                    let x = self.plan(expr)?;
-                    match x.ty() {
-                        Some(ty) if !is_numeric(ty) => Err(ExecError::NoPrefixOperator {
-                            op: "+",
-                            ty: ty.name(),
-                        }
-                        .into()),
-                        _ => Ok(x),
-                    }
-                }
-                other => Err(self
-                    .cx
-                    .unsupported(e.span(), format!("the prefix operator {other}"))),
-            },
-            A::BinaryOp { left, op, right } => {
-                let Some(op) = binary_op(op) else {
-                    return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
-                };
-                let l = self.plan(left)?;
-                let r = self.plan(right)?;
-                // Concatenation takes a literal as the text it is.
-                let (l, r) = if op == BinaryOp::Concat {
-                    (l, r)
-                } else {
-                    let (lt, rt) = (l.ty(), r.ty());
-                    (coerce_literal(l, left, rt)?, coerce_literal(r, right, lt)?)
-                };
-                Ok(Expr::binary(op, l, r)?)
-            }
+            A::UnaryOp { op, expr } => self.plan_unary(e, op, expr),
+            A::BinaryOp { left, op, right } => self.plan_binary(e, left, op, right),
             A::IsNull(x) => Ok(Expr::is_null(self.plan(x)?, false)),
             A::IsNotNull(x) => Ok(Expr::is_null(self.plan(x)?, true)),
             A::InList {
                 expr,
                 list,
                 negated,
-            } => {
-                let x = self.plan(expr)?;
-                let ty = x.ty();
-                let mut items = Vec::with_capacity(list.len());
-                for item in list {
-                    items.push(self.plan_against(item, ty)?);
-                }
-                Ok(Expr::in_list(x, items, *negated)?)
-            }
+            } => self.plan_in_list(expr, list, *negated),
             A::Between {
                 expr,
                 negated,
                 low,
                 high,
-            } => {
-                let x = self.plan(expr)?;
-                let ty = x.ty();
-                let low = self.plan_against(low, ty)?;
-                let high = self.plan_against(high, ty)?;
-                Ok(Expr::between(x, low, high, *negated)?)
-            }
+            } => self.plan_between(expr, low, high, *negated),
             A::Like {
                 negated,
                 any: false,
@@ -537,6 +532,133 @@ impl<'a> ExprPlanner<'a> {
             }
             A::Function(f) => self.function(f, e),
             other => Err(self.cx.unsupported(other.span(), describe(other))),
+        }
+    }
+
+    // `plan` recurses once per level of an expression, so each arm with
+    // much to do is its own function: in a debug build a function's frame
+    // holds every arm's temporaries, and `plan` with them all inline took
+    // 17 KiB per level, overflowing an 8 MiB stack within the depth that
+    // `parse` allows.
+
+    fn plan_unary(
+        &mut self,
+        e: &ast::Expr,
+        op: &UnaryOperator,
+        expr: &ast::Expr,
+    ) -> Result<Expr, SqlError> {
+        match op {
+            UnaryOperator::Not => Ok(Expr::negation(self.plan(expr)?)?),
+            UnaryOperator::Minus => match constant(e) {
+                // -2147483648 is an integer, not minus a bigint.
+                Some(v) => Ok(Expr::constant(v)),
+                None => Ok(Expr::negate(self.plan(expr)?)?),
+            },
+            UnaryOperator::Plus => {
+                // +x is x, for numbers only.
+                let x = self.plan(expr)?;
+                match x.ty() {
+                    Some(ty) if !is_numeric(ty) => Err(ExecError::NoPrefixOperator {
+                        op: "+",
+                        ty: ty.name(),
+                    }
+                    .into()),
+                    _ => Ok(x),
+                }
+            }
+            other => Err(self
+                .cx
+                .unsupported(e.span(), format!("the prefix operator {other}"))),
+        }
+    }
+
+    fn plan_binary(
+        &mut self,
+        e: &ast::Expr,
+        left: &ast::Expr,
+        op: &BinaryOperator,
+        right: &ast::Expr,
+    ) -> Result<Expr, SqlError> {
+        self.refuse_chained_comparison(left, op)?;
+        let Some(op) = binary_op(op) else {
+            return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
+        };
+        let l = self.plan(left)?;
+        let r = self.plan(right)?;
+        // Concatenation takes a literal as the text it is.
+        let (l, r) = if op == BinaryOp::Concat {
+            (l, r)
+        } else {
+            let (lt, rt) = (l.ty(), r.ty());
+            (coerce_literal(l, left, rt)?, coerce_literal(r, right, lt)?)
+        };
+        Ok(Expr::binary(op, l, r)?)
+    }
+
+    fn plan_in_list(
+        &mut self,
+        expr: &ast::Expr,
+        list: &[ast::Expr],
+        negated: bool,
+    ) -> Result<Expr, SqlError> {
+        let x = self.plan(expr)?;
+        let ty = x.ty();
+        let mut items = Vec::with_capacity(list.len());
+        for item in list {
+            items.push(self.plan_against(item, ty)?);
+        }
+        Ok(Expr::in_list(x, items, negated)?)
+    }
+
+    fn plan_between(
+        &mut self,
+        expr: &ast::Expr,
+        low: &ast::Expr,
+        high: &ast::Expr,
+        negated: bool,
+    ) -> Result<Expr, SqlError> {
+        let x = self.plan(expr)?;
+        let ty = x.ty();
+        let low = self.plan_against(low, ty)?;
+        let high = self.plan_against(high, ty)?;
+        Ok(Expr::between(x, low, high, negated)?)
+    }
+
+    /// Refuses `a < b = c`: PostgreSQL's comparison operators do not
+    /// associate, so a comparison whose operand is an unparenthesized
+    /// comparison is a syntax error there, while `sqlparser` reads it as
+    /// `(a < b) = c`. Its left-to-right loop makes such a chain a left
+    /// operand; the right one would need parentheses, which are kept.
+    fn refuse_chained_comparison(
+        &self,
+        left: &ast::Expr,
+        op: &BinaryOperator,
+    ) -> Result<(), SqlError> {
+        let is_comparison = |op: &BinaryOperator| {
+            matches!(
+                op,
+                BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+            )
+        };
+        match left {
+            ast::Expr::BinaryOp { op: inner, .. } if is_comparison(op) && is_comparison(inner) => {
+                let after = left.span().end;
+                Err(SqlError::Syntax {
+                    statement: self.cx.number,
+                    message: format!(
+                        "syntax error at or near \"{op}\" (after line {}, column {}): \
+                         comparison operators do not chain; parenthesize one comparison, \
+                         as (a < b) = c",
+                        after.line, after.column
+                    ),
+                })
+            }
+            _ => Ok(()),
         }
     }
 

@@ -100,7 +100,7 @@ use crate::exec::{ExecError, Progress};
 use crate::heap::{ColumnType, Value};
 
 pub use format::{format_csv, format_table, format_value};
-pub use parse::MAX_OPERATOR_DEPTH;
+pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH, MAX_PARSER_RECURSION};
 
 /// A place in the statement text (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,12 +128,19 @@ pub enum SqlError {
         /// What to do instead ("; use …"), or empty.
         hint: String,
     },
-    #[error("in statement {statement} at {at}: expression is nested too deeply (more than {limit} operators); split it up")]
+    /// An expression deeper than the parser and planner may walk
+    /// (PostgreSQL's words for running out of stack).
+    #[error("stack depth limit exceeded (in statement {statement} at {at}): the expression nests more than {limit} {what}; simplify it")]
     TooDeep {
         statement: usize,
         at: Position,
         limit: usize,
+        /// What was counted ("operators", …).
+        what: &'static str,
     },
+    /// A NUL character in a literal or name, which text cannot hold.
+    #[error("invalid byte sequence for encoding \"UTF8\": 0x00 (in statement {statement} at {at}); text cannot hold a NUL character")]
+    NulInText { statement: usize, at: Position },
     #[error("table \"{name}\" does not exist{hint}")]
     UnknownTable { name: String, hint: String },
     #[error("column \"{column}\" does not exist in {relation} (at {at})")]

@@ -107,6 +107,47 @@ mod tests {
     const PG15_HEAP: &[u8] = include_bytes!("../../tests/fixtures/pg15_heap_3blocks.bin");
 
     #[test]
+    fn block_lists_are_checked_against_the_relation_before_they_are_expanded() {
+        let list = parse_block_list("0,2, 2,1-3").unwrap();
+        assert_eq!(list.expand("t", 4).unwrap(), [0, 2, 2, 1, 2, 3]);
+        // Four billion blocks: refused by the relation's size, at once.
+        let huge = parse_block_list("0-4294967295").unwrap();
+        let e = huge.expand("t", 5).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "block range 0-4294967295 is beyond the end of relation \"t\", which has 5 blocks; \
+             name blocks below 5"
+        );
+        assert!(matches!(
+            huge.expand("t", u32::MAX).unwrap_err(),
+            BlockListError::BeyondEnd { .. }
+        ));
+        let e = parse_block_list("7").unwrap().expand("t", 0).unwrap_err();
+        assert!(e.to_string().starts_with("block 7 is beyond"), "{e}");
+        // Within the relation but too many.
+        let many = parse_block_list("0-9999999,0-1").unwrap();
+        assert!(matches!(
+            many.expand("t", u32::MAX),
+            Err(BlockListError::TooLong {
+                blocks: 10_000_002,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_block_list("3-1"),
+            Err(BlockListError::Backwards { first: 3, last: 1 })
+        ));
+        assert!(matches!(
+            parse_block_list("1,x"),
+            Err(BlockListError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            parse_block_list(" , "),
+            Err(BlockListError::Empty)
+        ));
+    }
+
+    #[test]
     fn a_postgresql_file_verifies_and_a_damaged_copy_is_reported_per_block() {
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("16384");
@@ -210,6 +251,102 @@ pub fn prewarm(
         },
         limits,
     )
+}
+
+/// Most blocks a block list may name, ranges expanded (40 MB of block
+/// numbers), whatever the relation's size.
+pub const MAX_BLOCK_LIST_BLOCKS: u64 = 10_000_000;
+
+/// Why a block list (`0,2,2,4`, `10-20`) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum BlockListError {
+    #[error("\"{part}\" in the block list is not a block number; write e.g. 0,2,2,4 or 10-20")]
+    NotANumber { part: String },
+    #[error("block range {first}-{last} runs backwards; write {last}-{first}")]
+    Backwards { first: u32, last: u32 },
+    #[error("the block list is empty; write e.g. 0,2,2,4 or 10-20")]
+    Empty,
+    #[error("block {part} is beyond the end of relation \"{relation}\", which has {nblocks} blocks; name blocks below {nblocks}")]
+    BeyondEnd {
+        relation: String,
+        part: String,
+        nblocks: u32,
+    },
+    #[error("the block list names {blocks} blocks, more than {limit}; read fewer at a time")]
+    TooLong { blocks: u64, limit: u64 },
+}
+
+/// A parsed block list: inclusive ranges in the order given, not yet
+/// expanded (a range may name four billion blocks; it is checked against
+/// the relation before it becomes a list of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockList {
+    ranges: Vec<(u32, u32)>,
+}
+
+/// Parses `0,2,2,4` and `10-20` (inclusive), checking only the syntax;
+/// [`BlockList::expand`] checks the blocks against a relation.
+pub fn parse_block_list(text: &str) -> Result<BlockList, BlockListError> {
+    let number = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| BlockListError::NotANumber {
+                part: t.trim().to_string(),
+            })
+    };
+    let mut ranges = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => {
+                let block = number(part)?;
+                (block, block)
+            }
+        };
+        if last < first {
+            return Err(BlockListError::Backwards { first, last });
+        }
+        ranges.push((first, last));
+    }
+    if ranges.is_empty() {
+        return Err(BlockListError::Empty);
+    }
+    Ok(BlockList { ranges })
+}
+
+impl BlockList {
+    /// The blocks, ranges expanded, once every block is known to be in
+    /// `relation` (of `nblocks` blocks) and the list within
+    /// [`MAX_BLOCK_LIST_BLOCKS`]: nothing is allocated for a list that
+    /// would be refused.
+    pub fn expand(&self, relation: &str, nblocks: u32) -> Result<Vec<u32>, BlockListError> {
+        let mut total = 0u64;
+        for &(first, last) in &self.ranges {
+            if last >= nblocks {
+                return Err(BlockListError::BeyondEnd {
+                    relation: relation.to_string(),
+                    part: if first == last {
+                        first.to_string()
+                    } else {
+                        format!("range {first}-{last}")
+                    },
+                    nblocks,
+                });
+            }
+            total += u64::from(last - first) + 1;
+        }
+        if total > MAX_BLOCK_LIST_BLOCKS {
+            return Err(BlockListError::TooLong {
+                blocks: total,
+                limit: MAX_BLOCK_LIST_BLOCKS,
+            });
+        }
+        let mut blocks = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+        for &(first, last) in &self.ranges {
+            blocks.extend(first..=last);
+        }
+        Ok(blocks)
+    }
 }
 
 /// Reads `blocks`, in that order, through one read stream, releasing each
