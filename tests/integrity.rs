@@ -30,6 +30,15 @@ fn settings(method: IoMethod) -> Vec<String> {
     ]
 }
 
+/// A new data directory, open.
+fn new_db(method: IoMethod) -> (tempfile::TempDir, std::path::PathBuf, Arc<Database>) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let db = Database::open(&path, &settings(method)).unwrap();
+    (dir, path, db)
+}
+
 fn run(s: &mut Session, text: &str) -> Vec<sql::StatementResult> {
     sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
@@ -57,10 +66,7 @@ fn is_conflict(e: &SqlError) -> bool {
 /// the check called the committed transaction aborted and session 2
 /// updated the old version too: two live versions of one row.
 fn an_update_racing_a_commit_conflicts_instead_of_duplicating_the_row(method: IoMethod) {
-    let dir = temp_dir();
-    let path = dir.path().join("data");
-    Database::init(&path).unwrap();
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let (_dir, _, db) = new_db(method);
     let mut s1 = db.session().unwrap();
     run(
         &mut s1,
@@ -101,10 +107,7 @@ fn an_update_racing_a_commit_conflicts_instead_of_duplicating_the_row(method: Io
 /// block unconditionally and wiped it, and rows vanished (the bank test
 /// lost whole accounts this way).
 fn a_block_another_session_filled_after_an_extension_is_not_formatted_again(method: IoMethod) {
-    let dir = temp_dir();
-    let path = dir.path().join("data");
-    Database::init(&path).unwrap();
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let (_dir, _, db) = new_db(method);
     let mut s1 = db.session().unwrap();
     run(
         &mut s1,
@@ -244,10 +247,7 @@ fn bank_transfers_keep_the_total_and_the_accounts(method: IoMethod) {
 
 /// A data directory holding table `t` (3 rows) and `u` (2 rows), closed.
 fn closed_db_with_tables(method: IoMethod) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = temp_dir();
-    let path = dir.path().join("data");
-    Database::init(&path).unwrap();
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let (dir, path, db) = new_db(method);
     let mut s = db.session().unwrap();
     run(
         &mut s,
