@@ -29,7 +29,9 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 use thiserror::Error;
 
-use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
+use crate::inject::{
+    HitContext, InjectionPoints, TXN_FINISH_BEFORE_LOG_WRITE, TXN_STATUS_BETWEEN_LOOKUPS,
+};
 
 /// A transaction id.
 pub type Xid = u32;
@@ -127,6 +129,8 @@ pub struct TxnManager {
     xid_file: File,
     /// Two status bits per transaction id.
     clog: RwLock<Vec<u8>>,
+    /// Held from taking a page's copy to writing it (see `finish`).
+    clog_file_order: Mutex<()>,
     inner: Mutex<Inner>,
     finished: Condvar,
     injections: InjectionPoints,
@@ -193,6 +197,7 @@ impl TxnManager {
             clog_file,
             xid_file,
             clog: RwLock::new(clog),
+            clog_file_order: Mutex::new(()),
             inner: Mutex::new(Inner {
                 // Ids up to the reservation may have been used before a
                 // crash: start above them.
@@ -245,6 +250,11 @@ impl TxnManager {
         } else {
             STATUS_ABORTED
         };
+        // Page copies reach the file in the order they were taken: two
+        // commits on one page could otherwise write their copies the other
+        // way round, the older last, and a restart would lose the newer
+        // commit.
+        let _in_order = self.clog_file_order.lock();
         let write = {
             let mut clog = self.clog.write();
             assert!(
@@ -257,6 +267,12 @@ impl TxnManager {
             let page = byte / CLOG_PAGE_BYTES * CLOG_PAGE_BYTES;
             (page, clog[page..page + CLOG_PAGE_BYTES].to_vec())
         };
+        self.injections.hit(
+            TXN_FINISH_BEFORE_LOG_WRITE,
+            HitContext {
+                offset: u64::from(xid),
+            },
+        );
         // The status must be in the log before anyone can see the
         // transaction as finished (it leaves `running` below).
         let result = self
@@ -267,6 +283,7 @@ impl TxnManager {
                 path: self.dir.join(CLOG_FILE),
                 source,
             });
+        drop(_in_order);
         let mut inner = self.inner.lock();
         inner.running.remove(&xid);
         self.finished.notify_all();
@@ -530,6 +547,43 @@ mod tests {
         // Running when the process stopped: aborted.
         assert_eq!(txn.status(running), XidStatus::Aborted);
         assert!(txn.assign_xid().unwrap() > running);
+    }
+
+    /// Transaction a finishes and is parked with its copy of the log page
+    /// not yet written; b, on the same page, finishes meanwhile. The file
+    /// must end with both: written in the other order, a's older copy
+    /// overwrote b's and a restart found b never committed.
+    #[test]
+    fn two_commits_on_one_log_page_both_reach_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
+        let txn = TxnManager::open(dir.path()).unwrap();
+        let a = txn.assign_xid().unwrap();
+        let b = txn.assign_xid().unwrap();
+        txn.injections().attach(
+            TXN_FINISH_BEFORE_LOG_WRITE,
+            crate::inject::Injection::park().times(1),
+        );
+        let first = {
+            let txn = Arc::clone(&txn);
+            std::thread::spawn(move || txn.finish(a, true))
+        };
+        assert!(txn
+            .injections()
+            .wait_until_parked(TXN_FINISH_BEFORE_LOG_WRITE));
+        let second = {
+            let txn = Arc::clone(&txn);
+            std::thread::spawn(move || txn.finish(b, true))
+        };
+        // Give b every chance to write first if nothing orders the writes.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        txn.injections().release(TXN_FINISH_BEFORE_LOG_WRITE);
+        first.join().unwrap().unwrap();
+        second.join().unwrap().unwrap();
+        drop(txn);
+        let txn = TxnManager::open(dir.path()).unwrap();
+        assert_eq!(txn.status(a), XidStatus::Committed);
+        assert_eq!(txn.status(b), XidStatus::Committed);
     }
 
     #[test]
