@@ -16,9 +16,9 @@ use super::plan::{
 };
 use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
-use crate::database::{Database, Session, StatementSnapshot};
-use crate::heap::tuple::encode;
-use crate::heap::{InsertState, Tid, Value};
+use crate::database::{Database, Isolation, Session, StatementSnapshot};
+use crate::heap::tuple::{decode, encode};
+use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Value};
 use crate::txn::{CommandId, Xid};
 
 /// `INSERT INTO table …`: the input pipeline produces rows of the table's
@@ -210,6 +210,63 @@ pub(crate) fn run_insert(
     })
 }
 
+/// Most versions of one row a read-committed UPDATE or DELETE follows when
+/// other transactions keep changing it under it (a bound: each step means
+/// another transaction committed a change of that very row meanwhile).
+const UPDATE_CHAIN_MAX: usize = 1000;
+
+/// Where a read-committed statement goes after the row it was changing
+/// turned out changed by transaction `by`, which committed: to the newer
+/// version (`newer`), if it still exists and still passes the statement's
+/// WHERE clause, with its values; None if the row is gone or no longer
+/// matches. PostgreSQL's EvalPlanQual: the statement acts on the row as it
+/// is now rather than failing. Under repeatable read it fails, as there.
+fn follow_update_chain(
+    s: &mut Session,
+    target: &TargetRows,
+    ctx: &mut EvalContext,
+    by: Xid,
+    newer: Option<Tid>,
+) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
+    let table = &target.scan.table;
+    if s.isolation() == Isolation::RepeatableRead {
+        return Err(HeapError::ConcurrentUpdate {
+            table: table.name().to_string(),
+        }
+        .into());
+    }
+    let Some(newer) = newer else {
+        return Ok(None);
+    };
+    let db = Arc::clone(s.db());
+    let Some((_, bytes)) = db
+        .heap()
+        .fetch_version(&mut s.buf, &table.heap, newer, by)?
+    else {
+        return Ok(None);
+    };
+    let mut row = Vec::with_capacity(table.columns.len());
+    decode(
+        &table.heap.types,
+        &bytes,
+        &vec![true; table.columns.len()],
+        &mut row,
+    )?;
+    let mut scratch = NodeCounts::default();
+    Ok(passes(target.filter.as_ref(), &mut scratch, &row, ctx)?.then_some((newer, row)))
+}
+
+/// Refuses to follow a row's update chain past [`UPDATE_CHAIN_MAX`].
+fn chain_step(table: &TableDef, step: usize) -> Result<(), ExecError> {
+    if step >= UPDATE_CHAIN_MAX {
+        return Err(HeapError::ConcurrentUpdate {
+            table: table.name().to_string(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 pub(crate) fn run_update(
     plan: &mut UpdatePlan,
     s: &mut Session,
@@ -222,28 +279,40 @@ pub(crate) fn run_update(
     let table = Arc::clone(&plan.target.scan.table);
     let mut state = InsertState::default();
     let mut updated = 0;
-    let mut apply = |s: &mut Session, state: &mut InsertState| -> Result<(), ExecError> {
-        for (tid, old) in &rows {
-            let mut new = old.clone();
-            for (column, e) in &plan.assignments {
-                let slot = new.get_mut(*column).ok_or(ExecError::Internal(
-                    "UPDATE assigns a column the row does not have",
-                ))?;
-                *slot = e.eval(old, ctx)?;
-            }
-            let tuple = encode_row(&table, &new, xid, cid)?;
-            let new_tid = db.heap().insert(&mut s.buf, &table.heap, &tuple, state)?;
-            if db
-                .heap()
-                .delete(&mut s.buf, &table.heap, *tid, xid, cid, Some(new_tid))?
-            {
-                updated += 1;
-            } else {
-                // Already changed by this transaction: the statement's
-                // snapshot should not have shown it, but if it did, the
-                // new version must not survive either.
+    let apply = |s: &mut Session, state: &mut InsertState| -> Result<(), ExecError> {
+        for (tid, old) in rows {
+            let (mut tid, mut old) = (tid, old);
+            for step in 0.. {
+                chain_step(&table, step)?;
+                let mut new = old.clone();
+                for (column, e) in &plan.assignments {
+                    let slot = new.get_mut(*column).ok_or(ExecError::Internal(
+                        "UPDATE assigns a column the row does not have",
+                    ))?;
+                    *slot = e.eval(&old, ctx)?;
+                }
+                let tuple = encode_row(&table, &new, xid, cid)?;
+                let new_tid = db.heap().insert(&mut s.buf, &table.heap, &tuple, state)?;
+                let outcome =
+                    db.heap()
+                        .try_delete(&mut s.buf, &table.heap, tid, xid, cid, Some(new_tid))?;
+                if outcome == DeleteOutcome::Deleted {
+                    updated += 1;
+                    break;
+                }
+                // The new version must not survive: this command
+                // inserted and deleted it, so nobody ever sees it.
                 db.heap()
                     .delete(&mut s.buf, &table.heap, new_tid, xid, cid, None)?;
+                let DeleteOutcome::Changed { by, newer } = outcome else {
+                    // Already changed by this transaction: the statement's
+                    // snapshot should not have shown it.
+                    break;
+                };
+                match follow_update_chain(s, &plan.target, ctx, by, newer)? {
+                    Some((next, values)) => (tid, old) = (next, values),
+                    None => break,
+                }
             }
         }
         Ok(())
@@ -266,14 +335,26 @@ pub(crate) fn run_delete(
     let (xid, cid) = s.xid(snap)?;
     let rows = plan.target.collect(s, snap, ctx, false)?;
     let db = Arc::clone(s.db());
-    let table = &plan.target.scan.table;
+    let table = Arc::clone(&plan.target.scan.table);
     let mut deleted = 0;
     for (tid, _) in rows {
-        if db
-            .heap()
-            .delete(&mut s.buf, &table.heap, tid, xid, cid, None)?
-        {
-            deleted += 1;
+        let mut tid = tid;
+        for step in 0.. {
+            chain_step(&table, step)?;
+            match db
+                .heap()
+                .try_delete(&mut s.buf, &table.heap, tid, xid, cid, None)?
+            {
+                DeleteOutcome::Deleted => deleted += 1,
+                DeleteOutcome::AlreadyOurs => {}
+                DeleteOutcome::Changed { by, newer } => {
+                    if let Some((next, _)) = follow_update_chain(s, &plan.target, ctx, by, newer)? {
+                        tid = next;
+                        continue;
+                    }
+                }
+            }
+            break;
         }
     }
     Ok(Outcome {

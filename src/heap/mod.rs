@@ -12,11 +12,11 @@
 //! (leaving `100 - fillfactor` percent free for updates), then to pages that
 //! vacuum found with room, then to a new block added under the relation's
 //! extension lock. Deleting or updating a tuple sets its `xmax`; a tuple
-//! whose `xmax` belongs to a transaction still running is waited for, one
-//! that committed is a conflict (`ConcurrentUpdate`): the statement fails
-//! and the transaction must be retried, as PostgreSQL's repeatable read
-//! does. (PostgreSQL's read committed would follow the update chain and
-//! re-check the newer version; we do not yet.)
+//! whose `xmax` belongs to a transaction still running is waited for; one
+//! that committed is reported with its newer version (`try_delete`), which
+//! a read-committed statement follows and re-checks (PostgreSQL's
+//! EvalPlanQual) and a repeatable-read one turns into a conflict
+//! (`ConcurrentUpdate`: retry the transaction).
 
 pub mod fsm;
 pub mod tuple;
@@ -339,9 +339,25 @@ impl PagePlan {
 enum RowState {
     Free,
     Wait(Xid),
-    Conflict,
+    /// Changed by a transaction that committed.
+    Changed {
+        by: Xid,
+        newer: Option<Tid>,
+    },
     /// Already deleted by this transaction (an earlier command).
     OursAlready,
+}
+
+/// What [`Heap::try_delete`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The row is now deleted (or updated) by this transaction.
+    Deleted,
+    /// This transaction had deleted it already (an earlier command).
+    AlreadyOurs,
+    /// Transaction `by` deleted it, or updated it to `newer`, and
+    /// committed; nothing was changed.
+    Changed { by: Xid, newer: Option<Tid> },
 }
 
 impl Heap {
@@ -572,7 +588,9 @@ impl Heap {
     }
 
     /// Marks the tuple at `tid` deleted by (`xid`, `cid`), or updated to
-    /// `newer`. Returns false if this transaction had already deleted it.
+    /// `newer`. Returns false if this transaction had already deleted it;
+    /// a row another transaction changed and committed is an error
+    /// (`ConcurrentUpdate`). See [`Heap::try_delete`] to follow it instead.
     pub fn delete(
         &self,
         s: &mut BufferSession,
@@ -582,6 +600,53 @@ impl Heap {
         cid: CommandId,
         newer: Option<Tid>,
     ) -> Result<bool, HeapError> {
+        match self.try_delete(s, table, tid, xid, cid, newer)? {
+            DeleteOutcome::Deleted => Ok(true),
+            DeleteOutcome::AlreadyOurs => Ok(false),
+            DeleteOutcome::Changed { .. } => Err(HeapError::ConcurrentUpdate {
+                table: table.name.clone(),
+            }),
+        }
+    }
+
+    /// The tuple at `tid` if it is the version transaction `xmin` wrote:
+    /// its header and bytes. None if the line pointer is empty or holds a
+    /// tuple of another transaction (vacuum removed the version and the
+    /// pointer was reused), as PostgreSQL checks a chain's xmin.
+    pub fn fetch_version(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tid: Tid,
+        xmin: Xid,
+    ) -> Result<Option<(TupleHeader, Vec<u8>)>, HeapError> {
+        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
+        if tid.block >= nblocks {
+            return Ok(None);
+        }
+        let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
+        let found = s.with_page(id, |page| {
+            item(page, tid.index as usize)
+                .map(|t| (TupleHeader::read(t), t.to_vec()))
+                .filter(|(h, _)| h.xmin == xmin)
+        });
+        s.release(id);
+        Ok(found)
+    }
+
+    /// As [`Heap::delete`], but a row another transaction changed and
+    /// committed since the statement's snapshot is reported with where its
+    /// newer version is, so that a read-committed statement can follow the
+    /// update chain (PostgreSQL's EvalPlanQual) instead of failing.
+    pub fn try_delete(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tid: Tid,
+        xid: Xid,
+        cid: CommandId,
+        newer: Option<Tid>,
+    ) -> Result<DeleteOutcome, HeapError> {
         let started = Instant::now();
         loop {
             let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
@@ -597,7 +662,11 @@ impl Heap {
                 } else {
                     match self.txn.status(h.xmax) {
                         XidStatus::Aborted => RowState::Free,
-                        XidStatus::Committed => RowState::Conflict,
+                        XidStatus::Committed => RowState::Changed {
+                            by: h.xmax,
+                            newer: (h.infomask & tuple::UPDATED != 0 && h.ctid != tid)
+                                .then_some(h.ctid),
+                        },
                         XidStatus::InProgress => RowState::Wait(h.xmax),
                     }
                 };
@@ -626,13 +695,9 @@ impl Heap {
                 self.clear_vm_bit(s, table.rel, tid.block, applied)?;
             }
             match state {
-                RowState::Free => return Ok(true),
-                RowState::OursAlready => return Ok(false),
-                RowState::Conflict => {
-                    return Err(HeapError::ConcurrentUpdate {
-                        table: table.name.clone(),
-                    })
-                }
+                RowState::Free => return Ok(DeleteOutcome::Deleted),
+                RowState::OursAlready => return Ok(DeleteOutcome::AlreadyOurs),
+                RowState::Changed { by, newer } => return Ok(DeleteOutcome::Changed { by, newer }),
                 RowState::Wait(holder) => {
                     let left = ROW_WAIT_TIMEOUT.saturating_sub(started.elapsed());
                     if left.is_zero() || !self.txn.wait_for(holder, left) {
