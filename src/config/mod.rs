@@ -434,6 +434,11 @@ impl Settings {
             if name == "DATA" {
                 continue;
             }
+            // AIOSTORE_TEST_* are test hooks read by the layers they
+            // concern (e.g. aio::IO_URING_SETUP_ERRNO_ENV), not settings.
+            if name.starts_with("TEST_") {
+                continue;
+            }
             self.set(name, &value, Source::Environment(var.clone()))?;
         }
         Ok(())
