@@ -91,6 +91,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The first command to run: builds a small database in a directory of
+    /// its own and shows, in about a minute, what the engine's I/O does
+    /// (combining, prewarm, repeated blocks, look-ahead), each run cold.
+    Demo {
+        /// Directory for the demo database, created and removed at the end
+        /// (unless --keep).
+        #[arg(long, default_value = "./aiostore-demo")]
+        dir: PathBuf,
+        /// Keep the demo directory afterwards.
+        #[arg(long)]
+        keep: bool,
+        /// Where to write the chart (SVG). Default: the directory's name
+        /// with .svg, beside it.
+        #[arg(long)]
+        chart: Option<PathBuf>,
+        /// A tiny run for tests (1 MiB pool, 8 MiB table).
+        #[arg(long, hide = true)]
+        quick: bool,
+    },
     /// Runs a benchmark.
     #[command(subcommand)]
     Bench(Bench),
@@ -371,6 +390,16 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             drop((s, db));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Demo {
+            ref dir,
+            keep,
+            ref chart,
+            quick,
+        } => {
+            let chart = chart.clone().unwrap_or_else(|| dir.with_extension("svg"));
+            run_demo(dir, keep, &chart, quick, &settings, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(Bench::Rawio(args)) => {
             let options = rawio_options(&cli.data_dir, &settings, &args)?;
             rawio::run(&options, args.json, &mut out)?;
@@ -618,5 +647,104 @@ fn seqscan_options(
         size_mib,
         shared_buffers: settings.shared_buffers() as u32,
         fio,
+        extra_settings: Vec::new(),
     })
+}
+
+/// A directory this command created, removed when it is dropped (also on
+/// an error) unless it is to be kept.
+struct ScratchDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl ScratchDir {
+    /// Creates `path`, which must not exist or be empty, so that removing
+    /// it at the end cannot remove anything the user had.
+    fn create(path: &std::path::Path, keep: bool, what: &str) -> Result<ScratchDir, String> {
+        let is_empty_dir = std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+        if path.exists() && !is_empty_dir {
+            return Err(format!(
+                "{what} directory \"{}\" already exists and is not empty; remove it or choose another with --dir",
+                path.display()
+            ));
+        }
+        std::fs::create_dir_all(path).map_err(|e| {
+            format!(
+                "could not create the {what} directory \"{}\": {e}",
+                path.display()
+            )
+        })?;
+        Ok(ScratchDir {
+            path: path.to_path_buf(),
+            keep,
+        })
+    }
+
+    /// What happens to the directory at the end, for the output.
+    fn fate(&self) -> String {
+        if self.keep {
+            format!(
+                "kept \"{}\" (--keep); remove it yourself",
+                self.path.display()
+            )
+        } else {
+            format!("removed \"{}\" (--keep keeps it)", self.path.display())
+        }
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            if let Err(e) = std::fs::remove_dir_all(&self.path) {
+                eprintln!("warning: could not remove \"{}\": {e}", self.path.display());
+            }
+        }
+    }
+}
+
+/// `aiostore demo`.
+fn run_demo(
+    dir: &std::path::Path,
+    keep: bool,
+    chart: &std::path::Path,
+    quick: bool,
+    settings: &Settings,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    use aiostore::bench::demo;
+    let started = std::time::Instant::now();
+    let scratch = ScratchDir::create(dir, keep, "demo")?;
+    let mut opts = if quick {
+        demo::DemoOptions::quick(scratch.path.clone())
+    } else {
+        demo::DemoOptions::standard(scratch.path.clone())
+    };
+    opts.io_workers = settings.io_workers();
+    let io = |e: std::io::Error| e.to_string();
+    writeln!(
+        out,
+        "aiostore demo in \"{}\": shared_buffers={} MiB, table {} MiB ({}× shared_buffers); every run is cold (database reopened with O_DIRECT, so neither the pool nor the page cache holds the table)",
+        scratch.path.display(),
+        (opts.shared_buffers as usize * aiostore::storage::BLOCK_SIZE) >> 20,
+        demo::TABLE_TIMES_POOL * ((opts.shared_buffers as u64 * aiostore::storage::BLOCK_SIZE as u64) >> 20),
+        demo::TABLE_TIMES_POOL
+    )
+    .map_err(io)?;
+    out.flush().map_err(io)?;
+    let report = demo::run(&opts, &mut std::io::stderr())?;
+    writeln!(out).map_err(io)?;
+    demo::print_report(out, &report).map_err(io)?;
+    demo::write_chart(chart, &report)?;
+    writeln!(out, "chart: {}", chart.display()).map_err(io)?;
+    let fate = scratch.fate();
+    drop(scratch);
+    writeln!(
+        out,
+        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice; see docs/benchmarks.md",
+        started.elapsed().as_secs_f64()
+    )
+    .map_err(io)?;
+    Ok(())
 }

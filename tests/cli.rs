@@ -88,3 +88,86 @@ fn copy_reads_standard_input_and_writes_clean_standard_output() {
         "ERROR:  COPY t, line 2, column id: invalid input syntax for type integer: \"x\"\n"
     );
 }
+
+#[test]
+fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("demo");
+    let chart = tmp.path().join("demo.svg");
+    let (ok, text) = aiostore(
+        &tmp.path().join("unused-data"),
+        &[
+            "demo",
+            "--quick",
+            "--dir",
+            dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("aiostore demo in \"{}\"", dir.display())),
+        "{text}"
+    );
+    assert!(text.contains("every run is cold"), "{text}");
+    for row in ["seqscan ", "prewarm ", "repeated blocks ", "look-ahead "] {
+        assert!(
+            text.lines().any(|l| l.starts_with(row)),
+            "no {row} row: {text}"
+        );
+    }
+    for verdict in [
+        "combining: ",
+        "prewarm: ",
+        "repeated blocks: ",
+        "look-ahead: ",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(verdict)),
+            "no {verdict} verdict: {text}"
+        );
+    }
+    assert!(
+        text.contains(&format!("chart: {}", chart.display())),
+        "{text}"
+    );
+    let svg = std::fs::read_to_string(&chart).expect("the chart was written");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("look-ahead"),
+        "{svg}"
+    );
+    assert!(text.contains("aiostore bench"), "{text}");
+    assert!(
+        !dir.exists(),
+        "the demo directory is removed without --keep"
+    );
+
+    // With --keep it stays; a second run refuses the non-empty directory.
+    let (ok, text) = aiostore(
+        &tmp.path().join("unused-data"),
+        &[
+            "demo",
+            "--quick",
+            "--keep",
+            "--dir",
+            dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(ok && dir.join("AIOSTORE_VERSION").exists(), "{text}");
+    let (ok, text) = aiostore(
+        &tmp.path().join("unused-data"),
+        &[
+            "demo",
+            "--quick",
+            "--dir",
+            dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(
+        !ok && text.contains("already exists and is not empty"),
+        "{text}"
+    );
+    assert!(
+        dir.join("AIOSTORE_VERSION").exists(),
+        "a refused run removes nothing"
+    );
+}
