@@ -111,8 +111,22 @@ enum Command {
         quick: bool,
     },
     /// Runs a benchmark.
+    Bench(BenchCommand),
+}
+
+/// `aiostore bench …`: the benchmark and where its files go.
+#[derive(Args)]
+struct BenchCommand {
+    /// Directory for the benchmark's files (tables, the rawio file): made
+    /// for the run and removed at the end unless --keep. A directory kept
+    /// by an earlier --keep run is reused, so large tables are built once.
+    #[arg(long, global = true, default_value = "./aiostore-bench")]
+    dir: PathBuf,
+    /// Keep the benchmark's files for the next run.
+    #[arg(long, global = true)]
+    keep: bool,
     #[command(subcommand)]
-    Bench(Bench),
+    which: Bench,
 }
 
 #[derive(Subcommand)]
@@ -147,8 +161,8 @@ enum Bench {
     /// Cold SELECT count(*) over a table at least 8 × shared_buffers, per
     /// method and io_combine_limit 1/16, direct I/O, against fio.
     Seqscan {
-        /// Table size in MiB (built once with the SQL generator, kept in
-        /// bench/seqscan in the data directory).
+        /// Table size in MiB (built with the SQL generator in seqscan/ in
+        /// the benchmark directory; reused when kept with --keep).
         #[arg(long, default_value_t = 2048)]
         size_mib: u64,
         /// Comma-separated: sync, worker, io_uring.
@@ -203,8 +217,8 @@ enum Bench {
 
 #[derive(Args)]
 struct RawioArgs {
-    /// File to read (created if missing). Default: bench/rawio.dat in the
-    /// data directory.
+    /// File to read (created if missing, and then left in place). Default:
+    /// rawio.dat in the benchmark directory (--dir).
     #[arg(long)]
     file: Option<PathBuf>,
     #[arg(long, default_value_t = 2048)]
@@ -400,81 +414,94 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             run_demo(dir, keep, &chart, quick, &settings, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(Bench::Rawio(args)) => {
-            let options = rawio_options(&cli.data_dir, &settings, &args)?;
-            rawio::run(&options, args.json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+        Command::Bench(bench) => run_bench(bench, &settings, &mut out),
+    }
+}
+
+/// Runs one benchmark, its files in a directory of its own.
+fn run_bench(
+    bench: BenchCommand,
+    settings: &Settings,
+    out: &mut dyn Write,
+) -> Result<ExitCode, String> {
+    if let Bench::Checksum {
+        mib,
+        seconds,
+        no_c,
+        json,
+    } = bench.which
+    {
+        // Works in memory: no benchmark directory.
+        let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
+        let line = if json {
+            serde_json::to_string(&r).map_err(|e| e.to_string())?
+        } else {
+            format!(
+                "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
+                r.mib,
+                r.pages,
+                r.seconds,
+                r.gb_s,
+                r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
+                r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
+            )
+        };
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let scratch = ScratchDir::open_bench(&bench.dir, bench.keep)?;
+    eprintln!("{}", scratch.describe());
+    let dir = scratch.path.as_path();
+    match bench.which {
+        Bench::Rawio(args) => {
+            let options = rawio_options(dir, settings, &args)?;
+            rawio::run(&options, args.json, out)?;
         }
-        Command::Bench(Bench::Prewarm {
+        Bench::Prewarm {
             size_mib,
             methods,
             no_fio,
             json,
-        }) => {
-            let mut options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+        } => {
+            let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib.unwrap_or(options.relation_mib);
             options.fio = !no_fio;
-            aiostore::bench::streams::run_prewarm(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+            aiostore::bench::streams::run_prewarm(&options, json, out)?;
         }
-        Command::Bench(Bench::RepeatedBlocks { methods, json }) => {
-            let options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
-            aiostore::bench::streams::run_repeated(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+        Bench::RepeatedBlocks { methods, json } => {
+            let options = stream_bench_options(dir, settings, &methods)?;
+            aiostore::bench::streams::run_repeated(&options, json, out)?;
         }
-        Command::Bench(Bench::Seqscan {
+        Bench::Seqscan {
             size_mib,
             methods,
             no_fio,
             json,
-        }) => {
-            let options = seqscan_options(&cli.data_dir, &settings, size_mib, &methods, !no_fio)?;
-            aiostore::bench::seqscan::run_seqscan(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+        } => {
+            let options = seqscan_options(dir, settings, size_mib, &methods, !no_fio)?;
+            aiostore::bench::seqscan::run_seqscan(&options, json, out)?;
         }
-        Command::Bench(Bench::Copy {
+        Bench::Copy {
             size_mib,
             methods,
             json,
-        }) => {
-            let options = seqscan_options(&cli.data_dir, &settings, size_mib, &methods, false)?;
-            aiostore::bench::seqscan::run_copy(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+        } => {
+            let options = seqscan_options(dir, settings, size_mib, &methods, false)?;
+            aiostore::bench::seqscan::run_copy(&options, json, out)?;
         }
-        Command::Bench(Bench::Advice {
+        Bench::Advice {
             size_mib,
             methods,
             json,
-        }) => {
-            let mut options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+        } => {
+            let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib;
-            aiostore::bench::streams::run_advice(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+            aiostore::bench::streams::run_advice(&options, json, out)?;
         }
-        Command::Bench(Bench::Checksum {
-            mib,
-            seconds,
-            no_c,
-            json,
-        }) => {
-            let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
-            let line = if json {
-                serde_json::to_string(&r).map_err(|e| e.to_string())?
-            } else {
-                format!(
-                    "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
-                    r.mib,
-                    r.pages,
-                    r.seconds,
-                    r.gb_s,
-                    r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
-                    r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
-                )
-            };
-            writeln!(out, "{line}").map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Bench::Checksum { .. } => unreachable!("run in memory above"),
     }
+    eprintln!("{}", scratch.fate());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens the data directory and finds `table`'s relation.
@@ -565,14 +592,14 @@ fn parse_methods(methods: &[String]) -> Result<Vec<aiostore::config::IoMethod>, 
 }
 
 fn stream_bench_options(
-    data_dir: &std::path::Path,
+    bench_dir: &std::path::Path,
     settings: &Settings,
     methods: &[String],
 ) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
     let methods = parse_methods(methods)?;
     let shared_buffers = settings.shared_buffers() as u32;
     Ok(aiostore::bench::streams::StreamBenchOptions {
-        dir: data_dir.join("bench").join("base"),
+        dir: bench_dir.join("base"),
         methods,
         shared_buffers,
         relation_mib: 4 * ((shared_buffers as u64 * 8192) >> 20),
@@ -582,7 +609,7 @@ fn stream_bench_options(
 }
 
 fn rawio_options(
-    data_dir: &std::path::Path,
+    bench_dir: &std::path::Path,
     settings: &Settings,
     args: &RawioArgs,
 ) -> Result<RawioOptions, String> {
@@ -619,7 +646,7 @@ fn rawio_options(
         file: args
             .file
             .clone()
-            .unwrap_or_else(|| data_dir.join("bench").join("rawio.dat")),
+            .unwrap_or_else(|| bench_dir.join("rawio.dat")),
         size_mib: args.size_mib,
         seconds: args.seconds,
         direct: !args.buffered,
@@ -635,14 +662,14 @@ fn rawio_options(
 
 /// The seqscan table's benchmarks (seqscan, copy) share its directory.
 fn seqscan_options(
-    data_dir: &std::path::Path,
+    bench_dir: &std::path::Path,
     settings: &Settings,
     size_mib: u64,
     methods: &[String],
     fio: bool,
 ) -> Result<aiostore::bench::seqscan::SeqscanOptions, String> {
     Ok(aiostore::bench::seqscan::SeqscanOptions {
-        dir: data_dir.join("bench").join("seqscan"),
+        dir: bench_dir.join("seqscan"),
         methods: parse_methods(methods)?,
         size_mib,
         shared_buffers: settings.shared_buffers() as u32,
@@ -650,6 +677,10 @@ fn seqscan_options(
         extra_settings: Vec::new(),
     })
 }
+
+/// Marks a directory as aiostore bench's, so that a later run may reuse
+/// and remove it.
+const BENCH_DIR_MARKER: &str = "AIOSTORE_BENCH_DIR";
 
 /// A directory this command created, removed when it is dropped (also on
 /// an error) unless it is to be kept.
@@ -679,6 +710,39 @@ impl ScratchDir {
             path: path.to_path_buf(),
             keep,
         })
+    }
+
+    /// The benchmark directory: made (with a marker file) if missing or
+    /// empty, reused if an earlier run left it with --keep. Anything else
+    /// is refused, because the directory is removed at the end.
+    fn open_bench(path: &std::path::Path, keep: bool) -> Result<ScratchDir, String> {
+        let marker = path.join(BENCH_DIR_MARKER);
+        if marker.exists() {
+            return Ok(ScratchDir {
+                path: path.to_path_buf(),
+                keep,
+            });
+        }
+        let dir = ScratchDir::create(path, keep, "benchmark")?;
+        std::fs::write(
+            &marker,
+            "Made by aiostore bench; removed at the end of a run without --keep.\n",
+        )
+        .map_err(|e| format!("could not write {}: {e}", marker.display()))?;
+        Ok(dir)
+    }
+
+    /// Where the files go, for the output.
+    fn describe(&self) -> String {
+        format!(
+            "benchmark files in \"{}\" ({})",
+            self.path.display(),
+            if self.keep {
+                "kept at the end: --keep"
+            } else {
+                "removed at the end; --keep keeps them for the next run"
+            }
+        )
     }
 
     /// What happens to the directory at the end, for the output.

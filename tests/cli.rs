@@ -171,3 +171,43 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
         "a refused run removes nothing"
     );
 }
+
+#[test]
+fn bench_files_go_in_their_own_directory_removed_unless_kept() {
+    let tmp = common::temp_dir();
+    let data = tmp.path().join("data");
+    let dir = tmp.path().join("bench");
+    let dir_arg = dir.to_str().expect("UTF-8 path");
+    let bench = [
+        "bench",
+        "repeated-blocks",
+        "--methods",
+        "sync",
+        "--dir",
+        dir_arg,
+    ];
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("benchmark files in \"{dir_arg}\"")),
+        "{text}"
+    );
+    assert!(!dir.exists(), "removed without --keep: {text}");
+    assert!(!data.exists(), "nothing written to the data directory");
+
+    let (ok, text) = aiostore(&data, &[&bench[..], &["--keep"]].concat());
+    assert!(ok && dir.join("base").exists(), "{text}");
+    // A kept directory is reused, then removed by a run without --keep.
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(ok && !dir.exists(), "{text}");
+
+    // A directory the benchmark did not make is never used (or removed).
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("mine.txt"), "keep me").expect("write");
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(
+        !ok && text.contains("already exists and is not empty"),
+        "{text}"
+    );
+    assert!(dir.join("mine.txt").exists());
+}
