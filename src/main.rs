@@ -61,6 +61,8 @@ enum Command {
     /// Runs one or more `;`-separated SQL statements and prints their
     /// results as aligned tables (or CSV with --csv).
     Sql {
+        /// The statements; may start with `-` (`-1 + 2`, `-- comment`).
+        #[arg(allow_hyphen_values = true)]
         text: String,
         #[arg(long)]
         csv: bool,
@@ -68,22 +70,28 @@ enum Command {
     /// An interactive SQL prompt (history, multi-line statements, \timing,
     /// \d, \d t, \q).
     Shell,
-    /// Reads every block of a table into the buffer pool through a read
-    /// stream and reports hits, reads, I/Os, waits and time.
+    /// Reads every block of a table through a read stream and reports
+    /// hits, reads, I/Os, waits and time. The buffer pool is this
+    /// command's own and ends with it: to keep a table in the pool for
+    /// queries, run `SELECT prewarm('t')` in `aiostore shell`.
     Prewarm {
         table: String,
         #[arg(long)]
         json: bool,
     },
-    /// Drops a table's buffers from the pool (dirty ones written first).
+    /// Drops a table's buffers from this command's own pool (dirty ones
+    /// written first), which starts empty and ends with the command: it
+    /// shows the mechanism. In `aiostore shell` the pool lives on between
+    /// statements.
     Evict {
         table: String,
         #[arg(long)]
         json: bool,
     },
     /// Reads the given blocks of a table, in order, through one read stream
-    /// (the reference thread's read_stream_for_blocks), from a cold pool
-    /// unless --warm.
+    /// (the reference thread's read_stream_for_blocks). The pool is this
+    /// command's own, so it starts cold; repeated blocks in the list show
+    /// hits.
     ReadBlocks {
         table: String,
         /// Block numbers and ranges: 0,2,2,4 or 10-20,5.
@@ -267,11 +275,24 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
-    let data_dir = cli.data_dir.exists().then_some(cli.data_dir.as_path());
-    let settings = Settings::load(data_dir, &cli.settings).map_err(|e| e.to_string())?;
+    // Only a missing data directory means "no configuration file"; one
+    // that cannot be looked at is reported rather than skipped.
+    let data_dir = cli
+        .data_dir
+        .try_exists()
+        .map_err(|e| {
+            format!(
+                "could not look at the data directory \"{}\" (for its {}): {e}",
+                cli.data_dir.display(),
+                aiostore::config::CONFIG_FILE_NAME
+            )
+        })?
+        .then_some(cli.data_dir.as_path());
+    let mut settings = Settings::load(data_dir, &cli.settings).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Show { name } if name != "all" => {
+            note_io_uring_fallback(&mut settings)?;
             let (def, value, source) = settings
                 .rows()
                 .into_iter()
@@ -281,22 +302,40 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 })?;
             writeln!(
                 out,
-                "{} = {value}  ({source}; {})",
-                def.name, def.description
+                "{} = {}  ({source}; {})",
+                def.name,
+                aiostore::config::format_value(def, value),
+                def.description
             )
             .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Settings | Command::Show { .. } => {
-            let rows = settings.rows();
-            let width = rows.iter().map(|(d, _, _)| d.name.len()).max().unwrap_or(0);
-            for (def, value, source) in rows {
+            note_io_uring_fallback(&mut settings)?;
+            let rows: Vec<[String; 4]> = settings
+                .rows()
+                .into_iter()
+                .map(|(def, value, source)| {
+                    [
+                        def.name.to_string(),
+                        aiostore::config::format_value(def, value),
+                        source.to_string(),
+                        def.description.to_string(),
+                    ]
+                })
+                .collect();
+            let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+            let (w0, w1, w2) = (width(0), width(1), width(2));
+            writeln!(
+                out,
+                "{:<w0$}  {:<w1$}  {:<w2$}  description",
+                "name", "value", "source"
+            )
+            .map_err(|e| e.to_string())?;
+            for [name, value, source, description] in rows {
                 writeln!(
                     out,
-                    "{:<width$}  {:<10}  {}",
-                    def.name,
-                    value.to_string(),
-                    source
+                    "{name:<w0$}  {value:<w1$}  {source:<w2$}  {description}"
                 )
                 .map_err(|e| e.to_string())?;
             }
@@ -317,6 +356,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 settings.io_combine_limit(),
             )
             .map_err(|e| e.to_string())?;
+            if report.without_checksums() {
+                writeln!(
+                    out,
+                    "no page carries a checksum: the cluster was initialised without data checksums; headers verified only\npages={} failures=0",
+                    report.pages
+                )
+                .map_err(|e| e.to_string())?;
+                return Ok(ExitCode::SUCCESS);
+            }
             for failure in &report.failures {
                 writeln!(out, "{failure}").map_err(|e| e.to_string())?;
             }
@@ -365,6 +413,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let report = aiostore::tools::prewarm(&mut s.buf, rel, Fork::Main, limits)
                 .map_err(|e| e.to_string())?;
             print_stream_report(&mut out, "prewarm", table, &report, json)?;
+            if !json {
+                writeln!(
+                    out,
+                    "read {table} into this command's buffer pool, which ends with the command; to keep it warm for queries run SELECT prewarm('{table}') in aiostore shell"
+                )
+                .map_err(|e| e.to_string())?;
+            }
             drop((s, db));
             Ok(ExitCode::SUCCESS)
         }
@@ -376,7 +431,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     .to_string()
             } else {
                 format!(
-                    "evict {table}: evicted={} skipped={} (skipped buffers are pinned)",
+                    "evict {table}: evicted={} skipped={} (skipped buffers are pinned)\nthis command's pool starts empty and ends with it, so this only shows the mechanism; in aiostore shell, SELECT prewarm('{table}') and the pool live on between statements",
                     outcome.evicted, outcome.skipped
                 )
             };
@@ -810,5 +865,30 @@ fn run_demo(
         started.elapsed().as_secs_f64()
     )
     .map_err(io)?;
+    Ok(())
+}
+
+/// With io_method=io_uring, tries the kernel (one small ring) so that
+/// `aiostore settings` and `show` say what a database would use: `worker`
+/// and why, where io_uring is refused.
+fn note_io_uring_fallback(settings: &mut Settings) -> Result<(), String> {
+    if settings.io_method() != aiostore::config::IoMethod::IoUring {
+        return Ok(());
+    }
+    let aio = Aio::start(&AioConfig {
+        max_sessions: 1,
+        io_max_concurrency: 1,
+        ..AioConfig::from_settings(settings)
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(reason) = aio.fallback_reason() {
+        settings
+            .record_fallback(
+                "io_method",
+                aio.method().name(),
+                aiostore::database::fallback_note(reason),
+            )
+            .map_err(|e| e.to_string())?;
+    }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io::{BufRead, IsTerminal, Read, Write};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -61,8 +62,9 @@ fn run_in(
         out: &out,
         used: &copied,
     };
-    let mut stdin = CopyInput::new();
-    let mut progress = TerminalProgress::new();
+    let bar = Rc::new(RefCell::new(BarSlot::default()));
+    let mut stdin = CopyInput::new(Rc::clone(&bar));
+    let mut progress = TerminalProgress::new(bar);
     let mut io = StatementIo {
         stdin: Some(&mut stdin),
         stdout: Some(&mut copy_out),
@@ -85,17 +87,16 @@ fn run_in(
         return Err(e);
     }
     let out = out.into_inner();
+    // As psql: the error first, then the time the statement took.
+    let _ = out.flush();
+    if let Err(e) = &result {
+        eprintln!("ERROR:  {e}");
+    }
     if timing {
         let _ = writeln!(out, "Time: {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
     }
     let _ = out.flush();
-    match result {
-        Ok(_) => Ok(true),
-        Err(e) => {
-            eprintln!("ERROR:  {e}");
-            Ok(false)
-        }
-    }
+    Ok(result.is_ok())
 }
 
 /// The shell's output, lent to COPY … TO STDOUT between results; `used`
@@ -122,22 +123,40 @@ impl Write for SharedOutput<'_, '_> {
 struct CopyInput {
     stdin: std::io::StdinLock<'static>,
     told: bool,
+    bar: Rc<RefCell<BarSlot>>,
 }
 
 impl CopyInput {
-    fn new() -> CopyInput {
+    fn new(bar: Rc<RefCell<BarSlot>>) -> CopyInput {
         CopyInput {
             stdin: std::io::stdin().lock(),
             told: false,
+            bar,
         }
     }
 
     fn tell(&mut self) {
         if !self.told && self.stdin.is_terminal() {
+            // The user types the data: a spinner above the instructions
+            // would only move while they type, so none until the COPY ends.
+            let mut slot = self.bar.borrow_mut();
+            slot.quiet = true;
+            if let Some(bar) = slot.bar.take() {
+                bar.finish_and_clear();
+            }
             eprintln!("Enter data to be copied followed by a newline.\nEnd with a backslash and a period on a line by itself, or an EOF signal.");
         }
         self.told = true;
     }
+}
+
+/// The progress bar of the statement running, shared with [`CopyInput`]
+/// so that typing data on the terminal hides it.
+#[derive(Default)]
+struct BarSlot {
+    bar: Option<ProgressBar>,
+    /// No bar until the task ends: the input is being typed.
+    quiet: bool,
 }
 
 impl Read for CopyInput {
@@ -161,14 +180,14 @@ impl BufRead for CopyInput {
 /// A progress bar on standard error, drawn only when it is a terminal
 /// (so that scripts and pipes get no control characters).
 struct TerminalProgress {
-    bar: Option<ProgressBar>,
+    bar: Rc<RefCell<BarSlot>>,
     enabled: bool,
 }
 
 impl TerminalProgress {
-    fn new() -> TerminalProgress {
+    fn new(bar: Rc<RefCell<BarSlot>>) -> TerminalProgress {
         TerminalProgress {
-            bar: None,
+            bar,
             enabled: std::io::stderr().is_terminal(),
         }
     }
@@ -176,7 +195,7 @@ impl TerminalProgress {
 
 impl Progress for TerminalProgress {
     fn begin(&mut self, task: &str, total: Option<u64>, unit: ProgressUnit) {
-        if !self.enabled {
+        if !self.enabled || self.bar.borrow().quiet {
             return;
         }
         let (amount, rate) = match unit {
@@ -207,17 +226,19 @@ impl Progress for TerminalProgress {
             }
         };
         bar.set_message(task.to_string());
-        self.bar = Some(bar);
+        self.bar.borrow_mut().bar = Some(bar);
     }
 
     fn update(&mut self, done: u64) {
-        if let Some(bar) = &self.bar {
+        if let Some(bar) = &self.bar.borrow().bar {
             bar.set_position(done);
         }
     }
 
     fn end(&mut self) {
-        if let Some(bar) = self.bar.take() {
+        let mut slot = self.bar.borrow_mut();
+        slot.quiet = false;
+        if let Some(bar) = slot.bar.take() {
             bar.finish_and_clear();
         }
     }

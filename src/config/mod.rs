@@ -66,6 +66,12 @@ pub enum Source {
     CommandLine,
     /// `SET` in the session showing it.
     Session,
+    /// The value asked for (from `from`) could not be used, so the engine
+    /// uses another; `note` says why (io_uring refused by the kernel).
+    Fallback {
+        from: Box<Source>,
+        note: String,
+    },
 }
 
 impl fmt::Display for Source {
@@ -76,6 +82,7 @@ impl fmt::Display for Source {
             Source::Environment(var) => write!(f, "environment variable {var}"),
             Source::CommandLine => write!(f, "command line"),
             Source::Session => write!(f, "SET in this session"),
+            Source::Fallback { from, note } => write!(f, "{from}; {note}"),
         }
     }
 }
@@ -237,6 +244,26 @@ impl fmt::Display for Value {
     }
 }
 
+/// A value as `aiostore settings` shows it: memory sizes with the largest
+/// unit that divides them (`128MB`, `128kB`), as PostgreSQL's SHOW does;
+/// other values as they are.
+pub fn format_value(def: &SettingDef, value: &Value) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
+    match (def.kind, value) {
+        (Kind::Blocks { .. }, Value::Integer(blocks)) if *blocks >= 0 => {
+            let bytes = *blocks as u64 * BLOCK_SIZE_BYTES;
+            UNITS
+                .iter()
+                .find(|(unit, _)| bytes % unit == 0)
+                .map_or_else(
+                    || value.to_string(),
+                    |(unit, name)| format!("{}{name}", bytes / unit),
+                )
+        }
+        _ => value.to_string(),
+    }
+}
+
 fn find(name: &str) -> Option<&'static SettingDef> {
     SETTINGS.iter().find(|d| d.name == name)
 }
@@ -326,7 +353,14 @@ impl Settings {
         let mut settings = Settings::default();
         if let Some(dir) = data_dir {
             let path = dir.join(CONFIG_FILE_NAME);
-            if path.exists() {
+            // A missing file means defaults; a file that is there but
+            // cannot be looked at (permission, a symlink loop, a data
+            // "directory" that is a file) is an error, never ignored.
+            let exists = path.try_exists().map_err(|e| ConfigError::ConfigFile {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            if exists {
                 settings.apply_config_file(&path)?;
             }
         }
@@ -356,6 +390,30 @@ impl Settings {
         })?;
         self.values.insert(def.name, (value, source));
         Ok(())
+    }
+
+    /// Records that the engine uses `value` for `name` instead of what was
+    /// asked, and why, so that SHOW and `aiostore settings` tell the truth
+    /// (io_uring refused by the kernel: `worker`).
+    pub fn record_fallback(
+        &mut self,
+        name: &str,
+        value: &str,
+        note: String,
+    ) -> Result<(), ConfigError> {
+        let def = find(name).ok_or_else(|| ConfigError::UnknownName {
+            name: name.to_string(),
+            origin: Source::Default,
+        })?;
+        let from = self.values[def.name].1.clone();
+        self.set(
+            name,
+            value,
+            Source::Fallback {
+                from: Box::new(from),
+                note,
+            },
+        )
     }
 
     /// `SET name = value` in a session: only session settings, and the
@@ -674,6 +732,61 @@ mod tests {
             .find(|(d, _, _)| d.name == "io_workers")
             .unwrap();
         assert_eq!(**source, Source::CommandLine);
+    }
+
+    #[test]
+    fn a_config_file_that_cannot_be_read_is_an_error_naming_it_and_a_missing_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            Settings::load(Some(dir.path()), &[]).is_ok(),
+            "missing: defaults"
+        );
+        let path = dir.path().join(CONFIG_FILE_NAME);
+        let named = |e: ConfigError, reason: &str| {
+            let text = e.to_string();
+            assert!(
+                text.contains(&path.display().to_string()) && text.contains(reason),
+                "{text}"
+            );
+        };
+        std::fs::write(&path, b"io_workers = \"\xff\"\n").unwrap();
+        named(Settings::load(Some(dir.path()), &[]).unwrap_err(), "UTF-8");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        named(
+            Settings::load(Some(dir.path()), &[]).unwrap_err(),
+            "directory",
+        );
+        std::fs::remove_dir(&path).unwrap();
+        // A symlink to itself: exists() says false, which used to mean
+        // "use the defaults" without a word.
+        std::os::unix::fs::symlink(&path, &path).unwrap();
+        named(
+            Settings::load(Some(dir.path()), &[]).unwrap_err(),
+            "symbolic links",
+        );
+    }
+
+    #[test]
+    fn fallback_is_shown_as_the_value_in_use_with_the_reason() {
+        let mut s = Settings::default();
+        s.record_fallback("io_method", "worker", "fell back to worker: EPERM".into())
+            .unwrap();
+        assert_eq!(s.io_method(), IoMethod::Worker);
+        let (value, source) = s.show("io_method").unwrap();
+        assert_eq!(value, "worker");
+        assert_eq!(source.to_string(), "default; fell back to worker: EPERM");
+    }
+
+    #[test]
+    fn memory_sizes_are_shown_with_the_largest_whole_unit() {
+        let def = |name| find(name).unwrap();
+        let v = Value::Integer;
+        assert_eq!(format_value(def("shared_buffers"), &v(16384)), "128MB");
+        assert_eq!(format_value(def("shared_buffers"), &v(524288)), "4GB");
+        assert_eq!(format_value(def("shared_buffers"), &v(17)), "136kB");
+        assert_eq!(format_value(def("io_combine_limit"), &v(16)), "128kB");
+        assert_eq!(format_value(def("io_workers"), &v(16)), "16");
     }
 
     #[test]

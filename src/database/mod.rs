@@ -218,8 +218,11 @@ impl Database {
             });
         }
         let lock = DirLock::take(dir)?;
-        let settings = Settings::load(Some(dir), command_line)?;
+        let mut settings = Settings::load(Some(dir), command_line)?;
         let (aio, pool) = Self::start_io(dir, &settings)?;
+        if let Some(reason) = aio.fallback_reason() {
+            settings.record_fallback("io_method", aio.method().name(), fallback_note(reason))?;
+        }
         let txn = TxnManager::open(dir)?;
         let heap = Heap::new(Arc::clone(&txn));
         let mut s = pool.session(SessionSettings::default())?;
@@ -295,6 +298,11 @@ impl Drop for Database {
             );
         }
     }
+}
+
+/// How a fallback from io_uring is shown next to io_method.
+pub fn fallback_note(reason: &str) -> String {
+    format!("fell back to worker: {reason}")
 }
 
 fn buffer_settings(settings: &Settings) -> SessionSettings {
