@@ -369,3 +369,36 @@ fn the_shell_prints_an_error_before_its_time_and_prewarm_says_its_pool_ends_with
     let (ok, text) = aiostore(&dir, &["read-blocks", "--help"]);
     assert!(ok && !text.contains("--warm"), "{text}");
 }
+
+#[test]
+fn shared_buffers_the_machine_cannot_give_or_too_small_for_max_sessions_fail_with_the_fix() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    assert!(aiostore(&dir, &["init"]).0);
+    if std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() != "1") {
+        // 8 TB: more than any machine we run on, refused by the kernel.
+        let (ok, text) = aiostore(&dir, &["-c", "shared_buffers=8192GB", "sql", "SELECT 1"]);
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains("could not allocate shared_buffers = 8388608 MB")
+                && text.contains("lower shared_buffers"),
+            "{text}"
+        );
+    }
+    let (ok, text) = aiostore(&dir, &["-c", "shared_buffers=64", "sql", "SELECT 1"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("max_sessions = 64") && text.contains("raise shared_buffers to at least 2MB"),
+        "{text}"
+    );
+    // The smallest pool allowed with the default max_sessions scans a table
+    // larger than itself, cold.
+    let small = ["-c", "shared_buffers=2MB", "-c", "io_direct=data", "sql"];
+    let (ok, text) = aiostore(
+        &dir,
+        &[&small[..], &["CREATE TABLE t (id integer, note text); INSERT INTO t SELECT i, md5(i::text) FROM generate_series(1, 50000) i"]].concat(),
+    );
+    assert!(ok, "{text}");
+    let (ok, text) = aiostore(&dir, &[&small[..], &["SELECT count(*) FROM t"]].concat());
+    assert!(ok && text.contains("50000"), "{text}");
+}

@@ -126,14 +126,15 @@ fn start_pool(
             aio.method()
         ));
     }
-    Ok(BufferPool::new(
+    BufferPool::new(
         aio,
         Arc::clone(smgr),
         &PoolConfig {
             nbuffers: opts.shared_buffers,
             max_sessions: 1,
         },
-    ))
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn case(

@@ -24,6 +24,13 @@ use thiserror::Error;
 /// counted in these units, as in PostgreSQL.
 pub const BLOCK_SIZE_BYTES: u64 = 8192;
 
+/// Buffers each session must be able to pin (shared_buffers /
+/// max_sessions). Every statement we have runs with 2 (measured: cold
+/// scans, UPDATE, DELETE, VACUUM, COPY in and out); 4 leaves room for a
+/// statement that holds one more page, and costs at most 4 × 8 kB per
+/// session.
+pub const MIN_PINS_PER_SESSION: usize = 4;
+
 /// Name of the configuration file inside the data directory.
 pub const CONFIG_FILE_NAME: &str = "aiostore.toml";
 
@@ -248,20 +255,25 @@ impl fmt::Display for Value {
 /// unit that divides them (`128MB`, `128kB`), as PostgreSQL's SHOW does;
 /// other values as they are.
 pub fn format_value(def: &SettingDef, value: &Value) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
     match (def.kind, value) {
         (Kind::Blocks { .. }, Value::Integer(blocks)) if *blocks >= 0 => {
-            let bytes = *blocks as u64 * BLOCK_SIZE_BYTES;
-            UNITS
-                .iter()
-                .find(|(unit, _)| bytes % unit == 0)
-                .map_or_else(
-                    || value.to_string(),
-                    |(unit, name)| format!("{}{name}", bytes / unit),
-                )
+            format_blocks(*blocks as u64)
         }
         _ => value.to_string(),
     }
+}
+
+/// A number of blocks as a size with the largest unit that divides it.
+fn format_blocks(blocks: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
+    let bytes = blocks * BLOCK_SIZE_BYTES;
+    UNITS
+        .iter()
+        .find(|(unit, _)| bytes % unit == 0)
+        .map_or_else(
+            || format!("{bytes}B"),
+            |(unit, name)| format!("{}{name}", bytes / unit),
+        )
 }
 
 fn find(name: &str) -> Option<&'static SettingDef> {
@@ -512,6 +524,24 @@ impl Settings {
                 value: combine.to_string(),
                 other: format!("io_max_combine_limit = {max_combine}"),
                 fix: "lower io_combine_limit or raise io_max_combine_limit".into(),
+            });
+        }
+        // Each session may pin shared_buffers / max_sessions buffers. With
+        // fewer than MIN_PINS_PER_SESSION every cold scan failed with
+        // "session pin limit of 1"; refuse the combination up front.
+        let buffers = self.shared_buffers();
+        let sessions = self.max_sessions();
+        if buffers < sessions * MIN_PINS_PER_SESSION {
+            let min_buffers = (sessions * MIN_PINS_PER_SESSION) as u64;
+            return Err(ConfigError::Conflict {
+                name: "shared_buffers",
+                value: format_blocks(buffers as u64),
+                other: format!("max_sessions = {sessions}"),
+                fix: format!(
+                    "every session needs at least {MIN_PINS_PER_SESSION} buffers to pin; raise shared_buffers to at least {} or lower max_sessions to at most {}",
+                    format_blocks(min_buffers),
+                    (buffers / MIN_PINS_PER_SESSION).max(1)
+                ),
             });
         }
         Ok(())
@@ -776,6 +806,25 @@ mod tests {
         let (value, source) = s.show("io_method").unwrap();
         assert_eq!(value, "worker");
         assert_eq!(source.to_string(), "default; fell back to worker: EPERM");
+    }
+
+    #[test]
+    fn a_pool_too_small_for_max_sessions_is_refused_naming_both_and_the_minimum() {
+        let err = Settings::load(None, &["shared_buffers=64".into()]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("shared_buffers")
+                && text.contains("max_sessions = 64")
+                && text.contains("at least 2MB")
+                && text.contains("at most 16"),
+            "{text}"
+        );
+        assert!(Settings::load(
+            None,
+            &["shared_buffers=64".into(), "max_sessions=16".into()]
+        )
+        .is_ok());
+        assert!(Settings::load(None, &["shared_buffers=256".into()]).is_ok());
     }
 
     #[test]

@@ -199,7 +199,7 @@ impl Database {
                 nbuffers: settings.shared_buffers() as u32,
                 max_sessions: settings.max_sessions(),
             },
-        );
+        )?;
         Ok((aio, pool))
     }
 
