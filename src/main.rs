@@ -509,8 +509,17 @@ fn run_bench(
     let dir = scratch.path.as_path();
     match bench.which {
         Bench::Rawio(args) => {
-            let options = rawio_options(dir, settings, &args)?;
-            rawio::run(&options, args.json, out)?;
+            let mut options = rawio_options(dir, settings, &args)?;
+            let io_uring = ReadMethod::Aio(aiostore::config::IoMethod::IoUring);
+            if options.methods.contains(&io_uring) {
+                if let Some(reason) = aiostore::bench::io_uring_unavailable(options.io_workers) {
+                    options.methods.retain(|m| *m != io_uring);
+                    skip_note(out, args.json, &reason)?;
+                }
+            }
+            if !options.methods.is_empty() {
+                rawio::run(&options, args.json, out)?;
+            }
         }
         Bench::Prewarm {
             size_mib,
@@ -646,12 +655,40 @@ fn parse_methods(methods: &[String]) -> Result<Vec<aiostore::config::IoMethod>, 
         .collect()
 }
 
+/// `methods` without io_uring where the kernel refuses it, saying so on
+/// standard error (the benchmarks would otherwise stop at io_uring).
+fn usable_methods(
+    mut methods: Vec<aiostore::config::IoMethod>,
+    settings: &Settings,
+) -> Result<Vec<aiostore::config::IoMethod>, String> {
+    use aiostore::config::IoMethod;
+    if methods.contains(&IoMethod::IoUring) {
+        if let Some(reason) = aiostore::bench::io_uring_unavailable(settings.io_workers()) {
+            methods.retain(|m| *m != IoMethod::IoUring);
+            skip_note(&mut std::io::stderr(), true, &reason)?;
+        }
+    }
+    Ok(methods)
+}
+
+/// Says that io_uring is skipped and why: in the output unless it is
+/// JSON, then on standard error.
+fn skip_note(out: &mut dyn Write, json: bool, reason: &str) -> Result<(), String> {
+    let line = format!("note: io_uring skipped: {reason}");
+    if json {
+        eprintln!("{line}");
+        Ok(())
+    } else {
+        writeln!(out, "{line}").map_err(|e| e.to_string())
+    }
+}
+
 fn stream_bench_options(
     bench_dir: &std::path::Path,
     settings: &Settings,
     methods: &[String],
 ) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
-    let methods = parse_methods(methods)?;
+    let methods = usable_methods(parse_methods(methods)?, settings)?;
     let shared_buffers = settings.shared_buffers() as u32;
     Ok(aiostore::bench::streams::StreamBenchOptions {
         dir: bench_dir.join("base"),
@@ -725,7 +762,7 @@ fn seqscan_options(
 ) -> Result<aiostore::bench::seqscan::SeqscanOptions, String> {
     Ok(aiostore::bench::seqscan::SeqscanOptions {
         dir: bench_dir.join("seqscan"),
-        methods: parse_methods(methods)?,
+        methods: usable_methods(parse_methods(methods)?, settings)?,
         size_mib,
         shared_buffers: settings.shared_buffers() as u32,
         fio,

@@ -402,3 +402,60 @@ fn shared_buffers_the_machine_cannot_give_or_too_small_for_max_sessions_fail_wit
     let (ok, text) = aiostore(&dir, &[&small[..], &["SELECT count(*) FROM t"]].concat());
     assert!(ok && text.contains("50000"), "{text}");
 }
+
+#[test]
+fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
+    let tmp = common::temp_dir();
+    let data = tmp.path().join("data");
+    let eperm = [("AIOSTORE_TEST_IO_URING_SETUP_ERRNO", "1")];
+    let bench_dir = tmp.path().join("bench");
+    let (ok, text) = aiostore_with(
+        &data,
+        &[
+            "bench",
+            "rawio",
+            "--size-mib",
+            "8",
+            "--seconds",
+            "0.05",
+            "--depths",
+            "1",
+            "--methods",
+            "sync,io_uring",
+            "--patterns",
+            "random",
+            "--no-fio",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+        ],
+        &eperm,
+        b"",
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("note: io_uring skipped: io_uring is not permitted (EPERM)"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("random ")).collect();
+    assert!(rows.iter().any(|l| l.contains(" sync ")), "{text}");
+    assert!(!rows.iter().any(|l| l.contains(" io_uring ")), "{text}");
+
+    let demo_dir = tmp.path().join("demo");
+    let (ok, text) = aiostore_with(
+        &data,
+        &[
+            "demo",
+            "--quick",
+            "--dir",
+            demo_dir.to_str().expect("UTF-8 path"),
+        ],
+        &eperm,
+        b"",
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("io_uring skipped: io_uring is not permitted (EPERM)"),
+        "{text}"
+    );
+    assert!(!text.contains("io_uring, 128 KiB reads"), "{text}");
+}

@@ -25,7 +25,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::aio::{Aio, AioConfig};
 use crate::config::IoMethod;
 use crate::database::Database;
 use crate::storage::{Fork, BLOCK_SIZE};
@@ -127,26 +126,14 @@ pub struct DemoReport {
     pub skipped: Vec<String>,
 }
 
-/// The methods that run here as asked: io_uring is dropped, with the
-/// reason, where the kernel refuses it and the subsystem would fall back.
+/// The methods that run here: io_uring is left out, with the reason,
+/// where the kernel refuses it.
 fn available_methods(io_workers: usize) -> (Vec<IoMethod>, Vec<String>) {
     let mut methods = vec![IoMethod::Sync, IoMethod::Worker];
     let mut skipped = Vec::new();
-    let probe = Aio::start(&AioConfig {
-        method: IoMethod::IoUring,
-        io_workers,
-        max_sessions: 1,
-        io_max_concurrency: 1,
-        io_max_combine_limit: 1,
-        debug_io_latency_us: 0,
-    });
-    match probe {
-        Ok(aio) if aio.method() == IoMethod::IoUring => methods.push(IoMethod::IoUring),
-        Ok(aio) => skipped.push(format!(
-            "io_uring skipped: {}",
-            aio.fallback_reason().unwrap_or("not available here")
-        )),
-        Err(e) => skipped.push(format!("io_uring skipped: {e}")),
+    match super::io_uring_unavailable(io_workers) {
+        None => methods.push(IoMethod::IoUring),
+        Some(reason) => skipped.push(format!("io_uring skipped: {reason}")),
     }
     (methods, skipped)
 }
