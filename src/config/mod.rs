@@ -269,7 +269,7 @@ fn format_blocks(blocks: u64) -> String {
     let bytes = blocks * BLOCK_SIZE_BYTES;
     UNITS
         .iter()
-        .find(|(unit, _)| bytes % unit == 0)
+        .find(|(unit, _)| bytes.is_multiple_of(*unit))
         .map_or_else(
             || format!("{bytes}B"),
             |(unit, name)| format!("{}{name}", bytes / unit),
