@@ -6,8 +6,9 @@
 //!
 //! The table is the reference thread's `bar(a int, b text, c text, d int)`
 //! filled with `i, md5(i::text), 'abcdefghijklmnopqrstuvwxyz', i`, built
-//! with the SQL generator in its own data directory (`bench/seqscan` inside
-//! the data directory) and kept between runs. Each case opens the database
+//! with the SQL generator in its own data directory (`seqscan/` in the
+//! benchmark directory, reused when that is kept with `--keep`; the demo
+//! builds a small one in its own directory). Each case opens the database
 //! anew with direct I/O, so the pool starts empty and the page cache is not
 //! involved: every run is cold.
 
