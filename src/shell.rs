@@ -157,6 +157,8 @@ struct BarSlot {
     bar: Option<ProgressBar>,
     /// No bar until the task ends: the input is being typed.
     quiet: bool,
+    /// The bar has been drawn (from its first update).
+    shown: bool,
 }
 
 impl Read for CopyInput {
@@ -206,7 +208,7 @@ impl Progress for TerminalProgress {
         let bar = match total {
             Some(total) => {
                 let template = format!("{{msg}} [{{bar:30}}] {amount}{rate}, {{eta}} left");
-                let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+                let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
                 bar.set_style(
                     ProgressStyle::with_template(&template)
                         .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -217,7 +219,7 @@ impl Progress for TerminalProgress {
             None => {
                 let amount = amount.split('/').next().unwrap_or("{pos}");
                 let template = format!("{{spinner}} {{msg}} {amount}{rate}");
-                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
                 bar.set_style(
                     ProgressStyle::with_template(&template)
                         .unwrap_or_else(|_| ProgressStyle::default_spinner()),
@@ -226,18 +228,30 @@ impl Progress for TerminalProgress {
             }
         };
         bar.set_message(task.to_string());
-        self.bar.borrow_mut().bar = Some(bar);
+        let mut slot = self.bar.borrow_mut();
+        slot.bar = Some(bar);
+        slot.shown = false;
     }
 
     fn update(&mut self, done: u64) {
-        if let Some(bar) = &self.bar.borrow().bar {
+        // Drawn from the first progress on, not at begin: COPY FROM STDIN
+        // on a terminal first waits for typing (see CopyInput::tell),
+        // and a bar drawn then would sit above the instructions.
+        let mut slot = self.bar.borrow_mut();
+        let first = !slot.shown;
+        if let Some(bar) = &slot.bar {
+            if first {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
             bar.set_position(done);
+            slot.shown = true;
         }
     }
 
     fn end(&mut self) {
         let mut slot = self.bar.borrow_mut();
         slot.quiet = false;
+        slot.shown = false;
         if let Some(bar) = slot.bar.take() {
             bar.finish_and_clear();
         }
