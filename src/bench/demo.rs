@@ -401,6 +401,8 @@ const CHART_WIDTH_PX: u32 = 900;
 const CHART_ROW_PX: u32 = 26;
 const CHART_LABEL_PX: i32 = 330;
 const CHART_MARGIN_PX: i32 = 20;
+/// Room right of the longest bar for its "12.27× (100 ms)" label.
+const CHART_VALUE_LABEL_PX: i32 = 130;
 
 /// Draws each row's speed relative to its experiment's baseline as a
 /// horizontal bar (longer is faster) into an SVG file.
@@ -423,7 +425,8 @@ pub fn write_chart(path: &Path, report: &DemoReport) -> Result<(), String> {
         .iter()
         .map(|r| 1.0 / r.ratio)
         .fold(1.0f64, f64::max);
-    let bar_room = CHART_WIDTH_PX as i32 - CHART_LABEL_PX - 2 * CHART_MARGIN_PX - 60;
+    let bar_room =
+        CHART_WIDTH_PX as i32 - CHART_LABEL_PX - 2 * CHART_MARGIN_PX - CHART_VALUE_LABEL_PX;
     let palette = [&BLUE, &RED, &GREEN, &MAGENTA];
     let mut experiment_index = 0;
     let mut last_experiment = "";
