@@ -61,6 +61,8 @@ enum Command {
     /// Runs one or more `;`-separated SQL statements and prints their
     /// results as aligned tables (or CSV with --csv).
     Sql {
+        /// The statements; may start with `-` (`-1 + 2`, `-- comment`).
+        #[arg(allow_hyphen_values = true)]
         text: String,
         #[arg(long)]
         csv: bool,
@@ -68,22 +70,28 @@ enum Command {
     /// An interactive SQL prompt (history, multi-line statements, \timing,
     /// \d, \d t, \q).
     Shell,
-    /// Reads every block of a table into the buffer pool through a read
-    /// stream and reports hits, reads, I/Os, waits and time.
+    /// Reads every block of a table through a read stream and reports
+    /// hits, reads, I/Os, waits and time. The buffer pool is this
+    /// command's own and ends with it: to keep a table in the pool for
+    /// queries, run `SELECT prewarm('t')` in `aiostore shell`.
     Prewarm {
         table: String,
         #[arg(long)]
         json: bool,
     },
-    /// Drops a table's buffers from the pool (dirty ones written first).
+    /// Drops a table's buffers from this command's own pool (dirty ones
+    /// written first), which starts empty and ends with the command: it
+    /// shows the mechanism. In `aiostore shell` the pool lives on between
+    /// statements.
     Evict {
         table: String,
         #[arg(long)]
         json: bool,
     },
     /// Reads the given blocks of a table, in order, through one read stream
-    /// (the reference thread's read_stream_for_blocks), from a cold pool
-    /// unless --warm.
+    /// (the reference thread's read_stream_for_blocks). The pool is this
+    /// command's own, so it starts cold; repeated blocks in the list show
+    /// hits.
     ReadBlocks {
         table: String,
         /// Block numbers and ranges: 0,2,2,4 or 10-20,5.
@@ -91,9 +99,42 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The first command to run: builds a small database in a directory of
+    /// its own and shows, in about a minute, what the engine's I/O does
+    /// (combining, prewarm, repeated blocks, look-ahead), each run cold.
+    Demo {
+        /// Directory for the demo database, created and removed at the end
+        /// (unless --keep).
+        #[arg(long, default_value = "./aiostore-demo")]
+        dir: PathBuf,
+        /// Keep the demo directory afterwards.
+        #[arg(long)]
+        keep: bool,
+        /// Where to write the chart (SVG). Default: the directory's name
+        /// with .svg, beside it.
+        #[arg(long)]
+        chart: Option<PathBuf>,
+        /// A tiny run for tests (1 MiB pool, 8 MiB table).
+        #[arg(long, hide = true)]
+        quick: bool,
+    },
     /// Runs a benchmark.
+    Bench(BenchCommand),
+}
+
+/// `aiostore bench …`: the benchmark and where its files go.
+#[derive(Args)]
+struct BenchCommand {
+    /// Directory for the benchmark's files (tables, the rawio file): made
+    /// for the run and removed at the end unless --keep. A directory kept
+    /// by an earlier --keep run is reused, so large tables are built once.
+    #[arg(long, global = true, default_value = "./aiostore-bench")]
+    dir: PathBuf,
+    /// Keep the benchmark's files for the next run.
+    #[arg(long, global = true)]
+    keep: bool,
     #[command(subcommand)]
-    Bench(Bench),
+    which: Bench,
 }
 
 #[derive(Subcommand)]
@@ -128,8 +169,8 @@ enum Bench {
     /// Cold SELECT count(*) over a table at least 8 × shared_buffers, per
     /// method and io_combine_limit 1/16, direct I/O, against fio.
     Seqscan {
-        /// Table size in MiB (built once with the SQL generator, kept in
-        /// bench/seqscan in the data directory).
+        /// Table size in MiB (built with the SQL generator in seqscan/ in
+        /// the benchmark directory; reused when kept with --keep).
         #[arg(long, default_value_t = 2048)]
         size_mib: u64,
         /// Comma-separated: sync, worker, io_uring.
@@ -184,8 +225,8 @@ enum Bench {
 
 #[derive(Args)]
 struct RawioArgs {
-    /// File to read (created if missing). Default: bench/rawio.dat in the
-    /// data directory.
+    /// File to read (created if missing, and then left in place). Default:
+    /// rawio.dat in the benchmark directory (--dir).
     #[arg(long)]
     file: Option<PathBuf>,
     #[arg(long, default_value_t = 2048)]
@@ -234,11 +275,24 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
-    let data_dir = cli.data_dir.exists().then_some(cli.data_dir.as_path());
-    let settings = Settings::load(data_dir, &cli.settings).map_err(|e| e.to_string())?;
+    // Only a missing data directory means "no configuration file"; one
+    // that cannot be looked at is reported rather than skipped.
+    let data_dir = cli
+        .data_dir
+        .try_exists()
+        .map_err(|e| {
+            format!(
+                "could not look at the data directory \"{}\" (for its {}): {e}",
+                cli.data_dir.display(),
+                aiostore::config::CONFIG_FILE_NAME
+            )
+        })?
+        .then_some(cli.data_dir.as_path());
+    let mut settings = Settings::load(data_dir, &cli.settings).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Show { name } if name != "all" => {
+            note_io_uring_fallback(&mut settings)?;
             let (def, value, source) = settings
                 .rows()
                 .into_iter()
@@ -248,22 +302,40 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 })?;
             writeln!(
                 out,
-                "{} = {value}  ({source}; {})",
-                def.name, def.description
+                "{} = {}  ({source}; {})",
+                def.name,
+                aiostore::config::format_value(def, value),
+                def.description
             )
             .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Settings | Command::Show { .. } => {
-            let rows = settings.rows();
-            let width = rows.iter().map(|(d, _, _)| d.name.len()).max().unwrap_or(0);
-            for (def, value, source) in rows {
+            note_io_uring_fallback(&mut settings)?;
+            let rows: Vec<[String; 4]> = settings
+                .rows()
+                .into_iter()
+                .map(|(def, value, source)| {
+                    [
+                        def.name.to_string(),
+                        aiostore::config::format_value(def, value),
+                        source.to_string(),
+                        def.description.to_string(),
+                    ]
+                })
+                .collect();
+            let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+            let (w0, w1, w2) = (width(0), width(1), width(2));
+            writeln!(
+                out,
+                "{:<w0$}  {:<w1$}  {:<w2$}  description",
+                "name", "value", "source"
+            )
+            .map_err(|e| e.to_string())?;
+            for [name, value, source, description] in rows {
                 writeln!(
                     out,
-                    "{:<width$}  {:<10}  {}",
-                    def.name,
-                    value.to_string(),
-                    source
+                    "{name:<w0$}  {value:<w1$}  {source:<w2$}  {description}"
                 )
                 .map_err(|e| e.to_string())?;
             }
@@ -284,6 +356,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 settings.io_combine_limit(),
             )
             .map_err(|e| e.to_string())?;
+            if report.without_checksums() {
+                writeln!(
+                    out,
+                    "no page carries a checksum: the cluster was initialised without data checksums; headers verified only\npages={} failures=0",
+                    report.pages
+                )
+                .map_err(|e| e.to_string())?;
+                return Ok(ExitCode::SUCCESS);
+            }
             for failure in &report.failures {
                 writeln!(out, "{failure}").map_err(|e| e.to_string())?;
             }
@@ -332,6 +413,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let report = aiostore::tools::prewarm(&mut s.buf, rel, Fork::Main, limits)
                 .map_err(|e| e.to_string())?;
             print_stream_report(&mut out, "prewarm", table, &report, json)?;
+            if !json {
+                writeln!(
+                    out,
+                    "read {table} into this command's buffer pool, which ends with the command; to keep it warm for queries run SELECT prewarm('{table}') in aiostore shell"
+                )
+                .map_err(|e| e.to_string())?;
+            }
             drop((s, db));
             Ok(ExitCode::SUCCESS)
         }
@@ -343,7 +431,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     .to_string()
             } else {
                 format!(
-                    "evict {table}: evicted={} skipped={} (skipped buffers are pinned)",
+                    "evict {table}: evicted={} skipped={} (skipped buffers are pinned)\nthis command's pool starts empty and ends with it, so this only shows the mechanism; in aiostore shell, SELECT prewarm('{table}') and the pool live on between statements",
                     outcome.evicted, outcome.skipped
                 )
             };
@@ -378,81 +466,113 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             drop((s, db));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(Bench::Rawio(args)) => {
-            let options = rawio_options(&cli.data_dir, &settings, &args)?;
-            rawio::run(&options, args.json, &mut out)?;
+        Command::Demo {
+            ref dir,
+            keep,
+            ref chart,
+            quick,
+        } => {
+            let chart = chart.clone().unwrap_or_else(|| dir.with_extension("svg"));
+            run_demo(dir, keep, &chart, quick, &settings, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(Bench::Prewarm {
+        Command::Bench(bench) => run_bench(bench, &settings, &mut out),
+    }
+}
+
+/// Runs one benchmark, its files in a directory of its own.
+fn run_bench(
+    bench: BenchCommand,
+    settings: &Settings,
+    out: &mut dyn Write,
+) -> Result<ExitCode, String> {
+    if let Bench::Checksum {
+        mib,
+        seconds,
+        no_c,
+        json,
+    } = bench.which
+    {
+        // Works in memory: no benchmark directory.
+        let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
+        let line = if json {
+            serde_json::to_string(&r).map_err(|e| e.to_string())?
+        } else {
+            format!(
+                "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
+                r.mib,
+                r.pages,
+                r.seconds,
+                r.gb_s,
+                r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
+                r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
+            )
+        };
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let scratch = ScratchDir::open_bench(&bench.dir, bench.keep)?;
+    eprintln!("{}", scratch.describe());
+    let dir = scratch.path.as_path();
+    match bench.which {
+        Bench::Rawio(args) => {
+            let mut options = rawio_options(dir, settings, &args)?;
+            let io_uring = ReadMethod::Aio(aiostore::config::IoMethod::IoUring);
+            if options.methods.contains(&io_uring) {
+                if let Some(reason) = aiostore::bench::io_uring_unavailable(options.io_workers) {
+                    options.methods.retain(|m| *m != io_uring);
+                    skip_note(out, args.json, &reason)?;
+                }
+            }
+            if !options.methods.is_empty() {
+                rawio::run(&options, args.json, out)?;
+            }
+        }
+        Bench::Prewarm {
             size_mib,
             methods,
             no_fio,
             json,
-        }) => {
-            let mut options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+        } => {
+            let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib.unwrap_or(options.relation_mib);
             options.fio = !no_fio;
-            aiostore::bench::streams::run_prewarm(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+            aiostore::bench::streams::run_prewarm(&options, json, out)?;
         }
-        Command::Bench(Bench::RepeatedBlocks { methods, json }) => {
-            let options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
-            aiostore::bench::streams::run_repeated(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+        Bench::RepeatedBlocks { methods, json } => {
+            let options = stream_bench_options(dir, settings, &methods)?;
+            aiostore::bench::streams::run_repeated(&options, json, out)?;
         }
-        Command::Bench(Bench::Seqscan {
+        Bench::Seqscan {
             size_mib,
             methods,
             no_fio,
             json,
-        }) => {
-            let options = seqscan_options(&cli.data_dir, &settings, size_mib, &methods, !no_fio)?;
-            aiostore::bench::seqscan::run_seqscan(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+        } => {
+            let options = seqscan_options(dir, settings, size_mib, &methods, !no_fio)?;
+            aiostore::bench::seqscan::run_seqscan(&options, json, out)?;
         }
-        Command::Bench(Bench::Copy {
+        Bench::Copy {
             size_mib,
             methods,
             json,
-        }) => {
-            let options = seqscan_options(&cli.data_dir, &settings, size_mib, &methods, false)?;
-            aiostore::bench::seqscan::run_copy(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+        } => {
+            let options = seqscan_options(dir, settings, size_mib, &methods, false)?;
+            aiostore::bench::seqscan::run_copy(&options, json, out)?;
         }
-        Command::Bench(Bench::Advice {
+        Bench::Advice {
             size_mib,
             methods,
             json,
-        }) => {
-            let mut options = stream_bench_options(&cli.data_dir, &settings, &methods)?;
+        } => {
+            let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib;
-            aiostore::bench::streams::run_advice(&options, json, &mut out)?;
-            Ok(ExitCode::SUCCESS)
+            aiostore::bench::streams::run_advice(&options, json, out)?;
         }
-        Command::Bench(Bench::Checksum {
-            mib,
-            seconds,
-            no_c,
-            json,
-        }) => {
-            let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
-            let line = if json {
-                serde_json::to_string(&r).map_err(|e| e.to_string())?
-            } else {
-                format!(
-                    "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
-                    r.mib,
-                    r.pages,
-                    r.seconds,
-                    r.gb_s,
-                    r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
-                    r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
-                )
-            };
-            writeln!(out, "{line}").map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Bench::Checksum { .. } => unreachable!("run in memory above"),
     }
+    eprintln!("{}", scratch.fate());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens the data directory and finds `table`'s relation.
@@ -516,15 +636,43 @@ fn parse_methods(methods: &[String]) -> Result<Vec<aiostore::config::IoMethod>, 
         .collect()
 }
 
+/// `methods` without io_uring where the kernel refuses it, saying so on
+/// standard error (the benchmarks would otherwise stop at io_uring).
+fn usable_methods(
+    mut methods: Vec<aiostore::config::IoMethod>,
+    settings: &Settings,
+) -> Result<Vec<aiostore::config::IoMethod>, String> {
+    use aiostore::config::IoMethod;
+    if methods.contains(&IoMethod::IoUring) {
+        if let Some(reason) = aiostore::bench::io_uring_unavailable(settings.io_workers()) {
+            methods.retain(|m| *m != IoMethod::IoUring);
+            skip_note(&mut std::io::stderr(), true, &reason)?;
+        }
+    }
+    Ok(methods)
+}
+
+/// Says that io_uring is skipped and why: in the output unless it is
+/// JSON, then on standard error.
+fn skip_note(out: &mut dyn Write, json: bool, reason: &str) -> Result<(), String> {
+    let line = format!("note: io_uring skipped: {reason}");
+    if json {
+        eprintln!("{line}");
+        Ok(())
+    } else {
+        writeln!(out, "{line}").map_err(|e| e.to_string())
+    }
+}
+
 fn stream_bench_options(
-    data_dir: &std::path::Path,
+    bench_dir: &std::path::Path,
     settings: &Settings,
     methods: &[String],
 ) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
-    let methods = parse_methods(methods)?;
+    let methods = usable_methods(parse_methods(methods)?, settings)?;
     let shared_buffers = settings.shared_buffers() as u32;
     Ok(aiostore::bench::streams::StreamBenchOptions {
-        dir: data_dir.join("bench").join("base"),
+        dir: bench_dir.join("base"),
         methods,
         shared_buffers,
         relation_mib: 4 * ((shared_buffers as u64 * 8192) >> 20),
@@ -534,7 +682,7 @@ fn stream_bench_options(
 }
 
 fn rawio_options(
-    data_dir: &std::path::Path,
+    bench_dir: &std::path::Path,
     settings: &Settings,
     args: &RawioArgs,
 ) -> Result<RawioOptions, String> {
@@ -571,7 +719,7 @@ fn rawio_options(
         file: args
             .file
             .clone()
-            .unwrap_or_else(|| data_dir.join("bench").join("rawio.dat")),
+            .unwrap_or_else(|| bench_dir.join("rawio.dat")),
         size_mib: args.size_mib,
         seconds: args.seconds,
         direct: !args.buffered,
@@ -587,17 +735,178 @@ fn rawio_options(
 
 /// The seqscan table's benchmarks (seqscan, copy) share its directory.
 fn seqscan_options(
-    data_dir: &std::path::Path,
+    bench_dir: &std::path::Path,
     settings: &Settings,
     size_mib: u64,
     methods: &[String],
     fio: bool,
 ) -> Result<aiostore::bench::seqscan::SeqscanOptions, String> {
     Ok(aiostore::bench::seqscan::SeqscanOptions {
-        dir: data_dir.join("bench").join("seqscan"),
-        methods: parse_methods(methods)?,
+        dir: bench_dir.join("seqscan"),
+        methods: usable_methods(parse_methods(methods)?, settings)?,
         size_mib,
         shared_buffers: settings.shared_buffers() as u32,
         fio,
+        extra_settings: Vec::new(),
     })
+}
+
+/// Marks a directory as aiostore bench's, so that a later run may reuse
+/// and remove it.
+const BENCH_DIR_MARKER: &str = "AIOSTORE_BENCH_DIR";
+
+/// A directory this command created, removed when it is dropped (also on
+/// an error) unless it is to be kept.
+struct ScratchDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl ScratchDir {
+    /// Creates `path`, which must not exist or be empty, so that removing
+    /// it at the end cannot remove anything the user had.
+    fn create(path: &std::path::Path, keep: bool, what: &str) -> Result<ScratchDir, String> {
+        let is_empty_dir = std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+        if path.exists() && !is_empty_dir {
+            return Err(format!(
+                "{what} directory \"{}\" already exists and is not empty; remove it or choose another with --dir",
+                path.display()
+            ));
+        }
+        std::fs::create_dir_all(path).map_err(|e| {
+            format!(
+                "could not create the {what} directory \"{}\": {e}",
+                path.display()
+            )
+        })?;
+        Ok(ScratchDir {
+            path: path.to_path_buf(),
+            keep,
+        })
+    }
+
+    /// The benchmark directory: made (with a marker file) if missing or
+    /// empty, reused if an earlier run left it with --keep. Anything else
+    /// is refused, because the directory is removed at the end.
+    fn open_bench(path: &std::path::Path, keep: bool) -> Result<ScratchDir, String> {
+        let marker = path.join(BENCH_DIR_MARKER);
+        if marker.exists() {
+            return Ok(ScratchDir {
+                path: path.to_path_buf(),
+                keep,
+            });
+        }
+        let dir = ScratchDir::create(path, keep, "benchmark")?;
+        std::fs::write(
+            &marker,
+            "Made by aiostore bench; removed at the end of a run without --keep.\n",
+        )
+        .map_err(|e| format!("could not write {}: {e}", marker.display()))?;
+        Ok(dir)
+    }
+
+    /// Where the files go, for the output.
+    fn describe(&self) -> String {
+        format!(
+            "benchmark files in \"{}\" ({})",
+            self.path.display(),
+            if self.keep {
+                "kept at the end: --keep"
+            } else {
+                "removed at the end; --keep keeps them for the next run"
+            }
+        )
+    }
+
+    /// What happens to the directory at the end, for the output.
+    fn fate(&self) -> String {
+        if self.keep {
+            format!(
+                "kept \"{}\" (--keep); remove it yourself",
+                self.path.display()
+            )
+        } else {
+            format!("removed \"{}\" (--keep keeps it)", self.path.display())
+        }
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            if let Err(e) = std::fs::remove_dir_all(&self.path) {
+                eprintln!("warning: could not remove \"{}\": {e}", self.path.display());
+            }
+        }
+    }
+}
+
+/// `aiostore demo`.
+fn run_demo(
+    dir: &std::path::Path,
+    keep: bool,
+    chart: &std::path::Path,
+    quick: bool,
+    settings: &Settings,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    use aiostore::bench::demo;
+    let started = std::time::Instant::now();
+    let scratch = ScratchDir::create(dir, keep, "demo")?;
+    let mut opts = if quick {
+        demo::DemoOptions::quick(scratch.path.clone())
+    } else {
+        demo::DemoOptions::standard(scratch.path.clone())
+    };
+    opts.io_workers = settings.io_workers();
+    let io = |e: std::io::Error| e.to_string();
+    writeln!(
+        out,
+        "aiostore demo in \"{}\": shared_buffers={} MiB, table {} MiB ({}× shared_buffers); every run is cold (database reopened with O_DIRECT, so neither the pool nor the page cache holds the table)",
+        scratch.path.display(),
+        (opts.shared_buffers as usize * aiostore::storage::BLOCK_SIZE) >> 20,
+        demo::TABLE_TIMES_POOL * ((opts.shared_buffers as u64 * aiostore::storage::BLOCK_SIZE as u64) >> 20),
+        demo::TABLE_TIMES_POOL
+    )
+    .map_err(io)?;
+    out.flush().map_err(io)?;
+    let report = demo::run(&opts, &mut std::io::stderr())?;
+    writeln!(out).map_err(io)?;
+    demo::print_report(out, &report).map_err(io)?;
+    demo::write_chart(chart, &report)?;
+    writeln!(out, "chart: {}", chart.display()).map_err(io)?;
+    let fate = scratch.fate();
+    drop(scratch);
+    writeln!(
+        out,
+        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice; see docs/benchmarks.md",
+        started.elapsed().as_secs_f64()
+    )
+    .map_err(io)?;
+    Ok(())
+}
+
+/// With io_method=io_uring, tries the kernel (one small ring) so that
+/// `aiostore settings` and `show` say what a database would use: `worker`
+/// and why, where io_uring is refused.
+fn note_io_uring_fallback(settings: &mut Settings) -> Result<(), String> {
+    if settings.io_method() != aiostore::config::IoMethod::IoUring {
+        return Ok(());
+    }
+    let aio = Aio::start(&AioConfig {
+        max_sessions: 1,
+        io_max_concurrency: 1,
+        ..AioConfig::from_settings(settings)
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(reason) = aio.fallback_reason() {
+        settings
+            .record_fallback(
+                "io_method",
+                aio.method().name(),
+                aiostore::database::fallback_note(reason),
+            )
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }

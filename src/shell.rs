@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io::{BufRead, IsTerminal, Read, Write};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -61,8 +62,9 @@ fn run_in(
         out: &out,
         used: &copied,
     };
-    let mut stdin = CopyInput::new();
-    let mut progress = TerminalProgress::new();
+    let bar = Rc::new(RefCell::new(BarSlot::default()));
+    let mut stdin = CopyInput::new(Rc::clone(&bar));
+    let mut progress = TerminalProgress::new(bar);
     let mut io = StatementIo {
         stdin: Some(&mut stdin),
         stdout: Some(&mut copy_out),
@@ -85,17 +87,16 @@ fn run_in(
         return Err(e);
     }
     let out = out.into_inner();
+    // As psql: the error first, then the time the statement took.
+    let _ = out.flush();
+    if let Err(e) = &result {
+        eprintln!("ERROR:  {e}");
+    }
     if timing {
         let _ = writeln!(out, "Time: {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
     }
     let _ = out.flush();
-    match result {
-        Ok(_) => Ok(true),
-        Err(e) => {
-            eprintln!("ERROR:  {e}");
-            Ok(false)
-        }
-    }
+    Ok(result.is_ok())
 }
 
 /// The shell's output, lent to COPY … TO STDOUT between results; `used`
@@ -122,22 +123,42 @@ impl Write for SharedOutput<'_, '_> {
 struct CopyInput {
     stdin: std::io::StdinLock<'static>,
     told: bool,
+    bar: Rc<RefCell<BarSlot>>,
 }
 
 impl CopyInput {
-    fn new() -> CopyInput {
+    fn new(bar: Rc<RefCell<BarSlot>>) -> CopyInput {
         CopyInput {
             stdin: std::io::stdin().lock(),
             told: false,
+            bar,
         }
     }
 
     fn tell(&mut self) {
         if !self.told && self.stdin.is_terminal() {
+            // The user types the data: a spinner above the instructions
+            // would only move while they type, so none until the COPY ends.
+            let mut slot = self.bar.borrow_mut();
+            slot.quiet = true;
+            if let Some(bar) = slot.bar.take() {
+                bar.finish_and_clear();
+            }
             eprintln!("Enter data to be copied followed by a newline.\nEnd with a backslash and a period on a line by itself, or an EOF signal.");
         }
         self.told = true;
     }
+}
+
+/// The progress bar of the statement running, shared with [`CopyInput`]
+/// so that typing data on the terminal hides it.
+#[derive(Default)]
+struct BarSlot {
+    bar: Option<ProgressBar>,
+    /// No bar until the task ends: the input is being typed.
+    quiet: bool,
+    /// The bar has been drawn (from its first update).
+    shown: bool,
 }
 
 impl Read for CopyInput {
@@ -161,14 +182,14 @@ impl BufRead for CopyInput {
 /// A progress bar on standard error, drawn only when it is a terminal
 /// (so that scripts and pipes get no control characters).
 struct TerminalProgress {
-    bar: Option<ProgressBar>,
+    bar: Rc<RefCell<BarSlot>>,
     enabled: bool,
 }
 
 impl TerminalProgress {
-    fn new() -> TerminalProgress {
+    fn new(bar: Rc<RefCell<BarSlot>>) -> TerminalProgress {
         TerminalProgress {
-            bar: None,
+            bar,
             enabled: std::io::stderr().is_terminal(),
         }
     }
@@ -176,7 +197,7 @@ impl TerminalProgress {
 
 impl Progress for TerminalProgress {
     fn begin(&mut self, task: &str, total: Option<u64>, unit: ProgressUnit) {
-        if !self.enabled {
+        if !self.enabled || self.bar.borrow().quiet {
             return;
         }
         let (amount, rate) = match unit {
@@ -187,7 +208,7 @@ impl Progress for TerminalProgress {
         let bar = match total {
             Some(total) => {
                 let template = format!("{{msg}} [{{bar:30}}] {amount}{rate}, {{eta}} left");
-                let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+                let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
                 bar.set_style(
                     ProgressStyle::with_template(&template)
                         .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -198,7 +219,7 @@ impl Progress for TerminalProgress {
             None => {
                 let amount = amount.split('/').next().unwrap_or("{pos}");
                 let template = format!("{{spinner}} {{msg}} {amount}{rate}");
-                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
                 bar.set_style(
                     ProgressStyle::with_template(&template)
                         .unwrap_or_else(|_| ProgressStyle::default_spinner()),
@@ -207,17 +228,31 @@ impl Progress for TerminalProgress {
             }
         };
         bar.set_message(task.to_string());
-        self.bar = Some(bar);
+        let mut slot = self.bar.borrow_mut();
+        slot.bar = Some(bar);
+        slot.shown = false;
     }
 
     fn update(&mut self, done: u64) {
-        if let Some(bar) = &self.bar {
+        // Drawn from the first progress on, not at begin: COPY FROM STDIN
+        // on a terminal first waits for typing (see CopyInput::tell),
+        // and a bar drawn then would sit above the instructions.
+        let mut slot = self.bar.borrow_mut();
+        let first = !slot.shown;
+        if let Some(bar) = &slot.bar {
+            if first {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
             bar.set_position(done);
+            slot.shown = true;
         }
     }
 
     fn end(&mut self) {
-        if let Some(bar) = self.bar.take() {
+        let mut slot = self.bar.borrow_mut();
+        slot.quiet = false;
+        slot.shown = false;
+        if let Some(bar) = slot.bar.take() {
             bar.finish_and_clear();
         }
     }

@@ -99,3 +99,374 @@ fn copy_reads_standard_input_and_writes_clean_standard_output() {
         "ERROR:  COPY t, line 2, column id: invalid input syntax for type integer: \"x\"\n"
     );
 }
+
+#[test]
+fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("demo");
+    let chart = tmp.path().join("demo.svg");
+    let (ok, text) = aiostore(
+        &tmp.path().join("unused-data"),
+        &[
+            "demo",
+            "--quick",
+            "--dir",
+            dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("aiostore demo in \"{}\"", dir.display())),
+        "{text}"
+    );
+    assert!(text.contains("every run is cold"), "{text}");
+    for row in ["seqscan ", "prewarm ", "repeated blocks ", "look-ahead "] {
+        assert!(
+            text.lines().any(|l| l.starts_with(row)),
+            "no {row} row: {text}"
+        );
+    }
+    for verdict in [
+        "combining: ",
+        "prewarm: ",
+        "repeated blocks: ",
+        "look-ahead: ",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(verdict)),
+            "no {verdict} verdict: {text}"
+        );
+    }
+    assert!(
+        text.contains(&format!("chart: {}", chart.display())),
+        "{text}"
+    );
+    let svg = std::fs::read_to_string(&chart).expect("the chart was written");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("look-ahead"),
+        "{svg}"
+    );
+    assert!(text.contains("aiostore bench"), "{text}");
+    assert!(
+        !dir.exists(),
+        "the demo directory is removed without --keep"
+    );
+
+    // With --keep it stays; a second run refuses the non-empty directory.
+    let (ok, text) = aiostore(
+        &tmp.path().join("unused-data"),
+        &[
+            "demo",
+            "--quick",
+            "--keep",
+            "--dir",
+            dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(ok && dir.join("AIOSTORE_VERSION").exists(), "{text}");
+    let (ok, text) = aiostore(
+        &tmp.path().join("unused-data"),
+        &[
+            "demo",
+            "--quick",
+            "--dir",
+            dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(
+        !ok && text.contains("already exists and is not empty"),
+        "{text}"
+    );
+    assert!(
+        dir.join("AIOSTORE_VERSION").exists(),
+        "a refused run removes nothing"
+    );
+}
+
+#[test]
+fn bench_files_go_in_their_own_directory_removed_unless_kept() {
+    let tmp = common::temp_dir();
+    let data = tmp.path().join("data");
+    let dir = tmp.path().join("bench");
+    let dir_arg = dir.to_str().expect("UTF-8 path");
+    let bench = [
+        "bench",
+        "repeated-blocks",
+        "--methods",
+        "sync",
+        "--dir",
+        dir_arg,
+    ];
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("benchmark files in \"{dir_arg}\"")),
+        "{text}"
+    );
+    assert!(!dir.exists(), "removed without --keep: {text}");
+    assert!(!data.exists(), "nothing written to the data directory");
+
+    let (ok, text) = aiostore(&data, &[&bench[..], &["--keep"]].concat());
+    assert!(ok && dir.join("base").exists(), "{text}");
+    // A kept directory is reused, then removed by a run without --keep.
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(ok && !dir.exists(), "{text}");
+
+    // A directory the benchmark did not make is never used (or removed).
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("mine.txt"), "keep me").expect("write");
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(
+        !ok && text.contains("already exists and is not empty"),
+        "{text}"
+    );
+    assert!(dir.join("mine.txt").exists());
+}
+
+/// Runs the command with extra environment variables and `input` on
+/// standard input; returns success and standard output + standard error.
+fn aiostore_with(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    input: &[u8],
+) -> (bool, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aiostore"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .env_remove("AIOSTORE_DATA")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(input)
+        .expect("writes");
+    let out = child.wait_with_output().expect("waits");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn verify_file_recognises_a_cluster_without_data_checksums_and_still_flags_one_bad_page() {
+    let tmp = common::temp_dir();
+    let fixture = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/pg15_heap_3blocks.bin"
+    ))
+    .expect("fixture");
+    // initdb without --data-checksums leaves pd_checksum (bytes 8..10 of
+    // each page header) zero.
+    let mut unchecksummed = fixture.clone();
+    for page in unchecksummed.chunks_exact_mut(8192) {
+        page[8..10].copy_from_slice(&[0, 0]);
+    }
+    let file = tmp.path().join("16384");
+    std::fs::write(&file, &unchecksummed).expect("write");
+    let path = file.to_str().expect("UTF-8 path");
+    let (ok, text) = aiostore(tmp.path(), &["verify-file", path]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("no page carries a checksum: the cluster was initialised without data checksums; headers verified only"),
+        "{text}"
+    );
+    assert!(text.contains("pages=3 failures=0"), "{text}");
+
+    // One zeroed checksum among valid ones is damage, not a setting.
+    let mut one_bad = fixture;
+    one_bad[8192 + 8..8192 + 10].copy_from_slice(&[0, 0]);
+    std::fs::write(&file, &one_bad).expect("write");
+    let (ok, text) = aiostore(tmp.path(), &["verify-file", path]);
+    assert!(!ok && text.contains("block 1: checksum mismatch"), "{text}");
+    assert!(!text.contains("no page carries a checksum"), "{text}");
+}
+
+#[test]
+fn sql_text_may_start_with_a_hyphen() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    assert!(aiostore(&dir, &["init"]).0);
+    let (ok, text) = aiostore(&dir, &["sql", "-- a comment\nSELECT 41 + 1"]);
+    assert!(ok && text.contains("42"), "{text}");
+    // Reaches the SQL parser, which refuses it, instead of clap taking
+    // "-1 + 2" for an option.
+    let (ok, text) = aiostore(&dir, &["sql", "-1 + 2"]);
+    assert!(
+        !ok && text.contains("ERROR:") && !text.contains("unexpected argument"),
+        "{text}"
+    );
+}
+
+#[test]
+fn settings_show_units_sources_descriptions_and_an_io_uring_fallback_with_its_reason() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    let (ok, text) = aiostore(&dir, &["-c", "shared_buffers=16MB", "settings"]);
+    assert!(ok, "{text}");
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name}: {text}"))
+            .to_string()
+    };
+    let shared_buffers = line("shared_buffers");
+    assert!(
+        shared_buffers.contains("16MB")
+            && shared_buffers.contains("command line")
+            && shared_buffers.contains("Size of the shared buffer pool"),
+        "{shared_buffers}"
+    );
+    assert!(line("io_combine_limit").contains("128kB"), "{text}");
+
+    // Forced unavailability (EPERM): the value in use and why, in the
+    // utility and in SQL.
+    let eperm = [("AIOSTORE_TEST_IO_URING_SETUP_ERRNO", "1")];
+    let (ok, text) = aiostore_with(&dir, &["show", "io_method"], &eperm, b"");
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("io_method = worker")
+            && text.contains("fell back to worker: io_uring is not permitted (EPERM)"),
+        "{text}"
+    );
+    assert!(aiostore(&dir, &["init"]).0);
+    let (ok, text) = aiostore_with(&dir, &["sql", "SHOW io_method"], &eperm, b"");
+    assert!(
+        ok && text.contains(" worker") && !text.contains(" io_uring\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_shell_prints_an_error_before_its_time_and_prewarm_says_its_pool_ends_with_it() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    assert!(aiostore(&dir, &["init"]).0);
+    // Both streams into one pipe, to see their order.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("printf '\\\\timing\\nSELECT nosuch FROM nothing;\\n' | \"$0\" --data-dir \"$1\" shell 2>&1")
+        .arg(env!("CARGO_BIN_EXE_aiostore"))
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let error = text.find("ERROR:").unwrap_or_else(|| panic!("{text}"));
+    let time = text.find("Time:").unwrap_or_else(|| panic!("{text}"));
+    assert!(error < time, "the error comes first: {text}");
+
+    assert!(
+        aiostore(
+            &dir,
+            &[
+                "sql",
+                "CREATE TABLE t (id integer); INSERT INTO t VALUES (1)"
+            ]
+        )
+        .0
+    );
+    let (ok, text) = aiostore(&dir, &["prewarm", "t"]);
+    assert!(
+        ok && text.contains("ends with the command") && text.contains("SELECT prewarm('t')"),
+        "{text}"
+    );
+    let (ok, text) = aiostore(&dir, &["read-blocks", "--help"]);
+    assert!(ok && !text.contains("--warm"), "{text}");
+}
+
+#[test]
+fn shared_buffers_the_machine_cannot_give_or_too_small_for_max_sessions_fail_with_the_fix() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    assert!(aiostore(&dir, &["init"]).0);
+    if std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() != "1") {
+        // 8 TB: more than any machine we run on, refused by the kernel.
+        let (ok, text) = aiostore(&dir, &["-c", "shared_buffers=8192GB", "sql", "SELECT 1"]);
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains("could not allocate shared_buffers = 8388608 MB")
+                && text.contains("lower shared_buffers"),
+            "{text}"
+        );
+    }
+    let (ok, text) = aiostore(&dir, &["-c", "shared_buffers=64", "sql", "SELECT 1"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("max_sessions = 64") && text.contains("raise shared_buffers to at least 2MB"),
+        "{text}"
+    );
+    // The smallest pool allowed with the default max_sessions scans a table
+    // larger than itself, cold.
+    let small = ["-c", "shared_buffers=2MB", "-c", "io_direct=data", "sql"];
+    let (ok, text) = aiostore(
+        &dir,
+        &[&small[..], &["CREATE TABLE t (id integer, note text); INSERT INTO t SELECT i, md5(i::text) FROM generate_series(1, 50000) i"]].concat(),
+    );
+    assert!(ok, "{text}");
+    let (ok, text) = aiostore(&dir, &[&small[..], &["SELECT count(*) FROM t"]].concat());
+    assert!(ok && text.contains("50000"), "{text}");
+}
+
+#[test]
+fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
+    let tmp = common::temp_dir();
+    let data = tmp.path().join("data");
+    let eperm = [("AIOSTORE_TEST_IO_URING_SETUP_ERRNO", "1")];
+    let bench_dir = tmp.path().join("bench");
+    let (ok, text) = aiostore_with(
+        &data,
+        &[
+            "bench",
+            "rawio",
+            "--size-mib",
+            "8",
+            "--seconds",
+            "0.05",
+            "--depths",
+            "1",
+            "--methods",
+            "sync,io_uring",
+            "--patterns",
+            "random",
+            "--no-fio",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+        ],
+        &eperm,
+        b"",
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("note: io_uring skipped: io_uring is not permitted (EPERM)"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("random ")).collect();
+    assert!(rows.iter().any(|l| l.contains(" sync ")), "{text}");
+    assert!(!rows.iter().any(|l| l.contains(" io_uring ")), "{text}");
+
+    let demo_dir = tmp.path().join("demo");
+    let (ok, text) = aiostore_with(
+        &data,
+        &[
+            "demo",
+            "--quick",
+            "--dir",
+            demo_dir.to_str().expect("UTF-8 path"),
+        ],
+        &eperm,
+        b"",
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("io_uring skipped: io_uring is not permitted (EPERM)"),
+        "{text}"
+    );
+    assert!(!text.contains("io_uring, 128 KiB reads"), "{text}");
+}

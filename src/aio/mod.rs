@@ -146,7 +146,15 @@ pub(crate) struct AioShared {
     injections: InjectionPoints,
     worker_queue: Option<WorkerQueue>,
     rings: Box<[UringRing]>,
+    /// Why io_uring was asked for and worker is in use instead.
+    fallback_reason: Option<String>,
 }
+
+/// Test hook: when this environment variable holds an errno (e.g. `1` for
+/// EPERM), setting up io_uring fails as if the kernel had returned it, so
+/// that tests can check the fallback on a machine where io_uring works.
+/// Read only at start-up; the settings loader skips it.
+pub const IO_URING_SETUP_ERRNO_ENV: &str = "AIOSTORE_TEST_IO_URING_SETUP_ERRNO";
 
 /// The AIO subsystem of one database: handles, slots, methods and workers.
 pub struct Aio {
@@ -173,8 +181,19 @@ impl Aio {
                 handle_bytes >> 20
             )));
         }
+        let mut fallback_reason = None;
         if method == IoMethod::IoUring {
-            match method::uring::create_rings(config.max_sessions, per_slot) {
+            let forced = std::env::var(IO_URING_SETUP_ERRNO_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse::<i32>().ok())
+                .map(|errno| {
+                    method::uring::classify_setup_error(&std::io::Error::from_raw_os_error(errno))
+                });
+            let rings_or_failure = match forced {
+                Some(failure) => Err(failure),
+                None => method::uring::create_rings(config.max_sessions, per_slot),
+            };
+            match rings_or_failure {
                 Ok(r) => rings = r,
                 Err(failure) => match failure {
                     method::uring::SetupFailure::FallBack(reason) => {
@@ -182,6 +201,7 @@ impl Aio {
                             "io_uring is not available: {reason}; using io_method=worker instead (set io_method=worker to choose it explicitly)"
                         );
                         method = IoMethod::Worker;
+                        fallback_reason = Some(reason);
                     }
                     method::uring::SetupFailure::Fatal(message) => {
                         return Err(AioError::Setup(format!(
@@ -215,6 +235,7 @@ impl Aio {
             injections: InjectionPoints::default(),
             worker_queue: (method == IoMethod::Worker).then(WorkerQueue::new),
             rings: rings.into_boxed_slice(),
+            fallback_reason,
         });
         let workers = if method == IoMethod::Worker {
             method::worker::start_workers(&shared, config.io_workers.max(1))?
@@ -227,6 +248,11 @@ impl Aio {
     /// The method in effect (after any fallback).
     pub fn method(&self) -> IoMethod {
         self.shared.method
+    }
+
+    /// Why io_uring was asked for but `worker` is in use, if it was.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.shared.fallback_reason.as_deref()
     }
 
     pub fn config(&self) -> &AioConfig {

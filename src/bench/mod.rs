@@ -6,6 +6,7 @@
 //! each other in time, because the machines we run on are shared and noisy.
 
 pub mod checksum;
+pub mod demo;
 pub mod fio;
 pub mod rawio;
 pub mod seqscan;
@@ -43,6 +44,25 @@ impl XorShift {
 
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
+    }
+}
+
+/// Why io_uring cannot be used here, if it cannot: tries to set up one
+/// small ring the way the AIO subsystem does, so that a benchmark can skip
+/// io_uring with the kernel's reason instead of failing (or measuring the
+/// worker method under io_uring's name).
+pub fn io_uring_unavailable(io_workers: usize) -> Option<String> {
+    let probe = crate::aio::Aio::start(&crate::aio::AioConfig {
+        method: crate::config::IoMethod::IoUring,
+        io_workers,
+        max_sessions: 1,
+        io_max_concurrency: 1,
+        io_max_combine_limit: 1,
+        debug_io_latency_us: 0,
+    });
+    match probe {
+        Ok(aio) => aio.fallback_reason().map(str::to_string),
+        Err(e) => Some(e.to_string()),
     }
 }
 

@@ -6,8 +6,9 @@
 //!
 //! The table is the reference thread's `bar(a int, b text, c text, d int)`
 //! filled with `i, md5(i::text), 'abcdefghijklmnopqrstuvwxyz', i`, built
-//! with the SQL generator in its own data directory (`bench/seqscan` inside
-//! the data directory) and kept between runs. Each case opens the database
+//! with the SQL generator in its own data directory (`seqscan/` in the
+//! benchmark directory, reused when that is kept with `--keep`; the demo
+//! builds a small one in its own directory). Each case opens the database
 //! anew with direct I/O, so the pool starts empty and the page cache is not
 //! involved: every run is cold.
 
@@ -23,12 +24,19 @@ use crate::database::{Database, Session};
 use crate::heap::Value;
 use crate::storage::BLOCK_SIZE;
 
-const TABLE: &str = "bar";
+/// The benchmark table's name.
+pub const TABLE: &str = "bar";
 /// Bytes a `bar` row takes in a page (tuple, alignment, line pointer),
 /// used to choose the row count for a size.
 const ROW_BYTES: u64 = 100;
-/// Rows per INSERT … SELECT statement while building.
-const BUILD_ROWS_PER_STATEMENT: u64 = 1_000_000;
+/// Rows per INSERT … SELECT statement while building: small enough that
+/// progress moves every second or so on a slow machine.
+const BUILD_ROWS_PER_STATEMENT: u64 = 250_000;
+
+/// Rows of the `bar` table for a size in MiB.
+pub fn rows_for_mib(size_mib: u64) -> u64 {
+    (size_mib << 20) / ROW_BYTES
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -38,6 +46,8 @@ pub struct SeqscanOptions {
     pub size_mib: u64,
     pub shared_buffers: u32,
     pub fio: bool,
+    /// More `name=value` settings for every case (the demo's max_sessions).
+    pub extra_settings: Vec<String>,
 }
 
 /// One measured case.
@@ -60,13 +70,14 @@ pub struct SeqscanCase {
 
 /// Settings of a case; `None` keeps the default I/O method (building the
 /// table and looking at it).
-fn settings(method: Option<IoMethod>, combine: usize, opts: &SeqscanOptions) -> Vec<String> {
+pub fn settings(method: Option<IoMethod>, combine: usize, opts: &SeqscanOptions) -> Vec<String> {
     let mut settings = vec![
         "io_direct=data".into(),
         format!("io_combine_limit={combine}"),
         format!("shared_buffers={}", opts.shared_buffers),
     ];
     settings.extend(method.map(|m| format!("io_method={}", m.name())));
+    settings.extend(opts.extra_settings.iter().cloned());
     settings
 }
 
@@ -88,8 +99,13 @@ fn count(s: &mut Session) -> Result<u64, String> {
     }
 }
 
-/// Creates the data directory and the table unless they hold `rows` rows.
-fn ensure_table(opts: &SeqscanOptions, rows: u64) -> Result<(), String> {
+/// Creates the data directory and the table unless they hold `rows` rows,
+/// calling `progress(done, rows)` after each statement that adds rows.
+pub fn ensure_table(
+    opts: &SeqscanOptions,
+    rows: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(), String> {
     if !opts.dir.join("AIOSTORE_VERSION").exists() {
         Database::init(&opts.dir).map_err(|e| e.to_string())?;
     }
@@ -105,7 +121,6 @@ fn ensure_table(opts: &SeqscanOptions, rows: u64) -> Result<(), String> {
         ),
     )
     .map_err(|e| e.to_string())?;
-    let started = Instant::now();
     let mut done = 0;
     while done < rows {
         let n = BUILD_ROWS_PER_STATEMENT.min(rows - done);
@@ -119,17 +134,25 @@ fn ensure_table(opts: &SeqscanOptions, rows: u64) -> Result<(), String> {
         )
         .map_err(|e| e.to_string())?;
         done += n;
-        let _ = writeln!(
-            std::io::stderr(),
-            "  built {done} of {rows} rows ({:.0} s)",
-            started.elapsed().as_secs_f64()
-        );
+        progress(done, rows);
     }
     // As the PostgreSQL comparison does (VACUUM FREEZE): pages become
     // all-visible, so the scan skips per-tuple visibility checks.
     crate::sql::execute(&mut s, &format!("VACUUM {TABLE}; CHECKPOINT"))
         .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// The benchmarks' build progress: a line on standard error per statement.
+fn progress_lines() -> impl FnMut(u64, u64) {
+    let started = Instant::now();
+    move |done, rows| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "  built {done} of {rows} rows ({:.0} s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
 }
 
 fn emit(out: &mut dyn Write, json: bool, c: &SeqscanCase) -> Result<(), String> {
@@ -153,6 +176,58 @@ fn table_file(dir: &Path, rel: u32) -> PathBuf {
     dir.join("base").join(rel.to_string())
 }
 
+/// One cold `SELECT count(*)` case: opens the database anew with `method`
+/// and `io_combine_limit` = `combine` (direct I/O, so the pool and the
+/// scan start cold), checks the count and returns the figures.
+pub fn count_case(
+    opts: &SeqscanOptions,
+    method: IoMethod,
+    combine: usize,
+    rows: u64,
+    table_mib: f64,
+) -> Result<SeqscanCase, String> {
+    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let db = Database::open(&opts.dir, &settings(Some(method), combine, opts))
+        .map_err(|e| e.to_string())?;
+    if db.aio().method() != method {
+        return Err(format!("{method} is not available here"));
+    }
+    let mut s = db.session().map_err(|e| e.to_string())?;
+    let reads = || {
+        db.pool()
+            .stats()
+            .reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let ios = || {
+        db.aio()
+            .stats()
+            .row(method, crate::stats::IoOp::Read)
+            .map_or(0, |r| r.ios)
+    };
+    let (reads_before, ios_before) = (reads(), ios());
+    let started = Instant::now();
+    let n = count(&mut s)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if n != rows {
+        return Err(format!("count(*) returned {n}, expected {rows}"));
+    }
+    Ok(SeqscanCase {
+        bench: "seqscan",
+        case: "count",
+        method: method.name(),
+        io_combine_limit: combine,
+        io_direct: "data",
+        shared_buffers_mib: pool_mib,
+        seconds,
+        mib_s: table_mib / seconds,
+        rows: n,
+        reads: reads() - reads_before,
+        ios: ios() - ios_before,
+        ratio: None,
+    })
+}
+
 /// Runs the seqscan benchmark.
 pub fn run_seqscan(
     opts: &SeqscanOptions,
@@ -166,14 +241,14 @@ pub fn run_seqscan(
             opts.size_mib
         ));
     }
-    let rows = (opts.size_mib << 20) / ROW_BYTES;
+    let rows = rows_for_mib(opts.size_mib);
     let _ = writeln!(
         std::io::stderr(),
         "preparing table {TABLE} ({rows} rows, ~{} MiB) in {} ...",
         opts.size_mib,
         opts.dir.display()
     );
-    ensure_table(opts, rows)?;
+    ensure_table(opts, rows, &mut progress_lines())?;
     let (rel, table_mib) = {
         let db = Database::open(&opts.dir, &settings(None, 16, opts)).map_err(|e| e.to_string())?;
         table_size(&db, TABLE)?
@@ -228,52 +303,7 @@ pub fn run_seqscan(
             None
         };
         for combine in [1usize, 16] {
-            let db = Database::open(&opts.dir, &settings(Some(method), combine, opts))
-                .map_err(|e| e.to_string())?;
-            if db.aio().method() != method {
-                return Err(format!("{method} is not available here"));
-            }
-            let mut s = db.session().map_err(|e| e.to_string())?;
-            let reads_before = db
-                .pool()
-                .stats()
-                .reads
-                .load(std::sync::atomic::Ordering::Relaxed);
-            let ios_before = db
-                .aio()
-                .stats()
-                .row(method, crate::stats::IoOp::Read)
-                .map_or(0, |r| r.ios);
-            let started = Instant::now();
-            let n = count(&mut s)?;
-            let seconds = started.elapsed().as_secs_f64();
-            if n != rows {
-                return Err(format!("count(*) returned {n}, expected {rows}"));
-            }
-            let mut c = SeqscanCase {
-                bench: "seqscan",
-                case: "count",
-                method: method.name(),
-                io_combine_limit: combine,
-                io_direct: "data",
-                shared_buffers_mib: pool_mib,
-                seconds,
-                mib_s: table_mib / seconds,
-                rows: n,
-                reads: db
-                    .pool()
-                    .stats()
-                    .reads
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    - reads_before,
-                ios: db
-                    .aio()
-                    .stats()
-                    .row(method, crate::stats::IoOp::Read)
-                    .map_or(0, |r| r.ios)
-                    - ios_before,
-                ratio: None,
-            };
+            let mut c = count_case(opts, method, combine, rows, table_mib)?;
             c.ratio = fio_mib_s.map(|f| c.mib_s / f);
             emit(out, json, &c)?;
             cases.push(c);
@@ -326,7 +356,7 @@ fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String
 }
 
 /// A table's relation number and size in MiB.
-fn table_size(db: &Database, table: &str) -> Result<(u32, f64), String> {
+pub fn table_size(db: &Database, table: &str) -> Result<(u32, f64), String> {
     let rel = db
         .catalog()
         .table(table)
@@ -375,14 +405,14 @@ pub fn run_copy(
     out: &mut dyn Write,
 ) -> Result<Vec<CopyCase>, String> {
     let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
-    let rows = (opts.size_mib << 20) / ROW_BYTES;
+    let rows = rows_for_mib(opts.size_mib);
     let _ = writeln!(
         std::io::stderr(),
         "preparing table {TABLE} ({rows} rows, ~{} MiB) in {} ...",
         opts.size_mib,
         opts.dir.display()
     );
-    ensure_table(opts, rows)?;
+    ensure_table(opts, rows, &mut progress_lines())?;
     let csv = opts.dir.join(format!("{TABLE}-{rows}.csv"));
     let csv_text = csv
         .to_str()

@@ -126,14 +126,15 @@ fn start_pool(
             aio.method()
         ));
     }
-    Ok(BufferPool::new(
+    BufferPool::new(
         aio,
         Arc::clone(smgr),
         &PoolConfig {
             nbuffers: opts.shared_buffers,
             max_sessions: 1,
         },
-    ))
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn case(
@@ -357,6 +358,35 @@ fn segment_path(dir: &Path, rel: u32) -> PathBuf {
     dir.join(rel.to_string())
 }
 
+/// Times each block is asked for in the repeated-blocks stream.
+pub const REPEATS: u32 = 4;
+
+/// The repeated-blocks streams: blocks i..i+REPEATS for i in
+/// 1..=last_start, and the same distinct blocks once each. The relation
+/// needs last_start + REPEATS blocks.
+pub fn repeated_block_lists(last_start: u32) -> (Vec<u32>, Vec<u32>) {
+    let repeated = (1..=last_start).flat_map(|i| i..i + REPEATS).collect();
+    let distinct = (1..last_start + REPEATS).collect();
+    (repeated, distinct)
+}
+
+/// `count` distinct random blocks below `nblocks`, in random order, the
+/// same ones every run (a fixed seed). `count` must not exceed `nblocks`,
+/// or the loop could not finish.
+pub fn random_distinct_blocks(count: u32, nblocks: u32) -> Vec<u32> {
+    assert!(count <= nblocks, "{count} distinct blocks of {nblocks}");
+    let mut rng = super::XorShift::new(0x5eed);
+    let mut seen = std::collections::HashSet::new();
+    let mut blocks = Vec::with_capacity(count as usize);
+    while blocks.len() < count as usize {
+        let b = rng.below(nblocks as u64) as u32;
+        if seen.insert(b) {
+            blocks.push(b);
+        }
+    }
+    blocks
+}
+
 /// Runs the repeated-blocks benchmark.
 pub fn run_repeated(
     opts: &StreamBenchOptions,
@@ -365,9 +395,8 @@ pub fn run_repeated(
 ) -> Result<Vec<StreamCase>, String> {
     const LAST_START: u32 = 10_000;
     let smgr = Arc::new(Smgr::new(&opts.dir, true).map_err(|e| e.to_string())?);
-    ensure_relation(&smgr, REPEATED_REL, LAST_START + 4)?;
-    let repeated: Vec<u32> = (1..=LAST_START).flat_map(|i| i..i + 4).collect();
-    let distinct: Vec<u32> = (1..LAST_START + 4).collect();
+    ensure_relation(&smgr, REPEATED_REL, LAST_START + REPEATS)?;
+    let (repeated, distinct) = repeated_block_lists(LAST_START);
     if !json {
         writeln!(
             out,
@@ -447,16 +476,7 @@ pub fn run_advice(
         nblocks,
     )?;
     let buffered = Arc::new(Smgr::new(&opts.dir, false).map_err(|e| e.to_string())?);
-    // Distinct random blocks, in random order.
-    let mut rng = super::XorShift::new(0x5eed);
-    let mut seen = std::collections::HashSet::new();
-    let mut blocks = Vec::with_capacity(RANDOM_BLOCKS as usize);
-    while blocks.len() < RANDOM_BLOCKS as usize {
-        let b = rng.below(nblocks as u64) as u32;
-        if seen.insert(b) {
-            blocks.push(b);
-        }
-    }
+    let blocks = random_distinct_blocks(RANDOM_BLOCKS, nblocks);
     if !json {
         writeln!(
             out,

@@ -76,6 +76,13 @@ pub enum BufferError {
     NoUnpinnedBuffers { nbuffers: u32 },
     #[error("session pin limit of {limit} buffers reached (shared_buffers / max_sessions); release buffers before pinning more")]
     PinLimit { limit: usize },
+    #[error("could not allocate shared_buffers = {mib} MB ({nbuffers} buffers of 8 kB): {reason}; lower shared_buffers (this machine has {machine_mib} MB of memory)")]
+    PoolAllocation {
+        mib: u64,
+        nbuffers: u32,
+        machine_mib: u64,
+        reason: String,
+    },
     #[error("{0}")]
     Io(String),
     #[error(transparent)]
@@ -232,9 +239,33 @@ unsafe impl Send for BufferPool {}
 
 impl BufferPool {
     /// Allocates `nbuffers` frames in one aligned allocation and registers
-    /// the read completion callbacks with `aio`.
-    pub fn new(aio: Arc<Aio>, smgr: Arc<Smgr>, config: &PoolConfig) -> Arc<BufferPool> {
+    /// the read completion callbacks with `aio`. The frames are mapped
+    /// lazily (see [`AlignedBuf::try_new`]): nothing here writes them, so
+    /// start-up costs the same for 16 MB and 4 GB; a size the machine
+    /// cannot give is an error naming shared_buffers, not an abort.
+    pub fn new(
+        aio: Arc<Aio>,
+        smgr: Arc<Smgr>,
+        config: &PoolConfig,
+    ) -> Result<Arc<BufferPool>, BufferError> {
         let nbuffers = config.nbuffers.max(16);
+        // First, so that a size too large fails before anything else is
+        // built for it.
+        let frames = AlignedBuf::try_new(nbuffers as usize * BLOCK_SIZE).map_err(|e| {
+            // SAFETY: sysconf has no preconditions.
+            let (pages, page_bytes) = unsafe {
+                (
+                    libc::sysconf(libc::_SC_PHYS_PAGES),
+                    libc::sysconf(libc::_SC_PAGESIZE),
+                )
+            };
+            BufferError::PoolAllocation {
+                mib: (nbuffers as u64 * BLOCK_SIZE as u64) >> 20,
+                nbuffers,
+                machine_mib: (pages.max(0) as u64 * page_bytes.max(0) as u64) >> 20,
+                reason: e.to_string(),
+            }
+        })?;
         let descs = (0..nbuffers)
             .map(|_| BufferDesc {
                 state: AtomicU64::new(0),
@@ -246,7 +277,7 @@ impl BufferPool {
         let mapping = (0..MAPPING_PARTITIONS)
             .map(|_| RwLock::new(HashMap::new()))
             .collect();
-        Arc::new_cyclic(|weak| {
+        Ok(Arc::new_cyclic(|weak| {
             let callbacks = Arc::new(read::BufferReadCallbacks {
                 pool: weak.clone(),
                 id: std::sync::OnceLock::new(),
@@ -256,7 +287,7 @@ impl BufferPool {
             BufferPool {
                 smgr,
                 nbuffers,
-                frames: AlignedBuf::new(nbuffers as usize * BLOCK_SIZE),
+                frames,
                 descs,
                 mapping,
                 clock: AtomicU64::new(0),
@@ -266,7 +297,7 @@ impl BufferPool {
                 stats: PoolStats::default(),
                 aio,
             }
-        })
+        }))
     }
 
     pub fn nbuffers(&self) -> u32 {

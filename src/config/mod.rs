@@ -24,6 +24,13 @@ use thiserror::Error;
 /// counted in these units, as in PostgreSQL.
 pub const BLOCK_SIZE_BYTES: u64 = 8192;
 
+/// Buffers each session must be able to pin (shared_buffers /
+/// max_sessions). Every statement we have runs with 2 (measured: cold
+/// scans, UPDATE, DELETE, VACUUM, COPY in and out); 4 leaves room for a
+/// statement that holds one more page, and costs at most 4 × 8 kB per
+/// session.
+pub const MIN_PINS_PER_SESSION: usize = 4;
+
 /// Name of the configuration file inside the data directory.
 pub const CONFIG_FILE_NAME: &str = "aiostore.toml";
 
@@ -66,6 +73,12 @@ pub enum Source {
     CommandLine,
     /// `SET` in the session showing it.
     Session,
+    /// The value asked for (from `from`) could not be used, so the engine
+    /// uses another; `note` says why (io_uring refused by the kernel).
+    Fallback {
+        from: Box<Source>,
+        note: String,
+    },
 }
 
 impl fmt::Display for Source {
@@ -76,6 +89,7 @@ impl fmt::Display for Source {
             Source::Environment(var) => write!(f, "environment variable {var}"),
             Source::CommandLine => write!(f, "command line"),
             Source::Session => write!(f, "SET in this session"),
+            Source::Fallback { from, note } => write!(f, "{from}; {note}"),
         }
     }
 }
@@ -237,6 +251,31 @@ impl fmt::Display for Value {
     }
 }
 
+/// A value as `aiostore settings` shows it: memory sizes with the largest
+/// unit that divides them (`128MB`, `128kB`), as PostgreSQL's SHOW does;
+/// other values as they are.
+pub fn format_value(def: &SettingDef, value: &Value) -> String {
+    match (def.kind, value) {
+        (Kind::Blocks { .. }, Value::Integer(blocks)) if *blocks >= 0 => {
+            format_blocks(*blocks as u64)
+        }
+        _ => value.to_string(),
+    }
+}
+
+/// A number of blocks as a size with the largest unit that divides it.
+fn format_blocks(blocks: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "kB")];
+    let bytes = blocks * BLOCK_SIZE_BYTES;
+    UNITS
+        .iter()
+        .find(|(unit, _)| bytes.is_multiple_of(*unit))
+        .map_or_else(
+            || format!("{bytes}B"),
+            |(unit, name)| format!("{}{name}", bytes / unit),
+        )
+}
+
 fn find(name: &str) -> Option<&'static SettingDef> {
     SETTINGS.iter().find(|d| d.name == name)
 }
@@ -326,7 +365,14 @@ impl Settings {
         let mut settings = Settings::default();
         if let Some(dir) = data_dir {
             let path = dir.join(CONFIG_FILE_NAME);
-            if path.exists() {
+            // A missing file means defaults; a file that is there but
+            // cannot be looked at (permission, a symlink loop, a data
+            // "directory" that is a file) is an error, never ignored.
+            let exists = path.try_exists().map_err(|e| ConfigError::ConfigFile {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            if exists {
                 settings.apply_config_file(&path)?;
             }
         }
@@ -356,6 +402,30 @@ impl Settings {
         })?;
         self.values.insert(def.name, (value, source));
         Ok(())
+    }
+
+    /// Records that the engine uses `value` for `name` instead of what was
+    /// asked, and why, so that SHOW and `aiostore settings` tell the truth
+    /// (io_uring refused by the kernel: `worker`).
+    pub fn record_fallback(
+        &mut self,
+        name: &str,
+        value: &str,
+        note: String,
+    ) -> Result<(), ConfigError> {
+        let def = find(name).ok_or_else(|| ConfigError::UnknownName {
+            name: name.to_string(),
+            origin: Source::Default,
+        })?;
+        let from = self.values[def.name].1.clone();
+        self.set(
+            name,
+            value,
+            Source::Fallback {
+                from: Box::new(from),
+                note,
+            },
+        )
     }
 
     /// `SET name = value` in a session: only session settings, and the
@@ -434,6 +504,11 @@ impl Settings {
             if name == "DATA" {
                 continue;
             }
+            // AIOSTORE_TEST_* are test hooks read by the layers they
+            // concern (e.g. aio::IO_URING_SETUP_ERRNO_ENV), not settings.
+            if name.starts_with("TEST_") {
+                continue;
+            }
             self.set(name, &value, Source::Environment(var.clone()))?;
         }
         Ok(())
@@ -449,6 +524,24 @@ impl Settings {
                 value: combine.to_string(),
                 other: format!("io_max_combine_limit = {max_combine}"),
                 fix: "lower io_combine_limit or raise io_max_combine_limit".into(),
+            });
+        }
+        // Each session may pin shared_buffers / max_sessions buffers. With
+        // fewer than MIN_PINS_PER_SESSION every cold scan failed with
+        // "session pin limit of 1"; refuse the combination up front.
+        let buffers = self.shared_buffers();
+        let sessions = self.max_sessions();
+        if buffers < sessions * MIN_PINS_PER_SESSION {
+            let min_buffers = (sessions * MIN_PINS_PER_SESSION) as u64;
+            return Err(ConfigError::Conflict {
+                name: "shared_buffers",
+                value: format_blocks(buffers as u64),
+                other: format!("max_sessions = {sessions}"),
+                fix: format!(
+                    "every session needs at least {MIN_PINS_PER_SESSION} buffers to pin; raise shared_buffers to at least {} or lower max_sessions to at most {}",
+                    format_blocks(min_buffers),
+                    (buffers / MIN_PINS_PER_SESSION).max(1)
+                ),
             });
         }
         Ok(())
@@ -669,6 +762,80 @@ mod tests {
             .find(|(d, _, _)| d.name == "io_workers")
             .unwrap();
         assert_eq!(**source, Source::CommandLine);
+    }
+
+    #[test]
+    fn a_config_file_that_cannot_be_read_is_an_error_naming_it_and_a_missing_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            Settings::load(Some(dir.path()), &[]).is_ok(),
+            "missing: defaults"
+        );
+        let path = dir.path().join(CONFIG_FILE_NAME);
+        let named = |e: ConfigError, reason: &str| {
+            let text = e.to_string();
+            assert!(
+                text.contains(&path.display().to_string()) && text.contains(reason),
+                "{text}"
+            );
+        };
+        std::fs::write(&path, b"io_workers = \"\xff\"\n").unwrap();
+        named(Settings::load(Some(dir.path()), &[]).unwrap_err(), "UTF-8");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        named(
+            Settings::load(Some(dir.path()), &[]).unwrap_err(),
+            "directory",
+        );
+        std::fs::remove_dir(&path).unwrap();
+        // A symlink to itself: exists() says false, which used to mean
+        // "use the defaults" without a word.
+        std::os::unix::fs::symlink(&path, &path).unwrap();
+        named(
+            Settings::load(Some(dir.path()), &[]).unwrap_err(),
+            "symbolic links",
+        );
+    }
+
+    #[test]
+    fn fallback_is_shown_as_the_value_in_use_with_the_reason() {
+        let mut s = Settings::default();
+        s.record_fallback("io_method", "worker", "fell back to worker: EPERM".into())
+            .unwrap();
+        assert_eq!(s.io_method(), IoMethod::Worker);
+        let (value, source) = s.show("io_method").unwrap();
+        assert_eq!(value, "worker");
+        assert_eq!(source.to_string(), "default; fell back to worker: EPERM");
+    }
+
+    #[test]
+    fn a_pool_too_small_for_max_sessions_is_refused_naming_both_and_the_minimum() {
+        let err = Settings::load(None, &["shared_buffers=64".into()]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("shared_buffers")
+                && text.contains("max_sessions = 64")
+                && text.contains("at least 2MB")
+                && text.contains("at most 16"),
+            "{text}"
+        );
+        assert!(Settings::load(
+            None,
+            &["shared_buffers=64".into(), "max_sessions=16".into()]
+        )
+        .is_ok());
+        assert!(Settings::load(None, &["shared_buffers=256".into()]).is_ok());
+    }
+
+    #[test]
+    fn memory_sizes_are_shown_with_the_largest_whole_unit() {
+        let def = |name| find(name).unwrap();
+        let v = Value::Integer;
+        assert_eq!(format_value(def("shared_buffers"), &v(16384)), "128MB");
+        assert_eq!(format_value(def("shared_buffers"), &v(524288)), "4GB");
+        assert_eq!(format_value(def("shared_buffers"), &v(17)), "136kB");
+        assert_eq!(format_value(def("io_combine_limit"), &v(16)), "128kB");
+        assert_eq!(format_value(def("io_workers"), &v(16)), "16");
     }
 
     #[test]

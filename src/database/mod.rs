@@ -214,7 +214,7 @@ impl Database {
                 nbuffers: settings.shared_buffers() as u32,
                 max_sessions: settings.max_sessions(),
             },
-        );
+        )?;
         Ok((aio, pool))
     }
 
@@ -233,8 +233,11 @@ impl Database {
             });
         }
         let lock = DirLock::take(dir)?;
-        let settings = Settings::load(Some(dir), command_line)?;
+        let mut settings = Settings::load(Some(dir), command_line)?;
         let (aio, pool) = Self::start_io(dir, &settings)?;
+        if let Some(reason) = aio.fallback_reason() {
+            settings.record_fallback("io_method", aio.method().name(), fallback_note(reason))?;
+        }
         let txn = TxnManager::open(dir)?;
         let heap = Heap::new(Arc::clone(&txn));
         // With the command line's zero_damaged_pages and
@@ -313,6 +316,11 @@ impl Drop for Database {
             );
         }
     }
+}
+
+/// How a fallback from io_uring is shown next to io_method.
+pub fn fallback_note(reason: &str) -> String {
+    format!("fell back to worker: {reason}")
 }
 
 fn buffer_settings(settings: &Settings) -> SessionSettings {

@@ -305,7 +305,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
         Database::init(&path).unwrap();
-        let settings = ["io_method=sync".to_string(), "shared_buffers=64".into()];
+        let settings = [
+            "io_method=sync".to_string(),
+            "shared_buffers=64".into(),
+            "max_sessions=8".into(),
+        ];
         let db = Database::open(&path, &settings).unwrap();
         (db.session().unwrap(), dir)
     }

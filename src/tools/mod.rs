@@ -32,7 +32,26 @@ impl std::fmt::Display for PageFailure {
 #[derive(Debug, Default)]
 pub struct VerifyReport {
     pub pages: u64,
+    /// All-zero pages (new, valid without a checksum).
+    pub new_pages: u64,
     pub failures: Vec<PageFailure>,
+}
+
+impl VerifyReport {
+    /// True if no page carries a checksum while every header is sane: every
+    /// page that is not new fails only its checksum, with 0 stored. That is
+    /// a PostgreSQL cluster initialised without data checksums (pd_checksum
+    /// is then never set), not damage: PostgreSQL itself would read these
+    /// pages without complaint.
+    pub fn without_checksums(&self) -> bool {
+        let checked = self.pages - self.new_pages;
+        checked > 0
+            && self.failures.len() as u64 == checked
+            && self
+                .failures
+                .iter()
+                .all(|f| matches!(f.verdict, PageVerdict::ChecksumMismatch { stored: 0, .. }))
+    }
 }
 
 /// Reads a raw relation segment file (ours or PostgreSQL's) through the AIO
@@ -87,6 +106,9 @@ pub fn verify_file(
                 let block = file.block_at(read.offset) + i as u32;
                 let verdict = verify_page(page, block);
                 report.pages += 1;
+                if verdict == PageVerdict::New {
+                    report.new_pages += 1;
+                }
                 if !verdict.is_ok() {
                     report.failures.push(PageFailure { block, verdict });
                 }

@@ -197,7 +197,8 @@ fn db_with_files(
             nbuffers,
             max_sessions: 4,
         },
-    );
+    )
+    .expect("the pool is allocated");
     Db {
         _dir: dir,
         aio,
