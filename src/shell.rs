@@ -374,7 +374,11 @@ mod describe_tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
         aiostore::database::Database::init(&path).unwrap();
-        let settings = ["io_method=sync".to_string(), "shared_buffers=64".into()];
+        let settings = [
+            "io_method=sync".to_string(),
+            "shared_buffers=64".into(),
+            "max_sessions=8".into(),
+        ];
         let db = aiostore::database::Database::open(&path, &settings).unwrap();
         let mut s = db.session().unwrap();
         aiostore::sql::execute(

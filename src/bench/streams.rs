@@ -78,7 +78,9 @@ pub struct StreamBenchOptions {
 /// relation already has exactly that many.
 fn ensure_relation(smgr: &Arc<Smgr>, rel: u32, nblocks: u32) -> Result<(), String> {
     let relation = smgr.relation(rel);
-    if relation.nblocks(Fork::Main).map_err(|e| e.to_string())? == nblocks {
+    if relation.exists(Fork::Main)
+        && relation.nblocks(Fork::Main).map_err(|e| e.to_string())? == nblocks
+    {
         return Ok(());
     }
     relation.unlink().map_err(|e| e.to_string())?;
