@@ -2134,9 +2134,8 @@ fn chained_comparisons_are_a_syntax_error_as_in_postgresql(method: IoMethod) {
 /// an ordinary stack rather than a test harness's generous one.
 const DEEP_TEST_STACK_BYTES: usize = 2 << 20;
 
-/// Chain length for the deep-expression test: far past any bound, the
-/// length that aborted the process before expressions were bounded.
-const DEEP_CHAIN: usize = 9000;
+/// Chain length for the deep-expression test: far past any bound.
+const DEEP_CHAIN: usize = 100_000;
 
 fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMethod) {
     let (_dir, db) = new_db(method);
@@ -2192,18 +2191,104 @@ fn every_deep_expression_is_refused_with_stack_depth_limit_exceeded(method: IoMe
                 );
                 assert!(message.contains("simplify it"), "{message}");
             }
-            // What a person writes still works.
-            let nested = format!("SELECT {}1{}", "(".repeat(20), ")".repeat(20));
+            // What generated SQL writes still works.
+            let nested = format!("SELECT {}1{}", "(".repeat(200), ")".repeat(200));
             assert_eq!(scalar(&mut s, &nested), int(1));
             let sum = format!("SELECT 0{}", " + 1".repeat(500));
             assert_eq!(scalar(&mut s, &sum), int(500));
-            let calls = format!("SELECT {}-1{}", "abs(".repeat(10), ")".repeat(10));
+            let calls = format!("SELECT {}-1{}", "abs(".repeat(100), ")".repeat(100));
             assert_eq!(scalar(&mut s, &calls), int(1));
         })
         .unwrap();
     worker
         .join()
         .expect("deep expressions fail without a panic");
+}
+
+/// Stack of the thread that runs the deepest accepted statements: far
+/// less than the deepest expression's walks take (several MiB in an
+/// unoptimised build), so that they pass only by growing their stack.
+const SMALL_STACK_BYTES: usize = 256 << 10;
+
+fn nesting_to_the_bound_runs_in_a_small_stack_and_one_level_more_is_refused(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let n = sql::MAX_NESTING_DEPTH;
+    let nest = |open: &str, inner: &str, close: &str, levels: usize| {
+        format!(
+            "SELECT {}{inner}{}",
+            open.repeat(levels),
+            close.repeat(levels)
+        )
+    };
+    let worker = std::thread::Builder::new()
+        .stack_size(SMALL_STACK_BYTES)
+        .spawn(move || {
+            let mut s = db.session().unwrap();
+            let cases = [
+                ("(", "1", ")", int(1)),
+                ("abs(", "1", ")", int(1)),
+                ("- ", "1", "", int(1)),
+                ("NOT ", "false", "", Value::Boolean(false)),
+                ("CAST(", "1", " AS bigint)", big(1)),
+            ];
+            for (open, inner, close, expected) in cases {
+                let ok = nest(open, inner, close, n);
+                assert_eq!(scalar(&mut s, &ok), expected, "{open}");
+                let deep = nest(open, inner, close, n + 1);
+                let e = err(&mut s, &deep);
+                assert!(
+                    matches!(e, SqlError::TooDeep { limit, .. } if limit == n),
+                    "{open}: {e}"
+                );
+                assert!(e.to_string().starts_with("stack depth limit exceeded"));
+            }
+            // CASE is not supported, but 1000 levels of it are walked to
+            // say so, and one more is too deep.
+            let case = nest("CASE WHEN true THEN ", "1", " END", n);
+            let e = err(&mut s, &case);
+            assert!(
+                matches!(e, SqlError::Unsupported { .. }) && e.to_string().contains("CASE"),
+                "{e}"
+            );
+            let case = nest("CASE WHEN true THEN ", "1", " END", n + 1);
+            assert!(matches!(err(&mut s, &case), SqlError::TooDeep { .. }));
+            // Deep expressions over rows: filtered, aggregated, grouped.
+            let deep_id = format!("{}g{}", "(".repeat(n - 1), ")".repeat(n - 1));
+            assert_eq!(
+                scalar(
+                    &mut s,
+                    &format!(
+                        "SELECT sum({deep_id}) FROM generate_series(1, 4) g WHERE {deep_id} > 1"
+                    )
+                ),
+                big(9)
+            );
+            assert_eq!(
+                rows(
+                    &mut s,
+                    &format!(
+                        "SELECT {deep_id} % 2, count(*) FROM generate_series(1, 5) g \
+                         GROUP BY {deep_id} % 2 ORDER BY 1"
+                    )
+                ),
+                vec![vec![int(0), big(2)], vec![int(1), big(3)]]
+            );
+            let plan = rows(
+                &mut s,
+                &format!("EXPLAIN SELECT 1 FROM generate_series(1, 2) g WHERE {deep_id} = 1"),
+            );
+            assert!(!plan.is_empty());
+            // The longest chain of operators allowed, and one longer.
+            let limit = sql::MAX_OPERATOR_DEPTH;
+            let sum = format!("SELECT 0{}", " + 1".repeat(limit));
+            assert_eq!(scalar(&mut s, &sum), int(limit as i32));
+            let long = format!("SELECT 0{}", " + 1".repeat(limit + 1));
+            assert!(matches!(err(&mut s, &long), SqlError::TooDeep { .. }));
+        })
+        .unwrap();
+    worker
+        .join()
+        .expect("deep expressions run in a small stack without a panic");
 }
 
 fn copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value(method: IoMethod) {
@@ -2293,6 +2378,7 @@ for_each_method!(
     double_precision_out_of_range_is_an_error,
     chained_comparisons_are_a_syntax_error_as_in_postgresql,
     every_deep_expression_is_refused_with_stack_depth_limit_exceeded,
+    nesting_to_the_bound_runs_in_a_small_stack_and_one_level_more_is_refused,
     copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value,
 );
 

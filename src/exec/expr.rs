@@ -191,7 +191,11 @@ impl EvalContext {
     }
 }
 
-/// A typed expression over the columns of an input row.
+/// A typed expression over the columns of an input row. Cloning,
+/// printing, dropping and evaluating it recurse once per level of the
+/// tree; a statement runs on a stack sized for its expressions' depth
+/// (`sql::parse::with_stack_for_depth`), so none of them needs to grow the
+/// stack itself (a check per node per row cost a fifth of a filter's time).
 #[derive(Debug, Clone)]
 pub struct Expr {
     kind: Kind,
@@ -455,6 +459,7 @@ impl Expr {
 
     /// Whether evaluating it may give a different value each time (it
     /// calls `random()`), so it must not be computed once up front.
+    #[recursive::recursive]
     pub fn is_volatile(&self) -> bool {
         match &self.kind {
             Kind::Const(_) | Kind::Column(_) => false,

@@ -34,9 +34,20 @@ use crate::heap::{ColumnType, Value};
 pub(crate) struct StmtCx {
     pub number: usize,
     pub start: Position,
+    /// A bound on how deeply its syntax tree nests.
+    pub depth: usize,
 }
 
 impl StmtCx {
+    /// Runs `f`, a walk of part of the statement's syntax tree by
+    /// `sqlparser`'s code (a comparison, a copy, a span), with stack
+    /// enough for the whole tree: such walks do not grow the stack, and
+    /// the planner calls them from deep in its own recursion, where only
+    /// what `#[recursive::recursive]` keeps free is left.
+    pub fn walk<R>(&self, f: impl FnOnce() -> R) -> R {
+        super::parse::with_stack_for_depth(self.depth, f)
+    }
+
     /// Where `span` starts, or the statement's start if it has no span.
     pub fn at(&self, span: Span) -> Position {
         if span.start.line == 0 {
@@ -178,6 +189,7 @@ fn number(text: &str) -> Result<Value, SqlError> {
 
 /// A literal `e` evaluated, if it is a constant one (for LIMIT, utility
 /// arguments, table options).
+#[recursive::recursive]
 pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
     match e {
         ast::Expr::Value(v) => match &v.value {
@@ -233,6 +245,7 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
     const STRENGTH_NAME: u8 = 2;
     /// A name that a cast's type gives.
     const STRENGTH_TYPE: u8 = 1;
+    #[recursive::recursive]
     fn name(e: &ast::Expr) -> Option<(String, u8)> {
         match e {
             ast::Expr::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
@@ -257,6 +270,7 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
 }
 
 /// Whether `e` calls an aggregate (outside any nested aggregate).
+#[recursive::recursive]
 pub(crate) fn has_aggregate(e: &ast::Expr) -> bool {
     use ast::Expr as A;
     match e {
@@ -454,20 +468,22 @@ impl<'a> ExprPlanner<'a> {
     }
 
     /// `e`, a string literal converted to `ty` when `ty` is another type.
+    #[recursive::recursive]
     fn plan_against(&mut self, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
         let planned = self.plan(e)?;
         coerce_literal(planned, e, ty)
     }
 
     /// Plans `e`.
+    #[recursive::recursive]
     pub fn plan(&mut self, e: &ast::Expr) -> Result<Expr, SqlError> {
         use ast::Expr as A;
         if let Some(g) = &self.grouping {
             let column = self.column_of(e);
-            let key =
-                g.keys.iter().position(|k| k == e).or_else(|| {
-                    column.and_then(|c| g.key_columns.iter().position(|k| *k == Some(c)))
-                });
+            let key = self
+                .cx
+                .walk(|| g.keys.iter().position(|k| k == e))
+                .or_else(|| column.and_then(|c| g.key_columns.iter().position(|k| *k == Some(c))));
             if let Some(i) = key {
                 return Ok(match g.key_types[i] {
                     Some(ty) => Expr::column(i, ty),
@@ -531,7 +547,9 @@ impl<'a> ExprPlanner<'a> {
                 Ok(Expr::cast(self.plan(expr)?, ty)?)
             }
             A::Function(f) => self.function(f, e),
-            other => Err(self.cx.unsupported(other.span(), describe(other))),
+            other => Err(self
+                .cx
+                .unsupported(self.cx.walk(|| other.span()), describe(other))),
         }
     }
 
@@ -541,6 +559,7 @@ impl<'a> ExprPlanner<'a> {
     // 17 KiB per level, overflowing an 8 MiB stack within the depth that
     // `parse` allows.
 
+    #[recursive::recursive]
     fn plan_unary(
         &mut self,
         e: &ast::Expr,
@@ -566,12 +585,14 @@ impl<'a> ExprPlanner<'a> {
                     _ => Ok(x),
                 }
             }
-            other => Err(self
-                .cx
-                .unsupported(e.span(), format!("the prefix operator {other}"))),
+            other => Err(self.cx.unsupported(
+                self.cx.walk(|| e.span()),
+                format!("the prefix operator {other}"),
+            )),
         }
     }
 
+    #[recursive::recursive]
     fn plan_binary(
         &mut self,
         e: &ast::Expr,
@@ -581,7 +602,9 @@ impl<'a> ExprPlanner<'a> {
     ) -> Result<Expr, SqlError> {
         self.refuse_chained_comparison(left, op)?;
         let Some(op) = binary_op(op) else {
-            return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
+            return Err(self
+                .cx
+                .unsupported(self.cx.walk(|| e.span()), format!("the operator {op}")));
         };
         let l = self.plan(left)?;
         let r = self.plan(right)?;
@@ -595,6 +618,7 @@ impl<'a> ExprPlanner<'a> {
         Ok(Expr::binary(op, l, r)?)
     }
 
+    #[recursive::recursive]
     fn plan_in_list(
         &mut self,
         expr: &ast::Expr,
@@ -610,6 +634,7 @@ impl<'a> ExprPlanner<'a> {
         Ok(Expr::in_list(x, items, negated)?)
     }
 
+    #[recursive::recursive]
     fn plan_between(
         &mut self,
         expr: &ast::Expr,
@@ -647,7 +672,7 @@ impl<'a> ExprPlanner<'a> {
         };
         match left {
             ast::Expr::BinaryOp { op: inner, .. } if is_comparison(op) && is_comparison(inner) => {
-                let after = left.span().end;
+                let after = self.cx.walk(|| left.span()).end;
                 Err(SqlError::Syntax {
                     statement: self.cx.number,
                     message: format!(
@@ -664,6 +689,7 @@ impl<'a> ExprPlanner<'a> {
 
     /// The scope column `e` names, if it is a column reference that
     /// resolves.
+    #[recursive::recursive]
     pub fn column_of(&self, e: &ast::Expr) -> Option<usize> {
         match e {
             ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => {
@@ -705,8 +731,13 @@ impl<'a> ExprPlanner<'a> {
         Ok((index, column))
     }
 
+    #[recursive::recursive]
     fn function(&mut self, f: &ast::Function, e: &ast::Expr) -> Result<Expr, SqlError> {
-        let at = self.cx.at(e.span());
+        // Where the call starts: the name's span, which is where the
+        // call's span starts too, without walking the arguments (a walk
+        // that would not grow the stack, at every level of nested calls).
+        let span = f.name.span();
+        let at = self.cx.at(span);
         let Some(name) = function_name(f) else {
             return Err(self.cx.unsupported(
                 f.name.span(),
@@ -714,10 +745,10 @@ impl<'a> ExprPlanner<'a> {
             ));
         };
         if f.over.is_some() {
-            return Err(self.cx.unsupported(e.span(), "window functions (OVER)"));
+            return Err(self.cx.unsupported(span, "window functions (OVER)"));
         }
         if f.filter.is_some() {
-            return Err(self.cx.unsupported(e.span(), "FILTER (WHERE …)"));
+            return Err(self.cx.unsupported(span, "FILTER (WHERE …)"));
         }
         if f.uses_odbc_syntax
             || f.null_treatment.is_some()
@@ -726,9 +757,9 @@ impl<'a> ExprPlanner<'a> {
         {
             return Err(self
                 .cx
-                .unsupported(e.span(), format!("this form of calling {name}()")));
+                .unsupported(span, format!("this form of calling {name}()")));
         }
-        let args = function_args(self.cx, f, &name, e.span())?;
+        let args = function_args(self.cx, f, &name, span)?;
         if let Some(func) = AggFunc::by_name(&name) {
             return self.aggregate(func, &args, e);
         }
@@ -737,7 +768,7 @@ impl<'a> ExprPlanner<'a> {
             for a in &args {
                 match a {
                     FunctionArgExpr::Expr(x) => planned.push(self.plan(x)?),
-                    _ => return Err(self.cx.unsupported(e.span(), format!("{name}(*)"))),
+                    _ => return Err(self.cx.unsupported(span, format!("{name}(*)"))),
                 }
             }
             return Ok(Expr::call(func, planned)?);
@@ -746,12 +777,12 @@ impl<'a> ExprPlanner<'a> {
             let (Some(calls), [(_, ty)]) = (&mut self.utilities, utility.columns()) else {
                 return Err(SqlError::UtilityPlacement { name, at });
             };
-            calls.push(utility_call(self.cx, self.db, utility, &args, e.span())?);
+            calls.push(utility_call(self.cx, self.db, utility, &args, span)?);
             return Ok(Expr::column(calls.len() - 1, *ty));
         }
         if name == "generate_series" {
             return Err(self.cx.unsupported_hint(
-                e.span(),
+                span,
                 "generate_series() in the select list",
                 "; use it in FROM: SELECT … FROM generate_series(1, 10) AS g(i)",
             ));
@@ -769,7 +800,7 @@ impl<'a> ExprPlanner<'a> {
         args: &[&FunctionArgExpr],
         e: &ast::Expr,
     ) -> Result<Expr, SqlError> {
-        let at = self.cx.at(e.span());
+        let at = self.cx.at(self.cx.walk(|| e.span()));
         if self.in_aggregate {
             return Err(SqlError::AggregateNotAllowed {
                 clause: "the argument of an aggregate",
@@ -783,7 +814,10 @@ impl<'a> ExprPlanner<'a> {
             });
         };
         let nkeys = grouping.keys.len();
-        let planned = match grouping.aggs.iter().position(|(a, _)| a == e) {
+        let planned = match self
+            .cx
+            .walk(|| grouping.aggs.iter().position(|(a, _)| a == e))
+        {
             Some(j) => Ok(Expr::column(nkeys + j, grouping.aggs[j].1.ty())),
             None => {
                 // The argument is over the input row: plan it without
@@ -793,7 +827,7 @@ impl<'a> ExprPlanner<'a> {
                 self.in_aggregate = false;
                 agg.map(|agg| {
                     let ty = agg.ty();
-                    grouping.aggs.push((e.clone(), agg));
+                    grouping.aggs.push((self.cx.walk(|| e.clone()), agg));
                     Expr::column(nkeys + grouping.aggs.len() - 1, ty)
                 })
             }
@@ -803,6 +837,7 @@ impl<'a> ExprPlanner<'a> {
     }
 
     /// The aggregate `func(args)`, its argument planned over the input row.
+    #[recursive::recursive]
     fn aggregate_call(
         &mut self,
         func: AggFunc,

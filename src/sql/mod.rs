@@ -288,10 +288,17 @@ pub fn execute_each(
     io: &mut StatementIo,
     mut on_result: impl FnMut(StatementResult),
 ) -> Result<(), SqlError> {
-    for statement in parse::parse(text)? {
-        on_result(commands::run(session, &statement, io)?);
-    }
-    Ok(())
+    let parsed = parse::parse(text)?;
+    // Planning copies, compares and drops (an error leaving statements
+    // unrun drops them all) parts of the syntax trees with `sqlparser`'s
+    // own code, which does not grow the stack.
+    let depth = parsed.iter().map(|p| p.depth).max().unwrap_or(0);
+    parse::with_stack_for_depth(depth, move || {
+        for statement in parsed {
+            on_result(commands::run(session, &statement, io)?);
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -2,23 +2,17 @@
 //! statement's number and position for error messages.
 //!
 //! The text is tokenized once; before parsing, a pass over the tokens
-//! bounds how deeply expressions can nest, so that no walk of a syntax
-//! tree (the planner, the evaluator, printing it in a message, or just
-//! dropping it) can overflow the stack. Trees get deep in two ways:
-//!
-//! - By recursion in `sqlparser`: parentheses, prefix operators (`- - 1`,
-//!   `NOT NOT x`), function arguments, CASE, CAST, subqueries. Its
-//!   recursion counter bounds these; we set it to
-//!   [`MAX_PARSER_RECURSION`] and report running out as "stack depth
-//!   limit exceeded".
-//! - Without recursion: a chain of infix or postfix operators such as
-//!   `1+1+1+…`, `1 ^ 1 ^ …`, `x::int::int…` becomes a left-deep tree
-//!   built in a loop, so its depth is bounded only here, by counting the
-//!   operators of the chains open at each point (every operator token and
-//!   operator keyword counts, not a chosen few).
-//!
-//! Together they bound every tree's depth by about
-//! `MAX_OPERATOR_DEPTH + MAX_PARSER_RECURSION`.
+//! bounds how deeply expressions can nest ([`MAX_NESTING_DEPTH`] levels
+//! of parentheses, calls, CASE and prefix operators, chains of
+//! [`MAX_OPERATOR_DEPTH`] infix operators, which `sqlparser` builds in a
+//! loop), and refuses deeper with PostgreSQL's "stack depth limit
+//! exceeded". Within the bounds no walk of a tree overflows the stack:
+//! `sqlparser`'s parser and Display, and our planner and evaluator, grow
+//! it on demand (`#[recursive::recursive]`); the walks that cannot
+//! (`sqlparser`'s derived Clone, PartialEq, drop glue and spans) run
+//! under [`with_stack_for_depth`], with stack for the depth the pass
+//! measured. `sqlparser`'s recursion counter ([`MAX_PARSER_RECURSION`])
+//! is only a backstop.
 //!
 //! `CHECKPOINT` is handled here: `sqlparser` does not know it.
 
@@ -31,36 +25,57 @@ use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use super::{Position, SqlError};
 
 /// Most operators one expression may chain (summed over the enclosing
-/// parentheses): deep enough for any hand-written query, shallow enough
-/// that walking the tree stays within a 2 MiB thread stack in an
-/// optimised build (the tests' `opt-level = 1` included). An unoptimised
-/// build's planner takes about 11 KiB per level, so the deepest
-/// expression allowed needs about 6 MiB there: within a main thread's
-/// 8 MiB, not within a 2 MiB thread.
+/// parentheses). The walks grow their stack, so this bounds memory: the
+/// stack [`with_stack_for_depth`] sets aside grows with it.
 pub const MAX_OPERATOR_DEPTH: usize = 512;
 
-/// How deeply `sqlparser` may recurse (its counter is decremented per
-/// nested expression, query and statement). `sqlparser`'s own default:
-/// its frames are large in a debug build, and 50 levels stay well within
-/// a 2 MiB thread stack.
-pub const MAX_PARSER_RECURSION: usize = 50;
+/// Most levels of parentheses, brackets, CASE and prefix operators one
+/// expression may nest (a call's or CAST's parentheses and an IN list's
+/// count as a level), checked before parsing. PostgreSQL's bound is its
+/// 2 MB `max_stack_depth`, a few thousand levels; generated SQL nests far
+/// deeper than a person writes, and the walks of the tree grow their
+/// stack on demand (`#[recursive::recursive]`), so the bound is about
+/// memory and time, not the thread's stack.
+pub const MAX_NESTING_DEPTH: usize = 1000;
 
 /// Parser recursion a statement takes before its expressions (statement,
 /// query, select item), measured.
 const PARSER_LEVELS_PER_STATEMENT: usize = 4;
 
-/// Parser recursion one level of parentheses or CASE can take: two when
-/// it is an operand (`1 + (…)`: the operand, then the parenthesized
-/// expression), measured.
+/// Parser recursion one level of nesting can take: two when it is an
+/// operand (`1 + (…)`: the operand, then the parenthesized expression),
+/// measured.
 const PARSER_LEVELS_PER_NESTING: usize = 2;
 
-/// Most levels of parentheses, brackets and CASE one statement may open,
-/// checked before parsing so that the parser never reaches
-/// [`MAX_PARSER_RECURSION`] inside them: where it does inside CASE, it
-/// retries `case` as a column name and reports a confusing syntax error
-/// instead of running out of depth.
-pub const MAX_NESTING_DEPTH: usize =
-    (MAX_PARSER_RECURSION - PARSER_LEVELS_PER_STATEMENT) / PARSER_LEVELS_PER_NESTING;
+/// How deeply `sqlparser` may recurse (its counter is decremented per
+/// nested expression, query and statement): enough that it never runs
+/// out within [`MAX_NESTING_DEPTH`], where it would report a confusing
+/// syntax error (inside CASE it retries `case` as a column name). Its
+/// recursive functions grow their stack on demand (its default
+/// `recursive-protection` feature), so the counter is a backstop for
+/// what [`check_depth`] does not count, not a guard of the stack.
+pub const MAX_PARSER_RECURSION: usize =
+    PARSER_LEVELS_PER_STATEMENT + PARSER_LEVELS_PER_NESTING * MAX_NESTING_DEPTH;
+
+/// Stack a walk of a syntax tree takes per level where it cannot grow
+/// its own: `sqlparser`'s derived `Clone`, `PartialEq` and drop glue and
+/// its spans recurse without `#[recursive]`. Nested calls take the most,
+/// about 4.5 KiB a level in the tests' `opt-level = 1` (copying
+/// `abs(abs(…))`); an unoptimised build takes more.
+const TREE_WALK_BYTES_PER_LEVEL: usize = 16 << 10;
+
+/// Stack for what runs around such a walk (the statement's planning and
+/// execution down to the expression) at any depth.
+const TREE_WALK_BYTES_BASE: usize = 256 << 10;
+
+/// Runs `f` with stack enough for walking a tree `depth` levels deep
+/// without growing it: on the current stack if that has room, else on a
+/// new one (which a tree as shallow as a person writes never needs
+/// where a thread has the usual 2 MiB).
+pub(crate) fn with_stack_for_depth<R>(depth: usize, f: impl FnOnce() -> R) -> R {
+    let bytes = TREE_WALK_BYTES_BASE + depth * TREE_WALK_BYTES_PER_LEVEL;
+    stacker::maybe_grow(bytes, bytes, f)
+}
 
 /// A statement of the text.
 pub(crate) struct Parsed {
@@ -69,6 +84,9 @@ pub(crate) struct Parsed {
     /// Where its first token is.
     pub start: Position,
     pub statement: Stmt,
+    /// A bound on how deeply its syntax tree nests (for
+    /// [`with_stack_for_depth`]).
+    pub depth: usize,
 }
 
 pub(crate) enum Stmt {
@@ -160,23 +178,72 @@ enum Opener {
     Case,
 }
 
-/// An open level of nesting and the operators of its current chain.
+/// An open level of nesting, the operators of its current chain and the
+/// prefix operators open in it.
 struct Level {
     opener: Opener,
     operators: usize,
+    /// Prefix operators (`- - x`, `NOT NOT x`) since the chain's last
+    /// infix operator: each nests its operand one level deeper.
+    prefixes: usize,
 }
 
+impl Level {
+    fn new(opener: Opener) -> Level {
+        Level {
+            opener,
+            operators: 0,
+            prefixes: 0,
+        }
+    }
+}
+
+/// Whether an operator after `previous` (the last token that is not
+/// whitespace) is a prefix operator: at the start of an expression,
+/// after punctuation that opens one, another operator or a keyword that
+/// a clause or CASE branch begins with.
+fn starts_operand(previous: Option<&Token>) -> bool {
+    match previous {
+        None | Some(Token::LParen | Token::LBracket | Token::Comma | Token::SemiColon) => true,
+        Some(t @ Token::Word(w)) => {
+            matches!(
+                w.keyword,
+                Keyword::SELECT
+                    | Keyword::DISTINCT
+                    | Keyword::WHERE
+                    | Keyword::HAVING
+                    | Keyword::ON
+                    | Keyword::BY
+                    | Keyword::CASE
+                    | Keyword::WHEN
+                    | Keyword::THEN
+                    | Keyword::ELSE
+                    | Keyword::RETURNING
+                    | Keyword::LIMIT
+                    | Keyword::OFFSET
+            ) || is_operator(t)
+        }
+        Some(t) => is_operator(t),
+    }
+}
+
+/// What [`MAX_NESTING_DEPTH`] counts, for its error.
+const NESTING_WHAT: &str = "levels of parentheses, calls, CASE and prefix operators";
+
 /// Refuses expressions deeper than [`MAX_OPERATOR_DEPTH`] operators or
-/// [`MAX_NESTING_DEPTH`] levels (see the module comment).
-fn check_depth(tokens: &[TokenWithSpan]) -> Result<(), SqlError> {
-    let statement_level = || Level {
-        opener: Opener::Statement,
-        operators: 0,
-    };
-    let mut levels: Vec<Level> = vec![statement_level()];
+/// [`MAX_NESTING_DEPTH`] levels (see the module comment); returns the
+/// most operators and levels open at once, a bound on how deep the
+/// text's syntax trees are (less [`PARSER_LEVELS_PER_STATEMENT`]).
+fn check_depth(tokens: &[TokenWithSpan]) -> Result<usize, SqlError> {
+    let mut levels: Vec<Level> = vec![Level::new(Opener::Statement)];
     // Operators of the chains open at this point, summed over `levels`.
     let mut depth = 0usize;
+    // Levels of nesting open at this point: the levels but the
+    // statement's own, and their prefix operators.
+    let mut nesting = 0usize;
+    let mut deepest = 0usize;
     let mut statement = 1;
+    let mut previous: Option<&Token> = None;
     let too_deep = |statement, t: &TokenWithSpan, limit, what| SqlError::TooDeep {
         statement,
         at: position(t),
@@ -184,22 +251,37 @@ fn check_depth(tokens: &[TokenWithSpan]) -> Result<(), SqlError> {
         what,
     };
     let is_keyword = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
+    // Closes the top level's chain: its operators and prefix operators
+    // no longer enclose what follows.
+    let end_chain = |top: &mut Level, depth: &mut usize, nesting: &mut usize| {
+        *depth -= top.operators;
+        *nesting -= top.prefixes;
+        top.operators = 0;
+        top.prefixes = 0;
+    };
     for t in tokens {
         let top = levels.last().map(|l| &l.opener);
         match &t.token {
-            Token::LParen | Token::LBracket => levels.push(Level {
-                opener: Opener::Bracket,
-                operators: 0,
-            }),
-            token if is_keyword(token, Keyword::CASE) => levels.push(Level {
-                opener: Opener::Case,
-                operators: 0,
-            }),
+            Token::Whitespace(_) => continue,
+            Token::LParen | Token::LBracket => {
+                levels.push(Level::new(Opener::Bracket));
+                nesting += 1;
+            }
+            token if is_keyword(token, Keyword::CASE) => {
+                levels.push(Level::new(Opener::Case));
+                nesting += 1;
+            }
             Token::RParen | Token::RBracket if top == Some(&Opener::Bracket) => {
-                depth -= levels.pop().map_or(0, |l| l.operators);
+                if let Some(mut closed) = levels.pop() {
+                    end_chain(&mut closed, &mut depth, &mut nesting);
+                    nesting -= 1;
+                }
             }
             token if is_keyword(token, Keyword::END) && top == Some(&Opener::Case) => {
-                depth -= levels.pop().map_or(0, |l| l.operators);
+                if let Some(mut closed) = levels.pop() {
+                    end_chain(&mut closed, &mut depth, &mut nesting);
+                    nesting -= 1;
+                }
             }
             // A comma, and a CASE's WHEN, THEN and ELSE, start a new
             // expression at the same level.
@@ -211,38 +293,46 @@ fn check_depth(tokens: &[TokenWithSpan]) -> Result<(), SqlError> {
                             .any(|k| is_keyword(token, k))) =>
             {
                 if let Some(top) = levels.last_mut() {
-                    depth -= top.operators;
-                    top.operators = 0;
+                    end_chain(top, &mut depth, &mut nesting);
                 }
             }
             Token::SemiColon => {
                 levels.clear();
-                levels.push(statement_level());
+                levels.push(Level::new(Opener::Statement));
                 depth = 0;
+                nesting = 0;
                 statement += 1;
             }
             token if is_operator(token) => {
-                if let Some(top) = levels.last_mut() {
+                let Some(top) = levels.last_mut() else {
+                    continue;
+                };
+                if starts_operand(previous) {
+                    // A prefix operator nests its operand (`- - x` is
+                    // `-(-(x))`): a level, not a link of a chain.
+                    top.prefixes += 1;
+                    nesting += 1;
+                } else {
+                    // An infix or postfix operator ends its left operand,
+                    // and with it the prefix operators applied to it.
+                    nesting -= top.prefixes;
+                    top.prefixes = 0;
                     top.operators += 1;
+                    depth += 1;
                 }
-                depth += 1;
                 if depth > MAX_OPERATOR_DEPTH {
                     return Err(too_deep(statement, t, MAX_OPERATOR_DEPTH, "operators"));
                 }
             }
             _ => {}
         }
-        // The statement's own level is not nesting.
-        if levels.len() - 1 > MAX_NESTING_DEPTH {
-            return Err(too_deep(
-                statement,
-                t,
-                MAX_NESTING_DEPTH,
-                "levels of parentheses and CASE",
-            ));
+        previous = Some(&t.token);
+        if nesting > MAX_NESTING_DEPTH {
+            return Err(too_deep(statement, t, MAX_NESTING_DEPTH, NESTING_WHAT));
         }
+        deepest = deepest.max(depth + nesting);
     }
-    Ok(())
+    Ok(deepest)
 }
 
 /// The text a literal or name token holds (after its escapes are undone).
@@ -352,8 +442,20 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
                 message: e.to_string(),
             }
         })?;
-    check_depth(&tokens)?;
+    let depth = check_depth(&tokens)? + PARSER_LEVELS_PER_STATEMENT;
     check_no_nul(&tokens)?;
+    // The parser grows its own stack, but a tree it drops on an error
+    // does not.
+    with_stack_for_depth(depth, || parse_tokens(&dialect, &tokens, depth))
+}
+
+/// Parses the statements of `tokens`, a text that [`check_depth`] found
+/// nests at most `depth` levels.
+fn parse_tokens(
+    dialect: &PostgreSqlDialect,
+    tokens: &[TokenWithSpan],
+    depth: usize,
+) -> Result<Vec<Parsed>, SqlError> {
     // Each statement is parsed from its own tokens, up to its `;`: a
     // parser given the rest of the text would, after `COPY … FROM STDIN`,
     // take that rest as inline data (psql's script form), and here the
@@ -369,7 +471,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
             statement: number,
             message,
         };
-        let mut parser = Parser::new(&dialect)
+        let mut parser = Parser::new(dialect)
             .with_recursion_limit(MAX_PARSER_RECURSION)
             .with_tokens_with_locations(piece.to_vec());
         let statement = match &first.token {
@@ -399,6 +501,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
             number,
             start: position(first),
             statement,
+            depth,
         });
     }
     Ok(parsed)
@@ -495,11 +598,7 @@ mod tests {
     #[test]
     fn nesting_up_to_the_bound_parses_and_deeper_is_refused_before_parsing() {
         let n = MAX_NESTING_DEPTH;
-        for (open, close) in [
-            ("1 + (", ")"),
-            ("CASE WHEN true THEN ", " END"),
-            ("abs(", ")"),
-        ] {
+        for (open, close) in [("(", ")"), ("CASE WHEN true THEN ", " END"), ("abs(", ")")] {
             let ok = format!("SELECT {}1{}", open.repeat(n), close.repeat(n));
             assert!(parse(&ok).is_ok(), "{open}: {:?}", parse(&ok).err());
             let deep = format!("SELECT {}1{}", open.repeat(n + 1), close.repeat(n + 1));
@@ -514,15 +613,17 @@ mod tests {
             .collect::<Vec<_>>()
             .join(" ");
         assert!(parse(&format!("SELECT CASE {branches} END FROM t")).is_ok());
-        // Prefix operators recurse in the parser; running out of its
-        // depth is the same error.
-        let negations = format!("SELECT {}1", "- ".repeat(MAX_PARSER_RECURSION));
+        // Prefix operators nest as parentheses do.
+        let ok = format!("SELECT {}1", "- ".repeat(n));
+        assert!(parse(&ok).is_ok());
+        let negations = format!("SELECT {}1", "- ".repeat(n + 1));
         assert!(matches!(
             parse(&negations),
-            Err(SqlError::TooDeep {
-                limit: MAX_PARSER_RECURSION,
-                ..
-            })
+            Err(SqlError::TooDeep { limit, .. }) if limit == n
         ));
+        // An infix operator ends the prefix operators of its left
+        // operand: they do not add up along a chain.
+        let terms = format!("SELECT {}", vec!["- - 1"; 500].join(" + "));
+        assert!(parse(&terms).is_ok());
     }
 }
