@@ -17,7 +17,7 @@ use common::temp_dir;
 const ACCOUNTS: i64 = 100;
 const BALANCE_START: i64 = 1000;
 const SESSIONS: usize = 8;
-const TRANSFERS_PER_SESSION: usize = 300;
+const TRANSFERS_PER_SESSION: usize = 1000;
 
 fn settings(method: IoMethod) -> Vec<String> {
     vec![
