@@ -1292,12 +1292,14 @@ fn set_show_and_reset_change_session_settings(method: IoMethod) {
     );
     let shown = last(&mut s, "SHOW io_combine_limit");
     assert_eq!(shown.columns[0].name, "io_combine_limit");
-    assert_eq!(shown.rows, vec![vec![text("4")]]);
+    // Sizes in PostgreSQL's units, as its SHOW gives them.
+    assert_eq!(shown.rows, vec![vec![text("32kB")]]);
     assert_eq!(
         scalar(&mut other, "SHOW io_combine_limit"),
-        text("16"),
+        text("128kB"),
         "per session"
     );
+    assert_eq!(scalar(&mut other, "SHOW shared_buffers"), text("512kB"));
     run(
         &mut s,
         "SET effective_io_concurrency TO 0; SET zero_damaged_pages = on",
@@ -1311,16 +1313,21 @@ fn set_show_and_reset_change_session_settings(method: IoMethod) {
         (&row[1], &row[2]),
         (&text("0"), &text("SET in this session"))
     );
+    assert!(
+        all.iter()
+            .any(|r| r[0] == text("transaction_isolation") && r[1] == text("read committed")),
+        "SHOW ALL lists transaction_isolation"
+    );
     assert_eq!(scalar(&mut s, "SHOW zero_damaged_pages"), text("on"));
     assert_eq!(last(&mut s, "RESET io_combine_limit").tag, "RESET");
-    assert_eq!(scalar(&mut s, "SHOW io_combine_limit"), text("16"));
+    assert_eq!(scalar(&mut s, "SHOW io_combine_limit"), text("128kB"));
     run(&mut s, "RESET ALL");
     assert_eq!(scalar(&mut s, "SHOW effective_io_concurrency"), text("16"));
     run(
         &mut s,
         "SET io_combine_limit = 2; SET io_combine_limit TO DEFAULT",
     );
-    assert_eq!(scalar(&mut s, "SHOW io_combine_limit"), text("16"));
+    assert_eq!(scalar(&mut s, "SHOW io_combine_limit"), text("128kB"));
     for (statement, expected) in [
         (
             "SET io_method = sync",

@@ -251,7 +251,7 @@ impl fmt::Display for Value {
     }
 }
 
-/// A value as `aiostore settings` shows it: memory sizes with the largest
+/// A value as `SHOW` and `aiostore settings` show it: memory sizes with the largest
 /// unit that divides them (`128MB`, `128kB`), as PostgreSQL's SHOW does;
 /// other values as they are.
 pub fn format_value(def: &SettingDef, value: &Value) -> String {
@@ -466,7 +466,7 @@ impl Settings {
             origin: Source::Session,
         })?;
         let (value, source) = &self.values[def.name];
-        Ok((value.to_string(), source))
+        Ok((format_value(def, value), source))
     }
 
     fn apply_config_file(&mut self, path: &Path) -> Result<(), ConfigError> {

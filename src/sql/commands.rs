@@ -466,21 +466,37 @@ fn setting_value(e: &ast::Expr) -> Option<String> {
 /// session setting (BEGIN ISOLATION LEVEL sets it), so it is answered here.
 const TRANSACTION_ISOLATION: &str = "transaction_isolation";
 
+fn isolation_name(isolation: Isolation) -> &'static str {
+    match isolation {
+        Isolation::ReadCommitted => "read committed",
+        Isolation::RepeatableRead => "repeatable read",
+    }
+}
+
 fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
     if name == "all" {
-        let rows: Vec<Vec<Value>> = s
+        let mut rows: Vec<Vec<Value>> = s
             .settings
             .rows()
             .into_iter()
             .map(|(def, value, source)| {
                 vec![
                     Value::Text(def.name.to_string()),
-                    Value::Text(value.to_string()),
+                    Value::Text(crate::config::format_value(def, value)),
                     Value::Text(source.to_string()),
                     Value::Text(def.description.to_string()),
                 ]
             })
             .collect();
+        rows.push(vec![
+            Value::Text(TRANSACTION_ISOLATION.to_string()),
+            Value::Text(isolation_name(s.isolation()).to_string()),
+            Value::Text("transaction".to_string()),
+            Value::Text(
+                "the current transaction's isolation level (BEGIN ISOLATION LEVEL sets it)"
+                    .to_string(),
+            ),
+        ]);
         let column = |name: &str| ResultColumn {
             name: name.into(),
             ty: ColumnType::Text,
@@ -498,11 +514,7 @@ fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
         });
     }
     let value = if name == TRANSACTION_ISOLATION {
-        match s.isolation() {
-            Isolation::ReadCommitted => "read committed",
-            Isolation::RepeatableRead => "repeatable read",
-        }
-        .to_string()
+        isolation_name(s.isolation()).to_string()
     } else {
         s.settings.show(name)?.0
     };
