@@ -12,6 +12,7 @@ use aiostore::exec::ExecError;
 use aiostore::heap::{HeapError, Value};
 use aiostore::inject::{Injection, HEAP_INSERT_AFTER_EXTEND, TXN_STATUS_BETWEEN_LOOKUPS};
 use aiostore::sql::{self, SqlError};
+use aiostore::storage::Fork;
 use common::temp_dir;
 
 const ACCOUNTS: i64 = 100;
@@ -494,6 +495,136 @@ fn vacuum_frees_space_for_later_processes_and_cuts_empty_pages_off_the_end(metho
     assert!(path.join("base").join("16384_fsm").exists());
 }
 
+/// Another session holds a buffer of the table's tail for a moment while
+/// VACUUM tries to cut it off: VACUUM gives up, and every page it had
+/// dropped from the pool must be on disk as it was in memory (dropped
+/// unwritten, pruned pages fell back to their versions from before a
+/// DELETE and the deleted rows came back; found in review).
+fn a_truncation_that_gives_up_loses_no_change(method: IoMethod) {
+    let (_dir, _, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer NOT NULL, note text); \
+         INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 400) i; \
+         CHECKPOINT; DELETE FROM t WHERE id > 40",
+    );
+    let rel = db.catalog().table("t").unwrap().heap.rel;
+    let nblocks = db.pool().relation(rel).nblocks(Fork::Main).unwrap();
+    assert!(nblocks > 5, "{nblocks}");
+    let mut other = db.session().unwrap();
+    let pinned = other.buf.read_buffer(rel, Fork::Main, nblocks - 1).unwrap();
+    let info = run(&mut s, "VACUUM t").pop().unwrap().notices.join("\n");
+    assert!(info.contains("0 empty pages cut off the end"), "{info}");
+    other.buf.release(pinned);
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 40);
+    // The next VACUUM cuts the tail it could not cut before (the empty
+    // pages are all-visible now; the last page is always read).
+    let info = run(&mut s, "VACUUM t").pop().unwrap().notices.join("\n");
+    assert!(!info.contains(" 0 empty pages cut off"), "{info}");
+    assert!(db.pool().relation(rel).nblocks(Fork::Main).unwrap() < nblocks);
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 40);
+}
+
+/// A VACUUM that cannot cut the empty end (a statement is using the
+/// table) leaves it all-visible; the next VACUUM still cuts it.
+fn an_empty_end_left_by_one_vacuum_is_cut_by_the_next(method: IoMethod) {
+    let (_dir, _, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer NOT NULL, note text); \
+         INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 400) i; \
+         DELETE FROM t WHERE id > 40",
+    );
+    let table = db.catalog().table("t").unwrap();
+    let nblocks = db
+        .pool()
+        .relation(table.heap.rel)
+        .nblocks(Fork::Main)
+        .unwrap();
+    {
+        let _statement_using_t = table.in_use.read();
+        run(&mut s, "VACUUM t");
+    }
+    assert_eq!(
+        db.pool()
+            .relation(table.heap.rel)
+            .nblocks(Fork::Main)
+            .unwrap(),
+        nblocks
+    );
+    run(&mut s, "VACUUM t");
+    let after = db
+        .pool()
+        .relation(table.heap.rel)
+        .nblocks(Fork::Main)
+        .unwrap();
+    assert!(after <= 3, "{after} of {nblocks} blocks left");
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 40);
+}
+
+/// DROP TABLE while another session holds one of the table's buffers for
+/// a moment waits for it, so that no buffer of the dropped table stays in
+/// the pool to show up in a new table given the same relation number.
+fn a_dropped_tables_pages_never_show_up_in_a_new_table(method: IoMethod) {
+    let (_dir, _, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer NOT NULL, note text); \
+         INSERT INTO t SELECT i, 'old' FROM generate_series(1, 10) i",
+    );
+    let rel = db.catalog().table("t").unwrap().heap.rel;
+    let holder = {
+        let db = Arc::clone(&db);
+        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let mut other = db.session().unwrap();
+            let id = other.buf.read_buffer(rel, Fork::Main, 0).unwrap();
+            pinned_tx.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            other.buf.release(id);
+        });
+        pinned_rx.recv().unwrap();
+        t
+    };
+    run(&mut s, "DROP TABLE t");
+    holder.join().unwrap();
+    assert_eq!(db.pool().relation_buffers(rel), (0, 0));
+    run(
+        &mut s,
+        "CREATE TABLE t2 (id integer NOT NULL, note text); INSERT INTO t2 VALUES (1, 'new')",
+    );
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM t2"), 1);
+}
+
+/// The free-space map is a hint: a map page that fails its checksum is
+/// zeroed (with a warning) and inserts and VACUUM go on.
+fn a_damaged_free_space_map_page_does_not_stop_inserts(method: IoMethod) {
+    let (_dir, path, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer, note text); \
+         INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 400) i; \
+         DELETE FROM t WHERE id % 2 = 0; VACUUM t",
+    );
+    drop(s);
+    drop(db);
+    let fsm = path.join("base").join("16384_fsm");
+    let mut page = std::fs::read(&fsm).unwrap();
+    page[100] ^= 0xff;
+    std::fs::write(&fsm, &page).unwrap();
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'again' FROM generate_series(1, 100) i; VACUUM t",
+    );
+    assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 300);
+}
+
 for_each_method!(
     an_update_racing_a_commit_follows_the_row_instead_of_duplicating_it,
     a_read_committed_change_rechecks_the_newer_version,
@@ -505,4 +636,8 @@ for_each_method!(
     a_damaged_catalog_page_is_recoverable_from_the_command_line,
     free_space_is_reused_across_processes,
     vacuum_frees_space_for_later_processes_and_cuts_empty_pages_off_the_end,
+    a_truncation_that_gives_up_loses_no_change,
+    an_empty_end_left_by_one_vacuum_is_cut_by_the_next,
+    a_dropped_tables_pages_never_show_up_in_a_new_table,
+    a_damaged_free_space_map_page_does_not_stop_inserts,
 );

@@ -383,6 +383,21 @@ impl BufferPool {
         self.desc(id).state.load(Ordering::SeqCst)
     }
 
+    /// How many buffers hold a block of `rel`, and how many of those are
+    /// pinned by anyone, now (a look at every descriptor: for DDL).
+    pub fn relation_buffers(&self, rel: u32) -> (u32, u32) {
+        let (mut held, mut pinned) = (0, 0);
+        for id in 0..self.nbuffers {
+            if self.tag(id).is_some_and(|t| t.rel == rel) {
+                held += 1;
+                if refcount(self.state(id)) > 0 {
+                    pinned += 1;
+                }
+            }
+        }
+        (held, pinned)
+    }
+
     /// Adds a shared pin, counting a use for the clock sweep.
     fn pin_shared(&self, id: BufferId, in_ring: bool) {
         let d = self.desc(id);
@@ -975,10 +990,25 @@ impl BufferSession {
     /// Writes back every dirty buffer of the pool (a simple checkpoint,
     /// until the checkpointer exists).
     pub fn flush_all(&mut self) -> Result<(), BufferError> {
+        self.flush_matching(|_| true)
+    }
+
+    /// Writes back the dirty buffers of `fork` of `rel`.
+    pub fn flush_fork(&mut self, rel: u32, fork: Fork) -> Result<(), BufferError> {
+        self.flush_matching(|t| t.rel == rel && t.fork == fork)
+    }
+
+    fn flush_matching(&mut self, wanted: impl Fn(&BufferTag) -> bool) -> Result<(), BufferError> {
         for id in 0..self.pool.nbuffers {
-            if self.pool.state(id) & BM_DIRTY != 0 {
+            if self.pool.state(id) & BM_DIRTY != 0 && self.pool.tag(id).is_some_and(|t| wanted(&t))
+            {
                 self.pin(id)?;
-                let result = self.flush_buffer(id);
+                // The frame may have changed hands before the pin.
+                let result = if self.pool.tag(id).is_some_and(|t| wanted(&t)) {
+                    self.flush_buffer(id)
+                } else {
+                    Ok(())
+                };
                 self.release(id);
                 result?;
             }
@@ -998,12 +1028,14 @@ impl BufferSession {
         self.drop_relation_buffers(rel, false)
     }
 
-    /// Drops the buffers of `fork` of `rel` from `first_block` on without
-    /// writing them, for blocks about to be cut off the file (a dirty one
-    /// written later would extend the file again). Buffers pinned by
-    /// anyone are left and counted as skipped: the caller must not
-    /// truncate then.
-    pub fn discard_blocks_from(
+    /// Drops the buffers of `fork` of `rel` from `first_block` on, for
+    /// blocks about to be cut off the file (a dirty one written after the
+    /// cut would extend the file again). Dirty ones are written first:
+    /// buffers pinned by anyone are left and counted as skipped, and then
+    /// the caller does not cut, so every page must still be on disk as it
+    /// is in memory (dropped unwritten, a pruned page would fall back to
+    /// its older self and deleted rows would come back).
+    pub fn evict_blocks_from(
         &mut self,
         rel: u32,
         fork: Fork,
@@ -1011,7 +1043,7 @@ impl BufferSession {
     ) -> Result<EvictOutcome, BufferError> {
         self.drop_buffers(
             |t| t.rel == rel && t.fork == fork && t.block >= first_block,
-            false,
+            true,
         )
     }
 

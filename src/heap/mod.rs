@@ -808,7 +808,14 @@ impl Heap {
         let rs = self.rel_state(table.rel);
         let oldest = self.txn.oldest_xmin();
         let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
-        let skip = vm::all_visible_bits(s, table.rel, nblocks)?;
+        let mut skip = vm::all_visible_bits(s, table.rel, nblocks)?;
+        // The last page is always read, as PostgreSQL's vacuum does: an
+        // empty page left all-visible at the end (by a VACUUM that could not
+        // cut it off) would otherwise never be looked at again, and the
+        // table never shrink.
+        if let Some(last) = skip.last_mut() {
+            *last = false;
+        }
         let mut report = VacuumReport {
             pages: nblocks,
             pages_skipped: skip.iter().filter(|&&b| b).count() as u32,
@@ -873,8 +880,8 @@ impl Heap {
             plan
         };
         let mut free_space_by_block = Vec::new();
-        // Visited pages from here to the end hold no tuple; with the
-        // skipped pages (which do) it says what VACUUM may cut off.
+        // No visited page from here to the end holds a tuple: what VACUUM
+        // may try to cut off (nothing if the last page holds one).
         let mut empty_from = 0u32;
         let mut set_visible = Vec::new();
         let mut result = Ok(());
@@ -949,8 +956,8 @@ impl Heap {
             result = fsm::record(s, table.rel, &free_space_by_block, &rs.fsm, &rs.extension)
                 .map_err(Into::into);
         }
-        let skipped_end = skip.iter().rposition(|&b| b).map_or(0, |i| i as u32 + 1);
-        let empty_from = empty_from.max(skipped_end);
+        // Skipped pages before the empty end may be empty too (all-visible
+        // with no tuple): `truncate_empty_tail` reads them to find out.
         report.empty_pages_at_end = nblocks - empty_from.min(nblocks);
         result.map(|()| report)
     }
@@ -1018,10 +1025,22 @@ impl Heap {
         if new_nblocks == nblocks {
             return Ok(0);
         }
-        let discarded = s.discard_blocks_from(table.rel, Fork::Main, new_nblocks)?;
-        if discarded.skipped > 0 {
+        let evicted = s.evict_blocks_from(table.rel, Fork::Main, new_nblocks)?;
+        if evicted.skipped > 0 {
+            // Pinned for a moment by someone who does not hold the table
+            // (a checkpoint, a victim search); every page is on disk as it
+            // is in memory, so nothing is lost and the next VACUUM tries
+            // again.
             return Ok(0);
         }
+        // The maps forget the blocks, on disk, before the blocks go: a map
+        // bit left set for a cut block would be believed for the new block
+        // of that number when the table grows again.
+        let gone: Vec<u32> = (new_nblocks..nblocks).collect();
+        vm::set_all_visible(s, table.rel, &gone, false)?;
+        fsm::truncate(s, table.rel, new_nblocks, &rs.fsm)?;
+        s.flush_fork(table.rel, Fork::VisibilityMap)?;
+        s.flush_fork(table.rel, Fork::FreeSpace)?;
         relation.truncate(Fork::Main, new_nblocks)?;
         let hinted = rs.insert_block.load(Ordering::Relaxed);
         if hinted != u32::MAX && hinted >= new_nblocks {
@@ -1032,9 +1051,6 @@ impl Heap {
                 Ordering::Relaxed,
             );
         }
-        fsm::truncate(s, table.rel, new_nblocks, &rs.fsm)?;
-        let gone: Vec<u32> = (new_nblocks..nblocks).collect();
-        vm::set_all_visible(s, table.rel, &gone, false)?;
         Ok(nblocks - new_nblocks)
     }
 }
