@@ -33,6 +33,8 @@ pub const TABLES_REL: u32 = 1;
 pub const COLUMNS_REL: u32 = 2;
 /// Relation numbers of user tables start here (as PostgreSQL's do).
 pub const FIRST_USER_REL: u32 = 16384;
+/// How often DROP TABLE looks again for pins on the table's buffers.
+const DROP_PIN_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 /// How long DROP TABLE waits for statements using the table.
 pub const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -145,6 +147,10 @@ pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<TableDef>>>,
     /// Serialises DDL.
     ddl: Mutex<()>,
+    /// The highest oid and relation number any catalog row had at load,
+    /// tables left out as damaged included: new tables are numbered above
+    /// them, so that what a damaged catalog lost is never overwritten.
+    numbered_up_to: (u32, u32),
 }
 
 /// The snapshot catalog scans use: frozen rows only (all catalog rows).
@@ -203,20 +209,25 @@ impl Catalog {
         let column_rows = scan_rows(s, heap, &columns_heap())?;
         // oid -> (name, rel, fillfactor, catalog rows)
         type TableRow = (String, u32, u8, Vec<(u32, Tid)>);
+        let mut numbered_up_to = (0u32, 0u32);
         let mut by_oid: BTreeMap<u32, TableRow> = BTreeMap::new();
         for (tid, v) in rows {
             match &v[..] {
                 [Value::Integer(oid), Value::Text(name), Value::Integer(rel), Value::Integer(ff)] =>
                 {
-                    by_oid.insert(
-                        *oid as u32,
-                        (
-                            name.clone(),
-                            *rel as u32,
-                            *ff as u8,
-                            vec![(TABLES_REL, tid)],
-                        ),
+                    numbered_up_to.0 = numbered_up_to.0.max(*oid as u32);
+                    numbered_up_to.1 = numbered_up_to.1.max(*rel as u32);
+                    let row = (
+                        name.clone(),
+                        *rel as u32,
+                        *ff as u8,
+                        vec![(TABLES_REL, tid)],
                     );
+                    if by_oid.insert(*oid as u32, row).is_some() {
+                        return Err(CatalogError::Damaged(format!(
+                            "two tables have oid {oid} (file base/{TABLES_REL})"
+                        )));
+                    }
                 }
                 other => return Err(CatalogError::Damaged(format!("table row {other:?}"))),
             }
@@ -229,14 +240,22 @@ impl Catalog {
                     let ty = ColumnType::from_code(*ty).ok_or_else(|| {
                         CatalogError::Damaged(format!("column {name} has type code {ty}"))
                     })?;
-                    cols.entry(*oid as u32).or_default().insert(
-                        *attnum,
-                        ColumnDef {
-                            name: name.clone(),
-                            ty,
-                            not_null: *nn,
-                        },
-                    );
+                    numbered_up_to.0 = numbered_up_to.0.max(*oid as u32);
+                    let column = ColumnDef {
+                        name: name.clone(),
+                        ty,
+                        not_null: *nn,
+                    };
+                    if cols
+                        .entry(*oid as u32)
+                        .or_default()
+                        .insert(*attnum, column)
+                        .is_some()
+                    {
+                        return Err(CatalogError::Damaged(format!(
+                            "table oid {oid} has two columns numbered {attnum} (file base/{COLUMNS_REL})"
+                        )));
+                    }
                     if let Some(t) = by_oid.get_mut(&(*oid as u32)) {
                         t.3.push((COLUMNS_REL, tid));
                     }
@@ -284,6 +303,7 @@ impl Catalog {
         Ok(Catalog {
             tables: RwLock::new(tables),
             ddl: Mutex::new(()),
+            numbered_up_to,
         })
     }
 
@@ -380,18 +400,41 @@ impl Catalog {
             }
         }
         let existing = self.tables.read();
-        let oid = existing.values().map(|t| t.oid).max().unwrap_or(0) + 1;
-        let rel = existing
+        let oid = existing
             .values()
-            .map(|t| t.heap.rel + 1)
+            .map(|t| t.oid)
+            .chain([self.numbered_up_to.0])
             .max()
-            .unwrap_or(FIRST_USER_REL)
+            .unwrap_or(0)
+            + 1;
+        let mut rel = existing
+            .values()
+            .map(|t| t.heap.rel)
+            .chain([self.numbered_up_to.1])
+            .max()
+            .map_or(FIRST_USER_REL, |r| r + 1)
             .max(FIRST_USER_REL);
         drop(existing);
-        // A file left by a crash between creating it and writing the
-        // catalog row would otherwise be taken for this table's data.
-        let relation = s.pool().relation(rel);
-        relation.unlink()?;
+        // Skip numbers whose files exist (left by a crash between creating
+        // them and writing the catalog row, or a table a damaged catalog
+        // lost: not ours to remove) or whose blocks are still in the pool
+        // (a dropped table's, pinned for a moment when it was dropped).
+        let relation = loop {
+            let relation = s.pool().relation(rel);
+            let has_files = [
+                crate::storage::Fork::Main,
+                crate::storage::Fork::VisibilityMap,
+                crate::storage::Fork::FreeSpace,
+            ]
+            .iter()
+            .any(|&f| relation.exists(f));
+            if !has_files && s.pool().relation_buffers(rel).0 == 0 {
+                break relation;
+            }
+            rel = rel
+                .checked_add(1)
+                .ok_or_else(|| CatalogError::Damaged("relation numbers are used up".to_string()))?;
+        };
         relation.create(crate::storage::Fork::Main)?;
         let mut rows = Vec::new();
         let mut insert = |s: &mut BufferSession, table: &HeapTable, values: &[Value]| {
@@ -445,9 +488,21 @@ impl Catalog {
             None if if_exists => return Ok(false),
             None => return Err(CatalogError::NoSuchTable(name.to_string())),
         };
+        let started = std::time::Instant::now();
         let Some(_exclusive) = def.in_use.try_write_for(DROP_WAIT) else {
             return Err(CatalogError::InUse(name.to_string()));
         };
+        // No statement uses the table now, but a checkpoint or a victim
+        // search may hold one of its buffers for a moment: wait for them
+        // before changing anything, since the buffers must all go (one left
+        // behind would be written to a removed file, or read back as a new
+        // table's page).
+        while s.pool().relation_buffers(def.heap.rel).1 > 0 {
+            if started.elapsed() >= DROP_WAIT {
+                return Err(CatalogError::InUse(name.to_string()));
+            }
+            std::thread::sleep(DROP_PIN_POLL);
+        }
         for &(rel, tid) in &def.rows {
             let table = if rel == TABLES_REL {
                 tables_heap()
@@ -457,7 +512,18 @@ impl Catalog {
             heap.delete(s, &table, tid, FROZEN_XID, 0, None)?;
         }
         self.tables.write().remove(name);
-        s.discard_relation(def.heap.rel)?;
+        // A pin taken since the look above is as brief: try again until
+        // every buffer is gone (bounded, like the wait above).
+        while s.discard_relation(def.heap.rel)?.skipped > 0 {
+            if started.elapsed() >= DROP_WAIT * 2 {
+                log::error!(
+                    "DROP TABLE {name}: buffers of relation {} stayed pinned; they are left in the pool",
+                    def.heap.rel
+                );
+                break;
+            }
+            std::thread::sleep(DROP_PIN_POLL);
+        }
         s.pool().relation(def.heap.rel).unlink()?;
         heap.forget(def.heap.rel);
         Ok(true)
