@@ -35,11 +35,11 @@ pub const VACUUM_BEFORE_PAGE_CHANGE: &str = "heap-vacuum-before-page-change";
 /// the context's offset is the block number.
 pub const BUFFER_AFTER_VICTIM: &str = "buffer-get-after-victim";
 
-/// Reached in `TxnManager::status` between its two lookups (the running
-/// set, then the commit log); the context's offset is
-/// the transaction id. A test parks a status check here while the
-/// transaction finishes, the window in which an answer read in the other
-/// order (log first, running set second) turned a commit into an abort.
+/// Reached in `TxnManager::status` when the commit log has no bits for
+/// the transaction yet, before it asks the running set; the context's
+/// offset is the transaction id. A test parks a status check here while
+/// the transaction commits: answering "aborted" from the log read before
+/// the running set turned a commit into an abort.
 pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 
 /// Reached in a heap insert after it added a block to the table (the file

@@ -191,6 +191,21 @@ impl TxnManager {
                 what: format!("reserved id {reserved_until}"),
             });
         }
+        // An extension the process did not finish (a full disk, a crash
+        // in the write) leaves part of a page of zeros past the end: no id
+        // beyond the reservation can be in it, so it is cut off.
+        let whole_pages = clog.len() / CLOG_PAGE_BYTES * CLOG_PAGE_BYTES;
+        if whole_pages != clog.len() && whole_pages >= clog_bytes_for(reserved_until) {
+            log::warn!(
+                "commit log \"{}\" ends with {} bytes of an unfinished extension; cutting them off",
+                clog_path.display(),
+                clog.len() - whole_pages
+            );
+            clog_file
+                .set_len(whole_pages as u64)
+                .map_err(io("truncate", &clog_path))?;
+            clog.truncate(whole_pages);
+        }
         check_clog(&clog, &clog_path, reserved_until)?;
         Ok(Arc::new(TxnManager {
             dir: dir.to_path_buf(),
@@ -291,23 +306,31 @@ impl TxnManager {
     }
 
     /// Makes the commit log (file and memory) cover every id below
-    /// `until`, with zero (not finished) pages, synced.
+    /// `until`, with zero (not finished) pages, synced. Called with `inner`
+    /// held (one extension at a time); the file is written without the
+    /// log's lock, since nobody reads or writes past its end, so status
+    /// checks do not wait for the sync.
     fn extend_clog(&self, until: Xid) -> Result<(), TxnError> {
         let len = clog_bytes_for(until);
-        let mut clog = self.clog.write();
-        if clog.len() >= len {
+        let old = self.clog.read().len();
+        if old >= len {
             return Ok(());
         }
-        let old = clog.len();
-        self.clog_file
+        let path = self.dir.join(CLOG_FILE);
+        let written = self
+            .clog_file
             .write_all_at(&vec![0u8; len - old], old as u64)
-            .and_then(|()| self.clog_file.sync_data())
-            .map_err(|source| TxnError::Io {
+            .and_then(|()| self.clog_file.sync_data());
+        if let Err(source) = written {
+            // Leave no part page behind (open would have to cut it off).
+            let _ = self.clog_file.set_len(old as u64);
+            return Err(TxnError::Io {
                 op: "write",
-                path: self.dir.join(CLOG_FILE),
+                path,
                 source,
-            })?;
-        clog.resize(len, 0);
+            });
+        }
+        self.clog.write().resize(len, 0);
         Ok(())
     }
 
@@ -321,13 +344,14 @@ impl TxnManager {
 
     /// The status of `xid` now (not as of a snapshot).
     ///
-    /// The running set is asked first and the commit log second, as
-    /// PostgreSQL asks `TransactionIdIsInProgress` before
-    /// `TransactionIdDidCommit`. `finish` writes the log and only then
-    /// leaves the running set, so a transaction found not running has its
-    /// bits in the log already. Asked the other way round, a check could
-    /// read the log just before a commit wrote it and the running set just
-    /// after the commit left it, and call a committed transaction aborted:
+    /// Unless the log already has the transaction's bits, the running set
+    /// is asked first and the commit log second, as PostgreSQL asks
+    /// `TransactionIdIsInProgress` before `TransactionIdDidCommit`. `finish`
+    /// writes the log and only then leaves the running set, so a
+    /// transaction found not running has its bits in the log already.
+    /// Answered from a log read before the running set, a check could read
+    /// the log just before a commit wrote it and the running set just after
+    /// the commit left it, and call a committed transaction aborted:
     /// an UPDATE then took a row that had already been replaced, and the
     /// table ended up with both versions.
     pub fn status(&self, xid: Xid) -> XidStatus {
@@ -338,14 +362,20 @@ impl TxnManager {
                 XidStatus::Committed
             };
         }
-        let running = self.inner.lock().running.contains(&xid);
+        // Bits in the log are final: a finished transaction needs no look
+        // at the running set (vacuum asks once or twice per tuple).
+        match self.clog_bits(xid) {
+            STATUS_COMMITTED => return XidStatus::Committed,
+            STATUS_ABORTED => return XidStatus::Aborted,
+            _ => {}
+        }
         self.injections.hit(
             TXN_STATUS_BETWEEN_LOOKUPS,
             HitContext {
                 offset: u64::from(xid),
             },
         );
-        if running {
+        if self.inner.lock().running.contains(&xid) {
             return XidStatus::InProgress;
         }
         match self.clog_bits(xid) {
@@ -636,6 +666,28 @@ mod tests {
                 "{len}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn an_unfinished_extension_of_the_commit_log_is_cut_off_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
+        let committed = {
+            let txn = TxnManager::open(dir.path()).unwrap();
+            let a = txn.assign_xid().unwrap();
+            txn.finish(a, true).unwrap();
+            a
+        };
+        let path = dir.path().join(CLOG_FILE);
+        let f = File::options().write(true).open(&path).unwrap();
+        f.set_len(CLOG_PAGE_BYTES as u64 + 4096).unwrap();
+        drop(f);
+        let txn = TxnManager::open(dir.path()).unwrap();
+        assert_eq!(txn.status(committed), XidStatus::Committed);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            CLOG_PAGE_BYTES as u64
+        );
     }
 
     #[test]
