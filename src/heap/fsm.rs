@@ -15,10 +15,12 @@
 //! largest category of every map page in memory (built on its first
 //! search), so a search reads only map pages that can answer it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::Mutex;
 
-use crate::buffer::{BufferError, BufferSession};
-use crate::page::{init_page, PAGE_HEADER_SIZE};
+use crate::buffer::{BufferError, BufferId, BufferSession};
+use crate::page::{init_page, PageHeader, PAGE_HEADER_SIZE};
 use crate::storage::{Fork, BLOCK_SIZE};
 
 /// Heap pages covered by one map page.
@@ -45,15 +47,21 @@ fn locate(heap_block: u32) -> (u32, usize) {
 }
 
 /// A process's summary of one relation's map: the largest category on
-/// each map page, or `None` before the first search read them.
+/// each map page, or `None` before the first search read them. It may
+/// be too high (a search then reads the page and corrects it), never too
+/// low: a raise noted while a search was reading a page wins over the
+/// search's correction (`raises` counts them).
 #[derive(Default)]
 pub struct FsmSummary {
     max_by_page: Mutex<Option<Vec<u8>>>,
+    raises: AtomicU64,
 }
 
 impl FsmSummary {
     fn note(&self, fsm_block: u32, category: u8) {
-        if let Some(max) = self.max_by_page.lock().as_mut() {
+        let mut summary = self.max_by_page.lock();
+        self.raises.fetch_add(1, Ordering::SeqCst);
+        if let Some(max) = summary.as_mut() {
             let i = fsm_block as usize;
             if max.len() <= i {
                 max.resize(i + 1, 0);
@@ -62,10 +70,33 @@ impl FsmSummary {
         }
     }
 
+    /// Sets what a search read of map page `fsm_block` (its best
+    /// category), unless a raise was noted since `raises_before`.
+    fn correct(&self, fsm_block: u32, best: u8, raises_before: u64) {
+        let mut summary = self.max_by_page.lock();
+        if self.raises.load(Ordering::SeqCst) != raises_before {
+            return;
+        }
+        if let Some(m) = summary.as_mut().and_then(|s| s.get_mut(fsm_block as usize)) {
+            *m = best;
+        }
+    }
+
     /// Forgets what it knows (after the map was cut short).
     pub fn reset(&self) {
         *self.max_by_page.lock() = None;
     }
+}
+
+/// Reads map page `fsm_block` of `rel`. A page that fails verification is
+/// zeroed (with the usual warning) whatever `zero_damaged_pages` says, as
+/// PostgreSQL reads its free-space map: the map is a hint, and one torn
+/// page must not stop every insert into the table.
+fn read_map_page(s: &mut BufferSession, rel: u32, fsm_block: u32) -> Result<BufferId, BufferError> {
+    let zero = std::mem::replace(&mut s.settings.zero_damaged_pages, true);
+    let read = s.read_buffer(rel, Fork::FreeSpace, fsm_block);
+    s.settings.zero_damaged_pages = zero;
+    read
 }
 
 /// Records the free space of heap pages (`(block, free bytes)`), changing
@@ -103,10 +134,14 @@ pub fn record(
     by_page.sort_unstable_by_key(|&(fsm_block, byte, _)| (fsm_block, byte));
     for group in by_page.chunk_by(|a, b| a.0 == b.0) {
         let fsm_block = group[0].0;
-        let id = s.read_buffer(rel, Fork::FreeSpace, fsm_block)?;
+        let id = read_map_page(s, rel, fsm_block)?;
         let differs = s.with_page(id, |page| group.iter().any(|&(_, byte, c)| page[byte] != c));
         if differs {
             s.modify_page(id, |page| {
+                // Zeroed after damage: a page again before it holds entries.
+                if PageHeader::read(page).upper == 0 {
+                    init_page(page, 0);
+                }
                 for &(_, byte, c) in group {
                     page[byte] = c;
                 }
@@ -138,16 +173,24 @@ pub fn find(
             // Every change of the map in this process goes through
             // `record`, which keeps the summary (and its length) current,
             // and no other process has the directory open.
+            let raises_before = summary.raises.load(Ordering::SeqCst);
             let fsm_nblocks = s.pool().relation(rel).nblocks(Fork::FreeSpace)?;
             let mut max = vec![0u8; fsm_nblocks as usize];
             for fsm_block in 0..fsm_nblocks {
-                let id = s.read_buffer(rel, Fork::FreeSpace, fsm_block)?;
+                let id = read_map_page(s, rel, fsm_block)?;
                 max[fsm_block as usize] = s.with_page(id, |page| {
                     page[PAGE_HEADER_SIZE..].iter().copied().max().unwrap_or(0)
                 });
                 s.release(id);
             }
-            *summary.max_by_page.lock() = Some(max.clone());
+            let mut known = summary.max_by_page.lock();
+            if summary.raises.load(Ordering::SeqCst) != raises_before {
+                // A page was raised while being read (and its raise was not
+                // kept, there being no summary yet): claim room everywhere
+                // rather than miss it; searches correct the claims.
+                max.fill(u8::MAX);
+            }
+            *known = Some(max.clone());
             max
         }
     };
@@ -157,7 +200,8 @@ pub fn find(
         }
         let fsm_block = fsm_block as u32;
         let first_heap = fsm_block * HEAP_BLOCKS_PER_FSM_PAGE;
-        let id = s.read_buffer(rel, Fork::FreeSpace, fsm_block)?;
+        let raises_before = summary.raises.load(Ordering::SeqCst);
+        let id = read_map_page(s, rel, fsm_block)?;
         let (found, max) = s.with_page(id, |page| {
             let entries = &page[PAGE_HEADER_SIZE..];
             let found = entries
@@ -169,11 +213,7 @@ pub fn find(
         });
         s.release(id);
         // Correct the summary downward too: `record` only raises it.
-        if let Some(summary) = summary.max_by_page.lock().as_mut() {
-            if let Some(m) = summary.get_mut(fsm_block as usize) {
-                *m = max;
-            }
-        }
+        summary.correct(fsm_block, max, raises_before);
         if found.is_some() {
             return Ok(found);
         }
@@ -197,7 +237,7 @@ pub fn truncate(
         } else {
             PAGE_HEADER_SIZE
         };
-        let id = s.read_buffer(rel, Fork::FreeSpace, fsm_block)?;
+        let id = read_map_page(s, rel, fsm_block)?;
         if s.with_page(id, |page| page[from..].iter().any(|&c| c != 0)) {
             s.modify_page(id, |page| page[from..].fill(0));
         }
