@@ -128,29 +128,35 @@ fn an_update_racing_a_commit_follows_the_row_instead_of_duplicating_it(method: I
 /// acts on the row as it is now: not at all if it no longer matches the
 /// WHERE clause or is gone.
 fn a_read_committed_change_rechecks_the_newer_version(method: IoMethod) {
-    let (outcome, mut s1, _dir) = race_a_commit(
-        method,
-        "UPDATE acc SET id = 3 WHERE id = 1",
-        "UPDATE acc SET balance = 0 WHERE id = 1",
-    );
-    assert_eq!(outcome.unwrap()[0].tag, "UPDATE 0");
-    assert_eq!(scalar(&mut s1, "SELECT sum(balance) FROM acc"), 300);
-
-    let (outcome, mut s1, _dir) = race_a_commit(
-        method,
-        "UPDATE acc SET balance = balance + 5 WHERE id = 1",
-        "DELETE FROM acc WHERE balance < 200",
-    );
-    assert_eq!(outcome.unwrap()[0].tag, "DELETE 1");
-    assert_eq!(scalar(&mut s1, "SELECT count(*) FROM acc"), 1);
-
-    let (outcome, mut s1, _dir) = race_a_commit(
-        method,
-        "DELETE FROM acc WHERE id = 1",
-        "UPDATE acc SET balance = balance + 1 WHERE id = 1",
-    );
-    assert_eq!(outcome.unwrap()[0].tag, "UPDATE 0");
-    assert_eq!(scalar(&mut s1, "SELECT count(*) FROM acc"), 1);
+    // (session 1's change, session 2's statement, its tag, a check and
+    // its value afterwards)
+    for (first, second, tag, check, expected) in [
+        (
+            "UPDATE acc SET id = 3 WHERE id = 1",
+            "UPDATE acc SET balance = 0 WHERE id = 1",
+            "UPDATE 0",
+            "SELECT sum(balance) FROM acc",
+            300,
+        ),
+        (
+            "UPDATE acc SET balance = balance + 5 WHERE id = 1",
+            "DELETE FROM acc WHERE balance < 200",
+            "DELETE 1",
+            "SELECT count(*) FROM acc",
+            1,
+        ),
+        (
+            "DELETE FROM acc WHERE id = 1",
+            "UPDATE acc SET balance = balance + 1 WHERE id = 1",
+            "UPDATE 0",
+            "SELECT count(*) FROM acc",
+            1,
+        ),
+    ] {
+        let (outcome, mut s1, _dir) = race_a_commit(method, first, second);
+        assert_eq!(outcome.unwrap()[0].tag, tag, "{first} / {second}");
+        assert_eq!(scalar(&mut s1, check), expected, "{first} / {second}");
+    }
 }
 
 /// Session 1 adds a block for its row and is parked before it formats
