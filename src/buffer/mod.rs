@@ -964,13 +964,9 @@ impl BufferSession {
         count: u32,
         mut strategy: Option<&mut Strategy>,
     ) -> Result<Vec<BufferId>, BufferError> {
+        // The storage layer creates a map fork's first file on extension
+        // and refuses to start a main fork again (see `nblocks`).
         let relation = self.pool.relation(rel);
-        // Map forks are created on first use; a main fork exists from the
-        // relation's creation on, and one that is gone is an error (from
-        // nblocks), not a new empty relation.
-        if fork != Fork::Main && !relation.exists(fork) {
-            relation.create(fork)?;
-        }
         let first = relation.nblocks(fork)?;
         relation.extend_zeroed(fork, first, count)?;
         let mut buffers = Vec::with_capacity(count as usize);

@@ -421,13 +421,9 @@ impl Catalog {
         // (a dropped table's, pinned for a moment when it was dropped).
         let relation = loop {
             let relation = s.pool().relation(rel);
-            let has_files = [
-                crate::storage::Fork::Main,
-                crate::storage::Fork::VisibilityMap,
-                crate::storage::Fork::FreeSpace,
-            ]
-            .iter()
-            .any(|&f| relation.exists(f));
+            let has_files = crate::storage::Fork::ALL
+                .iter()
+                .any(|&f| relation.exists(f));
             if !has_files && s.pool().relation_buffers(rel).0 == 0 {
                 break relation;
             }

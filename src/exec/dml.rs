@@ -239,7 +239,7 @@ fn follow_update_chain(
         return Ok(None);
     };
     let db = Arc::clone(s.db());
-    let Some((_, bytes)) = db
+    let Some(bytes) = db
         .heap()
         .fetch_version(&mut s.buf, &table.heap, newer, by)?
     else {

@@ -248,12 +248,18 @@ fn hold_tables(db: &Database, tables: &[Arc<TableDef>]) -> Result<Vec<TableGuard
         }
         seen.push(table.oid);
         guards.push(table.in_use.read_arc());
-        match db.catalog().table(table.name()) {
-            Ok(current) if Arc::ptr_eq(&current, table) => {}
-            _ => return Err(ExecError::TableDropped(table.name().to_string())),
-        }
+        check_not_dropped(db, table)?;
     }
     Ok(guards)
+}
+
+/// Fails if `table` was dropped (and perhaps created again) since it was
+/// planned; called with the table held, so that the answer stays true.
+fn check_not_dropped(db: &Database, table: &Arc<TableDef>) -> Result<(), ExecError> {
+    match db.catalog().table(table.name()) {
+        Ok(current) if Arc::ptr_eq(&current, table) => Ok(()),
+        _ => Err(ExecError::TableDropped(table.name().to_string())),
+    }
 }
 
 /// Runs `plan` as one statement of `session`, reading with `snapshot`.
@@ -333,10 +339,7 @@ fn truncate_empty_tail(
         return Ok(0);
     };
     let db = Arc::clone(session.db());
-    match db.catalog().table(table.name()) {
-        Ok(current) if Arc::ptr_eq(&current, table) => {}
-        _ => return Err(ExecError::TableDropped(table.name().to_string())),
-    }
+    check_not_dropped(&db, table)?;
     Ok(db.heap().truncate_empty_tail(
         &mut session.buf,
         &table.heap,

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::buffer::{BufferError, BufferId, BufferSession};
-use crate::page::{init_page, PageHeader, PAGE_HEADER_SIZE};
+use crate::page::{init_page, is_new, PAGE_HEADER_SIZE};
 use crate::storage::{Fork, BLOCK_SIZE};
 
 /// Heap pages covered by one map page.
@@ -139,7 +139,7 @@ pub fn record(
         if differs {
             s.modify_page(id, |page| {
                 // Zeroed after damage: a page again before it holds entries.
-                if PageHeader::read(page).upper == 0 {
+                if is_new(page) {
                     init_page(page, 0);
                 }
                 for &(_, byte, c) in group {

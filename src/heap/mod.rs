@@ -32,8 +32,8 @@ use thiserror::Error;
 
 use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
 use crate::page::{
-    add_item, free_space, init_page, item, item_mut, line_pointer_count, page_flags, remove_items,
-    set_page_flags, PageBytes, PageHeader, LINE_POINTER_SIZE, MAX_ALIGN, PAGE_HEADER_SIZE,
+    add_item, free_space, init_page, is_new, item, item_mut, line_pointer_count, page_flags,
+    remove_items, set_page_flags, PageBytes, EMPTY_PAGE_FREE_BYTES, LINE_POINTER_SIZE, MAX_ALIGN,
     PD_ALL_VISIBLE,
 };
 use crate::storage::{Fork, BLOCK_SIZE};
@@ -336,16 +336,12 @@ impl PagePlan {
     }
 }
 
+/// What `try_delete` found under the page lock.
 enum RowState {
-    Free,
+    /// Decided: `Deleted` means the row was free and is now marked.
+    Done(DeleteOutcome),
+    /// Held by a running transaction: wait for it and look again.
     Wait(Xid),
-    /// Changed by a transaction that committed.
-    Changed {
-        by: Xid,
-        newer: Option<Tid>,
-    },
-    /// Already deleted by this transaction (an earlier command).
-    OursAlready,
 }
 
 /// What [`Heap::try_delete`] did.
@@ -433,6 +429,15 @@ impl Heap {
             let room = free_space(page);
             room >= need && (!used || room - need >= reserve)
         };
+        // Puts the tuple on page `block` if it fits (formatting a page not
+        // yet formatted); returns what was applied and the room left.
+        let place = |page: &mut PageBytes, block: u32| {
+            if is_new(page) {
+                apply(page, block, &PageChange::Init);
+            }
+            let applied = fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }));
+            (applied, free_space(page))
+        };
         // The block we hold, then the shared hint, then the free-space
         // map, then (when the map knows of nothing, as for a table only
         // ever filled by other processes) the last block, as PostgreSQL's
@@ -445,9 +450,14 @@ impl Heap {
                 Some((id, block)) => Some((id, block)),
                 None => {
                     let candidate = match rs.insert_block.load(Ordering::Relaxed) {
-                        u32::MAX => {
-                            self.free_block(s, table, need + reserve, &tried, &mut tried_last)?
-                        }
+                        u32::MAX => Self::free_block(
+                            s,
+                            table,
+                            &rs,
+                            need + reserve,
+                            &tried,
+                            &mut tried_last,
+                        )?,
                         hinted => Some(hinted),
                     };
                     match candidate {
@@ -468,13 +478,7 @@ impl Heap {
             let Some((id, block)) = target else {
                 break;
             };
-            let (applied, room) = s.modify_page(id, |page| {
-                if PageHeader::read(page).upper == 0 {
-                    apply(page, block, &PageChange::Init);
-                }
-                let applied = fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }));
-                (applied, free_space(page))
-            });
+            let (applied, room) = s.modify_page(id, |page| place(page, block));
             if let Some(applied) = applied {
                 self.clear_vm_bit(s, table.rel, block, applied)?;
                 return Ok(Some(Tid {
@@ -521,7 +525,7 @@ impl Heap {
             s.release(spare);
         }
         let spares: Vec<(u32, usize)> = (block + 1..block + count)
-            .map(|b| (b, BLOCK_SIZE - crate::page::PAGE_HEADER_SIZE))
+            .map(|b| (b, EMPTY_PAGE_FREE_BYTES))
             .collect();
         fsm::record(s, table.rel, &spares, &rs.fsm, &rs.extension)?;
         s.pool().aio().injections().hit(
@@ -534,13 +538,7 @@ impl Heap {
         // grew (as the table's last block, or in the free-space map):
         // another session may have formatted and filled it already, so it
         // is formatted only if still new, and may no longer have room.
-        let (applied, room) = s.modify_page(id, |page| {
-            if PageHeader::read(page).upper == 0 {
-                apply(page, block, &PageChange::Init);
-            }
-            let applied = fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }));
-            (applied, free_space(page))
-        });
+        let (applied, room) = s.modify_page(id, |page| place(page, block));
         state.current = Some((id, block));
         rs.insert_block.store(block, Ordering::Relaxed);
         let Some(applied) = applied else {
@@ -559,29 +557,27 @@ impl Heap {
     /// map offers (other than those `tried`), else once the table's last
     /// block.
     fn free_block(
-        &self,
         s: &mut BufferSession,
         table: &HeapTable,
+        rs: &RelState,
         need: usize,
         tried: &[u32],
         tried_last: &mut bool,
     ) -> Result<Option<u32>, HeapError> {
-        let rs = self.rel_state(table.rel);
-        let relation = s.pool().relation(table.rel);
-        if let Some(block) = fsm::find(s, table.rel, need, tried, &rs.fsm)? {
-            if block < relation.nblocks(Fork::Main)? {
+        let found = fsm::find(s, table.rel, need, tried, &rs.fsm)?;
+        if found.is_none() && *tried_last {
+            return Ok(None);
+        }
+        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
+        if let Some(block) = found {
+            if block < nblocks {
                 return Ok(Some(block));
             }
             // An entry past the end (the process stopped between cutting
             // the table and clearing the map): forget it.
             fsm::record(s, table.rel, &[(block, 0)], &rs.fsm, &rs.extension)?;
         }
-        if *tried_last {
-            return Ok(None);
-        }
-        *tried_last = true;
-        let nblocks = relation.nblocks(Fork::Main)?;
-        if nblocks == 0 || tried.contains(&(nblocks - 1)) {
+        if std::mem::replace(tried_last, true) || nblocks == 0 || tried.contains(&(nblocks - 1)) {
             return Ok(None);
         }
         Ok(Some(nblocks - 1))
@@ -609,8 +605,8 @@ impl Heap {
         }
     }
 
-    /// The tuple at `tid` if it is the version transaction `xmin` wrote:
-    /// its header and bytes. None if the line pointer is empty or holds a
+    /// The tuple at `tid` if it is the version transaction `xmin` wrote.
+    /// None if the line pointer is empty or holds a
     /// tuple of another transaction (vacuum removed the version and the
     /// pointer was reused), as PostgreSQL checks a chain's xmin.
     pub fn fetch_version(
@@ -619,7 +615,7 @@ impl Heap {
         table: &HeapTable,
         tid: Tid,
         xmin: Xid,
-    ) -> Result<Option<(TupleHeader, Vec<u8>)>, HeapError> {
+    ) -> Result<Option<Vec<u8>>, HeapError> {
         let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
         if tid.block >= nblocks {
             return Ok(None);
@@ -627,8 +623,8 @@ impl Heap {
         let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
         let found = s.with_page(id, |page| {
             item(page, tid.index as usize)
-                .map(|t| (TupleHeader::read(t), t.to_vec()))
-                .filter(|(h, _)| h.xmin == xmin)
+                .filter(|t| TupleHeader::read(t).xmin == xmin)
+                .map(<[u8]>::to_vec)
         });
         s.release(id);
         Ok(found)
@@ -656,21 +652,21 @@ impl Heap {
                 };
                 let h = TupleHeader::read(t);
                 let state = if h.xmax == INVALID_XID {
-                    RowState::Free
+                    RowState::Done(DeleteOutcome::Deleted)
                 } else if h.xmax == xid {
-                    RowState::OursAlready
+                    RowState::Done(DeleteOutcome::AlreadyOurs)
                 } else {
                     match self.txn.status(h.xmax) {
-                        XidStatus::Aborted => RowState::Free,
-                        XidStatus::Committed => RowState::Changed {
+                        XidStatus::Aborted => RowState::Done(DeleteOutcome::Deleted),
+                        XidStatus::Committed => RowState::Done(DeleteOutcome::Changed {
                             by: h.xmax,
                             newer: (h.infomask & tuple::UPDATED != 0 && h.ctid != tid)
                                 .then_some(h.ctid),
-                        },
+                        }),
                         XidStatus::InProgress => RowState::Wait(h.xmax),
                     }
                 };
-                let applied = matches!(state, RowState::Free).then(|| {
+                let applied = matches!(state, RowState::Done(DeleteOutcome::Deleted)).then(|| {
                     apply(
                         page,
                         tid.block,
@@ -695,9 +691,7 @@ impl Heap {
                 self.clear_vm_bit(s, table.rel, tid.block, applied)?;
             }
             match state {
-                RowState::Free => return Ok(DeleteOutcome::Deleted),
-                RowState::OursAlready => return Ok(DeleteOutcome::AlreadyOurs),
-                RowState::Changed { by, newer } => return Ok(DeleteOutcome::Changed { by, newer }),
+                RowState::Done(outcome) => return Ok(outcome),
                 RowState::Wait(holder) => {
                     let left = ROW_WAIT_TIMEOUT.saturating_sub(started.elapsed());
                     if left.is_zero() || !self.txn.wait_for(holder, left) {
@@ -899,8 +893,8 @@ impl Heap {
             // nor valid) and offered to inserts, as PostgreSQL's vacuum
             // leaves new pages to their inserters.
             let (mut plan, mut room) = s.with_page(id, |page| {
-                if PageHeader::read(page).upper == 0 {
-                    (PagePlan::default(), BLOCK_SIZE - PAGE_HEADER_SIZE)
+                if is_new(page) {
+                    (PagePlan::default(), EMPTY_PAGE_FREE_BYTES)
                 } else {
                     (plan_page(page), free_space(page))
                 }
@@ -1003,9 +997,8 @@ impl Heap {
         loop {
             match stream.next_buffer(s) {
                 Ok(Some((id, block))) => {
-                    let empty = s.with_page(id, |page| {
-                        PageHeader::read(page).upper == 0 || line_pointer_count(page) == 0
-                    });
+                    let empty =
+                        s.with_page(id, |page| is_new(page) || line_pointer_count(page) == 0);
                     s.release(id);
                     if !empty {
                         break;

@@ -122,6 +122,16 @@ pub fn init_page(page: &mut PageBytes, special_size: usize) {
     .write(page);
 }
 
+/// True if `page` was never formatted (PostgreSQL's `PageIsNew`): a block
+/// added to a file and not yet given a header, all zeros when valid.
+pub fn is_new(page: &PageBytes) -> bool {
+    PageHeader::read(page).upper == 0
+}
+
+/// Free bytes of a page just formatted without special space: what a new
+/// block offers inserts.
+pub const EMPTY_PAGE_FREE_BYTES: usize = BLOCK_SIZE - PAGE_HEADER_SIZE;
+
 /// What a line pointer says of its item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LineFlags {
@@ -336,14 +346,14 @@ impl PageVerdict {
 /// on: a page whose `pd_upper` is 0 must be all zeros; any other page must
 /// have a sane header and a matching checksum.
 pub fn verify_page(page: &PageBytes, blkno: u32) -> PageVerdict {
-    let header = PageHeader::read(page);
-    if header.upper == 0 {
+    if is_new(page) {
         return if page.iter().all(|&b| b == 0) {
             PageVerdict::New
         } else {
             PageVerdict::BadHeader
         };
     }
+    let header = PageHeader::read(page);
     if !header.is_sane() {
         return PageVerdict::BadHeader;
     }

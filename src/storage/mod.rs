@@ -85,6 +85,8 @@ pub enum Fork {
 
 impl Fork {
     pub const COUNT: usize = 3;
+    /// Every fork, main first.
+    pub const ALL: [Fork; Fork::COUNT] = [Fork::Main, Fork::VisibilityMap, Fork::FreeSpace];
 
     fn suffix(self) -> &'static str {
         match self {
@@ -784,7 +786,7 @@ impl SmgrRelation {
     /// completes (the files stay open until their last I/O is recycled).
     pub fn unlink(&self) -> Result<(), StorageError> {
         self.close();
-        for fork in [Fork::Main, Fork::VisibilityMap, Fork::FreeSpace] {
+        for fork in Fork::ALL {
             let mut segno = 0;
             loop {
                 let path = self.smgr.segment_path(self.rel, fork, segno);

@@ -337,9 +337,7 @@ impl TxnManager {
     /// The commit log's two bits for `xid` (0 while running, or if it
     /// never finished).
     fn clog_bits(&self, xid: Xid) -> u8 {
-        let clog = self.clog.read();
-        clog.get(xid as usize / XIDS_PER_CLOG_BYTE)
-            .map_or(0, |b| (b >> ((xid as usize % XIDS_PER_CLOG_BYTE) * 2)) & 3)
+        bits_at(&self.clog.read(), xid as usize)
     }
 
     /// The status of `xid` now (not as of a snapshot).
@@ -452,6 +450,12 @@ impl TxnManager {
     }
 }
 
+/// The two status bits of `xid` in commit log `clog` (0 past its end).
+fn bits_at(clog: &[u8], xid: usize) -> u8 {
+    clog.get(xid / XIDS_PER_CLOG_BYTE)
+        .map_or(0, |b| (b >> ((xid % XIDS_PER_CLOG_BYTE) * 2)) & 3)
+}
+
 /// Bytes of commit log (whole pages) that cover every id below `until`.
 fn clog_bytes_for(until: Xid) -> usize {
     let last_byte = (until as usize).saturating_sub(1) / XIDS_PER_CLOG_BYTE;
@@ -476,11 +480,11 @@ fn check_clog(clog: &[u8], path: &Path, reserved_until: Xid) -> Result<(), TxnEr
         });
     }
     if let Some(last) = clog.iter().rposition(|&b| b != 0) {
-        let shift = (0..XIDS_PER_CLOG_BYTE)
+        let first_of_byte = last * XIDS_PER_CLOG_BYTE;
+        let xid = (first_of_byte..first_of_byte + XIDS_PER_CLOG_BYTE)
             .rev()
-            .find(|i| (clog[last] >> (i * 2)) & 3 != 0)
-            .expect("a non-zero byte has a status");
-        let xid = (last * XIDS_PER_CLOG_BYTE + shift) as u64;
+            .find(|&x| bits_at(clog, x) != 0)
+            .expect("a non-zero byte has a status") as u64;
         if xid >= u64::from(reserved_until) {
             return Err(TxnError::Damaged {
                 path: path.to_path_buf(),
