@@ -432,6 +432,40 @@ fn a_damaged_catalog_page_is_recoverable_from_the_command_line(method: IoMethod)
     assert!(db.catalog().tables().is_empty());
 }
 
+/// Blocks in the main fork of table `name` of an open database.
+fn blocks(db: &Database, name: &str) -> u32 {
+    let rel = db.catalog().table(name).unwrap().heap.rel;
+    db.pool().relation(rel).nblocks(Fork::Main).unwrap()
+}
+
+/// How many pages VACUUM of one table says it cut off the end.
+fn vacuum_cut(s: &mut Session, table: &str) -> u32 {
+    let info = run(s, &format!("VACUUM {table}"))
+        .pop()
+        .unwrap()
+        .notices
+        .join("\n");
+    info.split(" empty pages cut off the end")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of pages cut in {info:?}"))
+}
+
+/// Table `t` of 400 rows (about 12 pages) of which all but the first 40
+/// are deleted: the pages at its end hold only dead rows.
+fn table_with_a_dead_end(db: &Arc<Database>) -> Session {
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer NOT NULL, note text); \
+         INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 400) i; \
+         CHECKPOINT; DELETE FROM t WHERE id > 40",
+    );
+    assert!(blocks(db, "t") > 5, "{} blocks", blocks(db, "t"));
+    s
+}
+
 /// Blocks in table `t`'s main fork, from its file.
 fn blocks_of_t(path: &std::path::Path) -> u64 {
     std::fs::metadata(file_of_t(path)).unwrap().len() / 8192
@@ -478,8 +512,7 @@ fn vacuum_frees_space_for_later_processes_and_cuts_empty_pages_off_the_end(metho
         let db = Database::open(&path, &settings(method)).unwrap();
         let mut s = db.session().unwrap();
         run(&mut s, "DELETE FROM t WHERE id >= 10 AND id < 1000");
-        let info = run(&mut s, "VACUUM t").pop().unwrap().notices.join("\n");
-        assert!(info.contains("empty pages cut off the end"), "{info}");
+        assert!(vacuum_cut(&mut s, "t") > 0);
         assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 3 + 2001);
     }
     let vacuumed = blocks_of_t(&path);
@@ -508,27 +541,18 @@ fn vacuum_frees_space_for_later_processes_and_cuts_empty_pages_off_the_end(metho
 /// DELETE and the deleted rows came back; found in review).
 fn a_truncation_that_gives_up_loses_no_change(method: IoMethod) {
     let (_dir, _, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    run(
-        &mut s,
-        "CREATE TABLE t (id integer NOT NULL, note text); \
-         INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 400) i; \
-         CHECKPOINT; DELETE FROM t WHERE id > 40",
-    );
-    let rel = db.catalog().table("t").unwrap().heap.rel;
-    let nblocks = db.pool().relation(rel).nblocks(Fork::Main).unwrap();
-    assert!(nblocks > 5, "{nblocks}");
+    let mut s = table_with_a_dead_end(&db);
+    let (rel, nblocks) = (db.catalog().table("t").unwrap().heap.rel, blocks(&db, "t"));
     let mut other = db.session().unwrap();
     let pinned = other.buf.read_buffer(rel, Fork::Main, nblocks - 1).unwrap();
-    let info = run(&mut s, "VACUUM t").pop().unwrap().notices.join("\n");
-    assert!(info.contains("0 empty pages cut off the end"), "{info}");
+    assert_eq!(vacuum_cut(&mut s, "t"), 0, "a buffer of the end is pinned");
     other.buf.release(pinned);
     assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 40);
-    // The next VACUUM cuts the tail it could not cut before (the empty
+    // The next VACUUM cuts the end it could not cut before (the empty
     // pages are all-visible now; the last page is always read).
-    let info = run(&mut s, "VACUUM t").pop().unwrap().notices.join("\n");
-    assert!(!info.contains(" 0 empty pages cut off"), "{info}");
-    assert!(db.pool().relation(rel).nblocks(Fork::Main).unwrap() < nblocks);
+    let cut = vacuum_cut(&mut s, "t");
+    assert!(cut > 0);
+    assert_eq!(blocks(&db, "t"), nblocks - cut);
     assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 40);
 }
 
@@ -536,37 +560,17 @@ fn a_truncation_that_gives_up_loses_no_change(method: IoMethod) {
 /// table) leaves it all-visible; the next VACUUM still cuts it.
 fn an_empty_end_left_by_one_vacuum_is_cut_by_the_next(method: IoMethod) {
     let (_dir, _, db) = new_db(method);
-    let mut s = db.session().unwrap();
-    run(
-        &mut s,
-        "CREATE TABLE t (id integer NOT NULL, note text); \
-         INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 400) i; \
-         DELETE FROM t WHERE id > 40",
-    );
+    let mut s = table_with_a_dead_end(&db);
     let table = db.catalog().table("t").unwrap();
-    let nblocks = db
-        .pool()
-        .relation(table.heap.rel)
-        .nblocks(Fork::Main)
-        .unwrap();
+    let nblocks = blocks(&db, "t");
     {
         let _statement_using_t = table.in_use.read();
-        run(&mut s, "VACUUM t");
+        assert_eq!(vacuum_cut(&mut s, "t"), 0, "the table is in use");
     }
-    assert_eq!(
-        db.pool()
-            .relation(table.heap.rel)
-            .nblocks(Fork::Main)
-            .unwrap(),
-        nblocks
-    );
-    run(&mut s, "VACUUM t");
-    let after = db
-        .pool()
-        .relation(table.heap.rel)
-        .nblocks(Fork::Main)
-        .unwrap();
-    assert!(after <= 3, "{after} of {nblocks} blocks left");
+    assert_eq!(blocks(&db, "t"), nblocks);
+    let cut = vacuum_cut(&mut s, "t");
+    assert!(nblocks - cut <= 3, "{cut} of {nblocks} blocks cut");
+    assert_eq!(blocks(&db, "t"), nblocks - cut);
     assert_eq!(scalar(&mut s, "SELECT count(*) FROM t"), 40);
 }
 
