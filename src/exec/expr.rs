@@ -459,7 +459,6 @@ impl Expr {
 
     /// Whether evaluating it may give a different value each time (it
     /// calls `random()`), so it must not be computed once up front.
-    #[recursive::recursive]
     pub fn is_volatile(&self) -> bool {
         match &self.kind {
             Kind::Const(_) | Kind::Column(_) => false,
@@ -660,6 +659,8 @@ fn call(
         (Function::Md5, Value::Text(s), _) => {
             Value::Text(format!("{:x}", md5::compute(s.as_bytes())))
         }
+        (Function::Lower, Value::Text(s), _) if s.is_ascii() => Value::Text(s.to_ascii_lowercase()),
+        (Function::Upper, Value::Text(s), _) if s.is_ascii() => Value::Text(s.to_ascii_uppercase()),
         (Function::Lower, Value::Text(s), _) => Value::Text(map_case(s, lower_char)),
         (Function::Upper, Value::Text(s), _) => Value::Text(map_case(s, char::to_uppercase)),
         (Function::Length, Value::Text(s), _) => {
@@ -701,19 +702,12 @@ fn map_case<M: Iterator<Item = char>>(s: &str, map: impl Fn(char) -> M) -> Strin
         .collect()
 }
 
-/// `c` in lower case, one character to one: U+0130 (İ) is the one
-/// character whose full lower case expands (to `i` and a combining dot)
-/// while its simple one, which PostgreSQL's `towlower` gives, is `i`.
-fn lower_char(c: char) -> std::iter::Once<char> {
+/// `c` in lower case (for [`map_case`]): U+0130 (İ) is the one character
+/// whose full lower case expands (to `i` and a combining dot) while its
+/// simple one, which PostgreSQL's `towlower` gives, is `i`.
+fn lower_char(c: char) -> std::char::ToLowercase {
     const CAPITAL_I_WITH_DOT: char = '\u{130}';
-    if c == CAPITAL_I_WITH_DOT {
-        return std::iter::once('i');
-    }
-    let mut mapped = c.to_lowercase();
-    match (mapped.next(), mapped.next()) {
-        (Some(one), None) => std::iter::once(one),
-        _ => std::iter::once(c),
-    }
+    if c == CAPITAL_I_WITH_DOT { 'i' } else { c }.to_lowercase()
 }
 
 fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, ExecError> {
