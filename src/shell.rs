@@ -122,7 +122,6 @@ impl Write for SharedOutput<'_, '_> {
 /// the data (as psql does) when a COPY first reads it.
 struct CopyInput {
     stdin: std::io::StdinLock<'static>,
-    told: bool,
     bar: Rc<RefCell<BarSlot>>,
 }
 
@@ -130,23 +129,21 @@ impl CopyInput {
     fn new(bar: Rc<RefCell<BarSlot>>) -> CopyInput {
         CopyInput {
             stdin: std::io::stdin().lock(),
-            told: false,
             bar,
         }
     }
 
     fn tell(&mut self) {
-        if !self.told && self.stdin.is_terminal() {
+        let mut slot = self.bar.borrow_mut();
+        if !slot.copy_told && self.stdin.is_terminal() {
             // The user types the data: a spinner above the instructions
             // would only move while they type, so none until the COPY ends.
-            let mut slot = self.bar.borrow_mut();
-            slot.quiet = true;
             if let Some(bar) = slot.bar.take() {
                 bar.finish_and_clear();
             }
             eprintln!("Enter data to be copied followed by a newline.\nEnd with a backslash and a period on a line by itself, or an EOF signal.");
         }
-        self.told = true;
+        slot.copy_told = true;
     }
 }
 
@@ -155,10 +152,9 @@ impl CopyInput {
 #[derive(Default)]
 struct BarSlot {
     bar: Option<ProgressBar>,
-    /// No bar until the task ends: the input is being typed.
-    quiet: bool,
-    /// The bar has been drawn (from its first update).
-    shown: bool,
+    /// This statement's COPY has said how to end the data; the end of its
+    /// task clears it, so that the next COPY FROM STDIN says it again.
+    copy_told: bool,
 }
 
 impl Read for CopyInput {
@@ -197,7 +193,7 @@ impl TerminalProgress {
 
 impl Progress for TerminalProgress {
     fn begin(&mut self, task: &str, total: Option<u64>, unit: ProgressUnit) {
-        if !self.enabled || self.bar.borrow().quiet {
+        if !self.enabled {
             return;
         }
         let (amount, rate) = match unit {
@@ -228,30 +224,24 @@ impl Progress for TerminalProgress {
             }
         };
         bar.set_message(task.to_string());
-        let mut slot = self.bar.borrow_mut();
-        slot.bar = Some(bar);
-        slot.shown = false;
+        self.bar.borrow_mut().bar = Some(bar);
     }
 
     fn update(&mut self, done: u64) {
         // Drawn from the first progress on, not at begin: COPY FROM STDIN
         // on a terminal first waits for typing (see CopyInput::tell),
         // and a bar drawn then would sit above the instructions.
-        let mut slot = self.bar.borrow_mut();
-        let first = !slot.shown;
-        if let Some(bar) = &slot.bar {
-            if first {
+        if let Some(bar) = &self.bar.borrow().bar {
+            if bar.is_hidden() {
                 bar.set_draw_target(ProgressDrawTarget::stderr());
             }
             bar.set_position(done);
-            slot.shown = true;
         }
     }
 
     fn end(&mut self) {
         let mut slot = self.bar.borrow_mut();
-        slot.quiet = false;
-        slot.shown = false;
+        slot.copy_told = false;
         if let Some(bar) = slot.bar.take() {
             bar.finish_and_clear();
         }
@@ -323,7 +313,10 @@ fn describe(db: &Database, name: Option<&str>, out: &mut dyn Write) -> std::io::
             }
             Ok(())
         }
-        Some(name) => match db.catalog().table(&typed_relation_name(name)) {
+        Some(name) => match db
+            .catalog()
+            .table(&aiostore::sql::relation_name_from_text(name))
+        {
             Err(e) => writeln!(out, "{e}"),
             Ok(t) => {
                 writeln!(
@@ -349,28 +342,15 @@ fn describe(db: &Database, name: Option<&str>, out: &mut dyn Write) -> std::io::
     }
 }
 
-/// The relation a name typed after `\d` stands for, read as SQL reads a
-/// name (as psql does): folded to lower case, unless in double quotes,
-/// where it keeps its case and `""` is a quote.
-fn typed_relation_name(typed: &str) -> String {
-    match typed
-        .strip_prefix('"')
-        .and_then(|rest| rest.strip_suffix('"'))
-    {
-        Some(quoted) => quoted.replace("\"\"", "\""),
-        None => typed.to_lowercase(),
-    }
-}
-
 #[cfg(test)]
 mod describe_tests {
-    use super::{describe, typed_relation_name};
+    use super::describe;
 
     #[test]
     fn describe_folds_an_unquoted_name_and_keeps_a_quoted_one() {
-        assert_eq!(typed_relation_name("T"), "t");
-        assert_eq!(typed_relation_name("\"T\""), "T");
-        assert_eq!(typed_relation_name("\"a\"\"b\""), "a\"b");
+        assert_eq!(aiostore::sql::relation_name_from_text("T"), "t");
+        assert_eq!(aiostore::sql::relation_name_from_text("\"T\""), "T");
+        assert_eq!(aiostore::sql::relation_name_from_text("\"a\"\"b\""), "a\"b");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
         aiostore::database::Database::init(&path).unwrap();

@@ -997,12 +997,7 @@ pub(crate) fn utility_call(
         }
         _ => return Err(bad()),
     };
-    // A name given as text is read as SQL reads a name: "Quoted" keeps
-    // its case, anything else is folded.
-    let name = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
-        Some(quoted) => quoted.to_string(),
-        None => name.to_lowercase(),
-    };
+    let name = super::relation_name_from_text(&name);
     let table = db
         .catalog()
         .table(&name)

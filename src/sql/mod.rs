@@ -267,6 +267,19 @@ impl StatementIo<'_> {
     }
 }
 
+/// The relation a name given as text stands for (`\d T`,
+/// `prewarm('T')`), read as SQL reads a name: folded to lower case, unless
+/// in double quotes, where it keeps its case and `""` is a quote.
+pub fn relation_name_from_text(text: &str) -> String {
+    match text
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => text.to_lowercase(),
+    }
+}
+
 /// Runs the `;`-separated statements of `text` in `session`, in order,
 /// and returns their results. Stops at the first error; the failing
 /// statement has been undone (or, inside a transaction block, the block is
