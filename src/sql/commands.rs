@@ -116,7 +116,6 @@ fn dispatch(
     let cx = StmtCx {
         number: parsed.number,
         start: parsed.start,
-        depth: parsed.depth,
     };
     let statement = match &parsed.statement {
         Stmt::Checkpoint => {

@@ -34,20 +34,9 @@ use crate::heap::{ColumnType, Value};
 pub(crate) struct StmtCx {
     pub number: usize,
     pub start: Position,
-    /// A bound on how deeply its syntax tree nests.
-    pub depth: usize,
 }
 
 impl StmtCx {
-    /// Runs `f`, a walk of part of the statement's syntax tree by
-    /// `sqlparser`'s code (a comparison, a copy, a span), with stack
-    /// enough for the whole tree: such walks do not grow the stack, and
-    /// the planner calls them from deep in its own recursion, where only
-    /// what `#[recursive::recursive]` keeps free is left.
-    pub fn walk<R>(&self, f: impl FnOnce() -> R) -> R {
-        super::parse::with_stack_for_depth(self.depth, f)
-    }
-
     /// Where `span` starts, or the statement's start if it has no span.
     pub fn at(&self, span: Span) -> Position {
         if span.start.line == 0 {
@@ -189,7 +178,6 @@ fn number(text: &str) -> Result<Value, SqlError> {
 
 /// A literal `e` evaluated, if it is a constant one (for LIMIT, utility
 /// arguments, table options).
-#[recursive::recursive]
 pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
     match e {
         ast::Expr::Value(v) => match &v.value {
@@ -245,7 +233,6 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
     const STRENGTH_NAME: u8 = 2;
     /// A name that a cast's type gives.
     const STRENGTH_TYPE: u8 = 1;
-    #[recursive::recursive]
     fn name(e: &ast::Expr) -> Option<(String, u8)> {
         match e {
             ast::Expr::Identifier(i) => Some((ident(i), STRENGTH_NAME)),
@@ -270,7 +257,6 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
 }
 
 /// Whether `e` calls an aggregate (outside any nested aggregate).
-#[recursive::recursive]
 pub(crate) fn has_aggregate(e: &ast::Expr) -> bool {
     use ast::Expr as A;
     match e {
@@ -468,22 +454,20 @@ impl<'a> ExprPlanner<'a> {
     }
 
     /// `e`, a string literal converted to `ty` when `ty` is another type.
-    #[recursive::recursive]
     fn plan_against(&mut self, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
         let planned = self.plan(e)?;
         coerce_literal(planned, e, ty)
     }
 
     /// Plans `e`.
-    #[recursive::recursive]
     pub fn plan(&mut self, e: &ast::Expr) -> Result<Expr, SqlError> {
         use ast::Expr as A;
         if let Some(g) = &self.grouping {
             let column = self.column_of(e);
-            let key = self
-                .cx
-                .walk(|| g.keys.iter().position(|k| k == e))
-                .or_else(|| column.and_then(|c| g.key_columns.iter().position(|k| *k == Some(c))));
+            let key =
+                g.keys.iter().position(|k| k == e).or_else(|| {
+                    column.and_then(|c| g.key_columns.iter().position(|k| *k == Some(c)))
+                });
             if let Some(i) = key {
                 return Ok(match g.key_types[i] {
                     Some(ty) => Expr::column(i, ty),
@@ -547,9 +531,7 @@ impl<'a> ExprPlanner<'a> {
                 Ok(Expr::cast(self.plan(expr)?, ty)?)
             }
             A::Function(f) => self.function(f, e),
-            other => Err(self
-                .cx
-                .unsupported(self.cx.walk(|| other.span()), describe(other))),
+            other => Err(self.cx.unsupported(other.span(), describe(other))),
         }
     }
 
@@ -559,7 +541,6 @@ impl<'a> ExprPlanner<'a> {
     // 17 KiB per level, overflowing an 8 MiB stack within the depth that
     // `parse` allows.
 
-    #[recursive::recursive]
     fn plan_unary(
         &mut self,
         e: &ast::Expr,
@@ -585,14 +566,12 @@ impl<'a> ExprPlanner<'a> {
                     _ => Ok(x),
                 }
             }
-            other => Err(self.cx.unsupported(
-                self.cx.walk(|| e.span()),
-                format!("the prefix operator {other}"),
-            )),
+            other => Err(self
+                .cx
+                .unsupported(e.span(), format!("the prefix operator {other}"))),
         }
     }
 
-    #[recursive::recursive]
     fn plan_binary(
         &mut self,
         e: &ast::Expr,
@@ -602,9 +581,7 @@ impl<'a> ExprPlanner<'a> {
     ) -> Result<Expr, SqlError> {
         self.refuse_chained_comparison(left, op)?;
         let Some(op) = binary_op(op) else {
-            return Err(self
-                .cx
-                .unsupported(self.cx.walk(|| e.span()), format!("the operator {op}")));
+            return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
         };
         let l = self.plan(left)?;
         let r = self.plan(right)?;
@@ -618,7 +595,6 @@ impl<'a> ExprPlanner<'a> {
         Ok(Expr::binary(op, l, r)?)
     }
 
-    #[recursive::recursive]
     fn plan_in_list(
         &mut self,
         expr: &ast::Expr,
@@ -634,7 +610,6 @@ impl<'a> ExprPlanner<'a> {
         Ok(Expr::in_list(x, items, negated)?)
     }
 
-    #[recursive::recursive]
     fn plan_between(
         &mut self,
         expr: &ast::Expr,
@@ -672,7 +647,7 @@ impl<'a> ExprPlanner<'a> {
         };
         match left {
             ast::Expr::BinaryOp { op: inner, .. } if is_comparison(op) && is_comparison(inner) => {
-                let after = self.cx.walk(|| left.span()).end;
+                let after = left.span().end;
                 Err(SqlError::Syntax {
                     statement: self.cx.number,
                     message: format!(
@@ -689,7 +664,6 @@ impl<'a> ExprPlanner<'a> {
 
     /// The scope column `e` names, if it is a column reference that
     /// resolves.
-    #[recursive::recursive]
     pub fn column_of(&self, e: &ast::Expr) -> Option<usize> {
         match e {
             ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => {
@@ -731,7 +705,6 @@ impl<'a> ExprPlanner<'a> {
         Ok((index, column))
     }
 
-    #[recursive::recursive]
     fn function(&mut self, f: &ast::Function, e: &ast::Expr) -> Result<Expr, SqlError> {
         // Where the call starts: the name's span, which is where the
         // call's span starts too, without walking the arguments (a walk
@@ -761,7 +734,7 @@ impl<'a> ExprPlanner<'a> {
         }
         let args = function_args(self.cx, f, &name, span)?;
         if let Some(func) = AggFunc::by_name(&name) {
-            return self.aggregate(func, &args, e);
+            return self.aggregate(func, &args, e, at);
         }
         if let Some(func) = Function::by_name(&name) {
             let mut planned = Vec::with_capacity(args.len());
@@ -799,8 +772,8 @@ impl<'a> ExprPlanner<'a> {
         func: AggFunc,
         args: &[&FunctionArgExpr],
         e: &ast::Expr,
+        at: Position,
     ) -> Result<Expr, SqlError> {
-        let at = self.cx.at(self.cx.walk(|| e.span()));
         if self.in_aggregate {
             return Err(SqlError::AggregateNotAllowed {
                 clause: "the argument of an aggregate",
@@ -814,10 +787,7 @@ impl<'a> ExprPlanner<'a> {
             });
         };
         let nkeys = grouping.keys.len();
-        let planned = match self
-            .cx
-            .walk(|| grouping.aggs.iter().position(|(a, _)| a == e))
-        {
+        let planned = match grouping.aggs.iter().position(|(a, _)| a == e) {
             Some(j) => Ok(Expr::column(nkeys + j, grouping.aggs[j].1.ty())),
             None => {
                 // The argument is over the input row: plan it without
@@ -827,7 +797,7 @@ impl<'a> ExprPlanner<'a> {
                 self.in_aggregate = false;
                 agg.map(|agg| {
                     let ty = agg.ty();
-                    grouping.aggs.push((self.cx.walk(|| e.clone()), agg));
+                    grouping.aggs.push((e.clone(), agg));
                     Expr::column(nkeys + grouping.aggs.len() - 1, ty)
                 })
             }
@@ -837,7 +807,6 @@ impl<'a> ExprPlanner<'a> {
     }
 
     /// The aggregate `func(args)`, its argument planned over the input row.
-    #[recursive::recursive]
     fn aggregate_call(
         &mut self,
         func: AggFunc,

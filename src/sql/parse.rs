@@ -57,21 +57,23 @@ const PARSER_LEVELS_PER_NESTING: usize = 2;
 pub const MAX_PARSER_RECURSION: usize =
     PARSER_LEVELS_PER_STATEMENT + PARSER_LEVELS_PER_NESTING * MAX_NESTING_DEPTH;
 
-/// Stack a walk of a syntax tree takes per level where it cannot grow
-/// its own: `sqlparser`'s derived `Clone`, `PartialEq` and drop glue and
-/// its spans recurse without `#[recursive]`. Nested calls take the most,
-/// about 4.5 KiB a level in the tests' `opt-level = 1` (copying
-/// `abs(abs(…))`); an unoptimised build takes more.
-const TREE_WALK_BYTES_PER_LEVEL: usize = 16 << 10;
+/// Stack one level of expression nesting may take in the deepest of what
+/// a statement does with it: parsing (sqlparser grows its own), planning
+/// (our recursion, and sqlparser's derived `Clone`, `PartialEq`, drop glue
+/// and spans, which cannot grow a stack), evaluating and dropping the
+/// plan. Planning takes the most: about 11 KiB a level unoptimised (nested
+/// calls), far less in release.
+const TREE_WALK_BYTES_PER_LEVEL: usize = 24 << 10;
 
-/// Stack for what runs around such a walk (the statement's planning and
-/// execution down to the expression) at any depth.
+/// Stack for what runs around the expressions (the statement's planning
+/// and execution down to them) at any depth.
 const TREE_WALK_BYTES_BASE: usize = 256 << 10;
 
-/// Runs `f` with stack enough for walking a tree `depth` levels deep
-/// without growing it: on the current stack if that has room, else on a
-/// new one (which a tree as shallow as a person writes never needs
-/// where a thread has the usual 2 MiB).
+/// Runs `f`, a statement's planning and execution, with stack enough for
+/// its expressions `depth` levels deep: on the current stack if that has
+/// room, else on a new one (which a statement as shallow as a person
+/// writes never needs where a thread has the usual 2 MiB). One check per
+/// statement, instead of one per recursive call.
 pub(crate) fn with_stack_for_depth<R>(depth: usize, f: impl FnOnce() -> R) -> R {
     let bytes = TREE_WALK_BYTES_BASE + depth * TREE_WALK_BYTES_PER_LEVEL;
     stacker::maybe_grow(bytes, bytes, f)
