@@ -292,7 +292,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Show { name } if name != "all" => {
-            note_io_uring_fallback(&mut settings)?;
+            note_io_uring_fallback(&mut settings);
             let (def, value, source) = settings
                 .rows()
                 .into_iter()
@@ -311,7 +311,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Settings | Command::Show { .. } => {
-            note_io_uring_fallback(&mut settings)?;
+            note_io_uring_fallback(&mut settings);
             let rows: Vec<[String; 4]> = settings
                 .rows()
                 .into_iter()
@@ -516,17 +516,8 @@ fn run_bench(
     let dir = scratch.path.as_path();
     match bench.which {
         Bench::Rawio(args) => {
-            let mut options = rawio_options(dir, settings, &args)?;
-            let io_uring = ReadMethod::Aio(aiostore::config::IoMethod::IoUring);
-            if options.methods.contains(&io_uring) {
-                if let Some(reason) = aiostore::bench::io_uring_unavailable(options.io_workers) {
-                    options.methods.retain(|m| *m != io_uring);
-                    skip_note(out, args.json, &reason)?;
-                }
-            }
-            if !options.methods.is_empty() {
-                rawio::run(&options, args.json, out)?;
-            }
+            let options = rawio_options(dir, settings, &args)?;
+            rawio::run(&options, args.json, out)?;
         }
         Bench::Prewarm {
             size_mib,
@@ -636,40 +627,12 @@ fn parse_methods(methods: &[String]) -> Result<Vec<aiostore::config::IoMethod>, 
         .collect()
 }
 
-/// `methods` without io_uring where the kernel refuses it, saying so on
-/// standard error (the benchmarks would otherwise stop at io_uring).
-fn usable_methods(
-    mut methods: Vec<aiostore::config::IoMethod>,
-    settings: &Settings,
-) -> Result<Vec<aiostore::config::IoMethod>, String> {
-    use aiostore::config::IoMethod;
-    if methods.contains(&IoMethod::IoUring) {
-        if let Some(reason) = aiostore::bench::io_uring_unavailable(settings.io_workers()) {
-            methods.retain(|m| *m != IoMethod::IoUring);
-            skip_note(&mut std::io::stderr(), true, &reason)?;
-        }
-    }
-    Ok(methods)
-}
-
-/// Says that io_uring is skipped and why: in the output unless it is
-/// JSON, then on standard error.
-fn skip_note(out: &mut dyn Write, json: bool, reason: &str) -> Result<(), String> {
-    let line = format!("note: io_uring skipped: {reason}");
-    if json {
-        eprintln!("{line}");
-        Ok(())
-    } else {
-        writeln!(out, "{line}").map_err(|e| e.to_string())
-    }
-}
-
 fn stream_bench_options(
     bench_dir: &std::path::Path,
     settings: &Settings,
     methods: &[String],
 ) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
-    let methods = usable_methods(parse_methods(methods)?, settings)?;
+    let methods = usable_methods(parse_methods(methods)?)?;
     let shared_buffers = settings.shared_buffers() as u32;
     Ok(aiostore::bench::streams::StreamBenchOptions {
         dir: bench_dir.join("base"),
@@ -695,6 +658,7 @@ fn rawio_options(
             })
         })
         .collect::<Result<_, _>>()?;
+    let methods = usable_methods(methods)?;
     let patterns = args
         .patterns
         .iter()
@@ -743,7 +707,7 @@ fn seqscan_options(
 ) -> Result<aiostore::bench::seqscan::SeqscanOptions, String> {
     Ok(aiostore::bench::seqscan::SeqscanOptions {
         dir: bench_dir.join("seqscan"),
-        methods: usable_methods(parse_methods(methods)?, settings)?,
+        methods: usable_methods(parse_methods(methods)?)?,
         size_mib,
         shared_buffers: settings.shared_buffers() as u32,
         fio,
@@ -886,27 +850,27 @@ fn run_demo(
     Ok(())
 }
 
-/// With io_method=io_uring, tries the kernel (one small ring) so that
-/// `aiostore settings` and `show` say what a database would use: `worker`
-/// and why, where io_uring is refused.
-fn note_io_uring_fallback(settings: &mut Settings) -> Result<(), String> {
+/// `methods` without io_uring where the kernel refuses it, the note on
+/// standard error (see [`aiostore::bench::usable_methods`]).
+fn usable_methods<M: aiostore::bench::OnIoMethod>(methods: Vec<M>) -> Result<Vec<M>, String> {
+    aiostore::bench::usable_methods(methods, &mut std::io::stderr())
+}
+
+/// With io_method=io_uring, asks the kernel (one ring, see
+/// [`aiostore::aio::probe_io_uring`]) so that `aiostore settings` and `show`
+/// say what a database would use: `worker` and why, where io_uring is
+/// refused. Never fails: listing the settings must work even where the
+/// probe cannot.
+fn note_io_uring_fallback(settings: &mut Settings) {
     if settings.io_method() != aiostore::config::IoMethod::IoUring {
-        return Ok(());
+        return;
     }
-    let aio = Aio::start(&AioConfig {
-        max_sessions: 1,
-        io_max_concurrency: 1,
-        ..AioConfig::from_settings(settings)
-    })
-    .map_err(|e| e.to_string())?;
-    if let Some(reason) = aio.fallback_reason() {
-        settings
-            .record_fallback(
-                "io_method",
-                aio.method().name(),
-                aiostore::database::fallback_note(reason),
-            )
-            .map_err(|e| e.to_string())?;
+    if let Some(reason) = aiostore::aio::probe_io_uring() {
+        let note = aiostore::database::fallback_note(&reason);
+        if let Err(e) =
+            settings.record_fallback("io_method", aiostore::config::IoMethod::Worker.name(), note)
+        {
+            eprintln!("note: io_uring is not usable here ({reason}); {e}");
+        }
     }
-    Ok(())
 }

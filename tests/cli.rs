@@ -469,4 +469,31 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
         "{text}"
     );
     assert!(!text.contains("io_uring, 128 KiB reads"), "{text}");
+    assert_eq!(
+        text.matches("io_uring skipped").count(),
+        1,
+        "the demo says it once: {text}"
+    );
+
+    // Nothing left to run: an error before any table is built.
+    let (ok, text) = aiostore_with(
+        &data,
+        &[
+            "bench",
+            "seqscan",
+            "--methods",
+            "io_uring",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+        ],
+        &eperm,
+        b"",
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("no I/O method left to run")
+            && text.contains("io_uring is not permitted (EPERM)")
+            && !text.contains("preparing table"),
+        "{text}"
+    );
 }

@@ -122,20 +122,6 @@ pub struct DemoRow {
 pub struct DemoReport {
     pub rows: Vec<DemoRow>,
     pub verdicts: Vec<String>,
-    /// Methods left out, with the reason.
-    pub skipped: Vec<String>,
-}
-
-/// The methods that run here: io_uring is left out, with the reason,
-/// where the kernel refuses it.
-fn available_methods(io_workers: usize) -> (Vec<IoMethod>, Vec<String>) {
-    let mut methods = vec![IoMethod::Sync, IoMethod::Worker];
-    let mut skipped = Vec::new();
-    match super::io_uring_unavailable(io_workers) {
-        None => methods.push(IoMethod::IoUring),
-        Some(reason) => skipped.push(format!("io_uring skipped: {reason}")),
-    }
-    (methods, skipped)
 }
 
 /// Builds the demo table (with a progress bar on a terminal).
@@ -184,9 +170,7 @@ fn with_cold_session(
     let mut settings = seqscan::settings(Some(method), 16, seq);
     settings.extend_from_slice(extra);
     let db = Database::open(&seq.dir, &settings).map_err(|e| e.to_string())?;
-    if db.aio().method() != method {
-        return Err(format!("{method} is not available here"));
-    }
+    super::check_method(db.aio(), method)?;
     let (rel, _) = seqscan::table_size(&db, seqscan::TABLE)?;
     let mut s = db.session().map_err(|e| e.to_string())?;
     f(&mut s.buf, rel)
@@ -226,10 +210,10 @@ fn others(sorted: &[(IoMethod, f64)]) -> String {
 /// Runs every experiment and returns the measurements; progress goes to
 /// `err`.
 pub fn run(opts: &DemoOptions, err: &mut dyn Write) -> Result<DemoReport, String> {
-    let (methods, skipped) = available_methods(opts.io_workers);
-    for note in &skipped {
-        let _ = writeln!(err, "{note}");
-    }
+    let methods = super::usable_methods(
+        vec![IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring],
+        err,
+    )?;
     let seq = opts.seqscan(&methods);
     let load_seconds = load(opts, &seq, err)?;
     let _ = writeln!(
@@ -242,10 +226,7 @@ pub fn run(opts: &DemoOptions, err: &mut dyn Write) -> Result<DemoReport, String
             .map_err(|e| e.to_string())?;
         seqscan::table_size(&db, seqscan::TABLE)?.1
     };
-    let mut report = DemoReport {
-        skipped,
-        ..Default::default()
-    };
+    let mut report = DemoReport::default();
 
     // Combining: cold count(*) per method, 8 KiB reads against 128 KiB.
     let mut cases = Vec::new();
@@ -389,9 +370,6 @@ pub fn print_report(out: &mut dyn Write, report: &DemoReport) -> std::io::Result
     writeln!(out)?;
     for v in &report.verdicts {
         writeln!(out, "{v}")?;
-    }
-    for s in &report.skipped {
-        writeln!(out, "{s}")?;
     }
     Ok(())
 }

@@ -189,9 +189,7 @@ pub fn count_case(
     let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
     let db = Database::open(&opts.dir, &settings(Some(method), combine, opts))
         .map_err(|e| e.to_string())?;
-    if db.aio().method() != method {
-        return Err(format!("{method} is not available here"));
-    }
+    super::check_method(db.aio(), method)?;
     let mut s = db.session().map_err(|e| e.to_string())?;
     let reads = || {
         db.pool()
@@ -452,9 +450,7 @@ pub fn run_copy(
     for (i, &method) in opts.methods.iter().enumerate() {
         let db = Database::open(&opts.dir, &settings(Some(method), 16, opts))
             .map_err(|e| e.to_string())?;
-        if db.aio().method() != method {
-            return Err(format!("{method} is not available here"));
-        }
+        super::check_method(db.aio(), method)?;
         let mut s = db.session().map_err(|e| e.to_string())?;
         if i == 0 {
             // COPY TO, once (the table is read cold, with O_DIRECT from a
