@@ -711,8 +711,34 @@ fn seqscan_options(
         size_mib,
         shared_buffers: settings.shared_buffers() as u32,
         fio,
-        extra_settings: Vec::new(),
+        extra_settings: forwarded_settings(settings),
     })
+}
+
+/// Start-up settings the user chose (`-c`, the configuration file) that
+/// the databases of `bench seqscan`, `bench copy` and the demo take over.
+/// The others are each case's own: io_method, io_combine_limit and
+/// shared_buffers are what the cases vary or size, and io_direct=data is
+/// what makes every case cold.
+const FORWARDED_SETTINGS: [&str; 3] = ["io_workers", "max_sessions", "io_max_concurrency"];
+
+/// [`FORWARDED_SETTINGS`] not at their defaults, as `name=value`.
+fn forwarded_settings(settings: &Settings) -> Vec<String> {
+    settings
+        .rows()
+        .into_iter()
+        .filter(|(def, _, source)| {
+            FORWARDED_SETTINGS.contains(&def.name)
+                && !matches!(source, aiostore::config::Source::Default)
+        })
+        .map(|(def, value, _)| {
+            format!(
+                "{}={}",
+                def.name,
+                aiostore::config::format_value(def, value)
+            )
+        })
+        .collect()
 }
 
 /// Marks a directory as aiostore bench's, so that a later run may reuse
@@ -822,15 +848,19 @@ fn run_demo(
     } else {
         demo::DemoOptions::standard(scratch.path.clone())
     };
-    opts.io_workers = settings.io_workers();
+    opts.extra_settings = forwarded_settings(settings);
     let io = |e: std::io::Error| e.to_string();
     writeln!(
         out,
-        "aiostore demo in \"{}\": shared_buffers={} MiB, table {} MiB ({}× shared_buffers); every run is cold (database reopened with O_DIRECT, so neither the pool nor the page cache holds the table)",
+        "aiostore demo in \"{}\": shared_buffers={} MiB, table {} MiB ({}× shared_buffers){}; every run is cold (database reopened with O_DIRECT, so neither the pool nor the page cache holds the table)",
         scratch.path.display(),
         (opts.shared_buffers as usize * aiostore::storage::BLOCK_SIZE) >> 20,
         demo::TABLE_TIMES_POOL * ((opts.shared_buffers as u64 * aiostore::storage::BLOCK_SIZE as u64) >> 20),
-        demo::TABLE_TIMES_POOL
+        demo::TABLE_TIMES_POOL,
+        opts.extra_settings
+            .iter()
+            .map(|s| format!(", {s}"))
+            .collect::<String>()
     )
     .map_err(io)?;
     out.flush().map_err(io)?;

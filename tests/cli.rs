@@ -415,6 +415,35 @@ fn shared_buffers_the_machine_cannot_give_or_too_small_for_max_sessions_fail_wit
 }
 
 #[test]
+fn bench_seqscan_takes_the_users_start_up_settings() {
+    let tmp = common::temp_dir();
+    let bench_dir = tmp.path().join("bench");
+    // A 1 MB pool is too small for the default max_sessions (64): the
+    // user's max_sessions=4 must reach the benchmark's database.
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &[
+            "-c",
+            "shared_buffers=1MB",
+            "-c",
+            "max_sessions=4",
+            "bench",
+            "seqscan",
+            "--size-mib",
+            "8",
+            "--methods",
+            "sync",
+            "--no-fio",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(ok, "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("count ")).collect();
+    assert_eq!(rows.len(), 2, "combine 1 and 16: {text}");
+}
+
+#[test]
 fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
     let tmp = common::temp_dir();
     let data = tmp.path().join("data");

@@ -57,7 +57,9 @@ pub struct DemoOptions {
     pub random_blocks: u32,
     /// Simulated storage latency of the look-ahead experiment.
     pub latency_us: u64,
-    pub io_workers: usize,
+    /// The user's start-up settings (`name=value`, e.g. io_workers), after
+    /// the demo's own so that they win.
+    pub extra_settings: Vec<String>,
     /// Show a progress bar for the load (on a terminal).
     pub progress_bar: bool,
 }
@@ -72,7 +74,7 @@ impl DemoOptions {
             repeated_last_start: 10_000,
             random_blocks: 1000,
             latency_us: 1000,
-            io_workers: 16,
+            extra_settings: Vec::new(),
             progress_bar: true,
         }
     }
@@ -102,7 +104,9 @@ impl DemoOptions {
             size_mib: self.table_mib(),
             shared_buffers: self.shared_buffers,
             fio: false,
-            extra_settings: vec![format!("max_sessions={DEMO_MAX_SESSIONS}")],
+            extra_settings: std::iter::once(format!("max_sessions={DEMO_MAX_SESSIONS}"))
+                .chain(self.extra_settings.iter().cloned())
+                .collect(),
         }
     }
 }

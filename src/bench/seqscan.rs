@@ -46,7 +46,8 @@ pub struct SeqscanOptions {
     pub size_mib: u64,
     pub shared_buffers: u32,
     pub fio: bool,
-    /// More `name=value` settings for every case (the demo's max_sessions).
+    /// More `name=value` settings for every case: the demo's max_sessions
+    /// and the user's start-up settings (io_workers, max_sessions, …).
     pub extra_settings: Vec<String>,
 }
 
