@@ -480,89 +480,97 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
-/// Runs one benchmark, its files in a directory of its own.
+/// Runs one benchmark: checksum in memory, the others with their files in
+/// a directory of their own ([`in_bench_dir`]).
 fn run_bench(
     bench: BenchCommand,
     settings: &Settings,
     out: &mut dyn Write,
 ) -> Result<ExitCode, String> {
-    if let Bench::Checksum {
-        mib,
-        seconds,
-        no_c,
-        json,
-    } = bench.which
-    {
-        // Works in memory: no benchmark directory.
-        let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
-        let line = if json {
-            serde_json::to_string(&r).map_err(|e| e.to_string())?
-        } else {
-            format!(
-                "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
-                r.mib,
-                r.pages,
-                r.seconds,
-                r.gb_s,
-                r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
-                r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
-            )
-        };
-        writeln!(out, "{line}").map_err(|e| e.to_string())?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let scratch = ScratchDir::open_bench(&bench.dir, bench.keep)?;
-    eprintln!("{}", scratch.describe());
-    let dir = scratch.path.as_path();
+    let (bench_dir, keep) = (bench.dir.as_path(), bench.keep);
     match bench.which {
-        Bench::Rawio(args) => {
-            let options = rawio_options(dir, settings, &args)?;
-            rawio::run(&options, args.json, out)?;
+        Bench::Checksum {
+            mib,
+            seconds,
+            no_c,
+            json,
+        } => {
+            let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
+            let line = if json {
+                serde_json::to_string(&r).map_err(|e| e.to_string())?
+            } else {
+                format!(
+                    "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
+                    r.mib,
+                    r.pages,
+                    r.seconds,
+                    r.gb_s,
+                    r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
+                    r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
+                )
+            };
+            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
         }
+        Bench::Rawio(args) => in_bench_dir(bench_dir, keep, |dir| {
+            let options = rawio_options(dir, settings, &args)?;
+            rawio::run(&options, args.json, out).map(drop)
+        }),
         Bench::Prewarm {
             size_mib,
             methods,
             no_fio,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib.unwrap_or(options.relation_mib);
             options.fio = !no_fio;
-            aiostore::bench::streams::run_prewarm(&options, json, out)?;
-        }
-        Bench::RepeatedBlocks { methods, json } => {
+            aiostore::bench::streams::run_prewarm(&options, json, out).map(drop)
+        }),
+        Bench::RepeatedBlocks { methods, json } => in_bench_dir(bench_dir, keep, |dir| {
             let options = stream_bench_options(dir, settings, &methods)?;
-            aiostore::bench::streams::run_repeated(&options, json, out)?;
-        }
+            aiostore::bench::streams::run_repeated(&options, json, out).map(drop)
+        }),
         Bench::Seqscan {
             size_mib,
             methods,
             no_fio,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let options = seqscan_options(dir, settings, size_mib, &methods, !no_fio)?;
-            aiostore::bench::seqscan::run_seqscan(&options, json, out)?;
-        }
+            aiostore::bench::seqscan::run_seqscan(&options, json, out).map(drop)
+        }),
         Bench::Copy {
             size_mib,
             methods,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let options = seqscan_options(dir, settings, size_mib, &methods, false)?;
-            aiostore::bench::seqscan::run_copy(&options, json, out)?;
-        }
+            aiostore::bench::seqscan::run_copy(&options, json, out).map(drop)
+        }),
         Bench::Advice {
             size_mib,
             methods,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib;
-            aiostore::bench::streams::run_advice(&options, json, out)?;
-        }
-        Bench::Checksum { .. } => unreachable!("run in memory above"),
+            aiostore::bench::streams::run_advice(&options, json, out).map(drop)
+        }),
     }
-    eprintln!("{}", scratch.fate());
+}
+
+/// Runs `bench` with its files in the benchmark directory `path`, saying
+/// where they go before and what became of them after.
+fn in_bench_dir(
+    path: &std::path::Path,
+    keep: bool,
+    bench: impl FnOnce(&std::path::Path) -> Result<(), String>,
+) -> Result<ExitCode, String> {
+    let scratch = ScratchDir::open_bench(path, keep)?;
+    eprintln!("{}", scratch.describe());
+    bench(&scratch.path)?;
+    eprintln!("{}", scratch.finish());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -745,19 +753,27 @@ fn forwarded_settings(settings: &Settings) -> Vec<String> {
 /// and remove it.
 const BENCH_DIR_MARKER: &str = "AIOSTORE_BENCH_DIR";
 
-/// A directory this command created, removed when it is dropped (also on
-/// an error) unless it is to be kept.
+/// A directory this command uses for its files, removed at the end (also
+/// on an error) unless it is to be kept. Only what this command made is
+/// removed: the directory itself if it created it (or an earlier bench
+/// run did, see [`BENCH_DIR_MARKER`]), else only the files put in it.
 struct ScratchDir {
     path: PathBuf,
     keep: bool,
+    /// Whether the directory itself is ours to remove; false for an empty
+    /// directory the user had made.
+    ours: bool,
+    /// Set by [`ScratchDir::finish`], so that drop does not remove twice.
+    finished: bool,
 }
 
 impl ScratchDir {
-    /// Creates `path`, which must not exist or be empty, so that removing
+    /// Uses `path`, which must not exist or be empty, so that removing
     /// it at the end cannot remove anything the user had.
     fn create(path: &std::path::Path, keep: bool, what: &str) -> Result<ScratchDir, String> {
         let is_empty_dir = std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
-        if path.exists() && !is_empty_dir {
+        let existed = path.exists();
+        if existed && !is_empty_dir {
             return Err(format!(
                 "{what} directory \"{}\" already exists and is not empty; remove it or choose another with --dir",
                 path.display()
@@ -772,6 +788,8 @@ impl ScratchDir {
         Ok(ScratchDir {
             path: path.to_path_buf(),
             keep,
+            ours: !existed,
+            finished: false,
         })
     }
 
@@ -784,6 +802,8 @@ impl ScratchDir {
             return Ok(ScratchDir {
                 path: path.to_path_buf(),
                 keep,
+                ours: true,
+                finished: false,
             });
         }
         let dir = ScratchDir::create(path, keep, "benchmark")?;
@@ -808,23 +828,45 @@ impl ScratchDir {
         )
     }
 
-    /// What happens to the directory at the end, for the output.
-    fn fate(&self) -> String {
+    /// Removes what this command made: the directory, or the files in a
+    /// directory the user had.
+    fn remove(&self) -> std::io::Result<()> {
+        if self.ours {
+            return std::fs::remove_dir_all(&self.path);
+        }
+        for entry in std::fs::read_dir(&self.path)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())?;
+            } else {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps or removes the directory and says which, for the output;
+    /// "removed" only once it is gone.
+    fn finish(mut self) -> String {
+        self.finished = true;
+        let path = self.path.display();
         if self.keep {
-            format!(
-                "kept \"{}\" (--keep); remove it yourself",
-                self.path.display()
-            )
-        } else {
-            format!("removed \"{}\" (--keep keeps it)", self.path.display())
+            return format!("kept \"{path}\" (--keep); remove it yourself");
+        }
+        match self.remove() {
+            Ok(()) if self.ours => format!("removed \"{path}\" (--keep keeps it)"),
+            Ok(()) => format!(
+                "removed the files in \"{path}\" (--keep keeps them); the directory was there before, so it stays"
+            ),
+            Err(e) => format!("could not remove \"{path}\": {e}; remove it yourself"),
         }
     }
 }
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        if !self.keep {
-            if let Err(e) = std::fs::remove_dir_all(&self.path) {
+        if !self.keep && !self.finished {
+            if let Err(e) = self.remove() {
                 eprintln!("warning: could not remove \"{}\": {e}", self.path.display());
             }
         }
@@ -869,8 +911,7 @@ fn run_demo(
     demo::print_report(out, &report).map_err(io)?;
     demo::write_chart(chart, &report)?;
     writeln!(out, "chart: {}", chart.display()).map_err(io)?;
-    let fate = scratch.fate();
-    drop(scratch);
+    let fate = scratch.finish();
     writeln!(
         out,
         "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice; see docs/benchmarks.md",

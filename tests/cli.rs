@@ -212,6 +212,17 @@ fn bench_files_go_in_their_own_directory_removed_unless_kept() {
     let (ok, text) = aiostore(&data, &bench);
     assert!(ok && !dir.exists(), "{text}");
 
+    // An empty directory the user made is used and left in place, empty.
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("removed the files in") && dir.exists(),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).expect("lists").count(), 0, "{text}");
+    std::fs::remove_dir(&dir).expect("rmdir");
+
     // A directory the benchmark did not make is never used (or removed).
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join("mine.txt"), "keep me").expect("write");
