@@ -100,7 +100,7 @@ enum Command {
         json: bool,
     },
     /// The first command to run: builds a small database in a directory of
-    /// its own and shows, in about a minute, what the engine's I/O does
+    /// its own and shows, in about 20 s, what the engine's I/O does
     /// (combining, prewarm, repeated blocks, look-ahead), each run cold.
     Demo {
         /// Directory for the demo database, created and removed at the end
@@ -896,8 +896,8 @@ fn run_demo(
         out,
         "aiostore demo in \"{}\": shared_buffers={} MiB, table {} MiB ({}× shared_buffers){}; every run is cold (database reopened with O_DIRECT, so neither the pool nor the page cache holds the table)",
         scratch.path.display(),
-        (opts.shared_buffers as usize * aiostore::storage::BLOCK_SIZE) >> 20,
-        demo::TABLE_TIMES_POOL * ((opts.shared_buffers as u64 * aiostore::storage::BLOCK_SIZE as u64) >> 20),
+        opts.pool_mib(),
+        opts.table_mib(),
         demo::TABLE_TIMES_POOL,
         opts.extra_settings
             .iter()

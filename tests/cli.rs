@@ -120,11 +120,37 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
         "{text}"
     );
     assert!(text.contains("every run is cold"), "{text}");
-    for row in ["seqscan ", "prewarm ", "repeated blocks ", "look-ahead "] {
+    // The rows carry their verdict's name ("combining", not "seqscan").
+    for row in ["combining ", "prewarm ", "repeated blocks ", "look-ahead "] {
         assert!(
             text.lines().any(|l| l.starts_with(row)),
             "no {row} row: {text}"
         );
+    }
+    // Cold is checked, not claimed: every count(*) and prewarm row read the
+    // whole table from disk.
+    let cold = text
+        .lines()
+        .find(|l| l.starts_with("cold: "))
+        .unwrap_or_else(|| panic!("no cold line: {text}"));
+    let words: Vec<&str> = cold.split_whitespace().collect();
+    let nblocks: u64 = words[1].parse().expect("a block count");
+    assert!(nblocks > 0 && words[3] == words[1], "{cold}");
+    let checked_rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("combining ") || l.starts_with("prewarm "))
+        .collect();
+    assert!(!checked_rows.is_empty(), "{text}");
+    for row in checked_rows {
+        assert!(
+            row.split_whitespace().any(|w| w == nblocks.to_string()),
+            "{row} does not show {nblocks} reads: {text}"
+        );
+    }
+    // Each combining row compares with its own method's 8 KiB reads.
+    for line in text.lines().filter(|l| l.starts_with("combining ")) {
+        let method = line.split_whitespace().nth(1).expect("a method");
+        assert!(line.ends_with(&format!("{method} 8 KiB reads")), "{line}");
     }
     for verdict in [
         "combining: ",
