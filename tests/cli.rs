@@ -5,17 +5,25 @@ mod common;
 
 use std::process::Command;
 
-fn aiostore(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+/// Runs the command on data directory `dir` with extra environment
+/// variables; returns success and standard output + standard error.
+fn aiostore_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_aiostore"))
         .arg("--data-dir")
         .arg(dir)
         .args(args)
         .env_remove("AIOSTORE_DATA")
+        .envs(env.iter().copied())
         .output()
         .expect("runs");
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
+}
+
+/// [`aiostore_env`] without extra environment variables.
+fn aiostore(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    aiostore_env(dir, args, &[])
 }
 
 #[test]
@@ -260,38 +268,6 @@ fn bench_files_go_in_their_own_directory_removed_unless_kept() {
     assert!(dir.join("mine.txt").exists());
 }
 
-/// Runs the command with extra environment variables and `input` on
-/// standard input; returns success and standard output + standard error.
-fn aiostore_with(
-    dir: &std::path::Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-    input: &[u8],
-) -> (bool, String) {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_aiostore"))
-        .arg("--data-dir")
-        .arg(dir)
-        .args(args)
-        .env_remove("AIOSTORE_DATA")
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("runs");
-    child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(input)
-        .expect("writes");
-    let out = child.wait_with_output().expect("waits");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
 #[test]
 fn verify_file_recognises_a_cluster_without_data_checksums_and_still_flags_one_bad_page() {
     let tmp = common::temp_dir();
@@ -366,7 +342,7 @@ fn settings_show_units_sources_descriptions_and_an_io_uring_fallback_with_its_re
     // Forced unavailability (EPERM): the value in use and why, in the
     // utility and in SQL.
     let eperm = [("AIOSTORE_TEST_IO_URING_SETUP_ERRNO", "1")];
-    let (ok, text) = aiostore_with(&dir, &["show", "io_method"], &eperm, b"");
+    let (ok, text) = aiostore_env(&dir, &["show", "io_method"], &eperm);
     assert!(ok, "{text}");
     assert!(
         text.contains("io_method = worker")
@@ -374,7 +350,7 @@ fn settings_show_units_sources_descriptions_and_an_io_uring_fallback_with_its_re
         "{text}"
     );
     assert!(aiostore(&dir, &["init"]).0);
-    let (ok, text) = aiostore_with(&dir, &["sql", "SHOW io_method"], &eperm, b"");
+    let (ok, text) = aiostore_env(&dir, &["sql", "SHOW io_method"], &eperm);
     assert!(
         ok && text.contains(" worker") && !text.contains(" io_uring\n"),
         "{text}"
@@ -486,7 +462,7 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
     let data = tmp.path().join("data");
     let eperm = [("AIOSTORE_TEST_IO_URING_SETUP_ERRNO", "1")];
     let bench_dir = tmp.path().join("bench");
-    let (ok, text) = aiostore_with(
+    let (ok, text) = aiostore_env(
         &data,
         &[
             "bench",
@@ -506,7 +482,6 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
             bench_dir.to_str().expect("UTF-8 path"),
         ],
         &eperm,
-        b"",
     );
     assert!(ok, "{text}");
     assert!(
@@ -518,7 +493,7 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
     assert!(!rows.iter().any(|l| l.contains(" io_uring ")), "{text}");
 
     let demo_dir = tmp.path().join("demo");
-    let (ok, text) = aiostore_with(
+    let (ok, text) = aiostore_env(
         &data,
         &[
             "demo",
@@ -527,7 +502,6 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
             demo_dir.to_str().expect("UTF-8 path"),
         ],
         &eperm,
-        b"",
     );
     assert!(ok, "{text}");
     assert!(
@@ -542,7 +516,7 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
     );
 
     // Nothing left to run: an error before any table is built.
-    let (ok, text) = aiostore_with(
+    let (ok, text) = aiostore_env(
         &data,
         &[
             "bench",
@@ -553,7 +527,6 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
             bench_dir.to_str().expect("UTF-8 path"),
         ],
         &eperm,
-        b"",
     );
     assert!(!ok, "{text}");
     assert!(
