@@ -100,7 +100,7 @@ enum Command {
         json: bool,
     },
     /// The first command to run: builds a small database in a directory of
-    /// its own and shows, in about a minute, what the engine's I/O does
+    /// its own and shows, in about 20 s, what the engine's I/O does
     /// (combining, prewarm, repeated blocks, look-ahead), each run cold.
     Demo {
         /// Directory for the demo database, created and removed at the end
@@ -292,7 +292,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Show { name } if name != "all" => {
-            note_io_uring_fallback(&mut settings)?;
+            note_io_uring_fallback(&mut settings);
             let (def, value, source) = settings
                 .rows()
                 .into_iter()
@@ -311,7 +311,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Settings | Command::Show { .. } => {
-            note_io_uring_fallback(&mut settings)?;
+            note_io_uring_fallback(&mut settings);
             let rows: Vec<[String; 4]> = settings
                 .rows()
                 .into_iter()
@@ -480,98 +480,97 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
-/// Runs one benchmark, its files in a directory of its own.
+/// Runs one benchmark: checksum in memory, the others with their files in
+/// a directory of their own ([`in_bench_dir`]).
 fn run_bench(
     bench: BenchCommand,
     settings: &Settings,
     out: &mut dyn Write,
 ) -> Result<ExitCode, String> {
-    if let Bench::Checksum {
-        mib,
-        seconds,
-        no_c,
-        json,
-    } = bench.which
-    {
-        // Works in memory: no benchmark directory.
-        let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
-        let line = if json {
-            serde_json::to_string(&r).map_err(|e| e.to_string())?
-        } else {
-            format!(
-                "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
-                r.mib,
-                r.pages,
-                r.seconds,
-                r.gb_s,
-                r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
-                r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
-            )
-        };
-        writeln!(out, "{line}").map_err(|e| e.to_string())?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let scratch = ScratchDir::open_bench(&bench.dir, bench.keep)?;
-    eprintln!("{}", scratch.describe());
-    let dir = scratch.path.as_path();
+    let (bench_dir, keep) = (bench.dir.as_path(), bench.keep);
     match bench.which {
-        Bench::Rawio(args) => {
-            let mut options = rawio_options(dir, settings, &args)?;
-            let io_uring = ReadMethod::Aio(aiostore::config::IoMethod::IoUring);
-            if options.methods.contains(&io_uring) {
-                if let Some(reason) = aiostore::bench::io_uring_unavailable(options.io_workers) {
-                    options.methods.retain(|m| *m != io_uring);
-                    skip_note(out, args.json, &reason)?;
-                }
-            }
-            if !options.methods.is_empty() {
-                rawio::run(&options, args.json, out)?;
-            }
+        Bench::Checksum {
+            mib,
+            seconds,
+            no_c,
+            json,
+        } => {
+            let r = aiostore::bench::checksum::run(mib, seconds, !no_c)?;
+            let line = if json {
+                serde_json::to_string(&r).map_err(|e| e.to_string())?
+            } else {
+                format!(
+                    "aiostore bench checksum: mib={} pages={} seconds={:.2}\nrust gb_s={:.2}  c(-O3 -march=native) gb_s={}  rust/c={}",
+                    r.mib,
+                    r.pages,
+                    r.seconds,
+                    r.gb_s,
+                    r.c_gb_s.map_or("-".into(), |c| format!("{c:.2}")),
+                    r.vs_c.map_or("-".into(), |v| format!("{v:.2}")),
+                )
+            };
+            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
         }
+        Bench::Rawio(args) => in_bench_dir(bench_dir, keep, |dir| {
+            let options = rawio_options(dir, settings, &args)?;
+            rawio::run(&options, args.json, out).map(drop)
+        }),
         Bench::Prewarm {
             size_mib,
             methods,
             no_fio,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib.unwrap_or(options.relation_mib);
             options.fio = !no_fio;
-            aiostore::bench::streams::run_prewarm(&options, json, out)?;
-        }
-        Bench::RepeatedBlocks { methods, json } => {
+            aiostore::bench::streams::run_prewarm(&options, json, out).map(drop)
+        }),
+        Bench::RepeatedBlocks { methods, json } => in_bench_dir(bench_dir, keep, |dir| {
             let options = stream_bench_options(dir, settings, &methods)?;
-            aiostore::bench::streams::run_repeated(&options, json, out)?;
-        }
+            aiostore::bench::streams::run_repeated(&options, json, out).map(drop)
+        }),
         Bench::Seqscan {
             size_mib,
             methods,
             no_fio,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let options = seqscan_options(dir, settings, size_mib, &methods, !no_fio)?;
-            aiostore::bench::seqscan::run_seqscan(&options, json, out)?;
-        }
+            aiostore::bench::seqscan::run_seqscan(&options, json, out).map(drop)
+        }),
         Bench::Copy {
             size_mib,
             methods,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let options = seqscan_options(dir, settings, size_mib, &methods, false)?;
-            aiostore::bench::seqscan::run_copy(&options, json, out)?;
-        }
+            aiostore::bench::seqscan::run_copy(&options, json, out).map(drop)
+        }),
         Bench::Advice {
             size_mib,
             methods,
             json,
-        } => {
+        } => in_bench_dir(bench_dir, keep, |dir| {
             let mut options = stream_bench_options(dir, settings, &methods)?;
             options.relation_mib = size_mib;
-            aiostore::bench::streams::run_advice(&options, json, out)?;
-        }
-        Bench::Checksum { .. } => unreachable!("run in memory above"),
+            aiostore::bench::streams::run_advice(&options, json, out).map(drop)
+        }),
     }
-    eprintln!("{}", scratch.fate());
+}
+
+/// Runs `bench` with its files in the benchmark directory `path`, saying
+/// where they go before and what became of them after.
+fn in_bench_dir(
+    path: &std::path::Path,
+    keep: bool,
+    bench: impl FnOnce(&std::path::Path) -> Result<(), String>,
+) -> Result<ExitCode, String> {
+    let scratch = ScratchDir::open_bench(path, keep)?;
+    eprintln!("{}", scratch.describe());
+    bench(&scratch.path)?;
+    eprintln!("{}", scratch.finish());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -636,40 +635,12 @@ fn parse_methods(methods: &[String]) -> Result<Vec<aiostore::config::IoMethod>, 
         .collect()
 }
 
-/// `methods` without io_uring where the kernel refuses it, saying so on
-/// standard error (the benchmarks would otherwise stop at io_uring).
-fn usable_methods(
-    mut methods: Vec<aiostore::config::IoMethod>,
-    settings: &Settings,
-) -> Result<Vec<aiostore::config::IoMethod>, String> {
-    use aiostore::config::IoMethod;
-    if methods.contains(&IoMethod::IoUring) {
-        if let Some(reason) = aiostore::bench::io_uring_unavailable(settings.io_workers()) {
-            methods.retain(|m| *m != IoMethod::IoUring);
-            skip_note(&mut std::io::stderr(), true, &reason)?;
-        }
-    }
-    Ok(methods)
-}
-
-/// Says that io_uring is skipped and why: in the output unless it is
-/// JSON, then on standard error.
-fn skip_note(out: &mut dyn Write, json: bool, reason: &str) -> Result<(), String> {
-    let line = format!("note: io_uring skipped: {reason}");
-    if json {
-        eprintln!("{line}");
-        Ok(())
-    } else {
-        writeln!(out, "{line}").map_err(|e| e.to_string())
-    }
-}
-
 fn stream_bench_options(
     bench_dir: &std::path::Path,
     settings: &Settings,
     methods: &[String],
 ) -> Result<aiostore::bench::streams::StreamBenchOptions, String> {
-    let methods = usable_methods(parse_methods(methods)?, settings)?;
+    let methods = usable_methods(parse_methods(methods)?)?;
     let shared_buffers = settings.shared_buffers() as u32;
     Ok(aiostore::bench::streams::StreamBenchOptions {
         dir: bench_dir.join("base"),
@@ -695,6 +666,7 @@ fn rawio_options(
             })
         })
         .collect::<Result<_, _>>()?;
+    let methods = usable_methods(methods)?;
     let patterns = args
         .patterns
         .iter()
@@ -743,31 +715,65 @@ fn seqscan_options(
 ) -> Result<aiostore::bench::seqscan::SeqscanOptions, String> {
     Ok(aiostore::bench::seqscan::SeqscanOptions {
         dir: bench_dir.join("seqscan"),
-        methods: usable_methods(parse_methods(methods)?, settings)?,
+        methods: usable_methods(parse_methods(methods)?)?,
         size_mib,
         shared_buffers: settings.shared_buffers() as u32,
         fio,
-        extra_settings: Vec::new(),
+        extra_settings: forwarded_settings(settings),
     })
+}
+
+/// Start-up settings the user chose (`-c`, the configuration file) that
+/// the databases of `bench seqscan`, `bench copy` and the demo take over.
+/// The others are each case's own: io_method, io_combine_limit and
+/// shared_buffers are what the cases vary or size, and io_direct=data is
+/// what makes every case cold.
+const FORWARDED_SETTINGS: [&str; 3] = ["io_workers", "max_sessions", "io_max_concurrency"];
+
+/// [`FORWARDED_SETTINGS`] not at their defaults, as `name=value`.
+fn forwarded_settings(settings: &Settings) -> Vec<String> {
+    settings
+        .rows()
+        .into_iter()
+        .filter(|(def, _, source)| {
+            FORWARDED_SETTINGS.contains(&def.name)
+                && !matches!(source, aiostore::config::Source::Default)
+        })
+        .map(|(def, value, _)| {
+            format!(
+                "{}={}",
+                def.name,
+                aiostore::config::format_value(def, value)
+            )
+        })
+        .collect()
 }
 
 /// Marks a directory as aiostore bench's, so that a later run may reuse
 /// and remove it.
 const BENCH_DIR_MARKER: &str = "AIOSTORE_BENCH_DIR";
 
-/// A directory this command created, removed when it is dropped (also on
-/// an error) unless it is to be kept.
+/// A directory this command uses for its files, removed at the end (also
+/// on an error) unless it is to be kept. Only what this command made is
+/// removed: the directory itself if it created it (or an earlier bench
+/// run did, see [`BENCH_DIR_MARKER`]), else only the files put in it.
 struct ScratchDir {
     path: PathBuf,
     keep: bool,
+    /// Whether the directory itself is ours to remove; false for an empty
+    /// directory the user had made.
+    ours: bool,
+    /// Set by [`ScratchDir::finish`], so that drop does not remove twice.
+    finished: bool,
 }
 
 impl ScratchDir {
-    /// Creates `path`, which must not exist or be empty, so that removing
+    /// Uses `path`, which must not exist or be empty, so that removing
     /// it at the end cannot remove anything the user had.
     fn create(path: &std::path::Path, keep: bool, what: &str) -> Result<ScratchDir, String> {
         let is_empty_dir = std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
-        if path.exists() && !is_empty_dir {
+        let existed = path.exists();
+        if existed && !is_empty_dir {
             return Err(format!(
                 "{what} directory \"{}\" already exists and is not empty; remove it or choose another with --dir",
                 path.display()
@@ -782,6 +788,8 @@ impl ScratchDir {
         Ok(ScratchDir {
             path: path.to_path_buf(),
             keep,
+            ours: !existed,
+            finished: false,
         })
     }
 
@@ -794,6 +802,8 @@ impl ScratchDir {
             return Ok(ScratchDir {
                 path: path.to_path_buf(),
                 keep,
+                ours: true,
+                finished: false,
             });
         }
         let dir = ScratchDir::create(path, keep, "benchmark")?;
@@ -818,23 +828,45 @@ impl ScratchDir {
         )
     }
 
-    /// What happens to the directory at the end, for the output.
-    fn fate(&self) -> String {
+    /// Removes what this command made: the directory, or the files in a
+    /// directory the user had.
+    fn remove(&self) -> std::io::Result<()> {
+        if self.ours {
+            return std::fs::remove_dir_all(&self.path);
+        }
+        for entry in std::fs::read_dir(&self.path)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())?;
+            } else {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps or removes the directory and says which, for the output;
+    /// "removed" only once it is gone.
+    fn finish(mut self) -> String {
+        self.finished = true;
+        let path = self.path.display();
         if self.keep {
-            format!(
-                "kept \"{}\" (--keep); remove it yourself",
-                self.path.display()
-            )
-        } else {
-            format!("removed \"{}\" (--keep keeps it)", self.path.display())
+            return format!("kept \"{path}\" (--keep); remove it yourself");
+        }
+        match self.remove() {
+            Ok(()) if self.ours => format!("removed \"{path}\" (--keep keeps it)"),
+            Ok(()) => format!(
+                "removed the files in \"{path}\" (--keep keeps them); the directory was there before, so it stays"
+            ),
+            Err(e) => format!("could not remove \"{path}\": {e}; remove it yourself"),
         }
     }
 }
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        if !self.keep {
-            if let Err(e) = std::fs::remove_dir_all(&self.path) {
+        if !self.keep && !self.finished {
+            if let Err(e) = self.remove() {
                 eprintln!("warning: could not remove \"{}\": {e}", self.path.display());
             }
         }
@@ -858,15 +890,19 @@ fn run_demo(
     } else {
         demo::DemoOptions::standard(scratch.path.clone())
     };
-    opts.io_workers = settings.io_workers();
+    opts.extra_settings = forwarded_settings(settings);
     let io = |e: std::io::Error| e.to_string();
     writeln!(
         out,
-        "aiostore demo in \"{}\": shared_buffers={} MiB, table {} MiB ({}× shared_buffers); every run is cold (database reopened with O_DIRECT, so neither the pool nor the page cache holds the table)",
+        "aiostore demo in \"{}\": shared_buffers={} MiB, table {} MiB ({}× shared_buffers){}; every run is cold (database reopened with O_DIRECT, so neither the pool nor the page cache holds the table)",
         scratch.path.display(),
-        (opts.shared_buffers as usize * aiostore::storage::BLOCK_SIZE) >> 20,
-        demo::TABLE_TIMES_POOL * ((opts.shared_buffers as u64 * aiostore::storage::BLOCK_SIZE as u64) >> 20),
-        demo::TABLE_TIMES_POOL
+        opts.pool_mib(),
+        opts.table_mib(),
+        demo::TABLE_TIMES_POOL,
+        opts.extra_settings
+            .iter()
+            .map(|s| format!(", {s}"))
+            .collect::<String>()
     )
     .map_err(io)?;
     out.flush().map_err(io)?;
@@ -875,8 +911,7 @@ fn run_demo(
     demo::print_report(out, &report).map_err(io)?;
     demo::write_chart(chart, &report)?;
     writeln!(out, "chart: {}", chart.display()).map_err(io)?;
-    let fate = scratch.fate();
-    drop(scratch);
+    let fate = scratch.finish();
     writeln!(
         out,
         "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice; see docs/benchmarks.md",
@@ -886,27 +921,27 @@ fn run_demo(
     Ok(())
 }
 
-/// With io_method=io_uring, tries the kernel (one small ring) so that
-/// `aiostore settings` and `show` say what a database would use: `worker`
-/// and why, where io_uring is refused.
-fn note_io_uring_fallback(settings: &mut Settings) -> Result<(), String> {
+/// `methods` without io_uring where the kernel refuses it, the note on
+/// standard error (see [`aiostore::bench::usable_methods`]).
+fn usable_methods<M: aiostore::bench::OnIoMethod>(methods: Vec<M>) -> Result<Vec<M>, String> {
+    aiostore::bench::usable_methods(methods, &mut std::io::stderr())
+}
+
+/// With io_method=io_uring, asks the kernel (one ring, see
+/// [`aiostore::aio::probe_io_uring`]) so that `aiostore settings` and `show`
+/// say what a database would use: `worker` and why, where io_uring is
+/// refused. Never fails: listing the settings must work even where the
+/// probe cannot.
+fn note_io_uring_fallback(settings: &mut Settings) {
     if settings.io_method() != aiostore::config::IoMethod::IoUring {
-        return Ok(());
+        return;
     }
-    let aio = Aio::start(&AioConfig {
-        max_sessions: 1,
-        io_max_concurrency: 1,
-        ..AioConfig::from_settings(settings)
-    })
-    .map_err(|e| e.to_string())?;
-    if let Some(reason) = aio.fallback_reason() {
-        settings
-            .record_fallback(
-                "io_method",
-                aio.method().name(),
-                aiostore::database::fallback_note(reason),
-            )
-            .map_err(|e| e.to_string())?;
+    if let Some(reason) = aiostore::aio::probe_io_uring() {
+        let note = aiostore::database::fallback_note(&reason);
+        if let Err(e) =
+            settings.record_fallback("io_method", aiostore::config::IoMethod::Worker.name(), note)
+        {
+            eprintln!("note: io_uring is not usable here ({reason}); {e}");
+        }
     }
-    Ok(())
 }

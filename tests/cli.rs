@@ -5,17 +5,25 @@ mod common;
 
 use std::process::Command;
 
-fn aiostore(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+/// Runs the command on data directory `dir` with extra environment
+/// variables; returns success and standard output + standard error.
+fn aiostore_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_aiostore"))
         .arg("--data-dir")
         .arg(dir)
         .args(args)
         .env_remove("AIOSTORE_DATA")
+        .envs(env.iter().copied())
         .output()
         .expect("runs");
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
+}
+
+/// [`aiostore_env`] without extra environment variables.
+fn aiostore(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    aiostore_env(dir, args, &[])
 }
 
 #[test]
@@ -120,11 +128,37 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
         "{text}"
     );
     assert!(text.contains("every run is cold"), "{text}");
-    for row in ["seqscan ", "prewarm ", "repeated blocks ", "look-ahead "] {
+    // The rows carry their verdict's name ("combining", not "seqscan").
+    for row in ["combining ", "prewarm ", "repeated blocks ", "look-ahead "] {
         assert!(
             text.lines().any(|l| l.starts_with(row)),
             "no {row} row: {text}"
         );
+    }
+    // Cold is checked, not claimed: every count(*) and prewarm row read the
+    // whole table from disk.
+    let cold = text
+        .lines()
+        .find(|l| l.starts_with("cold: "))
+        .unwrap_or_else(|| panic!("no cold line: {text}"));
+    let words: Vec<&str> = cold.split_whitespace().collect();
+    let nblocks: u64 = words[1].parse().expect("a block count");
+    assert!(nblocks > 0 && words[3] == words[1], "{cold}");
+    let checked_rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("combining ") || l.starts_with("prewarm "))
+        .collect();
+    assert!(!checked_rows.is_empty(), "{text}");
+    for row in checked_rows {
+        assert!(
+            row.split_whitespace().any(|w| w == nblocks.to_string()),
+            "{row} does not show {nblocks} reads: {text}"
+        );
+    }
+    // Each combining row compares with its own method's 8 KiB reads.
+    for line in text.lines().filter(|l| l.starts_with("combining ")) {
+        let method = line.split_whitespace().nth(1).expect("a method");
+        assert!(line.ends_with(&format!("{method} 8 KiB reads")), "{line}");
     }
     for verdict in [
         "combining: ",
@@ -212,6 +246,17 @@ fn bench_files_go_in_their_own_directory_removed_unless_kept() {
     let (ok, text) = aiostore(&data, &bench);
     assert!(ok && !dir.exists(), "{text}");
 
+    // An empty directory the user made is used and left in place, empty.
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let (ok, text) = aiostore(&data, &bench);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("removed the files in") && dir.exists(),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).expect("lists").count(), 0, "{text}");
+    std::fs::remove_dir(&dir).expect("rmdir");
+
     // A directory the benchmark did not make is never used (or removed).
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join("mine.txt"), "keep me").expect("write");
@@ -221,38 +266,6 @@ fn bench_files_go_in_their_own_directory_removed_unless_kept() {
         "{text}"
     );
     assert!(dir.join("mine.txt").exists());
-}
-
-/// Runs the command with extra environment variables and `input` on
-/// standard input; returns success and standard output + standard error.
-fn aiostore_with(
-    dir: &std::path::Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-    input: &[u8],
-) -> (bool, String) {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_aiostore"))
-        .arg("--data-dir")
-        .arg(dir)
-        .args(args)
-        .env_remove("AIOSTORE_DATA")
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("runs");
-    child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(input)
-        .expect("writes");
-    let out = child.wait_with_output().expect("waits");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
 }
 
 #[test]
@@ -329,7 +342,7 @@ fn settings_show_units_sources_descriptions_and_an_io_uring_fallback_with_its_re
     // Forced unavailability (EPERM): the value in use and why, in the
     // utility and in SQL.
     let eperm = [("AIOSTORE_TEST_IO_URING_SETUP_ERRNO", "1")];
-    let (ok, text) = aiostore_with(&dir, &["show", "io_method"], &eperm, b"");
+    let (ok, text) = aiostore_env(&dir, &["show", "io_method"], &eperm);
     assert!(ok, "{text}");
     assert!(
         text.contains("io_method = worker")
@@ -337,7 +350,7 @@ fn settings_show_units_sources_descriptions_and_an_io_uring_fallback_with_its_re
         "{text}"
     );
     assert!(aiostore(&dir, &["init"]).0);
-    let (ok, text) = aiostore_with(&dir, &["sql", "SHOW io_method"], &eperm, b"");
+    let (ok, text) = aiostore_env(&dir, &["sql", "SHOW io_method"], &eperm);
     assert!(
         ok && text.contains(" worker") && !text.contains(" io_uring\n"),
         "{text}"
@@ -415,12 +428,41 @@ fn shared_buffers_the_machine_cannot_give_or_too_small_for_max_sessions_fail_wit
 }
 
 #[test]
+fn bench_seqscan_takes_the_users_start_up_settings() {
+    let tmp = common::temp_dir();
+    let bench_dir = tmp.path().join("bench");
+    // A 1 MB pool is too small for the default max_sessions (64): the
+    // user's max_sessions=4 must reach the benchmark's database.
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &[
+            "-c",
+            "shared_buffers=1MB",
+            "-c",
+            "max_sessions=4",
+            "bench",
+            "seqscan",
+            "--size-mib",
+            "8",
+            "--methods",
+            "sync",
+            "--no-fio",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(ok, "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("count ")).collect();
+    assert_eq!(rows.len(), 2, "combine 1 and 16: {text}");
+}
+
+#[test]
 fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
     let tmp = common::temp_dir();
     let data = tmp.path().join("data");
     let eperm = [("AIOSTORE_TEST_IO_URING_SETUP_ERRNO", "1")];
     let bench_dir = tmp.path().join("bench");
-    let (ok, text) = aiostore_with(
+    let (ok, text) = aiostore_env(
         &data,
         &[
             "bench",
@@ -440,7 +482,6 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
             bench_dir.to_str().expect("UTF-8 path"),
         ],
         &eperm,
-        b"",
     );
     assert!(ok, "{text}");
     assert!(
@@ -452,7 +493,7 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
     assert!(!rows.iter().any(|l| l.contains(" io_uring ")), "{text}");
 
     let demo_dir = tmp.path().join("demo");
-    let (ok, text) = aiostore_with(
+    let (ok, text) = aiostore_env(
         &data,
         &[
             "demo",
@@ -461,7 +502,6 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
             demo_dir.to_str().expect("UTF-8 path"),
         ],
         &eperm,
-        b"",
     );
     assert!(ok, "{text}");
     assert!(
@@ -469,4 +509,30 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
         "{text}"
     );
     assert!(!text.contains("io_uring, 128 KiB reads"), "{text}");
+    assert_eq!(
+        text.matches("io_uring skipped").count(),
+        1,
+        "the demo says it once: {text}"
+    );
+
+    // Nothing left to run: an error before any table is built.
+    let (ok, text) = aiostore_env(
+        &data,
+        &[
+            "bench",
+            "seqscan",
+            "--methods",
+            "io_uring",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+        ],
+        &eperm,
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("no I/O method left to run")
+            && text.contains("io_uring is not permitted (EPERM)")
+            && !text.contains("preparing table"),
+        "{text}"
+    );
 }

@@ -156,6 +156,41 @@ pub(crate) struct AioShared {
 /// Read only at start-up; the settings loader skips it.
 pub const IO_URING_SETUP_ERRNO_ENV: &str = "AIOSTORE_TEST_IO_URING_SETUP_ERRNO";
 
+/// Creates `slots` rings of `entries` entries, unless the test hook
+/// [`IO_URING_SETUP_ERRNO_ENV`] makes the set-up fail with its errno: the
+/// one place both [`Aio::start`] and [`probe_io_uring`] set io_uring up, so
+/// that the probe says what a start would do.
+fn create_rings_or_forced_failure(
+    slots: usize,
+    entries: usize,
+) -> Result<Vec<UringRing>, method::uring::SetupFailure> {
+    let forced = std::env::var(IO_URING_SETUP_ERRNO_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok());
+    match forced {
+        Some(errno) => Err(method::uring::classify_setup_error(
+            &std::io::Error::from_raw_os_error(errno),
+        )),
+        None => method::uring::create_rings(slots, entries),
+    }
+}
+
+/// Why io_uring cannot be used here, if it cannot: creates one ring of one
+/// entry (no handles, no workers, no log line) and drops it. Callers that
+/// choose among methods (the benchmarks, the demo, `aiostore settings`) ask
+/// this once instead of starting a whole [`Aio`] per method. A failure that
+/// would stop [`Aio::start`] (rather than make it fall back) is returned as
+/// a reason too: for a chooser, io_uring is unusable either way.
+pub fn probe_io_uring() -> Option<String> {
+    match create_rings_or_forced_failure(1, 1) {
+        Ok(_rings) => None,
+        Err(method::uring::SetupFailure::FallBack(reason)) => Some(reason),
+        Err(method::uring::SetupFailure::Fatal(message)) => {
+            Some(format!("could not create an io_uring instance: {message}"))
+        }
+    }
+}
+
 /// The AIO subsystem of one database: handles, slots, methods and workers.
 pub struct Aio {
     shared: Arc<AioShared>,
@@ -183,17 +218,7 @@ impl Aio {
         }
         let mut fallback_reason = None;
         if method == IoMethod::IoUring {
-            let forced = std::env::var(IO_URING_SETUP_ERRNO_ENV)
-                .ok()
-                .and_then(|v| v.trim().parse::<i32>().ok())
-                .map(|errno| {
-                    method::uring::classify_setup_error(&std::io::Error::from_raw_os_error(errno))
-                });
-            let rings_or_failure = match forced {
-                Some(failure) => Err(failure),
-                None => method::uring::create_rings(config.max_sessions, per_slot),
-            };
-            match rings_or_failure {
+            match create_rings_or_forced_failure(config.max_sessions, per_slot) {
                 Ok(r) => rings = r,
                 Err(failure) => match failure {
                     method::uring::SetupFailure::FallBack(reason) => {

@@ -14,6 +14,8 @@ pub mod streams;
 
 use std::time::Duration;
 
+use crate::config::IoMethod;
+
 /// CPU time (user + system) used by this process so far, all threads.
 pub fn process_cpu_time() -> Duration {
     // SAFETY: getrusage only writes the struct we pass.
@@ -47,23 +49,57 @@ impl XorShift {
     }
 }
 
-/// Why io_uring cannot be used here, if it cannot: tries to set up one
-/// small ring the way the AIO subsystem does, so that a benchmark can skip
-/// io_uring with the kernel's reason instead of failing (or measuring the
-/// worker method under io_uring's name).
-pub fn io_uring_unavailable(io_workers: usize) -> Option<String> {
-    let probe = crate::aio::Aio::start(&crate::aio::AioConfig {
-        method: crate::config::IoMethod::IoUring,
-        io_workers,
-        max_sessions: 1,
-        io_max_concurrency: 1,
-        io_max_combine_limit: 1,
-        debug_io_latency_us: 0,
-    });
-    match probe {
-        Ok(aio) => aio.fallback_reason().map(str::to_string),
-        Err(e) => Some(e.to_string()),
+/// A benchmark's method that may run on an AIO method (`--methods`).
+pub trait OnIoMethod: Copy + PartialEq {
+    /// The AIO method it runs on, if any (rawio's pread runs on none).
+    fn io_method(&self) -> Option<IoMethod>;
+}
+
+impl OnIoMethod for IoMethod {
+    fn io_method(&self) -> Option<IoMethod> {
+        Some(*self)
     }
+}
+
+/// `methods` without io_uring where the kernel refuses it: the one place
+/// a benchmark or the demo chooses its methods. Asks the kernel once
+/// ([`crate::aio::probe_io_uring`]), writes one note with the reason to
+/// `notes` (standard error, so that it never mixes with a table or JSON),
+/// and fails when nothing is left to run, before any table is built.
+pub fn usable_methods<M: OnIoMethod>(
+    methods: Vec<M>,
+    notes: &mut dyn std::io::Write,
+) -> Result<Vec<M>, String> {
+    let wants_io_uring = |m: &M| m.io_method() == Some(IoMethod::IoUring);
+    if !methods.iter().any(wants_io_uring) {
+        return Ok(methods);
+    }
+    let Some(reason) = crate::aio::probe_io_uring() else {
+        return Ok(methods);
+    };
+    let usable: Vec<M> = methods.into_iter().filter(|m| !wants_io_uring(m)).collect();
+    if usable.is_empty() {
+        return Err(format!(
+            "no I/O method left to run: io_uring is not usable here ({reason}); choose sync or worker with --methods"
+        ));
+    }
+    let _ = writeln!(notes, "note: io_uring skipped: {reason}");
+    Ok(usable)
+}
+
+/// Checks that `aio` runs `wanted`: the methods were chosen with
+/// [`usable_methods`], so a fall-back here means the kernel refused more
+/// rings than the probe's one, and measuring the worker method under
+/// io_uring's name would be wrong.
+pub(crate) fn check_method(aio: &crate::aio::Aio, wanted: IoMethod) -> Result<(), String> {
+    if aio.method() == wanted {
+        return Ok(());
+    }
+    Err(format!(
+        "{wanted} could not be set up for this case (fell back to {}: {}); lower max_sessions or io_max_concurrency, or leave {wanted} out of --methods",
+        aio.method(),
+        aio.fallback_reason().unwrap_or("no reason given")
+    ))
 }
 
 /// Drops the kernel page cache (root only), for cold buffered runs.

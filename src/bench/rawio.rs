@@ -44,6 +44,15 @@ impl ReadMethod {
     }
 }
 
+impl super::OnIoMethod for ReadMethod {
+    fn io_method(&self) -> Option<IoMethod> {
+        match self {
+            ReadMethod::Pread => None,
+            ReadMethod::Aio(m) => Some(*m),
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RawioOptions {
@@ -321,12 +330,7 @@ fn measure(
                 debug_io_latency_us: opts.debug_io_latency_us,
             })
             .map_err(|e| e.to_string())?;
-            if aio.method() != io_method {
-                return Err(format!(
-                    "{io_method} is not available here (fell back to {})",
-                    aio.method()
-                ));
-            }
+            super::check_method(&aio, io_method)?;
             let mut session = aio.session().map_err(|e| e.to_string())?;
             let mut reader = BlockReader::new(Arc::clone(&aio), file, depth, bytes / BLOCK_SIZE);
             while Instant::now() < deadline {

@@ -14,6 +14,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -46,7 +47,8 @@ pub struct SeqscanOptions {
     pub size_mib: u64,
     pub shared_buffers: u32,
     pub fio: bool,
-    /// More `name=value` settings for every case (the demo's max_sessions).
+    /// More `name=value` settings for every case: the demo's max_sessions
+    /// and the user's start-up settings (io_workers, max_sessions, …).
     pub extra_settings: Vec<String>,
 }
 
@@ -176,22 +178,46 @@ fn table_file(dir: &Path, rel: u32) -> PathBuf {
     dir.join("base").join(rel.to_string())
 }
 
-/// One cold `SELECT count(*)` case: opens the database anew with `method`
-/// and `io_combine_limit` = `combine` (direct I/O, so the pool and the
-/// scan start cold), checks the count and returns the figures.
+/// Opens the database anew with `method` and `io_combine_limit` =
+/// `combine` and the options' settings (direct I/O, so neither the new pool
+/// nor the page cache holds the table: what runs on it is cold), and checks
+/// that the method is the one asked for.
+pub fn open_cold(
+    opts: &SeqscanOptions,
+    method: IoMethod,
+    combine: usize,
+) -> Result<Arc<Database>, String> {
+    let db = Database::open(&opts.dir, &settings(Some(method), combine, opts))
+        .map_err(|e| e.to_string())?;
+    super::check_method(db.aio(), method)?;
+    Ok(db)
+}
+
+/// Builds the table unless it is there ([`ensure_table`], `progress` as
+/// there) and returns its rows, relation number and size in blocks.
+pub fn prepare_table(
+    opts: &SeqscanOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(u64, u32, u32), String> {
+    let rows = rows_for_mib(opts.size_mib);
+    ensure_table(opts, rows, progress)?;
+    let db = Database::open(&opts.dir, &settings(None, 16, opts)).map_err(|e| e.to_string())?;
+    let (rel, nblocks) = table_blocks(&db, TABLE)?;
+    Ok((rows, rel, nblocks))
+}
+
+/// One cold `SELECT count(*)` case on a table of `nblocks` blocks: opens
+/// the database with [`open_cold`], checks the count and returns the
+/// figures.
 pub fn count_case(
     opts: &SeqscanOptions,
     method: IoMethod,
     combine: usize,
     rows: u64,
-    table_mib: f64,
+    nblocks: u32,
 ) -> Result<SeqscanCase, String> {
     let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
-    let db = Database::open(&opts.dir, &settings(Some(method), combine, opts))
-        .map_err(|e| e.to_string())?;
-    if db.aio().method() != method {
-        return Err(format!("{method} is not available here"));
-    }
+    let db = open_cold(opts, method, combine)?;
     let mut s = db.session().map_err(|e| e.to_string())?;
     let reads = || {
         db.pool()
@@ -220,7 +246,7 @@ pub fn count_case(
         io_direct: "data",
         shared_buffers_mib: pool_mib,
         seconds,
-        mib_s: table_mib / seconds,
+        mib_s: blocks_mib(nblocks) / seconds,
         rows: n,
         reads: reads() - reads_before,
         ios: ios() - ios_before,
@@ -241,18 +267,15 @@ pub fn run_seqscan(
             opts.size_mib
         ));
     }
-    let rows = rows_for_mib(opts.size_mib);
     let _ = writeln!(
         std::io::stderr(),
-        "preparing table {TABLE} ({rows} rows, ~{} MiB) in {} ...",
+        "preparing table {TABLE} ({} rows, ~{} MiB) in {} ...",
+        rows_for_mib(opts.size_mib),
         opts.size_mib,
         opts.dir.display()
     );
-    ensure_table(opts, rows, &mut progress_lines())?;
-    let (rel, table_mib) = {
-        let db = Database::open(&opts.dir, &settings(None, 16, opts)).map_err(|e| e.to_string())?;
-        table_size(&db, TABLE)?
-    };
+    let (rows, rel, nblocks) = prepare_table(opts, &mut progress_lines())?;
+    let table_mib = blocks_mib(nblocks);
     let use_fio = opts.fio && fio::available();
     if !json {
         writeln!(
@@ -303,7 +326,7 @@ pub fn run_seqscan(
             None
         };
         for combine in [1usize, 16] {
-            let mut c = count_case(opts, method, combine, rows, table_mib)?;
+            let mut c = count_case(opts, method, combine, rows, nblocks)?;
             c.ratio = fio_mib_s.map(|f| c.mib_s / f);
             emit(out, json, &c)?;
             cases.push(c);
@@ -355,8 +378,13 @@ fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String
     })
 }
 
-/// A table's relation number and size in MiB.
-pub fn table_size(db: &Database, table: &str) -> Result<(u32, f64), String> {
+/// MiB in `nblocks` blocks, for the figures.
+pub fn blocks_mib(nblocks: u32) -> f64 {
+    nblocks as f64 * BLOCK_SIZE as f64 / (1 << 20) as f64
+}
+
+/// A table's relation number and size in blocks.
+pub fn table_blocks(db: &Database, table: &str) -> Result<(u32, u32), String> {
     let rel = db
         .catalog()
         .table(table)
@@ -368,7 +396,7 @@ pub fn table_size(db: &Database, table: &str) -> Result<(u32, f64), String> {
         .relation(rel)
         .nblocks(crate::storage::Fork::Main)
         .map_err(|e| e.to_string())?;
-    Ok((rel, nblocks as f64 * BLOCK_SIZE as f64 / (1 << 20) as f64))
+    Ok((rel, nblocks))
 }
 
 /// Runs the COPY statement `sql`, checks that it copied `rows` rows, and
@@ -450,11 +478,7 @@ pub fn run_copy(
         };
     let mut csv_mib = 0.0;
     for (i, &method) in opts.methods.iter().enumerate() {
-        let db = Database::open(&opts.dir, &settings(Some(method), 16, opts))
-            .map_err(|e| e.to_string())?;
-        if db.aio().method() != method {
-            return Err(format!("{method} is not available here"));
-        }
+        let db = open_cold(opts, method, 16)?;
         let mut s = db.session().map_err(|e| e.to_string())?;
         if i == 0 {
             // COPY TO, once (the table is read cold, with O_DIRECT from a
@@ -472,7 +496,7 @@ pub fn run_copy(
                 "cold",
                 copied,
                 csv_mib,
-                table_size(&db, TABLE)?.1,
+                blocks_mib(table_blocks(&db, TABLE)?.1),
             );
             emit_copy(out, json, &c)?;
             cases.push(c);
@@ -498,7 +522,7 @@ pub fn run_copy(
                 cache,
                 loaded,
                 csv_mib,
-                table_size(&db, "bar_load")?.1,
+                blocks_mib(table_blocks(&db, "bar_load")?.1),
             )
         };
         emit_copy(out, json, &c)?;

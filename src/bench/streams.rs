@@ -122,12 +122,7 @@ fn start_pool(
         debug_io_latency_us: 0,
     })
     .map_err(|e| e.to_string())?;
-    if aio.method() != method {
-        return Err(format!(
-            "{method} is not available here (fell back to {})",
-            aio.method()
-        ));
-    }
+    super::check_method(&aio, method)?;
     BufferPool::new(
         aio,
         Arc::clone(smgr),
