@@ -2102,6 +2102,22 @@ fn double_precision_out_of_range_is_an_error(method: IoMethod) {
             Fails::With("value out of range: overflow"),
         );
     }
+    // avg also keeps the squared deviations, as float8_accum does: their
+    // sum overflows here though the values' sum is 0 (PostgreSQL 15 fails
+    // the same way; sum() does not).
+    run(
+        &mut s,
+        "CREATE TABLE pair (x double precision); INSERT INTO pair VALUES (1e200), (-1e200)",
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT sum(x) FROM pair"),
+        Value::Double(0.0)
+    );
+    assert_fails(
+        &mut s,
+        "SELECT avg(x) FROM pair",
+        Fails::With("value out of range: overflow"),
+    );
 }
 
 fn chained_comparisons_are_a_syntax_error_as_in_postgresql(method: IoMethod) {

@@ -109,7 +109,11 @@ impl Aggregate {
             AggFunc::Sum | AggFunc::Avg
                 if self.arg.as_ref().and_then(Expr::ty) == Some(ColumnType::Double) =>
             {
-                Acc::Double { sum: 0.0, n: 0 }
+                Acc::Double {
+                    sum: 0.0,
+                    n: 0,
+                    sxx: 0.0,
+                }
             }
             AggFunc::Sum | AggFunc::Avg => Acc::Integer { sum: 0, n: 0 },
             AggFunc::Min | AggFunc::Max => Acc::Extreme(Value::Null),
@@ -140,13 +144,27 @@ impl Aggregate {
                 *sum += i128::from(as_i64(&v).unwrap_or(0));
                 *n += 1;
             }
-            Acc::Double { sum, n } => {
+            Acc::Double { sum, n, sxx } => {
                 let x = as_f64(&v).unwrap_or(0.0);
                 let total = *sum + x;
-                // As float8pl in PostgreSQL's float8_accum: finite
-                // numbers that add up to infinity are an error.
-                if total.is_infinite() && sum.is_finite() && x.is_finite() {
+                // As PostgreSQL's float8pl (sum) and float8_accum (avg):
+                // finite numbers whose sum, or for avg whose sum of squared
+                // deviations (Youngs-Cramer, as float8_accum keeps it),
+                // grows to infinity are an error.
+                let overflow = |before: f64, after: f64| {
+                    after.is_infinite() && before.is_finite() && x.is_finite()
+                };
+                if overflow(*sum, total) {
                     return Err(ExecError::Overflow);
+                }
+                if self.func == AggFunc::Avg && *n > 0 {
+                    let count = (*n + 1) as f64;
+                    let deviation = x * count - total;
+                    let grown = *sxx + deviation * deviation / (count * *n as f64);
+                    if overflow(*sxx, grown) {
+                        return Err(ExecError::Overflow);
+                    }
+                    *sxx = grown;
                 }
                 *sum = total;
                 *n += 1;
@@ -173,7 +191,7 @@ impl Aggregate {
             (_, Acc::Count(n)) => Value::BigInt(*n),
             (_, Acc::Integer { n: 0, .. } | Acc::Double { n: 0, .. }) => Value::Null,
             (AggFunc::Avg, Acc::Integer { sum, n }) => Value::Double(*sum as f64 / *n as f64),
-            (AggFunc::Avg, Acc::Double { sum, n }) => Value::Double(*sum / *n as f64),
+            (AggFunc::Avg, Acc::Double { sum, n, .. }) => Value::Double(*sum / *n as f64),
             (_, Acc::Integer { sum, .. }) => Value::BigInt(
                 i64::try_from(*sum).map_err(|_| ExecError::OutOfRange { ty: "bigint" })?,
             ),
@@ -194,6 +212,9 @@ pub enum Acc {
     Double {
         sum: f64,
         n: i64,
+        /// Sum of squared deviations, kept for avg only (to fail where
+        /// PostgreSQL's float8_accum does).
+        sxx: f64,
     },
     /// min or max so far (NULL before the first value).
     Extreme(Value),
