@@ -100,7 +100,7 @@ use crate::exec::{ExecError, Progress};
 use crate::heap::{ColumnType, Value};
 
 pub use format::{format_csv, format_table, format_value};
-pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH, MAX_PARSER_RECURSION};
+pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH};
 
 /// A place in the statement text (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +141,10 @@ pub enum SqlError {
     /// A NUL character in a literal or name, which text cannot hold.
     #[error("invalid byte sequence for encoding \"UTF8\": 0x00 (in statement {statement} at {at}); text cannot hold a NUL character")]
     NulInText { statement: usize, at: Position },
+    /// A Unicode escape (`E'\u0000'`, `U&'\0000'`) for NUL, refused as
+    /// PostgreSQL refuses it.
+    #[error("invalid Unicode escape value (in statement {statement} at {at}); text cannot hold a NUL character")]
+    NulUnicodeEscape { statement: usize, at: Position },
     #[error("table \"{name}\" does not exist{hint}")]
     UnknownTable { name: String, hint: String },
     #[error("column \"{column}\" does not exist in {relation} (at {at})")]

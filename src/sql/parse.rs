@@ -353,13 +353,32 @@ fn token_text(t: &Token) -> Option<&str> {
     }
 }
 
-/// Whether `text` starts with an escaped string literal (`E'…'`) one of
-/// whose escapes stands for NUL: `\0` to `\000` (octal, PostgreSQL
-/// keeping the low byte), `\x0`/`\x00`, `\u0000`, `\U00000000`.
-fn escaped_literal_has_nul(text: &str) -> bool {
-    let Some(body) = text.strip_prefix("E'").or_else(|| text.strip_prefix("e'")) else {
-        return false;
-    };
+/// How a literal spells a NUL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NulEscape {
+    /// A byte: `\0` to `\000` (octal, PostgreSQL keeping the low byte),
+    /// `\x0`/`\x00`, or a raw NUL.
+    Byte,
+    /// A code point: `\u0000`, `\U00000000`, `U&'\0000'`.
+    Unicode,
+}
+
+impl NulEscape {
+    /// The error PostgreSQL gives for it.
+    fn error(self, statement: usize, at: Position) -> SqlError {
+        match self {
+            NulEscape::Byte => SqlError::NulInText { statement, at },
+            NulEscape::Unicode => SqlError::NulUnicodeEscape { statement, at },
+        }
+    }
+}
+
+/// How the escaped string literal (`E'…'`) that `text` starts with spells
+/// a NUL, if one of its escapes stands for one.
+fn escaped_literal_nul(text: &str) -> Option<NulEscape> {
+    let body = text
+        .strip_prefix("E'")
+        .or_else(|| text.strip_prefix("e'"))?;
     let bytes = body.as_bytes();
     // The value of the up to `max` digits of `radix` at `at`, and how
     // many there were.
@@ -379,7 +398,7 @@ fn escaped_literal_has_nul(text: &str) -> bool {
     while i < bytes.len() {
         match bytes[i] {
             b'\'' if bytes.get(i + 1) == Some(&b'\'') => i += 2,
-            b'\'' => return false,
+            b'\'' => return None,
             b'\\' => {
                 let (value, n) = match bytes.get(i + 1) {
                     Some(b'0'..=b'7') => digits(i + 1, 3, 8),
@@ -389,14 +408,18 @@ fn escaped_literal_has_nul(text: &str) -> bool {
                     _ => (1, 0),
                 };
                 if n > 0 && value & 0xFF == 0 && (value == 0 || bytes[i + 1].is_ascii_digit()) {
-                    return true;
+                    return Some(if matches!(bytes[i + 1], b'u' | b'U') {
+                        NulEscape::Unicode
+                    } else {
+                        NulEscape::Byte
+                    });
                 }
                 i += 2;
             }
             _ => i += 1,
         }
     }
-    false
+    None
 }
 
 /// Refuses a NUL character in a literal or name (`E'\x00'`, `U&'\0000'`,
@@ -409,10 +432,11 @@ fn check_no_nul(tokens: &[TokenWithSpan]) -> Result<(), SqlError> {
             statement += 1;
         }
         if token_text(&t.token).is_some_and(|text| text.contains('\0')) {
-            return Err(SqlError::NulInText {
-                statement,
-                at: position(t),
-            });
+            let how = match t.token {
+                Token::UnicodeStringLiteral(_) => NulEscape::Unicode,
+                _ => NulEscape::Byte,
+            };
+            return Err(how.error(statement, position(t)));
         }
     }
     Ok(())
@@ -430,14 +454,12 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
             let statement = 1 + text[..offset].matches(';').count();
             // The tokenizer refuses an escape that makes a NUL as if the
             // literal were unterminated; say what PostgreSQL says.
-            if escaped_literal_has_nul(&text[offset..]) {
-                return SqlError::NulInText {
-                    statement,
-                    at: Position {
-                        line: e.location.line,
-                        column: e.location.column,
-                    },
+            if let Some(how) = escaped_literal_nul(&text[offset..]) {
+                let at = Position {
+                    line: e.location.line,
+                    column: e.location.column,
                 };
+                return how.error(statement, at);
             }
             SqlError::Syntax {
                 statement,
@@ -583,13 +605,20 @@ mod tests {
             "SELECT E'a\\x00b'",
             "SELECT E'\\0'",
             "SELECT E'\\000'",
-            "SELECT U&'\\0000'",
             "SELECT 'raw\0nul'",
             "SELECT $$\0$$",
             "SELECT 1; SELECT 'x' || E'\\x00'",
         ] {
             assert!(
                 matches!(parse(text), Err(SqlError::NulInText { .. })),
+                "{text:?}: {:?}",
+                parse(text).err()
+            );
+        }
+        // A code point escape for NUL: PostgreSQL's own message.
+        for text in ["SELECT U&'\\0000'", "SELECT E'\\u0000'"] {
+            assert!(
+                matches!(parse(text), Err(SqlError::NulUnicodeEscape { .. })),
                 "{text:?}: {:?}",
                 parse(text).err()
             );
