@@ -512,7 +512,7 @@ fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
             notices: Vec::new(),
         });
     }
-    let value = if name == TRANSACTION_ISOLATION {
+    let value = if name.eq_ignore_ascii_case(TRANSACTION_ISOLATION) {
         isolation_name(s.isolation()).to_string()
     } else {
         s.settings.show(name)?.0
