@@ -48,7 +48,10 @@ impl AlignedBuf {
             // SAFETY: an anonymous private mapping of len bytes at an
             // address the kernel chooses: no file, no existing memory
             // affected. Without MAP_NORESERVE, so that a size the machine
-            // cannot back fails here (ENOMEM) instead of later at a fault.
+            // cannot back fails here (ENOMEM) instead of later at a fault;
+            // under the default overcommit heuristic only a size beyond
+            // memory and swap is refused, a smaller one may still fail
+            // when its pages are first touched.
             let raw = unsafe {
                 libc::mmap(
                     std::ptr::null_mut(),
