@@ -214,48 +214,31 @@ impl<'a> RecordReader<'a> {
 
     /// Appends the next line to `raw`; false at the end of the input.
     /// Refuses a record that grows past `record_bytes_max`, having read
-    /// at most that much of it (`read_until` would read all of it first).
+    /// at most one byte more of it (`read_until` alone would read all of
+    /// it first).
     fn read_line(&mut self) -> Result<bool, RecordError> {
         let start = self.raw.len();
         let line = self.lines + 1;
-        loop {
-            let available = match self.input.fill_buf() {
-                Ok(b) => b,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(RecordError {
-                        line,
-                        column: None,
-                        message: format!("could not read the input: {e}"),
-                    })
-                }
-            };
-            if available.is_empty() {
-                break;
-            }
-            let (take, line_ends) = match memchr::memchr(b'\n', available) {
-                Some(i) => (i + 1, true),
-                None => (available.len(), false),
-            };
-            if self.raw.len() + take > self.record_bytes_max {
-                return Err(RecordError {
-                    line,
-                    column: None,
-                    message: format!(
-                        "the line is longer than {} bytes, the most COPY reads as one line \
-                         (a CSV record with quoted line breaks counts as one); \
-                         split the input into shorter lines",
-                        self.record_bytes_max
-                    ),
-                });
-            }
-            self.raw.extend_from_slice(&available[..take]);
-            self.input.consume(take);
-            if line_ends {
-                break;
-            }
+        let room = self.record_bytes_max.saturating_sub(start) as u64 + 1;
+        let n = io::Read::take(&mut *self.input, room)
+            .read_until(b'\n', &mut self.raw)
+            .map_err(|e| RecordError {
+                line,
+                column: None,
+                message: format!("could not read the input: {e}"),
+            })?;
+        if self.raw.len() > self.record_bytes_max {
+            return Err(RecordError {
+                line,
+                column: None,
+                message: format!(
+                    "the line is longer than {} bytes, the most COPY reads as one line \
+                     (a CSV record with quoted line breaks counts as one); \
+                     split the input into shorter lines",
+                    self.record_bytes_max
+                ),
+            });
         }
-        let n = self.raw.len() - start;
         self.bytes += n as u64;
         self.lines += u64::from(n > 0);
         Ok(n > 0)
