@@ -7,12 +7,12 @@
 //! [`MAX_OPERATOR_DEPTH`] infix operators, which `sqlparser` builds in a
 //! loop), and refuses deeper with PostgreSQL's "stack depth limit
 //! exceeded". Within the bounds no walk of a tree overflows the stack:
-//! `sqlparser`'s parser and Display, and our planner and evaluator, grow
-//! it on demand (`#[recursive::recursive]`); the walks that cannot
-//! (`sqlparser`'s derived Clone, PartialEq, drop glue and spans) run
-//! under [`with_stack_for_depth`], with stack for the depth the pass
-//! measured. `sqlparser`'s recursion counter ([`MAX_PARSER_RECURSION`])
-//! is only a backstop.
+//! parsing and each statement's planning and execution run under
+//! [`with_stack_for_depth`], on a stack sized once for the depth the pass
+//! measured, which covers every walk in them (ours, and `sqlparser`'s
+//! derived Clone, PartialEq, drop glue and spans, which cannot grow a
+//! stack); `sqlparser`'s parser grows its own as well. Its recursion
+//! counter ([`MAX_PARSER_RECURSION`]) is only a backstop.
 //!
 //! `CHECKPOINT` is handled here: `sqlparser` does not know it.
 
@@ -25,17 +25,17 @@ use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use super::{Position, SqlError};
 
 /// Most operators one expression may chain (summed over the enclosing
-/// parentheses). The walks grow their stack, so this bounds memory: the
-/// stack [`with_stack_for_depth`] sets aside grows with it.
+/// parentheses). This bounds memory: the stack [`with_stack_for_depth`]
+/// sets aside grows with it.
 pub const MAX_OPERATOR_DEPTH: usize = 512;
 
 /// Most levels of parentheses, brackets, CASE and prefix operators one
 /// expression may nest (a call's or CAST's parentheses and an IN list's
 /// count as a level), checked before parsing. PostgreSQL's bound is its
 /// 2 MB `max_stack_depth`, a few thousand levels; generated SQL nests far
-/// deeper than a person writes, and the walks of the tree grow their
-/// stack on demand (`#[recursive::recursive]`), so the bound is about
-/// memory and time, not the thread's stack.
+/// deeper than a person writes, and a statement runs on a stack sized for
+/// its depth ([`with_stack_for_depth`]), so the bound is about memory and
+/// time, not the thread's stack.
 pub const MAX_NESTING_DEPTH: usize = 1000;
 
 /// Parser recursion a statement takes before its expressions (statement,
