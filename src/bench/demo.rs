@@ -6,7 +6,7 @@
 //! The experiments, each case on a database opened anew with direct I/O so
 //! that neither the pool nor the page cache holds the table (every run is
 //! cold, and the scans and prewarms check it: they must read every block of
-//! the table from disk), each case run [`RUNS_PER_CASE`] times keeping the
+//! the table from disk), each case run `RUNS_PER_CASE` times keeping the
 //! fastest:
 //!
 //! - combining: `SELECT count(*)` per I/O method with `io_combine_limit` 1
@@ -126,7 +126,7 @@ impl DemoOptions {
 pub struct DemoRow {
     pub experiment: &'static str,
     pub variant: String,
-    /// The fastest of [`RUNS_PER_CASE`] runs.
+    /// The fastest of `RUNS_PER_CASE` runs.
     pub seconds: f64,
     /// Blocks read from disk, where the case checks that it was cold.
     pub reads: Option<u64>,
@@ -196,7 +196,7 @@ fn with_cold_session(
     f(&mut s.buf, rel)
 }
 
-/// The fastest of [`RUNS_PER_CASE`] runs of `case`, which returns its
+/// The fastest of `RUNS_PER_CASE` runs of `case`, which returns its
 /// seconds and blocks read.
 fn best_of(mut case: impl FnMut() -> Result<(f64, u64), String>) -> Result<(f64, u64), String> {
     let mut best = case()?;

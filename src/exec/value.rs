@@ -267,8 +267,8 @@ fn is_halfway(candidate: &Decimal, x: f64) -> bool {
 }
 
 /// Text form of a double, as PostgreSQL 12+ prints it: the shortest digits
-/// that read back as the same double (see [`shortest_decimal`]), laid out
-/// plainly for decimal exponents in [`DOUBLE_PLAIN_EXPONENTS`] and as
+/// that read back as the same double (see `shortest_decimal`), laid out
+/// plainly for decimal exponents in `DOUBLE_PLAIN_EXPONENTS` and as
 /// `d.ddde±XX` (sign always, at least two digits) otherwise.
 pub fn format_double(x: f64) -> String {
     if x.is_nan() {

@@ -36,7 +36,7 @@
 //! NULL; `WITH (fillfactor = n)`), DROP TABLE, INSERT (VALUES or SELECT),
 //! UPDATE, DELETE, SELECT over one table, view, `generate_series` or
 //! utility function (WHERE, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET,
-//! count/sum/avg/min/max), EXPLAIN [ANALYZE] with `(ANALYZE, BUFFERS, IO)`,
+//! count/sum/avg/min/max), EXPLAIN \[ANALYZE\] with `(ANALYZE, BUFFERS, IO)`,
 //! BEGIN/START TRANSACTION [ISOLATION LEVEL …], COMMIT/END,
 //! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY and CHECKPOINT.
 //! COPY loads a table from a file or from [`StatementIo::stdin`] and

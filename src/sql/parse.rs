@@ -25,7 +25,7 @@ use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use super::{Position, SqlError};
 
 /// Most operators one expression may chain (summed over the enclosing
-/// parentheses). This bounds memory: the stack [`with_stack_for_depth`]
+/// parentheses). This bounds memory: the stack `with_stack_for_depth`
 /// sets aside grows with it.
 pub const MAX_OPERATOR_DEPTH: usize = 512;
 
@@ -34,7 +34,7 @@ pub const MAX_OPERATOR_DEPTH: usize = 512;
 /// count as a level), checked before parsing. PostgreSQL's bound is its
 /// 2 MB `max_stack_depth`, a few thousand levels; generated SQL nests far
 /// deeper than a person writes, and a statement runs on a stack sized for
-/// its depth ([`with_stack_for_depth`]), so the bound is about memory and
+/// its depth (`with_stack_for_depth`), so the bound is about memory and
 /// time, not the thread's stack.
 pub const MAX_NESTING_DEPTH: usize = 1000;
 
