@@ -10,6 +10,8 @@
 //! - [`page`]: page header, line pointers, checksums;
 //! - [`buffer`]: the shared buffer pool, start/wait reads, write-back;
 //! - [`stream`]: read streams with look-ahead and I/O combining;
+//! - [`wal`]: the write-ahead log: records, concurrent insertion, group
+//!   commit, segments, the control file, reading the log back;
 //! - [`txn`]: transaction ids, the commit log, MVCC snapshots;
 //! - [`heap`]: heap tables, visibility, vacuum, the visibility map;
 //! - [`catalog`]: tables and columns, stored in heap pages;
@@ -38,3 +40,4 @@ pub mod storage;
 pub mod stream;
 pub mod tools;
 pub mod txn;
+pub mod wal;

@@ -85,6 +85,12 @@ pub enum BufferError {
     },
     #[error("{0}")]
     Io(String),
+    #[error("could not write {tag}: the WAL up to its changes (to {lsn}) could not be made durable: {reason}")]
+    WalFlush {
+        tag: BufferTag,
+        lsn: String,
+        reason: String,
+    },
     #[error(transparent)]
     Aio(#[from] AioError),
     #[error(transparent)]
@@ -216,6 +222,11 @@ pub struct PoolStats {
     pub advised: AtomicU64,
 }
 
+/// Makes the WAL durable up to an LSN before a page carrying it is written
+/// (registered at start-up by the layer that owns the WAL, so that this
+/// layer does not know it).
+pub type WalFlushHook = Arc<dyn Fn(u64) -> Result<(), String> + Send + Sync>;
+
 /// The shared buffer pool.
 pub struct BufferPool {
     aio: Arc<Aio>,
@@ -229,6 +240,10 @@ pub struct BufferPool {
     read_callback: CallbackId,
     pin_limit: usize,
     stats: PoolStats,
+    wal_flush: std::sync::OnceLock<WalFlushHook>,
+    /// Segment files written since the last checkpoint synced them
+    /// (rel, fork, segment number).
+    pending_syncs: Mutex<std::collections::BTreeSet<(u32, Fork, u32)>>,
 }
 
 // SAFETY: frames are only accessed through pins and content locks (or by
@@ -295,6 +310,8 @@ impl BufferPool {
                 read_callback,
                 pin_limit: (nbuffers as usize / config.max_sessions.max(1)).max(1),
                 stats: PoolStats::default(),
+                wal_flush: std::sync::OnceLock::new(),
+                pending_syncs: Mutex::new(std::collections::BTreeSet::new()),
                 aio,
             }
         }))
@@ -302,6 +319,43 @@ impl BufferPool {
 
     pub fn nbuffers(&self) -> u32 {
         self.nbuffers
+    }
+
+    /// Registers the WAL flush hook (once, at start-up). Without one,
+    /// pages are written with no WAL rule (tools, benchmarks).
+    pub fn register_wal_flush(&self, hook: WalFlushHook) {
+        if self.wal_flush.set(hook).is_err() {
+            panic!("the WAL flush hook is registered once");
+        }
+    }
+
+    /// Makes every segment file written since the last call durable (a
+    /// checkpoint's sync phase). A file that fails to sync is returned as
+    /// an error and the caller must not believe anything written to it
+    /// since the last sync is on disk (the kernel may have dropped it).
+    pub fn sync_written_files(&self) -> Result<usize, BufferError> {
+        let pending = std::mem::take(&mut *self.pending_syncs.lock());
+        let mut synced = 0;
+        let mut last: Option<(u32, Fork)> = None;
+        for &(rel, fork, _) in &pending {
+            if last == Some((rel, fork)) {
+                continue;
+            }
+            last = Some((rel, fork));
+            let relation = self.relation(rel);
+            if !relation.exists(fork) {
+                // Dropped (or its map fork never created) since the write.
+                continue;
+            }
+            relation.fsync(fork)?;
+            synced += 1;
+        }
+        Ok(synced)
+    }
+
+    /// Forgets pending syncs of a relation whose files are gone.
+    pub fn forget_written_files(&self, rel: u32) {
+        self.pending_syncs.lock().retain(|&(r, _, _)| r != rel);
     }
 
     /// Blocks per segment file of the relations this pool reads.
@@ -924,17 +978,40 @@ impl BufferSession {
                 crate::page::set_checksum(page, tag.block + k as u32);
             }
         }
-        let result = crate::aio::write_blocks(
-            &mut self.aio,
-            &loc.file,
-            loc.offset,
-            &self.bounce[..run.len() * BLOCK_SIZE],
-        )
-        .map_err(BufferError::from);
+        // The WAL rule: the log up to the newest change in the run is
+        // durable before any of its pages is written.
+        let newest = (0..run.len())
+            .map(|k| {
+                let page: &PageBytes = self.bounce[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE]
+                    .try_into()
+                    .expect("one block");
+                crate::page::page_lsn(page)
+            })
+            .max()
+            .unwrap_or(0);
+        let wal_ok = match pool.wal_flush.get() {
+            Some(hook) => hook(newest).map_err(|reason| BufferError::WalFlush {
+                tag,
+                lsn: format!("{:X}/{:X}", newest >> 32, newest as u32),
+                reason,
+            }),
+            None => Ok(()),
+        };
+        let result = wal_ok.and_then(|()| {
+            crate::aio::write_blocks(
+                &mut self.aio,
+                &loc.file,
+                loc.offset,
+                &self.bounce[..run.len() * BLOCK_SIZE],
+            )
+            .map_err(BufferError::from)
+        });
         if result.is_ok() {
             pool.stats
                 .writes
                 .fetch_add(run.len() as u64, Ordering::Relaxed);
+            let segno = tag.block / pool.blocks_per_segment();
+            pool.pending_syncs.lock().insert((tag.rel, tag.fork, segno));
         }
         for (k, &b) in run.iter().enumerate() {
             match &result {
@@ -981,6 +1058,42 @@ impl BufferSession {
             buffers.push(id);
         }
         Ok(buffers)
+    }
+
+    /// Block `block` of the fork for WAL replay: pinned and valid, the
+    /// file extended with zeros first if it is shorter (a record may
+    /// touch a block a crash kept from reaching the file). With `zero`,
+    /// the page is not read (replay restores a whole image over it, and
+    /// the block on disk may be torn).
+    pub fn redo_buffer(
+        &mut self,
+        rel: u32,
+        fork: Fork,
+        block: u32,
+        zero: bool,
+    ) -> Result<BufferId, BufferError> {
+        let relation = self.pool.relation(rel);
+        let nblocks = relation.nblocks(fork)?;
+        if block >= nblocks {
+            relation.extend_zeroed(fork, nblocks, block + 1 - nblocks)?;
+        }
+        if !zero {
+            return self.read_buffer(rel, fork, block);
+        }
+        let (id, _) = self.get_buffer(BufferTag { rel, fork, block }, None)?;
+        match self.start_buffer_io(id, false) {
+            Ok(StartIo::Started) => {
+                // SAFETY: we own the buffer's I/O, so nobody reads the frame.
+                unsafe { std::ptr::write_bytes(self.pool.frame_ptr(id), 0, BLOCK_SIZE) };
+                self.terminate_buffer_io(id, BM_VALID, 0);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.release(id);
+                return Err(e);
+            }
+        }
+        Ok(id)
     }
 
     /// Writes back every dirty buffer of the pool (a simple checkpoint,

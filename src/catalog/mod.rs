@@ -11,6 +11,13 @@
 //! visible to every snapshot the moment they are written, and DDL takes
 //! effect at once rather than at commit; that is why DDL is refused inside
 //! a transaction block. Dropping a table deletes its rows the same way.
+//!
+//! DDL is crash-safe through the WAL: CREATE TABLE logs the file's creation
+//! before creating it and its catalog rows after, and returns only once
+//! the log is durable; DROP TABLE logs the rows' deletion and the file's
+//! removal and makes them durable before removing the files. Replay
+//! repeats both, and start-up after a crash removes a table file the
+//! catalog does not know (created, then the crash came before its rows).
 //! The cache is loaded by scanning both relations when the data directory
 //! opens and changed together with them under the catalog lock.
 //!
@@ -28,6 +35,8 @@ use crate::heap::tuple::{decode, encode};
 use crate::heap::{ColumnType, Heap, HeapError, HeapTable, InsertState, ScanControl, Tid, Value};
 use crate::stream::StreamLimits;
 use crate::txn::FROZEN_XID;
+use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
+use crate::wal::{Rmgr, Wal, WalError};
 
 pub const TABLES_REL: u32 = 1;
 pub const COLUMNS_REL: u32 = 2;
@@ -46,6 +55,8 @@ pub enum CatalogError {
     Heap(#[from] HeapError),
     #[error(transparent)]
     Buffer(#[from] BufferError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
     #[error("table \"{0}\" already exists")]
     TableExists(String),
     #[error("table \"{0}\" does not exist")]
@@ -431,6 +442,7 @@ impl Catalog {
                 .checked_add(1)
                 .ok_or_else(|| CatalogError::Damaged("relation numbers are used up".to_string()))?;
         };
+        log_smgr(heap.wal(), SMGR_CREATE, rel)?;
         relation.create(crate::storage::Fork::Main)?;
         let mut rows = Vec::new();
         let mut insert = |s: &mut BufferSession, table: &HeapTable, values: &[Value]| {
@@ -464,6 +476,9 @@ impl Catalog {
                 ],
             )?;
         }
+        // Durable before the table is announced: a crash after this
+        // returns keeps it.
+        heap.wal().flush_all()?;
         let def = TableDef::new(oid, name.to_string(), rel, fillfactor, columns, rows);
         self.tables.write().insert(name.to_string(), Arc::new(def));
         Ok(true)
@@ -507,6 +522,11 @@ impl Catalog {
             };
             heap.delete(s, &table, tid, FROZEN_XID, 0, None)?;
         }
+        // The rows' deletion and the files' removal are durable before
+        // the files go (PostgreSQL's pending deletes at commit): a crash
+        // then cannot bring the table back without its file.
+        let lsn = log_smgr(heap.wal(), SMGR_DROP, def.heap.rel)?;
+        heap.wal().flush(lsn)?;
         self.tables.write().remove(name);
         // A pin taken since the look above is as brief: try again until
         // every buffer is gone (bounded, like the wait above).
@@ -521,7 +541,15 @@ impl Catalog {
             std::thread::sleep(DROP_PIN_POLL);
         }
         s.pool().relation(def.heap.rel).unlink()?;
+        s.pool().forget_written_files(def.heap.rel);
         heap.forget(def.heap.rel);
         Ok(true)
     }
+}
+
+/// Logs a relation file's creation or removal (data: rel, fork).
+fn log_smgr(wal: &Wal, info: u8, rel: u32) -> Result<crate::wal::Lsn, WalError> {
+    let mut data = rel.to_le_bytes().to_vec();
+    data.push(crate::storage::Fork::Main as u8);
+    wal.insert(Rmgr::Smgr, info, 0, &[], &data)
 }

@@ -222,6 +222,30 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Warn about and use pages whose checksum does not match",
     },
     SettingDef {
+        name: "wal_buffers",
+        default: "16MB",
+        kind: Kind::Blocks {
+            min: 32,
+            max: 1 << 17,
+        },
+        context: Context::Startup,
+        description: "Size of the in-memory WAL ring records are inserted into before they are written",
+    },
+    SettingDef {
+        name: "synchronous_commit",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "A commit waits until its WAL record is durable; off returns at once and may lose the last moments of commits on a crash (never corrupting)",
+    },
+    SettingDef {
+        name: "full_page_writes",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Startup,
+        description: "Log a page's whole image at its first change after each checkpoint, so that replay repairs a page torn by a crash",
+    },
+    SettingDef {
         name: "debug_io_latency_us",
         default: "0",
         kind: Kind::Integer {
@@ -656,6 +680,19 @@ impl Settings {
 
     pub fn ignore_checksum_failure(&self) -> bool {
         self.boolean("ignore_checksum_failure")
+    }
+
+    /// Blocks of the WAL ring.
+    pub fn wal_buffers(&self) -> usize {
+        self.integer("wal_buffers") as usize
+    }
+
+    pub fn synchronous_commit(&self) -> bool {
+        self.boolean("synchronous_commit")
+    }
+
+    pub fn full_page_writes(&self) -> bool {
+        self.boolean("full_page_writes")
     }
 
     pub fn debug_io_latency_us(&self) -> u64 {

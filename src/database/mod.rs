@@ -8,7 +8,16 @@
 //! <dir>/aiostore.pid       the pid of the process that has the directory open
 //! <dir>/base/              relation files (catalog: 1, 2; tables from 16384)
 //! <dir>/xact, xid_reserved commit log and transaction id reservation
+//! <dir>/wal/               WAL segment files (see the `wal` module)
+//! <dir>/aiostore.control   the last checkpoint and whether the database
+//!                          was shut down cleanly
 //! ```
+//!
+//! Opening a directory replays the WAL from the last checkpoint's redo
+//! point (see `recovery`) and, if there was anything to replay (a crash),
+//! writes a checkpoint; closing writes a shutdown checkpoint. A commit
+//! logs its end and, with `synchronous_commit`, waits until the log is
+//! durable up to it before the transaction counts as committed.
 //!
 //! One process opens a data directory at a time; sessions are threads in
 //! it. The lock is an exclusive `flock` on the data directory itself, which
@@ -33,9 +42,22 @@ use crate::heap::{Heap, HeapError};
 use crate::storage::{Smgr, StorageError};
 use crate::stream::StreamLimits;
 use crate::txn::{CommandId, SnapshotGuard, TxnError, TxnManager, Xid};
+use crate::wal::control::{ControlData, DbState};
+use crate::wal::record::{
+    XACT_ABORT, XACT_COMMIT, XLOG_CHECKPOINT_ONLINE, XLOG_CHECKPOINT_SHUTDOWN,
+};
+use crate::wal::{Lsn, Rmgr, Wal, WalConfig, WalError, FIRST_LSN};
+
+pub mod recovery;
+
+/// WAL segments a checkpoint keeps for recycling (64 MiB).
+const RECYCLED_SEGMENTS: usize = 4;
+/// How long a checkpoint waits for commits in progress when it starts
+/// (they hold the gate for the time of one WAL flush).
+const COMMIT_GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What `AIOSTORE_VERSION` holds for directories this build reads.
-pub const FORMAT: &str = "aiostore data directory format 2";
+pub const FORMAT: &str = "aiostore data directory format 3";
 const VERSION_FILE: &str = "AIOSTORE_VERSION";
 const LOCK_FILE: &str = "aiostore.pid";
 const BASE_DIR: &str = "base";
@@ -73,9 +95,13 @@ pub enum DbError {
     Heap(#[from] HeapError),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    #[error("checkpoint could not start: commits in progress did not finish within {0} s")]
+    CheckpointStuck(u64),
 }
 
-fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DbError {
+pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DbError {
     let path = path.to_path_buf();
     move |source| DbError::Io { op, path, source }
 }
@@ -161,6 +187,17 @@ pub struct Database {
     txn: Arc<TxnManager>,
     heap: Heap,
     catalog: Catalog,
+    wal: Arc<Wal>,
+    /// Held shared by a commit from logging its end until the commit log
+    /// has it, exclusively (for a moment) by a checkpoint after it chose
+    /// its redo point: a commit logged before the redo point is then in
+    /// the commit log the checkpoint writes (PostgreSQL's delayChkpt).
+    commit_gate: parking_lot::RwLock<()>,
+    /// One checkpoint at a time.
+    checkpoint_lock: parking_lot::Mutex<()>,
+    /// What start-up replayed, if the database had not been shut down
+    /// cleanly.
+    recovery: Option<recovery::RecoveryReport>,
     _lock: DirLock,
 }
 
@@ -187,6 +224,35 @@ impl Database {
         TxnManager::create(dir)?;
         s.flush_all()?;
         drop(s);
+        // The log starts with a shutdown checkpoint that the control file
+        // points to: opening replays nothing.
+        Wal::create(dir)?;
+        let wal = Wal::open(
+            dir,
+            &aio,
+            wal_config(&settings),
+            0,
+            FIRST_LSN,
+            &[],
+            FIRST_LSN,
+        )?;
+        let (checkpoint, end) = wal.insert_record(
+            Rmgr::Xlog,
+            XLOG_CHECKPOINT_SHUTDOWN,
+            0,
+            &[],
+            &checkpoint_data(FIRST_LSN),
+        )?;
+        wal.flush(end)?;
+        ControlData {
+            state: DbState::ShutDown,
+            checkpoint,
+            redo: FIRST_LSN,
+            time: now_secs(),
+        }
+        .write(dir)?;
+        crate::wal::sync_dir(&dir.join(BASE_DIR))?;
+        drop(wal);
         drop((pool, aio));
         let config = dir.join(crate::config::CONFIG_FILE_NAME);
         if !config.exists() {
@@ -239,14 +305,52 @@ impl Database {
             settings.record_fallback("io_method", aio.method().name(), fallback_note(reason))?;
         }
         let txn = TxnManager::open(dir)?;
-        let heap = Heap::new(Arc::clone(&txn));
+        let control = ControlData::read(dir)?;
+        let redo = recovery::read_checkpoint(dir, control.checkpoint)?;
         // With the command line's zero_damaged_pages and
         // ignore_checksum_failure, so that a damaged catalog page can be
         // got past the way a table's can.
         let mut s = pool.session(buffer_settings(&settings))?;
+        // Replay runs before the WAL is open for inserting: nothing is
+        // logged, and pages are written without the WAL rule (what they
+        // carry is on disk already).
+        let report = recovery::replay(dir, &mut s, &txn, redo, control.checkpoint)?;
+        let crashed = control.state != DbState::ShutDown;
+        let mut reader = crate::wal::reader::WalReader::new(dir, report.end, None);
+        let tail = reader.block_head(report.end)?;
+        recovery::cut_log_tail(dir, report.end)?;
+        let wal = Wal::open(
+            dir,
+            &aio,
+            wal_config(&settings),
+            report.last,
+            report.end,
+            &tail,
+            redo,
+        )?;
+        {
+            let wal = Arc::clone(&wal);
+            pool.register_wal_flush(Arc::new(move |lsn| {
+                wal.flush(lsn).map_err(|e| e.to_string())
+            }));
+        }
+        let heap = Heap::new(Arc::clone(&txn), Arc::clone(&wal));
         let catalog = Catalog::load(&mut s, &heap)?;
+        if crashed && !s.settings.zero_damaged_pages {
+            // A file created for a table whose catalog rows never became
+            // durable (CREATE TABLE did not return): nobody can reach it.
+            let known = catalog.relation_names();
+            let base = dir.join(BASE_DIR);
+            for rel in recovery::table_files(&base, crate::catalog::FIRST_USER_REL)? {
+                if !known.contains_key(&rel) {
+                    log::warn!("recovery: removing files of relation {rel}, which no table owns");
+                    s.discard_relation(rel)?;
+                    pool.relation(rel).unlink()?;
+                }
+            }
+        }
         drop(s);
-        Ok(Arc::new(Database {
+        let db = Arc::new(Database {
             dir: dir.to_path_buf(),
             settings,
             aio,
@@ -254,8 +358,92 @@ impl Database {
             txn,
             heap,
             catalog,
+            wal,
+            commit_gate: parking_lot::RwLock::new(()),
+            checkpoint_lock: parking_lot::Mutex::new(()),
+            recovery: crashed.then_some(report),
             _lock: lock,
-        }))
+        });
+        if let Some(r) = &db.recovery {
+            log::info!(
+                "recovery: replayed {} records from {} to {} in {:.3} s ({} page changes, {} images); the log ends there: {}",
+                r.records,
+                crate::wal::format_lsn(r.from),
+                crate::wal::format_lsn(r.end),
+                r.elapsed.as_secs_f64(),
+                r.pages_changed,
+                r.images_restored,
+                r.end_reason
+            );
+            db.checkpoint(false)?;
+        } else {
+            // From now on a crash must be recovered from.
+            ControlData {
+                state: DbState::InProduction,
+                ..control
+            }
+            .write(dir)?;
+        }
+        Ok(db)
+    }
+
+    /// What start-up replayed, if the database had not been shut down
+    /// cleanly.
+    pub fn recovery(&self) -> Option<&recovery::RecoveryReport> {
+        self.recovery.as_ref()
+    }
+
+    pub fn wal(&self) -> &Arc<Wal> {
+        &self.wal
+    }
+
+    /// Writes a checkpoint: every dirty buffer, the touched files synced,
+    /// the commit log, a checkpoint record, the control file. Replay after
+    /// a crash starts at its redo point. `shutdown` marks the database
+    /// cleanly shut down (nothing may change after it).
+    pub fn checkpoint(&self, shutdown: bool) -> Result<Lsn, DbError> {
+        let _one = self.checkpoint_lock.lock();
+        let redo = self.wal.begin_checkpoint();
+        // Commits that logged their end before the redo point have put it
+        // in the commit log once they leave the gate.
+        match self.commit_gate.try_write_for(COMMIT_GATE_WAIT) {
+            Some(gate) => drop(gate),
+            None => return Err(DbError::CheckpointStuck(COMMIT_GATE_WAIT.as_secs())),
+        }
+        let mut s = self.pool.session(SessionSettings::default())?;
+        s.flush_all()?;
+        drop(s);
+        if let Err(e) = self.pool.sync_written_files() {
+            // The kernel may have dropped the pages it could not write:
+            // only replay can restore them (PostgreSQL's fsync panic).
+            self.wal
+                .stop(format!("a data file could not be synced: {e}"));
+            return Err(e.into());
+        }
+        self.wal.flush_all()?;
+        self.txn.write_log()?;
+        let info = if shutdown {
+            XLOG_CHECKPOINT_SHUTDOWN
+        } else {
+            XLOG_CHECKPOINT_ONLINE
+        };
+        let (checkpoint, end) =
+            self.wal
+                .insert_record(Rmgr::Xlog, info, 0, &[], &checkpoint_data(redo))?;
+        self.wal.flush(end)?;
+        ControlData {
+            state: if shutdown {
+                DbState::ShutDown
+            } else {
+                DbState::InProduction
+            },
+            checkpoint,
+            redo,
+            time: now_secs(),
+        }
+        .write(&self.dir)?;
+        self.wal.remove_old_segments(redo, RECYCLED_SEGMENTS)?;
+        Ok(checkpoint)
     }
 
     pub fn dir(&self) -> &Path {
@@ -297,25 +485,45 @@ impl Database {
             xact: None,
         })
     }
-
-    /// Writes every dirty buffer back (what CHECKPOINT does until the WAL
-    /// exists, and what closing does).
-    pub fn flush(&self) -> Result<(), DbError> {
-        let mut s = self.pool.session(SessionSettings::default())?;
-        s.flush_all()?;
-        Ok(())
-    }
 }
 
 impl Drop for Database {
     fn drop(&mut self) {
-        if let Err(e) = self.flush() {
+        if self.wal.is_stopped() {
             log::error!(
-                "could not write back dirty buffers of \"{}\" on close: {e}",
+                "\"{}\" closes without a shutdown checkpoint: the WAL stopped; the next start recovers",
+                self.dir.display()
+            );
+            return;
+        }
+        if let Err(e) = self.checkpoint(true) {
+            log::error!(
+                "could not write the shutdown checkpoint of \"{}\": {e}; the next start recovers",
                 self.dir.display()
             );
         }
     }
+}
+
+fn wal_config(settings: &Settings) -> WalConfig {
+    WalConfig {
+        direct: settings.io_direct().wal,
+        buffers: settings.wal_buffers() * crate::storage::BLOCK_SIZE,
+        full_page_writes: settings.full_page_writes(),
+    }
+}
+
+/// A checkpoint record's data: its redo point and the time.
+fn checkpoint_data(redo: Lsn) -> Vec<u8> {
+    let mut d = redo.to_le_bytes().to_vec();
+    d.extend_from_slice(&now_secs().to_le_bytes());
+    d
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// How a fallback from io_uring is shown next to io_method.
@@ -369,6 +577,8 @@ pub enum XactError {
     NotInBlock(&'static str),
     #[error(transparent)]
     Txn(#[from] TxnError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
 }
 
 /// One thread's connection: its buffer session, settings and transaction.
@@ -435,9 +645,37 @@ impl Session {
         };
         let commit = !x.failed;
         if let Some(xid) = x.xid {
-            self.db.txn.finish(xid, commit)?;
+            self.end_xact(xid, commit)?;
         }
         Ok(commit)
+    }
+
+    /// Logs the end of `xid` and records it. A commit waits for the log
+    /// to be durable up to its record (with synchronous_commit) before
+    /// anyone can see it committed. If the log fails, the transaction
+    /// counts as aborted here and the error says the database stopped;
+    /// replay decides at the next start.
+    fn end_xact(&mut self, xid: Xid, commit: bool) -> Result<(), XactError> {
+        let db = Arc::clone(&self.db);
+        let _gate = db.commit_gate.read();
+        let info = if commit { XACT_COMMIT } else { XACT_ABORT };
+        let logged = db
+            .wal
+            .insert(Rmgr::Xact, info, xid, &[], &now_secs().to_le_bytes())
+            .and_then(|end| {
+                if commit && self.settings.synchronous_commit() {
+                    db.wal.flush(end)
+                } else {
+                    Ok(())
+                }
+            });
+        match logged {
+            Ok(()) => Ok(db.txn.finish(xid, commit)?),
+            Err(e) => {
+                db.txn.finish(xid, false)?;
+                Err(XactError::Wal(e))
+            }
+        }
     }
 
     /// ROLLBACK.
@@ -446,7 +684,7 @@ impl Session {
             return Err(XactError::NotInProgress);
         };
         if let Some(xid) = x.xid {
-            self.db.txn.finish(xid, false)?;
+            self.end_xact(xid, false)?;
         }
         Ok(())
     }
@@ -536,7 +774,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         if let Some(x) = self.xact.take() {
             if let Some(xid) = x.xid {
-                if let Err(e) = self.db.txn.finish(xid, false) {
+                if let Err(e) = self.end_xact(xid, false) {
                     log::error!("could not roll back transaction {xid} of an ending session: {e}");
                 }
             }

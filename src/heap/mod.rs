@@ -2,11 +2,14 @@
 //! sequential scans through read streams, cleaned by vacuum, summarised by
 //! the visibility map.
 //!
-//! Every change to a heap page is a [`PageChange`] applied by [`apply`],
-//! under the page's exclusive content lock. That is the one narrow path the
-//! WAL will log; nothing else writes heap pages. Each change clears the
-//! page's all-visible flag (and the caller then the map bit); vacuum's
-//! `SetAllVisible` is the only change that sets it.
+//! Every change to a heap page is a [`PageChange`] applied and logged by
+//! [`apply_logged`], under the page's exclusive content lock: the one path
+//! by which heap pages change, and where their WAL records are made (the
+//! page's `pd_lsn` becomes the record's end). Replay runs the same
+//! [`apply`] again ([`redo`]). Each change clears the page's all-visible
+//! flag (and the caller then the map bit, which replay clears too: the
+//! record says so); vacuum's `SetAllVisible` is the only change that sets
+//! it.
 //!
 //! Inserts go to the relation's current insert block while it has room
 //! (leaving `100 - fillfactor` percent free for updates), then to pages that
@@ -33,12 +36,14 @@ use thiserror::Error;
 use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
 use crate::page::{
     add_item, free_space, init_page, is_new, item, item_mut, line_pointer_count, page_flags,
-    remove_items, set_page_flags, PageBytes, EMPTY_PAGE_FREE_BYTES, LINE_POINTER_SIZE, MAX_ALIGN,
-    PD_ALL_VISIBLE,
+    page_lsn, remove_items, set_page_flags, set_page_lsn, PageBytes, EMPTY_PAGE_FREE_BYTES,
+    LINE_POINTER_SIZE, MAX_ALIGN, PD_ALL_VISIBLE,
 };
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
 use crate::txn::{CommandId, Snapshot, TxnError, TxnManager, Xid, XidStatus, INVALID_XID};
+use crate::wal::record::{DataReader, SMGR_TRUNCATE};
+use crate::wal::{BlockTag, Lsn, PageRef, Rmgr, Wal, WalError};
 pub use tuple::{ColumnType, Tid, TupleError, TupleHeader, Value};
 
 /// How long a delete or update waits for the transaction that holds a row
@@ -64,6 +69,8 @@ pub enum HeapError {
     Tuple(#[from] TupleError),
     #[error(transparent)]
     Txn(#[from] TxnError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
     #[error("could not change a row of table \"{table}\": a concurrent transaction changed or deleted it since this statement's snapshot; retry the transaction")]
     ConcurrentUpdate { table: String },
     #[error("gave up after waiting {seconds} s for transaction {xid}, which holds a row of table \"{table}\" (another session may be waiting for this one); retry the transaction")]
@@ -123,6 +130,197 @@ pub struct Applied {
     pub index: Option<u16>,
     /// The page was all-visible before: the map bit must be cleared.
     pub cleared_all_visible: bool,
+    /// Where the change's WAL record ends (0 until logged).
+    pub lsn: Lsn,
+}
+
+/// `info` of each heap record kind.
+const HEAP_INIT: u8 = 0;
+const HEAP_INSERT: u8 = 1;
+const HEAP_SET_XMAX: u8 = 2;
+const HEAP_CLEAR_XMAX: u8 = 3;
+const HEAP_PRUNE: u8 = 4;
+const HEAP_SET_ALL_VISIBLE: u8 = 5;
+/// First data byte of a heap record: the change cleared the page's
+/// all-visible flag, so replay clears the map bit too.
+const CLEARED_ALL_VISIBLE: u8 = 1;
+
+impl PageChange<'_> {
+    fn info(&self) -> u8 {
+        match self {
+            PageChange::Init => HEAP_INIT,
+            PageChange::Insert { .. } => HEAP_INSERT,
+            PageChange::SetXmax { .. } => HEAP_SET_XMAX,
+            PageChange::ClearXmax { .. } => HEAP_CLEAR_XMAX,
+            PageChange::Prune { .. } => HEAP_PRUNE,
+            PageChange::SetAllVisible => HEAP_SET_ALL_VISIBLE,
+        }
+    }
+
+    /// The record's data: the flag byte, then what replay needs to make
+    /// the same change (an insert names the line pointer it used, which
+    /// replay checks).
+    fn encode(&self, applied: &Applied) -> Vec<u8> {
+        let mut d = vec![if applied.cleared_all_visible {
+            CLEARED_ALL_VISIBLE
+        } else {
+            0
+        }];
+        match self {
+            PageChange::Init | PageChange::SetAllVisible => {}
+            PageChange::Insert { tuple } => {
+                d.extend_from_slice(&applied.index.unwrap_or(u16::MAX).to_le_bytes());
+                d.extend_from_slice(tuple);
+            }
+            PageChange::SetXmax {
+                index,
+                xmax,
+                cmax,
+                newer,
+            } => {
+                d.extend_from_slice(&index.to_le_bytes());
+                d.extend_from_slice(&xmax.to_le_bytes());
+                d.extend_from_slice(&cmax.to_le_bytes());
+                if let Some(t) = newer {
+                    d.push(1);
+                    d.extend_from_slice(&t.block.to_le_bytes());
+                    d.extend_from_slice(&t.index.to_le_bytes());
+                } else {
+                    d.push(0);
+                }
+            }
+            PageChange::ClearXmax { index } => d.extend_from_slice(&index.to_le_bytes()),
+            PageChange::Prune { remove } => {
+                d.extend_from_slice(&(remove.len() as u32).to_le_bytes());
+                for i in *remove {
+                    d.extend_from_slice(&i.to_le_bytes());
+                }
+            }
+        }
+        d
+    }
+}
+
+/// Applies `change` to heap page `block` of relation `rel` and logs it,
+/// stamping the page with the record's end. The caller holds the page's
+/// exclusive content lock (`modify_page`). `xid` is the transaction the
+/// change is for (0 for vacuum's).
+pub fn apply_logged(
+    wal: &Wal,
+    page: &mut PageBytes,
+    rel: u32,
+    block: u32,
+    xid: Xid,
+    change: &PageChange,
+) -> Result<Applied, WalError> {
+    let old_lsn = page_lsn(page);
+    let mut applied = apply(page, block, change);
+    let data = change.encode(&applied);
+    let lsn = wal.insert(
+        Rmgr::Heap,
+        change.info(),
+        xid,
+        &[PageRef {
+            tag: BlockTag {
+                rel,
+                fork: Fork::Main,
+                block,
+            },
+            page,
+            old_lsn,
+        }],
+        &data,
+    )?;
+    set_page_lsn(page, lsn);
+    applied.lsn = lsn;
+    Ok(applied)
+}
+
+/// Replays a heap record (`info`, `data`) on page `block`: the same
+/// [`apply`] as the change it logged. Returns whether the page's
+/// all-visible flag was cleared (replay then clears the map bit). A record
+/// that does not fit the page (replay has gone wrong) is an error naming
+/// what, never a panic.
+pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<bool, &'static str> {
+    const MALFORMED: &str = "malformed heap record";
+    let mut r = DataReader::new(data);
+    let flags = r.u8().ok_or(MALFORMED)?;
+    let needs_item = |page: &PageBytes, index: u16| {
+        item(page, index as usize)
+            .map(|_| ())
+            .ok_or("the tuple a heap record changes is not on the page")
+    };
+    let prune;
+    let change = match info {
+        HEAP_INIT => PageChange::Init,
+        HEAP_INSERT => {
+            let index = r.u16().ok_or(MALFORMED)?;
+            let tuple = r.rest();
+            if is_new(page) {
+                return Err("a heap insert into a page never formatted");
+            }
+            let need = tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
+            if tuple.is_empty() || free_space(page) < need {
+                return Err("a heap insert that does not fit its page");
+            }
+            let applied = apply(page, block, &PageChange::Insert { tuple });
+            if applied.index != Some(index) {
+                return Err("a heap insert landed on another line pointer than logged");
+            }
+            return Ok(applied.cleared_all_visible || flags & CLEARED_ALL_VISIBLE != 0);
+        }
+        HEAP_SET_XMAX => {
+            let index = r.u16().ok_or(MALFORMED)?;
+            let xmax = r.u32().ok_or(MALFORMED)?;
+            let cmax = r.u32().ok_or(MALFORMED)?;
+            let newer = match r.u8().ok_or(MALFORMED)? {
+                0 => None,
+                _ => Some(Tid {
+                    block: r.u32().ok_or(MALFORMED)?,
+                    index: r.u16().ok_or(MALFORMED)?,
+                }),
+            };
+            needs_item(page, index)?;
+            PageChange::SetXmax {
+                index,
+                xmax,
+                cmax,
+                newer,
+            }
+        }
+        HEAP_CLEAR_XMAX => {
+            let index = r.u16().ok_or(MALFORMED)?;
+            needs_item(page, index)?;
+            PageChange::ClearXmax { index }
+        }
+        HEAP_PRUNE => {
+            let n = r.u32().ok_or(MALFORMED)? as usize;
+            prune = (0..n)
+                .map(|_| r.u16().ok_or(MALFORMED))
+                .collect::<Result<Vec<u16>, _>>()?;
+            PageChange::Prune { remove: &prune }
+        }
+        HEAP_SET_ALL_VISIBLE => PageChange::SetAllVisible,
+        _ => return Err("unknown heap record kind"),
+    };
+    if info != HEAP_INIT && is_new(page) {
+        return Err("a heap change to a page never formatted");
+    }
+    let applied = apply(page, block, &change);
+    Ok(applied.cleared_all_visible || flags & CLEARED_ALL_VISIBLE != 0)
+}
+
+/// A name for a heap record kind (`aiostore waldump`).
+pub fn record_kind_name(info: u8) -> &'static str {
+    match info {
+        HEAP_INIT => "INIT_PAGE",
+        HEAP_INSERT => "INSERT",
+        HEAP_SET_XMAX => "SET_XMAX",
+        HEAP_CLEAR_XMAX => "CLEAR_XMAX",
+        HEAP_PRUNE => "PRUNE",
+        HEAP_SET_ALL_VISIBLE => "SET_ALL_VISIBLE",
+        _ => "UNKNOWN",
+    }
 }
 
 /// Applies `change` to heap page `block`. The one place heap pages change;
@@ -132,6 +330,7 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
     let mut applied = Applied {
         index: None,
         cleared_all_visible: false,
+        lsn: 0,
     };
     if *change != PageChange::SetAllVisible && flags & PD_ALL_VISIBLE != 0 {
         set_page_flags(page, flags & !PD_ALL_VISIBLE);
@@ -258,6 +457,7 @@ struct RelState {
 /// The heap access method of one database.
 pub struct Heap {
     txn: Arc<TxnManager>,
+    wal: Arc<Wal>,
     rels: Mutex<HashMap<u32, Arc<RelState>>>,
 }
 
@@ -357,11 +557,16 @@ pub enum DeleteOutcome {
 }
 
 impl Heap {
-    pub fn new(txn: Arc<TxnManager>) -> Heap {
+    pub fn new(txn: Arc<TxnManager>, wal: Arc<Wal>) -> Heap {
         Heap {
             txn,
+            wal,
             rels: Mutex::new(HashMap::new()),
         }
+    }
+
+    pub fn wal(&self) -> &Arc<Wal> {
+        &self.wal
     }
 
     fn rel_state(&self, rel: u32) -> Arc<RelState> {
@@ -387,7 +592,7 @@ impl Heap {
         applied: Applied,
     ) -> Result<(), HeapError> {
         if applied.cleared_all_visible {
-            vm::set_all_visible(s, rel, &[block], false)?;
+            vm::clear(s, rel, &[block], applied.lsn)?;
         }
         Ok(())
     }
@@ -431,12 +636,25 @@ impl Heap {
         };
         // Puts the tuple on page `block` if it fits (formatting a page not
         // yet formatted); returns what was applied and the room left.
+        let xid = TupleHeader::read(tuple).xmin;
+        let (wal, rel) = (&*self.wal, table.rel);
         let place = |page: &mut PageBytes, block: u32| {
             if is_new(page) {
-                apply(page, block, &PageChange::Init);
+                apply_logged(wal, page, rel, block, xid, &PageChange::Init)?;
             }
-            let applied = fits(page).then(|| apply(page, block, &PageChange::Insert { tuple }));
-            (applied, free_space(page))
+            let applied = if fits(page) {
+                Some(apply_logged(
+                    wal,
+                    page,
+                    rel,
+                    block,
+                    xid,
+                    &PageChange::Insert { tuple },
+                )?)
+            } else {
+                None
+            };
+            Ok::<_, WalError>((applied, free_space(page)))
         };
         // The block we hold, then the shared hint, then the free-space
         // map, then (when the map knows of nothing, as for a table only
@@ -478,7 +696,7 @@ impl Heap {
             let Some((id, block)) = target else {
                 break;
             };
-            let (applied, room) = s.modify_page(id, |page| place(page, block));
+            let (applied, room) = s.modify_page(id, |page| place(page, block))?;
             if let Some(applied) = applied {
                 self.clear_vm_bit(s, table.rel, block, applied)?;
                 return Ok(Some(Tid {
@@ -538,7 +756,13 @@ impl Heap {
         // grew (as the table's last block, or in the free-space map):
         // another session may have formatted and filled it already, so it
         // is formatted only if still new, and may no longer have room.
-        let (applied, room) = s.modify_page(id, |page| place(page, block));
+        let (applied, room) = match s.modify_page(id, |page| place(page, block)) {
+            Ok(placed) => placed,
+            Err(e) => {
+                s.release(id);
+                return Err(e.into());
+            }
+        };
         state.current = Some((id, block));
         rs.insert_block.store(block, Ordering::Relaxed);
         let Some(applied) = applied else {
@@ -648,7 +872,7 @@ impl Heap {
             let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
             let outcome = s.modify_page(id, |page| {
                 let Some(t) = item(page, tid.index as usize) else {
-                    return Err("no tuple at this line pointer");
+                    return Err(Ok("no tuple at this line pointer"));
                 };
                 let h = TupleHeader::read(t);
                 let state = if h.xmax == INVALID_XID {
@@ -666,26 +890,37 @@ impl Heap {
                         XidStatus::InProgress => RowState::Wait(h.xmax),
                     }
                 };
-                let applied = matches!(state, RowState::Done(DeleteOutcome::Deleted)).then(|| {
-                    apply(
-                        page,
-                        tid.block,
-                        &PageChange::SetXmax {
-                            index: tid.index,
-                            xmax: xid,
-                            cmax: cid,
-                            newer,
-                        },
+                let applied = if matches!(state, RowState::Done(DeleteOutcome::Deleted)) {
+                    Some(
+                        apply_logged(
+                            &self.wal,
+                            page,
+                            table.rel,
+                            tid.block,
+                            xid,
+                            &PageChange::SetXmax {
+                                index: tid.index,
+                                xmax: xid,
+                                cmax: cid,
+                                newer,
+                            },
+                        )
+                        .map_err(|e| Err(HeapError::from(e)))?,
                     )
-                });
+                } else {
+                    None
+                };
                 Ok((state, applied))
             });
             s.release(id);
-            let (state, applied) = outcome.map_err(|what| HeapError::Damaged {
-                table: table.name.clone(),
-                block: tid.block,
-                index: tid.index,
-                what,
+            let (state, applied) = outcome.map_err(|e: Result<_, HeapError>| match e {
+                Ok(what) => HeapError::Damaged {
+                    table: table.name.clone(),
+                    block: tid.block,
+                    index: tid.index,
+                    what,
+                },
+                Err(e) => e,
             })?;
             if let Some(applied) = applied {
                 self.clear_vm_bit(s, table.rel, tid.block, applied)?;
@@ -906,25 +1141,36 @@ impl Heap {
                         offset: block as u64,
                     },
                 );
-                (plan, room) = s.modify_page(id, |page| {
+                let wal = &*self.wal;
+                let changed = s.modify_page(id, |page| {
                     let plan = plan_page(page);
+                    let log = |page: &mut PageBytes, change: &PageChange| {
+                        apply_logged(wal, page, table.rel, block, 0, change)
+                    };
                     for &index in &plan.clear_xmax {
-                        apply(page, block, &PageChange::ClearXmax { index });
+                        log(page, &PageChange::ClearXmax { index })?;
                     }
                     if !plan.remove.is_empty() {
-                        apply(
+                        log(
                             page,
-                            block,
                             &PageChange::Prune {
                                 remove: &plan.remove,
                             },
-                        );
+                        )?;
                     }
                     if plan.set_all_visible {
-                        apply(page, block, &PageChange::SetAllVisible);
+                        log(page, &PageChange::SetAllVisible)?;
                     }
-                    (plan, free_space(page))
+                    Ok::<_, WalError>((plan, free_space(page)))
                 });
+                match changed {
+                    Ok(done) => (plan, room) = done,
+                    Err(e) => {
+                        s.release(id);
+                        result = Err(e.into());
+                        break;
+                    }
+                }
             }
             s.release(id);
             report.tuples_removed += plan.remove.len() as u64;
@@ -942,7 +1188,7 @@ impl Heap {
         // The map bits after the page flags (see vm.rs), all at once.
         if result.is_ok() {
             let _extending = rs.extension.lock();
-            result = vm::set_all_visible(s, table.rel, &set_visible, true).map_err(Into::into);
+            result = vm::set_all_visible(s, &self.wal, table.rel, &set_visible);
             report.pages_set_all_visible = set_visible.len() as u32;
         }
         stream.end(s);
@@ -1029,8 +1275,16 @@ impl Heap {
         // The maps forget the blocks, on disk, before the blocks go: a map
         // bit left set for a cut block would be believed for the new block
         // of that number when the table grows again.
+        // Logged and durable before anything is cut: replay then cuts it
+        // too, and a crash cannot leave the file cut with the log not
+        // saying so (blocks logged as changed after would come back).
+        let mut data = table.rel.to_le_bytes().to_vec();
+        data.push(Fork::Main as u8);
+        data.extend_from_slice(&new_nblocks.to_le_bytes());
+        let lsn = self.wal.insert(Rmgr::Smgr, SMGR_TRUNCATE, 0, &[], &data)?;
+        self.wal.flush(lsn)?;
         let gone: Vec<u32> = (new_nblocks..nblocks).collect();
-        vm::set_all_visible(s, table.rel, &gone, false)?;
+        vm::clear(s, table.rel, &gone, lsn)?;
         fsm::truncate(s, table.rel, new_nblocks, &rs.fsm)?;
         s.flush_fork(table.rel, Fork::VisibilityMap)?;
         s.flush_fork(table.rel, Fork::FreeSpace)?;

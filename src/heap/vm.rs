@@ -10,9 +10,11 @@
 //! then the bit. So a set bit always has its flag set, or a change is about
 //! to clear both.
 
+use super::HeapError;
 use crate::buffer::{BufferError, BufferSession};
-use crate::page::{init_page, PageBytes, PAGE_HEADER_SIZE};
+use crate::page::{init_page, is_new, page_lsn, set_page_lsn, PageBytes, PAGE_HEADER_SIZE};
 use crate::storage::{Fork, BLOCK_SIZE};
+use crate::wal::{BlockTag, Lsn, PageRef, Rmgr, Wal};
 
 /// Heap pages covered by one map page.
 pub const HEAP_BLOCKS_PER_VM_PAGE: u32 = ((BLOCK_SIZE - PAGE_HEADER_SIZE) * 8) as u32;
@@ -23,53 +25,182 @@ fn locate(heap_block: u32) -> (u32, usize, u8) {
     (vm_block, PAGE_HEADER_SIZE + bit / 8, 1 << (bit % 8))
 }
 
-/// Sets or clears the bits of `heap_blocks`, changing each map page once.
-/// Setting extends the map as needed; the caller holds the relation's
-/// extension lock for that.
+/// Sets the bits of `heap_blocks` (vacuum found them all-visible, and set
+/// their pages' flags first), changing and logging each map page once.
+/// Extends the map as needed; the caller holds the relation's extension
+/// lock for that.
 pub fn set_all_visible(
     s: &mut BufferSession,
+    wal: &Wal,
     rel: u32,
     heap_blocks: &[u32],
-    visible: bool,
-) -> Result<(), BufferError> {
+) -> Result<(), HeapError> {
     let Some(last_vm_block) = heap_blocks.iter().map(|&b| locate(b).0).max() else {
         return Ok(());
     };
     let nblocks = s.pool().relation(rel).nblocks(Fork::VisibilityMap)?;
-    if last_vm_block >= nblocks && visible {
+    if last_vm_block >= nblocks {
+        // New map pages are formatted unlogged: the first record that sets
+        // a bit on one carries its image (its LSN is 0).
         for id in s.extend(rel, Fork::VisibilityMap, last_vm_block + 1 - nblocks, None)? {
             s.modify_page(id, |page| init_page(page, 0));
             s.release(id);
         }
     }
+    let mut sorted = heap_blocks.to_vec();
+    sorted.sort_unstable();
+    for group in sorted.chunk_by(|a, b| locate(*a).0 == locate(*b).0) {
+        let vm_block = locate(group[0]).0;
+        let id = read_map_page(s, rel, vm_block)?;
+        let missing: Vec<u32> = s.with_page(id, |page| {
+            group
+                .iter()
+                .copied()
+                .filter(|&b| {
+                    let (_, byte, mask) = locate(b);
+                    page[byte] & mask == 0
+                })
+                .collect()
+        });
+        let result = if missing.is_empty() {
+            Ok(())
+        } else {
+            let mut data = Vec::with_capacity(missing.len() * 4);
+            for b in &missing {
+                data.extend_from_slice(&b.to_le_bytes());
+            }
+            s.modify_page(id, |page: &mut PageBytes| {
+                let old_lsn = page_lsn(page);
+                set_bits(page, &missing);
+                let lsn = wal.insert(
+                    Rmgr::Vm,
+                    VM_SET,
+                    0,
+                    &[PageRef {
+                        tag: BlockTag {
+                            rel,
+                            fork: Fork::VisibilityMap,
+                            block: vm_block,
+                        },
+                        page,
+                        old_lsn,
+                    }],
+                    &data,
+                )?;
+                set_page_lsn(page, lsn);
+                Ok::<_, HeapError>(())
+            })
+        };
+        s.release(id);
+        result?;
+    }
+    Ok(())
+}
+
+/// `info` of a map record: set the bits of the heap blocks in its data.
+pub const VM_SET: u8 = 0;
+
+fn set_bits(page: &mut PageBytes, heap_blocks: &[u32]) {
+    for &b in heap_blocks {
+        let (_, byte, mask) = locate(b);
+        page[byte] |= mask;
+    }
+}
+
+/// Clears the bits of `heap_blocks` after the change logged at `lsn`
+/// cleared their pages' flags. Not logged itself: replaying that change
+/// clears the bit again ([`redo_clear`]); the map page carries `lsn` so
+/// that it is not written before the change's record is durable, and so
+/// that replay knows the clear is already on it.
+pub fn clear(
+    s: &mut BufferSession,
+    rel: u32,
+    heap_blocks: &[u32],
+    lsn: Lsn,
+) -> Result<(), BufferError> {
+    let nblocks = s.pool().relation(rel).nblocks(Fork::VisibilityMap)?;
     let mut by_page: Vec<(u32, usize, u8)> = heap_blocks
         .iter()
         .map(|&b| locate(b))
         // A map page that does not exist records nothing to clear.
-        .filter(|&(vm_block, _, _)| visible || vm_block < nblocks)
+        .filter(|&(vm_block, _, _)| vm_block < nblocks)
         .collect();
     by_page.sort_unstable();
     for group in by_page.chunk_by(|a, b| a.0 == b.0) {
-        let id = s.read_buffer(rel, Fork::VisibilityMap, group[0].0)?;
+        let id = read_map_page(s, rel, group[0].0)?;
         let differs = s.with_page(id, |page| {
-            group
-                .iter()
-                .any(|&(_, byte, mask)| (page[byte] & mask != 0) != visible)
+            group.iter().any(|&(_, byte, mask)| page[byte] & mask != 0)
         });
         if differs {
             s.modify_page(id, |page: &mut PageBytes| {
                 for &(_, byte, mask) in group {
-                    if visible {
-                        page[byte] |= mask;
-                    } else {
-                        page[byte] &= !mask;
-                    }
+                    page[byte] &= !mask;
+                }
+                if page_lsn(page) < lsn {
+                    set_page_lsn(page, lsn);
                 }
             });
         }
         s.release(id);
     }
     Ok(())
+}
+
+/// Replays a map record on its page.
+pub fn redo_set(page: &mut PageBytes, data: &[u8]) -> Result<(), &'static str> {
+    if !data.len().is_multiple_of(4) {
+        return Err("visibility map record data is not whole block numbers");
+    }
+    if is_new(page) {
+        init_page(page, 0);
+    }
+    let blocks: Vec<u32> = data
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    set_bits(page, &blocks);
+    Ok(())
+}
+
+/// Replays the map side of a heap change logged at `lsn` that cleared its
+/// page's all-visible flag: clears the block's bit unless the map page
+/// already has a later change.
+pub fn redo_clear(
+    s: &mut BufferSession,
+    rel: u32,
+    heap_block: u32,
+    lsn: Lsn,
+) -> Result<(), BufferError> {
+    let (vm_block, byte, mask) = locate(heap_block);
+    let relation = s.pool().relation(rel);
+    if !relation.exists(Fork::VisibilityMap) || vm_block >= relation.nblocks(Fork::VisibilityMap)? {
+        return Ok(());
+    }
+    let id = read_map_page(s, rel, vm_block)?;
+    s.modify_page(id, |page| {
+        if !is_new(page) && page_lsn(page) < lsn {
+            page[byte] &= !mask;
+            set_page_lsn(page, lsn);
+        }
+    });
+    s.release(id);
+    Ok(())
+}
+
+/// Reads map page `vm_block`. A page that fails verification is zeroed
+/// (with the usual warning) whatever `zero_damaged_pages` says: the map
+/// is a summary that may always say less (a zeroed page says no page is
+/// all-visible, and vacuum sets the bits again), and a page torn by a
+/// crash must not stop the table.
+pub fn read_map_page(
+    s: &mut BufferSession,
+    rel: u32,
+    vm_block: u32,
+) -> Result<crate::buffer::BufferId, BufferError> {
+    let zero = std::mem::replace(&mut s.settings.zero_damaged_pages, true);
+    let read = s.read_buffer(rel, Fork::VisibilityMap, vm_block);
+    s.settings.zero_damaged_pages = zero;
+    read
 }
 
 /// The bits of heap blocks `0..nblocks`, read once (one map page covers
@@ -86,7 +217,7 @@ pub fn all_visible_bits(
         if first >= nblocks {
             break;
         }
-        let id = s.read_buffer(rel, Fork::VisibilityMap, vm_block)?;
+        let id = read_map_page(s, rel, vm_block)?;
         s.with_page(id, |page| {
             for heap_block in first..nblocks.min(first + HEAP_BLOCKS_PER_VM_PAGE) {
                 let (_, byte, mask) = locate(heap_block);

@@ -48,11 +48,6 @@ pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 /// session may find the block meanwhile, as the table's last.
 pub const HEAP_INSERT_AFTER_EXTEND: &str = "heap-insert-after-extend";
 
-/// Reached in `TxnManager::finish` after it copied the commit log page
-/// with the transaction's bits and before it writes the copy to the file;
-/// the context's offset is the transaction id.
-pub const TXN_FINISH_BEFORE_LOG_WRITE: &str = "txn-finish-before-log-write";
-
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {

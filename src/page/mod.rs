@@ -298,6 +298,17 @@ pub fn remove_items(page: &mut PageBytes, mut remove: impl FnMut(usize) -> bool)
     removed
 }
 
+/// The page's `pd_lsn`: where the WAL record of its last change ends (the
+/// WAL must be durable up to here before the page is written).
+pub fn page_lsn(page: &PageBytes) -> u64 {
+    (u32_at(page, 0) as u64) << 32 | u32_at(page, 4) as u64
+}
+
+pub fn set_page_lsn(page: &mut PageBytes, lsn: u64) {
+    put_u32(page, 0, (lsn >> 32) as u32);
+    put_u32(page, 4, lsn as u32);
+}
+
 /// The page's flag bits (`PD_*`).
 pub fn page_flags(page: &PageBytes) -> u16 {
     u16_at(page, 10)

@@ -119,12 +119,8 @@ fn dispatch(
     };
     let statement = match &parsed.statement {
         Stmt::Checkpoint => {
-            // A write-back of every dirty buffer; a real checkpoint (a redo
-            // point) comes with the WAL.
             return utility(s, |s| {
-                // The session's own buffer session: a new one could find
-                // every session slot taken.
-                s.buf.flush_all().map_err(crate::database::DbError::from)?;
+                s.db().checkpoint(false)?;
                 Ok(StatementResult::tag("CHECKPOINT"))
             });
         }

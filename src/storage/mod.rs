@@ -173,6 +173,22 @@ impl SegmentFile {
         .map(Arc::new)
     }
 
+    /// Opens (creating if needed) a WAL segment for writing: with
+    /// `direct`, `O_DIRECT | O_DSYNC`, so that a completed write is
+    /// durable and needs no fdatasync.
+    pub fn open_wal(path: &Path, direct: bool) -> Result<Arc<SegmentFile>, StorageError> {
+        Self::open_with(
+            path,
+            FileIdent::Path(path.to_path_buf()),
+            0,
+            direct,
+            true,
+            true,
+            if direct { libc::O_DSYNC } else { 0 },
+        )
+        .map(Arc::new)
+    }
+
     fn open(
         path: &Path,
         ident: FileIdent,
@@ -181,10 +197,24 @@ impl SegmentFile {
         writable: bool,
         create: bool,
     ) -> Result<SegmentFile, StorageError> {
+        Self::open_with(path, ident, first_block, direct, writable, create, 0)
+    }
+
+    fn open_with(
+        path: &Path,
+        ident: FileIdent,
+        first_block: BlockNumber,
+        direct: bool,
+        writable: bool,
+        create: bool,
+        extra_flags: i32,
+    ) -> Result<SegmentFile, StorageError> {
         let mut options = OpenOptions::new();
         options.read(true).write(writable).create(create);
         if direct {
-            options.custom_flags(libc::O_DIRECT);
+            options.custom_flags(libc::O_DIRECT | extra_flags);
+        } else if extra_flags != 0 {
+            options.custom_flags(extra_flags);
         }
         let file = options.open(path).map_err(|source| {
             if direct && source.raw_os_error() == Some(libc::EINVAL) {

@@ -16,9 +16,11 @@
 //! Ids are never reused: the highest id that may have been handed out is
 //! stored (and synced) in steps of [`XIDS_PER_RESERVATION`] before any id
 //! beyond the last step is given out, and a restart continues above it.
-//! Durability of commits across a crash comes with the WAL: until then the
-//! commit log is written (not synced) at every commit, so a process that
-//! dies keeps its commits, a machine that dies may not.
+//!
+//! The commit log is durable through the WAL: a transaction's end is a
+//! WAL record (logged by the session before [`TxnManager::finish`]), the
+//! log's pages are written by each checkpoint ([`TxnManager::write_log`]),
+//! and recovery replays the ends logged after it ([`TxnManager::redo_finish`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -29,9 +31,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 use thiserror::Error;
 
-use crate::inject::{
-    HitContext, InjectionPoints, TXN_FINISH_BEFORE_LOG_WRITE, TXN_STATUS_BETWEEN_LOOKUPS,
-};
+use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
 
 /// A transaction id.
 pub type Xid = u32;
@@ -129,7 +129,10 @@ pub struct TxnManager {
     xid_file: File,
     /// Two status bits per transaction id.
     clog: RwLock<Vec<u8>>,
-    /// Held from taking a page's copy to writing it (see `finish`).
+    /// Pages of the log changed since `write_log` last wrote them.
+    dirty_pages: Mutex<BTreeSet<usize>>,
+    /// One `write_log` at a time, so that page copies reach the file in
+    /// the order they were taken.
     clog_file_order: Mutex<()>,
     inner: Mutex<Inner>,
     finished: Condvar,
@@ -212,6 +215,7 @@ impl TxnManager {
             clog_file,
             xid_file,
             clog: RwLock::new(clog),
+            dirty_pages: Mutex::new(BTreeSet::new()),
             clog_file_order: Mutex::new(()),
             inner: Mutex::new(Inner {
                 // Ids up to the reservation may have been used before a
@@ -255,9 +259,27 @@ impl TxnManager {
         Ok(xid)
     }
 
-    /// Records the end of `xid` and wakes whoever waits for it.
+    /// Records the end of `xid` and wakes whoever waits for it. The end
+    /// must be logged first (the WAL is what makes it durable); the log
+    /// page reaches its file at the next checkpoint.
     pub fn finish(&self, xid: Xid, committed: bool) -> Result<(), TxnError> {
         debug_assert!(xid >= FIRST_NORMAL_XID);
+        self.set_status(xid, committed, false);
+        let mut inner = self.inner.lock();
+        inner.running.remove(&xid);
+        self.finished.notify_all();
+        Ok(())
+    }
+
+    /// Replays a logged transaction end (recovery: nothing is running).
+    /// Idempotent: the checkpoint may have written the bits already.
+    pub fn redo_finish(&self, xid: Xid, committed: bool) {
+        if xid >= FIRST_NORMAL_XID {
+            self.set_status(xid, committed, true);
+        }
+    }
+
+    fn set_status(&self, xid: Xid, committed: bool, replay: bool) {
         let byte = xid as usize / XIDS_PER_CLOG_BYTE;
         let shift = (xid as usize % XIDS_PER_CLOG_BYTE) * 2;
         let bits = if committed {
@@ -265,44 +287,47 @@ impl TxnManager {
         } else {
             STATUS_ABORTED
         };
-        // Page copies reach the file in the order they were taken: two
-        // commits on one page could otherwise write their copies the other
-        // way round, the older last, and a restart would lose the newer
-        // commit.
-        let _in_order = self.clog_file_order.lock();
-        let write = {
-            let mut clog = self.clog.write();
-            assert!(
-                byte < clog.len(),
-                "xid {xid} finished beyond the commit log ({} bytes)",
-                clog.len()
-            );
-            debug_assert_eq!((clog[byte] >> shift) & 3, 0, "xid {xid} finished twice");
-            clog[byte] |= bits << shift;
-            let page = byte / CLOG_PAGE_BYTES * CLOG_PAGE_BYTES;
-            (page, clog[page..page + CLOG_PAGE_BYTES].to_vec())
-        };
-        self.injections.hit(
-            TXN_FINISH_BEFORE_LOG_WRITE,
-            HitContext {
-                offset: u64::from(xid),
-            },
+        let mut clog = self.clog.write();
+        assert!(
+            byte < clog.len(),
+            "xid {xid} finished beyond the commit log ({} bytes)",
+            clog.len()
         );
-        // The status must be in the log before anyone can see the
-        // transaction as finished (it leaves `running` below).
-        let result = self
-            .clog_file
-            .write_all_at(&write.1, write.0 as u64)
-            .map_err(|source| TxnError::Io {
-                op: "write",
-                path: self.dir.join(CLOG_FILE),
-                source,
-            });
-        drop(_in_order);
-        let mut inner = self.inner.lock();
-        inner.running.remove(&xid);
-        self.finished.notify_all();
-        result
+        let old = (clog[byte] >> shift) & 3;
+        debug_assert!(
+            old == 0 || (replay && old == bits),
+            "xid {xid} finished twice ({old} then {bits})"
+        );
+        clog[byte] = clog[byte] & !(3 << shift) | bits << shift;
+        self.dirty_pages.lock().insert(byte / CLOG_PAGE_BYTES);
+    }
+
+    /// Writes the log pages changed since the last call and syncs the file
+    /// (a checkpoint, after flushing the WAL past every end they record).
+    pub fn write_log(&self) -> Result<(), TxnError> {
+        let _in_order = self.clog_file_order.lock();
+        let pages = std::mem::take(&mut *self.dirty_pages.lock());
+        let path = self.dir.join(CLOG_FILE);
+        let io = |source| TxnError::Io {
+            op: "write",
+            path: path.clone(),
+            source,
+        };
+        for &page in &pages {
+            let copy = {
+                let clog = self.clog.read();
+                clog[page * CLOG_PAGE_BYTES..(page + 1) * CLOG_PAGE_BYTES].to_vec()
+            };
+            if let Err(e) = self
+                .clog_file
+                .write_all_at(&copy, (page * CLOG_PAGE_BYTES) as u64)
+            {
+                // Written again next time.
+                self.dirty_pages.lock().extend(pages.iter().copied());
+                return Err(io(e));
+            }
+        }
+        self.clog_file.sync_data().map_err(io)
     }
 
     /// Makes the commit log (file and memory) cover every id below
@@ -574,7 +599,9 @@ mod tests {
             let txn = TxnManager::open(dir.path()).unwrap();
             let a = txn.assign_xid().unwrap();
             txn.finish(a, true).unwrap();
-            (a, txn.assign_xid().unwrap())
+            let running = txn.assign_xid().unwrap();
+            txn.write_log().unwrap();
+            (a, running)
         };
         let txn = TxnManager::open(dir.path()).unwrap();
         assert_eq!(txn.status(committed), XidStatus::Committed);
@@ -583,37 +610,19 @@ mod tests {
         assert!(txn.assign_xid().unwrap() > running);
     }
 
-    /// Transaction a finishes and is parked with its copy of the log page
-    /// not yet written; b, on the same page, finishes meanwhile. The file
-    /// must end with both: written in the other order, a's older copy
-    /// overwrote b's and a restart found b never committed.
+    /// Ends reach the file when the log is written (each checkpoint), and
+    /// a second write keeps the first's.
     #[test]
-    fn two_commits_on_one_log_page_both_reach_the_file() {
+    fn ends_reach_the_file_when_the_log_is_written() {
         let dir = tempfile::tempdir().unwrap();
         TxnManager::create(dir.path()).unwrap();
         let txn = TxnManager::open(dir.path()).unwrap();
         let a = txn.assign_xid().unwrap();
         let b = txn.assign_xid().unwrap();
-        txn.injections().attach(
-            TXN_FINISH_BEFORE_LOG_WRITE,
-            crate::inject::Injection::park().times(1),
-        );
-        let first = {
-            let txn = Arc::clone(&txn);
-            std::thread::spawn(move || txn.finish(a, true))
-        };
-        assert!(txn
-            .injections()
-            .wait_until_parked(TXN_FINISH_BEFORE_LOG_WRITE));
-        let second = {
-            let txn = Arc::clone(&txn);
-            std::thread::spawn(move || txn.finish(b, true))
-        };
-        // Give b every chance to write first if nothing orders the writes.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        txn.injections().release(TXN_FINISH_BEFORE_LOG_WRITE);
-        first.join().unwrap().unwrap();
-        second.join().unwrap().unwrap();
+        txn.finish(a, true).unwrap();
+        txn.write_log().unwrap();
+        txn.finish(b, true).unwrap();
+        txn.write_log().unwrap();
         drop(txn);
         let txn = TxnManager::open(dir.path()).unwrap();
         assert_eq!(txn.status(a), XidStatus::Committed);
@@ -638,6 +647,7 @@ mod tests {
             let txn = TxnManager::open(dir.path()).unwrap();
             let a = txn.assign_xid().unwrap();
             txn.finish(a, true).unwrap();
+            txn.write_log().unwrap();
         }
         damage(dir.path());
         match TxnManager::open(dir.path()) {
@@ -680,6 +690,7 @@ mod tests {
             let txn = TxnManager::open(dir.path()).unwrap();
             let a = txn.assign_xid().unwrap();
             txn.finish(a, true).unwrap();
+            txn.write_log().unwrap();
             a
         };
         let path = dir.path().join(CLOG_FILE);
@@ -721,6 +732,7 @@ mod tests {
         assert_eq!(len, 2 * CLOG_PAGE_BYTES as u64);
         txn.finish(a, true).unwrap();
         txn.finish(b, false).unwrap();
+        txn.write_log().unwrap();
         drop(txn);
         let txn = TxnManager::open(dir.path()).unwrap();
         assert_eq!(txn.status(a), XidStatus::Committed);

@@ -1,0 +1,320 @@
+//! Crash recovery: replaying the WAL from the last checkpoint's redo point
+//! through the buffer pool, then cutting the log's torn tail.
+//!
+//! Each record is replayed by the part of the engine that made it (heap
+//! and visibility-map changes by `heap::redo` and `vm::redo_*`, transaction
+//! ends by the transaction manager, file creation, truncation and removal
+//! here). A page whose `pd_lsn` is already at or past a record's end has
+//! the change (it was written after it), so replay skips it: replay is
+//! idempotent. A page image in a record replaces the page without reading
+//! it, which is what repairs a page torn by the crash.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::buffer::BufferSession;
+use crate::heap::{self, vm};
+use crate::page::{page_lsn, set_page_lsn, PageBytes};
+use crate::storage::Fork;
+use crate::txn::TxnManager;
+use crate::wal::reader::{EndOfLog, WalReader};
+use crate::wal::record::{
+    self, DataReader, Record, XACT_ABORT, XACT_COMMIT, XLOG_CHECKPOINT_ONLINE,
+    XLOG_CHECKPOINT_SHUTDOWN,
+};
+use crate::wal::{format_lsn, segment_path, Lsn, Rmgr, WalError, WAL_SEGMENT_SIZE};
+
+use super::DbError;
+
+/// What replay did.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    pub from: Lsn,
+    /// Where the log ends (the next record goes here).
+    pub end: Lsn,
+    /// Where the last valid record starts.
+    pub last: Lsn,
+    pub records: u64,
+    /// Page changes applied (not skipped as already on the page).
+    pub pages_changed: u64,
+    pub images_restored: u64,
+    pub elapsed: Duration,
+    /// Why the log ends where it does.
+    pub end_reason: String,
+}
+
+/// The checkpoint a control file points to: its redo point.
+pub fn read_checkpoint(dir: &Path, lsn: Lsn) -> Result<Lsn, DbError> {
+    let mut reader = WalReader::new(dir, lsn, None);
+    let damaged = |what: String| WalError::Damaged {
+        lsn,
+        path: reader_file(dir, lsn),
+        what,
+    };
+    let rec = match reader.read_at(lsn)? {
+        Ok(rec) => rec,
+        Err(why) => {
+            if !segment_path(dir, lsn / WAL_SEGMENT_SIZE).exists() {
+                return Err(WalError::MissingSegment {
+                    lsn,
+                    path: reader_file(dir, lsn),
+                }
+                .into());
+            }
+            return Err(damaged(format!("the last checkpoint record is invalid: {why}")).into());
+        }
+    };
+    if rec.rmgr != Rmgr::Xlog
+        || !matches!(rec.info, XLOG_CHECKPOINT_SHUTDOWN | XLOG_CHECKPOINT_ONLINE)
+    {
+        return Err(
+            damaged("the control file points to a record that is not a checkpoint".into()).into(),
+        );
+    }
+    let redo = DataReader::new(&rec.data)
+        .u64()
+        .ok_or_else(|| damaged("checkpoint record without a redo point".into()))?;
+    if redo > lsn {
+        return Err(damaged(format!(
+            "checkpoint's redo point {} is after it",
+            format_lsn(redo)
+        ))
+        .into());
+    }
+    Ok(redo)
+}
+
+fn reader_file(dir: &Path, lsn: Lsn) -> std::path::PathBuf {
+    segment_path(dir, lsn / WAL_SEGMENT_SIZE)
+}
+
+/// Replays every record from `redo` to the end of the log. `checkpoint`
+/// is the control file's checkpoint record, which replay must reach.
+pub fn replay(
+    dir: &Path,
+    s: &mut BufferSession,
+    txn: &TxnManager,
+    redo: Lsn,
+    checkpoint: Lsn,
+) -> Result<RecoveryReport, DbError> {
+    let started = Instant::now();
+    let mut reader = WalReader::new(dir, redo, None);
+    let mut report = RecoveryReport {
+        from: redo,
+        ..Default::default()
+    };
+    // Relations whose files are gone: a later record must drop them.
+    let mut missing: BTreeSet<u32> = BTreeSet::new();
+    let end = loop {
+        match reader.next_record()? {
+            Ok(rec) => {
+                report.last = rec.lsn;
+                report.records += 1;
+                replay_record(s, txn, &rec, &mut missing, &mut report).map_err(|what| {
+                    WalError::Damaged {
+                        lsn: rec.lsn,
+                        path: reader.file_of(rec.lsn),
+                        what: format!("replay failed: {what}"),
+                    }
+                })?;
+            }
+            Err(EndOfLog { at, why }) => {
+                report.end_reason = why.to_string();
+                break at;
+            }
+        }
+    };
+    if end <= checkpoint {
+        return Err(WalError::Damaged {
+            lsn: end,
+            path: reader.file_of(end),
+            what: format!(
+                "the log ends ({}) before the last checkpoint record at {}",
+                report.end_reason,
+                format_lsn(checkpoint)
+            ),
+        }
+        .into());
+    }
+    for rel in &missing {
+        log::warn!(
+            "recovery: the WAL changes relation {rel}, whose files are missing and which it never drops"
+        );
+    }
+    report.end = end;
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+/// Replays one record. An error names what did not fit.
+fn replay_record(
+    s: &mut BufferSession,
+    txn: &TxnManager,
+    rec: &Record,
+    missing: &mut BTreeSet<u32>,
+    report: &mut RecoveryReport,
+) -> Result<(), String> {
+    match rec.rmgr {
+        Rmgr::Xlog => Ok(()),
+        Rmgr::Xact => {
+            match rec.info {
+                XACT_COMMIT => txn.redo_finish(rec.xid, true),
+                XACT_ABORT => txn.redo_finish(rec.xid, false),
+                _ => return Err("unknown transaction record".into()),
+            }
+            Ok(())
+        }
+        Rmgr::Smgr => replay_smgr(s, rec, missing),
+        Rmgr::Heap | Rmgr::Vm => {
+            for b in &rec.blocks {
+                let relation = s.pool().relation(b.tag.rel);
+                if !relation.exists(Fork::Main) {
+                    missing.insert(b.tag.rel);
+                    continue;
+                }
+                let id = s
+                    .redo_buffer(b.tag.rel, b.tag.fork, b.tag.block, b.image.is_some())
+                    .map_err(|e| format!("{}: {e}", b.tag))?;
+                let outcome = s.modify_page(id, |page: &mut PageBytes| {
+                    if let Some(image) = &b.image {
+                        page.copy_from_slice(&image[..]);
+                        set_page_lsn(page, rec.end);
+                        return Ok(Some(false));
+                    }
+                    if page_lsn(page) >= rec.end {
+                        return Ok(None);
+                    }
+                    let cleared = match rec.rmgr {
+                        Rmgr::Heap => heap::redo(page, b.tag.block, rec.info, &rec.data)?,
+                        _ => {
+                            vm::redo_set(page, &rec.data)?;
+                            false
+                        }
+                    };
+                    set_page_lsn(page, rec.end);
+                    Ok(Some(cleared))
+                });
+                s.release(id);
+                let changed = outcome.map_err(|what: &str| format!("{}: {what}", b.tag))?;
+                let Some(cleared) = changed else {
+                    continue;
+                };
+                report.pages_changed += 1;
+                if b.image.is_some() {
+                    report.images_restored += 1;
+                }
+                // The map bit goes with the heap page's flag (the record
+                // says whether the change cleared it).
+                let flag_cleared = rec.rmgr == Rmgr::Heap
+                    && (cleared || rec.data.first().is_some_and(|f| f & 1 != 0));
+                if flag_cleared {
+                    vm::redo_clear(s, b.tag.rel, b.tag.block, rec.end)
+                        .map_err(|e| format!("{}: {e}", b.tag))?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn replay_smgr(
+    s: &mut BufferSession,
+    rec: &Record,
+    missing: &mut BTreeSet<u32>,
+) -> Result<(), String> {
+    let mut r = DataReader::new(&rec.data);
+    let (rel, fork) = match (r.u32(), r.u8()) {
+        (Some(rel), Some(fork)) => (
+            rel,
+            *Fork::ALL
+                .get(fork as usize)
+                .ok_or("storage record with an unknown fork")?,
+        ),
+        _ => return Err("malformed storage record".into()),
+    };
+    let relation = s.pool().relation(rel);
+    let fail = |e: &dyn std::fmt::Display| format!("relation {rel}: {e}");
+    match rec.info {
+        record::SMGR_CREATE => {
+            missing.remove(&rel);
+            if !relation.exists(fork) {
+                relation.create(fork).map_err(|e| fail(&e))?;
+            }
+        }
+        record::SMGR_TRUNCATE => {
+            let nblocks = r.u32().ok_or("truncation record without a length")?;
+            if relation.exists(fork) {
+                s.evict_blocks_from(rel, fork, nblocks)
+                    .map_err(|e| fail(&e))?;
+                if relation.nblocks(fork).map_err(|e| fail(&e))? > nblocks {
+                    relation.truncate(fork, nblocks).map_err(|e| fail(&e))?;
+                }
+                if fork == Fork::Main && relation.exists(Fork::VisibilityMap) {
+                    let vm_pages = relation
+                        .nblocks(Fork::VisibilityMap)
+                        .map_err(|e| fail(&e))?;
+                    let covered = vm_pages.saturating_mul(vm::HEAP_BLOCKS_PER_VM_PAGE);
+                    let gone: Vec<u32> = (nblocks..covered.max(nblocks)).collect();
+                    vm::clear(s, rel, &gone, rec.end).map_err(|e| fail(&e))?;
+                }
+            }
+        }
+        record::SMGR_DROP => {
+            missing.remove(&rel);
+            s.discard_relation(rel).map_err(|e| fail(&e))?;
+            relation.unlink().map_err(|e| fail(&e))?;
+            s.pool().forget_written_files(rel);
+        }
+        _ => return Err("unknown storage record".into()),
+    }
+    Ok(())
+}
+
+/// Makes the log end at `end` for good: the rest of its segment is
+/// zeroed and later segments (an earlier life's, or a torn write's) are
+/// removed, so that a later recovery cannot read stale records past it.
+pub fn cut_log_tail(dir: &Path, end: Lsn) -> Result<(), WalError> {
+    let segno = end / WAL_SEGMENT_SIZE;
+    let path = segment_path(dir, segno);
+    let io = |op, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| WalError::Io { op, path, source }
+    };
+    if path.exists() {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(io("open", &path))?;
+        let from = end % WAL_SEGMENT_SIZE;
+        let zeros = vec![0u8; (WAL_SEGMENT_SIZE - from) as usize];
+        std::os::unix::fs::FileExt::write_all_at(&f, &zeros, from).map_err(io("write", &path))?;
+        f.sync_all().map_err(io("sync", &path))?;
+    }
+    for later in crate::wal::list_segments(dir)?
+        .into_iter()
+        .filter(|&s| s > segno)
+    {
+        let p = segment_path(dir, later);
+        std::fs::remove_file(&p).map_err(io("remove", &p))?;
+    }
+    crate::wal::sync_dir(&dir.join(crate::wal::WAL_DIR))
+}
+
+/// Relation numbers of table files under `base` (numbers at or above
+/// `first_user`), from their file names (`16384`, `16384_vm`, `16384.1`).
+pub fn table_files(base: &Path, first_user: u32) -> Result<BTreeSet<u32>, DbError> {
+    let entries = std::fs::read_dir(base).map_err(super::io_err("read", base))?;
+    let mut rels = BTreeSet::new();
+    for entry in entries {
+        let entry = entry.map_err(super::io_err("read", base))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        let digits: String = name.chars().take_while(|c| c.is_ascii_digit()).collect();
+        if let Ok(rel) = digits.parse::<u32>() {
+            if rel >= first_user {
+                rels.insert(rel);
+            }
+        }
+    }
+    Ok(rels)
+}
