@@ -195,6 +195,8 @@ pub struct Database {
     commit_gate: parking_lot::RwLock<()>,
     /// One checkpoint at a time.
     checkpoint_lock: parking_lot::Mutex<()>,
+    /// Close as a killed process would (see [`Database::simulate_crash`]).
+    crash_on_close: std::sync::atomic::AtomicBool,
     /// What start-up replayed, if the database had not been shut down
     /// cleanly.
     recovery: Option<recovery::RecoveryReport>,
@@ -361,6 +363,7 @@ impl Database {
             wal,
             commit_gate: parking_lot::RwLock::new(()),
             checkpoint_lock: parking_lot::Mutex::new(()),
+            crash_on_close: std::sync::atomic::AtomicBool::new(false),
             recovery: crashed.then_some(report),
             _lock: lock,
         });
@@ -395,6 +398,14 @@ impl Database {
 
     pub fn wal(&self) -> &Arc<Wal> {
         &self.wal
+    }
+
+    /// Makes closing behave as `kill -9` would: no shutdown checkpoint,
+    /// dirty buffers lost, what was written left as it is. For tests of
+    /// recovery in one process (the next open replays the WAL).
+    pub fn simulate_crash(&self) {
+        self.crash_on_close
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Writes a checkpoint: every dirty buffer, the touched files synced,
@@ -489,6 +500,12 @@ impl Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
+        if self
+            .crash_on_close
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
         if self.wal.is_stopped() {
             log::error!(
                 "\"{}\" closes without a shutdown checkpoint: the WAL stopped; the next start recovers",
@@ -772,7 +789,11 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if let Some(x) = self.xact.take() {
+        let crashed = self
+            .db
+            .crash_on_close
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(x) = self.xact.take().filter(|_| !crashed) {
             if let Some(xid) = x.xid {
                 if let Err(e) = self.end_xact(xid, false) {
                     log::error!("could not roll back transaction {xid} of an ending session: {e}");

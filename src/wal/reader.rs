@@ -72,7 +72,14 @@ impl WalReader {
                 let path = segment_path(&self.dir, segno);
                 match std::fs::read(&path) {
                     Ok(bytes) => self.segment = Some((segno, bytes)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        // The end of the log, unless later segments exist:
+                        // then one in the middle was lost.
+                        if super::list_segments(&self.dir)?.iter().any(|&s| s > segno) {
+                            return Err(WalError::MissingSegment { lsn: pos, path });
+                        }
+                        return Ok(None);
+                    }
                     Err(source) => {
                         return Err(WalError::Io {
                             op: "read",
