@@ -327,22 +327,62 @@ fn ddl_survives_a_crash_and_orphan_files_go(method: IoMethod) {
 }
 
 /// With synchronous_commit off, a crash may lose the last commits but
-/// keeps a prefix of them, and nothing is damaged.
+/// keeps a prefix of them, and nothing is damaged; the background writer
+/// makes them durable within a few wal_writer_delay.
 fn asynchronous_commits_lose_at_most_a_suffix(method: IoMethod) {
-    let (_dir, path, db) = new_db(method, false);
+    for wait_for_writer in [false, true] {
+        let (_dir, path, db) = new_db(method, false);
+        {
+            let mut s = db.session().unwrap();
+            run(&mut s, "CREATE TABLE t (id int)");
+            run(&mut s, "SET synchronous_commit = off");
+            for id in 1..=500 {
+                run(&mut s, &format!("INSERT INTO t VALUES ({id})"));
+            }
+        }
+        if wait_for_writer {
+            // wal_writer_delay is 200 ms by default.
+            std::thread::sleep(std::time::Duration::from_millis(800));
+        }
+        crash(db);
+        let db = Database::open(&path, &settings(method, false)).unwrap();
+        let mut s = db.session().unwrap();
+        let got = ints(&mut s, "SELECT count(*), max(id) FROM t");
+        assert_eq!(got[0], got[1], "not a prefix: {got:?}");
+        if wait_for_writer {
+            assert_eq!(got[0], 500, "the background writer did not flush");
+        }
+    }
+}
+
+/// checkpoint_timeout starts checkpoints by itself: the redo point moves
+/// and a crash replays only what came after it.
+fn checkpoints_start_on_their_own(method: IoMethod) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let mut with_timeout = settings(method, false);
+    with_timeout.push("checkpoint_timeout=1".into());
+    let db = Database::open(&path, &with_timeout).unwrap();
+    let before = db.wal().redo();
     {
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE t (id int)");
-        run(&mut s, "SET synchronous_commit = off");
-        for id in 1..=500 {
-            run(&mut s, &format!("INSERT INTO t VALUES ({id})"));
-        }
+        run(
+            &mut s,
+            "INSERT INTO t SELECT g FROM generate_series(1, 1000) g",
+        );
     }
+    let started = std::time::Instant::now();
+    while db.wal().redo() == before && started.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(db.wal().redo() > before, "no checkpoint within 10 s");
     crash(db);
     let db = Database::open(&path, &settings(method, false)).unwrap();
+    assert!(db.recovery().unwrap().records < 10, "{:?}", db.recovery());
     let mut s = db.session().unwrap();
-    let got = ints(&mut s, "SELECT count(*), max(id) FROM t");
-    assert_eq!(got[0], got[1], "not a prefix: {got:?}");
+    assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), vec![1000]);
 }
 
 for_each_method!(
@@ -352,4 +392,5 @@ for_each_method!(
     damage_in_the_middle_or_a_lost_segment_stops_start_up,
     ddl_survives_a_crash_and_orphan_files_go,
     asynchronous_commits_lose_at_most_a_suffix,
+    checkpoints_start_on_their_own,
 );

@@ -246,6 +246,30 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Log a page's whole image at its first change after each checkpoint, so that replay repairs a page torn by a crash",
     },
     SettingDef {
+        name: "wal_writer_delay",
+        default: "200",
+        kind: Kind::Integer { min: 1, max: 10_000 },
+        context: Context::Startup,
+        description: "Milliseconds between the background flushes of WAL that commits did not flush (synchronous_commit = off)",
+    },
+    SettingDef {
+        name: "checkpoint_timeout",
+        default: "300",
+        kind: Kind::Integer { min: 1, max: 86_400 },
+        context: Context::Startup,
+        description: "Seconds between automatic checkpoints",
+    },
+    SettingDef {
+        name: "max_wal_size",
+        default: "1GB",
+        kind: Kind::Blocks {
+            min: 4096,
+            max: 1 << 30,
+        },
+        context: Context::Startup,
+        description: "WAL written since the last checkpoint that starts a checkpoint (at half of it), bounding replay after a crash",
+    },
+    SettingDef {
         name: "debug_io_latency_us",
         default: "0",
         kind: Kind::Integer {
@@ -689,6 +713,19 @@ impl Settings {
 
     pub fn synchronous_commit(&self) -> bool {
         self.boolean("synchronous_commit")
+    }
+
+    pub fn wal_writer_delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.integer("wal_writer_delay") as u64)
+    }
+
+    pub fn checkpoint_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.integer("checkpoint_timeout") as u64)
+    }
+
+    /// Bytes of WAL between checkpoints.
+    pub fn max_wal_size_bytes(&self) -> u64 {
+        self.integer("max_wal_size") as u64 * BLOCK_SIZE_BYTES
     }
 
     pub fn full_page_writes(&self) -> bool {

@@ -197,6 +197,9 @@ pub struct Database {
     checkpoint_lock: parking_lot::Mutex<()>,
     /// Close as a killed process would (see [`Database::simulate_crash`]).
     crash_on_close: std::sync::atomic::AtomicBool,
+    /// The background thread: WAL flushes for asynchronous commits, timed
+    /// and size-triggered checkpoints.
+    background: Arc<Background>,
     /// What start-up replayed, if the database had not been shut down
     /// cleanly.
     recovery: Option<recovery::RecoveryReport>,
@@ -364,6 +367,7 @@ impl Database {
             commit_gate: parking_lot::RwLock::new(()),
             checkpoint_lock: parking_lot::Mutex::new(()),
             crash_on_close: std::sync::atomic::AtomicBool::new(false),
+            background: Arc::new(Background::default()),
             recovery: crashed.then_some(report),
             _lock: lock,
         });
@@ -387,6 +391,7 @@ impl Database {
             }
             .write(dir)?;
         }
+        Background::start(&db);
         Ok(db)
     }
 
@@ -406,6 +411,8 @@ impl Database {
     pub fn simulate_crash(&self) {
         self.crash_on_close
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        // A killed process has no background thread either.
+        self.background.stop();
     }
 
     /// Writes a checkpoint: every dirty buffer, the touched files synced,
@@ -498,8 +505,93 @@ impl Database {
     }
 }
 
+/// The background thread's controls (see `Background::run`).
+#[derive(Default)]
+struct Background {
+    stop: parking_lot::Mutex<bool>,
+    wake: parking_lot::Condvar,
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Background {
+    fn start(db: &Arc<Database>) {
+        let weak = Arc::downgrade(db);
+        let wal = Arc::downgrade(&db.wal);
+        let ctl = Arc::clone(&db.background);
+        let settings = (
+            db.settings.wal_writer_delay(),
+            db.settings.checkpoint_timeout(),
+            db.settings.max_wal_size_bytes(),
+        );
+        let handle = std::thread::Builder::new()
+            .name("aiostore-walwriter".into())
+            .spawn(move || Background::run(&ctl, weak, wal, settings))
+            .expect("spawn the background thread");
+        *db.background.thread.lock() = Some(handle);
+    }
+
+    /// Every `wal_writer_delay`: flushes WAL inserted but not flushed (what
+    /// asynchronous commits left), so that a crash loses at most about
+    /// that much; starts a checkpoint when `checkpoint_timeout` has passed
+    /// or half of `max_wal_size` has been written since the last one.
+    /// Holds the database only while checkpointing, so that it never keeps
+    /// it open; `Database::drop` stops and joins it.
+    fn run(
+        ctl: &Background,
+        db: std::sync::Weak<Database>,
+        wal: std::sync::Weak<Wal>,
+        (delay, timeout, max_wal): (std::time::Duration, std::time::Duration, u64),
+    ) {
+        let mut last_checkpoint = std::time::Instant::now();
+        loop {
+            {
+                let mut stop = ctl.stop.lock();
+                if !*stop {
+                    ctl.wake.wait_for(&mut stop, delay);
+                }
+                if *stop {
+                    return;
+                }
+            }
+            let Some(wal) = wal.upgrade() else { return };
+            if wal.is_stopped() {
+                return;
+            }
+            if wal.insert_position() > wal.flushed() {
+                if let Err(e) = wal.flush_all() {
+                    log::error!("background WAL flush failed: {e}");
+                }
+            }
+            let due = last_checkpoint.elapsed() >= timeout
+                || wal.insert_position().saturating_sub(wal.redo()) >= max_wal / 2;
+            drop(wal);
+            if due {
+                let Some(db) = db.upgrade() else { return };
+                if let Err(e) = db.checkpoint(false) {
+                    log::error!("background checkpoint failed: {e}");
+                }
+                last_checkpoint = std::time::Instant::now();
+            }
+        }
+    }
+
+    /// Stops the thread and waits for it, unless this is the thread (it
+    /// held the last reference while checkpointing).
+    fn stop(&self) {
+        *self.stop.lock() = true;
+        self.wake.notify_all();
+        let handle = self.thread.lock().take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
 impl Drop for Database {
     fn drop(&mut self) {
+        self.background.stop();
         if self
             .crash_on_close
             .load(std::sync::atomic::Ordering::SeqCst)
