@@ -48,6 +48,16 @@ pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 /// session may find the block meanwhile, as the table's last.
 pub const HEAP_INSERT_AFTER_EXTEND: &str = "heap-insert-after-extend";
 
+/// Reached in the WAL writer before each write of log blocks; the
+/// context's offset is the LSN written at. A negative rewrite fails the
+/// write with that errno without executing it (a full disk: ENOSPC).
+pub const WAL_BEFORE_WRITE: &str = "wal-before-write";
+
+/// Reached in the WAL writer before it syncs a segment (fdatasync); the
+/// context's offset is the segment number. A negative rewrite fails the
+/// sync with that errno.
+pub const WAL_BEFORE_SYNC: &str = "wal-before-sync";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {

@@ -41,6 +41,7 @@ use parking_lot::{Condvar, Mutex};
 use thiserror::Error;
 
 use crate::aio::{Aio, AioError, AioSession};
+use crate::inject::HitContext;
 use crate::storage::{AlignedBuf, SegmentFile, StorageError};
 pub use record::{
     format_lsn, BlockRef, BlockTag, Lsn, PageRef, Record, Rmgr, INVALID_LSN, WAL_BLOCK_SIZE,
@@ -669,16 +670,30 @@ impl Wal {
             let bytes = unsafe {
                 std::slice::from_raw_parts(self.ring.as_ptr().add(ring_at as usize), n as usize)
             };
-            let result =
-                crate::aio::write_blocks(&mut writer.aio, &file, pos % WAL_SEGMENT_SIZE, bytes);
+            let injected = writer
+                .aio
+                .aio()
+                .injections()
+                .hit(crate::inject::WAL_BEFORE_WRITE, HitContext { offset: pos })
+                .filter(|&r| r < 0);
+            let result = match injected {
+                Some(errno) => Err(AioError::Io {
+                    message: crate::storage::errno_error(-errno as i32).to_string(),
+                    errno: Some(-errno as i32),
+                }),
+                None => {
+                    crate::aio::write_blocks(&mut writer.aio, &file, pos % WAL_SEGMENT_SIZE, bytes)
+                }
+            };
             if let Err(source) = result {
                 let e = WalError::Write {
                     lsn: pos,
                     path: file.path().to_path_buf(),
                     source: Box::new(source),
                 };
-                self.stop(e.to_string());
-                return Err(e);
+                let reason = e.to_string();
+                self.stop(reason.clone());
+                return Err(WalError::Stopped { reason });
             }
             self.stats.writes.fetch_add(1, Ordering::Relaxed);
             if touched.last() != Some(&segno) {
@@ -696,7 +711,20 @@ impl Wal {
             if !self.config.direct {
                 for segno in &touched {
                     let file = self.segment(writer, *segno)?;
-                    if let Err(e) = file.fdatasync() {
+                    let injected = writer
+                        .aio
+                        .aio()
+                        .injections()
+                        .hit(
+                            crate::inject::WAL_BEFORE_SYNC,
+                            HitContext { offset: *segno },
+                        )
+                        .filter(|&r| r < 0);
+                    let synced = match injected {
+                        Some(errno) => Err(crate::storage::errno_error(-errno as i32).to_string()),
+                        None => file.fdatasync().map_err(|e| e.to_string()),
+                    };
+                    if let Err(e) = synced {
                         let reason = format!("fdatasync failed: {e}");
                         self.stop(reason.clone());
                         return Err(WalError::Stopped { reason });
