@@ -193,6 +193,26 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// Single-row INSERT transactions from 1, 8 and 32 sessions for a
+    /// fixed time, buffered and direct WAL, with and without 500 µs of
+    /// added I/O latency: commits/s, WAL writes/s and syncs/s (group
+    /// commit).
+    Commit {
+        /// Comma-separated session counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+        sessions: Vec<usize>,
+        /// Seconds per case.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Comma-separated added I/O latencies in µs (debug_io_latency_us).
+        #[arg(long, value_delimiter = ',', default_value = "0,500")]
+        latency_us: Vec<u64>,
+        /// The I/O method (default: the io_method setting).
+        #[arg(long)]
+        method: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Random blocks of a buffered relation with the page cache dropped,
     /// effective_io_concurrency 0 vs 16 per method (the sync method's
     /// posix_fadvise advice). Needs root.
@@ -547,6 +567,35 @@ fn run_bench(
         } => in_bench_dir(bench_dir, keep, |dir| {
             let options = seqscan_options(dir, settings, size_mib, &methods, false)?;
             aiostore::bench::seqscan::run_copy(&options, json, out).map(drop)
+        }),
+        Bench::Commit {
+            sessions,
+            seconds,
+            latency_us,
+            method,
+            json,
+        } => in_bench_dir(bench_dir, keep, |dir| {
+            let method = match method {
+                Some(m) => parse_methods(&[m])?[0],
+                None => settings.io_method(),
+            };
+            if sessions.is_empty() || sessions.contains(&0) || !(seconds > 0.0) {
+                return Err("bench commit needs session counts of at least 1 (--sessions 1,8,32) and --seconds above 0".into());
+            }
+            let options = aiostore::bench::commit::CommitOptions {
+                dir: dir.join("commit"),
+                method: usable_methods(vec![method])?[0],
+                sessions,
+                seconds,
+                latencies_us: latency_us,
+                direct: vec![false, true],
+                extra_settings: forwarded_settings(settings)
+                    .into_iter()
+                    .filter(|s| !s.starts_with("max_sessions="))
+                    .collect(),
+            };
+            std::fs::create_dir_all(&options.dir).map_err(|e| e.to_string())?;
+            aiostore::bench::commit::run(&options, json, out).map(drop)
         }),
         Bench::Advice {
             size_mib,

@@ -6,6 +6,7 @@
 //! each other in time, because the machines we run on are shared and noisy.
 
 pub mod checksum;
+pub mod commit;
 pub mod demo;
 pub mod fio;
 pub mod rawio;

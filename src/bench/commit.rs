@@ -1,0 +1,229 @@
+//! `aiostore bench commit`: sessions doing single-row INSERT transactions
+//! (synchronous_commit on) for a fixed time, at several session counts,
+//! with buffered and direct WAL, with and without added I/O latency. What
+//! it shows is group commit: one WAL flush releasing every commit it
+//! covers, so commits/s grow with sessions while flushes/s do not.
+//!
+//! Each case runs in a new data directory under the benchmark directory.
+//! Sessions are threads of this process (a PostgreSQL client goes through
+//! a socket: `benches/pg_commit.sh` runs pgbench beside this).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::IoMethod;
+use crate::database::Database;
+
+pub struct CommitOptions {
+    pub dir: PathBuf,
+    pub method: IoMethod,
+    pub sessions: Vec<usize>,
+    pub seconds: f64,
+    /// Added latency per I/O in µs for the cases that add it.
+    pub latencies_us: Vec<u64>,
+    /// Also run with `io_direct = wal` (O_DIRECT | O_DSYNC segments).
+    pub direct: Vec<bool>,
+    pub extra_settings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitCase {
+    pub bench: &'static str,
+    pub method: &'static str,
+    pub sessions: usize,
+    pub wal_direct: bool,
+    pub latency_us: u64,
+    pub seconds: f64,
+    pub commits: u64,
+    pub commits_per_s: f64,
+    pub wal_writes_per_s: f64,
+    pub wal_syncs_per_s: f64,
+    /// Commits whose flush found another's had covered them.
+    pub flushes_shared: u64,
+    pub wal_mib: f64,
+}
+
+pub fn run(opts: &CommitOptions, json: bool, out: &mut dyn Write) -> Result<Vec<CommitCase>, String> {
+    let max_sessions = opts.sessions.iter().copied().max().unwrap_or(1) + 8;
+    writeln!(
+        out,
+        "bench commit: io_method={} sessions={:?} {} s per case, single-row INSERT transactions, synchronous_commit=on",
+        opts.method.name(),
+        opts.sessions,
+        opts.seconds
+    )
+    .map_err(|e| e.to_string())?;
+    if !json {
+        writeln!(
+            out,
+            "{:>8} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>8}",
+            "sessions", "wal", "latency_us", "commits/s", "wal_writes/s", "wal_syncs/s", "shared_flush", "wal_MiB"
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let mut cases = Vec::new();
+    for &latency_us in &opts.latencies_us {
+        for &direct in &opts.direct {
+            for &sessions in &opts.sessions {
+                let case = run_case(opts, sessions, direct, latency_us, max_sessions)?;
+                if json {
+                    writeln!(out, "{}", serde_json::to_string(&case).map_err(|e| e.to_string())?)
+                } else {
+                    writeln!(
+                        out,
+                        "{:>8} {:>10} {:>10} {:>10.0} {:>12.0} {:>12.0} {:>12} {:>8.1}",
+                        case.sessions,
+                        if direct { "direct" } else { "buffered" },
+                        latency_us,
+                        case.commits_per_s,
+                        case.wal_writes_per_s,
+                        case.wal_syncs_per_s,
+                        case.flushes_shared,
+                        case.wal_mib
+                    )
+                }
+                .map_err(|e| e.to_string())?;
+                cases.push(case);
+            }
+        }
+    }
+    for &latency_us in &opts.latencies_us {
+        for &direct in &opts.direct {
+            let rate = |n: usize| {
+                cases
+                    .iter()
+                    .find(|c| c.sessions == n && c.wal_direct == direct && c.latency_us == latency_us)
+                    .map(|c| c.commits_per_s)
+            };
+            let (Some(&lo), Some(&hi)) = (opts.sessions.iter().min(), opts.sessions.iter().max()) else {
+                continue;
+            };
+            if let (Some(a), Some(b)) = (rate(lo), rate(hi)) {
+                if !json && lo != hi {
+                    writeln!(
+                        out,
+                        "group commit, {} WAL, latency {latency_us} µs: {hi} sessions = {:.1}× the commits/s of {lo}",
+                        if direct { "direct" } else { "buffered" },
+                        b / a.max(1e-9)
+                    )
+                    .map_err(|e| e.to_string())?;
+                }
+            }
+        }
+    }
+    Ok(cases)
+}
+
+fn run_case(
+    opts: &CommitOptions,
+    sessions: usize,
+    direct: bool,
+    latency_us: u64,
+    max_sessions: usize,
+) -> Result<CommitCase, String> {
+    let path = opts.dir.join(format!(
+        "commit-{sessions}-{}-{latency_us}",
+        if direct { "direct" } else { "buffered" }
+    ));
+    if path.exists() {
+        std::fs::remove_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Database::init(&path).map_err(|e| e.to_string())?;
+    let mut settings = vec![
+        format!("io_method={}", opts.method.name()),
+        format!("max_sessions={max_sessions}"),
+        format!("debug_io_latency_us={latency_us}"),
+    ];
+    if direct {
+        settings.push("io_direct=wal".into());
+    }
+    settings.extend(opts.extra_settings.iter().cloned());
+    let db = Database::open(&path, &settings).map_err(|e| e.to_string())?;
+    {
+        let mut s = db.session().map_err(|e| e.to_string())?;
+        crate::sql::execute(&mut s, "CREATE TABLE bench_commit (session int, n int)")
+            .map_err(|e| e.to_string())?;
+    }
+    let stats = db.wal().stats();
+    let before = (
+        stats.writes.load(Ordering::Relaxed),
+        stats.syncs.load(Ordering::Relaxed),
+        stats.flushes_shared.load(Ordering::Relaxed),
+        stats.bytes.load(Ordering::Relaxed) + stats.padding_bytes.load(Ordering::Relaxed),
+    );
+    let commits = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(sessions + 1));
+    let failure = Arc::new(parking_lot::Mutex::new(None::<String>));
+    let threads: Vec<_> = (0..sessions)
+        .map(|id| {
+            let (db, commits, stop, start, failure) = (
+                Arc::clone(&db),
+                Arc::clone(&commits),
+                Arc::clone(&stop),
+                Arc::clone(&start),
+                Arc::clone(&failure),
+            );
+            std::thread::spawn(move || {
+                let session = db.session();
+                start.wait();
+                let mut s = match session {
+                    Ok(s) => s,
+                    Err(e) => {
+                        *failure.lock() = Some(e.to_string());
+                        return;
+                    }
+                };
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let text = format!("INSERT INTO bench_commit VALUES ({id}, {n})");
+                    if let Err(e) = crate::sql::execute(&mut s, &text) {
+                        *failure.lock() = Some(e.to_string());
+                        return;
+                    }
+                    n += 1;
+                    commits.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    start.wait();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(opts.seconds));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().map_err(|_| "a benchmark session panicked".to_string())?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some(e) = failure.lock().take() {
+        return Err(format!("a session failed: {e}"));
+    }
+    let after = (
+        stats.writes.load(Ordering::Relaxed),
+        stats.syncs.load(Ordering::Relaxed),
+        stats.flushes_shared.load(Ordering::Relaxed),
+        stats.bytes.load(Ordering::Relaxed) + stats.padding_bytes.load(Ordering::Relaxed),
+    );
+    let commits = commits.load(Ordering::Relaxed);
+    drop(db);
+    let _ = std::fs::remove_dir_all(&path);
+    Ok(CommitCase {
+        bench: "commit",
+        method: opts.method.name(),
+        sessions,
+        wal_direct: direct,
+        latency_us,
+        seconds,
+        commits,
+        commits_per_s: commits as f64 / seconds,
+        wal_writes_per_s: (after.0 - before.0) as f64 / seconds,
+        wal_syncs_per_s: (after.1 - before.1) as f64 / seconds,
+        flushes_shared: after.2 - before.2,
+        wal_mib: (after.3 - before.3) as f64 / (1 << 20) as f64,
+    })
+}
