@@ -152,6 +152,12 @@ enum Command {
         /// pass then, WAL or not (a check of the harness itself).
         #[arg(long)]
         clean_stop: bool,
+        /// The child writes every buffer back before each commit, which
+        /// keeps what committed without a WAL: the kills must pass (a
+        /// check of the harness; insert, update, copy, delete and
+        /// checkpoint only).
+        #[arg(long)]
+        flush_before_commit: bool,
     },
     /// The child of `crashtest`: runs the workload's sessions on
     /// --data-dir and reports each transaction on standard output.
@@ -166,6 +172,8 @@ enum Command {
         /// Directory for scratch files (COPY's CSV files).
         #[arg(long)]
         files: PathBuf,
+        #[arg(long)]
+        flush_before_commit: bool,
     },
 }
 
@@ -532,6 +540,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             ref dir,
             keep,
             clean_stop,
+            flush_before_commit,
         } => {
             let exe = std::env::current_exe()
                 .map_err(|e| format!("could not find this program to run as the child: {e}"))?;
@@ -548,6 +557,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 dir: dir.clone(),
                 keep,
                 clean_stop,
+                flush_before_commit,
                 settings: cli.settings.clone(),
                 exe,
             };
@@ -562,6 +572,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             ref components,
             seed,
             ref files,
+            flush_before_commit,
         } => {
             // The child's sessions write its protocol lines to standard
             // output from their own threads: the lock must go first.
@@ -572,6 +583,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 components: aiostore::crashtest::child::parse_components(components)?,
                 seed,
                 files: files.clone(),
+                flush_before_commit,
             };
             aiostore::crashtest::child::run(&opts, Box::new(std::io::stdout()))?;
             Ok(ExitCode::SUCCESS)

@@ -5,8 +5,10 @@
 //! The kill tests need the WAL: without it a kill loses commits still in
 //! the buffer pool and leaves transactions half written, and they fail.
 //! The others check the harness itself and pass without it: a child
-//! stopped cleanly passes every check, the check finds damage put there
-//! on purpose, and bad arguments are refused with the fix.
+//! stopped cleanly passes every check, so does a child killed while it
+//! writes every buffer back before each commit (which keeps exactly what
+//! committed), the check finds damage put there on purpose, and bad
+//! arguments are refused with the fix.
 //!
 //! Seeds come from the clock, so each run kills at other moments; a
 //! failure prints the iteration's seed, which `aiostore crashtest --seed S
@@ -31,6 +33,8 @@ const KILL_AFTER_MS: &str = "100..1000";
 /// Iterations and stop window of the clean-stop tests.
 const CLEAN_STOP_ITERATIONS: &str = "2";
 const CLEAN_STOP_AFTER_MS: &str = "100..400";
+/// Iterations per workload of the written-back-before-commit test.
+const FLUSHED_ITERATIONS: &str = "2";
 
 /// Runs `aiostore [-c io_method=…] [extra -c …] crashtest args` in a
 /// directory of its own; returns success and the output.
@@ -154,6 +158,33 @@ fn clean_stop_vacuum_keeps_the_visibility_map_true(method: IoMethod) {
     passes_after_a_clean_stop(method, "vacuum");
 }
 
+/// Kills a child that writes every buffer back before each commit:
+/// without a WAL that keeps what committed and nothing else, so every
+/// kill must pass, and the transactions in doubt are found committed or
+/// absent as the kill fell. A check of the harness's judgement of them.
+fn kills_pass_when_every_commit_is_written_back_first(method: IoMethod) {
+    for workload in ["insert", "update", "copy", "delete", "checkpoint"] {
+        let (ok, text) = crashtest(
+            method,
+            &[],
+            &[
+                "--workload",
+                workload,
+                "--iterations",
+                FLUSHED_ITERATIONS,
+                "--kill-after-ms",
+                KILL_AFTER_MS,
+                "--flush-before-commit",
+            ],
+        );
+        assert!(ok, "{workload}: {text}");
+        assert!(
+            text.contains(&format!("killed={FLUSHED_ITERATIONS} ")),
+            "{workload}: {text}"
+        );
+    }
+}
+
 for_each_method!(
     insert,
     update,
@@ -167,6 +198,7 @@ for_each_method!(
     mixed_with_direct_io,
     clean_stop_passes_every_check,
     clean_stop_vacuum_keeps_the_visibility_map_true,
+    kills_pass_when_every_commit_is_written_back_first,
 );
 
 #[test]
@@ -193,6 +225,15 @@ fn bad_arguments_are_refused_naming_the_choices() {
         &["--workload", "update", "--iterations", "0"],
     );
     assert!(!ok && text.contains("use 1 to"), "{text}");
+    let (ok, text) = crashtest(
+        IoMethod::Sync,
+        &[],
+        &["--workload", "ddl", "--flush-before-commit"],
+    );
+    assert!(
+        !ok && text.contains("use it with insert, update, copy, delete, checkpoint"),
+        "{text}"
+    );
     let (ok, text) = crashtest(IoMethod::Sync, &["nosuch=1"], &["--workload", "update"]);
     assert!(
         !ok && text.contains("unrecognized setting \"nosuch\""),

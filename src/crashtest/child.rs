@@ -52,6 +52,9 @@ pub struct ChildOptions {
     pub seed: u64,
     /// Where to write scratch files (COPY's CSV files).
     pub files: PathBuf,
+    /// Write every dirty buffer back before each commit (see
+    /// [`super::Options::flush_before_commit`]).
+    pub flush_before_commit: bool,
 }
 
 /// Parses `--components` (`insert,checkpoint`).
@@ -73,6 +76,7 @@ struct Cx {
     /// checkpointer counts them).
     commits: AtomicU64,
     files: PathBuf,
+    flush_before_commit: bool,
 }
 
 impl Cx {
@@ -100,12 +104,24 @@ impl Cx {
         sql: &str,
         expect_tag: Option<&str>,
     ) -> Result<(), String> {
+        // Every transaction but DDL and VACUUM (which cannot run in a
+        // block) gets its changes onto disk before its commit, so that
+        // without a WAL a kill keeps exactly what committed.
+        let flushed;
+        let (sql, statement) = match op {
+            Op::Create { .. } | Op::Drop { .. } | Op::Vacuum | Op::Checkpoint => (sql, 0),
+            _ if self.flush_before_commit => {
+                flushed = format!("BEGIN; {sql}; CHECKPOINT; COMMIT");
+                (flushed.as_str(), 1)
+            }
+            _ => (sql, 0),
+        };
         *seq += 1;
         self.say(&begin_line(name, *seq, op))?;
         let results =
             crate::sql::execute(s, sql).map_err(|e| format!("{name} {op}: {sql}: {e}"))?;
         if let Some(tag) = expect_tag {
-            let got = results.last().map(|r| r.tag.as_str()).unwrap_or("");
+            let got = results.get(statement).map_or("", |r| r.tag.as_str());
             if got != tag {
                 return Err(format!(
                     "{name} {op}: {sql}: returned \"{got}\", expected \"{tag}\""
@@ -130,6 +146,7 @@ pub fn run(opts: &ChildOptions, out: Box<dyn Write + Send>) -> Result<(), String
         deadline: Instant::now() + CHILD_RUN_MAX,
         commits: AtomicU64::new(0),
         files: opts.files.clone(),
+        flush_before_commit: opts.flush_before_commit,
     };
     // Standard input ends when the parent closes it or is gone: either
     // way the child stops cleanly. The thread stays blocked in read until

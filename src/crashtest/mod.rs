@@ -155,6 +155,13 @@ pub struct Options {
     pub keep: bool,
     /// Stop the child cleanly instead of killing it.
     pub clean_stop: bool,
+    /// The child writes every dirty buffer back before each commit
+    /// (`BEGIN; …; CHECKPOINT; COMMIT`): without a WAL that keeps what
+    /// committed and nothing else, so the kills must pass, in-doubt
+    /// transactions and all. A check of the harness itself, for the
+    /// workloads whose every change is a transaction
+    /// ([`Workload::is_transactional`]).
+    pub flush_before_commit: bool,
     /// The user's `-c` settings.
     pub settings: Vec<String>,
     /// The program to run as the child (this one).
@@ -210,16 +217,33 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<Report, String> {
             opts.iterations
         ));
     }
+    if opts.flush_before_commit && !opts.workload.is_transactional() {
+        let names: Vec<&str> = Workload::ALL
+            .iter()
+            .filter(|w| w.is_transactional())
+            .map(|w| w.name())
+            .collect();
+        return Err(format!(
+            "--flush-before-commit keeps the {} workload's changes only with a WAL (DDL and VACUUM are not transactions); use it with {}",
+            opts.workload.name(),
+            names.join(", ")
+        ));
+    }
     let settings = effective_settings(&opts.settings)?;
     let io = |e: std::io::Error| format!("could not write the report: {e}");
     writeln!(
         out,
-        "crashtest: workload {}, {} iterations, seed {}, {} {} ms after the child is ready; settings {}",
+        "crashtest: workload {}, {} iterations, seed {}, {} {} ms after the child is ready{}; settings {}",
         opts.workload.name(),
         opts.iterations,
         opts.seed,
         if opts.clean_stop { "clean stop" } else { "kill" },
         opts.kill_after,
+        if opts.flush_before_commit {
+            ", every buffer written back before each commit"
+        } else {
+            ""
+        },
         settings.join(" ")
     )
     .map_err(io)?;
@@ -443,6 +467,7 @@ fn run_child(
         .arg(seed.to_string())
         .arg("--files")
         .arg(dir)
+        .args(opts.flush_before_commit.then_some("--flush-before-commit"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr);

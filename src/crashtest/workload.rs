@@ -59,6 +59,20 @@ impl Workload {
             })
     }
 
+    /// Whether every change the workload makes is a transaction: not
+    /// DDL (the catalog changes at once) nor VACUUM, and so not `mixed`,
+    /// which may run them.
+    pub fn is_transactional(self) -> bool {
+        matches!(
+            self,
+            Workload::Insert
+                | Workload::Update
+                | Workload::Copy
+                | Workload::Delete
+                | Workload::Checkpoint
+        )
+    }
+
     /// The components to run. `mixed` takes two to four data components
     /// and, half the time, the checkpointer, chosen with `rng`.
     pub fn components(self, rng: &mut XorShift) -> Vec<Component> {
