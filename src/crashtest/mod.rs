@@ -53,10 +53,14 @@
 //! first failure: iteration 2 (seed 22727402837): update: 34595 rows instead of 20000; …
 //! ```
 //!
+//! Two modes check the harness itself against an engine that keeps
+//! everything, so that every iteration must pass with or without a WAL.
 //! `--clean-stop` closes the child's standard input instead of killing
-//! it: the child finishes its transactions and closes the database. Every
-//! check must pass then, with or without a WAL, which is how the harness
-//! is checked against an engine that keeps everything.
+//! it: the child finishes its transactions and closes the database.
+//! `--flush-before-commit` kills as usual, but the child writes every
+//! buffer back before each commit, which keeps exactly what committed:
+//! the transactions in doubt are then found committed or absent as the
+//! kill fell, and both must be accepted. docs/crashtest.md has the rest.
 
 pub mod check;
 pub mod child;
