@@ -342,9 +342,9 @@ fn run_session(cx: &Cx, s: &mut Session, name: SessionName, seed: u64) -> Result
     Ok(())
 }
 
-/// Sleeps `pause`, or less if the child is stopping.
-fn pause(cx: &Cx, pause: Duration) {
-    let until = Instant::now() + pause;
+/// Sleeps `how_long`, or less if the child is stopping.
+fn pause(cx: &Cx, how_long: Duration) {
+    let until = Instant::now() + how_long;
     while !cx.stopping() && Instant::now() < until {
         std::thread::sleep(STOP_POLL);
     }

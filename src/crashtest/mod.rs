@@ -193,8 +193,9 @@ pub struct Report {
     pub first_failure: Option<Failure>,
 }
 
-/// The settings children and checks run with: [`HARNESS_DEFAULTS`] for
-/// those the user left at their defaults, then the user's `-c`.
+/// The settings children and checks run with: the harness's own (a small
+/// pool, few sessions) for those the user left at their defaults, then
+/// the user's `-c`.
 pub fn effective_settings(user: &[String]) -> Result<Vec<String>, String> {
     let chosen = Settings::load(None, user).map_err(|e| e.to_string())?;
     let mut settings = Vec::new();
