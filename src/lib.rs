@@ -22,13 +22,15 @@
 //! - [`stats`]: counters, histograms, the in-flight I/O view;
 //! - [`inject`]: injection points for tests that force interleavings.
 //!
-//! `bench` holds the benchmark programs behind `aiostore bench …`.
+//! `bench` holds the benchmark programs behind `aiostore bench …`, and
+//! `crashtest` the kill-and-check harness behind `aiostore crashtest`.
 
 pub mod aio;
 pub mod bench;
 pub mod buffer;
 pub mod catalog;
 pub mod config;
+pub mod crashtest;
 pub mod database;
 pub mod exec;
 pub mod heap;

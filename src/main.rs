@@ -12,6 +12,7 @@ use aiostore::aio::{Aio, AioConfig};
 use aiostore::bench::fio::Pattern;
 use aiostore::bench::rawio::{self, RawioOptions, ReadMethod};
 use aiostore::config::Settings;
+use aiostore::crashtest::{KillWindow, Workload};
 use aiostore::database::Database;
 use aiostore::storage::Fork;
 use std::sync::Arc;
@@ -120,6 +121,60 @@ enum Command {
     },
     /// Runs a benchmark.
     Bench(BenchCommand),
+    /// Runs a workload in a child process, kills it with SIGKILL at a
+    /// random moment, reopens the data directory and checks it: every
+    /// acknowledged commit kept, nothing half done, pages, visibility map
+    /// and files sound; again for each iteration (docs/crashtest.md).
+    Crashtest {
+        /// insert, update, copy, delete, vacuum, checkpoint, ddl or mixed.
+        #[arg(long, value_parser = parse_workload)]
+        workload: Workload,
+        #[arg(long, default_value_t = 20)]
+        iterations: u32,
+        /// Seed of the first iteration (default: from the clock); each
+        /// iteration's line shows its own, which reproduces its choices.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// When the child is killed, in milliseconds after it is ready:
+        /// MIN..MAX, or one number.
+        #[arg(long, default_value = "300..1500", value_parser = parse_kill_window)]
+        kill_after_ms: KillWindow,
+        /// Directory for the iterations' data directories (created if
+        /// missing); a passing iteration's is removed unless --keep, a
+        /// failing one's is kept. (--data-dir is not used: each
+        /// iteration makes its own data directory here.)
+        #[arg(long, default_value = "./aiostore-crashtest")]
+        dir: PathBuf,
+        /// Keep every iteration's directory.
+        #[arg(long)]
+        keep: bool,
+        /// Stop the child cleanly instead of killing it: every check must
+        /// pass then, WAL or not (a check of the harness itself).
+        #[arg(long)]
+        clean_stop: bool,
+        /// The child writes every buffer back before each commit, which
+        /// keeps what committed without a WAL: the kills must pass (a
+        /// check of the harness; insert, update, copy, delete and
+        /// checkpoint only).
+        #[arg(long)]
+        flush_before_commit: bool,
+    },
+    /// The child of `crashtest`: runs the workload's sessions on
+    /// --data-dir and reports each transaction on standard output.
+    #[command(hide = true)]
+    CrashtestChild {
+        /// Comma-separated components (insert, update, copy, delete,
+        /// vacuum, ddl, checkpoint).
+        #[arg(long)]
+        components: String,
+        #[arg(long)]
+        seed: u64,
+        /// Directory for scratch files (COPY's CSV files).
+        #[arg(long)]
+        files: PathBuf,
+        #[arg(long)]
+        flush_before_commit: bool,
+    },
 }
 
 /// `aiostore bench …`: the benchmark and where its files go.
@@ -497,7 +552,73 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(bench) => run_bench(bench, &settings, &mut out),
+        Command::Crashtest {
+            workload,
+            iterations,
+            seed,
+            kill_after_ms,
+            ref dir,
+            keep,
+            clean_stop,
+            flush_before_commit,
+        } => {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("could not find this program to run as the child: {e}"))?;
+            let seed = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+            let opts = aiostore::crashtest::Options {
+                workload,
+                iterations,
+                seed,
+                kill_after: kill_after_ms,
+                dir: dir.clone(),
+                keep,
+                clean_stop,
+                flush_before_commit,
+                settings: cli.settings.clone(),
+                exe,
+            };
+            let report = aiostore::crashtest::run(&opts, &mut out)?;
+            Ok(if report.failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::CrashtestChild {
+            ref components,
+            seed,
+            ref files,
+            flush_before_commit,
+        } => {
+            // The child's sessions write its protocol lines to standard
+            // output from their own threads: the lock must go first.
+            drop(out);
+            let opts = aiostore::crashtest::child::ChildOptions {
+                data_dir: cli.data_dir.clone(),
+                settings: cli.settings.clone(),
+                components: aiostore::crashtest::child::parse_components(components)?,
+                seed,
+                files: files.clone(),
+                flush_before_commit,
+            };
+            aiostore::crashtest::child::run(&opts, Box::new(std::io::stdout()))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// `--workload`, with the choices in the error.
+fn parse_workload(text: &str) -> Result<Workload, String> {
+    Workload::from_name(text)
+}
+
+/// `--kill-after-ms MIN..MAX`.
+fn parse_kill_window(text: &str) -> Result<KillWindow, String> {
+    KillWindow::parse(text)
 }
 
 /// Runs one benchmark: checksum in memory, the others with their files in

@@ -60,7 +60,8 @@ const COMMIT_GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(60)
 pub const FORMAT: &str = "aiostore data directory format 3";
 const VERSION_FILE: &str = "AIOSTORE_VERSION";
 const LOCK_FILE: &str = "aiostore.pid";
-const BASE_DIR: &str = "base";
+/// Where relation files live, inside the data directory.
+pub const BASE_DIR: &str = "base";
 /// Entries `init` accepts in an existing directory: a prepared config file
 /// and the scratch files of `aiostore bench`.
 const INIT_ALLOWED_ENTRIES: &[&str] = &[crate::config::CONFIG_FILE_NAME, "bench"];
