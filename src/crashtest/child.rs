@@ -194,7 +194,7 @@ pub fn run(opts: &ChildOptions, out: Box<dyn Write + Send>) -> Result<(), String
     while !cx.stopping() {
         std::thread::sleep(STOP_POLL);
     }
-    db.flush().map_err(|e| e.to_string())?;
+    db.checkpoint(false).map(drop).map_err(|e| e.to_string())?;
     Ok(())
 }
 
