@@ -700,7 +700,7 @@ fn run_bench(
                 Some(m) => parse_methods(&[m])?[0],
                 None => settings.io_method(),
             };
-            if sessions.is_empty() || sessions.contains(&0) || !(seconds > 0.0) {
+            if sessions.is_empty() || sessions.contains(&0) || seconds.is_nan() || seconds <= 0.0 {
                 return Err("bench commit needs session counts of at least 1 (--sessions 1,8,32) and --seconds above 0".into());
             }
             let options = aiostore::bench::commit::CommitOptions {

@@ -48,7 +48,11 @@ pub struct CommitCase {
     pub wal_mib: f64,
 }
 
-pub fn run(opts: &CommitOptions, json: bool, out: &mut dyn Write) -> Result<Vec<CommitCase>, String> {
+pub fn run(
+    opts: &CommitOptions,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<Vec<CommitCase>, String> {
     let max_sessions = opts.sessions.iter().copied().max().unwrap_or(1) + 8;
     writeln!(
         out,
@@ -62,7 +66,14 @@ pub fn run(opts: &CommitOptions, json: bool, out: &mut dyn Write) -> Result<Vec<
         writeln!(
             out,
             "{:>8} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>8}",
-            "sessions", "wal", "latency_us", "commits/s", "wal_writes/s", "wal_syncs/s", "shared_flush", "wal_MiB"
+            "sessions",
+            "wal",
+            "latency_us",
+            "commits/s",
+            "wal_writes/s",
+            "wal_syncs/s",
+            "shared_flush",
+            "wal_MiB"
         )
         .map_err(|e| e.to_string())?;
     }
@@ -72,7 +83,11 @@ pub fn run(opts: &CommitOptions, json: bool, out: &mut dyn Write) -> Result<Vec<
             for &sessions in &opts.sessions {
                 let case = run_case(opts, sessions, direct, latency_us, max_sessions)?;
                 if json {
-                    writeln!(out, "{}", serde_json::to_string(&case).map_err(|e| e.to_string())?)
+                    writeln!(
+                        out,
+                        "{}",
+                        serde_json::to_string(&case).map_err(|e| e.to_string())?
+                    )
                 } else {
                     writeln!(
                         out,
@@ -97,10 +112,13 @@ pub fn run(opts: &CommitOptions, json: bool, out: &mut dyn Write) -> Result<Vec<
             let rate = |n: usize| {
                 cases
                     .iter()
-                    .find(|c| c.sessions == n && c.wal_direct == direct && c.latency_us == latency_us)
+                    .find(|c| {
+                        c.sessions == n && c.wal_direct == direct && c.latency_us == latency_us
+                    })
                     .map(|c| c.commits_per_s)
             };
-            let (Some(&lo), Some(&hi)) = (opts.sessions.iter().min(), opts.sessions.iter().max()) else {
+            let (Some(&lo), Some(&hi)) = (opts.sessions.iter().min(), opts.sessions.iter().max())
+            else {
                 continue;
             };
             if let (Some(a), Some(b)) = (rate(lo), rate(hi)) {
@@ -197,7 +215,8 @@ fn run_case(
     std::thread::sleep(Duration::from_secs_f64(opts.seconds));
     stop.store(true, Ordering::Relaxed);
     for t in threads {
-        t.join().map_err(|_| "a benchmark session panicked".to_string())?;
+        t.join()
+            .map_err(|_| "a benchmark session panicked".to_string())?;
     }
     let seconds = started.elapsed().as_secs_f64();
     if let Some(e) = failure.lock().take() {

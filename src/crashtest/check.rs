@@ -131,7 +131,8 @@ pub fn check_database(
     tables_by_rel.insert(TABLES_REL, "the catalog's tables".into());
     tables_by_rel.insert(COLUMNS_REL, "the catalog's columns".into());
     let files = db
-        .checkpoint(false).map(drop)
+        .checkpoint(false)
+        .map(drop)
         .map_err(|e| format!("could not write back the buffers after the checks: {e}"))
         .and_then(|()| check_files(&db, &tables_by_rel, &mut findings));
     if let Err(e) = files {

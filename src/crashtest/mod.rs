@@ -433,7 +433,9 @@ fn prepare(
         crate::sql::execute(&mut s, &sql).map_err(|e| format!("set-up: {sql}: {e}"))?;
     }
     drop(s);
-    db.checkpoint(false).map(drop).map_err(|e| format!("set-up: {e}"))?;
+    db.checkpoint(false)
+        .map(drop)
+        .map_err(|e| format!("set-up: {e}"))?;
     Ok(())
 }
 

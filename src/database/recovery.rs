@@ -188,7 +188,7 @@ fn replay_record(
                     let cleared = match rec.rmgr {
                         Rmgr::Heap => heap::redo(page, b.tag.block, rec.info, &rec.data)?,
                         _ => {
-                            vm::redo_set(page, &rec.data)?;
+                            vm::redo(page, rec.info, &rec.data)?;
                             false
                         }
                     };
@@ -256,7 +256,7 @@ fn replay_smgr(
                         .map_err(|e| fail(&e))?;
                     let covered = vm_pages.saturating_mul(vm::HEAP_BLOCKS_PER_VM_PAGE);
                     let gone: Vec<u32> = (nblocks..covered.max(nblocks)).collect();
-                    vm::clear(s, rel, &gone, rec.end).map_err(|e| fail(&e))?;
+                    vm::clear_replayed(s, rel, &gone, rec.end).map_err(|e| fail(&e))?;
                 }
             }
         }

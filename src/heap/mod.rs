@@ -592,7 +592,7 @@ impl Heap {
         applied: Applied,
     ) -> Result<(), HeapError> {
         if applied.cleared_all_visible {
-            vm::clear(s, rel, &[block], applied.lsn)?;
+            vm::clear(s, &self.wal, rel, &[block])?;
         }
         Ok(())
     }
@@ -1172,12 +1172,35 @@ impl Heap {
                     }
                 }
             }
+            if plan.set_all_visible {
+                // The map bit right after the page's flag, the page still
+                // pinned. An update between the two may have cleared the
+                // flag and found no bit to clear; so the flag is looked at
+                // again after the bit is set, and the bit cleared if the
+                // flag went (the update's own clear comes after its look
+                // at the bit, so one of the two always clears it).
+                let set = {
+                    let _extending = rs.extension.lock();
+                    vm::set_all_visible(s, &self.wal, table.rel, &[block])
+                };
+                let set = set.and_then(|()| {
+                    let flag_gone = s.with_page(id, |page| page_flags(page) & PD_ALL_VISIBLE == 0);
+                    if flag_gone {
+                        vm::clear(s, &self.wal, table.rel, &[block])
+                    } else {
+                        Ok(())
+                    }
+                });
+                if let Err(e) = set {
+                    s.release(id);
+                    result = Err(e);
+                    break;
+                }
+                set_visible.push(block);
+            }
             s.release(id);
             report.tuples_removed += plan.remove.len() as u64;
             report.tuples_kept += plan.kept;
-            if plan.set_all_visible {
-                set_visible.push(block);
-            }
             free_space_by_block.push((block, room));
             if plan.kept > 0 {
                 empty_from = block + 1;
@@ -1185,12 +1208,7 @@ impl Heap {
             progress(block + 1, nblocks);
         }
         progress(nblocks, nblocks);
-        // The map bits after the page flags (see vm.rs), all at once.
-        if result.is_ok() {
-            let _extending = rs.extension.lock();
-            result = vm::set_all_visible(s, &self.wal, table.rel, &set_visible);
-            report.pages_set_all_visible = set_visible.len() as u32;
-        }
+        report.pages_set_all_visible = set_visible.len() as u32;
         stream.end(s);
         if result.is_ok() {
             result = fsm::record(s, table.rel, &free_space_by_block, &rs.fsm, &rs.extension)
@@ -1284,7 +1302,7 @@ impl Heap {
         let lsn = self.wal.insert(Rmgr::Smgr, SMGR_TRUNCATE, 0, &[], &data)?;
         self.wal.flush(lsn)?;
         let gone: Vec<u32> = (new_nblocks..nblocks).collect();
-        vm::clear(s, table.rel, &gone, lsn)?;
+        vm::clear(s, &self.wal, table.rel, &gone)?;
         fsm::truncate(s, table.rel, new_nblocks, &rs.fsm)?;
         s.flush_fork(table.rel, Fork::VisibilityMap)?;
         s.flush_fork(table.rel, Fork::FreeSpace)?;

@@ -65,31 +65,7 @@ pub fn set_all_visible(
         let result = if missing.is_empty() {
             Ok(())
         } else {
-            let mut data = Vec::with_capacity(missing.len() * 4);
-            for b in &missing {
-                data.extend_from_slice(&b.to_le_bytes());
-            }
-            s.modify_page(id, |page: &mut PageBytes| {
-                let old_lsn = page_lsn(page);
-                set_bits(page, &missing);
-                let lsn = wal.insert(
-                    Rmgr::Vm,
-                    VM_SET,
-                    0,
-                    &[PageRef {
-                        tag: BlockTag {
-                            rel,
-                            fork: Fork::VisibilityMap,
-                            block: vm_block,
-                        },
-                        page,
-                        old_lsn,
-                    }],
-                    &data,
-                )?;
-                set_page_lsn(page, lsn);
-                Ok::<_, HeapError>(())
-            })
+            log_change(s, wal, id, rel, vm_block, VM_SET, &missing)
         };
         s.release(id);
         result?;
@@ -99,20 +75,104 @@ pub fn set_all_visible(
 
 /// `info` of a map record: set the bits of the heap blocks in its data.
 pub const VM_SET: u8 = 0;
+/// `info` of a map record: clear the bits of the heap blocks in its data.
+pub const VM_CLEAR: u8 = 1;
 
-fn set_bits(page: &mut PageBytes, heap_blocks: &[u32]) {
+fn change_bits(page: &mut PageBytes, heap_blocks: &[u32], set: bool) {
     for &b in heap_blocks {
         let (_, byte, mask) = locate(b);
-        page[byte] |= mask;
+        if set {
+            page[byte] |= mask;
+        } else {
+            page[byte] &= !mask;
+        }
     }
 }
 
-/// Clears the bits of `heap_blocks` after the change logged at `lsn`
-/// cleared their pages' flags. Not logged itself: replaying that change
-/// clears the bit again ([`redo_clear`]); the map page carries `lsn` so
-/// that it is not written before the change's record is durable, and so
-/// that replay knows the clear is already on it.
+/// Clears the bits of `heap_blocks` (their pages' flags were cleared, or
+/// the blocks are gone), logging each map page's change, so that a map
+/// page is always changed by logged records only and a torn one is
+/// repaired by replay from its image. (Replay also clears the bit when it
+/// replays the heap change, which says it cleared the flag.)
 pub fn clear(
+    s: &mut BufferSession,
+    wal: &Wal,
+    rel: u32,
+    heap_blocks: &[u32],
+) -> Result<(), HeapError> {
+    let nblocks = s.pool().relation(rel).nblocks(Fork::VisibilityMap)?;
+    let mut sorted: Vec<u32> = heap_blocks
+        .iter()
+        .copied()
+        // A map page that does not exist records nothing to clear.
+        .filter(|&b| locate(b).0 < nblocks)
+        .collect();
+    sorted.sort_unstable();
+    for group in sorted.chunk_by(|a, b| locate(*a).0 == locate(*b).0) {
+        let vm_block = locate(group[0]).0;
+        let id = read_map_page(s, rel, vm_block)?;
+        let set: Vec<u32> = s.with_page(id, |page| {
+            group
+                .iter()
+                .copied()
+                .filter(|&b| {
+                    let (_, byte, mask) = locate(b);
+                    page[byte] & mask != 0
+                })
+                .collect()
+        });
+        let result = if set.is_empty() {
+            Ok(())
+        } else {
+            log_change(s, wal, id, rel, vm_block, VM_CLEAR, &set)
+        };
+        s.release(id);
+        result?;
+    }
+    Ok(())
+}
+
+/// Changes the bits of `heap_blocks` on map page `vm_block` (pinned as
+/// `id`) and logs it: [`VM_SET`] or [`VM_CLEAR`].
+fn log_change(
+    s: &mut BufferSession,
+    wal: &Wal,
+    id: crate::buffer::BufferId,
+    rel: u32,
+    vm_block: u32,
+    info: u8,
+    heap_blocks: &[u32],
+) -> Result<(), HeapError> {
+    let mut data = Vec::with_capacity(heap_blocks.len() * 4);
+    for b in heap_blocks {
+        data.extend_from_slice(&b.to_le_bytes());
+    }
+    s.modify_page(id, |page: &mut PageBytes| {
+        let old_lsn = page_lsn(page);
+        change_bits(page, heap_blocks, info == VM_SET);
+        let lsn = wal.insert(
+            Rmgr::Vm,
+            info,
+            0,
+            &[PageRef {
+                tag: BlockTag {
+                    rel,
+                    fork: Fork::VisibilityMap,
+                    block: vm_block,
+                },
+                page,
+                old_lsn,
+            }],
+            &data,
+        )?;
+        set_page_lsn(page, lsn);
+        Ok(())
+    })
+}
+
+/// Clears the bits of `heap_blocks` during replay (a truncation's blocks),
+/// stamping the map pages with `lsn`; nothing is logged in replay.
+pub fn clear_replayed(
     s: &mut BufferSession,
     rel: u32,
     heap_blocks: &[u32],
@@ -122,34 +182,31 @@ pub fn clear(
     let mut by_page: Vec<(u32, usize, u8)> = heap_blocks
         .iter()
         .map(|&b| locate(b))
-        // A map page that does not exist records nothing to clear.
         .filter(|&(vm_block, _, _)| vm_block < nblocks)
         .collect();
     by_page.sort_unstable();
     for group in by_page.chunk_by(|a, b| a.0 == b.0) {
         let id = read_map_page(s, rel, group[0].0)?;
-        let differs = s.with_page(id, |page| {
-            group.iter().any(|&(_, byte, mask)| page[byte] & mask != 0)
-        });
-        if differs {
-            s.modify_page(id, |page: &mut PageBytes| {
+        s.modify_page(id, |page: &mut PageBytes| {
+            if !is_new(page) && page_lsn(page) < lsn {
                 for &(_, byte, mask) in group {
                     page[byte] &= !mask;
                 }
-                if page_lsn(page) < lsn {
-                    set_page_lsn(page, lsn);
-                }
-            });
-        }
+                set_page_lsn(page, lsn);
+            }
+        });
         s.release(id);
     }
     Ok(())
 }
 
-/// Replays a map record on its page.
-pub fn redo_set(page: &mut PageBytes, data: &[u8]) -> Result<(), &'static str> {
+/// Replays a map record (`info`, `data`) on its page.
+pub fn redo(page: &mut PageBytes, info: u8, data: &[u8]) -> Result<(), &'static str> {
     if !data.len().is_multiple_of(4) {
         return Err("visibility map record data is not whole block numbers");
+    }
+    if info != VM_SET && info != VM_CLEAR {
+        return Err("unknown visibility map record kind");
     }
     if is_new(page) {
         init_page(page, 0);
@@ -158,7 +215,7 @@ pub fn redo_set(page: &mut PageBytes, data: &[u8]) -> Result<(), &'static str> {
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
         .collect();
-    set_bits(page, &blocks);
+    change_bits(page, &blocks, info == VM_SET);
     Ok(())
 }
 

@@ -24,8 +24,9 @@
 //!     then the record's data (to tot_len)
 //! ```
 //!
-//! A full-page image leaves out the page's hole (between `pd_lower` and
-//! `pd_upper`), as PostgreSQL's does, when the header says where it is.
+//! A full-page image of a heap page leaves out the page's hole (between
+//! `pd_lower` and `pd_upper`), as PostgreSQL's does for standard pages; a
+//! map page's image is whole (its bits are where a heap page's hole is).
 
 use crate::page::{PageBytes, PageHeader, PAGE_HEADER_SIZE};
 use crate::storage::{Fork, BLOCK_SIZE};
@@ -198,7 +199,15 @@ pub fn build(rmgr: Rmgr, info: u8, xid: u32, pages: &[(PageRef, bool)], data: &[
     out[22] = pages.len() as u8;
     let holes: Vec<(u16, u16)> = pages
         .iter()
-        .map(|(p, image)| if *image { page_hole(p.page) } else { (0, 0) })
+        // Only heap pages (main forks) keep free space between pd_lower
+        // and pd_upper; a map page's bits live exactly there.
+        .map(|(p, image)| {
+            if *image && p.tag.fork == Fork::Main {
+                page_hole(p.page)
+            } else {
+                (0, 0)
+            }
+        })
         .collect();
     for ((p, image), &(hole_offset, hole_length)) in pages.iter().zip(&holes) {
         out.extend_from_slice(&p.tag.rel.to_le_bytes());
@@ -461,6 +470,29 @@ mod tests {
         assert_eq!(&**rec.blocks[0].image.as_ref().unwrap(), &page);
         assert_eq!(rec.data, b"data");
         assert_eq!(rec.end, 5000 + bytes.len() as u64);
+    }
+
+    /// A visibility-map page's bits are where a heap page's hole is: its
+    /// image must be whole, or replay restores a page without its bits.
+    #[test]
+    fn a_map_page_image_keeps_the_bits() {
+        let mut page = [0u8; BLOCK_SIZE];
+        init_page(&mut page, 0);
+        page[100] = 0x5A;
+        page[8000] = 0xFF;
+        let r = PageRef {
+            tag: BlockTag {
+                rel: 16384,
+                fork: Fork::VisibilityMap,
+                block: 0,
+            },
+            page: &page,
+            old_lsn: 0,
+        };
+        let mut bytes = build(Rmgr::Vm, 0, 0, &[(r, true)], &[]);
+        finish(&mut bytes, 0);
+        let rec = decode(&bytes, 0, Some(0)).unwrap();
+        assert_eq!(&**rec.blocks[0].image.as_ref().unwrap(), &page);
     }
 
     #[test]
