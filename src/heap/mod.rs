@@ -1173,29 +1173,6 @@ impl Heap {
                 }
             }
             if plan.set_all_visible {
-                // The map bit right after the page's flag, the page still
-                // pinned. An update between the two may have cleared the
-                // flag and found no bit to clear; so the flag is looked at
-                // again after the bit is set, and the bit cleared if the
-                // flag went (the update's own clear comes after its look
-                // at the bit, so one of the two always clears it).
-                let set = {
-                    let _extending = rs.extension.lock();
-                    vm::set_all_visible(s, &self.wal, table.rel, &[block])
-                };
-                let set = set.and_then(|()| {
-                    let flag_gone = s.with_page(id, |page| page_flags(page) & PD_ALL_VISIBLE == 0);
-                    if flag_gone {
-                        vm::clear(s, &self.wal, table.rel, &[block])
-                    } else {
-                        Ok(())
-                    }
-                });
-                if let Err(e) = set {
-                    s.release(id);
-                    result = Err(e);
-                    break;
-                }
                 set_visible.push(block);
             }
             s.release(id);
@@ -1208,8 +1185,11 @@ impl Heap {
             progress(block + 1, nblocks);
         }
         progress(nblocks, nblocks);
-        report.pages_set_all_visible = set_visible.len() as u32;
         stream.end(s);
+        report.pages_set_all_visible = set_visible.len() as u32;
+        if result.is_ok() {
+            result = self.set_map_bits(s, table, &rs, &set_visible);
+        }
         if result.is_ok() {
             result = fsm::record(s, table.rel, &free_space_by_block, &rs.fsm, &rs.extension)
                 .map_err(Into::into);
@@ -1218,6 +1198,34 @@ impl Heap {
         // with no tuple): `truncate_empty_tail` reads them to find out.
         report.empty_pages_at_end = nblocks - empty_from.min(nblocks);
         result.map(|()| report)
+    }
+
+    /// Sets the map bits of pages vacuum flagged all-visible, after the
+    /// read stream has given back its pins. An update between a page's
+    /// flag and its bit may have cleared the flag and found no bit to
+    /// clear; so each page's flag is looked at again after the bit is
+    /// set, and the bit cleared if the flag went (the update looks at the
+    /// bit after clearing the flag, so one of the two always clears it).
+    fn set_map_bits(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        rs: &RelState,
+        blocks: &[u32],
+    ) -> Result<(), HeapError> {
+        {
+            let _extending = rs.extension.lock();
+            vm::set_all_visible(s, &self.wal, table.rel, blocks)?;
+        }
+        let mut flag_gone = Vec::new();
+        for &block in blocks {
+            let id = s.read_buffer(table.rel, Fork::Main, block)?;
+            if s.with_page(id, |page| page_flags(page) & PD_ALL_VISIBLE == 0) {
+                flag_gone.push(block);
+            }
+            s.release(id);
+        }
+        vm::clear(s, &self.wal, table.rel, &flag_gone)
     }
 
     /// Cuts pages holding no tuple off the end of the table, as VACUUM
