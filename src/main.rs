@@ -119,6 +119,33 @@ enum Command {
         #[arg(long, hide = true)]
         quick: bool,
     },
+    /// Prints the write-ahead log's records, one line each, like
+    /// PostgreSQL's pg_waldump: from the last checkpoint's redo point (or
+    /// --start) to the end of the log, and then where and why reading
+    /// stopped. Reads the files only: no lock, so it also runs beside a
+    /// running database.
+    Waldump {
+        /// Where to start, as X/Y in hex (default: the control file's
+        /// redo point, or a segment file's start). A position inside a
+        /// record moves on to the next record.
+        #[arg(long, value_name = "LSN", value_parser = aiostore::tools::waldump::parse_lsn_arg)]
+        start: Option<u64>,
+        /// Read no record that starts at or after this LSN.
+        #[arg(long, value_name = "LSN", value_parser = aiostore::tools::waldump::parse_lsn_arg)]
+        end: Option<u64>,
+        /// Read at most this many records.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+        /// Print the number of records, their bytes and their page images'
+        /// bytes per resource manager and record kind instead of the
+        /// records.
+        #[arg(long)]
+        stats: bool,
+        /// A data directory, its wal/ directory or a segment file in it
+        /// (default: --data-dir).
+        #[arg(value_name = "FILE_OR_DIR")]
+        path: Option<PathBuf>,
+    },
     /// Runs a benchmark.
     Bench(BenchCommand),
     /// Runs a workload in a child process, kills it with SIGKILL at a
@@ -550,6 +577,31 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let chart = chart.clone().unwrap_or_else(|| dir.with_extension("svg"));
             run_demo(dir, keep, &chart, quick, &settings, &mut out)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Waldump {
+            start,
+            end,
+            limit,
+            stats,
+            ref path,
+        } => {
+            let opts = aiostore::tools::waldump::WaldumpOptions {
+                path: path.clone().unwrap_or_else(|| cli.data_dir.clone()),
+                start,
+                end,
+                limit,
+                stats,
+            };
+            match aiostore::tools::waldump::run(&opts, &mut out) {
+                Ok(_) => Ok(ExitCode::SUCCESS),
+                // `aiostore waldump | head`: the reader has seen enough.
+                Err(aiostore::tools::waldump::WaldumpError::Output(e))
+                    if e.kind() == std::io::ErrorKind::BrokenPipe =>
+                {
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => Err(e.to_string()),
+            }
         }
         Command::Bench(bench) => run_bench(bench, &settings, &mut out),
         Command::Crashtest {

@@ -2,7 +2,8 @@
 //! engine's state rather than from a table.
 //!
 //! Views are read when the statement runs, each from one snapshot of its
-//! source (`Aio::inflight`, the I/O counters, the pool's contents); a view
+//! source (`Aio::inflight`, the I/O counters, the pool's contents, the
+//! WAL's counters and positions); a view
 //! never blocks the I/O path. Utility functions (`prewarm`,
 //! `evict_relation`, `read_stream_for_blocks`) act on the buffer pool, so
 //! they run as a pipeline's source, outside any scan callback, and only
@@ -15,6 +16,7 @@ use crate::catalog::TableDef;
 use crate::database::{Database, Session};
 use crate::heap::{ColumnType, Value};
 use crate::storage::Fork;
+use crate::wal::format_lsn;
 
 /// A column of a view or utility function: name and type.
 pub type ColumnSpec = (&'static str, ColumnType);
@@ -29,6 +31,10 @@ pub enum View {
     StatIo,
     /// The buffer pool's contents, one row per buffer holding a block.
     Buffers,
+    /// The write-ahead log's cumulative counters and positions, one row
+    /// (PostgreSQL's pg_stat_wal with pg_current_wal_insert_lsn and
+    /// pg_current_wal_flush_lsn).
+    StatWal,
 }
 
 const AIO_INFLIGHT: &[ColumnSpec] = &[
@@ -85,6 +91,24 @@ const BUFFERS: &[ColumnSpec] = &[
     ("usage", ColumnType::Integer),
 ];
 
+/// The counters of `wal::WalStats` (times in milliseconds), then where the
+/// next record goes, how far the log is durable and the last checkpoint's
+/// redo point, each as `X/Y`.
+const STAT_WAL: &[ColumnSpec] = &[
+    ("records", ColumnType::BigInt),
+    ("full_page_images", ColumnType::BigInt),
+    ("bytes", ColumnType::BigInt),
+    ("writes", ColumnType::BigInt),
+    ("syncs", ColumnType::BigInt),
+    ("write_time_ms", ColumnType::Double),
+    ("sync_time_ms", ColumnType::Double),
+    ("padding_bytes", ColumnType::BigInt),
+    ("flushes_shared", ColumnType::BigInt),
+    ("insert_lsn", ColumnType::Text),
+    ("flush_lsn", ColumnType::Text),
+    ("redo_lsn", ColumnType::Text),
+];
+
 fn int(x: u32) -> Value {
     Value::Integer(i32::try_from(x).unwrap_or(i32::MAX))
 }
@@ -99,7 +123,12 @@ fn text(s: &str) -> Value {
 
 impl View {
     /// Every view.
-    pub const ALL: [View; 3] = [View::AioInflight, View::StatIo, View::Buffers];
+    pub const ALL: [View; 4] = [
+        View::AioInflight,
+        View::StatIo,
+        View::Buffers,
+        View::StatWal,
+    ];
 
     /// The view called `name`, if any.
     pub fn by_name(name: &str) -> Option<View> {
@@ -112,6 +141,7 @@ impl View {
             View::AioInflight => "aio_inflight",
             View::StatIo => "stat_io",
             View::Buffers => "buffers",
+            View::StatWal => "stat_wal",
         }
     }
 
@@ -121,6 +151,7 @@ impl View {
             View::AioInflight => AIO_INFLIGHT,
             View::StatIo => STAT_IO,
             View::Buffers => BUFFERS,
+            View::StatWal => STAT_WAL,
         }
     }
 
@@ -211,6 +242,33 @@ impl View {
                         ]
                     })
                     .collect()
+            }
+            View::StatWal => {
+                let wal = db.wal();
+                // Flushed first: what is durable was inserted, so the row
+                // never shows flush_lsn past insert_lsn.
+                let flushed = wal.flushed();
+                let inserted = wal.insert_position();
+                let stats = wal.stats();
+                let load =
+                    |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+                let ms = |c: &std::sync::atomic::AtomicU64| Value::Double(load(c) as f64 / 1000.0);
+                let row = vec![
+                    big(load(&stats.records)),
+                    big(load(&stats.full_page_images)),
+                    big(load(&stats.bytes)),
+                    big(load(&stats.writes)),
+                    big(load(&stats.syncs)),
+                    ms(&stats.write_us),
+                    ms(&stats.sync_us),
+                    big(load(&stats.padding_bytes)),
+                    big(load(&stats.flushes_shared)),
+                    text(&format_lsn(inserted)),
+                    text(&format_lsn(flushed)),
+                    text(&format_lsn(wal.redo())),
+                ];
+                debug_assert_eq!(row.len(), STAT_WAL.len());
+                vec![row]
             }
         }
     }

@@ -236,38 +236,32 @@ pub fn apply_logged(
     Ok(applied)
 }
 
-/// Replays a heap record (`info`, `data`) on page `block`: the same
-/// [`apply`] as the change it logged. Returns whether the page's
-/// all-visible flag was cleared (replay then clears the map bit). A record
-/// that does not fit the page (replay has gone wrong) is an error naming
-/// what, never a panic.
-pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<bool, &'static str> {
+/// A heap record's data, decoded: what [`PageChange::encode`] wrote.
+struct LoggedChange<'a> {
+    /// The first data byte ([`CLEARED_ALL_VISIBLE`]).
+    flags: u8,
+    change: PageChange<'a>,
+    /// The line pointer an insert used (replay checks it lands there).
+    insert_index: Option<u16>,
+}
+
+/// Decodes a heap record's data. A `Prune`'s offsets are decoded into
+/// `prune`, which the change borrows. Every read is checked: a malformed
+/// record is an error, never a panic.
+fn decode_change<'a>(
+    info: u8,
+    data: &'a [u8],
+    prune: &'a mut Vec<u16>,
+) -> Result<LoggedChange<'a>, &'static str> {
     const MALFORMED: &str = "malformed heap record";
     let mut r = DataReader::new(data);
     let flags = r.u8().ok_or(MALFORMED)?;
-    let needs_item = |page: &PageBytes, index: u16| {
-        item(page, index as usize)
-            .map(|_| ())
-            .ok_or("the tuple a heap record changes is not on the page")
-    };
-    let prune;
+    let mut insert_index = None;
     let change = match info {
         HEAP_INIT => PageChange::Init,
         HEAP_INSERT => {
-            let index = r.u16().ok_or(MALFORMED)?;
-            let tuple = r.rest();
-            if is_new(page) {
-                return Err("a heap insert into a page never formatted");
-            }
-            let need = tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
-            if tuple.is_empty() || free_space(page) < need {
-                return Err("a heap insert that does not fit its page");
-            }
-            let applied = apply(page, block, &PageChange::Insert { tuple });
-            if applied.index != Some(index) {
-                return Err("a heap insert landed on another line pointer than logged");
-            }
-            return Ok(applied.cleared_all_visible || flags & CLEARED_ALL_VISIBLE != 0);
+            insert_index = Some(r.u16().ok_or(MALFORMED)?);
+            PageChange::Insert { tuple: r.rest() }
         }
         HEAP_SET_XMAX => {
             let index = r.u16().ok_or(MALFORMED)?;
@@ -280,7 +274,6 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<b
                     index: r.u16().ok_or(MALFORMED)?,
                 }),
             };
-            needs_item(page, index)?;
             PageChange::SetXmax {
                 index,
                 xmax,
@@ -288,26 +281,61 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<b
                 newer,
             }
         }
-        HEAP_CLEAR_XMAX => {
-            let index = r.u16().ok_or(MALFORMED)?;
-            needs_item(page, index)?;
-            PageChange::ClearXmax { index }
-        }
+        HEAP_CLEAR_XMAX => PageChange::ClearXmax {
+            index: r.u16().ok_or(MALFORMED)?,
+        },
         HEAP_PRUNE => {
             let n = r.u32().ok_or(MALFORMED)? as usize;
-            prune = (0..n)
+            *prune = (0..n)
                 .map(|_| r.u16().ok_or(MALFORMED))
                 .collect::<Result<Vec<u16>, _>>()?;
-            PageChange::Prune { remove: &prune }
+            PageChange::Prune { remove: prune }
         }
         HEAP_SET_ALL_VISIBLE => PageChange::SetAllVisible,
         _ => return Err("unknown heap record kind"),
     };
-    if info != HEAP_INIT && is_new(page) {
-        return Err("a heap change to a page never formatted");
+    Ok(LoggedChange {
+        flags,
+        change,
+        insert_index,
+    })
+}
+
+/// Replays a heap record (`info`, `data`) on page `block`: the same
+/// [`apply`] as the change it logged. Returns whether the page's
+/// all-visible flag was cleared (replay then clears the map bit). A record
+/// that does not fit the page (replay has gone wrong) is an error naming
+/// what, never a panic.
+pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<bool, &'static str> {
+    let mut prune = Vec::new();
+    let logged = decode_change(info, data, &mut prune)?;
+    let needs_item = |page: &PageBytes, index: u16| {
+        item(page, index as usize)
+            .map(|_| ())
+            .ok_or("the tuple a heap record changes is not on the page")
+    };
+    match logged.change {
+        PageChange::Init => {}
+        PageChange::Insert { .. } if is_new(page) => {
+            return Err("a heap insert into a page never formatted")
+        }
+        _ if is_new(page) => return Err("a heap change to a page never formatted"),
+        PageChange::Insert { tuple } => {
+            let need = tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
+            if tuple.is_empty() || free_space(page) < need {
+                return Err("a heap insert that does not fit its page");
+            }
+        }
+        PageChange::SetXmax { index, .. } | PageChange::ClearXmax { index } => {
+            needs_item(page, index)?;
+        }
+        PageChange::Prune { .. } | PageChange::SetAllVisible => {}
     }
-    let applied = apply(page, block, &change);
-    Ok(applied.cleared_all_visible || flags & CLEARED_ALL_VISIBLE != 0)
+    let applied = apply(page, block, &logged.change);
+    if logged.insert_index.is_some() && applied.index != logged.insert_index {
+        return Err("a heap insert landed on another line pointer than logged");
+    }
+    Ok(applied.cleared_all_visible || logged.flags & CLEARED_ALL_VISIBLE != 0)
 }
 
 /// A name for a heap record kind (`aiostore waldump`).
@@ -321,6 +349,62 @@ pub fn record_kind_name(info: u8) -> &'static str {
         HEAP_SET_ALL_VISIBLE => "SET_ALL_VISIBLE",
         _ => "UNKNOWN",
     }
+}
+
+/// Most line pointers of a prune record that [`describe`] lists.
+const DESCRIBE_PRUNE_OFFSETS_MAX: usize = 16;
+
+/// Describes a heap record for `aiostore waldump`: its kind and what its
+/// data says, as pg_waldump's heap descriptions do (`INSERT off: 3`).
+/// A record whose data does not decode is described as such, not refused.
+pub fn describe(info: u8, data: &[u8]) -> String {
+    let kind = record_kind_name(info);
+    let mut prune = Vec::new();
+    let logged = match decode_change(info, data, &mut prune) {
+        Ok(logged) => logged,
+        Err(what) => return format!("{kind} ({what}: info {info}, {} bytes)", data.len()),
+    };
+    let mut text = match logged.change {
+        PageChange::Init | PageChange::SetAllVisible => kind.to_string(),
+        PageChange::Insert { tuple } => format!(
+            "{kind} off: {}, len: {}",
+            logged.insert_index.unwrap_or(u16::MAX),
+            tuple.len()
+        ),
+        PageChange::SetXmax {
+            index,
+            xmax,
+            cmax,
+            newer,
+        } => {
+            let newer = newer.map_or(String::new(), |t| {
+                format!(", newer: ({},{})", t.block, t.index)
+            });
+            format!("{kind} off: {index}, xmax: {xmax}, cmax: {cmax}{newer}")
+        }
+        PageChange::ClearXmax { index } => format!("{kind} off: {index}"),
+        PageChange::Prune { remove } => {
+            let shown: Vec<String> = remove
+                .iter()
+                .take(DESCRIBE_PRUNE_OFFSETS_MAX)
+                .map(u16::to_string)
+                .collect();
+            let more = if remove.len() > DESCRIBE_PRUNE_OFFSETS_MAX {
+                ", …"
+            } else {
+                ""
+            };
+            format!(
+                "{kind} removed: {} [{}{more}]",
+                remove.len(),
+                shown.join(", ")
+            )
+        }
+    };
+    if logged.flags & CLEARED_ALL_VISIBLE != 0 {
+        text.push_str(", all-visible cleared");
+    }
+    text
 }
 
 /// Applies `change` to heap page `block`. The one place heap pages change;
@@ -1325,5 +1409,99 @@ impl Heap {
             );
         }
         Ok(nblocks - new_nblocks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn logged(change: &PageChange, index: Option<u16>, cleared: bool) -> Vec<u8> {
+        change.encode(&Applied {
+            index,
+            cleared_all_visible: cleared,
+            lsn: 0,
+        })
+    }
+
+    #[test]
+    fn describe_reads_back_what_each_change_logged() {
+        let insert = PageChange::Insert { tuple: b"row" };
+        assert_eq!(
+            describe(insert.info(), &logged(&insert, Some(3), false)),
+            "INSERT off: 3, len: 3"
+        );
+        let set_xmax = PageChange::SetXmax {
+            index: 2,
+            xmax: 735,
+            cmax: 1,
+            newer: Some(Tid { block: 4, index: 9 }),
+        };
+        assert_eq!(
+            describe(set_xmax.info(), &logged(&set_xmax, None, true)),
+            "SET_XMAX off: 2, xmax: 735, cmax: 1, newer: (4,9), all-visible cleared"
+        );
+        let remove: Vec<u16> = (0..20).collect();
+        let prune = PageChange::Prune { remove: &remove };
+        let text = describe(prune.info(), &logged(&prune, None, false));
+        assert!(text.starts_with("PRUNE removed: 20 [0, 1, 2,"), "{text}");
+        assert!(text.ends_with("15, …]"), "{text}");
+        assert_eq!(
+            describe(HEAP_SET_ALL_VISIBLE, &[0]),
+            "SET_ALL_VISIBLE".to_string()
+        );
+    }
+
+    #[test]
+    fn describe_names_a_malformed_record_instead_of_failing() {
+        let text = describe(HEAP_SET_XMAX, &[0, 1]);
+        assert!(
+            text.starts_with("SET_XMAX (malformed heap record"),
+            "{text}"
+        );
+        let text = describe(42, &[0]);
+        assert!(text.contains("unknown heap record kind"), "{text}");
+        let text = describe(HEAP_INSERT, &[]);
+        assert!(text.contains("malformed"), "{text}");
+    }
+
+    #[test]
+    fn redo_refuses_a_change_to_a_page_never_formatted() {
+        let mut page = [0u8; BLOCK_SIZE];
+        let clear = PageChange::ClearXmax { index: 0 };
+        assert_eq!(
+            redo(&mut page, 0, clear.info(), &logged(&clear, None, false)),
+            Err("a heap change to a page never formatted")
+        );
+        let tuple = [0u8; tuple::TUPLE_HEADER_SIZE + 4];
+        let insert = PageChange::Insert { tuple: &tuple };
+        assert_eq!(
+            redo(
+                &mut page,
+                0,
+                insert.info(),
+                &logged(&insert, Some(0), false)
+            ),
+            Err("a heap insert into a page never formatted")
+        );
+        assert_eq!(redo(&mut page, 0, HEAP_INIT, &[0]), Ok(false));
+        assert_eq!(
+            redo(
+                &mut page,
+                0,
+                insert.info(),
+                &logged(&insert, Some(0), false)
+            ),
+            Ok(false)
+        );
+        assert_eq!(
+            redo(
+                &mut page,
+                0,
+                insert.info(),
+                &logged(&insert, Some(5), false)
+            ),
+            Err("a heap insert landed on another line pointer than logged")
+        );
     }
 }

@@ -78,6 +78,42 @@ pub const VM_SET: u8 = 0;
 /// `info` of a map record: clear the bits of the heap blocks in its data.
 pub const VM_CLEAR: u8 = 1;
 
+/// A name for a map record kind (`aiostore waldump`).
+pub fn record_kind_name(info: u8) -> &'static str {
+    match info {
+        VM_SET => "SET",
+        VM_CLEAR => "CLEAR",
+        _ => "UNKNOWN",
+    }
+}
+
+/// Describes a map record for `aiostore waldump`: its kind and how many
+/// heap blocks it sets or clears, with the first and last of them.
+pub fn describe(info: u8, data: &[u8]) -> String {
+    let kind = record_kind_name(info);
+    let blocks = match decode_blocks(data) {
+        Ok(blocks) if info == VM_SET || info == VM_CLEAR => blocks,
+        Ok(_) => return format!("{kind} (info {info}, {} bytes)", data.len()),
+        Err(what) => return format!("{kind} ({what}: {} bytes)", data.len()),
+    };
+    match blocks.as_slice() {
+        [] => format!("{kind} heap blocks: 0"),
+        [only] => format!("{kind} heap blocks: 1 ({only})"),
+        [first, .., last] => format!("{kind} heap blocks: {} ({first}..{last})", blocks.len()),
+    }
+}
+
+/// A map record's data: the heap blocks whose bits it sets or clears.
+fn decode_blocks(data: &[u8]) -> Result<Vec<u32>, &'static str> {
+    if !data.len().is_multiple_of(4) {
+        return Err("visibility map record data is not whole block numbers");
+    }
+    Ok(data
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect())
+}
+
 fn change_bits(page: &mut PageBytes, heap_blocks: &[u32], set: bool) {
     for &b in heap_blocks {
         let (_, byte, mask) = locate(b);
@@ -202,19 +238,13 @@ pub fn clear_replayed(
 
 /// Replays a map record (`info`, `data`) on its page.
 pub fn redo(page: &mut PageBytes, info: u8, data: &[u8]) -> Result<(), &'static str> {
-    if !data.len().is_multiple_of(4) {
-        return Err("visibility map record data is not whole block numbers");
-    }
     if info != VM_SET && info != VM_CLEAR {
         return Err("unknown visibility map record kind");
     }
+    let blocks = decode_blocks(data)?;
     if is_new(page) {
         init_page(page, 0);
     }
-    let blocks: Vec<u32> = data
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect();
     change_bits(page, &blocks, info == VM_SET);
     Ok(())
 }

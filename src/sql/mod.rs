@@ -51,9 +51,10 @@
 //! System views, read like tables: `aio_inflight` (one row per I/O handle
 //! in use: session, handle, generation, state, op, offset, length, target,
 //! result, flags), `stat_io` (cumulative I/O counters per method and
-//! operation, and a `buffer pool` row with hits, reads, evictions, writes)
-//! and `buffers` (the pool's contents: buffer, rel, relname, fork, block,
-//! valid, dirty, io_in_progress, pins, usage). Utility functions:
+//! operation, and a `buffer pool` row with hits, reads, evictions, writes),
+//! `stat_wal` (one row of WAL counters and the insert, flush and redo
+//! LSNs) and `buffers` (the pool's contents: buffer, rel, relname, fork,
+//! block, valid, dirty, io_in_progress, pins, usage). Utility functions:
 //! `prewarm('t')` and `evict_relation('t')` return a block count;
 //! `read_stream_for_blocks('t', ARRAY[…])` returns one row (blocks, hits,
 //! reads, ios, foreign_ios, waits, ms), alone in a SELECT or in FROM.

@@ -1,4 +1,7 @@
 //! Utilities that sit on top of the AIO and page layers, for the CLI.
+//! [`waldump`] reads the write-ahead log without opening a database.
+
+pub mod waldump;
 
 use std::path::Path;
 use std::sync::Arc;
