@@ -169,7 +169,12 @@ pub struct Wal {
     next_slot: AtomicUsize,
     progress_lock: Mutex<()>,
     progress: Condvar,
+    /// Threads waiting on `progress`.
+    progress_waiters: AtomicUsize,
     writer: Mutex<Writer>,
+    /// Where flushes that found the writer busy wait for it to finish.
+    flush_wait_lock: Mutex<()>,
+    flush_done: Condvar,
     /// Ring bytes below this were written (the ring may reuse them).
     written: AtomicU64,
     /// WAL below this is durable.
@@ -261,6 +266,9 @@ impl Wal {
             next_slot: AtomicUsize::new(0),
             progress_lock: Mutex::new(()),
             progress: Condvar::new(),
+            progress_waiters: AtomicUsize::new(0),
+            flush_wait_lock: Mutex::new(()),
+            flush_done: Condvar::new(),
             writer: Mutex::new(Writer {
                 aio: aio.session().map_err(|e| WalError::Stopped {
                     reason: e.to_string(),
@@ -443,9 +451,13 @@ impl Wal {
         &self.slots[index % INSERT_SLOTS]
     }
 
+    /// Wakes threads waiting for insertions to finish, if there are any
+    /// (every insertion ends here: waking nobody must cost nothing).
     fn wake_progress(&self) {
-        let _g = self.progress_lock.lock();
-        self.progress.notify_all();
+        if self.progress_waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
     }
 
     /// Copies a record into the ring at `start` and zeros what follows it
@@ -533,10 +545,13 @@ impl Wal {
                     seconds: INSERTION_WAIT_MAX.as_secs(),
                 });
             }
+            self.progress_waiters.fetch_add(1, Ordering::SeqCst);
             let mut g = self.progress_lock.lock();
             if self.insertions_done() < target {
                 self.progress.wait_for(&mut g, PROGRESS_POLL);
             }
+            drop(g);
+            self.progress_waiters.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -566,8 +581,11 @@ impl Wal {
                     seconds: INSERTION_WAIT_MAX.as_secs(),
                 });
             }
+            self.progress_waiters.fetch_add(1, Ordering::SeqCst);
             let mut g = self.progress_lock.lock();
             self.progress.wait_for(&mut g, PROGRESS_POLL);
+            drop(g);
+            self.progress_waiters.fetch_sub(1, Ordering::SeqCst);
         }
         Ok(())
     }
@@ -589,15 +607,48 @@ impl Wal {
         let block_end = target.next_multiple_of(WAL_BLOCK_SIZE);
         self.pad_to(block_end)?;
         self.wait_insertions(block_end)?;
-        let mut writer = self.writer.lock();
-        if self.flushed() >= target {
-            self.stats.flushes_shared.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+        let started = Instant::now();
+        // Acquire the writer or wait for its flush (PostgreSQL's
+        // LWLockAcquireOrWait): every waiter wakes when a flush ends, and
+        // those it covered return without taking the lock in turn (a
+        // convoy of lock hand-offs, one waiter at a time, cost more than
+        // the flushes themselves with 32 sessions).
+        loop {
+            self.check_stopped()?;
+            if self.flushed() >= target {
+                self.stats.flushes_shared.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            if let Some(mut writer) = self.writer.try_lock() {
+                if self.flushed() >= target {
+                    self.stats.flushes_shared.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                // Everything finished by now, in whole blocks: a commit
+                // whose record is finished but not yet flushed rides along.
+                let upto =
+                    (self.insertions_done() / WAL_BLOCK_SIZE * WAL_BLOCK_SIZE).max(block_end);
+                let result = self.write_locked(&mut writer, upto, true);
+                drop(writer);
+                self.wake_flush_waiters();
+                return result;
+            }
+            if started.elapsed() > INSERTION_WAIT_MAX {
+                return Err(WalError::Stuck {
+                    target,
+                    seconds: INSERTION_WAIT_MAX.as_secs(),
+                });
+            }
+            let mut g = self.flush_wait_lock.lock();
+            if self.flushed() < target && self.writer.is_locked() {
+                self.flush_done.wait_for(&mut g, PROGRESS_POLL);
+            }
         }
-        // Everything finished by now, in whole blocks: a commit whose
-        // record is finished but not yet flushed rides along.
-        let upto = (self.insertions_done() / WAL_BLOCK_SIZE * WAL_BLOCK_SIZE).max(block_end);
-        self.write_locked(&mut writer, upto, true)
+    }
+
+    fn wake_flush_waiters(&self) {
+        let _g = self.flush_wait_lock.lock();
+        self.flush_done.notify_all();
     }
 
     /// Makes everything inserted so far durable.
