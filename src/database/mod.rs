@@ -320,11 +320,14 @@ impl Database {
         // Replay runs before the WAL is open for inserting: nothing is
         // logged, and pages are written without the WAL rule (what they
         // carry is on disk already).
-        let report = recovery::replay(dir, &mut s, &txn, redo, control.checkpoint)?;
+        let (report, tail) = recovery::replay(dir, &mut s, &txn, redo, control.checkpoint)?;
         let crashed = control.state != DbState::ShutDown;
-        let mut reader = crate::wal::reader::WalReader::new(dir, report.end, None);
-        let tail = reader.block_head(report.end)?;
-        recovery::cut_log_tail(dir, report.end)?;
+        if crashed {
+            // Only a crash leaves anything past the end that could pass
+            // for a record (a torn write's later blocks); a clean
+            // shutdown's log ends in zeros or recycled records.
+            recovery::cut_log_tail(dir, report.end)?;
+        }
         let wal = Wal::open(
             dir,
             &aio,

@@ -91,13 +91,15 @@ fn reader_file(dir: &Path, lsn: Lsn) -> std::path::PathBuf {
 
 /// Replays every record from `redo` to the end of the log. `checkpoint`
 /// is the control file's checkpoint record, which replay must reach.
+/// Returns what it did and the bytes of the last WAL block before the
+/// end (the writer rewrites them with the block).
 pub fn replay(
     dir: &Path,
     s: &mut BufferSession,
     txn: &TxnManager,
     redo: Lsn,
     checkpoint: Lsn,
-) -> Result<RecoveryReport, DbError> {
+) -> Result<(RecoveryReport, Vec<u8>), DbError> {
     let started = Instant::now();
     let mut reader = WalReader::new(dir, redo, None);
     let mut report = RecoveryReport {
@@ -144,7 +146,9 @@ pub fn replay(
     }
     report.end = end;
     report.elapsed = started.elapsed();
-    Ok(report)
+    // From the segment the reader holds already.
+    let tail = reader.block_head(end)?;
+    Ok((report, tail))
 }
 
 /// Replays one record. An error names what did not fit.
@@ -180,7 +184,11 @@ fn replay_record(
                     if let Some(image) = &b.image {
                         page.copy_from_slice(&image[..]);
                         set_page_lsn(page, rec.end);
-                        return Ok(Some(false));
+                        // The image has the flag as the change left it;
+                        // the record says whether the change cleared it.
+                        let cleared =
+                            rec.rmgr == Rmgr::Heap && heap::record_cleared_all_visible(&rec.data);
+                        return Ok(Some(cleared));
                     }
                     if page_lsn(page) >= rec.end {
                         return Ok(None);
@@ -204,12 +212,9 @@ fn replay_record(
                 if b.image.is_some() {
                     report.images_restored += 1;
                 }
-                // The map bit goes with the heap page's flag (the record
-                // says whether the change cleared it).
-                let flag_cleared = rec.rmgr == Rmgr::Heap
-                    && (cleared || rec.data.first().is_some_and(|f| f & 1 != 0));
-                if flag_cleared {
-                    vm::redo_clear(s, b.tag.rel, b.tag.block, rec.end)
+                // The map bit goes with the heap page's flag.
+                if cleared {
+                    vm::clear_replayed(s, b.tag.rel, &[b.tag.block], rec.end)
                         .map_err(|e| format!("{}: {e}", b.tag))?;
                 }
             }

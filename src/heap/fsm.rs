@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::buffer::{BufferError, BufferId, BufferSession};
+use super::read_map_page;
+use crate::buffer::{BufferError, BufferSession};
 use crate::page::{init_page, is_new, PAGE_HEADER_SIZE};
 use crate::storage::{Fork, BLOCK_SIZE};
 
@@ -88,17 +89,6 @@ impl FsmSummary {
     }
 }
 
-/// Reads map page `fsm_block` of `rel`. A page that fails verification is
-/// zeroed (with the usual warning) whatever `zero_damaged_pages` says, as
-/// PostgreSQL reads its free-space map: the map is a hint, and one torn
-/// page must not stop every insert into the table.
-fn read_map_page(s: &mut BufferSession, rel: u32, fsm_block: u32) -> Result<BufferId, BufferError> {
-    let zero = std::mem::replace(&mut s.settings.zero_damaged_pages, true);
-    let read = s.read_buffer(rel, Fork::FreeSpace, fsm_block);
-    s.settings.zero_damaged_pages = zero;
-    read
-}
-
 /// Records the free space of heap pages (`(block, free bytes)`), changing
 /// each map page once and extending the map as needed under `extension`
 /// (the relation's extension lock).
@@ -134,7 +124,7 @@ pub fn record(
     by_page.sort_unstable_by_key(|&(fsm_block, byte, _)| (fsm_block, byte));
     for group in by_page.chunk_by(|a, b| a.0 == b.0) {
         let fsm_block = group[0].0;
-        let id = read_map_page(s, rel, fsm_block)?;
+        let id = read_map_page(s, rel, Fork::FreeSpace, fsm_block)?;
         let differs = s.with_page(id, |page| group.iter().any(|&(_, byte, c)| page[byte] != c));
         if differs {
             s.modify_page(id, |page| {
@@ -177,7 +167,7 @@ pub fn find(
             let fsm_nblocks = s.pool().relation(rel).nblocks(Fork::FreeSpace)?;
             let mut max = vec![0u8; fsm_nblocks as usize];
             for fsm_block in 0..fsm_nblocks {
-                let id = read_map_page(s, rel, fsm_block)?;
+                let id = read_map_page(s, rel, Fork::FreeSpace, fsm_block)?;
                 max[fsm_block as usize] = s.with_page(id, |page| {
                     page[PAGE_HEADER_SIZE..].iter().copied().max().unwrap_or(0)
                 });
@@ -201,7 +191,7 @@ pub fn find(
         let fsm_block = fsm_block as u32;
         let first_heap = fsm_block * HEAP_BLOCKS_PER_FSM_PAGE;
         let raises_before = summary.raises.load(Ordering::SeqCst);
-        let id = read_map_page(s, rel, fsm_block)?;
+        let id = read_map_page(s, rel, Fork::FreeSpace, fsm_block)?;
         let (found, max) = s.with_page(id, |page| {
             let entries = &page[PAGE_HEADER_SIZE..];
             let found = entries
@@ -237,7 +227,7 @@ pub fn truncate(
         } else {
             PAGE_HEADER_SIZE
         };
-        let id = read_map_page(s, rel, fsm_block)?;
+        let id = read_map_page(s, rel, Fork::FreeSpace, fsm_block)?;
         if s.with_page(id, |page| page[from..].iter().any(|&c| c != 0)) {
             s.modify_page(id, |page| page[from..].fill(0));
         }

@@ -338,6 +338,12 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<b
     Ok(applied.cleared_all_visible || logged.flags & CLEARED_ALL_VISIBLE != 0)
 }
 
+/// True if the heap record with `data` cleared its page's all-visible
+/// flag (so replay clears the map bit too, image or not).
+pub fn record_cleared_all_visible(data: &[u8]) -> bool {
+    data.first().is_some_and(|f| f & CLEARED_ALL_VISIBLE != 0)
+}
+
 /// A name for a heap record kind (`aiostore waldump`).
 pub fn record_kind_name(info: u8) -> &'static str {
     match info {
@@ -470,6 +476,26 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
         PageChange::SetAllVisible => set_page_flags(page, flags | PD_ALL_VISIBLE),
     }
     applied
+}
+
+/// Reads page `block` of map fork `fork` (free space or visibility) of
+/// `rel`. A page that fails verification is zeroed (with the usual
+/// warning) whatever `zero_damaged_pages` says, as PostgreSQL reads its
+/// free-space map: both maps may always say less (an empty free-space
+/// page offers no room, a zeroed visibility page says no page is
+/// all-visible and vacuum sets the bits again), and one page torn by a
+/// crash must not stop the table.
+pub(crate) fn read_map_page(
+    s: &mut BufferSession,
+    rel: u32,
+    fork: Fork,
+    block: u32,
+) -> Result<BufferId, BufferError> {
+    debug_assert_ne!(fork, Fork::Main, "only map pages are zeroed on damage");
+    let zero = std::mem::replace(&mut s.settings.zero_damaged_pages, true);
+    let read = s.read_buffer(rel, fork, block);
+    s.settings.zero_damaged_pages = zero;
+    read
 }
 
 /// Visibility of tuples to one snapshot (PostgreSQL's

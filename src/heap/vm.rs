@@ -10,7 +10,7 @@
 //! then the bit. So a set bit always has its flag set, or a change is about
 //! to clear both.
 
-use super::HeapError;
+use super::{read_map_page, HeapError};
 use crate::buffer::{BufferError, BufferSession};
 use crate::page::{init_page, is_new, page_lsn, set_page_lsn, PageBytes, PAGE_HEADER_SIZE};
 use crate::storage::{Fork, BLOCK_SIZE};
@@ -47,25 +47,43 @@ pub fn set_all_visible(
             s.release(id);
         }
     }
-    let mut sorted = heap_blocks.to_vec();
+    change(s, wal, rel, heap_blocks, true)
+}
+
+/// Sets (or clears) the bits of `heap_blocks` on the map pages that exist,
+/// changing and logging each map page once, and only where a bit differs.
+fn change(
+    s: &mut BufferSession,
+    wal: &Wal,
+    rel: u32,
+    heap_blocks: &[u32],
+    set: bool,
+) -> Result<(), HeapError> {
+    let nblocks = s.pool().relation(rel).nblocks(Fork::VisibilityMap)?;
+    let mut sorted: Vec<u32> = heap_blocks
+        .iter()
+        .copied()
+        .filter(|&b| locate(b).0 < nblocks)
+        .collect();
     sorted.sort_unstable();
     for group in sorted.chunk_by(|a, b| locate(*a).0 == locate(*b).0) {
         let vm_block = locate(group[0]).0;
-        let id = read_map_page(s, rel, vm_block)?;
-        let missing: Vec<u32> = s.with_page(id, |page| {
+        let id = read_map_page(s, rel, Fork::VisibilityMap, vm_block)?;
+        let differ: Vec<u32> = s.with_page(id, |page| {
             group
                 .iter()
                 .copied()
                 .filter(|&b| {
                     let (_, byte, mask) = locate(b);
-                    page[byte] & mask == 0
+                    (page[byte] & mask != 0) != set
                 })
                 .collect()
         });
-        let result = if missing.is_empty() {
+        let info = if set { VM_SET } else { VM_CLEAR };
+        let result = if differ.is_empty() {
             Ok(())
         } else {
-            log_change(s, wal, id, rel, vm_block, VM_SET, &missing)
+            log_change(s, wal, id, rel, vm_block, info, &differ)
         };
         s.release(id);
         result?;
@@ -136,36 +154,7 @@ pub fn clear(
     rel: u32,
     heap_blocks: &[u32],
 ) -> Result<(), HeapError> {
-    let nblocks = s.pool().relation(rel).nblocks(Fork::VisibilityMap)?;
-    let mut sorted: Vec<u32> = heap_blocks
-        .iter()
-        .copied()
-        // A map page that does not exist records nothing to clear.
-        .filter(|&b| locate(b).0 < nblocks)
-        .collect();
-    sorted.sort_unstable();
-    for group in sorted.chunk_by(|a, b| locate(*a).0 == locate(*b).0) {
-        let vm_block = locate(group[0]).0;
-        let id = read_map_page(s, rel, vm_block)?;
-        let set: Vec<u32> = s.with_page(id, |page| {
-            group
-                .iter()
-                .copied()
-                .filter(|&b| {
-                    let (_, byte, mask) = locate(b);
-                    page[byte] & mask != 0
-                })
-                .collect()
-        });
-        let result = if set.is_empty() {
-            Ok(())
-        } else {
-            log_change(s, wal, id, rel, vm_block, VM_CLEAR, &set)
-        };
-        s.release(id);
-        result?;
-    }
-    Ok(())
+    change(s, wal, rel, heap_blocks, false)
 }
 
 /// Changes the bits of `heap_blocks` on map page `vm_block` (pinned as
@@ -222,7 +211,7 @@ pub fn clear_replayed(
         .collect();
     by_page.sort_unstable();
     for group in by_page.chunk_by(|a, b| a.0 == b.0) {
-        let id = read_map_page(s, rel, group[0].0)?;
+        let id = read_map_page(s, rel, Fork::VisibilityMap, group[0].0)?;
         s.modify_page(id, |page: &mut PageBytes| {
             if !is_new(page) && page_lsn(page) < lsn {
                 for &(_, byte, mask) in group {
@@ -249,47 +238,6 @@ pub fn redo(page: &mut PageBytes, info: u8, data: &[u8]) -> Result<(), &'static 
     Ok(())
 }
 
-/// Replays the map side of a heap change logged at `lsn` that cleared its
-/// page's all-visible flag: clears the block's bit unless the map page
-/// already has a later change.
-pub fn redo_clear(
-    s: &mut BufferSession,
-    rel: u32,
-    heap_block: u32,
-    lsn: Lsn,
-) -> Result<(), BufferError> {
-    let (vm_block, byte, mask) = locate(heap_block);
-    let relation = s.pool().relation(rel);
-    if !relation.exists(Fork::VisibilityMap) || vm_block >= relation.nblocks(Fork::VisibilityMap)? {
-        return Ok(());
-    }
-    let id = read_map_page(s, rel, vm_block)?;
-    s.modify_page(id, |page| {
-        if !is_new(page) && page_lsn(page) < lsn {
-            page[byte] &= !mask;
-            set_page_lsn(page, lsn);
-        }
-    });
-    s.release(id);
-    Ok(())
-}
-
-/// Reads map page `vm_block`. A page that fails verification is zeroed
-/// (with the usual warning) whatever `zero_damaged_pages` says: the map
-/// is a summary that may always say less (a zeroed page says no page is
-/// all-visible, and vacuum sets the bits again), and a page torn by a
-/// crash must not stop the table.
-pub fn read_map_page(
-    s: &mut BufferSession,
-    rel: u32,
-    vm_block: u32,
-) -> Result<crate::buffer::BufferId, BufferError> {
-    let zero = std::mem::replace(&mut s.settings.zero_damaged_pages, true);
-    let read = s.read_buffer(rel, Fork::VisibilityMap, vm_block);
-    s.settings.zero_damaged_pages = zero;
-    read
-}
-
 /// The bits of heap blocks `0..nblocks`, read once (one map page covers
 /// 512 MiB of heap).
 pub fn all_visible_bits(
@@ -304,7 +252,7 @@ pub fn all_visible_bits(
         if first >= nblocks {
             break;
         }
-        let id = read_map_page(s, rel, vm_block)?;
+        let id = read_map_page(s, rel, Fork::VisibilityMap, vm_block)?;
         s.with_page(id, |page| {
             for heap_block in first..nblocks.min(first + HEAP_BLOCKS_PER_VM_PAGE) {
                 let (_, byte, mask) = locate(heap_block);
