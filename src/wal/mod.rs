@@ -180,8 +180,7 @@ pub struct Wal {
     /// WAL below this is durable.
     flushed: AtomicU64,
     /// Why the log stopped, once it has.
-    stopped: Mutex<Option<String>>,
-    stopped_flag: AtomicBool,
+    stopped: std::sync::OnceLock<String>,
     /// Replaying: flushes are no-ops (what is replayed is on disk).
     recovering: AtomicBool,
     stats: WalStats,
@@ -277,8 +276,7 @@ impl Wal {
             }),
             written: AtomicU64::new(end),
             flushed: AtomicU64::new(end),
-            stopped: Mutex::new(None),
-            stopped_flag: AtomicBool::new(false),
+            stopped: std::sync::OnceLock::new(),
             recovering: AtomicBool::new(false),
             stats: WalStats::default(),
         };
@@ -324,35 +322,28 @@ impl Wal {
     }
 
     fn check_stopped(&self) -> Result<(), WalError> {
-        if self.stopped_flag.load(Ordering::SeqCst) {
-            return Err(WalError::Stopped {
-                reason: self
-                    .stopped
-                    .lock()
-                    .clone()
-                    .unwrap_or_else(|| "unknown".into()),
-            });
+        match self.stopped.get() {
+            Some(reason) => Err(WalError::Stopped {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Stops the log for good (a failed write or sync: PostgreSQL panics,
     /// since the kernel may have dropped the dirty pages it could not
-    /// write, and retrying the sync would report success).
+    /// write, and retrying the sync would report success). The first
+    /// reason is the one kept.
     pub fn stop(&self, reason: String) {
-        let mut stopped = self.stopped.lock();
-        if stopped.is_none() {
+        if self.stopped.set(reason.clone()).is_ok() {
             log::error!("WAL stopped: {reason}");
-            *stopped = Some(reason);
         }
-        self.stopped_flag.store(true, Ordering::SeqCst);
-        drop(stopped);
         let _g = self.progress_lock.lock();
         self.progress.notify_all();
     }
 
     pub fn is_stopped(&self) -> bool {
-        self.stopped_flag.load(Ordering::SeqCst)
+        self.stopped.get().is_some()
     }
 
     /// Inserts a record changing `pages` (each given after its change) and
@@ -386,13 +377,17 @@ impl Wal {
             !self.recovering.load(Ordering::SeqCst),
             "nothing is logged during replay"
         );
-        // Bounded: a retry follows a checkpoint moving the redo point
-        // between building the record and reserving its place.
-        for _ in 0..16 {
+        // A checkpoint that moves the redo point between building the
+        // record and reserving its place may make a page need its image:
+        // the record is built again, the second time with every image,
+        // which no redo point can refuse (so this runs at most twice).
+        let mut every_image = false;
+        loop {
             let redo = self.redo();
+            let fpw = self.config.full_page_writes;
             let with_images: Vec<(PageRef, bool)> = pages
                 .iter()
-                .map(|p| (*p, self.config.full_page_writes && p.old_lsn <= redo))
+                .map(|p| (*p, fpw && (every_image || p.old_lsn <= redo)))
                 .collect();
             let mut bytes = record::build(rmgr, info, xid, &with_images, data);
             let body_crc = crc32c::crc32c(&bytes[RECORD_HEADER_SIZE..]);
@@ -401,11 +396,13 @@ impl Wal {
             slot.at.store(SLOT_RESERVING, Ordering::SeqCst);
             let reserved = {
                 let mut r = self.reserve.lock();
-                if self.redo() != redo
+                let now = self.redo();
+                let image_missing = fpw
+                    && now != redo
                     && with_images
                         .iter()
-                        .any(|(p, image)| !image && p.old_lsn <= self.redo())
-                {
+                        .any(|(p, image)| !image && p.old_lsn <= now);
+                if image_missing {
                     None
                 } else {
                     let start = r.pos;
@@ -416,7 +413,9 @@ impl Wal {
                 }
             };
             let Some((start, prev, next)) = reserved else {
+                debug_assert!(!every_image, "a record with every image was refused");
                 slot.at.store(SLOT_IDLE, Ordering::SeqCst);
+                every_image = true;
                 continue;
             };
             slot.at.store(start, Ordering::SeqCst);
@@ -433,10 +432,6 @@ impl Wal {
             self.stats.bytes.fetch_add(next - start, Ordering::Relaxed);
             return Ok((start, start + bytes.len() as u64));
         }
-        Err(WalError::Stuck {
-            target: self.insert_position(),
-            seconds: 0,
-        })
     }
 
     fn my_slot(&self) -> &InsertSlot {
@@ -470,9 +465,12 @@ impl Wal {
         bytes: &[u8],
         next: Lsn,
     ) -> Result<(), WalError> {
-        let zeros = vec![0u8; (next - start) as usize - bytes.len()];
+        // What follows a record to the next one's start: alignment, or a
+        // block's end too short for a header (never a whole header).
+        const ZEROS: [u8; 2 * RECORD_HEADER_SIZE] = [0; 2 * RECORD_HEADER_SIZE];
+        let gap = (next - start) as usize - bytes.len();
         let mut pos = start;
-        for part in [bytes, &zeros[..]] {
+        for part in [bytes, &ZEROS[..gap]] {
             let mut rest = part;
             while !rest.is_empty() {
                 let room_end = self.written.load(Ordering::SeqCst) / WAL_BLOCK_SIZE
