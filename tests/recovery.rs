@@ -437,7 +437,68 @@ fn a_failed_wal_write_or_sync_stops_the_database(method: IoMethod) {
     }
 }
 
+/// A checkpoint that moves the redo point while a change's record is
+/// built without its page's image (the page was last logged after the old
+/// redo point) makes the insertion build it again with the image: the
+/// first change after a checkpoint must carry it, or a page torn after the
+/// checkpoint could not be repaired. Forced: the insertion is parked
+/// between building and reserving while the checkpoint starts.
+fn a_checkpoint_between_building_and_reserving_a_record_adds_the_image(method: IoMethod) {
+    use aiostore::inject::{Injection, WAL_INSERT_BEFORE_RESERVE};
+    use std::sync::atomic::Ordering;
+    let (_dir, path, db) = new_db(method, false);
+    {
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (id int)");
+        run(&mut s, "INSERT INTO t VALUES (1)");
+    }
+    let redo_before = db.wal().redo();
+    let images_before = db.wal().stats().full_page_images.load(Ordering::SeqCst);
+    let points = db.aio().injections();
+    points.attach(WAL_INSERT_BEFORE_RESERVE, Injection::park().times(1));
+    let insert = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            run(&mut s, "INSERT INTO t VALUES (2)");
+        })
+    };
+    assert!(points.wait_until_parked(WAL_INSERT_BEFORE_RESERVE));
+    // The page was logged after the old redo point: built without image.
+    assert_eq!(
+        db.wal().stats().full_page_images.load(Ordering::SeqCst),
+        images_before
+    );
+    let checkpoint = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || db.checkpoint(false).map(drop).map_err(|e| e.to_string()))
+    };
+    // The checkpoint takes its redo point at once, then waits for the
+    // page the parked insertion holds.
+    let started = std::time::Instant::now();
+    while db.wal().redo() == redo_before {
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "the checkpoint never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    points.release(WAL_INSERT_BEFORE_RESERVE);
+    insert.join().unwrap();
+    checkpoint.join().unwrap().unwrap();
+    assert_eq!(
+        db.wal().stats().full_page_images.load(Ordering::SeqCst),
+        images_before + 1,
+        "the insert's record was not built again with its page's image"
+    );
+    crash(db);
+    let db = Database::open(&path, &settings(method, false)).unwrap();
+    let mut s = db.session().unwrap();
+    assert_eq!(ints(&mut s, "SELECT count(*), max(id) FROM t"), vec![2, 2]);
+}
+
 for_each_method!(
+    a_checkpoint_between_building_and_reserving_a_record_adds_the_image,
     a_failed_wal_write_or_sync_stops_the_database,
     commits_survive_and_nothing_else_shows,
     a_torn_page_is_repaired_from_its_image,

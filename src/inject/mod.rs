@@ -48,6 +48,12 @@ pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 /// session may find the block meanwhile, as the table's last.
 pub const HEAP_INSERT_AFTER_EXTEND: &str = "heap-insert-after-extend";
 
+/// Reached in a WAL insertion after the record is built (its page images
+/// decided from the redo point) and before its place is reserved; the
+/// context's offset is the redo point it was built against. A checkpoint
+/// that starts meanwhile makes the insertion build it again.
+pub const WAL_INSERT_BEFORE_RESERVE: &str = "wal-insert-before-reserve";
+
 /// Reached in the WAL writer before each write of log blocks; the
 /// context's offset is the LSN written at. A negative rewrite fails the
 /// write with that errno without executing it (a full disk: ENOSPC).

@@ -156,6 +156,8 @@ struct Writer {
 /// The write-ahead log of one data directory.
 pub struct Wal {
     dir: PathBuf,
+    /// For injection points (the writer has its own session).
+    aio: Arc<Aio>,
     config: WalConfig,
     ring: AlignedBuf,
     ring_len: u64,
@@ -255,6 +257,7 @@ impl Wal {
             .collect();
         let wal = Wal {
             dir: dir.to_path_buf(),
+            aio: Arc::clone(aio),
             config,
             ring,
             ring_len,
@@ -391,6 +394,10 @@ impl Wal {
                 .collect();
             let mut bytes = record::build(rmgr, info, xid, &with_images, data);
             let body_crc = crc32c::crc32c(&bytes[RECORD_HEADER_SIZE..]);
+            self.aio.injections().hit(
+                crate::inject::WAL_INSERT_BEFORE_RESERVE,
+                HitContext { offset: redo },
+            );
             let slot = self.my_slot();
             let _slot_guard = slot.lock.lock();
             slot.at.store(SLOT_RESERVING, Ordering::SeqCst);
