@@ -343,12 +343,16 @@ impl BufferPool {
             }
             last = Some((rel, fork));
             let relation = self.relation(rel);
-            if !relation.exists(fork) {
-                // Dropped (or its map fork never created) since the write.
-                continue;
+            match relation.fsync(fork) {
+                Ok(()) => synced += 1,
+                // A DROP TABLE removed the files after the write (perhaps
+                // after the list was taken, so `forget_written_files` did
+                // not reach it): nothing is left to sync. It unlinks the
+                // main fork first, so a relation whose main fork is there
+                // was not dropped, and a missing file of it is an error.
+                Err(e) if e.is_not_found() && !relation.exists(Fork::Main) => {}
+                Err(e) => return Err(e.into()),
             }
-            relation.fsync(fork)?;
-            synced += 1;
         }
         Ok(synced)
     }

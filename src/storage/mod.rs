@@ -75,6 +75,18 @@ pub enum StorageError {
     Misaligned { what: String },
 }
 
+impl StorageError {
+    /// True if the error is a file that does not exist.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            StorageError::Open { source, .. } | StorageError::Io { source, .. } => {
+                source.kind() == std::io::ErrorKind::NotFound
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A fork of a relation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Fork {
