@@ -177,43 +177,50 @@ fn replay_record(
                     missing.insert(b.tag.rel);
                     continue;
                 }
+                // A map record's bits stand only where the heap page has
+                // its flag now: vacuum sets a bit, then looks at the flag
+                // again and clears the bit if an update cleared the flag
+                // meanwhile, and a crash may keep the first record and
+                // lose the second. (PostgreSQL sets the flag and the bit
+                // in one record.)
+                let lacking = if rec.rmgr == Rmgr::Vm && rec.info == vm::VM_SET {
+                    heap_pages_not_all_visible(s, b.tag.rel, &vm::record_blocks(&rec.data)?)
+                } else {
+                    Vec::new()
+                };
                 let id = s
                     .redo_buffer(b.tag.rel, b.tag.fork, b.tag.block, b.image.is_some())
                     .map_err(|e| format!("{}: {e}", b.tag))?;
                 let outcome = s.modify_page(id, |page: &mut PageBytes| {
-                    if let Some(image) = &b.image {
+                    let changed = if let Some(image) = &b.image {
                         page.copy_from_slice(&image[..]);
                         set_page_lsn(page, rec.end);
-                        // The image has the flag as the change left it;
-                        // the record says whether the change cleared it.
-                        let cleared =
-                            rec.rmgr == Rmgr::Heap && heap::record_cleared_all_visible(&rec.data);
-                        return Ok(Some(cleared));
-                    }
-                    if page_lsn(page) >= rec.end {
-                        return Ok(None);
-                    }
-                    let cleared = match rec.rmgr {
-                        Rmgr::Heap => heap::redo(page, b.tag.block, rec.info, &rec.data)?,
-                        _ => {
-                            vm::redo(page, rec.info, &rec.data)?;
-                            false
+                        true
+                    } else if page_lsn(page) >= rec.end {
+                        false
+                    } else {
+                        match rec.rmgr {
+                            Rmgr::Heap => heap::redo(page, b.tag.block, rec.info, &rec.data)?,
+                            _ => vm::redo(page, rec.info, &rec.data)?,
                         }
+                        set_page_lsn(page, rec.end);
+                        true
                     };
-                    set_page_lsn(page, rec.end);
-                    Ok(Some(cleared))
+                    vm::clear_bits(page, &lacking);
+                    Ok(changed)
                 });
                 s.release(id);
-                let changed = outcome.map_err(|what: &str| format!("{}: {what}", b.tag))?;
-                let Some(cleared) = changed else {
-                    continue;
-                };
-                report.pages_changed += 1;
-                if b.image.is_some() {
-                    report.images_restored += 1;
+                if outcome.map_err(|what: &str| format!("{}: {what}", b.tag))? {
+                    report.pages_changed += 1;
+                    if b.image.is_some() {
+                        report.images_restored += 1;
+                    }
                 }
-                // The map bit goes with the heap page's flag.
-                if cleared {
+                // The map bit goes with the heap page's flag, whether or
+                // not the heap page already had the change (it may have
+                // been written after it while the map page was not, as
+                // PostgreSQL's heap redo clears the bit either way).
+                if rec.rmgr == Rmgr::Heap && heap::record_cleared_all_visible(&rec.data) {
                     vm::clear_replayed(s, b.tag.rel, &[b.tag.block], rec.end)
                         .map_err(|e| format!("{}: {e}", b.tag))?;
                 }
@@ -221,6 +228,38 @@ fn replay_record(
             Ok(())
         }
     }
+}
+
+/// The heap blocks among `blocks` of `rel` whose page lacks its
+/// all-visible flag now, or cannot say (past the end, or unreadable: a
+/// page torn by the crash, which a later image repairs). Not setting a
+/// map bit is always safe.
+fn heap_pages_not_all_visible(s: &mut BufferSession, rel: u32, blocks: &[u32]) -> Vec<u32> {
+    let nblocks = s.pool().relation(rel).nblocks(Fork::Main).unwrap_or(0);
+    blocks
+        .iter()
+        .copied()
+        .filter(|&block| {
+            if block >= nblocks {
+                return true;
+            }
+            match s.read_buffer(rel, Fork::Main, block) {
+                Ok(id) => {
+                    let visible = s.with_page(id, |page| {
+                        crate::page::page_flags(page) & crate::page::PD_ALL_VISIBLE != 0
+                    });
+                    s.release(id);
+                    !visible
+                }
+                Err(e) => {
+                    log::warn!(
+                        "recovery: block {block} of relation {rel} could not be read to check a visibility map bit ({e}); the bit is left clear"
+                    );
+                    true
+                }
+            }
+        })
+        .collect()
 }
 
 fn replay_smgr(

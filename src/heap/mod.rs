@@ -302,11 +302,12 @@ fn decode_change<'a>(
 }
 
 /// Replays a heap record (`info`, `data`) on page `block`: the same
-/// [`apply`] as the change it logged. Returns whether the page's
-/// all-visible flag was cleared (replay then clears the map bit). A record
-/// that does not fit the page (replay has gone wrong) is an error naming
-/// what, never a panic.
-pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<bool, &'static str> {
+/// [`apply`] as the change it logged. Whether it cleared the page's
+/// all-visible flag is the record's to say
+/// ([`record_cleared_all_visible`]), and replay must agree. A record that
+/// does not fit the page (replay has gone wrong) is an error naming what,
+/// never a panic.
+pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<(), &'static str> {
     let mut prune = Vec::new();
     let logged = decode_change(info, data, &mut prune)?;
     let needs_item = |page: &PageBytes, index: u16| {
@@ -335,7 +336,12 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<b
     if logged.insert_index.is_some() && applied.index != logged.insert_index {
         return Err("a heap insert landed on another line pointer than logged");
     }
-    Ok(applied.cleared_all_visible || logged.flags & CLEARED_ALL_VISIBLE != 0)
+    if applied.cleared_all_visible != (logged.flags & CLEARED_ALL_VISIBLE != 0) {
+        return Err(
+            "a heap change found the page's all-visible flag otherwise than when it was logged",
+        );
+    }
+    Ok(())
 }
 
 /// True if the heap record with `data` cleared its page's all-visible
@@ -1323,10 +1329,20 @@ impl Heap {
         rs: &RelState,
         blocks: &[u32],
     ) -> Result<(), HeapError> {
+        let points = Arc::clone(s.pool().aio());
+        let pages = crate::inject::HitContext {
+            offset: blocks.len() as u64,
+        };
+        points
+            .injections()
+            .hit(crate::inject::VACUUM_BEFORE_MAP_BITS, pages);
         {
             let _extending = rs.extension.lock();
             vm::set_all_visible(s, &self.wal, table.rel, blocks)?;
         }
+        points
+            .injections()
+            .hit(crate::inject::VACUUM_BEFORE_MAP_RECHECK, pages);
         let mut flag_gone = Vec::new();
         for &block in blocks {
             let id = s.read_buffer(table.rel, Fork::Main, block)?;
@@ -1510,7 +1526,7 @@ mod tests {
             ),
             Err("a heap insert into a page never formatted")
         );
-        assert_eq!(redo(&mut page, 0, HEAP_INIT, &[0]), Ok(false));
+        assert_eq!(redo(&mut page, 0, HEAP_INIT, &[0]), Ok(()));
         assert_eq!(
             redo(
                 &mut page,
@@ -1518,7 +1534,21 @@ mod tests {
                 insert.info(),
                 &logged(&insert, Some(0), false)
             ),
-            Ok(false)
+            Ok(())
+        );
+        // The record says the change cleared the all-visible flag; the
+        // page at replay does not have it: replay has diverged.
+        let mut visible = page;
+        assert_eq!(
+            redo(
+                &mut visible,
+                0,
+                insert.info(),
+                &logged(&insert, Some(1), true)
+            ),
+            Err(
+                "a heap change found the page's all-visible flag otherwise than when it was logged"
+            )
         );
         assert_eq!(
             redo(

@@ -225,6 +225,19 @@ pub fn clear_replayed(
     Ok(())
 }
 
+/// The heap blocks a map record's data names.
+pub fn record_blocks(data: &[u8]) -> Result<Vec<u32>, &'static str> {
+    decode_blocks(data)
+}
+
+/// Clears the bits of `heap_blocks` on a map page (replay: bits whose heap
+/// page lacks its flag).
+pub fn clear_bits(page: &mut PageBytes, heap_blocks: &[u32]) {
+    if !heap_blocks.is_empty() && !is_new(page) {
+        change_bits(page, heap_blocks, false);
+    }
+}
+
 /// Replays a map record (`info`, `data`) on its page.
 pub fn redo(page: &mut PageBytes, info: u8, data: &[u8]) -> Result<(), &'static str> {
     if info != VM_SET && info != VM_CLEAR {

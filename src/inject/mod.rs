@@ -48,6 +48,17 @@ pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 /// session may find the block meanwhile, as the table's last.
 pub const HEAP_INSERT_AFTER_EXTEND: &str = "heap-insert-after-extend";
 
+/// Reached in vacuum after it set the all-visible flags of its pages and
+/// before it sets their visibility-map bits; the context's offset is the
+/// number of pages. An update meanwhile clears a flag whose bit is not
+/// set yet.
+pub const VACUUM_BEFORE_MAP_BITS: &str = "heap-vacuum-before-map-bits";
+
+/// Reached in vacuum after it set (and logged) the visibility-map bits and
+/// before it looks at the pages' flags again to clear bits whose flag an
+/// update cleared meanwhile; the context's offset is the number of pages.
+pub const VACUUM_BEFORE_MAP_RECHECK: &str = "heap-vacuum-before-map-recheck";
+
 /// Reached in a WAL insertion after the record is built (its page images
 /// decided from the redo point) and before its place is reserved; the
 /// context's offset is the redo point it was built against. A checkpoint
