@@ -308,6 +308,89 @@ fn a_paused_stream_resumes_where_it_stopped(method: IoMethod) {
     assert_eq!(s.pinned_count(), 0);
 }
 
+/// A stream begun with `begin_tagged` reads blocks of several relations
+/// in the order its callback names them: consecutive blocks of one
+/// relation are combined into one read (another relation's block starts a
+/// new one, as a jump does), and a repeated block, of either relation, is
+/// not read again.
+fn a_tagged_stream_reads_blocks_of_several_relations_in_order(method: IoMethod) {
+    use aiostore::buffer::BufferTag;
+    use aiostore::page::{add_item, init_page, set_checksum};
+    use aiostore::storage::{AlignedBuf, BLOCK_SIZE};
+    const OTHER: u32 = REL + 1;
+    // OTHER's block b holds what REL's block b + OTHER_PAYLOAD would.
+    const OTHER_PAYLOAD: u32 = 1000;
+    let db = db(method, 16, 128);
+    let other = db.smgr.relation(OTHER);
+    other.create(Fork::Main).unwrap();
+    let mut pages = AlignedBuf::new(8 * BLOCK_SIZE);
+    for b in 0..8u32 {
+        let page = &mut pages[b as usize * BLOCK_SIZE..(b as usize + 1) * BLOCK_SIZE];
+        let page: &mut [u8; BLOCK_SIZE] = page.try_into().unwrap();
+        init_page(page, 0);
+        add_item(page, &payload(b + OTHER_PAYLOAD)).unwrap();
+        set_checksum(page, b);
+    }
+    other.extend(Fork::Main, 0, &pages).unwrap();
+    let tag = |rel, block| BufferTag {
+        rel,
+        fork: Fork::Main,
+        block,
+    };
+    let (a, b) = (|n| tag(REL, n), |n| tag(OTHER, n));
+    let order = [
+        a(0),
+        b(0),
+        a(1),
+        a(2),
+        a(3),
+        b(1),
+        b(2),
+        b(1),
+        a(3),
+        a(4),
+        a(5),
+        b(3),
+    ];
+    let distinct = 10;
+    let mut s = session(&db);
+    let mut it = order.iter().copied();
+    let mut stream = ReadStream::begin_tagged(
+        &s,
+        StreamFlags {
+            full: true,
+            ..Default::default()
+        },
+        StreamLimits::default(),
+        None,
+        |data: &mut Option<BufferTag>| match it.next() {
+            Some(t) => {
+                *data = Some(t);
+                Next::Tagged(t)
+            }
+            None => Next::End,
+        },
+    );
+    let mut out = Vec::new();
+    while let Some((id, t)) = stream.next_buffer(&mut s).unwrap() {
+        let t = t.unwrap();
+        assert_eq!(db.pool.tag(id), Some(t));
+        let shown = if t.rel == REL {
+            t.block
+        } else {
+            t.block + OTHER_PAYLOAD
+        };
+        check(&s, id, shown);
+        s.release(id);
+        out.push(t);
+    }
+    let stats = stream.end(&mut s);
+    assert_eq!(out, order);
+    assert_eq!(s.pinned_count(), 0);
+    assert_eq!(stats.io_blocks, distinct, "each block read once: {stats:?}");
+    assert!(stats.ios < distinct, "nothing was combined: {stats:?}");
+}
+
 fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
     let db = db(method, 32, 128);
     let mut s = session(&db);
@@ -529,6 +612,7 @@ for_each_method!(
     a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment,
     distances_grow_only_when_the_consumer_waits,
     a_paused_stream_resumes_where_it_stopped,
+    a_tagged_stream_reads_blocks_of_several_relations_in_order,
     a_reset_stream_starts_over_and_releases_what_it_held,
     a_bulk_read_stream_stays_inside_its_ring,
     sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool;
