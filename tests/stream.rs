@@ -391,6 +391,53 @@ fn a_tagged_stream_reads_blocks_of_several_relations_in_order(method: IoMethod) 
     assert!(stats.ios < distinct, "nothing was combined: {stats:?}");
 }
 
+/// A stream leaves room for one pin of its consumer's (`begin` sizes it
+/// so), also when a repeated block's first buffer has been handed out and
+/// its repeat still waits in the queue holding the pin: that pin is the
+/// stream's and counts against its look-ahead. (WAL replay pins a map page
+/// between buffers of its stream.)
+fn a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued(method: IoMethod) {
+    // 64 buffers over 4 sessions: a pin limit of 16.
+    let db = db(method, 64, 64);
+    assert_eq!(db.pool.pin_limit(), 16);
+    let mut s = session(&db);
+    // Each block twice in a row: after the first is handed out, its
+    // repeat stays queued.
+    let blocks: Vec<u32> = (0..40).flat_map(|b| [b, b]).collect();
+    let mut it = blocks.iter().copied();
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags {
+            full: true,
+            ..Default::default()
+        },
+        StreamLimits::default(),
+        None,
+        |data: &mut u32| match it.next() {
+            Some(b) => {
+                *data = b;
+                Next::Block(b)
+            }
+            None => Next::End,
+        },
+    );
+    let mut out = Vec::new();
+    while let Some((id, block)) = stream.next_buffer(&mut s).unwrap() {
+        check(&s, id, block);
+        s.release(id);
+        out.push(block);
+        let extra = s
+            .read_buffer(REL, Fork::Main, 63)
+            .unwrap_or_else(|e| panic!("after block {block}: {e}"));
+        s.release(extra);
+    }
+    stream.end(&mut s);
+    assert_eq!(out, blocks);
+    assert_eq!(s.pinned_count(), 0);
+}
+
 fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
     let db = db(method, 32, 128);
     let mut s = session(&db);
@@ -613,6 +660,7 @@ for_each_method!(
     distances_grow_only_when_the_consumer_waits,
     a_paused_stream_resumes_where_it_stopped,
     a_tagged_stream_reads_blocks_of_several_relations_in_order,
+    a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued,
     a_reset_stream_starts_over_and_releases_what_it_held,
     a_bulk_read_stream_stays_inside_its_ring,
     sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool;

@@ -234,8 +234,6 @@ where
     /// A block the callback gave that could not be taken yet.
     unget: Option<(BufferTag, D)>,
     forwarded: VecDeque<BufferId>,
-    /// Queue entries that are repeats.
-    repeats_queued: usize,
     /// How many queue entries each block has, so that the callback's next
     /// block is checked against the queue without scanning it.
     queued_blocks: HashMap<BufferTag, u32>,
@@ -341,7 +339,6 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             pending: None,
             unget: None,
             forwarded: VecDeque::new(),
-            repeats_queued: 0,
             queued_blocks: HashMap::new(),
             ended: false,
             paused: false,
@@ -365,9 +362,12 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         self.max_pinned
     }
 
-    /// Distinct buffers the stream pins (repeats share a buffer).
+    /// Distinct buffers the stream pins: one per block queued (repeats
+    /// share a buffer), whichever of its entries holds the pin now (a
+    /// repeat whose first entry was handed out still holds one), and the
+    /// forwarded ones.
     fn pinned(&self) -> usize {
-        self.queue.len() - self.repeats_queued + self.forwarded.len()
+        self.queued_blocks.len() + self.forwarded.len()
     }
 
     /// Blocks of the pending run (what the next read would cover).
@@ -472,18 +472,12 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
     }
 
     fn push_queued(&mut self, q: Queued<D>) {
-        if q.repeat {
-            self.repeats_queued += 1;
-        }
         *self.queued_blocks.entry(q.tag).or_default() += 1;
         self.queue.push_back(q);
     }
 
     fn pop_queued(&mut self) -> Queued<D> {
         let q = self.queue.pop_front().expect("the queue is not empty");
-        if q.repeat {
-            self.repeats_queued -= 1;
-        }
         match self.queued_blocks.get_mut(&q.tag) {
             Some(n) if *n > 1 => *n -= 1,
             _ => {
@@ -517,7 +511,6 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                     if q.read != Some(seq) {
                         kept.push_back(q);
                     } else if q.repeat {
-                        self.repeats_queued -= 1;
                         session.release(q.buffer);
                     }
                 }
@@ -902,7 +895,6 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         for q in self.queue.drain(..) {
             session.release(q.buffer);
         }
-        self.repeats_queued = 0;
         self.queued_blocks.clear();
         for id in self.forwarded.drain(..) {
             session.release(id);
