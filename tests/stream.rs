@@ -438,6 +438,74 @@ fn a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued(method:
     assert_eq!(s.pinned_count(), 0);
 }
 
+/// A stream fed in bursts (its callback pauses when it has nothing, and
+/// is resumed when more comes, as WAL replay feeds one), over a mix of
+/// cached and uncached blocks, with the consumer sometimes slow enough
+/// that reads finish before it waits for them: every block comes out, in
+/// order. (Reads that finish early grow only the combine distance; a
+/// block missed by the all-hits fast path at readahead distance 1 was
+/// then left pending, never read, and the stream said it had ended.)
+fn a_stream_fed_in_bursts_returns_every_block(method: IoMethod) {
+    const BLOCKS: u32 = 256;
+    const WANTS: usize = 1000;
+    // Blocks 0..HOT cached and asked for most often; the pool's 64
+    // buffers give a pin limit of 16, so that hits soon bring the
+    // distances back down.
+    const HOT: u32 = 32;
+    let db = db(method, BLOCKS, 64);
+    let mut s = session(&db);
+    let mut rng = XorShift::new(0x5EED);
+    for b in 0..HOT {
+        let id = s.read_buffer(REL, Fork::Main, b).unwrap();
+        s.release(id);
+    }
+    let fed = std::cell::RefCell::new(std::collections::VecDeque::new());
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags::default(),
+        StreamLimits::default(),
+        None,
+        |data: &mut u32| match fed.borrow_mut().pop_front() {
+            Some(b) => {
+                *data = b;
+                Next::Block(b)
+            }
+            None => Next::Pause,
+        },
+    );
+    let mut wanted = std::collections::VecDeque::new();
+    let mut handed = 0;
+    while handed < WANTS {
+        if wanted.is_empty() || rng.below(4) == 0 {
+            for _ in 0..1 + rng.below(4) {
+                // Runs of consecutive blocks, jumps and repeats.
+                let b = match rng.below(8) {
+                    0 => rng.below(BLOCKS as u64) as u32,
+                    1 => wanted.back().map_or(0, |&b: &u32| (b + 1) % BLOCKS),
+                    _ => rng.below(HOT as u64) as u32,
+                };
+                wanted.push_back(b);
+                fed.borrow_mut().push_back(b);
+            }
+            stream.resume();
+        }
+        std::thread::sleep(std::time::Duration::from_micros(300));
+        let want = wanted.pop_front().unwrap();
+        let (id, block) = stream
+            .next_buffer(&mut s)
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended with block {want} fed, after {handed}"));
+        assert_eq!(block, want);
+        check(&s, id, block);
+        s.release(id);
+        handed += 1;
+    }
+    stream.end(&mut s);
+    assert_eq!(s.pinned_count(), 0);
+}
+
 fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
     let db = db(method, 32, 128);
     let mut s = session(&db);
@@ -661,6 +729,7 @@ for_each_method!(
     a_paused_stream_resumes_where_it_stopped,
     a_tagged_stream_reads_blocks_of_several_relations_in_order,
     a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued,
+    a_stream_fed_in_bursts_returns_every_block,
     a_reset_stream_starts_over_and_releases_what_it_held,
     a_bulk_read_stream_stays_inside_its_ring,
     sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool;

@@ -418,6 +418,9 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             }
             self.look_ahead(session)?;
             if self.queue.is_empty() {
+                // The look-ahead issues whatever is pending when nothing
+                // is queued, so an empty queue is the end (or a pause).
+                debug_assert!(self.pending.is_none() && self.unget.is_none());
                 return Ok(None);
             }
         }
@@ -624,12 +627,18 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             }
         }
         let pending = self.pending_len();
+        // With nothing queued the pending read must go now, or the
+        // consumer would find nothing to wait for and take the stream for
+        // ended: a block the all-hits fast path missed is pending with its
+        // buffer forwarded (pinned), which must not hold it back (at
+        // readahead distance 1 and a larger combine distance nothing else
+        // would issue it).
         let issue = self.pending.is_some()
             && self.ios.len() < self.max_ios
             && (self.ended
                 || self.paused
                 || pending >= self.combine_distance
-                || self.pinned() == 0
+                || self.queue.is_empty()
                 || self.unget.is_some());
         if issue {
             self.start_pending(session)?;
