@@ -11,7 +11,12 @@
 //!
 //! With `recovery_prefetch` on, the pages upcoming records touch are read
 //! ahead through a read stream while earlier records are replayed (see
-//! `prefetch`); records still apply one at a time, in log order.
+//! `prefetch`); records still apply one at a time, in log order. Either
+//! way replay writes the dirty buffers the clock sweep will take next
+//! ahead of it, several at a time (`buffer::WriteBehind`): nothing else
+//! writes during replay, and each eviction would otherwise wait for its
+//! write (a table larger than the pool makes nearly every read evict a
+//! dirty page).
 
 mod prefetch;
 
@@ -23,7 +28,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::buffer::BufferSession;
+use crate::buffer::{BufferSession, WriteBehind, WRITE_BEHIND_WRITES_MAX};
 use crate::heap::{self, vm};
 use crate::page::{page_lsn, set_page_lsn, PageBytes};
 use crate::storage::Fork;
@@ -54,6 +59,11 @@ pub struct RecoveryReport {
     pub images_restored: u64,
     /// Data pages read from files during replay (prefetched or not).
     pub pages_read: u64,
+    /// Data pages written during replay (dirty buffers evicted, or
+    /// written ahead of eviction).
+    pub pages_written: u64,
+    /// Of those, written ahead of the clock sweep (write-behind).
+    pub written_behind: u64,
     /// What prefetching did; `None` with `recovery_prefetch` off.
     pub prefetch: Option<PrefetchStats>,
     pub elapsed: Duration,
@@ -128,7 +138,11 @@ pub fn replay(
     options: ReplayOptions,
 ) -> Result<(RecoveryReport, Vec<u8>), DbError> {
     let started = Instant::now();
-    let reads_before = s.pool().stats().reads.load(Ordering::Relaxed);
+    let stats = s.pool().stats();
+    let (reads_before, writes_before) = (
+        stats.reads.load(Ordering::Relaxed),
+        stats.writes.load(Ordering::Relaxed),
+    );
     // Without prefetching nothing needs decoding ahead: one record at a
     // time, as the reader gives them.
     let mut ahead = if options.prefetch {
@@ -146,14 +160,28 @@ pub fn replay(
         from: redo,
         ..Default::default()
     };
-    let replayed = replay_records(s, txn, &mut ahead, &mut prefetcher, &mut report);
-    // Ended on failure too: the stream gives back its pins.
+    let mut write_behind = WriteBehind::new(WRITE_BEHIND_WRITES_MAX);
+    let replayed = replay_records(
+        s,
+        txn,
+        &mut ahead,
+        &mut prefetcher,
+        &mut write_behind,
+        &mut report,
+    );
+    // Ended on failure too: the stream gives back its pins, the writes in
+    // flight finish.
     let prefetched = prefetcher.end(s);
+    let written = s.finish_write_behind(&mut write_behind);
     let (end, missing) = replayed?;
+    written?;
+    report.written_behind = write_behind.stats.writes;
     if options.prefetch {
         report.prefetch = Some(prefetched);
     }
-    report.pages_read = s.pool().stats().reads.load(Ordering::Relaxed) - reads_before;
+    let stats = s.pool().stats();
+    report.pages_read = stats.reads.load(Ordering::Relaxed) - reads_before;
+    report.pages_written = stats.writes.load(Ordering::Relaxed) - writes_before;
     let reader = ahead.reader_mut();
     if end <= checkpoint {
         return Err(WalError::Damaged {
@@ -187,6 +215,7 @@ fn replay_records<F: FnMut(&mut ()) -> Next>(
     txn: &TxnManager,
     ahead: &mut ReadAhead<prefetch::Noted>,
     prefetcher: &mut prefetch::Prefetcher<'_, F>,
+    write_behind: &mut WriteBehind,
     report: &mut RecoveryReport,
 ) -> Result<(Lsn, BTreeSet<u32>), DbError> {
     // Relations whose files are gone: a later record must drop them.
@@ -196,6 +225,13 @@ fn replay_records<F: FnMut(&mut ()) -> Next>(
             Ok((rec, noted)) => {
                 report.last = rec.lsn;
                 report.records += 1;
+                if rec.rmgr == Rmgr::Smgr {
+                    // A write in flight of a block about to be cut off or
+                    // removed would bring it back (see `WriteBehind`).
+                    s.finish_write_behind(write_behind)?;
+                } else {
+                    s.write_behind(write_behind)?;
+                }
                 replay_record(s, txn, &rec, noted, prefetcher, &mut missing, report).map_err(
                     |what| WalError::Damaged {
                         lsn: rec.lsn,
