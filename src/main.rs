@@ -289,6 +289,10 @@ enum Bench {
         /// Comma-separated added I/O latencies in µs (debug_io_latency_us).
         #[arg(long, value_delimiter = ',', default_value = "0,500")]
         latency_us: Vec<u64>,
+        /// Comma-separated wal_io_concurrency values: 1 is one WAL write
+        /// in flight at a time (PostgreSQL's way).
+        #[arg(long, value_delimiter = ',', default_value = "1,8")]
+        wal_io_concurrency: Vec<usize>,
         /// The I/O method (default: the io_method setting).
         #[arg(long)]
         method: Option<String>,
@@ -745,6 +749,7 @@ fn run_bench(
             sessions,
             seconds,
             latency_us,
+            wal_io_concurrency,
             method,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
@@ -755,6 +760,13 @@ fn run_bench(
             if sessions.is_empty() || sessions.contains(&0) || seconds.is_nan() || seconds <= 0.0 {
                 return Err("bench commit needs session counts of at least 1 (--sessions 1,8,32) and --seconds above 0".into());
             }
+            if wal_io_concurrency.is_empty()
+                || wal_io_concurrency.iter().any(|&c| !(1..=64).contains(&c))
+            {
+                return Err(
+                    "bench commit needs --wal-io-concurrency values from 1 to 64 (1,8)".into(),
+                );
+            }
             let options = aiostore::bench::commit::CommitOptions {
                 dir: dir.join("commit"),
                 method: usable_methods(vec![method])?[0],
@@ -762,9 +774,12 @@ fn run_bench(
                 seconds,
                 latencies_us: latency_us,
                 direct: vec![false, true],
+                concurrency: wal_io_concurrency,
                 extra_settings: forwarded_settings(settings)
                     .into_iter()
-                    .filter(|s| !s.starts_with("max_sessions="))
+                    .filter(|s| {
+                        !s.starts_with("max_sessions=") && !s.starts_with("wal_io_concurrency=")
+                    })
                     .collect(),
             };
             std::fs::create_dir_all(&options.dir).map_err(|e| e.to_string())?;

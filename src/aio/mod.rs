@@ -66,7 +66,7 @@ mod method;
 mod result;
 mod session;
 
-pub use blocks::{read_blocks, write_blocks, BlockReader};
+pub use blocks::{blocks_transferred, read_blocks, write_blocks, BlockReader};
 pub use callbacks::{
     errno_text, CallbackId, IoCallbacks, IoView, CB_BLOCK_READV, CB_BLOCK_WRITEV, MAX_CALLBACK_IDS,
 };

@@ -46,7 +46,7 @@ use crate::wal::control::{ControlData, DbState};
 use crate::wal::record::{
     XACT_ABORT, XACT_COMMIT, XLOG_CHECKPOINT_ONLINE, XLOG_CHECKPOINT_SHUTDOWN,
 };
-use crate::wal::{Lsn, Rmgr, Wal, WalConfig, WalError, FIRST_LSN};
+use crate::wal::{Lsn, Rmgr, SyncMethod, Wal, WalConfig, WalError, FIRST_LSN};
 
 pub mod recovery;
 
@@ -619,8 +619,12 @@ impl Drop for Database {
 }
 
 fn wal_config(settings: &Settings) -> WalConfig {
+    let direct = settings.io_direct().wal;
     WalConfig {
-        direct: settings.io_direct().wal,
+        direct,
+        sync_method: SyncMethod::from_setting(settings.wal_sync_method(), direct)
+            .expect("the setting's values are the sync methods and auto"),
+        io_concurrency: settings.wal_io_concurrency(),
         buffers: settings.wal_buffers() * crate::storage::BLOCK_SIZE,
         full_page_writes: settings.full_page_writes(),
     }

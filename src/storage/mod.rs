@@ -185,10 +185,16 @@ impl SegmentFile {
         .map(Arc::new)
     }
 
-    /// Opens (creating if needed) a WAL segment for writing: with
-    /// `direct`, `O_DIRECT | O_DSYNC`, so that a completed write is
-    /// durable and needs no fdatasync.
-    pub fn open_wal(path: &Path, direct: bool) -> Result<Arc<SegmentFile>, StorageError> {
+    /// Opens (creating if needed) a WAL segment for writing, with
+    /// `O_DIRECT` if `direct` and with `write_through` (`O_DSYNC`,
+    /// `O_SYNC`, or 0) so that a completed write is durable and needs no
+    /// sync.
+    pub fn open_wal(
+        path: &Path,
+        direct: bool,
+        write_through: i32,
+    ) -> Result<Arc<SegmentFile>, StorageError> {
+        debug_assert!([0, libc::O_DSYNC, libc::O_SYNC].contains(&write_through));
         Self::open_with(
             path,
             FileIdent::Path(path.to_path_buf()),
@@ -196,7 +202,7 @@ impl SegmentFile {
             direct,
             true,
             true,
-            if direct { libc::O_DSYNC } else { 0 },
+            write_through,
         )
         .map(Arc::new)
     }
@@ -348,6 +354,14 @@ impl SegmentFile {
             0 => Ok(()),
             raw => Err(self.io_error("fsync", errno_error(-raw as i32))),
         }
+    }
+
+    /// Flushes the file's data and all of its metadata to stable storage
+    /// (fsync, where [`SegmentFile::fdatasync`] leaves out metadata a read
+    /// does not need).
+    pub fn fsync_all(&self) -> Result<(), StorageError> {
+        rustix::fs::fsync(&self.fd)
+            .map_err(|e| self.io_error("fsync", errno_error(e.raw_os_error())))
     }
 
     /// Tells the kernel that `len` bytes at `offset` will be read soon
