@@ -298,6 +298,56 @@ pub struct Wal {
 
 thread_local! {
     static MY_SLOT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    static USAGE: std::cell::Cell<WalUsage> = const { std::cell::Cell::new(WalUsage::ZERO) };
+}
+
+/// What this thread's work cost the log (EXPLAIN's WAL and I/O figures,
+/// as PostgreSQL's WalUsage): take [`wal_usage`] before and after and
+/// subtract.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalUsage {
+    pub records: u64,
+    pub full_page_images: u64,
+    /// Record bytes (padding to the next record's start included).
+    pub bytes: u64,
+    /// Flushes that had to wait for WAL to become durable (a commit, or a
+    /// dirty page written ahead of its WAL).
+    pub flush_waits: u64,
+    pub flush_wait_us: u64,
+}
+
+impl WalUsage {
+    const ZERO: WalUsage = WalUsage {
+        records: 0,
+        full_page_images: 0,
+        bytes: 0,
+        flush_waits: 0,
+        flush_wait_us: 0,
+    };
+
+    /// What was used since `before` (taken earlier on this thread).
+    pub fn since(&self, before: &WalUsage) -> WalUsage {
+        WalUsage {
+            records: self.records - before.records,
+            full_page_images: self.full_page_images - before.full_page_images,
+            bytes: self.bytes - before.bytes,
+            flush_waits: self.flush_waits - before.flush_waits,
+            flush_wait_us: self.flush_wait_us - before.flush_wait_us,
+        }
+    }
+}
+
+/// This thread's WAL usage so far.
+pub fn wal_usage() -> WalUsage {
+    USAGE.with(|u| u.get())
+}
+
+fn add_usage(f: impl FnOnce(&mut WalUsage)) {
+    USAGE.with(|u| {
+        let mut x = u.get();
+        f(&mut x);
+        u.set(x);
+    });
 }
 
 /// The file name of segment `segno` (PostgreSQL's, timeline 1).
@@ -562,6 +612,11 @@ impl Wal {
                 .full_page_images
                 .fetch_add(images, Ordering::Relaxed);
             self.stats.bytes.fetch_add(next - start, Ordering::Relaxed);
+            add_usage(|u| {
+                u.records += 1;
+                u.full_page_images += images;
+                u.bytes += next - start;
+            });
             return Ok((start, start + bytes.len() as u64));
         }
     }
@@ -757,6 +812,17 @@ impl Wal {
         if self.flushed() >= target {
             return Ok(());
         }
+        let started = Instant::now();
+        let result = self.flush_waiting(target);
+        add_usage(|u| {
+            u.flush_waits += 1;
+            u.flush_wait_us += started.elapsed().as_micros() as u64;
+        });
+        result
+    }
+
+    /// [`Wal::flush`] of a target not yet durable.
+    fn flush_waiting(&self, target: Lsn) -> Result<(), WalError> {
         let block_end = target.next_multiple_of(WAL_BLOCK_SIZE);
         self.pad_to(block_end)?;
         self.wait_insertions(block_end)?;
