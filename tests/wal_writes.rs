@@ -18,7 +18,7 @@ use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
 use aiostore::sql;
 use aiostore::stats::IoOp;
 use aiostore::wal::{WAL_BLOCK_SIZE, WAL_SEGMENT_SIZE};
-use common::temp_dir;
+use common::{crash, temp_dir};
 
 /// Longest a test polls for a state the engine reaches in microseconds.
 const POLL_LIMIT: Duration = Duration::from_secs(20);
@@ -48,16 +48,6 @@ fn count(s: &mut Session, table: &str) -> i64 {
         Value::BigInt(n) => *n,
         v => panic!("count(*) gave {v:?}"),
     }
-}
-
-fn crash(db: Arc<Database>) {
-    db.simulate_crash();
-    assert_eq!(
-        Arc::strong_count(&db),
-        1,
-        "a session still holds the database"
-    );
-    drop(db);
 }
 
 fn completed_writes(db: &Database, method: IoMethod) -> u64 {

@@ -343,7 +343,25 @@ impl BufferPool {
             }
             last = Some((rel, fork));
             let relation = self.relation(rel);
-            match relation.fsync(fork) {
+            let injected = self
+                .aio
+                .injections()
+                .hit(
+                    crate::inject::BUFFER_BEFORE_FILE_SYNC,
+                    crate::inject::HitContext {
+                        offset: u64::from(rel),
+                    },
+                )
+                .filter(|&r| r < 0);
+            let result = match injected {
+                Some(errno) => Err(StorageError::Io {
+                    op: "fsync",
+                    path: relation.path(fork),
+                    source: crate::storage::errno_error(-errno as i32),
+                }),
+                None => relation.fsync(fork),
+            };
+            match result {
                 Ok(()) => synced += 1,
                 // A DROP TABLE removed the files after the write (perhaps
                 // after the list was taken, so `forget_written_files` did

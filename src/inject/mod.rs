@@ -75,6 +75,11 @@ pub const WAL_BEFORE_WRITE: &str = "wal-before-write";
 /// sync with that errno.
 pub const WAL_BEFORE_SYNC: &str = "wal-before-sync";
 
+/// Reached in a checkpoint before it syncs a data file written since the
+/// last one; the context's offset is the relation number. A negative
+/// rewrite fails the sync with that errno.
+pub const BUFFER_BEFORE_FILE_SYNC: &str = "buffer-before-file-sync";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {

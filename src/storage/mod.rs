@@ -820,6 +820,11 @@ impl SmgrRelation {
         file.set_len(keep_in_last as u64 * BLOCK_SIZE as u64)
     }
 
+    /// The path of the fork's first segment file, for messages.
+    pub fn path(&self, fork: Fork) -> PathBuf {
+        self.smgr.segment_path(self.rel, fork, 0)
+    }
+
     /// Makes every segment of the fork durable.
     pub fn fsync(&self, fork: Fork) -> Result<(), StorageError> {
         let nblocks = self.nblocks(fork)?;
