@@ -83,6 +83,10 @@ const PROGRESS_POLL: Duration = Duration::from_millis(1);
 const INSERTION_WAIT_MAX: Duration = Duration::from_secs(60);
 /// Zeros written at a time into a new segment.
 const ZERO_CHUNK: usize = 1 << 20;
+/// Longest one wait for a WAL write lasts before the waiter looks again
+/// (at a stop, and at how long it has waited in all: a device that stops
+/// answering fails the flush after [`INSERTION_WAIT_MAX`]).
+const WRITE_WAIT_POLL: Duration = Duration::from_millis(100);
 /// Largest single WAL write: a long stretch of log (a bulk load filling
 /// the ring) goes out as several writes in flight rather than one.
 const WAL_WRITE_MAX_BYTES: u64 = 1 << 20;
@@ -270,6 +274,9 @@ pub struct Wal {
     /// The last checkpoint's redo point: pages last logged at or before it
     /// get an image at their next change.
     redo: AtomicU64,
+    /// The redo point of the last completed checkpoint: segments wholly
+    /// before it may be recycled.
+    recyclable_before: AtomicU64,
     slots: Box<[InsertSlot]>,
     next_slot: AtomicUsize,
     progress_lock: Mutex<()>,
@@ -435,6 +442,7 @@ impl Wal {
             reserve: Mutex::new(Reserve { pos, prev: last }),
             reserved_upto: AtomicU64::new(pos),
             redo: AtomicU64::new(redo),
+            recyclable_before: AtomicU64::new(redo),
             slots,
             next_slot: AtomicUsize::new(0),
             progress_lock: Mutex::new(()),
@@ -516,8 +524,11 @@ impl Wal {
         if self.stopped.set(reason.clone()).is_ok() {
             log::error!("WAL stopped: {reason}");
         }
-        let _g = self.progress_lock.lock();
-        self.progress.notify_all();
+        {
+            let _g = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
+        self.wake_flush_waiters();
     }
 
     pub fn is_stopped(&self) -> bool {
@@ -668,7 +679,13 @@ impl Wal {
                     // below it.
                     slot.at.store(pos, Ordering::SeqCst);
                     self.wake_progress();
-                    self.write_some(pos + 1 - self.ring_len)?;
+                    if let Err(e) = self.write_some(pos + 1 - self.ring_len) {
+                        // The reservation cannot be given back: left
+                        // half-copied, it would be written with the records
+                        // linked after it, and replay would end there.
+                        self.stop(format!("a WAL insertion could not finish: {e}"));
+                        return Err(e);
+                    }
                     continue;
                 }
                 let contiguous = self.ring_len - pos % self.ring_len;
@@ -762,7 +779,9 @@ impl Wal {
             };
             self.wake_flush_waiters();
             match wait_on {
-                Some(wref) => self.aio.wait(wref),
+                Some(wref) => {
+                    self.aio.wait_at_most(wref, WRITE_WAIT_POLL);
+                }
                 // Nothing to write until insertions below us finish.
                 None => self.wait_progress(),
             }
@@ -779,18 +798,14 @@ impl Wal {
         self.progress_waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Stops the log when WAL below `target` has not become durable (or
-    /// written) within [`INSERTION_WAIT_MAX`] of `started`: a write or an
-    /// insertion that never ends.
+    /// Fails a wait for WAL below `target` to become durable (or written)
+    /// that has lasted [`INSERTION_WAIT_MAX`] since `started`: a write or
+    /// an insertion that never ends. The log goes on (the write may yet
+    /// complete); an inserter that cannot finish its record stops it.
     fn check_wait_time(&self, started: Instant, target: Lsn) -> Result<(), WalError> {
         if started.elapsed() <= INSERTION_WAIT_MAX {
             return Ok(());
         }
-        self.stop(format!(
-            "WAL below {} was not written within {} s",
-            format_lsn(target),
-            INSERTION_WAIT_MAX.as_secs()
-        ));
         Err(WalError::Stuck {
             target,
             seconds: INSERTION_WAIT_MAX.as_secs(),
@@ -810,7 +825,7 @@ impl Wal {
         // changed by a record that could not be logged must not be written.
         self.check_stopped()?;
         if self.flushed() >= target {
-            return Ok(());
+            return self.check_stopped();
         }
         let started = Instant::now();
         let result = self.flush_waiting(target);
@@ -833,6 +848,7 @@ impl Wal {
         loop {
             self.check_stopped()?;
             if self.flushed() >= target {
+                self.check_stopped()?;
                 if !worked {
                     self.stats.flushes_shared.fetch_add(1, Ordering::Relaxed);
                 }
@@ -883,7 +899,7 @@ impl Wal {
             self.wake_flush_waiters();
             collected?;
             if let Some(wref) = wait_on {
-                self.aio.wait(wref);
+                self.aio.wait_at_most(wref, WRITE_WAIT_POLL);
             }
         }
     }
@@ -899,6 +915,7 @@ impl Wal {
             }
             return Ok(false);
         };
+        self.check_stopped()?;
         if self.flushed() >= target {
             return Ok(false);
         }
@@ -1062,6 +1079,10 @@ impl Wal {
     /// completed write is durable). A short write is continued where it
     /// stopped; a failed one stops the log.
     fn collect_writes(&self, writer: &mut Writer) -> Result<(), WalError> {
+        // A write that failed was popped under this lock and stopped the
+        // log: the writes behind it must not move `written`/`flushed` over
+        // its bytes.
+        self.check_stopped()?;
         let mut moved = false;
         while let Some(front) = writer.in_flight.front() {
             if !self.aio.is_done(front.wref) {
@@ -1093,8 +1114,10 @@ impl Wal {
                 Ordering::Relaxed,
             );
             if done_upto < write.end {
-                // A short write: continue it, still first in line.
-                if blocks == 0 || write.retries >= SHORT_WRITE_RETRIES_MAX {
+                // A short write: continue it, still first in line (from
+                // its first unwritten block: the bytes of a block written
+                // in part are written again, which nobody else does).
+                if write.retries >= SHORT_WRITE_RETRIES_MAX {
                     return Err(stopped(AioError::Io {
                         message: format!(
                             "short write: {} of {} bytes after {} retries",
@@ -1208,7 +1231,7 @@ impl Wal {
     fn install_segment(&self, segno: u64) -> Result<(), WalError> {
         let path = segment_path(&self.dir, segno);
         let wal_dir = self.dir.join(WAL_DIR);
-        let redo_seg = self.redo() / WAL_SEGMENT_SIZE;
+        let redo_seg = self.recyclable_before.load(Ordering::SeqCst) / WAL_SEGMENT_SIZE;
         let old = list_segments(&self.dir)?
             .into_iter()
             .find(|&s| s < redo_seg && s < segno);
@@ -1230,6 +1253,7 @@ impl Wal {
     /// segments wholly before it are no longer needed. Keeps up to
     /// `keep` of them for recycling and removes the rest.
     pub fn remove_old_segments(&self, redo: Lsn, keep: usize) -> Result<(), WalError> {
+        self.recyclable_before.fetch_max(redo, Ordering::SeqCst);
         let redo_seg = redo / WAL_SEGMENT_SIZE;
         let old: Vec<u64> = list_segments(&self.dir)?
             .into_iter()
