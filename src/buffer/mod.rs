@@ -1111,6 +1111,46 @@ impl BufferSession {
         self.flush_matching(|t| t.rel == rel && t.fork == fork)
     }
 
+    /// Writes back the dirty buffers of every fork of `rel`, in block
+    /// order, combining neighbours into one write as eviction from a ring
+    /// does: what a table that skipped the WAL does before its creator
+    /// commits (its files are synced next).
+    pub fn flush_relation(&mut self, rel: u32) -> Result<(), BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let mut dirty: Vec<(BufferTag, BufferId)> = (0..pool.nbuffers)
+            .filter(|&id| pool.state(id) & BM_DIRTY != 0)
+            .filter_map(|id| pool.tag(id).filter(|t| t.rel == rel).map(|t| (t, id)))
+            .collect();
+        dirty.sort_unstable_by_key(|(t, _)| (t.fork as u8, t.block));
+        for (i, &(tag, id)) in dirty.iter().enumerate() {
+            // Written already as a follower of an earlier one in the run,
+            // or written by someone else meanwhile: flush_buffers returns
+            // at once for a clean buffer.
+            self.pin(id)?;
+            let result = if pool.tag(id) == Some(tag) {
+                let followers: Vec<BufferId> = dirty[i + 1..]
+                    .iter()
+                    .zip(1u32..)
+                    .take(WRITE_COMBINE_BLOCKS - 1)
+                    .take_while(|((t, _), k)| t.fork == tag.fork && t.block == tag.block + k)
+                    .map(|(&(_, next), _)| next)
+                    .collect();
+                self.flush_buffers(id, &followers)
+            } else {
+                Ok(())
+            };
+            self.release(id);
+            result?;
+        }
+        debug_assert!(
+            (0..pool.nbuffers).all(|id| pool.state(id) & BM_DIRTY == 0
+                || pool.tag(id).is_none_or(|t| t.rel != rel)
+                || refcount(pool.state(id)) > 0),
+            "a dirty unpinned buffer of relation {rel} is left after flushing it"
+        );
+        Ok(())
+    }
+
     fn flush_matching(&mut self, wanted: impl Fn(&BufferTag) -> bool) -> Result<(), BufferError> {
         for id in 0..self.pool.nbuffers {
             if self.pool.state(id) & BM_DIRTY != 0 && self.pool.tag(id).is_some_and(|t| wanted(&t))

@@ -11,6 +11,14 @@
 //! record says so); vacuum's `SetAllVisible` is the only change that sets
 //! it.
 //!
+//! A table created by a transaction still running skips the WAL
+//! (PostgreSQL's `wal_level = minimal`): nobody else can see it, so its
+//! pages need no log until the commit, which writes and syncs them
+//! instead, before its commit record ([`Heap::end_wal_skip`]); an abort
+//! removes the files. Its pages keep `pd_lsn` 0, so the first logged
+//! change to each after the commit logs the whole page, and buffers
+//! written meanwhile (eviction, a checkpoint) need no WAL flushed.
+//!
 //! Inserts go to the relation's current insert block while it has room
 //! (leaving `100 - fillfactor` percent free for updates), then to pages that
 //! vacuum found with room, then to a new block added under the relation's
@@ -26,7 +34,7 @@ pub mod tuple;
 pub mod vm;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -204,9 +212,11 @@ impl PageChange<'_> {
 /// Applies `change` to heap page `block` of relation `rel` and logs it,
 /// stamping the page with the record's end. The caller holds the page's
 /// exclusive content lock (`modify_page`). `xid` is the transaction the
-/// change is for (0 for vacuum's).
+/// change is for (0 for vacuum's). `wal` is None for a relation that
+/// skips the WAL (created by the running transaction, see the module
+/// comment): the change is made and the page's `pd_lsn` left as it is.
 pub fn apply_logged(
-    wal: &Wal,
+    wal: Option<&Wal>,
     page: &mut PageBytes,
     rel: u32,
     block: u32,
@@ -215,6 +225,13 @@ pub fn apply_logged(
 ) -> Result<Applied, WalError> {
     let old_lsn = page_lsn(page);
     let mut applied = apply(page, block, change);
+    let Some(wal) = wal else {
+        debug_assert_eq!(
+            old_lsn, 0,
+            "a page of a relation that skips the WAL was logged"
+        );
+        return Ok(applied);
+    };
     let data = change.encode(&applied);
     let lsn = wal.insert(
         Rmgr::Heap,
@@ -568,6 +585,12 @@ struct RelState {
     insert_block: AtomicU32,
     /// This process's summary of the free-space map.
     fsm: fsm::FsmSummary,
+    /// The transaction that created the relation while it runs: its page
+    /// changes skip the WAL ([`INVALID_XID`]: they are logged).
+    wal_skipped_by: AtomicU32,
+    /// A page change skipped the WAL: the relation's files are synced
+    /// before its creator commits.
+    skipped_changes: AtomicBool,
 }
 
 /// The heap access method of one database.
@@ -699,6 +722,72 @@ impl Heap {
         self.rels.lock().remove(&rel);
     }
 
+    /// Page changes to `rel`, just created by transaction `xid`, skip the
+    /// WAL until [`Heap::end_wal_skip`] (or the relation is forgotten,
+    /// after the transaction aborted and its files went).
+    pub fn skip_wal(&self, rel: u32, xid: Xid) {
+        let rs = self.rel_state(rel);
+        let was = rs.wal_skipped_by.swap(xid, Ordering::SeqCst);
+        assert_eq!(
+            was, INVALID_XID,
+            "relation {rel} skips the WAL for one transaction"
+        );
+        debug_assert!(!rs.skipped_changes.load(Ordering::SeqCst));
+    }
+
+    /// Ends the WAL skip of `rel` as its creator `xid` commits, before the
+    /// commit is logged: if any page change skipped the WAL, every dirty
+    /// page of the relation (every fork) is written and its files synced,
+    /// so that no commit record is ever durable without the pages it makes
+    /// visible. Later changes are logged. Returns whether files were
+    /// synced (then the caller syncs their directory, which holds the
+    /// files' new names).
+    pub fn end_wal_skip(
+        &self,
+        s: &mut BufferSession,
+        rel: u32,
+        xid: Xid,
+    ) -> Result<bool, HeapError> {
+        let rs = self.rel_state(rel);
+        assert_eq!(
+            rs.wal_skipped_by.load(Ordering::SeqCst),
+            xid,
+            "relation {rel} ends a WAL skip it did not start"
+        );
+        let synced = rs.skipped_changes.load(Ordering::SeqCst);
+        if synced {
+            s.flush_relation(rel)?;
+            let relation = s.pool().relation(rel);
+            for fork in Fork::ALL {
+                if fork == Fork::Main || relation.exists(fork) {
+                    relation.fsync(fork)?;
+                }
+            }
+        }
+        // Nobody else sees the relation yet, so no change can come between
+        // the sync and the moment changes are logged again.
+        rs.skipped_changes.store(false, Ordering::SeqCst);
+        rs.wal_skipped_by.store(INVALID_XID, Ordering::SeqCst);
+        Ok(synced)
+    }
+
+    /// Where a change by `xid` to a page of the relation of `rs` is
+    /// logged: None while the relation skips the WAL, which only its
+    /// creator's changes may do (anyone else's would be lost by a crash).
+    fn page_wal(&self, rs: &RelState, xid: Xid) -> Option<&Wal> {
+        match rs.wal_skipped_by.load(Ordering::SeqCst) {
+            INVALID_XID => Some(&self.wal),
+            creator => {
+                assert_eq!(
+                    creator, xid,
+                    "a change by another transaction than the creator of a relation that skips the WAL"
+                );
+                rs.skipped_changes.store(true, Ordering::SeqCst);
+                None
+            }
+        }
+    }
+
     /// Clears the map bit after a change found the page all-visible.
     fn clear_vm_bit(
         &self,
@@ -753,7 +842,7 @@ impl Heap {
         // Puts the tuple on page `block` if it fits (formatting a page not
         // yet formatted); returns what was applied and the room left.
         let xid = TupleHeader::read(tuple).xmin;
-        let (wal, rel) = (&*self.wal, table.rel);
+        let (wal, rel) = (self.page_wal(&rs, xid), table.rel);
         let place = |page: &mut PageBytes, block: u32| {
             if is_new(page) {
                 apply_logged(wal, page, rel, block, xid, &PageChange::Init)?;
@@ -984,6 +1073,8 @@ impl Heap {
         newer: Option<Tid>,
     ) -> Result<DeleteOutcome, HeapError> {
         let started = Instant::now();
+        let rs = self.rel_state(table.rel);
+        let wal = self.page_wal(&rs, xid);
         loop {
             let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
             let outcome = s.modify_page(id, |page| {
@@ -1009,7 +1100,7 @@ impl Heap {
                 let applied = if matches!(state, RowState::Done(DeleteOutcome::Deleted)) {
                     Some(
                         apply_logged(
-                            &self.wal,
+                            wal,
                             page,
                             table.rel,
                             tid.block,
@@ -1257,7 +1348,7 @@ impl Heap {
                         offset: block as u64,
                     },
                 );
-                let wal = &*self.wal;
+                let wal = self.page_wal(&rs, 0);
                 let changed = s.modify_page(id, |page| {
                     let plan = plan_page(page);
                     let log = |page: &mut PageBytes, change: &PageChange| {
