@@ -534,7 +534,7 @@ pub fn copy_from(
         task.update(reader.bytes);
         Ok(())
     };
-    let result = load(s, &mut sink);
+    let result = load(s, &mut sink).and_then(|()| sink.flush(s));
     let loaded = sink.finish(s);
     result.map(|()| loaded)
 }

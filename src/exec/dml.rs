@@ -129,9 +129,18 @@ fn encode_row(
     Ok(encode(&table.heap.types, row, xid, cid)?)
 }
 
+/// Tuples a bulk load gathers before inserting them together, and bytes
+/// (PostgreSQL's COPY buffers 1000 tuples or 64 kB): enough to fill a few
+/// pages, so that each page is filled, and logged, at once
+/// (`Heap::insert_batch`).
+const BULK_INSERT_TUPLES_MAX: usize = 1000;
+const BULK_INSERT_BYTES_MAX: usize = 64 * 1024;
+
 /// Inserts rows into a table as one statement's writes: the target page
 /// stays pinned between rows (a bulk-write ring for loads) until
-/// [`InsertSink::finish`].
+/// [`InsertSink::finish`]. A bulk load gathers its tuples and inserts them
+/// a batch at a time ([`InsertSink::flush`]); the statement does not see
+/// its own rows, so nothing can tell.
 pub(crate) struct InsertSink {
     db: Arc<Database>,
     table: Arc<TableDef>,
@@ -139,6 +148,11 @@ pub(crate) struct InsertSink {
     cid: CommandId,
     state: InsertState,
     inserted: u64,
+    bulk: bool,
+    /// A bulk load's gathered tuples, one after another, and where each
+    /// ends.
+    batch: Vec<u8>,
+    batch_ends: Vec<usize>,
 }
 
 impl InsertSink {
@@ -160,6 +174,9 @@ impl InsertSink {
             xid,
             cid,
             inserted: 0,
+            bulk,
+            batch: Vec::new(),
+            batch_ends: Vec::new(),
         }
     }
 
@@ -170,15 +187,48 @@ impl InsertSink {
     }
 
     pub(crate) fn insert_tuple(&mut self, s: &mut Session, tuple: &[u8]) -> Result<(), ExecError> {
+        if !self.bulk {
+            self.db
+                .heap()
+                .insert(&mut s.buf, &self.table.heap, tuple, &mut self.state)?;
+            self.inserted += 1;
+            return Ok(());
+        }
+        self.batch.extend_from_slice(tuple);
+        self.batch_ends.push(self.batch.len());
+        if self.batch_ends.len() >= BULK_INSERT_TUPLES_MAX
+            || self.batch.len() >= BULK_INSERT_BYTES_MAX
+        {
+            self.flush(s)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts the tuples a bulk load has gathered; the statement must
+    /// call it after its last row (a failed statement need not: its rows
+    /// are never visible).
+    pub(crate) fn flush(&mut self, s: &mut Session) -> Result<(), ExecError> {
+        if self.batch_ends.is_empty() {
+            return Ok(());
+        }
+        let mut tuples: Vec<&[u8]> = Vec::with_capacity(self.batch_ends.len());
+        let mut start = 0;
+        for &end in &self.batch_ends {
+            tuples.push(&self.batch[start..end]);
+            start = end;
+        }
         self.db
             .heap()
-            .insert(&mut s.buf, &self.table.heap, tuple, &mut self.state)?;
-        self.inserted += 1;
+            .insert_batch(&mut s.buf, &self.table.heap, &tuples, &mut self.state)?;
+        self.inserted += tuples.len() as u64;
+        self.batch.clear();
+        self.batch_ends.clear();
         Ok(())
     }
 
     /// Releases the target page (whether the statement failed or not)
-    /// and returns how many rows were inserted.
+    /// and returns how many rows were inserted. Rows still gathered are
+    /// dropped: a statement that succeeded has flushed them.
     pub(crate) fn finish(mut self, s: &mut Session) -> u64 {
         self.state.finish(&mut s.buf);
         self.inserted
@@ -201,7 +251,8 @@ pub(crate) fn run_insert(
 ) -> Result<Outcome, ExecError> {
     let ids = s.xid(snap)?;
     let mut sink = InsertSink::new(s, Arc::clone(&plan.table), ids, plan.bulk);
-    let result = run_pipeline(&mut plan.input, s, snap.get(), ctx, &mut sink);
+    let result =
+        run_pipeline(&mut plan.input, s, snap.get(), ctx, &mut sink).and_then(|()| sink.flush(s));
     let inserted = sink.finish(s);
     result?;
     Ok(Outcome {
