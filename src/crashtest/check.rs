@@ -611,7 +611,7 @@ fn ddl_model(ops: &[Op]) -> BTreeMap<i64, i64> {
             Op::Create { table } => {
                 tables.insert(table, 0);
             }
-            Op::Fill { table } => {
+            Op::Fill { table } | Op::Load { table } => {
                 tables.insert(table, DDL_ROWS);
             }
             Op::Drop { table } => {
