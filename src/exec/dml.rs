@@ -17,7 +17,7 @@ use super::plan::{
 use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
-use crate::heap::tuple::{decode, encode};
+use crate::heap::tuple::{decode, encode_into};
 use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Value};
 use crate::txn::{CommandId, Xid};
 
@@ -101,13 +101,14 @@ pub struct DeletePlan {
 }
 
 /// Refuses NULL in a NOT NULL column, then encodes `row` as written by
-/// (`xid`, `cid`).
+/// (`xid`, `cid`), appending it to `out` (unchanged on an error).
 fn encode_row(
     table: &TableDef,
     row: &[Value],
     xid: Xid,
     cid: CommandId,
-) -> Result<Vec<u8>, ExecError> {
+    out: &mut Vec<u8>,
+) -> Result<(), ExecError> {
     for (column, v) in table.columns.iter().zip(row) {
         if column.not_null && v.is_null() {
             return Err(ExecError::NotNull {
@@ -126,7 +127,7 @@ fn encode_row(
             }
         }
     }
-    Ok(encode(&table.heap.types, row, xid, cid)?)
+    Ok(encode_into(&table.heap.types, row, xid, cid, out)?)
 }
 
 /// Tuples a bulk load gathers before inserting them together, and bytes
@@ -180,23 +181,20 @@ impl InsertSink {
         }
     }
 
-    /// The tuple for `row` (errors here are the row's: NULL in a NOT NULL
-    /// column, a wrong type, too large).
-    pub(crate) fn encode(&self, row: &[Value]) -> Result<Vec<u8>, ExecError> {
-        encode_row(&self.table, row, self.xid, self.cid)
+    /// Adds `row`, encoded, to the rows to insert (errors here are the
+    /// row's: NULL in a NOT NULL column, a wrong type, too large); call
+    /// [`InsertSink::flush_if_due`] after it.
+    pub(crate) fn push_row(&mut self, row: &[Value]) -> Result<(), ExecError> {
+        encode_row(&self.table, row, self.xid, self.cid, &mut self.batch)?;
+        self.batch_ends.push(self.batch.len());
+        Ok(())
     }
 
-    pub(crate) fn insert_tuple(&mut self, s: &mut Session, tuple: &[u8]) -> Result<(), ExecError> {
-        if !self.bulk {
-            self.db
-                .heap()
-                .insert(&mut s.buf, &self.table.heap, tuple, &mut self.state)?;
-            self.inserted += 1;
-            return Ok(());
-        }
-        self.batch.extend_from_slice(tuple);
-        self.batch_ends.push(self.batch.len());
-        if self.batch_ends.len() >= BULK_INSERT_TUPLES_MAX
+    /// Inserts the rows pushed: at once outside a bulk load, else when the
+    /// batch is full.
+    pub(crate) fn flush_if_due(&mut self, s: &mut Session) -> Result<(), ExecError> {
+        if !self.bulk
+            || self.batch_ends.len() >= BULK_INSERT_TUPLES_MAX
             || self.batch.len() >= BULK_INSERT_BYTES_MAX
         {
             self.flush(s)?;
@@ -204,9 +202,9 @@ impl InsertSink {
         Ok(())
     }
 
-    /// Inserts the tuples a bulk load has gathered; the statement must
-    /// call it after its last row (a failed statement need not: its rows
-    /// are never visible).
+    /// Inserts the tuples gathered, as one batch (`Heap::insert_batch`); a
+    /// bulk load must call it after its last row (a failed statement need
+    /// not: its rows are never visible).
     pub(crate) fn flush(&mut self, s: &mut Session) -> Result<(), ExecError> {
         if self.batch_ends.is_empty() {
             return Ok(());
@@ -237,8 +235,8 @@ impl InsertSink {
 
 impl RowSink for InsertSink {
     fn accept(&mut self, s: &mut Session, row: &[Value]) -> Result<Flow, ExecError> {
-        let tuple = self.encode(row)?;
-        self.insert_tuple(s, &tuple)?;
+        self.push_row(row)?;
+        self.flush_if_due(s)?;
         Ok(Flow::Continue)
     }
 }
@@ -342,7 +340,8 @@ pub(crate) fn run_update(
                     ))?;
                     *slot = e.eval(&old, ctx)?;
                 }
-                let tuple = encode_row(&table, &new, xid, cid)?;
+                let mut tuple = Vec::new();
+                encode_row(&table, &new, xid, cid, &mut tuple)?;
                 let new_tid = db.heap().insert(&mut s.buf, &table.heap, &tuple, state)?;
                 let outcome =
                     db.heap()
