@@ -50,8 +50,15 @@ use crate::wal::{Lsn, Rmgr, Wal, WalConfig, WalError, FIRST_LSN};
 
 pub mod recovery;
 
-/// WAL segments a checkpoint keeps for recycling (64 MiB).
+/// WAL segments a checkpoint keeps for recycling at least (64 MiB); more
+/// when checkpoints are further apart (see `Database::recycle_estimate`).
 const RECYCLED_SEGMENTS: usize = 4;
+/// How fast the estimate of the WAL between checkpoints follows a
+/// shorter distance (PostgreSQL's 0.90 weight on the old estimate): it
+/// jumps up at once and decays over a few checkpoints, so that one
+/// CHECKPOINT soon after another does not throw away the segments the
+/// next busy stretch needs.
+const RECYCLE_ESTIMATE_KEEP: f64 = 0.9;
 /// How long a checkpoint waits for commits in progress when it starts
 /// (they hold the gate for the time of one WAL flush).
 const COMMIT_GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -194,8 +201,12 @@ pub struct Database {
     /// its redo point: a commit logged before the redo point is then in
     /// the commit log the checkpoint writes (PostgreSQL's delayChkpt).
     commit_gate: parking_lot::RwLock<()>,
-    /// One checkpoint at a time.
-    checkpoint_lock: parking_lot::Mutex<()>,
+    /// One checkpoint at a time; held, the estimate of the WAL bytes one
+    /// checkpoint cycle writes (PostgreSQL's CheckPointDistanceEstimate),
+    /// which sets how many old segments are kept for recycling: a new
+    /// segment is written full of zeros first, which a load that needs
+    /// many segments would otherwise pay for in every cycle.
+    checkpoint_lock: parking_lot::Mutex<f64>,
     /// Close as a killed process would (see [`Database::simulate_crash`]).
     crash_on_close: std::sync::atomic::AtomicBool,
     /// The background thread: WAL flushes for asynchronous commits, timed
@@ -369,7 +380,7 @@ impl Database {
             catalog,
             wal,
             commit_gate: parking_lot::RwLock::new(()),
-            checkpoint_lock: parking_lot::Mutex::new(()),
+            checkpoint_lock: parking_lot::Mutex::new(0.0),
             crash_on_close: std::sync::atomic::AtomicBool::new(false),
             background: Arc::new(Background::default()),
             recovery: crashed.then_some(report),
@@ -424,7 +435,8 @@ impl Database {
     /// a crash starts at its redo point. `shutdown` marks the database
     /// cleanly shut down (nothing may change after it).
     pub fn checkpoint(&self, shutdown: bool) -> Result<Lsn, DbError> {
-        let _one = self.checkpoint_lock.lock();
+        let mut estimate = self.checkpoint_lock.lock();
+        let previous_redo = self.wal.redo();
         let redo = self.wal.begin_checkpoint();
         // Commits that logged their end before the redo point have put it
         // in the commit log once they leave the gate.
@@ -464,8 +476,26 @@ impl Database {
             time: now_secs(),
         }
         .write(&self.dir)?;
-        self.wal.remove_old_segments(redo, RECYCLED_SEGMENTS)?;
+        let keep = self.recycle_estimate(&mut estimate, redo.saturating_sub(previous_redo));
+        self.wal.remove_old_segments(redo, keep)?;
         Ok(checkpoint)
+    }
+
+    /// Updates the estimate of the WAL a checkpoint cycle writes with the
+    /// last cycle's `distance` (bytes) and returns how many old segments to
+    /// keep for recycling: enough for the next cycle, at least
+    /// [`RECYCLED_SEGMENTS`], at most `max_wal_size`.
+    fn recycle_estimate(&self, estimate: &mut f64, distance: u64) -> usize {
+        let distance = distance as f64;
+        *estimate = if distance > *estimate {
+            distance
+        } else {
+            RECYCLE_ESTIMATE_KEEP * *estimate + (1.0 - RECYCLE_ESTIMATE_KEEP) * distance
+        };
+        let segment = crate::wal::WAL_SEGMENT_SIZE as f64;
+        let most = (self.settings.max_wal_size_bytes() / crate::wal::WAL_SEGMENT_SIZE) as usize;
+        let wanted = (*estimate / segment).ceil() as usize + 1;
+        wanted.clamp(RECYCLED_SEGMENTS, most.max(RECYCLED_SEGMENTS))
     }
 
     pub fn dir(&self) -> &Path {
