@@ -350,8 +350,14 @@ fn encode_multi_insert(cleared_all_visible: bool, tuples: &[&[u8]], indexes: &[u
 }
 
 /// A multi-insert record's data, decoded: its flag byte and each tuple
-/// with the line pointer it used. Every read is checked.
-fn decode_multi_insert(data: &[u8]) -> Result<(u8, Vec<(u16, &[u8])>), &'static str> {
+/// with the line pointer it used.
+struct LoggedMultiInsert<'a> {
+    flags: u8,
+    tuples: Vec<(u16, &'a [u8])>,
+}
+
+/// Decodes a multi-insert record's data. Every read is checked.
+fn decode_multi_insert(data: &[u8]) -> Result<LoggedMultiInsert<'_>, &'static str> {
     const MALFORMED: &str = "malformed heap multi-insert record";
     let mut r = DataReader::new(data);
     let flags = r.u8().ok_or(MALFORMED)?;
@@ -369,13 +375,13 @@ fn decode_multi_insert(data: &[u8]) -> Result<(u8, Vec<(u16, &[u8])>), &'static 
     if !r.rest().is_empty() {
         return Err(MALFORMED);
     }
-    Ok((flags, tuples))
+    Ok(LoggedMultiInsert { flags, tuples })
 }
 
 /// Replays a multi-insert record on page `block`: the same inserts, each
 /// checked to land where it did.
 fn redo_multi_insert(page: &mut PageBytes, block: u32, data: &[u8]) -> Result<(), &'static str> {
-    let (flags, tuples) = decode_multi_insert(data)?;
+    let LoggedMultiInsert { flags, tuples } = decode_multi_insert(data)?;
     if is_new(page) {
         return Err("a heap insert into a page never formatted");
     }
@@ -543,7 +549,7 @@ pub fn describe(info: u8, data: &[u8]) -> String {
     let kind = record_kind_name(info);
     if info == HEAP_MULTI_INSERT {
         return match decode_multi_insert(data) {
-            Ok((flags, tuples)) => {
+            Ok(LoggedMultiInsert { flags, tuples }) => {
                 let bytes: usize = tuples.iter().map(|(_, t)| t.len()).sum();
                 let (first, last) = (tuples[0].0, tuples[tuples.len() - 1].0);
                 let cleared = if flags & CLEARED_ALL_VISIBLE != 0 {
