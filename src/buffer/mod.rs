@@ -32,6 +32,7 @@ mod read;
 pub use read::{ReadFlags, ReadOp, ReadOpKind, WaitOutcome};
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -95,6 +96,10 @@ pub enum BufferError {
     Aio(#[from] AioError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// Data pages could not be written: the buffers stay dirty, to be
+    /// written again later (the statement that needed the write fails).
+    #[error("{source} (file \"{}\"){}", path.display(), crate::storage::full_disk_hint(source.errno()))]
+    Write { path: PathBuf, source: AioError },
 }
 
 // ---- the state word ---------------------------------------------------
@@ -1001,14 +1006,38 @@ impl BufferSession {
             }),
             None => Ok(()),
         };
-        let result = wal_ok.and_then(|()| {
-            crate::aio::write_blocks(
-                &mut self.aio,
-                &loc.file,
-                loc.offset,
-                &self.bounce[..run.len() * BLOCK_SIZE],
+        let len = run.len() * BLOCK_SIZE;
+        let injected = pool
+            .aio
+            .injections()
+            .hit(
+                crate::inject::BUFFER_BEFORE_WRITE,
+                crate::inject::HitContext {
+                    offset: u64::from(tag.block),
+                },
             )
-            .map_err(BufferError::from)
+            .filter(|&r| r < 0);
+        let result = wal_ok.and_then(|()| {
+            match injected {
+                Some(raw) => Err(AioError::Io {
+                    message: format!(
+                        "could not write {}: {}",
+                        loc.file.describe(loc.offset, len),
+                        crate::aio::errno_text(-raw as i32)
+                    ),
+                    errno: Some(-raw as i32),
+                }),
+                None => crate::aio::write_blocks(
+                    &mut self.aio,
+                    &loc.file,
+                    loc.offset,
+                    &self.bounce[..len],
+                ),
+            }
+            .map_err(|source| BufferError::Write {
+                path: loc.file.path().to_path_buf(),
+                source,
+            })
         });
         if result.is_ok() {
             pool.stats
