@@ -312,7 +312,157 @@ fn data_writes_failing_with_enospc_fail_the_statement(method: IoMethod) {
     storage_is_sound(&db);
 }
 
+/// Bytes free on the file system holding `path`.
+fn free_bytes(path: &Path) -> u64 {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: plain system call filling a zeroed struct we own, with a
+    // NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+    st.f_bavail as u64 * st.f_frsize as u64
+}
+
+/// A full disk under the WAL (no room for the next segment, which is made
+/// full of zeros before it is written) stops the database, as a failed
+/// WAL write does, naming the file: a commit reported failed must not
+/// become durable later. After room is made, a restart keeps every
+/// acknowledged commit and nothing else.
+fn a_full_disk_under_the_wal_stops_the_database(method: IoMethod) {
+    const ROUNDS_MAX: i64 = 20;
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    std::fs::create_dir(&path).unwrap();
+    let Some(mount) = Mount::tmpfs(&path, "size=48m") else {
+        return;
+    };
+    Database::init(&path).unwrap();
+    let input = csv(dir.path(), LOAD_ROWS);
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (id integer NOT NULL, pad text)");
+    run(&mut s, &format!("COPY t FROM '{input}' (FORMAT csv)"));
+    run(&mut s, "CREATE TABLE acked (n integer)");
+    run(&mut s, "CHECKPOINT");
+    // Room for the data (all of it allocated already) and a few files,
+    // not for a second WAL segment.
+    let room = free_bytes(&path);
+    let keep = 8 << 20;
+    assert!(room > keep, "{room}");
+    let filler = std::fs::File::create(path.join("filler")).unwrap();
+    filler.set_len(room - keep).unwrap();
+    // SAFETY: plain system call on a file we own.
+    assert_eq!(
+        unsafe {
+            libc::fallocate(
+                std::os::fd::AsRawFd::as_raw_fd(&filler),
+                0,
+                0,
+                (room - keep) as i64,
+            )
+        },
+        0
+    );
+    // Each round logs an image of every page of t (the checkpoint moved
+    // the redo point) and a record per row, rolls that back, and commits
+    // one row, which flushes it all.
+    let mut acknowledged = 0;
+    let mut failure = None;
+    for n in 1..=ROUNDS_MAX {
+        let round =
+            format!("CHECKPOINT; BEGIN; DELETE FROM t; ROLLBACK; INSERT INTO acked VALUES ({n})");
+        match sql::execute(&mut s, &round) {
+            Ok(_) => acknowledged = n,
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let e = failure.expect("the WAL never needed a second segment");
+    assert!(e.contains("No space left on device"), "{e}");
+    assert!(e.contains("stopped"), "the database stops: {e}");
+    assert!(
+        e.contains(&format!("{}", path.join("wal").display())),
+        "names the WAL file: {e}"
+    );
+    // The round may have failed inside its block.
+    let _ = sql::execute(&mut s, "ROLLBACK");
+    let again = err(&mut s, "INSERT INTO acked VALUES (1000)");
+    assert!(again.contains("stopped"), "{again}");
+    drop(s);
+    drop(db);
+    drop(filler);
+    std::fs::remove_file(path.join("filler")).unwrap();
+    mount.remount(LARGE_BASE);
+    let db = Database::open(&path, &settings(method)).unwrap();
+    assert!(db.recovery().is_some());
+    let mut s = db.session().unwrap();
+    assert_eq!(
+        ints(&mut s, "SELECT count(*), max(n) FROM acked"),
+        vec![acknowledged, acknowledged]
+    );
+    assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), vec![LOAD_ROWS]);
+    drop(s);
+    storage_is_sound(&db);
+    drop(db);
+    drop(mount);
+}
+
+/// A checkpoint that fails (a full disk) after it moved the redo point
+/// never wrote its control file: recovery starts at the previous
+/// checkpoint, so the segments from there on must not be recycled by the
+/// WAL growing meanwhile (they were: recycling went by the failed
+/// checkpoint's redo point, and the next start found a segment missing).
+fn a_failed_checkpoint_keeps_the_segments_recovery_needs(method: IoMethod) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (id integer NOT NULL, pad text)");
+    let fill = "INSERT INTO t SELECT g, repeat('w', 1000) FROM generate_series(1, 16000) g";
+    // Old segments to recycle, then a checkpoint that completes.
+    for _ in 0..3 {
+        run(&mut s, fill);
+    }
+    run(&mut s, "CHECKPOINT");
+    let durable_redo = db.wal().redo();
+    run(&mut s, "INSERT INTO t VALUES (0, 'after the checkpoint')");
+    // Segments on: the next checkpoint's redo point is in a later one.
+    for _ in 0..2 {
+        run(&mut s, fill);
+    }
+    // The next checkpoint fails writing its pages.
+    db.aio().injections().attach(
+        BUFFER_BEFORE_WRITE,
+        Injection::rewrite_result(-i64::from(libc::ENOSPC)),
+    );
+    run(&mut s, "UPDATE t SET pad = 'x' WHERE id = 0");
+    assert!(sql::execute(&mut s, "CHECKPOINT").is_err());
+    let segment = aiostore::wal::WAL_SEGMENT_SIZE;
+    assert!(db.wal().redo() / segment > durable_redo / segment + 1);
+    db.aio().injections().detach(BUFFER_BEFORE_WRITE);
+    // More than the old segments' worth of WAL: the segment holding the
+    // durable redo point would be recycled next.
+    for _ in 0..6 {
+        run(&mut s, fill);
+    }
+    let rows = ints(&mut s, "SELECT count(*) FROM t")[0];
+    drop(s);
+    crash(db);
+    let db = Database::open(&path, &settings(method)).unwrap();
+    assert_eq!(db.recovery().unwrap().from, durable_redo);
+    let mut s = db.session().unwrap();
+    assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), vec![rows]);
+    assert_eq!(
+        ints(&mut s, "SELECT count(*) FROM t WHERE pad = 'x'"),
+        vec![1]
+    );
+}
+
 for_each_method!(
     a_load_onto_a_full_disk_fails_naming_the_file,
     data_writes_failing_with_enospc_fail_the_statement,
+    a_full_disk_under_the_wal_stops_the_database,
+    a_failed_checkpoint_keeps_the_segments_recovery_needs,
 );
