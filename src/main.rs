@@ -263,8 +263,10 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
-    /// COPY of the seqscan table out to CSV, then loading that CSV into a
-    /// new table per method: seconds, MiB/s of CSV, rows/s.
+    /// COPY of the seqscan table out to CSV, then loading that CSV per
+    /// method, WAL-logged (into a table created before) and skipping the
+    /// WAL (table created in the load's transaction): seconds, MiB/s of
+    /// CSV, rows/s, WAL MiB.
     Copy {
         /// Table size in MiB (the seqscan benchmark's table).
         #[arg(long, default_value_t = 2048)]
@@ -272,6 +274,18 @@ enum Bench {
         /// Comma-separated: sync, worker, io_uring.
         #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
         methods: Vec<String>,
+        /// Then run this script on the same CSV, `benches/pg_copy.sh`
+        /// (PostgreSQL's COPY, both ways, as many runs; root), and print
+        /// the ratios of the medians.
+        #[arg(long)]
+        pg_script: Option<PathBuf>,
+        /// Loads per method and WAL mode.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        runs: u32,
+        /// io_direct of the loads: data (the table written with O_DIRECT)
+        /// or off (through the page cache, as PostgreSQL writes).
+        #[arg(long, default_value = "data", value_parser = ["data", "off"])]
+        io_direct: String,
         #[arg(long)]
         json: bool,
     },
@@ -740,10 +754,18 @@ fn run_bench(
         Bench::Copy {
             size_mib,
             methods,
+            pg_script,
+            runs,
+            io_direct,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
             let options = seqscan_options(dir, settings, size_mib, &methods, false)?;
-            aiostore::bench::seqscan::run_copy(&options, json, out).map(drop)
+            let copy = aiostore::bench::seqscan::CopyBenchOptions {
+                pg_script,
+                runs,
+                io_direct: if io_direct == "off" { "off" } else { "data" },
+            };
+            aiostore::bench::seqscan::run_copy(&options, &copy, json, out).map(drop)
         }),
         Bench::Commit {
             sessions,

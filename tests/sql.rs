@@ -279,13 +279,13 @@ fn drop_table_removes_it_and_if_exists_only_notes_a_missing_one(method: IoMethod
     ));
 }
 
-fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
+fn drop_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
     let (_dir, db, mut s) = session_with_t(method);
     run(&mut s, "BEGIN");
     assert_fails(
         &mut s,
-        "CREATE TABLE u (a int)",
-        Fails::As(|e| matches!(e, SqlError::Xact(XactError::NotInBlock("CREATE TABLE")))),
+        "DROP TABLE t",
+        Fails::As(|e| matches!(e, SqlError::Xact(XactError::NotInBlock("DROP TABLE")))),
     );
     // The refusal failed the block, as any error does.
     assert!(matches!(
@@ -293,6 +293,16 @@ fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
         SqlError::Xact(XactError::Aborted)
     ));
     assert_eq!(last(&mut s, "ROLLBACK").tag, "ROLLBACK");
+    // CREATE TABLE is the block's: gone with its rollback.
+    run(
+        &mut s,
+        "BEGIN; CREATE TABLE u (a int); INSERT INTO u VALUES (1)",
+    );
+    assert_eq!(
+        last(&mut s, "SELECT count(*) FROM u").rows[0][0],
+        Value::BigInt(1)
+    );
+    run(&mut s, "ROLLBACK");
     for (statement, what) in [("DROP TABLE t", "DROP TABLE"), ("VACUUM t", "VACUUM")] {
         run(&mut s, "BEGIN");
         assert_fails(
@@ -2428,7 +2438,7 @@ for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
     drop_table_removes_it_and_if_exists_only_notes_a_missing_one,
-    ddl_and_vacuum_are_refused_inside_a_transaction_block,
+    drop_and_vacuum_are_refused_inside_a_transaction_block,
     an_aborted_block_refuses_everything_until_it_ends,
     rollback_leaves_nothing_behind,
     a_failed_statement_is_undone_as_a_whole,

@@ -56,7 +56,7 @@ pub enum StorageError {
         "the file system holding \"{path}\" refuses direct I/O (O_DIRECT): {reason}; set io_direct=off to use buffered I/O"
     )]
     DirectIoUnsupported { path: PathBuf, reason: String },
-    #[error("could not {op} file \"{path}\": {source}")]
+    #[error("could not {op} file \"{path}\": {source}{}", full_disk_hint(source.raw_os_error()))]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -73,6 +73,19 @@ pub enum StorageError {
     },
     #[error("{what} is not aligned to {IO_ALIGN_BYTES} bytes, as direct I/O requires")]
     Misaligned { what: String },
+}
+
+/// The fix for an error with `errno`, if it says the file system is full
+/// (ENOSPC, or EDQUOT: over a quota): said after the message, since a
+/// full disk is the one I/O failure the user can repair, and the WAL
+/// keeps what was committed meanwhile.
+pub fn full_disk_hint(errno: Option<i32>) -> &'static str {
+    match errno {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+            "; its file system is full: free space on it and retry (nothing committed is lost)"
+        }
+        _ => "",
+    }
 }
 
 impl StorageError {

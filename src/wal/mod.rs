@@ -274,9 +274,12 @@ pub struct Wal {
     /// The last checkpoint's redo point: pages last logged at or before it
     /// get an image at their next change.
     redo: AtomicU64,
-    /// The redo point of the last completed checkpoint: segments wholly
-    /// before it may be recycled.
-    recyclable_before: AtomicU64,
+    /// The redo point of the last checkpoint the control file records:
+    /// segments before it may be recycled. Behind `redo` while a
+    /// checkpoint runs, and for good if it fails (its control file never
+    /// written, recovery still starts at the previous one, whose segments
+    /// must stay).
+    recyclable_below: AtomicU64,
     slots: Box<[InsertSlot]>,
     next_slot: AtomicUsize,
     progress_lock: Mutex<()>,
@@ -442,7 +445,7 @@ impl Wal {
             reserve: Mutex::new(Reserve { pos, prev: last }),
             reserved_upto: AtomicU64::new(pos),
             redo: AtomicU64::new(redo),
-            recyclable_before: AtomicU64::new(redo),
+            recyclable_below: AtomicU64::new(redo),
             slots,
             next_slot: AtomicUsize::new(0),
             progress_lock: Mutex::new(()),
@@ -989,7 +992,17 @@ impl Wal {
                 .min(seg_end - pos)
                 .min(self.ring_len - ring_at)
                 .min(WAL_WRITE_MAX_BYTES);
-            let file = self.segment(writer, segno)?;
+            // A segment that cannot be made (a full disk) stops the log as
+            // a failed write does: the records stay in the ring, and one
+            // written later would make a commit reported failed durable.
+            let file = match self.segment(writer, segno) {
+                Ok(file) => file,
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.stop(reason.clone());
+                    return Err(WalError::Stopped { reason });
+                }
+            };
             let write = self.start_write(writer, file, pos, pos + n, 0)?;
             writer.in_flight.push_back(write);
             writer.started_upto = pos + n;
@@ -1231,7 +1244,9 @@ impl Wal {
     fn install_segment(&self, segno: u64) -> Result<(), WalError> {
         let path = segment_path(&self.dir, segno);
         let wal_dir = self.dir.join(WAL_DIR);
-        let redo_seg = self.recyclable_before.load(Ordering::SeqCst) / WAL_SEGMENT_SIZE;
+        // Not `redo`: a checkpoint in progress has moved it, but recovery
+        // starts at the control file's until that checkpoint completes.
+        let redo_seg = self.recyclable_below.load(Ordering::SeqCst) / WAL_SEGMENT_SIZE;
         let old = list_segments(&self.dir)?
             .into_iter()
             .find(|&s| s < redo_seg && s < segno);
@@ -1249,11 +1264,16 @@ impl Wal {
         sync_dir(&wal_dir)
     }
 
-    /// Called by a checkpoint that has written everything before `redo`:
-    /// segments wholly before it are no longer needed. Keeps up to
+    /// Called by a checkpoint that has written everything before `redo`
+    /// and recorded it in the control file: segments wholly before it are
+    /// no longer needed, and may be recycled from now on. Keeps up to
     /// `keep` of them for recycling and removes the rest.
     pub fn remove_old_segments(&self, redo: Lsn, keep: usize) -> Result<(), WalError> {
-        self.recyclable_before.fetch_max(redo, Ordering::SeqCst);
+        debug_assert!(
+            redo <= self.redo(),
+            "a checkpoint completes at its own redo point"
+        );
+        self.recyclable_below.fetch_max(redo, Ordering::SeqCst);
         let redo_seg = redo / WAL_SEGMENT_SIZE;
         let old: Vec<u64> = list_segments(&self.dir)?
             .into_iter()
