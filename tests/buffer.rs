@@ -418,6 +418,88 @@ fn a_dirty_victim_is_written_back_before_its_buffer_is_reused(method: IoMethod) 
     assert!(db.aio.stats().row(method, IoOp::Write).unwrap().ios >= 1);
 }
 
+/// Write-behind writes the dirty buffers the clock sweep takes next,
+/// several at a time, so that reading more blocks reuses them without a
+/// write; their pages are on disk. A page changed while its write was in
+/// flight stays dirty, and its change is written later.
+fn write_behind_cleans_the_sweeps_next_victims(method: IoMethod) {
+    use aiostore::buffer::WriteBehind;
+    let db = db(method, 64, 16);
+    let mut s = session(&db);
+    let writes = |db: &Db| db.aio.stats().row(method, IoOp::Write).map_or(0, |r| r.ios);
+    let change = |s: &mut aiostore::buffer::BufferSession, block: u32, text: &str| {
+        let id = s.read_buffer(REL, Fork::Main, block).unwrap();
+        s.modify_page(id, |page| {
+            init_page(page, 0);
+            add_item(page, text.as_bytes()).unwrap();
+        });
+        s.release(id);
+    };
+    // The pool full of changed pages; one more read takes the sweep round
+    // once (every usage count to 0) and writes its victim itself.
+    for block in 0..16 {
+        change(&mut s, block, &format!("changed {block}"));
+    }
+    let id = s.read_buffer(REL, Fork::Main, 16).unwrap();
+    s.release(id);
+    let before = writes(&db);
+    assert_eq!(before, 1, "the first victim was written by the read");
+    let mut wb = WriteBehind::new(8);
+    s.write_behind(&mut wb).unwrap();
+    let started = wb.stats.writes;
+    assert!(started >= 2, "{:?}", wb.stats);
+    // A change to one being written (if it is still in flight).
+    let in_flight = wb.in_flight();
+    let changed = db
+        .pool
+        .contents()
+        .into_iter()
+        .find(|row| row.io_in_progress)
+        .map(|row| row.tag.block);
+    if let Some(block) = changed {
+        change(&mut s, block, "changed again");
+    }
+    s.finish_write_behind(&mut wb).unwrap();
+    assert_eq!(writes(&db), before + started);
+    let dirty: Vec<u32> = db
+        .pool
+        .contents()
+        .into_iter()
+        .filter(|row| row.dirty)
+        .map(|row| row.tag.block)
+        .collect();
+    if let Some(block) = changed {
+        assert!(dirty.contains(&block), "{block} lost its change: {dirty:?}");
+    }
+    assert_eq!(
+        dirty.len() as u64,
+        15 - started + changed.is_some() as u64,
+        "in flight {in_flight}"
+    );
+    // Reading as many new blocks as were written behind reuses their
+    // buffers without writing.
+    let writes_before = writes(&db);
+    let clean = started - changed.is_some() as u64;
+    for block in 17..17 + clean as u32 {
+        let id = s.read_buffer(REL, Fork::Main, block).unwrap();
+        s.release(id);
+    }
+    assert_eq!(writes(&db), writes_before, "a victim had to be written");
+    // Every change is on disk or in the pool: read them all back.
+    for block in 0..16 {
+        let id = s.read_buffer(REL, Fork::Main, block).unwrap();
+        s.with_page(id, |page| {
+            let want = if Some(block) == changed {
+                "changed again".to_string()
+            } else {
+                format!("changed {block}")
+            };
+            assert_eq!(item(page, 0).unwrap(), want.as_bytes(), "block {block}");
+        });
+        s.release(id);
+    }
+}
+
 /// A checkpoint's sync of the files written since the last one skips a
 /// relation dropped after its pages were written, even when the drop came
 /// after the checkpoint took its list (the race a crash test hit: DROP
@@ -634,6 +716,7 @@ fn concurrent_sessions_read_overlapping_blocks_of_a_relation_larger_than_the_poo
 }
 
 for_each_method!(
+    write_behind_cleans_the_sweeps_next_victims,
     syncing_files_skips_a_relation_dropped_after_its_writes,
     a_read_of_a_relation_without_files_fails_and_leaves_the_session_usable,
     a_bulk_write_ring_writes_its_victims_back_in_runs,

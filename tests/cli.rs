@@ -536,3 +536,50 @@ fn benchmarks_and_the_demo_skip_an_unavailable_io_uring_with_the_reason() {
         "{text}"
     );
 }
+
+/// `bench recovery` builds one crashed directory and replays copies of it
+/// with recovery_prefetch off and on, per method: the same records each
+/// time, pages read from disk, and the ratio on the case with prefetching.
+#[test]
+fn bench_recovery_replays_one_crash_with_prefetching_off_and_on() {
+    let tmp = common::temp_dir();
+    let bench_dir = tmp.path().join("bench");
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &[
+            "bench",
+            "recovery",
+            "--shared-buffers-mib",
+            "2",
+            "--table-mib",
+            "8",
+            "--wal-mib",
+            "12",
+            "--latency-us",
+            "0",
+            "--methods",
+            "sync,worker",
+            "--json",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("io_direct=data (cold"), "{text}");
+    let cases: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(cases.len(), 4, "{text}");
+    for pair in cases.chunks(2) {
+        let (off, on) = (&pair[0], &pair[1]);
+        assert_eq!(off["prefetch"], false, "{text}");
+        assert_eq!(on["prefetch"], true, "{text}");
+        assert_eq!(off["records"], on["records"], "{text}");
+        assert!(off["pages_read"].as_u64().unwrap() > 0, "{text}");
+        assert!(on["prefetched"].as_u64().unwrap() > 0, "{text}");
+        assert!(on["ratio"].as_f64().unwrap() > 0.0, "{text}");
+        assert!(off["ratio"].is_null(), "{text}");
+    }
+}

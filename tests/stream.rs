@@ -308,6 +308,204 @@ fn a_paused_stream_resumes_where_it_stopped(method: IoMethod) {
     assert_eq!(s.pinned_count(), 0);
 }
 
+/// A stream begun with `begin_tagged` reads blocks of several relations
+/// in the order its callback names them: consecutive blocks of one
+/// relation are combined into one read (another relation's block starts a
+/// new one, as a jump does), and a repeated block, of either relation, is
+/// not read again.
+fn a_tagged_stream_reads_blocks_of_several_relations_in_order(method: IoMethod) {
+    use aiostore::buffer::BufferTag;
+    use aiostore::page::{add_item, init_page, set_checksum};
+    use aiostore::storage::{AlignedBuf, BLOCK_SIZE};
+    const OTHER: u32 = REL + 1;
+    // OTHER's block b holds what REL's block b + OTHER_PAYLOAD would.
+    const OTHER_PAYLOAD: u32 = 1000;
+    let db = db(method, 16, 128);
+    let other = db.smgr.relation(OTHER);
+    other.create(Fork::Main).unwrap();
+    let mut pages = AlignedBuf::new(8 * BLOCK_SIZE);
+    for b in 0..8u32 {
+        let page = &mut pages[b as usize * BLOCK_SIZE..(b as usize + 1) * BLOCK_SIZE];
+        let page: &mut [u8; BLOCK_SIZE] = page.try_into().unwrap();
+        init_page(page, 0);
+        add_item(page, &payload(b + OTHER_PAYLOAD)).unwrap();
+        set_checksum(page, b);
+    }
+    other.extend(Fork::Main, 0, &pages).unwrap();
+    let tag = |rel, block| BufferTag {
+        rel,
+        fork: Fork::Main,
+        block,
+    };
+    let (a, b) = (|n| tag(REL, n), |n| tag(OTHER, n));
+    let order = [
+        a(0),
+        b(0),
+        a(1),
+        a(2),
+        a(3),
+        b(1),
+        b(2),
+        b(1),
+        a(3),
+        a(4),
+        a(5),
+        b(3),
+    ];
+    let distinct = 10;
+    let mut s = session(&db);
+    let mut it = order.iter().copied();
+    let mut stream = ReadStream::begin_tagged(
+        &s,
+        StreamFlags {
+            full: true,
+            ..Default::default()
+        },
+        StreamLimits::default(),
+        None,
+        |data: &mut Option<BufferTag>| match it.next() {
+            Some(t) => {
+                *data = Some(t);
+                Next::Tagged(t)
+            }
+            None => Next::End,
+        },
+    );
+    let mut out = Vec::new();
+    while let Some((id, t)) = stream.next_buffer(&mut s).unwrap() {
+        let t = t.unwrap();
+        assert_eq!(db.pool.tag(id), Some(t));
+        let shown = if t.rel == REL {
+            t.block
+        } else {
+            t.block + OTHER_PAYLOAD
+        };
+        check(&s, id, shown);
+        s.release(id);
+        out.push(t);
+    }
+    let stats = stream.end(&mut s);
+    assert_eq!(out, order);
+    assert_eq!(s.pinned_count(), 0);
+    assert_eq!(stats.io_blocks, distinct, "each block read once: {stats:?}");
+    assert!(stats.ios < distinct, "nothing was combined: {stats:?}");
+}
+
+/// A stream leaves room for one pin of its consumer's (`begin` sizes it
+/// so), also when a repeated block's first buffer has been handed out and
+/// its repeat still waits in the queue holding the pin: that pin is the
+/// stream's and counts against its look-ahead. (WAL replay pins a map page
+/// between buffers of its stream.)
+fn a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued(method: IoMethod) {
+    // 64 buffers over 4 sessions: a pin limit of 16.
+    let db = db(method, 64, 64);
+    assert_eq!(db.pool.pin_limit(), 16);
+    let mut s = session(&db);
+    // Each block twice in a row: after the first is handed out, its
+    // repeat stays queued.
+    let blocks: Vec<u32> = (0..40).flat_map(|b| [b, b]).collect();
+    let mut it = blocks.iter().copied();
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags {
+            full: true,
+            ..Default::default()
+        },
+        StreamLimits::default(),
+        None,
+        |data: &mut u32| match it.next() {
+            Some(b) => {
+                *data = b;
+                Next::Block(b)
+            }
+            None => Next::End,
+        },
+    );
+    let mut out = Vec::new();
+    while let Some((id, block)) = stream.next_buffer(&mut s).unwrap() {
+        check(&s, id, block);
+        s.release(id);
+        out.push(block);
+        let extra = s
+            .read_buffer(REL, Fork::Main, 63)
+            .unwrap_or_else(|e| panic!("after block {block}: {e}"));
+        s.release(extra);
+    }
+    stream.end(&mut s);
+    assert_eq!(out, blocks);
+    assert_eq!(s.pinned_count(), 0);
+}
+
+/// A stream fed in bursts (its callback pauses when it has nothing, and
+/// is resumed when more comes, as WAL replay feeds one), over a mix of
+/// cached and uncached blocks, with the consumer sometimes slow enough
+/// that reads finish before it waits for them: every block comes out, in
+/// order. (Reads that finish early grow only the combine distance; a
+/// block missed by the all-hits fast path at readahead distance 1 was
+/// then left pending, never read, and the stream said it had ended.)
+fn a_stream_fed_in_bursts_returns_every_block(method: IoMethod) {
+    const BLOCKS: u32 = 256;
+    const WANTS: usize = 1000;
+    // Blocks 0..HOT cached and asked for most often; the pool's 64
+    // buffers give a pin limit of 16, so that hits soon bring the
+    // distances back down.
+    const HOT: u32 = 32;
+    let db = db(method, BLOCKS, 64);
+    let mut s = session(&db);
+    let mut rng = XorShift::new(0x5EED);
+    for b in 0..HOT {
+        let id = s.read_buffer(REL, Fork::Main, b).unwrap();
+        s.release(id);
+    }
+    let fed = std::cell::RefCell::new(std::collections::VecDeque::new());
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags::default(),
+        StreamLimits::default(),
+        None,
+        |data: &mut u32| match fed.borrow_mut().pop_front() {
+            Some(b) => {
+                *data = b;
+                Next::Block(b)
+            }
+            None => Next::Pause,
+        },
+    );
+    let mut wanted = std::collections::VecDeque::new();
+    let mut handed = 0;
+    while handed < WANTS {
+        if wanted.is_empty() || rng.below(4) == 0 {
+            for _ in 0..1 + rng.below(4) {
+                // Runs of consecutive blocks, jumps and repeats.
+                let b = match rng.below(8) {
+                    0 => rng.below(BLOCKS as u64) as u32,
+                    1 => wanted.back().map_or(0, |&b: &u32| (b + 1) % BLOCKS),
+                    _ => rng.below(HOT as u64) as u32,
+                };
+                wanted.push_back(b);
+                fed.borrow_mut().push_back(b);
+            }
+            stream.resume();
+        }
+        std::thread::sleep(std::time::Duration::from_micros(300));
+        let want = wanted.pop_front().unwrap();
+        let (id, block) = stream
+            .next_buffer(&mut s)
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended with block {want} fed, after {handed}"));
+        assert_eq!(block, want);
+        check(&s, id, block);
+        s.release(id);
+        handed += 1;
+    }
+    stream.end(&mut s);
+    assert_eq!(s.pinned_count(), 0);
+}
+
 fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
     let db = db(method, 32, 128);
     let mut s = session(&db);
@@ -529,6 +727,9 @@ for_each_method!(
     a_sequential_stream_combines_reads_up_to_the_limit_and_never_across_a_segment,
     distances_grow_only_when_the_consumer_waits,
     a_paused_stream_resumes_where_it_stopped,
+    a_tagged_stream_reads_blocks_of_several_relations_in_order,
+    a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued,
+    a_stream_fed_in_bursts_returns_every_block,
     a_reset_stream_starts_over_and_releases_what_it_held,
     a_bulk_read_stream_stays_inside_its_ring,
     sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool;

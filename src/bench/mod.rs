@@ -10,6 +10,7 @@ pub mod commit;
 pub mod demo;
 pub mod fio;
 pub mod rawio;
+pub mod recovery;
 pub mod seqscan;
 pub mod streams;
 

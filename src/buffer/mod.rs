@@ -28,8 +28,10 @@
 //! *foreign* I/O instead of waited for synchronously.
 
 mod read;
+mod write;
 
 pub use read::{ReadFlags, ReadOp, ReadOpKind, WaitOutcome};
+pub use write::{WriteBehind, WriteBehindStats, WRITE_BEHIND_WRITES_MAX};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -991,39 +993,10 @@ impl BufferSession {
         if self.bounce.len() < run.len() * BLOCK_SIZE {
             self.bounce = AlignedBuf::new(WRITE_COMBINE_BLOCKS * BLOCK_SIZE);
         }
-        for (k, &b) in run.iter().enumerate() {
-            let d = pool.desc(b);
-            let at = &mut self.bounce[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE];
-            d.content.lock_shared();
-            // SAFETY: pinned and share-locked: the page cannot change.
-            unsafe {
-                std::ptr::copy_nonoverlapping(pool.frame_ptr(b), at.as_mut_ptr(), BLOCK_SIZE);
-                d.content.unlock_shared();
-            }
-            let page: &mut PageBytes = at.try_into().expect("one block");
-            if crate::page::PageHeader::read(page).upper != 0 {
-                crate::page::set_checksum(page, tag.block + k as u32);
-            }
-        }
+        let newest = write::copy_for_write(&pool, &run, tag.block, &mut self.bounce[..]);
         // The WAL rule: the log up to the newest change in the run is
         // durable before any of its pages is written.
-        let newest = (0..run.len())
-            .map(|k| {
-                let page: &PageBytes = self.bounce[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE]
-                    .try_into()
-                    .expect("one block");
-                crate::page::page_lsn(page)
-            })
-            .max()
-            .unwrap_or(0);
-        let wal_ok = match pool.wal_flush.get() {
-            Some(hook) => hook(newest).map_err(|reason| BufferError::WalFlush {
-                tag,
-                lsn: format!("{:X}/{:X}", newest >> 32, newest as u32),
-                reason,
-            }),
-            None => Ok(()),
-        };
+        let wal_ok = write::wal_before_write(&pool, tag, newest);
         let len = run.len() * BLOCK_SIZE;
         let injected = pool
             .aio
@@ -1057,27 +1030,9 @@ impl BufferSession {
                 source,
             })
         });
-        if result.is_ok() {
-            pool.stats
-                .writes
-                .fetch_add(run.len() as u64, Ordering::Relaxed);
-            let segno = tag.block / pool.blocks_per_segment();
-            pool.pending_syncs.lock().insert((tag.rel, tag.fork, segno));
-        }
-        for (k, &b) in run.iter().enumerate() {
-            match &result {
-                Ok(()) => {
-                    let just_dirtied =
-                        pool.desc(b).state.load(Ordering::SeqCst) & BM_JUST_DIRTIED != 0;
-                    let clear = if just_dirtied { 0 } else { BM_DIRTY };
-                    self.terminate_buffer_io(b, 0, clear);
-                }
-                Err(_) => self.terminate_buffer_io(b, BM_IO_ERROR, 0),
-            }
-            if k > 0 {
-                pool.unpin_shared(b);
-            }
-        }
+        // The first buffer's pin is the caller's; the others' are the
+        // write's own.
+        self.end_write(tag, &run, result.is_ok(), 1);
         result
     }
 

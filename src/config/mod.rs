@@ -284,6 +284,13 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "WAL written since the last checkpoint that starts a checkpoint (at half of it), bounding replay after a crash",
     },
     SettingDef {
+        name: "recovery_prefetch",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Startup,
+        description: "Read the data pages that upcoming WAL records touch ahead through a read stream during crash recovery (sized by maintenance_io_concurrency)",
+    },
+    SettingDef {
         name: "debug_io_latency_us",
         default: "0",
         kind: Kind::Integer {
@@ -755,6 +762,10 @@ impl Settings {
         self.boolean("full_page_writes")
     }
 
+    pub fn recovery_prefetch(&self) -> bool {
+        self.boolean("recovery_prefetch")
+    }
+
     pub fn debug_io_latency_us(&self) -> u64 {
         self.integer("debug_io_latency_us") as u64
     }
@@ -808,6 +819,7 @@ mod tests {
         assert_eq!(s.effective_io_concurrency(), 16);
         assert_eq!(s.io_direct(), IoDirect::default());
         assert!(!s.zero_damaged_pages());
+        assert!(s.recovery_prefetch());
     }
 
     #[test]

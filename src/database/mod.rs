@@ -331,7 +331,17 @@ impl Database {
         // Replay runs before the WAL is open for inserting: nothing is
         // logged, and pages are written without the WAL rule (what they
         // carry is on disk already).
-        let (report, tail) = recovery::replay(dir, &mut s, &txn, redo, control.checkpoint)?;
+        let (report, tail) = recovery::replay(
+            dir,
+            &mut s,
+            &txn,
+            redo,
+            control.checkpoint,
+            recovery::ReplayOptions {
+                prefetch: settings.recovery_prefetch(),
+                limits: stream_limits(&settings),
+            },
+        )?;
         let crashed = control.state != DbState::ShutDown;
         if crashed {
             // Only a crash leaves anything past the end that could pass
@@ -678,6 +688,14 @@ pub fn fallback_note(reason: &str) -> String {
     format!("fell back to worker: {reason}")
 }
 
+/// Stream sizing from `settings`.
+fn stream_limits(settings: &Settings) -> StreamLimits {
+    StreamLimits {
+        effective_io_concurrency: settings.effective_io_concurrency(),
+        maintenance_io_concurrency: settings.maintenance_io_concurrency(),
+    }
+}
+
 fn buffer_settings(settings: &Settings) -> SessionSettings {
     SessionSettings {
         zero_damaged_pages: settings.zero_damaged_pages(),
@@ -764,10 +782,7 @@ impl Session {
 
     /// Stream sizing from this session's settings.
     pub fn stream_limits(&self) -> StreamLimits {
-        StreamLimits {
-            effective_io_concurrency: self.settings.effective_io_concurrency(),
-            maintenance_io_concurrency: self.settings.maintenance_io_concurrency(),
-        }
+        stream_limits(&self.settings)
     }
 
     /// Applies changed settings to the buffer session.

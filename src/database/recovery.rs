@@ -8,17 +8,35 @@
 //! the change (it was written after it), so replay skips it: replay is
 //! idempotent. A page image in a record replaces the page without reading
 //! it, which is what repairs a page torn by the crash.
+//!
+//! With `recovery_prefetch` on, the pages upcoming records touch are read
+//! ahead through a read stream while earlier records are replayed (see
+//! `prefetch`); records still apply one at a time, in log order. Either
+//! way replay writes the dirty buffers the clock sweep will take next
+//! ahead of it, several at a time (`buffer::WriteBehind`): nothing else
+//! writes during replay, and each eviction would otherwise wait for its
+//! write (a table larger than the pool makes nearly every read evict a
+//! dirty page).
 
-use std::collections::BTreeSet;
+mod prefetch;
+
+pub use prefetch::PrefetchStats;
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::buffer::BufferSession;
+use crate::buffer::{BufferSession, WriteBehind, WRITE_BEHIND_WRITES_MAX};
 use crate::heap::{self, vm};
 use crate::page::{page_lsn, set_page_lsn, PageBytes};
 use crate::storage::Fork;
+use crate::stream::{Next, StreamLimits};
 use crate::txn::TxnManager;
-use crate::wal::reader::{EndOfLog, WalReader};
+use crate::wal::reader::{
+    EndOfLog, ReadAhead, WalReader, READ_AHEAD_BYTES_MAX, READ_AHEAD_RECORDS_MAX,
+};
 use crate::wal::record::{
     self, DataReader, Record, XACT_ABORT, XACT_COMMIT, XLOG_CHECKPOINT_ONLINE,
     XLOG_CHECKPOINT_SHUTDOWN,
@@ -39,9 +57,27 @@ pub struct RecoveryReport {
     /// Page changes applied (not skipped as already on the page).
     pub pages_changed: u64,
     pub images_restored: u64,
+    /// Data pages read from files during replay (prefetched or not).
+    pub pages_read: u64,
+    /// Data pages written during replay (dirty buffers evicted, or
+    /// written ahead of eviction).
+    pub pages_written: u64,
+    /// Of those, written ahead of the clock sweep (write-behind).
+    pub written_behind: u64,
+    /// What prefetching did; `None` with `recovery_prefetch` off.
+    pub prefetch: Option<PrefetchStats>,
     pub elapsed: Duration,
     /// Why the log ends where it does.
     pub end_reason: String,
+}
+
+/// How replay goes about it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayOptions {
+    /// Read the pages of upcoming records ahead (`recovery_prefetch`).
+    pub prefetch: bool,
+    /// Sizing of the prefetching read stream.
+    pub limits: StreamLimits,
 }
 
 /// The checkpoint a control file points to: its redo point.
@@ -99,34 +135,54 @@ pub fn replay(
     txn: &TxnManager,
     redo: Lsn,
     checkpoint: Lsn,
+    options: ReplayOptions,
 ) -> Result<(RecoveryReport, Vec<u8>), DbError> {
     let started = Instant::now();
-    let mut reader = WalReader::new(dir, redo, None);
+    let stats = s.pool().stats();
+    let (reads_before, writes_before) = (
+        stats.reads.load(Ordering::Relaxed),
+        stats.writes.load(Ordering::Relaxed),
+    );
+    // Without prefetching nothing needs decoding ahead: one record at a
+    // time, as the reader gives them.
+    let mut ahead = if options.prefetch {
+        ReadAhead::new(
+            WalReader::new(dir, redo, None),
+            READ_AHEAD_RECORDS_MAX,
+            READ_AHEAD_BYTES_MAX,
+        )
+    } else {
+        ReadAhead::new(WalReader::new(dir, redo, None), 1, 0)
+    };
+    let wanted = RefCell::new(VecDeque::new());
+    let mut prefetcher = prefetch::begin(s, &wanted, options.prefetch, options.limits);
     let mut report = RecoveryReport {
         from: redo,
         ..Default::default()
     };
-    // Relations whose files are gone: a later record must drop them.
-    let mut missing: BTreeSet<u32> = BTreeSet::new();
-    let end = loop {
-        match reader.next_record()? {
-            Ok(rec) => {
-                report.last = rec.lsn;
-                report.records += 1;
-                replay_record(s, txn, &rec, &mut missing, &mut report).map_err(|what| {
-                    WalError::Damaged {
-                        lsn: rec.lsn,
-                        path: reader.file_of(rec.lsn),
-                        what: format!("replay failed: {what}"),
-                    }
-                })?;
-            }
-            Err(EndOfLog { at, why }) => {
-                report.end_reason = why.to_string();
-                break at;
-            }
-        }
-    };
+    let mut write_behind = WriteBehind::new(WRITE_BEHIND_WRITES_MAX);
+    let replayed = replay_records(
+        s,
+        txn,
+        &mut ahead,
+        &mut prefetcher,
+        &mut write_behind,
+        &mut report,
+    );
+    // Ended on failure too: the stream gives back its pins, the writes in
+    // flight finish.
+    let prefetched = prefetcher.end(s);
+    let written = s.finish_write_behind(&mut write_behind);
+    let (end, missing) = replayed?;
+    written?;
+    report.written_behind = write_behind.stats.writes;
+    if options.prefetch {
+        report.prefetch = Some(prefetched);
+    }
+    let stats = s.pool().stats();
+    report.pages_read = stats.reads.load(Ordering::Relaxed) - reads_before;
+    report.pages_written = stats.writes.load(Ordering::Relaxed) - writes_before;
+    let reader = ahead.reader_mut();
     if end <= checkpoint {
         return Err(WalError::Damaged {
             lsn: end,
@@ -151,14 +207,63 @@ pub fn replay(
     Ok((report, tail))
 }
 
-/// Replays one record. An error names what did not fit.
-fn replay_record(
+/// Replays the records `ahead` gives, in order, to the end of the log.
+/// Returns where the log ends, and the relations records changed whose
+/// files were missing and which no record dropped.
+fn replay_records<F: FnMut(&mut ()) -> Next>(
+    s: &mut BufferSession,
+    txn: &TxnManager,
+    ahead: &mut ReadAhead<prefetch::Noted>,
+    prefetcher: &mut prefetch::Prefetcher<'_, F>,
+    write_behind: &mut WriteBehind,
+    report: &mut RecoveryReport,
+) -> Result<(Lsn, BTreeSet<u32>), DbError> {
+    // Relations whose files are gone: a later record must drop them.
+    let mut missing: BTreeSet<u32> = BTreeSet::new();
+    loop {
+        match ahead.next(|rec| prefetcher.note(rec))? {
+            Ok((rec, noted)) => {
+                report.last = rec.lsn;
+                report.records += 1;
+                if rec.rmgr == Rmgr::Smgr {
+                    // A write in flight of a block about to be cut off or
+                    // removed would bring it back (see `WriteBehind`).
+                    s.finish_write_behind(write_behind)?;
+                } else {
+                    s.write_behind(write_behind)?;
+                }
+                replay_record(s, txn, &rec, noted, prefetcher, &mut missing, report).map_err(
+                    |what| WalError::Damaged {
+                        lsn: rec.lsn,
+                        path: ahead.reader_mut().file_of(rec.lsn),
+                        what: format!("replay failed: {what}"),
+                    },
+                )?;
+                prefetcher.applied(&rec);
+            }
+            Err(EndOfLog { at, why }) => {
+                report.end_reason = why.to_string();
+                return Ok((at, missing));
+            }
+        }
+    }
+}
+
+/// Replays one record; the blocks `noted` come from `prefetcher`'s
+/// stream. An error names what did not fit.
+fn replay_record<F: FnMut(&mut ()) -> Next>(
     s: &mut BufferSession,
     txn: &TxnManager,
     rec: &Record,
+    noted: prefetch::Noted,
+    prefetcher: &mut prefetch::Prefetcher<'_, F>,
     missing: &mut BTreeSet<u32>,
     report: &mut RecoveryReport,
 ) -> Result<(), String> {
+    debug_assert!(
+        noted == 0 || matches!(rec.rmgr, Rmgr::Heap | Rmgr::Vm),
+        "only page changes are read ahead"
+    );
     match rec.rmgr {
         Rmgr::Xlog => Ok(()),
         Rmgr::Xact => {
@@ -169,11 +274,25 @@ fn replay_record(
             }
             Ok(())
         }
-        Rmgr::Smgr => replay_smgr(s, rec, missing),
+        Rmgr::Smgr => {
+            if let Some(rel) = prefetch::storage_record_rel(rec) {
+                prefetcher.before_storage_change(rel);
+            }
+            replay_smgr(s, rec, missing)
+        }
         Rmgr::Heap | Rmgr::Vm => {
-            for b in &rec.blocks {
+            for (i, b) in rec.blocks.iter().enumerate() {
+                let prefetched = noted & (1 << i) != 0;
                 let relation = s.pool().relation(b.tag.rel);
                 if !relation.exists(Fork::Main) {
+                    if prefetched {
+                        // Taken out of the stream all the same: the
+                        // stream hands out blocks in order.
+                        let id = prefetcher
+                            .buffer(s, b.tag)
+                            .map_err(|e| format!("{}: {e}", b.tag))?;
+                        s.release(id);
+                    }
                     missing.insert(b.tag.rel);
                     continue;
                 }
@@ -188,9 +307,15 @@ fn replay_record(
                 } else {
                     Vec::new()
                 };
-                let id = s
-                    .redo_buffer(b.tag.rel, b.tag.fork, b.tag.block, b.image.is_some())
-                    .map_err(|e| format!("{}: {e}", b.tag))?;
+                // Taken after the look at the heap pages above: replay
+                // pins one page at a time besides the stream's pins, for
+                // which the stream left room (see `ReadStream::begin`).
+                let id = if prefetched {
+                    prefetcher.buffer(s, b.tag)
+                } else {
+                    s.redo_buffer(b.tag.rel, b.tag.fork, b.tag.block, b.image.is_some())
+                }
+                .map_err(|e| format!("{}: {e}", b.tag))?;
                 let outcome = s.modify_page(id, |page: &mut PageBytes| {
                     let changed = if let Some(image) = &b.image {
                         page.copy_from_slice(&image[..]);

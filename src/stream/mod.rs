@@ -28,20 +28,38 @@
 //! tied to the same read. So a stream that revisits blocks (i, i+1, i+2,
 //! i+3 for every i) still combines its new blocks into full-size reads
 //! instead of breaking them into one-block reads around the repeats.
+//!
+//! # Many relations
+//!
+//! A stream begun with [`ReadStream::begin`] reads one relation fork, and
+//! its callback names blocks by number ([`Next::Block`]). One begun with
+//! [`ReadStream::begin_tagged`] reads blocks of any relation fork, named
+//! by their whole tag ([`Next::Tagged`]): WAL replay's prefetching, whose
+//! records touch many relations in an order only the log knows. Both are
+//! the same machine: queue entries and reads carry whole tags, a run of
+//! blocks to combine is consecutive blocks of one relation fork, and a new
+//! relation fork starts a new run as a jump within one fork does. So one
+//! stream keeps one pin budget, one I/O budget and one pair of distances
+//! over every relation it reads; several streams in one session would each
+//! size themselves from the pins free when they began, and together run
+//! the session into its pin limit.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::buffer::{
-    BufferError, BufferId, BufferSession, ReadFlags, ReadOp, ReadOpKind, Strategy,
+    BufferError, BufferId, BufferSession, BufferTag, ReadFlags, ReadOp, ReadOpKind, Strategy,
 };
 use crate::storage::Fork;
 
 /// What the block callback says next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
-    /// Read this block next.
+    /// Read this block of the stream's relation fork next.
     Block(u32),
+    /// Read this block of any relation fork next (a stream begun with
+    /// [`ReadStream::begin_tagged`], or any other).
+    Tagged(BufferTag),
     /// No block for now: the next one depends on buffers not consumed yet.
     /// Call [`ReadStream::resume`] when it can go on.
     Pause,
@@ -133,7 +151,7 @@ impl StreamStats {
 
 struct Queued<D> {
     buffer: BufferId,
-    block: u32,
+    tag: BufferTag,
     data: D,
     /// The read this buffer waits for; `None` once valid.
     read: Option<u64>,
@@ -144,34 +162,61 @@ struct Queued<D> {
 /// A block the callback returned that is not queued yet.
 enum Want {
     /// Part of the pending run of consecutive blocks.
-    New(u32),
+    New(BufferTag),
     /// A block already queued or in the run: queue its buffer again.
-    Repeat(u32),
+    Repeat(BufferTag),
 }
 
-/// Blocks chosen but not yet read: a run of consecutive new blocks to read
-/// with as few I/Os as possible, and, in callback order, every block wanted
-/// (new ones and repeats).
+/// Blocks chosen but not yet read: a run of consecutive new blocks of one
+/// relation fork to read with as few I/Os as possible, and, in callback
+/// order, every block wanted (new ones and repeats).
 struct Pending<D> {
-    first_block: u32,
+    /// The run's first block; the run's blocks follow it in its fork.
+    first: BufferTag,
     run_blocks: usize,
     wants: VecDeque<(Want, D)>,
 }
 
 impl<D> Pending<D> {
-    fn in_run(&self, block: u32) -> bool {
-        block >= self.first_block && ((block - self.first_block) as usize) < self.run_blocks
+    fn in_run(&self, tag: BufferTag) -> bool {
+        in_range(tag, self.first, self.run_blocks)
+    }
+
+    /// Whether `tag` is the block right after the run.
+    fn continues(&self, tag: BufferTag) -> bool {
+        same_fork(tag, self.first)
+            && self.first.block as u64 + self.run_blocks as u64 == tag.block as u64
     }
 }
 
-/// A read stream over one relation fork. `D` is the per-buffer data the
-/// callback fills in for each block and gets back with its buffer.
+fn same_fork(a: BufferTag, b: BufferTag) -> bool {
+    a.rel == b.rel && a.fork == b.fork
+}
+
+/// Whether `tag` is one of the `n` blocks from `first` in its fork.
+fn in_range(tag: BufferTag, first: BufferTag, n: usize) -> bool {
+    same_fork(tag, first) && tag.block >= first.block && ((tag.block - first.block) as usize) < n
+}
+
+/// The tag of a read's first block.
+fn op_tag(op: &ReadOp) -> BufferTag {
+    BufferTag {
+        rel: op.rel,
+        fork: op.fork,
+        block: op.first_block,
+    }
+}
+
+/// A read stream over one relation fork, or over blocks of many (see
+/// "Many relations" above). `D` is the per-buffer data the callback fills
+/// in for each block and gets back with its buffer.
 pub struct ReadStream<D, F>
 where
     F: FnMut(&mut D) -> Next,
 {
-    rel: u32,
-    fork: Fork,
+    /// The relation fork [`Next::Block`] numbers blocks of; `None` for a
+    /// stream begun with [`ReadStream::begin_tagged`].
+    relation: Option<(u32, Fork)>,
     flags: StreamFlags,
     strategy: Option<Strategy>,
     callback: F,
@@ -187,24 +232,22 @@ where
     next_read_seq: u64,
     pending: Option<Pending<D>>,
     /// A block the callback gave that could not be taken yet.
-    unget: Option<(u32, D)>,
+    unget: Option<(BufferTag, D)>,
     forwarded: VecDeque<BufferId>,
-    /// Queue entries that are repeats.
-    repeats_queued: usize,
     /// How many queue entries each block has, so that the callback's next
     /// block is checked against the queue without scanning it.
-    queued_blocks: HashMap<u32, u32>,
+    queued_blocks: HashMap<BufferTag, u32>,
     ended: bool,
     paused: bool,
     /// Whether reads are advised and deferred (see `ReadFlags::advice`).
     advice_enabled: bool,
     /// The block after the last read started, to tell sequential reads
     /// from jumps.
-    seq_next_block: Option<u32>,
+    seq_next_block: Option<BufferTag>,
     /// First block of the sequential region being advised; advice stops
     /// once the consumer has reached it, leaving the rest of the region to
     /// the kernel's own read-ahead.
-    advise_until: Option<u32>,
+    advise_until: Option<BufferTag>,
     stats: StreamStats,
 }
 
@@ -217,6 +260,38 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         session: &BufferSession,
         rel: u32,
         fork: Fork,
+        flags: StreamFlags,
+        limits: StreamLimits,
+        strategy: Option<Strategy>,
+        callback: F,
+    ) -> Self {
+        Self::begin_inner(
+            session,
+            Some((rel, fork)),
+            flags,
+            limits,
+            strategy,
+            callback,
+        )
+    }
+
+    /// Begins a stream over blocks of any relation fork: its callback
+    /// names each by its tag ([`Next::Tagged`]; [`Next::Block`] has no
+    /// relation to mean here and is refused with a panic). Sized as
+    /// [`ReadStream::begin`] sizes a stream.
+    pub fn begin_tagged(
+        session: &BufferSession,
+        flags: StreamFlags,
+        limits: StreamLimits,
+        strategy: Option<Strategy>,
+        callback: F,
+    ) -> Self {
+        Self::begin_inner(session, None, flags, limits, strategy, callback)
+    }
+
+    fn begin_inner(
+        session: &BufferSession,
+        relation: Option<(u32, Fork)>,
         flags: StreamFlags,
         limits: StreamLimits,
         strategy: Option<Strategy>,
@@ -248,8 +323,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             1
         };
         ReadStream {
-            rel,
-            fork,
+            relation,
             flags,
             strategy,
             callback,
@@ -265,7 +339,6 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             pending: None,
             unget: None,
             forwarded: VecDeque::new(),
-            repeats_queued: 0,
             queued_blocks: HashMap::new(),
             ended: false,
             paused: false,
@@ -289,9 +362,12 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         self.max_pinned
     }
 
-    /// Distinct buffers the stream pins (repeats share a buffer).
+    /// Distinct buffers the stream pins: one per block queued (repeats
+    /// share a buffer), whichever of its entries holds the pin now (a
+    /// repeat whose first entry was handed out still holds one), and the
+    /// forwarded ones.
     fn pinned(&self) -> usize {
-        self.queue.len() - self.repeats_queued + self.forwarded.len()
+        self.queued_blocks.len() + self.forwarded.len()
     }
 
     /// Blocks of the pending run (what the next read would cover).
@@ -302,6 +378,20 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
     /// Lets a paused callback go on.
     pub fn resume(&mut self) {
         self.paused = false;
+    }
+
+    /// The tag the callback's answer names, if it names a block.
+    fn tag_of(&self, next: Next) -> Option<BufferTag> {
+        match next {
+            Next::Block(block) => {
+                let (rel, fork) = self
+                    .relation
+                    .expect("Next::Block from the callback of a stream begun with begin_tagged");
+                Some(BufferTag { rel, fork, block })
+            }
+            Next::Tagged(tag) => Some(tag),
+            Next::Pause | Next::End => None,
+        }
     }
 
     /// The next pinned, valid buffer and its data; `None` at the end (or
@@ -328,6 +418,9 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             }
             self.look_ahead(session)?;
             if self.queue.is_empty() {
+                // The look-ahead issues whatever is pending when nothing
+                // is queued, so an empty queue is the end (or a pause).
+                debug_assert!(self.pending.is_none() && self.unget.is_none());
                 return Ok(None);
             }
         }
@@ -352,21 +445,17 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             return Ok(None);
         }
         let mut data = D::default();
-        let block = match (self.callback)(&mut data) {
-            Next::Block(block) => block,
-            Next::Pause => {
-                self.paused = true;
+        let next = (self.callback)(&mut data);
+        let tag = match self.tag_of(next) {
+            Some(tag) => tag,
+            None => {
+                if next == Next::Pause {
+                    self.paused = true;
+                } else {
+                    self.ended = true;
+                }
                 return Ok(Some(None));
             }
-            Next::End => {
-                self.ended = true;
-                return Ok(Some(None));
-            }
-        };
-        let tag = crate::buffer::BufferTag {
-            rel: self.rel,
-            fork: self.fork,
-            block,
         };
         let (id, _) = session.get_buffer(tag, self.strategy.as_mut())?;
         if session.pool().is_valid(id) {
@@ -378,30 +467,24 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         // A miss: its pin goes to the general path as a forwarded buffer.
         self.forwarded.push_back(id);
         self.pending = Some(Pending {
-            first_block: block,
+            first: tag,
             run_blocks: 1,
-            wants: VecDeque::from([(Want::New(block), data)]),
+            wants: VecDeque::from([(Want::New(tag), data)]),
         });
         Ok(None)
     }
 
     fn push_queued(&mut self, q: Queued<D>) {
-        if q.repeat {
-            self.repeats_queued += 1;
-        }
-        *self.queued_blocks.entry(q.block).or_default() += 1;
+        *self.queued_blocks.entry(q.tag).or_default() += 1;
         self.queue.push_back(q);
     }
 
     fn pop_queued(&mut self) -> Queued<D> {
         let q = self.queue.pop_front().expect("the queue is not empty");
-        if q.repeat {
-            self.repeats_queued -= 1;
-        }
-        match self.queued_blocks.get_mut(&q.block) {
+        match self.queued_blocks.get_mut(&q.tag) {
             Some(n) if *n > 1 => *n -= 1,
             _ => {
-                self.queued_blocks.remove(&q.block);
+                self.queued_blocks.remove(&q.tag);
             }
         }
         q
@@ -416,7 +499,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             .position(|(s, _)| *s == seq)
             .expect("a queued buffer's read is in flight");
         let (_, mut op) = self.ios.remove(pos).expect("position is valid");
-        if self.advise_until == Some(op.first_block) {
+        if self.advise_until == Some(op_tag(&op)) {
             self.advise_until = None;
         }
         let started = Instant::now();
@@ -431,14 +514,13 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                     if q.read != Some(seq) {
                         kept.push_back(q);
                     } else if q.repeat {
-                        self.repeats_queued -= 1;
                         session.release(q.buffer);
                     }
                 }
                 self.queue = kept;
                 self.queued_blocks.clear();
                 for q in &self.queue {
-                    *self.queued_blocks.entry(q.block).or_default() += 1;
+                    *self.queued_blocks.entry(q.tag).or_default() += 1;
                 }
                 return Err(e);
             }
@@ -458,7 +540,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         Ok(())
     }
 
-    fn next_from_callback(&mut self) -> Option<(u32, D)> {
+    fn next_from_callback(&mut self) -> Option<(BufferTag, D)> {
         if let Some(ungot) = self.unget.take() {
             return Some(ungot);
         }
@@ -466,14 +548,15 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             return None;
         }
         let mut data = D::default();
-        match (self.callback)(&mut data) {
-            Next::Block(block) => Some((block, data)),
-            Next::Pause => {
-                self.paused = true;
-                None
-            }
-            Next::End => {
-                self.ended = true;
+        let next = (self.callback)(&mut data);
+        match self.tag_of(next) {
+            Some(tag) => Some((tag, data)),
+            None => {
+                if next == Next::Pause {
+                    self.paused = true;
+                } else {
+                    self.ended = true;
+                }
                 None
             }
         }
@@ -507,21 +590,20 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 self.start_pending(session)?;
                 continue;
             }
-            let Some((block, data)) = self.next_from_callback() else {
+            let Some((tag, data)) = self.next_from_callback() else {
                 break;
             };
-            let queued = self.queued_blocks.contains_key(&block);
+            let queued = self.queued_blocks.contains_key(&tag);
             match &mut self.pending {
-                Some(p) if queued || p.in_run(block) => {
-                    p.wants.push_back((Want::Repeat(block), data))
-                }
-                Some(p) if p.first_block as u64 + p.run_blocks as u64 == block as u64 => {
+                Some(p) if queued || p.in_run(tag) => p.wants.push_back((Want::Repeat(tag), data)),
+                Some(p) if p.continues(tag) => {
                     p.run_blocks += 1;
-                    p.wants.push_back((Want::New(block), data));
+                    p.wants.push_back((Want::New(tag), data));
                 }
                 Some(_) => {
-                    // A new run: read the pending one first.
-                    self.unget = Some((block, data));
+                    // A new run (a jump, or another relation fork): read
+                    // the pending one first.
+                    self.unget = Some((tag, data));
                     self.start_pending(session)?;
                     if self.pending.is_some() {
                         break; // max_ios reached; go on after a wait.
@@ -529,28 +611,34 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 }
                 None if queued => {
                     self.pending = Some(Pending {
-                        first_block: block,
+                        first: tag,
                         run_blocks: 0,
-                        wants: VecDeque::from([(Want::Repeat(block), data)]),
+                        wants: VecDeque::from([(Want::Repeat(tag), data)]),
                     });
                     self.start_pending(session)?;
                 }
                 None => {
                     self.pending = Some(Pending {
-                        first_block: block,
+                        first: tag,
                         run_blocks: 1,
-                        wants: VecDeque::from([(Want::New(block), data)]),
+                        wants: VecDeque::from([(Want::New(tag), data)]),
                     });
                 }
             }
         }
         let pending = self.pending_len();
+        // With nothing queued the pending read must go now, or the
+        // consumer would find nothing to wait for and take the stream for
+        // ended: a block the all-hits fast path missed is pending with its
+        // buffer forwarded (pinned), which must not hold it back (at
+        // readahead distance 1 and a larger combine distance nothing else
+        // would issue it).
         let issue = self.pending.is_some()
             && self.ios.len() < self.max_ios
             && (self.ended
                 || self.paused
                 || pending >= self.combine_distance
-                || self.pinned() == 0
+                || self.queue.is_empty()
                 || self.unget.is_some());
         if issue {
             self.start_pending(session)?;
@@ -571,7 +659,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             if self.ios.len() >= self.max_ios {
                 break;
             }
-            let (first_block, run) = match p.wants.front() {
+            let (first, run) = match p.wants.front() {
                 // The front is a new block: read the run from it, up to a
                 // repeat that can no longer be queued (the consumer took its
                 // buffer). Wants are queued in order, so the new blocks after
@@ -583,7 +671,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                         match *want {
                             Want::New(_) => run += 1,
                             Want::Repeat(r)
-                                if (*b..*b + run).contains(&r)
+                                if in_range(r, *b, run as usize)
                                     || self.queued_blocks.contains_key(&r) => {}
                             Want::Repeat(_) => break,
                         }
@@ -595,6 +683,16 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 Some((Want::Repeat(b), _)) => (*b, 1),
                 None => unreachable!("checked non-empty"),
             };
+            // Buffers forwarded by the last read are pinned for the blocks
+            // right after it; a read that starts elsewhere (a lone repeat,
+            // or another relation fork) must not take them for its own.
+            if let Some(&head) = self.forwarded.front() {
+                if session.pool().tag(head) != Some(first) {
+                    for id in self.forwarded.drain(..) {
+                        session.release(id);
+                    }
+                }
+            }
             // Other pins of the session (the consumer may hold several)
             // count against the same limit as ours.
             let room = session
@@ -611,18 +709,22 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             }
             let n = (run as usize).min(room.max(self.forwarded.len()).max(1));
             let flags = ReadFlags {
-                advice: self.advice_enabled && self.wants_advice(first_block),
+                advice: self.advice_enabled && self.wants_advice(first),
             };
             let op = session.start_read_buffers(
-                self.rel,
-                self.fork,
-                first_block,
+                first.rel,
+                first.fork,
+                first.block,
                 n,
                 &mut self.forwarded,
                 self.strategy.as_mut(),
                 flags,
             )?;
-            self.seq_next_block = Some(first_block + op.nblocks() as u32);
+            debug_assert_eq!(op_tag(&op), first);
+            self.seq_next_block = Some(BufferTag {
+                block: first.block + op.nblocks() as u32,
+                ..first
+            });
             if matches!(op.kind, ReadOpKind::Deferred) {
                 self.stats.advised_blocks += op.nblocks() as u64;
             }
@@ -631,16 +733,16 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         Ok(())
     }
 
-    /// Whether a read from `first_block` should be advised, as PostgreSQL
+    /// Whether a read from `first` should be advised, as PostgreSQL
     /// decides it: a jump starts a region and is advised unless the
     /// consumer is about to read it anyway (nothing pinned); reads that
     /// continue the region are advised until the consumer catches up with
     /// its start, after which the kernel's sequential read-ahead does better.
-    fn wants_advice(&mut self, first_block: u32) -> bool {
-        if self.seq_next_block == Some(first_block) {
+    fn wants_advice(&mut self, first: BufferTag) -> bool {
+        if self.seq_next_block == Some(first) {
             self.advise_until.is_some()
         } else {
-            self.advise_until = Some(first_block);
+            self.advise_until = Some(first);
             self.pinned() > 0
         }
     }
@@ -654,8 +756,6 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         op: Option<&ReadOp>,
         read: Option<u64>,
     ) -> Result<(), BufferError> {
-        let (covered_first, covered) =
-            op.map_or((0, 0), |op| (op.first_block, op.nblocks() as u32));
         // Each covered block's first want takes the read's pin on it; bit i
         // says block i of the read has been queued (reads are at most
         // MAX_IOVECS = 128 blocks).
@@ -663,11 +763,11 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         while let Some((want, _)) = p.wants.front() {
             match *want {
                 Want::New(b) | Want::Repeat(b)
-                    if covered > 0 && b >= covered_first && b < covered_first + covered =>
+                    if op.is_some_and(|op| in_range(b, op_tag(op), op.nblocks())) =>
                 {
                     let (_, data) = p.wants.pop_front().expect("front exists");
                     let op = op.expect("covered implies a read");
-                    let index = (b - covered_first) as usize;
+                    let index = (b.block - op.first_block) as usize;
                     let buffer = op.buffers[index];
                     if taken & (1 << index) != 0 {
                         session.pin(buffer)?;
@@ -678,14 +778,14 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                     let repeat = self.queued_blocks.contains_key(&b);
                     self.push_queued(Queued {
                         buffer,
-                        block: b,
+                        tag: b,
                         data,
                         read,
                         repeat,
                     });
                 }
                 Want::Repeat(b) => {
-                    let Some(q) = self.queue.iter().rev().find(|q| q.block == b) else {
+                    let Some(q) = self.queue.iter().rev().find(|q| q.tag == b) else {
                         break;
                     };
                     let (buffer, q_read) = (q.buffer, q.read);
@@ -694,7 +794,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                     self.stats.hits += 1;
                     self.push_queued(Queued {
                         buffer,
-                        block: b,
+                        tag: b,
                         data,
                         read: q_read,
                         repeat: true,
@@ -718,20 +818,18 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
             debug_assert!(op.is_none());
             return Ok(());
         };
-        let (covered_first, covered) = match &op {
-            Some(op) => (op.first_block, op.nblocks() as u32),
-            None => (0, 0),
-        };
         let ready = op.as_ref().is_none_or(|op| !op.needs_wait());
         let seq = self.next_read_seq;
         let read = (!ready).then_some(seq);
-        if op.is_some() {
+        if let Some(op) = &op {
             self.next_read_seq += 1;
             // The run now starts after what the read covers.
+            let covered_first = op_tag(op);
             if p.in_run(covered_first) {
-                let skipped = covered_first + covered - p.first_block;
+                let after = covered_first.block + op.nblocks() as u32;
+                let skipped = after - p.first.block;
                 p.run_blocks -= skipped as usize;
-                p.first_block = covered_first + covered;
+                p.first.block = after;
             }
         }
         let queued = self.queue_wants(&mut p, session, op.as_ref(), read);
@@ -806,7 +904,6 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         for q in self.queue.drain(..) {
             session.release(q.buffer);
         }
-        self.repeats_queued = 0;
         self.queued_blocks.clear();
         for id in self.forwarded.drain(..) {
             session.release(id);

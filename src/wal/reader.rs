@@ -7,7 +7,12 @@
 //! after it for longer than any set of writes in flight could have torn
 //! ([`TORN_TAIL_SPAN`]): those records were written before the bad one's
 //! writes finished, so they were acknowledged, and start-up stops.
+//!
+//! [`ReadAhead`] decodes records ahead of the one its caller is at, in a
+//! bounded queue: replay looks at the blocks upcoming records touch, to
+//! read them before it gets there (see `database::recovery`).
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use super::record::{
@@ -182,5 +187,96 @@ impl WalReader {
         Ok(self
             .bytes_at(start, (lsn - start) as usize)?
             .unwrap_or_else(|| vec![0; (lsn - start) as usize]))
+    }
+}
+
+/// Most records [`ReadAhead`] holds decoded ahead of its caller.
+pub const READ_AHEAD_RECORDS_MAX: usize = 4096;
+/// Most bytes of log (as the records take it up) [`ReadAhead`] holds
+/// decoded ahead of its caller, PostgreSQL's default
+/// `wal_decode_buffer_size`. At least one record is always held, however
+/// large (up to `MAX_RECORD_SIZE`).
+pub const READ_AHEAD_BYTES_MAX: u64 = 512 * 1024;
+
+/// Records decoded ahead of the one the caller is at, each with a note
+/// the caller made of it when it was decoded (replay: which of its blocks
+/// it asked a read stream for). Records come out in log order; the end of
+/// the log, or an error reading it, comes out where it was met, after
+/// every record before it, as [`WalReader::next_record`] would give it.
+pub struct ReadAhead<A> {
+    reader: WalReader,
+    queue: VecDeque<(Record, A)>,
+    /// Log bytes of the records queued.
+    queued_bytes: u64,
+    records_max: usize,
+    bytes_max: u64,
+    /// Where decoding stopped, once it has.
+    stop: Option<Result<EndOfLog, WalError>>,
+}
+
+impl<A> ReadAhead<A> {
+    /// Decodes from `reader` at most `records_max` records (at least 1)
+    /// and, beyond the first, at most `bytes_max` bytes of log ahead.
+    pub fn new(reader: WalReader, records_max: usize, bytes_max: u64) -> ReadAhead<A> {
+        assert!(records_max >= 1, "a read-ahead holds at least one record");
+        ReadAhead {
+            reader,
+            queue: VecDeque::with_capacity(records_max.min(READ_AHEAD_RECORDS_MAX)),
+            queued_bytes: 0,
+            records_max,
+            bytes_max,
+            stop: None,
+        }
+    }
+
+    /// The next record and its note, after decoding ahead as far as the
+    /// bounds allow (each newly decoded record goes to `note`, in log
+    /// order); or where and why the log ends.
+    pub fn next(
+        &mut self,
+        mut note: impl FnMut(&Record) -> A,
+    ) -> Result<Result<(Record, A), EndOfLog>, WalError> {
+        while self.stop.is_none()
+            && self.queue.len() < self.records_max
+            && (self.queue.is_empty() || self.queued_bytes < self.bytes_max)
+        {
+            match self.reader.next_record() {
+                Ok(Ok(rec)) => {
+                    let noted = note(&rec);
+                    self.queued_bytes += rec.end - rec.lsn;
+                    self.queue.push_back((rec, noted));
+                }
+                Ok(Err(end)) => self.stop = Some(Ok(end)),
+                Err(e) => self.stop = Some(Err(e)),
+            }
+        }
+        debug_assert!(self.queue.len() <= self.records_max);
+        if let Some((rec, noted)) = self.queue.pop_front() {
+            self.queued_bytes -= rec.end - rec.lsn;
+            return Ok(Ok((rec, noted)));
+        }
+        debug_assert_eq!(self.queued_bytes, 0);
+        match self.stop.take() {
+            Some(Ok(end)) => {
+                self.stop = Some(Ok(end.clone()));
+                Ok(Err(end))
+            }
+            Some(Err(e)) => Err(e),
+            None => unreachable!("decoding stops only at the end or an error"),
+        }
+    }
+
+    /// Records decoded and not handed out yet.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The reader (for what it says of files and of the log's last block).
+    pub fn reader_mut(&mut self) -> &mut WalReader {
+        &mut self.reader
     }
 }
