@@ -506,6 +506,68 @@ fn a_stream_fed_in_bursts_returns_every_block(method: IoMethod) {
     assert_eq!(s.pinned_count(), 0);
 }
 
+/// A stream that keeps coming back to one block (WAL replay's page that
+/// every insert goes to) pins no more buffers than its `max_pinned`, so
+/// that its consumer can pin one page of its own between buffers: a
+/// repeat whose block left the queue before it could be queued again is
+/// read alone, and that read counts against the stream's pins like any.
+fn a_stream_revisiting_a_hot_block_keeps_to_its_pins(method: IoMethod) {
+    const HOT: u32 = 0;
+    // 64 buffers over 4 sessions: a pin limit of 16.
+    let db = db(method, 200, 64);
+    let mut s = session(&db);
+    let mut rng = XorShift::new(0x4077);
+    let fed = std::cell::RefCell::new(std::collections::VecDeque::new());
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags::default(),
+        StreamLimits::default(),
+        None,
+        |data: &mut u32| match fed.borrow_mut().pop_front() {
+            Some(b) => {
+                *data = b;
+                Next::Block(b)
+            }
+            None => Next::Pause,
+        },
+    );
+    let mut wanted = std::collections::VecDeque::new();
+    let mut next_cold = 1;
+    for handed in 0..2000 {
+        if wanted.len() < 40 {
+            for _ in 0..1 + rng.below(40) {
+                let b = if rng.below(2) == 0 {
+                    HOT
+                } else {
+                    next_cold = next_cold % 190 + 1;
+                    next_cold
+                };
+                wanted.push_back(b);
+                fed.borrow_mut().push_back(b);
+            }
+            stream.resume();
+        }
+        let want = wanted.pop_front().unwrap();
+        let (id, block) = stream.next_buffer(&mut s).unwrap().unwrap();
+        assert_eq!(block, want);
+        s.release(id);
+        assert!(
+            s.pinned_count() < db.pool.pin_limit(),
+            "after {handed} buffers the stream pins {} of {}",
+            s.pinned_count(),
+            db.pool.pin_limit()
+        );
+        let extra = s
+            .read_buffer(REL, Fork::Main, 199)
+            .unwrap_or_else(|e| panic!("after {handed} buffers: {e}"));
+        s.release(extra);
+    }
+    stream.end(&mut s);
+    assert_eq!(s.pinned_count(), 0);
+}
+
 fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
     let db = db(method, 32, 128);
     let mut s = session(&db);
@@ -730,6 +792,7 @@ for_each_method!(
     a_tagged_stream_reads_blocks_of_several_relations_in_order,
     a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued,
     a_stream_fed_in_bursts_returns_every_block,
+    a_stream_revisiting_a_hot_block_keeps_to_its_pins,
     a_reset_stream_starts_over_and_releases_what_it_held,
     a_bulk_read_stream_stays_inside_its_ring,
     sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool;

@@ -694,11 +694,16 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
                 }
             }
             // Other pins of the session (the consumer may hold several)
-            // count against the same limit as ours.
+            // count against the same limit as ours. And the stream keeps
+            // to its own `max_pinned`, which leaves the consumer its pin:
+            // the distances bound the blocks it looks ahead at, but a
+            // repeat read alone (its block left the queue before it could
+            // be queued again) adds a buffer they do not count.
             let room = session
                 .pool()
                 .pin_limit()
-                .saturating_sub(session.pinned_count());
+                .saturating_sub(session.pinned_count())
+                .min(self.max_pinned.saturating_sub(self.pinned()));
             if room == 0 && self.forwarded.is_empty() {
                 if self.queue.is_empty() {
                     return Err(BufferError::PinLimit {
