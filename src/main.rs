@@ -263,8 +263,10 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
-    /// COPY of the seqscan table out to CSV, then loading that CSV into a
-    /// new table per method: seconds, MiB/s of CSV, rows/s.
+    /// COPY of the seqscan table out to CSV, then loading that CSV per
+    /// method, WAL-logged (into a table created before) and skipping the
+    /// WAL (table created in the load's transaction): seconds, MiB/s of
+    /// CSV, rows/s, WAL MiB.
     Copy {
         /// Table size in MiB (the seqscan benchmark's table).
         #[arg(long, default_value_t = 2048)]
@@ -272,6 +274,18 @@ enum Bench {
         /// Comma-separated: sync, worker, io_uring.
         #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
         methods: Vec<String>,
+        /// Then run this script on the same CSV, `benches/pg_copy.sh`
+        /// (PostgreSQL's COPY, both ways, as many runs; root), and print
+        /// the ratios of the medians.
+        #[arg(long)]
+        pg_script: Option<PathBuf>,
+        /// Loads per method and WAL mode.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        runs: u32,
+        /// io_direct of the loads: data (the table written with O_DIRECT)
+        /// or off (through the page cache, as PostgreSQL writes).
+        #[arg(long, default_value = "data", value_parser = ["data", "off"])]
+        io_direct: String,
         #[arg(long)]
         json: bool,
     },
@@ -289,6 +303,10 @@ enum Bench {
         /// Comma-separated added I/O latencies in µs (debug_io_latency_us).
         #[arg(long, value_delimiter = ',', default_value = "0,500")]
         latency_us: Vec<u64>,
+        /// Comma-separated wal_io_concurrency values: 1 is one WAL write
+        /// in flight at a time (PostgreSQL's way).
+        #[arg(long, value_delimiter = ',', default_value = "1,8")]
+        wal_io_concurrency: Vec<usize>,
         /// The I/O method (default: the io_method setting).
         #[arg(long)]
         method: Option<String>,
@@ -760,15 +778,24 @@ fn run_bench(
         Bench::Copy {
             size_mib,
             methods,
+            pg_script,
+            runs,
+            io_direct,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
             let options = seqscan_options(dir, settings, size_mib, &methods, false)?;
-            aiostore::bench::seqscan::run_copy(&options, json, out).map(drop)
+            let copy = aiostore::bench::seqscan::CopyBenchOptions {
+                pg_script,
+                runs,
+                io_direct: if io_direct == "off" { "off" } else { "data" },
+            };
+            aiostore::bench::seqscan::run_copy(&options, &copy, json, out).map(drop)
         }),
         Bench::Commit {
             sessions,
             seconds,
             latency_us,
+            wal_io_concurrency,
             method,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
@@ -779,6 +806,13 @@ fn run_bench(
             if sessions.is_empty() || sessions.contains(&0) || seconds.is_nan() || seconds <= 0.0 {
                 return Err("bench commit needs session counts of at least 1 (--sessions 1,8,32) and --seconds above 0".into());
             }
+            if wal_io_concurrency.is_empty()
+                || wal_io_concurrency.iter().any(|&c| !(1..=64).contains(&c))
+            {
+                return Err(
+                    "bench commit needs --wal-io-concurrency values from 1 to 64 (1,8)".into(),
+                );
+            }
             let options = aiostore::bench::commit::CommitOptions {
                 dir: dir.join("commit"),
                 method: usable_methods(vec![method])?[0],
@@ -786,9 +820,12 @@ fn run_bench(
                 seconds,
                 latencies_us: latency_us,
                 direct: vec![false, true],
+                concurrency: wal_io_concurrency,
                 extra_settings: forwarded_settings(settings)
                     .into_iter()
-                    .filter(|s| !s.starts_with("max_sessions="))
+                    .filter(|s| {
+                        !s.starts_with("max_sessions=") && !s.starts_with("wal_io_concurrency=")
+                    })
                     .collect(),
             };
             std::fs::create_dir_all(&options.dir).map_err(|e| e.to_string())?;

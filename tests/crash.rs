@@ -116,12 +116,14 @@ fn mixed(method: IoMethod) {
     survives_kills(method, "mixed", &[]);
 }
 
+/// Direct data and WAL: WAL segments opened `O_DIRECT | O_DSYNC`, with
+/// several WAL writes in flight when the kill comes.
 fn update_with_direct_io(method: IoMethod) {
-    survives_kills(method, "update", &["io_direct=data"]);
+    survives_kills(method, "update", &["io_direct=data+wal"]);
 }
 
 fn mixed_with_direct_io(method: IoMethod) {
-    survives_kills(method, "mixed", &["io_direct=data"]);
+    survives_kills(method, "mixed", &["io_direct=data+wal"]);
 }
 
 /// Stops the child cleanly instead of killing it: the engine then keeps

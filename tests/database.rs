@@ -33,9 +33,13 @@ fn new_db(method: IoMethod) -> (tempfile::TempDir, Arc<Database>) {
     (dir, db)
 }
 
+/// Creates table t as a statement of its own transaction (committed).
 fn create_t(s: &mut Session) {
     let db = Arc::clone(s.db());
-    db.catalog()
+    let mut snap = s.start_statement().unwrap();
+    let ids = s.xid(&mut snap).unwrap();
+    let def = db
+        .catalog()
         .create_table(
             &mut s.buf,
             db.heap(),
@@ -54,8 +58,14 @@ fn create_t(s: &mut Session) {
             ],
             100,
             false,
+            ids,
         )
-        .unwrap();
+        .unwrap()
+        .expect("created");
+    s.created_table(def);
+    drop(snap);
+    s.end_statement(true).unwrap();
+    assert!(db.catalog().table("t").unwrap().creator().is_none());
 }
 
 /// Inserts rows `ids` in one statement of the session's transaction.

@@ -437,6 +437,123 @@ fn a_failed_wal_write_or_sync_stops_the_database(method: IoMethod) {
     }
 }
 
+/// A change that cleared a page's all-visible flag, whose heap page was
+/// written before the crash while the map's own clear record was not made
+/// durable (the heap page's write flushed the log only to the heap
+/// record): replay skips the heap record (the page's LSN covers it) and
+/// still clears the map bit the record implies, as PostgreSQL's heap redo
+/// does. Otherwise the bit would claim a page whose flag is clear.
+fn a_map_bit_is_cleared_when_its_heap_page_was_written_first(method: IoMethod) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    // No background flush: the map's clear record must stay in memory.
+    let mut with = settings(method, false);
+    with.push("wal_writer_delay=10000".into());
+    let db = Database::open(&path, &with).unwrap();
+    let (rel, expected, logged_to);
+    {
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (id int, v int)");
+        run(
+            &mut s,
+            "INSERT INTO t SELECT g, 0 FROM generate_series(1, 3000) g",
+        );
+        run(&mut s, "VACUUM t");
+        run(&mut s, "CHECKPOINT");
+        rel = db.catalog().table("t").unwrap().heap.rel;
+        let nblocks = db.pool().relation(rel).nblocks(Fork::Main).unwrap();
+        let bits = aiostore::heap::vm::all_visible_bits(&mut s.buf, rel, nblocks).unwrap();
+        assert!(bits.iter().all(|&b| b), "vacuum set every bit: {bits:?}");
+        run(&mut s, "BEGIN");
+        // A row of a block other than 0: the map record ends with the
+        // block's number, so its last bytes are not zeros (a record whose
+        // unwritten end is all zeros reads back whole from the zero-filled
+        // segment).
+        run(&mut s, "DELETE FROM t WHERE id = 1000");
+        logged_to = db.wal().insert_position();
+        expected = aiostore::heap::vm::all_visible_bits(&mut s.buf, rel, nblocks).unwrap();
+        assert_eq!(expected.iter().filter(|&&b| !b).count(), 1, "{expected:?}");
+        assert!(expected[0], "{expected:?}");
+        // The heap page goes to disk, its WAL first; the map page and the
+        // end of the map's record (past the flushed blocks) do not.
+        s.buf.flush_fork(rel, Fork::Main).unwrap();
+        assert!(
+            db.wal().flushed() < logged_to,
+            "the map's clear record was flushed with the heap page's"
+        );
+        db.simulate_crash();
+    }
+    crash(db);
+    let db = Database::open(&path, &with).unwrap();
+    let report = db.recovery().expect("replayed").clone();
+    assert!(
+        report.end < logged_to,
+        "the map's clear record was replayed: {report:?}"
+    );
+    let mut s = db.session().unwrap();
+    let nblocks = db.pool().relation(rel).nblocks(Fork::Main).unwrap();
+    let bits = aiostore::heap::vm::all_visible_bits(&mut s.buf, rel, nblocks).unwrap();
+    assert_eq!(
+        bits, expected,
+        "a block lost its all-visible flag, yet its map bit survived replay"
+    );
+    // The delete never committed.
+    assert_eq!(
+        ints(&mut s, "SELECT count(*), min(id) FROM t"),
+        vec![3000, 1]
+    );
+}
+
+/// A data file whose sync fails at a checkpoint stops the database (the
+/// kernel may have dropped the pages it could not write, and a retried
+/// fsync would report success: PostgreSQL's fsync panic); the message
+/// names the file; on the next start replay restores what the failed
+/// sync may have lost.
+fn a_failed_data_file_sync_stops_the_database(method: IoMethod) {
+    use aiostore::inject::{Injection, BUFFER_BEFORE_FILE_SYNC};
+    let (_dir, path, db) = new_db(method, false);
+    {
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (id int)");
+        run(
+            &mut s,
+            "INSERT INTO t SELECT g FROM generate_series(1, 100) g",
+        );
+        let rel = db.catalog().table("t").unwrap().heap.rel;
+        db.aio().injections().attach(
+            BUFFER_BEFORE_FILE_SYNC,
+            Injection::rewrite_result(-(libc::EIO as i64))
+                .at_offset(u64::from(rel))
+                .times(1),
+        );
+        let err = sql::execute(&mut s, "CHECKPOINT").unwrap_err().to_string();
+        assert!(
+            err.contains("Input/output error") && err.contains(&format!("{rel}")),
+            "{err}"
+        );
+        let after = sql::execute(&mut s, "INSERT INTO t VALUES (1000)")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            after.contains("stopped") && after.contains("could not be synced"),
+            "{after}"
+        );
+    }
+    drop(db);
+    let db = Database::open(&path, &settings(method, false)).unwrap();
+    assert!(
+        db.recovery().is_some(),
+        "the stopped database was not replayed"
+    );
+    let mut s = db.session().unwrap();
+    assert_eq!(
+        ints(&mut s, "SELECT count(*), max(id) FROM t"),
+        vec![100, 100]
+    );
+    run(&mut s, "INSERT INTO t VALUES (2000)");
+}
+
 /// A checkpoint that moves the redo point while a change's record is
 /// built without its page's image (the page was last logged after the old
 /// redo point) makes the insertion build it again with the image: the
@@ -595,14 +712,21 @@ fn files_under(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 /// file, prefetching or not.
 fn replay_gives_the_same_pages_with_and_without_prefetching(method: IoMethod) {
     const TABLES: [&str; 4] = ["a", "b", "c", "e"];
-    for (direct, full_page_writes, shared_buffers) in
-        [(false, true, 512), (true, true, 64), (true, false, 512)]
-    {
+    // The last two cases leave each session 8 pins (shared_buffers /
+    // max_sessions, as the crash tests run): replay's stream must leave
+    // replay the pins it takes besides.
+    for (direct, full_page_writes, shared_buffers, max_sessions) in [
+        (false, true, 512, 8),
+        (true, false, 512, 8),
+        (true, true, 64, 8),
+        (false, true, 128, 16),
+    ] {
         let dir = temp_dir();
         let path = dir.path().join("data");
         Database::init(&path).unwrap();
         let mut with = settings(method, direct);
         with.push(format!("shared_buffers={shared_buffers}"));
+        with.push(format!("max_sessions={max_sessions}"));
         with.push(format!(
             "full_page_writes={}",
             if full_page_writes { "on" } else { "off" }
@@ -728,6 +852,8 @@ for_each_method!(
     a_map_bit_set_after_its_page_lost_its_flag_is_not_replayed,
     a_checkpoint_between_building_and_reserving_a_record_adds_the_image,
     a_failed_wal_write_or_sync_stops_the_database,
+    a_failed_data_file_sync_stops_the_database,
+    a_map_bit_is_cleared_when_its_heap_page_was_written_first,
     commits_survive_and_nothing_else_shows,
     a_torn_page_is_repaired_from_its_image,
     a_damaged_log_tail_ends_replay_at_the_last_valid_record,

@@ -279,13 +279,13 @@ fn drop_table_removes_it_and_if_exists_only_notes_a_missing_one(method: IoMethod
     ));
 }
 
-fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
+fn drop_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
     let (_dir, db, mut s) = session_with_t(method);
     run(&mut s, "BEGIN");
     assert_fails(
         &mut s,
-        "CREATE TABLE u (a int)",
-        Fails::As(|e| matches!(e, SqlError::Xact(XactError::NotInBlock("CREATE TABLE")))),
+        "DROP TABLE t",
+        Fails::As(|e| matches!(e, SqlError::Xact(XactError::NotInBlock("DROP TABLE")))),
     );
     // The refusal failed the block, as any error does.
     assert!(matches!(
@@ -293,6 +293,16 @@ fn ddl_and_vacuum_are_refused_inside_a_transaction_block(method: IoMethod) {
         SqlError::Xact(XactError::Aborted)
     ));
     assert_eq!(last(&mut s, "ROLLBACK").tag, "ROLLBACK");
+    // CREATE TABLE is the block's: gone with its rollback.
+    run(
+        &mut s,
+        "BEGIN; CREATE TABLE u (a int); INSERT INTO u VALUES (1)",
+    );
+    assert_eq!(
+        last(&mut s, "SELECT count(*) FROM u").rows[0][0],
+        Value::BigInt(1)
+    );
+    run(&mut s, "ROLLBACK");
     for (statement, what) in [("DROP TABLE t", "DROP TABLE"), ("VACUUM t", "VACUUM")] {
         run(&mut s, "BEGIN");
         assert_fails(
@@ -1087,6 +1097,58 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
         &mut s,
         "EXPLAIN (IO) SELECT 1",
         Fails::With("EXPLAIN option IO requires ANALYZE"),
+    );
+}
+
+/// EXPLAIN (ANALYZE, WAL, IO) of an UPDATE of a table larger than the
+/// pool shows on its top node the records, page images and bytes it
+/// logged and the WAL flushes it waited for: each dirty page evicted
+/// during the update is written only after its WAL.
+fn explain_analyze_shows_wal_and_flush_waits(method: IoMethod) {
+    let (_dir, db) = new_db_with(method, &["shared_buffers=64"]);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE w (id int, note text); INSERT INTO w SELECT i, repeat('x', 200) FROM generate_series(1, 5000) i; CHECKPOINT",
+    );
+    let plan: Vec<String> = rows(
+        &mut s,
+        "EXPLAIN (ANALYZE, WAL, IO) UPDATE w SET note = repeat('y', 200)",
+    )
+    .into_iter()
+    .map(|r| match &r[0] {
+        Value::Text(line) => line.clone(),
+        other => panic!("{other:?}"),
+    })
+    .collect();
+    assert_eq!(plan[0], "Update on w (actual rows=0 loops=1)", "{plan:#?}");
+    let figure = |line: &str, name: &str| -> f64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} in {line}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(plan[1].starts_with("  WAL: records="), "{plan:#?}");
+    assert!(figure(&plan[1], "records=") >= 5000.0, "{plan:#?}");
+    // The first change to each page after the checkpoint logs its image.
+    assert!(figure(&plan[1], "fpi=") >= 30.0, "{plan:#?}");
+    assert!(figure(&plan[1], "bytes=") > 5000.0 * 200.0, "{plan:#?}");
+    assert!(plan[2].starts_with("  WAL flush: waits="), "{plan:#?}");
+    assert!(figure(&plan[2], "waits=") >= 1.0, "{plan:#?}");
+    assert!(plan[2].ends_with(" ms"), "{plan:#?}");
+    // Without IO, no flush line; a query that logs nothing shows no WAL.
+    let quiet = rows(&mut s, "EXPLAIN (ANALYZE, WAL) SELECT count(*) FROM w");
+    assert!(
+        !quiet
+            .iter()
+            .any(|r| matches!(&r[0], Value::Text(l) if l.contains("WAL"))),
+        "{quiet:?}"
+    );
+    assert_fails(
+        &mut s,
+        "EXPLAIN (WAL) SELECT 1",
+        Fails::With("EXPLAIN option WAL requires ANALYZE"),
     );
 }
 
@@ -2376,7 +2438,7 @@ for_each_method!(
     every_type_round_trips_through_insert_and_select,
     create_table_checks_options_types_and_names,
     drop_table_removes_it_and_if_exists_only_notes_a_missing_one,
-    ddl_and_vacuum_are_refused_inside_a_transaction_block,
+    drop_and_vacuum_are_refused_inside_a_transaction_block,
     an_aborted_block_refuses_everything_until_it_ends,
     rollback_leaves_nothing_behind,
     a_failed_statement_is_undone_as_a_whole,
@@ -2389,6 +2451,7 @@ for_each_method!(
     where_supports_comparisons_logic_lists_ranges_nulls_and_like,
     update_and_delete_change_the_rows_they_match,
     explain_analyze_shows_buffers_and_io_per_scan,
+    explain_analyze_shows_wal_and_flush_waits,
     system_views_return_the_engines_state,
     prewarm_evict_and_read_stream_for_blocks_act_on_the_pool,
     set_show_and_reset_change_session_settings,

@@ -187,6 +187,54 @@ fn waldump_starts_at_the_redo_point_and_stops_at_limit_and_end() {
     assert_eq!(records(&out)[0].lsn, recs[2].lsn, "{out}");
 }
 
+/// A COPY into a table created earlier logs a multi-insert record per
+/// page, which waldump describes.
+#[test]
+fn waldump_describes_a_copys_multi_inserts() {
+    let _serial = one_at_a_time();
+    let tmp = common::temp_dir();
+    let path = tmp.path().join("data");
+    let db = new_database(&path);
+    let csv = tmp.path().join("rows.csv");
+    let rows: String = (1..=2000).map(|i| format!("{i},row {i}\n")).collect();
+    std::fs::write(&csv, rows).unwrap();
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (id int, v text)");
+    let start = db.wal().insert_position();
+    run(
+        &mut s,
+        &format!("COPY t FROM '{}' (FORMAT csv)", csv.display()),
+    );
+    drop(s);
+    drop(db);
+    let (ok, out, err) = waldump(&path, &["--start", &pg_lsn(start)]);
+    assert!(ok, "{out}{err}");
+    let multi: Vec<Line> = records(&out)
+        .into_iter()
+        .filter(|r| r.rmgr == "Heap" && r.desc.starts_with("MULTI_INSERT ntuples: "))
+        .collect();
+    assert!(multi.len() >= 5, "{out}");
+    assert!(multi[0].desc.contains(", off: 0.."), "{out}");
+    let tuples: u64 = multi
+        .iter()
+        .map(|r| {
+            r.desc["MULTI_INSERT ntuples: ".len()..]
+                .split(',')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(tuples, 2000, "{out}");
+    assert!(
+        !records(&out)
+            .iter()
+            .any(|r| r.desc.starts_with("INSERT off: ")),
+        "{out}"
+    );
+}
+
 #[test]
 fn waldump_stats_count_what_the_records_show() {
     let _serial = one_at_a_time();

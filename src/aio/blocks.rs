@@ -82,13 +82,13 @@ fn transfer_blocks(
         }
         session.wait(wref)?;
         let ret = ret.take().expect("our own I/O is collected by wait");
-        done += blocks_done(session, &ret)? * BLOCK_SIZE;
+        done += blocks_transferred(session, &ret)? * BLOCK_SIZE;
     }
     Ok(())
 }
 
 /// Blocks transferred by a collected block I/O; an error otherwise.
-fn blocks_done(session: &AioSession, ret: &IoReturn) -> Result<usize, AioError> {
+pub fn blocks_transferred(session: &AioSession, ret: &IoReturn) -> Result<usize, AioError> {
     match ret.result.status {
         IoStatus::Partial => Ok(ret.result.result as usize),
         _ => {
@@ -232,7 +232,7 @@ impl BlockReader {
             return Some(Err(e));
         }
         let ret = slot.ret.take().expect("our own I/O is collected by wait");
-        let outcome = blocks_done(session, &ret).and_then(|blocks| {
+        let outcome = blocks_transferred(session, &ret).and_then(|blocks| {
             let done = blocks * BLOCK_SIZE;
             if done < slot.len {
                 read_blocks(

@@ -66,7 +66,7 @@ mod method;
 mod result;
 mod session;
 
-pub use blocks::{read_blocks, write_blocks, BlockReader};
+pub use blocks::{blocks_transferred, read_blocks, write_blocks, BlockReader};
 pub use callbacks::{
     errno_text, CallbackId, IoCallbacks, IoView, CB_BLOCK_READV, CB_BLOCK_WRITEV, MAX_CALLBACK_IDS,
 };
@@ -299,6 +299,13 @@ impl Aio {
     /// own must submit it first; [`AioSession::wait`] does.
     pub fn wait(&self, wref: WaitRef) {
         self.shared.wait_for(wref);
+    }
+
+    /// [`Aio::wait`], giving up after `limit`; returns whether the I/O has
+    /// completed (a device that stops answering must not hang a caller
+    /// that can report it).
+    pub fn wait_at_most(&self, wref: WaitRef, limit: Duration) -> bool {
+        self.shared.wait_until(wref, Instant::now() + limit)
     }
 
     /// True if the I/O has completed, without waiting.
@@ -555,6 +562,28 @@ impl AioShared {
                     && ret.raw < 0)
                     .then_some(ret.result.error_data as i32),
             }),
+        }
+    }
+
+    /// [`AioShared::wait_for`], giving up at `deadline`; returns whether
+    /// the I/O has completed.
+    fn wait_until(&self, wref: WaitRef, deadline: Instant) -> bool {
+        let h = &self.handles[wref.index as usize];
+        loop {
+            let state = match h.state_of(wref.generation) {
+                None => return true,
+                Some(state) if state.is_complete() => return true,
+                Some(state) => state,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if state == IoState::Submitted && self.method == IoMethod::IoUring {
+                self.rings[h.slot as usize].wait_until(self, h, wref.generation, Some(deadline));
+            } else {
+                h.wait_while_for(wref.generation, state, deadline - now);
+            }
         }
     }
 

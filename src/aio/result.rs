@@ -125,6 +125,8 @@ impl AioError {
     pub fn errno(&self) -> Option<i32> {
         match self {
             AioError::Io { errno, .. } => *errno,
+            AioError::Storage(StorageError::Io { source, .. })
+            | AioError::Storage(StorageError::Open { source, .. }) => source.raw_os_error(),
             _ => None,
         }
     }

@@ -28,6 +28,8 @@ pub struct CommitOptions {
     pub latencies_us: Vec<u64>,
     /// Also run with `io_direct = wal` (O_DIRECT | O_DSYNC segments).
     pub direct: Vec<bool>,
+    /// `wal_io_concurrency` values: 1 is one WAL write in flight.
+    pub concurrency: Vec<usize>,
     pub extra_settings: Vec<String>,
 }
 
@@ -37,6 +39,7 @@ pub struct CommitCase {
     pub method: &'static str,
     pub sessions: usize,
     pub wal_direct: bool,
+    pub wal_io_concurrency: usize,
     pub latency_us: u64,
     pub seconds: f64,
     pub commits: u64,
@@ -65,9 +68,10 @@ pub fn run(
     if !json {
         writeln!(
             out,
-            "{:>8} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>8}",
+            "{:>8} {:>10} {:>8} {:>10} {:>10} {:>12} {:>12} {:>12} {:>8}",
             "sessions",
             "wal",
+            "wal_conc",
             "latency_us",
             "commits/s",
             "wal_writes/s",
@@ -80,8 +84,19 @@ pub fn run(
     let mut cases = Vec::new();
     for &latency_us in &opts.latencies_us {
         for &direct in &opts.direct {
-            for &sessions in &opts.sessions {
-                let case = run_case(opts, sessions, direct, latency_us, max_sessions)?;
+            for (&concurrency, &sessions) in opts
+                .concurrency
+                .iter()
+                .flat_map(|c| opts.sessions.iter().map(move |s| (c, s)))
+            {
+                let case = run_case(
+                    opts,
+                    sessions,
+                    direct,
+                    concurrency,
+                    latency_us,
+                    max_sessions,
+                )?;
                 if json {
                     writeln!(
                         out,
@@ -91,9 +106,10 @@ pub fn run(
                 } else {
                     writeln!(
                         out,
-                        "{:>8} {:>10} {:>10} {:>10.0} {:>12.0} {:>12.0} {:>12} {:>8.1}",
+                        "{:>8} {:>10} {:>8} {:>10} {:>10.0} {:>12.0} {:>12.0} {:>12} {:>8.1}",
                         case.sessions,
                         if direct { "direct" } else { "buffered" },
+                        concurrency,
                         latency_us,
                         case.commits_per_s,
                         case.wal_writes_per_s,
@@ -107,45 +123,80 @@ pub fn run(
             }
         }
     }
+    if !json {
+        summarize(opts, &cases, out).map_err(|e| e.to_string())?;
+    }
+    Ok(cases)
+}
+
+/// The ratios the issue sets targets for: group commit (most sessions
+/// against fewest) and concurrent WAL writes (most against fewest writes
+/// in flight, at the most sessions).
+fn summarize(
+    opts: &CommitOptions,
+    cases: &[CommitCase],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let rate = |sessions: usize, direct: bool, concurrency: usize, latency_us: u64| {
+        cases
+            .iter()
+            .find(|c| {
+                c.sessions == sessions
+                    && c.wal_direct == direct
+                    && c.wal_io_concurrency == concurrency
+                    && c.latency_us == latency_us
+            })
+            .map(|c| c.commits_per_s.max(1e-9))
+    };
+    let (Some(&lo), Some(&hi)) = (opts.sessions.iter().min(), opts.sessions.iter().max()) else {
+        return Ok(());
+    };
+    let (Some(&c_lo), Some(&c_hi)) = (opts.concurrency.iter().min(), opts.concurrency.iter().max())
+    else {
+        return Ok(());
+    };
     for &latency_us in &opts.latencies_us {
         for &direct in &opts.direct {
-            let rate = |n: usize| {
-                cases
-                    .iter()
-                    .find(|c| {
-                        c.sessions == n && c.wal_direct == direct && c.latency_us == latency_us
-                    })
-                    .map(|c| c.commits_per_s)
-            };
-            let (Some(&lo), Some(&hi)) = (opts.sessions.iter().min(), opts.sessions.iter().max())
-            else {
-                continue;
-            };
-            if let (Some(a), Some(b)) = (rate(lo), rate(hi)) {
-                if !json && lo != hi {
+            let wal = if direct { "direct" } else { "buffered" };
+            if lo != hi {
+                if let (Some(a), Some(b)) = (
+                    rate(lo, direct, c_hi, latency_us),
+                    rate(hi, direct, c_hi, latency_us),
+                ) {
                     writeln!(
                         out,
-                        "group commit, {} WAL, latency {latency_us} µs: {hi} sessions = {:.1}× the commits/s of {lo}",
-                        if direct { "direct" } else { "buffered" },
-                        b / a.max(1e-9)
-                    )
-                    .map_err(|e| e.to_string())?;
+                        "group commit, {wal} WAL, latency {latency_us} µs, wal_io_concurrency={c_hi}: {hi} sessions = {:.1}× the commits/s of {lo}",
+                        b / a
+                    )?;
+                }
+            }
+            if c_lo != c_hi {
+                if let (Some(a), Some(b)) = (
+                    rate(hi, direct, c_lo, latency_us),
+                    rate(hi, direct, c_hi, latency_us),
+                ) {
+                    writeln!(
+                        out,
+                        "concurrent WAL writes, {wal} WAL, latency {latency_us} µs, {hi} sessions: wal_io_concurrency={c_hi} = {:.2}× the commits/s of {c_lo}",
+                        b / a
+                    )?;
                 }
             }
         }
     }
-    Ok(cases)
+    Ok(())
 }
 
 fn run_case(
     opts: &CommitOptions,
     sessions: usize,
     direct: bool,
+    concurrency: usize,
     latency_us: u64,
     max_sessions: usize,
 ) -> Result<CommitCase, String> {
     let path = opts.dir.join(format!(
-        "commit-{sessions}-{}-{latency_us}",
+        "commit-{sessions}-{}-{concurrency}-{latency_us}",
         if direct { "direct" } else { "buffered" }
     ));
     if path.exists() {
@@ -156,6 +207,7 @@ fn run_case(
         format!("io_method={}", opts.method.name()),
         format!("max_sessions={max_sessions}"),
         format!("debug_io_latency_us={latency_us}"),
+        format!("wal_io_concurrency={concurrency}"),
     ];
     if direct {
         settings.push("io_direct=wal".into());
@@ -236,6 +288,7 @@ fn run_case(
         method: opts.method.name(),
         sessions,
         wal_direct: direct,
+        wal_io_concurrency: concurrency,
         latency_us,
         seconds,
         commits,

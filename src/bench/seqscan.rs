@@ -2,7 +2,9 @@
 //! `SELECT count(*)` over a table much larger than `shared_buffers`, per
 //! I/O method and `io_combine_limit`, against fio's sequential 128 KiB
 //! direct read of the table's first segment in the same run; and loading
-//! the same table from CSV.
+//! the same table from CSV, WAL-logged (into a table created before) and
+//! skipping the WAL (created in the loading transaction), optionally
+//! against PostgreSQL's COPY of the same CSV in the same run.
 //!
 //! The table is the reference thread's `bar(a int, b text, c text, d int)`
 //! filled with `i, md5(i::text), 'abcdefghijklmnopqrstuvwxyz', i`, built
@@ -342,6 +344,11 @@ pub struct CopyCase {
     /// "copy-from" (load the CSV into a new table) or "copy-to" (write
     /// the table out as CSV).
     pub case: &'static str,
+    /// copy-from: "wal" (the table was created by an earlier transaction:
+    /// every page is logged, and the commit flushes the log) or "nowal"
+    /// (`BEGIN; CREATE TABLE; COPY; COMMIT`: the load skips the WAL and
+    /// the commit syncs the table; `seconds` covers all four). copy-to: "-".
+    pub wal: &'static str,
     pub method: &'static str,
     pub io_direct: &'static str,
     pub shared_buffers_mib: u64,
@@ -359,13 +366,16 @@ pub struct CopyCase {
     pub table_mib: f64,
     /// Writing back what the load left dirty (CHECKPOINT), not in `seconds`.
     pub checkpoint_seconds: f64,
+    /// WAL MiB the load (or unload) inserted.
+    pub wal_mib: f64,
 }
 
 fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String> {
     super::emit_case(out, json, c, |c| {
         format!(
-            "{:<9} {:<9} {:>8.3} {:>8.1} {:>10} {:>10.0} {:>9.0} {:>9.0} {:>10.3}",
+            "{:<9} {:<5} {:<9} {:>8.3} {:>8.1} {:>10} {:>10.0} {:>9.0} {:>9.0} {:>7.0} {:>10.3}",
             c.case,
+            c.wal,
             c.method,
             c.seconds,
             c.mib_s,
@@ -373,6 +383,7 @@ fn emit_copy(out: &mut dyn Write, json: bool, c: &CopyCase) -> Result<(), String
             c.rows_s,
             c.csv_mib,
             c.table_mib,
+            c.wal_mib,
             c.checkpoint_seconds
         )
     })
@@ -399,15 +410,15 @@ pub fn table_blocks(db: &Database, table: &str) -> Result<(u32, u32), String> {
     Ok((rel, nblocks))
 }
 
-/// Runs the COPY statement `sql`, checks that it copied `rows` rows, and
-/// returns them with the seconds it took.
+/// Runs `sql` (a COPY, or a transaction block with one), checks that its
+/// COPY copied `rows` rows, and returns them with the seconds it all took.
 fn timed_copy(s: &mut Session, sql: &str, rows: u64) -> Result<(u64, f64), String> {
     let started = Instant::now();
     let results = crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))?;
     let seconds = started.elapsed().as_secs_f64();
     let n = results
-        .first()
-        .and_then(|r| r.tag.strip_prefix("COPY "))
+        .iter()
+        .find_map(|r| r.tag.strip_prefix("COPY "))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     if n != rows {
@@ -424,11 +435,42 @@ fn try_cold() -> &'static str {
     }
 }
 
+/// The load table's definition (the seqscan table's columns).
+const LOAD_TABLE_SQL: &str = "CREATE TABLE bar_load (a integer, b text, c text, d integer)";
+
+/// WAL MiB inserted so far.
+fn wal_mib(db: &Database) -> f64 {
+    db.wal()
+        .stats()
+        .bytes
+        .load(std::sync::atomic::Ordering::Relaxed) as f64
+        / (1 << 20) as f64
+}
+
+/// How `aiostore bench copy` runs, beyond the table's options.
+#[derive(Debug, Clone)]
+pub struct CopyBenchOptions {
+    /// `benches/pg_copy.sh`, to run PostgreSQL's loads of the same CSV
+    /// after aiostore's and print the ratios.
+    pub pg_script: Option<PathBuf>,
+    /// Loads per method and WAL mode (and PostgreSQL's per mode).
+    pub runs: u32,
+    /// `io_direct` of the loads: "data" (the table is written with
+    /// O_DIRECT, as every other case of the benchmark reads it) or "off"
+    /// (written through the page cache, as PostgreSQL writes it).
+    pub io_direct: &'static str,
+}
+
 /// `aiostore bench copy`: writes the seqscan table out as CSV (COPY TO,
-/// kept next to the table as `bar-<rows>.csv`), then loads that file into
-/// a new table per method (COPY FROM, bulk-write ring, direct I/O).
+/// kept next to the table as `bar-<rows>.csv`), then loads that file per
+/// method (COPY FROM, bulk-write ring) `runs` times each way: WAL-logged
+/// into a table created by an earlier transaction, and skipping the WAL
+/// with the table created in the loading transaction. With a PostgreSQL
+/// script, PostgreSQL then loads the same CSV both ways and the ratios of
+/// the medians are printed.
 pub fn run_copy(
     opts: &SeqscanOptions,
+    copy: &CopyBenchOptions,
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<CopyCase>, String> {
@@ -446,43 +488,50 @@ pub fn run_copy(
         .to_str()
         .ok_or_else(|| format!("{} is not UTF-8", csv.display()))?
         .replace('\'', "''");
+    let io_direct = copy.io_direct;
     if !json {
+        let load = load_average();
         writeln!(
             out,
-            "aiostore bench copy: {TABLE}, {rows} rows, CSV {}; shared_buffers={pool_mib} MiB io_direct=data (table reads and writes bypass the page cache; the CSV is read through it, dropped before each case when root)",
-            csv.display()
+            "aiostore bench copy: {TABLE}, {rows} rows, CSV {}; shared_buffers={pool_mib} MiB; COPY TO reads the table with O_DIRECT; loads with io_direct={io_direct} (data: the table is written bypassing the page cache; off: through it, as PostgreSQL writes), the CSV read through the page cache, dropped before each load when root; wal: the table created by an earlier transaction, nowal: BEGIN; CREATE TABLE; COPY; COMMIT (all timed); {} runs; load average {load}",
+            csv.display(),
+            copy.runs
         )
         .map_err(|e| e.to_string())?;
         writeln!(
             out,
-            "case      method     seconds    MiB/s       rows     rows/s   CSV MiB table MiB checkpoint"
+            "case      wal   method     seconds    MiB/s       rows     rows/s   CSV MiB table MiB WAL MiB checkpoint"
         )
         .map_err(|e| e.to_string())?;
     }
     let mut cases = Vec::new();
     let case =
-        |name, method: IoMethod, cache, (n, seconds): (u64, f64), csv_mib, table_mib| CopyCase {
-            bench: "copy",
-            case: name,
-            method: method.name(),
-            io_direct: "data",
-            shared_buffers_mib: pool_mib,
-            cache,
-            seconds,
-            mib_s: csv_mib / seconds,
-            rows: n,
-            rows_s: n as f64 / seconds,
-            csv_mib,
-            table_mib,
-            checkpoint_seconds: 0.0,
+        |name, wal, method: IoMethod, cache, (n, seconds): (u64, f64), csv_mib, table_mib| {
+            CopyCase {
+                bench: "copy",
+                case: name,
+                wal,
+                method: method.name(),
+                io_direct,
+                shared_buffers_mib: pool_mib,
+                cache,
+                seconds,
+                mib_s: csv_mib / seconds,
+                rows: n,
+                rows_s: n as f64 / seconds,
+                csv_mib,
+                table_mib,
+                checkpoint_seconds: 0.0,
+                wal_mib: 0.0,
+            }
         };
     let mut csv_mib = 0.0;
     for (i, &method) in opts.methods.iter().enumerate() {
-        let db = open_cold(opts, method, 16)?;
-        let mut s = db.session().map_err(|e| e.to_string())?;
         if i == 0 {
             // COPY TO, once (the table is read cold, with O_DIRECT from a
             // new pool): it also writes the CSV file the loads read.
+            let db = open_cold(opts, method, 16)?;
+            let mut s = db.session().map_err(|e| e.to_string())?;
             let copied = timed_copy(
                 &mut s,
                 &format!("COPY {TABLE} TO '{csv_text}' (FORMAT csv)"),
@@ -490,44 +539,221 @@ pub fn run_copy(
             )?;
             csv_mib =
                 std::fs::metadata(&csv).map_err(|e| e.to_string())?.len() as f64 / (1 << 20) as f64;
-            let c = case(
-                "copy-to",
-                method,
-                "cold",
-                copied,
-                csv_mib,
-                blocks_mib(table_blocks(&db, TABLE)?.1),
-            );
+            let c = CopyCase {
+                io_direct: "data",
+                ..case(
+                    "copy-to",
+                    "-",
+                    method,
+                    "cold",
+                    copied,
+                    csv_mib,
+                    blocks_mib(table_blocks(&db, TABLE)?.1),
+                )
+            };
             emit_copy(out, json, &c)?;
             cases.push(c);
         }
-        crate::sql::execute(
-            &mut s,
-            "DROP TABLE IF EXISTS bar_load; CREATE TABLE bar_load (a integer, b text, c text, d integer)",
-        )
-        .map_err(|e| e.to_string())?;
-        let cache = try_cold();
-        let loaded = timed_copy(
-            &mut s,
-            &format!("COPY bar_load FROM '{csv_text}' (FORMAT csv)"),
-            rows,
-        )?;
-        let started = Instant::now();
-        crate::sql::execute(&mut s, "CHECKPOINT").map_err(|e| e.to_string())?;
-        let c = CopyCase {
-            checkpoint_seconds: started.elapsed().as_secs_f64(),
-            ..case(
-                "copy-from",
-                method,
-                cache,
-                loaded,
-                csv_mib,
-                blocks_mib(table_blocks(&db, "bar_load")?.1),
-            )
-        };
-        emit_copy(out, json, &c)?;
-        cases.push(c);
+        let mut settings = settings(Some(method), 16, opts);
+        for setting in &mut settings {
+            if setting.starts_with("io_direct=") {
+                *setting = format!("io_direct={io_direct}");
+            }
+        }
+        let db = Database::open(&opts.dir, &settings).map_err(|e| e.to_string())?;
+        super::check_method(db.aio(), method)?;
+        let mut s = db.session().map_err(|e| e.to_string())?;
+        for _ in 0..copy.runs {
+            for wal in ["wal", "nowal"] {
+                crate::sql::execute(&mut s, "DROP TABLE IF EXISTS bar_load; CHECKPOINT")
+                    .map_err(|e| e.to_string())?;
+                let load = format!("COPY bar_load FROM '{csv_text}' (FORMAT csv)");
+                let sql = if wal == "wal" {
+                    crate::sql::execute(&mut s, LOAD_TABLE_SQL).map_err(|e| e.to_string())?;
+                    load
+                } else {
+                    format!("BEGIN; {LOAD_TABLE_SQL}; {load}; COMMIT")
+                };
+                let cache = try_cold();
+                let wal_before = wal_mib(&db);
+                let loaded = timed_copy(&mut s, &sql, rows)?;
+                let wal_after = wal_mib(&db);
+                let started = Instant::now();
+                crate::sql::execute(&mut s, "CHECKPOINT").map_err(|e| e.to_string())?;
+                let c = CopyCase {
+                    checkpoint_seconds: started.elapsed().as_secs_f64(),
+                    wal_mib: wal_after - wal_before,
+                    ..case(
+                        "copy-from",
+                        wal,
+                        method,
+                        cache,
+                        loaded,
+                        csv_mib,
+                        blocks_mib(table_blocks(&db, "bar_load")?.1),
+                    )
+                };
+                emit_copy(out, json, &c)?;
+                cases.push(c);
+            }
+        }
         crate::sql::execute(&mut s, "DROP TABLE bar_load").map_err(|e| e.to_string())?;
     }
+    if let Some(script) = &copy.pg_script {
+        // The aiostore databases are closed: PostgreSQL gets the machine.
+        let pg = run_pg_copy(script, &csv, copy.runs, json, out)?;
+        print_pg_ratios(&cases, &pg, json, out)?;
+    }
     Ok(cases)
+}
+
+/// The machine's load average over the last minute, as `/proc/loadavg`
+/// says (the figures' context: this machine is shared).
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().next().unwrap_or("?").to_string()
+}
+
+/// The median (of an even count, the mean of the middle two).
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// One PostgreSQL load `benches/pg_copy.sh` reported: its mode ("wal" or
+/// "nowal") and seconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct PgCopyRun {
+    pub bench: &'static str,
+    pub case: &'static str,
+    pub wal: String,
+    pub run: u32,
+    pub seconds: f64,
+    pub rows: u64,
+}
+
+/// Runs `script` (`benches/pg_copy.sh CSV`) and reads its result lines
+/// (`postgresql 15 copy-from mode=wal rows=… run=1 ms=…`), passing them
+/// on.
+fn run_pg_copy(
+    script: &Path,
+    csv: &Path,
+    runs: u32,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<Vec<PgCopyRun>, String> {
+    let _ = writeln!(
+        std::io::stderr(),
+        "running {} {} ...",
+        script.display(),
+        csv.display()
+    );
+    let output = std::process::Command::new("sh")
+        .arg(script)
+        .arg(csv)
+        .env("RUNS", runs.to_string())
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}{}",
+            script.display(),
+            output.status,
+            text,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let mut runs = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("postgresql ")) {
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+                .map(str::to_string)
+        };
+        let parsed = (|| {
+            Some(PgCopyRun {
+                bench: "copy",
+                case: "postgresql",
+                wal: field("mode")?,
+                run: field("run")?.parse().ok()?,
+                seconds: field("ms")?.parse::<f64>().ok()? / 1000.0,
+                rows: field("rows")?.parse().ok()?,
+            })
+        })();
+        let run =
+            parsed.ok_or_else(|| format!("{}: unexpected line {line:?}", script.display()))?;
+        if json {
+            super::emit_case(out, true, &run, |_| String::new())?;
+        } else {
+            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+        }
+        runs.push(run);
+    }
+    if runs.is_empty() {
+        return Err(format!("{} reported no loads: {text}", script.display()));
+    }
+    Ok(runs)
+}
+
+/// The median seconds of PostgreSQL's loads per mode against the median
+/// of aiostore's per method and mode: the ratio is PostgreSQL's time over
+/// aiostore's (above 1, aiostore loads faster).
+fn print_pg_ratios(
+    cases: &[CopyCase],
+    pg: &[PgCopyRun],
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for c in cases.iter().filter(|c| c.case == "copy-from") {
+        if !keys.contains(&(c.wal, c.method)) {
+            keys.push((c.wal, c.method));
+        }
+    }
+    for (wal, method) in keys {
+        let ours: Vec<f64> = cases
+            .iter()
+            .filter(|c| c.case == "copy-from" && c.wal == wal && c.method == method)
+            .map(|c| c.seconds)
+            .collect();
+        let theirs: Vec<f64> = pg
+            .iter()
+            .filter(|r| r.wal == wal)
+            .map(|r| r.seconds)
+            .collect();
+        let (Some(ours_median), Some(theirs_median)) =
+            (median(ours.clone()), median(theirs.clone()))
+        else {
+            continue;
+        };
+        let ratio = theirs_median / ours_median;
+        let line = if json {
+            serde_json::json!({
+                "bench": "copy",
+                "case": "ratio",
+                "wal": wal,
+                "method": method,
+                "aiostore_median_seconds": ours_median,
+                "aiostore_runs": ours.len(),
+                "postgresql_median_seconds": theirs_median,
+                "postgresql_runs": theirs.len(),
+                "ratio": ratio,
+            })
+            .to_string()
+        } else {
+            format!(
+                "ratio copy-from {wal:<5} {method:<9} aiostore median {ours_median:>8.3} s of {}, postgresql median {theirs_median:>8.3} s of {}: {ratio:.2}x",
+                ours.len(),
+                theirs.len()
+            )
+        };
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }

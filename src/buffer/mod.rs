@@ -34,6 +34,7 @@ pub use read::{ReadFlags, ReadOp, ReadOpKind, WaitOutcome};
 pub use write::{WriteBehind, WriteBehindStats, WRITE_BEHIND_WRITES_MAX};
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -97,6 +98,10 @@ pub enum BufferError {
     Aio(#[from] AioError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// Data pages could not be written: the buffers stay dirty, to be
+    /// written again later (the statement that needed the write fails).
+    #[error("{source} (file \"{}\"){}", path.display(), crate::storage::full_disk_hint(source.errno()))]
+    Write { path: PathBuf, source: AioError },
 }
 
 // ---- the state word ---------------------------------------------------
@@ -345,7 +350,25 @@ impl BufferPool {
             }
             last = Some((rel, fork));
             let relation = self.relation(rel);
-            match relation.fsync(fork) {
+            let injected = self
+                .aio
+                .injections()
+                .hit(
+                    crate::inject::BUFFER_BEFORE_FILE_SYNC,
+                    crate::inject::HitContext {
+                        offset: u64::from(rel),
+                    },
+                )
+                .filter(|&r| r < 0);
+            let result = match injected {
+                Some(errno) => Err(StorageError::Io {
+                    op: "fsync",
+                    path: relation.path(fork),
+                    source: crate::storage::errno_error(-errno as i32),
+                }),
+                None => relation.fsync(fork),
+            };
+            match result {
                 Ok(()) => synced += 1,
                 // A DROP TABLE removed the files after the write (perhaps
                 // after the list was taken, so `forget_written_files` did
@@ -973,14 +996,39 @@ impl BufferSession {
         let newest = write::copy_for_write(&pool, &run, tag.block, &mut self.bounce[..]);
         // The WAL rule: the log up to the newest change in the run is
         // durable before any of its pages is written.
-        let result = write::wal_before_write(&pool, tag, newest).and_then(|()| {
-            crate::aio::write_blocks(
-                &mut self.aio,
-                &loc.file,
-                loc.offset,
-                &self.bounce[..run.len() * BLOCK_SIZE],
+        let wal_ok = write::wal_before_write(&pool, tag, newest);
+        let len = run.len() * BLOCK_SIZE;
+        let injected = pool
+            .aio
+            .injections()
+            .hit(
+                crate::inject::BUFFER_BEFORE_WRITE,
+                crate::inject::HitContext {
+                    offset: u64::from(tag.block),
+                },
             )
-            .map_err(BufferError::from)
+            .filter(|&r| r < 0);
+        let result = wal_ok.and_then(|()| {
+            match injected {
+                Some(raw) => Err(AioError::Io {
+                    message: format!(
+                        "could not write {}: {}",
+                        loc.file.describe(loc.offset, len),
+                        crate::aio::errno_text(-raw as i32)
+                    ),
+                    errno: Some(-raw as i32),
+                }),
+                None => crate::aio::write_blocks(
+                    &mut self.aio,
+                    &loc.file,
+                    loc.offset,
+                    &self.bounce[..len],
+                ),
+            }
+            .map_err(|source| BufferError::Write {
+                path: loc.file.path().to_path_buf(),
+                source,
+            })
         });
         // The first buffer's pin is the caller's; the others' are the
         // write's own.
@@ -1063,6 +1111,46 @@ impl BufferSession {
     /// Writes back the dirty buffers of `fork` of `rel`.
     pub fn flush_fork(&mut self, rel: u32, fork: Fork) -> Result<(), BufferError> {
         self.flush_matching(|t| t.rel == rel && t.fork == fork)
+    }
+
+    /// Writes back the dirty buffers of every fork of `rel`, in block
+    /// order, combining neighbours into one write as eviction from a ring
+    /// does: what a table that skipped the WAL does before its creator
+    /// commits (its files are synced next).
+    pub fn flush_relation(&mut self, rel: u32) -> Result<(), BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let mut dirty: Vec<(BufferTag, BufferId)> = (0..pool.nbuffers)
+            .filter(|&id| pool.state(id) & BM_DIRTY != 0)
+            .filter_map(|id| pool.tag(id).filter(|t| t.rel == rel).map(|t| (t, id)))
+            .collect();
+        dirty.sort_unstable_by_key(|(t, _)| (t.fork as u8, t.block));
+        for (i, &(tag, id)) in dirty.iter().enumerate() {
+            // Written already as a follower of an earlier one in the run,
+            // or written by someone else meanwhile: flush_buffers returns
+            // at once for a clean buffer.
+            self.pin(id)?;
+            let result = if pool.tag(id) == Some(tag) {
+                let followers: Vec<BufferId> = dirty[i + 1..]
+                    .iter()
+                    .zip(1u32..)
+                    .take(WRITE_COMBINE_BLOCKS - 1)
+                    .take_while(|((t, _), k)| t.fork == tag.fork && t.block == tag.block + k)
+                    .map(|(&(_, next), _)| next)
+                    .collect();
+                self.flush_buffers(id, &followers)
+            } else {
+                Ok(())
+            };
+            self.release(id);
+            result?;
+        }
+        debug_assert!(
+            (0..pool.nbuffers).all(|id| pool.state(id) & BM_DIRTY == 0
+                || pool.tag(id).is_none_or(|t| t.rel != rel)
+                || refcount(pool.state(id)) > 0),
+            "a dirty unpinned buffer of relation {rel} is left after flushing it"
+        );
+        Ok(())
     }
 
     fn flush_matching(&mut self, wanted: impl Fn(&BufferTag) -> bool) -> Result<(), BufferError> {

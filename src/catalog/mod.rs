@@ -7,25 +7,37 @@
 //!                      type integer, not_null boolean
 //! ```
 //!
-//! Catalog rows are written with the frozen transaction id, so they are
-//! visible to every snapshot the moment they are written, and DDL takes
-//! effect at once rather than at commit; that is why DDL is refused inside
-//! a transaction block. Dropping a table deletes its rows the same way.
+//! CREATE TABLE is transactional, as PostgreSQL's: its catalog rows carry
+//! the creating transaction's id, and the table is *pending* until that
+//! transaction ends. A pending table is in the cache with its creator
+//! ([`TableDef::creator`]): only statements of that transaction find it
+//! ([`Catalog::table_for`]), another CREATE TABLE of the name is refused
+//! while it is pending, and the transaction's end either publishes it
+//! ([`Catalog::commit_created`]) or removes it with its files
+//! ([`Catalog::abort_created`], PostgreSQL's pending deletes at abort).
+//! While pending, its pages skip the WAL (see `heap`); the commit syncs its
+//! files first. DROP TABLE still takes effect at once (its rows' `xmax` is
+//! the frozen id), so it is refused inside a transaction block.
 //!
 //! DDL is crash-safe through the WAL: CREATE TABLE logs the file's creation
-//! before creating it and its catalog rows after, and returns only once
-//! the log is durable; DROP TABLE logs the rows' deletion and the file's
-//! removal and makes them durable before removing the files. Replay
-//! repeats both, and start-up after a crash removes a table file the
-//! catalog does not know (created, then the crash came before its rows).
+//! before creating it and its catalog rows after, which count once the
+//! creating transaction's commit is durable; DROP TABLE logs the rows'
+//! deletion and the file's removal and makes them durable before removing
+//! the files. Replay repeats both (replaying a creation never empties a
+//! file that exists: a table whose load skipped the WAL keeps what its
+//! commit synced), and start-up after a crash removes a table file the
+//! catalog does not know (created by a transaction that never committed).
 //! The cache is loaded by scanning both relations when the data directory
-//! opens and changed together with them under the catalog lock.
+//! opens, counting the rows whose inserting transaction committed, and
+//! changed together with them under the catalog lock.
 //!
 //! A statement holds its table's `in_use` lock shared; DROP TABLE takes it
 //! exclusively, so a table's files are never removed under a running scan.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
@@ -34,7 +46,7 @@ use crate::buffer::{BufferError, BufferSession};
 use crate::heap::tuple::{decode, encode};
 use crate::heap::{ColumnType, Heap, HeapError, HeapTable, InsertState, ScanControl, Tid, Value};
 use crate::stream::StreamLimits;
-use crate::txn::FROZEN_XID;
+use crate::txn::{CommandId, Xid, FROZEN_XID, INVALID_XID};
 use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
 use crate::wal::{Rmgr, Wal, WalError};
 
@@ -59,6 +71,10 @@ pub enum CatalogError {
     Wal(#[from] WalError),
     #[error("table \"{0}\" already exists")]
     TableExists(String),
+    #[error(
+        "table \"{0}\" is being created by a transaction still in progress; try again when it ends"
+    )]
+    CreationInProgress(String),
     #[error("table \"{0}\" does not exist")]
     NoSuchTable(String),
     #[error("column \"{column}\" is given twice in table \"{table}\"")]
@@ -89,6 +105,9 @@ pub struct TableDef {
     pub in_use: Arc<RwLock<()>>,
     /// Where its catalog rows are, for DROP.
     rows: Vec<(u32, Tid)>,
+    /// The transaction that created it, while that transaction runs
+    /// ([`INVALID_XID`] once it committed, and for every table loaded).
+    created_by: AtomicU32,
 }
 
 impl TableDef {
@@ -111,11 +130,26 @@ impl TableDef {
             columns,
             in_use: Arc::new(RwLock::new(())),
             rows,
+            created_by: AtomicU32::new(INVALID_XID),
         }
     }
 
     pub fn name(&self) -> &str {
         &self.heap.name
+    }
+
+    /// The transaction that created the table and has not ended yet (only
+    /// its statements see the table), or None for a committed table.
+    pub fn creator(&self) -> Option<Xid> {
+        match self.created_by.load(Ordering::SeqCst) {
+            INVALID_XID => None,
+            xid => Some(xid),
+        }
+    }
+
+    /// True if a statement of transaction `viewer` sees the table.
+    fn visible_to(&self, viewer: Option<Xid>) -> bool {
+        self.creator().is_none_or(|creator| Some(creator) == viewer)
     }
 
     /// Index of the column called `name`.
@@ -159,16 +193,22 @@ pub struct Catalog {
     /// Serialises DDL.
     ddl: Mutex<()>,
     /// The highest oid and relation number any catalog row had at load,
-    /// tables left out as damaged included: new tables are numbered above
-    /// them, so that what a damaged catalog lost is never overwritten.
-    numbered_up_to: (u32, u32),
+    /// tables left out as damaged included, and any table created since
+    /// (committed or not): new tables are numbered above them, so that
+    /// what a damaged catalog lost is never overwritten, and the number of
+    /// a table whose creation rolled back is not reused while its
+    /// creation record may still be replayed.
+    numbered_up_to: Mutex<(u32, u32)>,
 }
 
-/// The snapshot catalog scans use: frozen rows only (all catalog rows).
+/// The snapshot the catalog is loaded with: no transaction is running
+/// when a data directory opens, so a row counts if the transaction that
+/// inserted it committed (the frozen id counts as committed) and no
+/// committed one deleted it.
 fn catalog_snapshot() -> crate::txn::Snapshot {
     crate::txn::Snapshot {
-        xmin: crate::txn::FIRST_NORMAL_XID,
-        xmax: crate::txn::FIRST_NORMAL_XID,
+        xmin: Xid::MAX,
+        xmax: Xid::MAX,
         in_progress: Vec::new(),
         own: None,
         command: 0,
@@ -314,7 +354,7 @@ impl Catalog {
         Ok(Catalog {
             tables: RwLock::new(tables),
             ddl: Mutex::new(()),
-            numbered_up_to,
+            numbered_up_to: Mutex::new(numbered_up_to),
         })
     }
 
@@ -353,12 +393,33 @@ impl Catalog {
         None
     }
 
+    /// The committed table called `name`.
     pub fn table(&self, name: &str) -> Result<Arc<TableDef>, CatalogError> {
+        self.table_for(name, None)
+    }
+
+    /// The table called `name` as a statement of transaction `viewer` sees
+    /// it: committed, or created by `viewer` itself.
+    pub fn table_for(
+        &self,
+        name: &str,
+        viewer: Option<Xid>,
+    ) -> Result<Arc<TableDef>, CatalogError> {
         self.tables
             .read()
             .get(name)
+            .filter(|t| t.visible_to(viewer))
             .cloned()
             .ok_or_else(|| CatalogError::NoSuchTable(name.to_string()))
+    }
+
+    /// True if `table` is still the catalog's entry under its name (not
+    /// dropped, nor its creation rolled back).
+    pub fn holds(&self, table: &Arc<TableDef>) -> bool {
+        self.tables
+            .read()
+            .get(table.name())
+            .is_some_and(|t| Arc::ptr_eq(t, table))
     }
 
     /// Every relation's name by relation number: the catalog's own and the
@@ -376,12 +437,22 @@ impl Catalog {
             .collect()
     }
 
+    /// The committed tables.
     pub fn tables(&self) -> Vec<Arc<TableDef>> {
-        self.tables.read().values().cloned().collect()
+        self.tables
+            .read()
+            .values()
+            .filter(|t| t.creator().is_none())
+            .cloned()
+            .collect()
     }
 
-    /// Creates a table and its (empty) relation. Returns false if it
+    /// Creates a table and its (empty) relation for transaction `xid`
+    /// (command `cid`): pending until the transaction ends, which must
+    /// call [`Catalog::commit_created`] or [`Catalog::abort_created`] with
+    /// it. Its pages skip the WAL until then. Returns None if the table
     /// existed and `if_not_exists` was given.
+    #[allow(clippy::too_many_arguments)]
     pub fn create_table(
         &self,
         s: &mut BufferSession,
@@ -390,13 +461,20 @@ impl Catalog {
         columns: Vec<ColumnDef>,
         fillfactor: u8,
         if_not_exists: bool,
-    ) -> Result<bool, CatalogError> {
+        (xid, cid): (Xid, CommandId),
+    ) -> Result<Option<Arc<TableDef>>, CatalogError> {
+        assert!(
+            xid >= crate::txn::FIRST_NORMAL_XID,
+            "a table is created by a transaction"
+        );
         let _ddl = self.ddl.lock();
-        if self.tables.read().contains_key(name) {
-            return if if_not_exists {
-                Ok(false)
-            } else {
-                Err(CatalogError::TableExists(name.to_string()))
+        if let Some(existing) = self.tables.read().get(name) {
+            return match existing.creator() {
+                Some(creator) if creator != xid => {
+                    Err(CatalogError::CreationInProgress(name.to_string()))
+                }
+                _ if if_not_exists => Ok(None),
+                _ => Err(CatalogError::TableExists(name.to_string())),
             };
         }
         if columns.is_empty() {
@@ -410,18 +488,19 @@ impl Catalog {
                 });
             }
         }
+        let mut numbered = self.numbered_up_to.lock();
         let existing = self.tables.read();
         let oid = existing
             .values()
             .map(|t| t.oid)
-            .chain([self.numbered_up_to.0])
+            .chain([numbered.0])
             .max()
             .unwrap_or(0)
             + 1;
         let mut rel = existing
             .values()
             .map(|t| t.heap.rel)
-            .chain([self.numbered_up_to.1])
+            .chain([numbered.1])
             .max()
             .map_or(FIRST_USER_REL, |r| r + 1)
             .max(FIRST_USER_REL);
@@ -442,11 +521,51 @@ impl Catalog {
                 .checked_add(1)
                 .ok_or_else(|| CatalogError::Damaged("relation numbers are used up".to_string()))?;
         };
+        *numbered = (oid, rel);
+        drop(numbered);
         log_smgr(heap.wal(), SMGR_CREATE, rel)?;
         relation.create(crate::storage::Fork::Main)?;
+        // From here on a failure removes the file again (nothing else
+        // knows the table yet, so no transaction end would).
+        heap.skip_wal(rel, xid);
+        let inserted = Self::insert_rows(s, heap, oid, name, rel, fillfactor, &columns, (xid, cid));
+        let rows = match inserted {
+            Ok(rows) => rows,
+            Err(e) => {
+                let removed = log_smgr(heap.wal(), SMGR_DROP, rel)
+                    .map_err(CatalogError::from)
+                    .and_then(|_| Self::remove_relation(s, heap, rel, std::time::Instant::now()));
+                if let Err(cleanup) = removed {
+                    log::error!("CREATE TABLE {name} failed ({e}); its file, relation {rel}, could not be removed: {cleanup}");
+                }
+                return Err(e);
+            }
+        };
+        let def = TableDef::new(oid, name.to_string(), rel, fillfactor, columns, rows);
+        def.created_by.store(xid, Ordering::SeqCst);
+        let def = Arc::new(def);
+        self.tables
+            .write()
+            .insert(name.to_string(), Arc::clone(&def));
+        Ok(Some(def))
+    }
+
+    /// Inserts a new table's catalog rows as written by (`xid`, `cid`),
+    /// returning where they went.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_rows(
+        s: &mut BufferSession,
+        heap: &Heap,
+        oid: u32,
+        name: &str,
+        rel: u32,
+        fillfactor: u8,
+        columns: &[ColumnDef],
+        (xid, cid): (Xid, CommandId),
+    ) -> Result<Vec<(u32, Tid)>, CatalogError> {
         let mut rows = Vec::new();
         let mut insert = |s: &mut BufferSession, table: &HeapTable, values: &[Value]| {
-            let t = encode(&table.types, values, FROZEN_XID, 0).map_err(HeapError::from)?;
+            let t = encode(&table.types, values, xid, cid).map_err(HeapError::from)?;
             let mut state = InsertState::default();
             let tid = heap.insert(s, table, &t, &mut state);
             state.finish(s);
@@ -476,12 +595,89 @@ impl Catalog {
                 ],
             )?;
         }
-        // Durable before the table is announced: a crash after this
-        // returns keeps it.
-        heap.wal().flush_all()?;
-        let def = TableDef::new(oid, name.to_string(), rel, fillfactor, columns, rows);
-        self.tables.write().insert(name.to_string(), Arc::new(def));
-        Ok(true)
+        Ok(rows)
+    }
+
+    /// Publishes the tables transaction `xid` created, once its commit is
+    /// recorded: from now on every statement sees them. Their files were
+    /// synced before the commit was logged (`Heap::end_wal_skip`).
+    pub fn commit_created(&self, xid: Xid, created: &[Arc<TableDef>]) {
+        for def in created {
+            let was = def.created_by.swap(INVALID_XID, Ordering::SeqCst);
+            assert_eq!(
+                was,
+                xid,
+                "table {} published by another transaction",
+                def.name()
+            );
+            debug_assert!(self.holds(def), "a pending table left the catalog");
+        }
+    }
+
+    /// Removes the tables transaction `xid` created, after it aborted:
+    /// from the cache, then their buffers and files, as DROP TABLE does
+    /// (the removal is logged, so replay removes them too; the catalog
+    /// rows stay, invisible, as their inserter aborted).
+    pub fn abort_created(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        xid: Xid,
+        created: &[Arc<TableDef>],
+    ) -> Result<(), CatalogError> {
+        let _ddl = self.ddl.lock();
+        let started = std::time::Instant::now();
+        let mut first_error = None;
+        for def in created {
+            assert_eq!(
+                def.creator(),
+                Some(xid),
+                "table {} aborted by another transaction",
+                def.name()
+            );
+            {
+                let mut tables = self.tables.write();
+                if tables.get(def.name()).is_some_and(|t| Arc::ptr_eq(t, def)) {
+                    tables.remove(def.name());
+                }
+            }
+            let removed = log_smgr(heap.wal(), SMGR_DROP, def.heap.rel)
+                .map_err(CatalogError::from)
+                .and_then(|_| Self::remove_relation(s, heap, def.heap.rel, started));
+            if let Err(e) = removed {
+                // Start-up after a crash removes files no table owns; a
+                // clean shutdown leaves them until then.
+                log::error!(
+                    "could not remove the files of table \"{}\" (relation {}), whose creation rolled back: {e}",
+                    def.name(),
+                    def.heap.rel
+                );
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Discards every buffer of `rel` (waiting, bounded, for the brief pins
+    /// of a checkpoint or a victim search) and removes its files: the end
+    /// of a dropped table, or of one whose creation rolled back.
+    fn remove_relation(
+        s: &mut BufferSession,
+        heap: &Heap,
+        rel: u32,
+        started: std::time::Instant,
+    ) -> Result<(), CatalogError> {
+        while s.discard_relation(rel)?.skipped > 0 {
+            if started.elapsed() >= DROP_WAIT * 2 {
+                log::error!("relation {rel}: buffers stayed pinned; they are left in the pool");
+                break;
+            }
+            std::thread::sleep(DROP_PIN_POLL);
+        }
+        s.pool().relation(rel).unlink()?;
+        s.pool().forget_written_files(rel);
+        heap.forget(rel);
+        Ok(())
     }
 
     /// Drops a table: its catalog rows, buffers and files. Returns false if
@@ -494,7 +690,14 @@ impl Catalog {
         if_exists: bool,
     ) -> Result<bool, CatalogError> {
         let _ddl = self.ddl.lock();
-        let def = match self.tables.read().get(name) {
+        // Another transaction's pending table is not there for us (DROP
+        // runs outside transaction blocks, so this one created none).
+        let def = match self
+            .tables
+            .read()
+            .get(name)
+            .filter(|d| d.creator().is_none())
+        {
             Some(def) => Arc::clone(def),
             None if if_exists => return Ok(false),
             None => return Err(CatalogError::NoSuchTable(name.to_string())),
@@ -528,21 +731,10 @@ impl Catalog {
         let lsn = log_smgr(heap.wal(), SMGR_DROP, def.heap.rel)?;
         heap.wal().flush(lsn)?;
         self.tables.write().remove(name);
-        // A pin taken since the look above is as brief: try again until
-        // every buffer is gone (bounded, like the wait above).
-        while s.discard_relation(def.heap.rel)?.skipped > 0 {
-            if started.elapsed() >= DROP_WAIT * 2 {
-                log::error!(
-                    "DROP TABLE {name}: buffers of relation {} stayed pinned; they are left in the pool",
-                    def.heap.rel
-                );
-                break;
-            }
-            std::thread::sleep(DROP_PIN_POLL);
-        }
-        s.pool().relation(def.heap.rel).unlink()?;
-        s.pool().forget_written_files(def.heap.rel);
-        heap.forget(def.heap.rel);
+        // A pin taken since the look above is as brief: `remove_relation`
+        // tries again until every buffer is gone (bounded, like the wait
+        // above).
+        Self::remove_relation(s, heap, def.heap.rel, started)?;
         Ok(true)
     }
 }

@@ -232,6 +232,20 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Size of the in-memory WAL ring records are inserted into before they are written",
     },
     SettingDef {
+        name: "wal_sync_method",
+        default: "auto",
+        kind: Kind::Enum(&["auto", "fdatasync", "fsync", "open_datasync", "open_sync"]),
+        context: Context::Startup,
+        description: "How WAL writes are made durable: fdatasync or fsync after writing, or segments opened O_DSYNC (open_datasync) or O_SYNC (open_sync) so that a completed write is durable; auto is open_datasync when io_direct includes wal, else fdatasync",
+    },
+    SettingDef {
+        name: "wal_io_concurrency",
+        default: "8",
+        kind: Kind::Integer { min: 1, max: 64 },
+        context: Context::Startup,
+        description: "Most WAL writes in flight at once when a completed write is durable (wal_sync_method open_datasync or open_sync, the default with io_direct=wal); 1 writes one at a time, as PostgreSQL does. Writes synced afterwards always go one at a time",
+    },
+    SettingDef {
         name: "synchronous_commit",
         default: "on",
         kind: Kind::Bool,
@@ -716,6 +730,15 @@ impl Settings {
     /// Blocks of the WAL ring.
     pub fn wal_buffers(&self) -> usize {
         self.integer("wal_buffers") as usize
+    }
+
+    /// `wal_sync_method` as set (`auto` included: the WAL resolves it).
+    pub fn wal_sync_method(&self) -> &'static str {
+        self.enumeration("wal_sync_method")
+    }
+
+    pub fn wal_io_concurrency(&self) -> usize {
+        self.integer("wal_io_concurrency") as usize
     }
 
     pub fn synchronous_commit(&self) -> bool {

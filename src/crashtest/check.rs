@@ -110,33 +110,8 @@ pub fn check_database(
             Err(e) => problems.push(format!("{}: {e}", component.name())),
         }
     }
-    for table in &tables {
-        match check_visibility_map(&mut s, table.heap.rel) {
-            Ok(bits) => findings.vm_bits += bits,
-            Err(e) => problems.push(format!(
-                "visibility map of {} (relation {}): {e}",
-                table.name(),
-                table.heap.rel
-            )),
-        }
-    }
-    // Recovery may have left its repairs in the pool: the files are
-    // checked as the engine leaves them once everything is written back.
-    // They are checked after a failure above too, since what they show
-    // (a file without its table) often explains it.
-    let mut tables_by_rel: BTreeMap<u32, String> = tables
-        .iter()
-        .map(|t| (t.heap.rel, t.name().to_string()))
-        .collect();
-    tables_by_rel.insert(TABLES_REL, "the catalog's tables".into());
-    tables_by_rel.insert(COLUMNS_REL, "the catalog's columns".into());
-    let files = db
-        .checkpoint(false)
-        .map(drop)
-        .map_err(|e| format!("could not write back the buffers after the checks: {e}"))
-        .and_then(|()| check_files(&db, &tables_by_rel, &mut findings));
-    if let Err(e) = files {
-        problems.push(format!("files: {e}"));
+    if let Err(e) = check_storage(&db, &mut s, &tables, &mut findings) {
+        problems.push(e);
     }
     drop(s);
     drop(db);
@@ -636,7 +611,7 @@ fn ddl_model(ops: &[Op]) -> BTreeMap<i64, i64> {
             Op::Create { table } => {
                 tables.insert(table, 0);
             }
-            Op::Fill { table } => {
+            Op::Fill { table } | Op::Load { table } => {
                 tables.insert(table, DDL_ROWS);
             }
             Op::Drop { table } => {
@@ -688,6 +663,54 @@ pub fn judge_ddl(log: &SessionLog, tables: &BTreeMap<i64, i64>) -> Result<Tally,
         ));
     }
     Err(join_problems(problems))
+}
+
+/// Checks 3 and 4 of the module comment for the committed `tables` of an
+/// open database: each one's visibility map agrees with its heap, and
+/// (after a checkpoint writes back what recovery left in the pool) every
+/// page of every relation file verifies, every file belongs to a table or
+/// the catalog, and every table has its file. Also for tests of recovery
+/// that need no history.
+pub fn check_storage(
+    db: &Database,
+    s: &mut Session,
+    tables: &[Arc<crate::catalog::TableDef>],
+    findings: &mut Findings,
+) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for table in tables {
+        match check_visibility_map(s, table.heap.rel) {
+            Ok(bits) => findings.vm_bits += bits,
+            Err(e) => problems.push(format!(
+                "visibility map of {} (relation {}): {e}",
+                table.name(),
+                table.heap.rel
+            )),
+        }
+    }
+    // Recovery may have left its repairs in the pool: the files are
+    // checked as the engine leaves them once everything is written back.
+    // They are checked after a failure above too, since what they show
+    // (a file without its table) often explains it.
+    let mut tables_by_rel: BTreeMap<u32, String> = tables
+        .iter()
+        .map(|t| (t.heap.rel, t.name().to_string()))
+        .collect();
+    tables_by_rel.insert(TABLES_REL, "the catalog's tables".into());
+    tables_by_rel.insert(COLUMNS_REL, "the catalog's columns".into());
+    let files = db
+        .checkpoint(false)
+        .map(drop)
+        .map_err(|e| format!("could not write back the buffers after the checks: {e}"))
+        .and_then(|()| check_files(db, &tables_by_rel, findings));
+    if let Err(e) = files {
+        problems.push(format!("files: {e}"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 /// Every set bit of relation `rel`'s visibility map: its heap page exists,

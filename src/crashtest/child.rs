@@ -109,7 +109,11 @@ impl Cx {
         // without a WAL a kill keeps exactly what committed.
         let flushed;
         let (sql, statement) = match op {
-            Op::Create { .. } | Op::Drop { .. } | Op::Vacuum | Op::Checkpoint => (sql, 0),
+            // A load is a transaction block already, and syncs its table
+            // at commit.
+            Op::Create { .. } | Op::Drop { .. } | Op::Load { .. } | Op::Vacuum | Op::Checkpoint => {
+                (sql, 0)
+            }
             _ if self.flush_before_commit => {
                 flushed = format!("BEGIN; {sql}; CHECKPOINT; COMMIT");
                 (flushed.as_str(), 1)
@@ -305,8 +309,20 @@ fn run_session(cx: &Cx, s: &mut Session, name: SessionName, seed: u64) -> Result
             while !cx.stopping() {
                 table += 1;
                 let t = ddl_table(table);
-                let sql = format!("CREATE TABLE {t} (k integer NOT NULL, i integer NOT NULL)");
-                cx.transaction(s, name, &mut seq, Op::Create { table }, &sql, None)?;
+                let create = format!("CREATE TABLE {t} (k integer NOT NULL, i integer NOT NULL)");
+                if table % 2 == 0 {
+                    let path = write_ddl_load(&cx.files, table)?;
+                    let sql = format!(
+                        "BEGIN; {create}; COPY {t} FROM '{}' (FORMAT csv); COMMIT",
+                        path.display().to_string().replace('\'', "''")
+                    );
+                    cx.transaction(s, name, &mut seq, Op::Load { table }, &sql, None)?;
+                    std::fs::remove_file(&path)
+                        .map_err(|e| format!("could not remove {}: {e}", path.display()))?;
+                    live.push_back(table);
+                    continue;
+                }
+                cx.transaction(s, name, &mut seq, Op::Create { table }, &create, None)?;
                 if cx.stopping() {
                     break;
                 }
@@ -354,6 +370,21 @@ fn shuffle(items: &mut [i64], rng: &mut XorShift) {
     for i in (1..items.len()).rev() {
         items.swap(i, rng.below(i as u64 + 1) as usize);
     }
+}
+
+/// The CSV file a ddl load of table `table` reads: rows (table, i) for i
+/// in 1..=[`DDL_ROWS`], as the fill of the other tables inserts.
+fn write_ddl_load(dir: &Path, table: i64) -> Result<PathBuf, String> {
+    let path = dir.join(format!("ddl-load-{table}.csv"));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        for i in 1..=DDL_ROWS {
+            writeln!(file, "{table},{i}")?;
+        }
+        file.flush()
+    };
+    write().map_err(|e| format!("could not write {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// The CSV file of COPY batch `batch`: rows (batch, n, note) for n in

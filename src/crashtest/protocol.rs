@@ -45,6 +45,9 @@ pub enum Op {
     Fill { table: i64 },
     /// DROP TABLE of table `table`.
     Drop { table: i64 },
+    /// CREATE TABLE of table number `table` and COPY of its rows in one
+    /// transaction (the load skips the WAL and syncs the table at commit).
+    Load { table: i64 },
     /// VACUUM of the component's table.
     Vacuum,
     /// CHECKPOINT.
@@ -64,6 +67,7 @@ impl fmt::Display for Op {
             Op::Create { table } => write!(f, "create {table}"),
             Op::Fill { table } => write!(f, "fill {table}"),
             Op::Drop { table } => write!(f, "drop {table}"),
+            Op::Load { table } => write!(f, "load {table}"),
             Op::Vacuum => write!(f, "vacuum"),
             Op::Checkpoint => write!(f, "checkpoint"),
         }
@@ -103,6 +107,7 @@ impl Op {
             "create" => (Op::Create { table: n(1)? }, 2),
             "fill" => (Op::Fill { table: n(1)? }, 2),
             "drop" => (Op::Drop { table: n(1)? }, 2),
+            "load" => (Op::Load { table: n(1)? }, 2),
             "vacuum" => (Op::Vacuum, 1),
             "checkpoint" => (Op::Checkpoint, 1),
             _ => return None,
@@ -274,6 +279,7 @@ mod tests {
             Op::Create { table: 4 },
             Op::Fill { table: 4 },
             Op::Drop { table: 1 },
+            Op::Load { table: 5 },
             Op::Vacuum,
             Op::Checkpoint,
         ] {

@@ -115,7 +115,9 @@ pub enum Component {
     /// One session updating, deleting and inserting ranges of rows and one
     /// running VACUUM on the same table.
     Vacuum,
-    /// One session creating, filling and dropping tables.
+    /// One session creating, filling and dropping tables; every other
+    /// table is created and loaded with COPY in one transaction (a load
+    /// that skips the WAL).
     Ddl,
     /// One session running CHECKPOINT every few commits of the others.
     Checkpointer,

@@ -46,12 +46,19 @@ use crate::wal::control::{ControlData, DbState};
 use crate::wal::record::{
     XACT_ABORT, XACT_COMMIT, XLOG_CHECKPOINT_ONLINE, XLOG_CHECKPOINT_SHUTDOWN,
 };
-use crate::wal::{Lsn, Rmgr, Wal, WalConfig, WalError, FIRST_LSN};
+use crate::wal::{Lsn, Rmgr, SyncMethod, Wal, WalConfig, WalError, FIRST_LSN};
 
 pub mod recovery;
 
-/// WAL segments a checkpoint keeps for recycling (64 MiB).
+/// WAL segments a checkpoint keeps for recycling at least (64 MiB); more
+/// when checkpoints are further apart (see `Database::recycle_estimate`).
 const RECYCLED_SEGMENTS: usize = 4;
+/// How fast the estimate of the WAL between checkpoints follows a
+/// shorter distance (PostgreSQL's 0.90 weight on the old estimate): it
+/// jumps up at once and decays over a few checkpoints, so that one
+/// CHECKPOINT soon after another does not throw away the segments the
+/// next busy stretch needs.
+const RECYCLE_ESTIMATE_KEEP: f64 = 0.9;
 /// How long a checkpoint waits for commits in progress when it starts
 /// (they hold the gate for the time of one WAL flush).
 const COMMIT_GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -194,8 +201,12 @@ pub struct Database {
     /// its redo point: a commit logged before the redo point is then in
     /// the commit log the checkpoint writes (PostgreSQL's delayChkpt).
     commit_gate: parking_lot::RwLock<()>,
-    /// One checkpoint at a time.
-    checkpoint_lock: parking_lot::Mutex<()>,
+    /// One checkpoint at a time; held, the estimate of the WAL bytes one
+    /// checkpoint cycle writes (PostgreSQL's CheckPointDistanceEstimate),
+    /// which sets how many old segments are kept for recycling: a new
+    /// segment is written full of zeros first, which a load that needs
+    /// many segments would otherwise pay for in every cycle.
+    checkpoint_lock: parking_lot::Mutex<f64>,
     /// Close as a killed process would (see [`Database::simulate_crash`]).
     crash_on_close: std::sync::atomic::AtomicBool,
     /// The background thread: WAL flushes for asynchronous commits, timed
@@ -379,7 +390,7 @@ impl Database {
             catalog,
             wal,
             commit_gate: parking_lot::RwLock::new(()),
-            checkpoint_lock: parking_lot::Mutex::new(()),
+            checkpoint_lock: parking_lot::Mutex::new(0.0),
             crash_on_close: std::sync::atomic::AtomicBool::new(false),
             background: Arc::new(Background::default()),
             recovery: crashed.then_some(report),
@@ -434,7 +445,8 @@ impl Database {
     /// a crash starts at its redo point. `shutdown` marks the database
     /// cleanly shut down (nothing may change after it).
     pub fn checkpoint(&self, shutdown: bool) -> Result<Lsn, DbError> {
-        let _one = self.checkpoint_lock.lock();
+        let mut estimate = self.checkpoint_lock.lock();
+        let previous_redo = self.wal.redo();
         let redo = self.wal.begin_checkpoint();
         // Commits that logged their end before the redo point have put it
         // in the commit log once they leave the gate.
@@ -474,8 +486,26 @@ impl Database {
             time: now_secs(),
         }
         .write(&self.dir)?;
-        self.wal.remove_old_segments(redo, RECYCLED_SEGMENTS)?;
+        let keep = self.recycle_estimate(&mut estimate, redo.saturating_sub(previous_redo));
+        self.wal.remove_old_segments(redo, keep)?;
         Ok(checkpoint)
+    }
+
+    /// Updates the estimate of the WAL a checkpoint cycle writes with the
+    /// last cycle's `distance` (bytes) and returns how many old segments to
+    /// keep for recycling: enough for the next cycle, at least
+    /// [`RECYCLED_SEGMENTS`], at most `max_wal_size`.
+    fn recycle_estimate(&self, estimate: &mut f64, distance: u64) -> usize {
+        let distance = distance as f64;
+        *estimate = if distance > *estimate {
+            distance
+        } else {
+            RECYCLE_ESTIMATE_KEEP * *estimate + (1.0 - RECYCLE_ESTIMATE_KEEP) * distance
+        };
+        let segment = crate::wal::WAL_SEGMENT_SIZE as f64;
+        let most = (self.settings.max_wal_size_bytes() / crate::wal::WAL_SEGMENT_SIZE) as usize;
+        let wanted = (*estimate / segment).ceil() as usize + 1;
+        wanted.clamp(RECYCLED_SEGMENTS, most.max(RECYCLED_SEGMENTS))
     }
 
     pub fn dir(&self) -> &Path {
@@ -629,8 +659,12 @@ impl Drop for Database {
 }
 
 fn wal_config(settings: &Settings) -> WalConfig {
+    let direct = settings.io_direct().wal;
     WalConfig {
-        direct: settings.io_direct().wal,
+        direct,
+        sync_method: SyncMethod::from_setting(settings.wal_sync_method(), direct)
+            .expect("the setting's values are the sync methods and auto"),
+        io_concurrency: settings.wal_io_concurrency(),
         buffers: settings.wal_buffers() * crate::storage::BLOCK_SIZE,
         full_page_writes: settings.full_page_writes(),
     }
@@ -693,6 +727,23 @@ struct Xact {
     /// A statement failed: only ROLLBACK (or COMMIT, which rolls back) is
     /// accepted.
     failed: bool,
+    /// Tables it created: pending in the catalog, their pages not logged,
+    /// until it ends (synced and published at commit, removed at abort).
+    created: Vec<Arc<crate::catalog::TableDef>>,
+}
+
+impl Xact {
+    fn new(isolation: Isolation, explicit: bool) -> Xact {
+        Xact {
+            xid: None,
+            command: 0,
+            isolation,
+            snapshot: None,
+            explicit,
+            failed: false,
+            created: Vec::new(),
+        }
+    }
 }
 
 /// Errors of transaction control.
@@ -710,6 +761,10 @@ pub enum XactError {
     Txn(#[from] TxnError),
     #[error(transparent)]
     Wal(#[from] WalError),
+    #[error("could not commit: the table \"{table}\" it created could not be made durable ({source}); the transaction was rolled back")]
+    SyncCreated { table: String, source: Box<DbError> },
+    #[error("the transaction ended, but the files of tables it created could not all be removed ({0}); start-up after a crash removes them")]
+    RemoveCreated(Box<DbError>),
 }
 
 /// One thread's connection: its buffer session, settings and transaction.
@@ -754,14 +809,7 @@ impl Session {
         if self.in_transaction_block() {
             return Err(XactError::AlreadyInProgress);
         }
-        self.xact = Some(Xact {
-            xid: None,
-            command: 0,
-            isolation,
-            snapshot: None,
-            explicit: true,
-            failed: false,
-        });
+        self.xact = Some(Xact::new(isolation, true));
         Ok(())
     }
 
@@ -772,38 +820,114 @@ impl Session {
             return Err(XactError::NotInProgress);
         };
         let commit = !x.failed;
-        if let Some(xid) = x.xid {
-            self.end_xact(xid, commit)?;
-        }
-        Ok(commit)
+        self.end_xact(x, commit)
     }
 
-    /// Logs the end of `xid` and records it. A commit waits for the log
-    /// to be durable up to its record (with synchronous_commit) before
-    /// anyone can see it committed. If the log fails, the transaction
-    /// counts as aborted here and the error says the database stopped;
-    /// replay decides at the next start.
-    fn end_xact(&mut self, xid: Xid, commit: bool) -> Result<(), XactError> {
+    /// Ends transaction `x`: logs its end and records it, if it has an id.
+    /// Returns whether it committed. A commit first makes the tables it
+    /// created durable (their pages skipped the WAL), then waits for the
+    /// log to be durable up to its record (with synchronous_commit) before
+    /// anyone can see it committed, then publishes those tables; an abort
+    /// removes them. If the log fails, the transaction counts as aborted
+    /// here and the error says the database stopped; replay decides at
+    /// the next start.
+    fn end_xact(&mut self, x: Xact, commit: bool) -> Result<bool, XactError> {
+        let Some(xid) = x.xid else {
+            assert!(
+                x.created.is_empty(),
+                "a transaction created tables without an id"
+            );
+            return Ok(commit);
+        };
         let db = Arc::clone(&self.db);
-        let _gate = db.commit_gate.read();
-        let info = if commit { XACT_COMMIT } else { XACT_ABORT };
-        let logged = db
-            .wal
-            .insert(Rmgr::Xact, info, xid, &[], &now_secs().to_le_bytes())
-            .and_then(|end| {
-                if commit && self.settings.synchronous_commit() {
-                    db.wal.flush(end)
-                } else {
-                    Ok(())
-                }
-            });
-        match logged {
-            Ok(()) => Ok(db.txn.finish(xid, commit)?),
-            Err(e) => {
-                db.txn.finish(xid, false)?;
-                Err(XactError::Wal(e))
-            }
+        // Before the commit record, and outside the gate (a large load's
+        // sync must not hold back a checkpoint's start).
+        let synced = if commit {
+            self.sync_created(xid, &x.created)
+        } else {
+            Ok(())
+        };
+        let commit = commit && synced.is_ok();
+        let logged = {
+            let _gate = db.commit_gate.read();
+            let info = if commit { XACT_COMMIT } else { XACT_ABORT };
+            let logged = db
+                .wal
+                .insert(Rmgr::Xact, info, xid, &[], &now_secs().to_le_bytes())
+                .and_then(|end| {
+                    if commit && self.settings.synchronous_commit() {
+                        db.wal.flush(end)
+                    } else {
+                        Ok(())
+                    }
+                });
+            let committed = commit && logged.is_ok();
+            db.txn.finish(xid, committed)?;
+            logged
+        };
+        if commit && logged.is_ok() {
+            db.catalog.commit_created(xid, &x.created);
+            return Ok(true);
         }
+        let removed = if x.created.is_empty() {
+            Ok(())
+        } else {
+            db.catalog
+                .abort_created(&mut self.buf, &db.heap, xid, &x.created)
+        };
+        synced?;
+        logged?;
+        removed.map_err(|e| XactError::RemoveCreated(Box::new(e.into())))?;
+        Ok(false)
+    }
+
+    /// Makes the tables transaction `xid` created durable before its
+    /// commit is logged: the pages of each that skipped the WAL are
+    /// written and its files synced, then the directory holding them
+    /// (their names must survive a crash too: replaying the creation of
+    /// a lost file would bring it back empty).
+    fn sync_created(
+        &mut self,
+        xid: Xid,
+        created: &[Arc<crate::catalog::TableDef>],
+    ) -> Result<(), XactError> {
+        let db = Arc::clone(&self.db);
+        let mut any_synced = false;
+        for def in created {
+            any_synced |= db
+                .heap
+                .end_wal_skip(&mut self.buf, def.heap.rel, xid)
+                .map_err(|e| XactError::SyncCreated {
+                    table: def.name().to_string(),
+                    source: Box::new(e.into()),
+                })?;
+        }
+        if any_synced {
+            let base = db.dir.join(BASE_DIR);
+            crate::wal::sync_dir(&base).map_err(|e| XactError::SyncCreated {
+                table: created
+                    .first()
+                    .map_or(String::new(), |d| d.name().to_string()),
+                source: Box::new(e.into()),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Records a table the transaction created (pending until it ends).
+    pub fn created_table(&mut self, def: Arc<crate::catalog::TableDef>) {
+        let x = self
+            .xact
+            .as_mut()
+            .expect("a table is created in a transaction");
+        assert_eq!(def.creator(), x.xid, "the table is this transaction's");
+        x.created.push(def);
+    }
+
+    /// The running transaction's id, if it has one: the statements of a
+    /// transaction that created a table (which took an id) see it.
+    pub fn current_xid(&self) -> Option<Xid> {
+        self.xact.as_ref().and_then(|x| x.xid)
     }
 
     /// ROLLBACK.
@@ -811,9 +935,7 @@ impl Session {
         let Some(x) = self.xact.take() else {
             return Err(XactError::NotInProgress);
         };
-        if let Some(xid) = x.xid {
-            self.end_xact(xid, false)?;
-        }
+        self.end_xact(x, false)?;
         Ok(())
     }
 
@@ -821,14 +943,7 @@ impl Session {
     /// returns the snapshot it reads with.
     pub fn start_statement(&mut self) -> Result<StatementSnapshot, XactError> {
         if self.xact.is_none() {
-            self.xact = Some(Xact {
-                xid: None,
-                command: 0,
-                isolation: Isolation::ReadCommitted,
-                snapshot: None,
-                explicit: false,
-                failed: false,
-            });
+            self.xact = Some(Xact::new(Isolation::ReadCommitted, false));
         }
         let txn = Arc::clone(&self.db.txn);
         let x = self.xact.as_mut().expect("opened above");
@@ -905,10 +1020,9 @@ impl Drop for Session {
             .crash_on_close
             .load(std::sync::atomic::Ordering::SeqCst);
         if let Some(x) = self.xact.take().filter(|_| !crashed) {
-            if let Some(xid) = x.xid {
-                if let Err(e) = self.end_xact(xid, false) {
-                    log::error!("could not roll back transaction {xid} of an ending session: {e}");
-                }
+            let xid = x.xid;
+            if let Err(e) = self.end_xact(x, false) {
+                log::error!("could not roll back transaction {xid:?} of an ending session: {e}");
             }
         }
     }

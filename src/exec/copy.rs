@@ -516,16 +516,22 @@ pub fn copy_from(
                     None => Value::Null,
                     Some(range) => {
                         let text = reader.field(i, range).map_err(bad)?;
+                        if let Value::Text(kept) = &mut row[column] {
+                            // The last row's string, refilled: no
+                            // allocation per text field.
+                            kept.clear();
+                            kept.push_str(text);
+                            continue;
+                        }
                         parse_value(text, table.columns[column].ty).map_err(|e| {
                             bad(reader.error(Some(i), shorten_value_error(e).to_string()))
                         })?
                     }
                 };
             }
-            let tuple = sink
-                .encode(&row)
+            sink.push_row(&row)
                 .map_err(|e| bad(reader.error(None, e.to_string())))?;
-            sink.insert_tuple(s, &tuple)?;
+            sink.flush_if_due(s)?;
             if reader.bytes - reported >= PROGRESS_STEP {
                 reported = reader.bytes;
                 task.update(reported);
@@ -534,7 +540,7 @@ pub fn copy_from(
         task.update(reader.bytes);
         Ok(())
     };
-    let result = load(s, &mut sink);
+    let result = load(s, &mut sink).and_then(|()| sink.flush(s));
     let loaded = sink.finish(s);
     result.map(|()| loaded)
 }

@@ -17,7 +17,7 @@ use super::plan::{
 use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
-use crate::heap::tuple::{decode, encode};
+use crate::heap::tuple::{decode, encode_into};
 use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Value};
 use crate::txn::{CommandId, Xid};
 
@@ -101,13 +101,14 @@ pub struct DeletePlan {
 }
 
 /// Refuses NULL in a NOT NULL column, then encodes `row` as written by
-/// (`xid`, `cid`).
+/// (`xid`, `cid`), appending it to `out` (unchanged on an error).
 fn encode_row(
     table: &TableDef,
     row: &[Value],
     xid: Xid,
     cid: CommandId,
-) -> Result<Vec<u8>, ExecError> {
+    out: &mut Vec<u8>,
+) -> Result<(), ExecError> {
     for (column, v) in table.columns.iter().zip(row) {
         if column.not_null && v.is_null() {
             return Err(ExecError::NotNull {
@@ -126,12 +127,21 @@ fn encode_row(
             }
         }
     }
-    Ok(encode(&table.heap.types, row, xid, cid)?)
+    Ok(encode_into(&table.heap.types, row, xid, cid, out)?)
 }
+
+/// Tuples a bulk load gathers before inserting them together, and bytes
+/// (PostgreSQL's COPY buffers 1000 tuples or 64 kB): enough to fill a few
+/// pages, so that each page is filled, and logged, at once
+/// (`Heap::insert_batch`).
+const BULK_INSERT_TUPLES_MAX: usize = 1000;
+const BULK_INSERT_BYTES_MAX: usize = 64 * 1024;
 
 /// Inserts rows into a table as one statement's writes: the target page
 /// stays pinned between rows (a bulk-write ring for loads) until
-/// [`InsertSink::finish`].
+/// [`InsertSink::finish`]. A bulk load gathers its tuples and inserts them
+/// a batch at a time ([`InsertSink::flush`]); the statement does not see
+/// its own rows, so nothing can tell.
 pub(crate) struct InsertSink {
     db: Arc<Database>,
     table: Arc<TableDef>,
@@ -139,6 +149,11 @@ pub(crate) struct InsertSink {
     cid: CommandId,
     state: InsertState,
     inserted: u64,
+    bulk: bool,
+    /// A bulk load's gathered tuples, one after another, and where each
+    /// ends.
+    batch: Vec<u8>,
+    batch_ends: Vec<usize>,
 }
 
 impl InsertSink {
@@ -160,25 +175,58 @@ impl InsertSink {
             xid,
             cid,
             inserted: 0,
+            bulk,
+            batch: Vec::new(),
+            batch_ends: Vec::new(),
         }
     }
 
-    /// The tuple for `row` (errors here are the row's: NULL in a NOT NULL
-    /// column, a wrong type, too large).
-    pub(crate) fn encode(&self, row: &[Value]) -> Result<Vec<u8>, ExecError> {
-        encode_row(&self.table, row, self.xid, self.cid)
+    /// Adds `row`, encoded, to the rows to insert (errors here are the
+    /// row's: NULL in a NOT NULL column, a wrong type, too large); call
+    /// [`InsertSink::flush_if_due`] after it.
+    pub(crate) fn push_row(&mut self, row: &[Value]) -> Result<(), ExecError> {
+        encode_row(&self.table, row, self.xid, self.cid, &mut self.batch)?;
+        self.batch_ends.push(self.batch.len());
+        Ok(())
     }
 
-    pub(crate) fn insert_tuple(&mut self, s: &mut Session, tuple: &[u8]) -> Result<(), ExecError> {
+    /// Inserts the rows pushed: at once outside a bulk load, else when the
+    /// batch is full.
+    pub(crate) fn flush_if_due(&mut self, s: &mut Session) -> Result<(), ExecError> {
+        if !self.bulk
+            || self.batch_ends.len() >= BULK_INSERT_TUPLES_MAX
+            || self.batch.len() >= BULK_INSERT_BYTES_MAX
+        {
+            self.flush(s)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts the tuples gathered, as one batch (`Heap::insert_batch`); a
+    /// bulk load must call it after its last row (a failed statement need
+    /// not: its rows are never visible).
+    pub(crate) fn flush(&mut self, s: &mut Session) -> Result<(), ExecError> {
+        if self.batch_ends.is_empty() {
+            return Ok(());
+        }
+        let mut tuples: Vec<&[u8]> = Vec::with_capacity(self.batch_ends.len());
+        let mut start = 0;
+        for &end in &self.batch_ends {
+            tuples.push(&self.batch[start..end]);
+            start = end;
+        }
         self.db
             .heap()
-            .insert(&mut s.buf, &self.table.heap, tuple, &mut self.state)?;
-        self.inserted += 1;
+            .insert_batch(&mut s.buf, &self.table.heap, &tuples, &mut self.state)?;
+        self.inserted += tuples.len() as u64;
+        self.batch.clear();
+        self.batch_ends.clear();
         Ok(())
     }
 
     /// Releases the target page (whether the statement failed or not)
-    /// and returns how many rows were inserted.
+    /// and returns how many rows were inserted. Rows still gathered are
+    /// dropped: a statement that succeeded has flushed them.
     pub(crate) fn finish(mut self, s: &mut Session) -> u64 {
         self.state.finish(&mut s.buf);
         self.inserted
@@ -187,8 +235,8 @@ impl InsertSink {
 
 impl RowSink for InsertSink {
     fn accept(&mut self, s: &mut Session, row: &[Value]) -> Result<Flow, ExecError> {
-        let tuple = self.encode(row)?;
-        self.insert_tuple(s, &tuple)?;
+        self.push_row(row)?;
+        self.flush_if_due(s)?;
         Ok(Flow::Continue)
     }
 }
@@ -201,7 +249,8 @@ pub(crate) fn run_insert(
 ) -> Result<Outcome, ExecError> {
     let ids = s.xid(snap)?;
     let mut sink = InsertSink::new(s, Arc::clone(&plan.table), ids, plan.bulk);
-    let result = run_pipeline(&mut plan.input, s, snap.get(), ctx, &mut sink);
+    let result =
+        run_pipeline(&mut plan.input, s, snap.get(), ctx, &mut sink).and_then(|()| sink.flush(s));
     let inserted = sink.finish(s);
     result?;
     Ok(Outcome {
@@ -291,7 +340,8 @@ pub(crate) fn run_update(
                     ))?;
                     *slot = e.eval(&old, ctx)?;
                 }
-                let tuple = encode_row(&table, &new, xid, cid)?;
+                let mut tuple = Vec::new();
+                encode_row(&table, &new, xid, cid, &mut tuple)?;
                 let new_tid = db.heap().insert(&mut s.buf, &table.heap, &tuple, state)?;
                 let outcome =
                     db.heap()

@@ -20,13 +20,17 @@
 //! pool (hit) and the blocks its own I/Os read (read); `I/O` gives the
 //! stream's figures from DESIGN.md §6: I/Os started, average blocks per
 //! I/O, average I/Os in flight when one started, how often the scan really
-//! waited, and how long.
+//! waited, and how long. `WAL` (as PostgreSQL's option) shows the
+//! records, page images and bytes the statement logged; with `IO`, the
+//! WAL flushes it waited for (a dirty page written ahead of its WAL) are
+//! shown too.
 
 use std::time::Duration;
 
 use super::plan::{NodeCounts, Op, Pipeline, ScanNode, Source};
 use super::{Plan, TargetRows};
 use crate::catalog::TableDef;
+use crate::wal::WalUsage;
 
 /// What EXPLAIN shows.
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,17 +39,22 @@ pub struct ExplainOptions {
     pub analyze: bool,
     /// Buffer hits and reads per scan (needs `analyze` for figures).
     pub buffers: bool,
-    /// Read stream figures per scan (needs `analyze`).
+    /// Read stream figures per scan, and the statement's WAL flush waits
+    /// (needs `analyze`).
     pub io: bool,
+    /// The statement's WAL records, page images and bytes (needs
+    /// `analyze`).
+    pub wal: bool,
     /// Planning and execution time lines (on with `analyze`).
     pub summary: bool,
 }
 
-/// Times for the summary lines.
+/// Times for the summary lines, and what the run cost the log.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Timing {
     pub planning: Duration,
     pub execution: Duration,
+    pub wal: WalUsage,
 }
 
 struct Node {
@@ -71,6 +80,25 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
         Plan::Delete(d) => {
             nodes.push(change_node("Delete", &d.target.scan.table));
             nodes.push(target_node(&d.target, opts));
+        }
+    }
+    // As PostgreSQL, on the top node and only when there is something
+    // to show: WAL made by the whole statement, and the flushes it waited
+    // for (writing a dirty page evicted ahead of its WAL).
+    if let (true, Some(top)) = (opts.analyze, nodes.first_mut()) {
+        let wal = timing.wal;
+        if opts.wal && wal.records > 0 {
+            top.details.push(format!(
+                "WAL: records={} fpi={} bytes={}",
+                wal.records, wal.full_page_images, wal.bytes
+            ));
+        }
+        if opts.io && wal.flush_waits > 0 {
+            top.details.push(format!(
+                "WAL flush: waits={} wait time={:.3} ms",
+                wal.flush_waits,
+                wal.flush_wait_us as f64 / 1000.0
+            ));
         }
     }
     let mut lines = Vec::new();

@@ -256,9 +256,10 @@ fn hold_tables(db: &Database, tables: &[Arc<TableDef>]) -> Result<Vec<TableGuard
 /// Fails if `table` was dropped (and perhaps created again) since it was
 /// planned; called with the table held, so that the answer stays true.
 fn check_not_dropped(db: &Database, table: &Arc<TableDef>) -> Result<(), ExecError> {
-    match db.catalog().table(table.name()) {
-        Ok(current) if Arc::ptr_eq(&current, table) => Ok(()),
-        _ => Err(ExecError::TableDropped(table.name().to_string())),
+    if db.catalog().holds(table) {
+        Ok(())
+    } else {
+        Err(ExecError::TableDropped(table.name().to_string()))
     }
 }
 

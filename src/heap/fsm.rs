@@ -15,7 +15,7 @@
 //! largest category of every map page in memory (built on its first
 //! search), so a search reads only map pages that can answer it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -56,6 +56,10 @@ fn locate(heap_block: u32) -> (u32, usize) {
 pub struct FsmSummary {
     max_by_page: Mutex<Option<Vec<u8>>>,
     raises: AtomicU64,
+    /// Map pages known to exist: the map only grows while the process
+    /// runs, but for a cut ([`FsmSummary::reset`]), so `record` asks the
+    /// file (two system calls) only for a page past them.
+    known_blocks: AtomicU32,
 }
 
 impl FsmSummary {
@@ -86,6 +90,7 @@ impl FsmSummary {
     /// Forgets what it knows (after the map was cut short).
     pub fn reset(&self) {
         *self.max_by_page.lock() = None;
+        self.known_blocks.store(0, Ordering::SeqCst);
     }
 }
 
@@ -102,17 +107,22 @@ pub fn record(
     let Some(last_fsm_block) = pages.iter().map(|&(b, _)| locate(b).0).max() else {
         return Ok(());
     };
-    let relation = s.pool().relation(rel);
-    if last_fsm_block >= relation.nblocks(Fork::FreeSpace)? {
-        let _extending = extension.lock();
-        // Another session may have extended it while we waited.
-        let nblocks = relation.nblocks(Fork::FreeSpace)?;
-        if last_fsm_block >= nblocks {
-            for id in s.extend(rel, Fork::FreeSpace, last_fsm_block + 1 - nblocks, None)? {
-                s.modify_page(id, |page| init_page(page, 0));
-                s.release(id);
+    if last_fsm_block >= summary.known_blocks.load(Ordering::SeqCst) {
+        let relation = s.pool().relation(rel);
+        if last_fsm_block >= relation.nblocks(Fork::FreeSpace)? {
+            let _extending = extension.lock();
+            // Another session may have extended it while we waited.
+            let nblocks = relation.nblocks(Fork::FreeSpace)?;
+            if last_fsm_block >= nblocks {
+                for id in s.extend(rel, Fork::FreeSpace, last_fsm_block + 1 - nblocks, None)? {
+                    s.modify_page(id, |page| init_page(page, 0));
+                    s.release(id);
+                }
             }
         }
+        summary
+            .known_blocks
+            .fetch_max(last_fsm_block + 1, Ordering::SeqCst);
     }
     let mut by_page: Vec<(u32, usize, u8)> = pages
         .iter()

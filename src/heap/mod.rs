@@ -9,7 +9,17 @@
 //! [`apply`] again ([`redo`]). Each change clears the page's all-visible
 //! flag (and the caller then the map bit, which replay clears too: the
 //! record says so); vacuum's `SetAllVisible` is the only change that sets
-//! it.
+//! it. A bulk load ([`Heap::insert_batch`], COPY) puts a page's worth of
+//! tuples on a page at once and logs them as one record
+//! ([`apply_logged_multi`], PostgreSQL's heap_multi_insert).
+//!
+//! A table created by a transaction still running skips the WAL
+//! (PostgreSQL's `wal_level = minimal`): nobody else can see it, so its
+//! pages need no log until the commit, which writes and syncs them
+//! instead, before its commit record ([`Heap::end_wal_skip`]); an abort
+//! removes the files. Its pages keep `pd_lsn` 0, so the first logged
+//! change to each after the commit logs the whole page, and buffers
+//! written meanwhile (eviction, a checkpoint) need no WAL flushed.
 //!
 //! Inserts go to the relation's current insert block while it has room
 //! (leaving `100 - fillfactor` percent free for updates), then to pages that
@@ -26,7 +36,7 @@ pub mod tuple;
 pub mod vm;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,6 +68,8 @@ const MAX_INSERT_CANDIDATES: usize = 8;
 const INSERT_EXTENSIONS_MAX: u32 = 16;
 /// Most blocks a bulk load adds at once (512 KiB).
 const MAX_EXTEND_BY: u32 = 64;
+/// Most tuples one multi-insert record carries (a page holds fewer).
+pub const MULTI_INSERT_TUPLES_MAX: usize = u16::MAX as usize;
 
 #[derive(Debug, Error)]
 pub enum HeapError {
@@ -141,6 +153,8 @@ const HEAP_SET_XMAX: u8 = 2;
 const HEAP_CLEAR_XMAX: u8 = 3;
 const HEAP_PRUNE: u8 = 4;
 const HEAP_SET_ALL_VISIBLE: u8 = 5;
+/// Several inserts on one page ([`apply_logged_multi`]).
+const HEAP_MULTI_INSERT: u8 = 6;
 /// First data byte of a heap record: the change cleared the page's
 /// all-visible flag, so replay clears the map bit too.
 const CLEARED_ALL_VISIBLE: u8 = 1;
@@ -204,9 +218,11 @@ impl PageChange<'_> {
 /// Applies `change` to heap page `block` of relation `rel` and logs it,
 /// stamping the page with the record's end. The caller holds the page's
 /// exclusive content lock (`modify_page`). `xid` is the transaction the
-/// change is for (0 for vacuum's).
+/// change is for (0 for vacuum's). `wal` is None for a relation that
+/// skips the WAL (created by the running transaction, see the module
+/// comment): the change is made and the page's `pd_lsn` left as it is.
 pub fn apply_logged(
-    wal: &Wal,
+    wal: Option<&Wal>,
     page: &mut PageBytes,
     rel: u32,
     block: u32,
@@ -215,6 +231,13 @@ pub fn apply_logged(
 ) -> Result<Applied, WalError> {
     let old_lsn = page_lsn(page);
     let mut applied = apply(page, block, change);
+    let Some(wal) = wal else {
+        debug_assert_eq!(
+            old_lsn, 0,
+            "a page of a relation that skips the WAL was logged"
+        );
+        return Ok(applied);
+    };
     let data = change.encode(&applied);
     let lsn = wal.insert(
         Rmgr::Heap,
@@ -234,6 +257,155 @@ pub fn apply_logged(
     set_page_lsn(page, lsn);
     applied.lsn = lsn;
     Ok(applied)
+}
+
+/// Inserts `tuples` into heap page `block` of relation `rel`, one
+/// [`PageChange::Insert`] each, and logs them as one record
+/// (`MULTI_INSERT`: PostgreSQL's heap_multi_insert), stamping the page
+/// with its end: a bulk load logs a page's worth of tuples in one record
+/// instead of one record (with its header and block reference) per
+/// tuple. The caller holds the exclusive content lock and has checked
+/// that every tuple fits. `indexes` receives the line pointer of each.
+/// `wal` is as for [`apply_logged`]. The returned `index` is the first
+/// tuple's.
+pub fn apply_logged_multi(
+    wal: Option<&Wal>,
+    page: &mut PageBytes,
+    rel: u32,
+    block: u32,
+    xid: Xid,
+    tuples: &[&[u8]],
+    indexes: &mut Vec<u16>,
+) -> Result<Applied, WalError> {
+    assert!(
+        !tuples.is_empty() && tuples.len() <= MULTI_INSERT_TUPLES_MAX,
+        "a multi-insert of {} tuples",
+        tuples.len()
+    );
+    let old_lsn = page_lsn(page);
+    indexes.clear();
+    let mut cleared_all_visible = false;
+    for tuple in tuples {
+        debug_assert_eq!(
+            TupleHeader::read(tuple).xmin,
+            xid,
+            "one transaction's tuples"
+        );
+        let one = apply(page, block, &PageChange::Insert { tuple });
+        // Only the first insert can find the flag set.
+        cleared_all_visible |= one.cleared_all_visible;
+        indexes.push(one.index.expect("insert reports its index"));
+    }
+    let mut applied = Applied {
+        index: indexes.first().copied(),
+        cleared_all_visible,
+        lsn: 0,
+    };
+    let Some(wal) = wal else {
+        debug_assert_eq!(
+            old_lsn, 0,
+            "a page of a relation that skips the WAL was logged"
+        );
+        return Ok(applied);
+    };
+    let data = encode_multi_insert(cleared_all_visible, tuples, indexes);
+    let lsn = wal.insert(
+        Rmgr::Heap,
+        HEAP_MULTI_INSERT,
+        xid,
+        &[PageRef {
+            tag: BlockTag {
+                rel,
+                fork: Fork::Main,
+                block,
+            },
+            page,
+            old_lsn,
+        }],
+        &data,
+    )?;
+    set_page_lsn(page, lsn);
+    applied.lsn = lsn;
+    Ok(applied)
+}
+
+/// A multi-insert record's data: the flag byte, the number of tuples,
+/// then each tuple's line pointer, length and bytes.
+fn encode_multi_insert(cleared_all_visible: bool, tuples: &[&[u8]], indexes: &[u16]) -> Vec<u8> {
+    debug_assert_eq!(tuples.len(), indexes.len());
+    let bytes: usize = tuples.iter().map(|t| t.len() + 4).sum();
+    let mut d = Vec::with_capacity(3 + bytes);
+    d.push(if cleared_all_visible {
+        CLEARED_ALL_VISIBLE
+    } else {
+        0
+    });
+    d.extend_from_slice(&(tuples.len() as u16).to_le_bytes());
+    for (tuple, index) in tuples.iter().zip(indexes) {
+        d.extend_from_slice(&index.to_le_bytes());
+        d.extend_from_slice(&(tuple.len() as u16).to_le_bytes());
+        d.extend_from_slice(tuple);
+    }
+    d
+}
+
+/// A multi-insert record's data, decoded: its flag byte and each tuple
+/// with the line pointer it used.
+struct LoggedMultiInsert<'a> {
+    flags: u8,
+    tuples: Vec<(u16, &'a [u8])>,
+}
+
+/// Decodes a multi-insert record's data. Every read is checked.
+fn decode_multi_insert(data: &[u8]) -> Result<LoggedMultiInsert<'_>, &'static str> {
+    const MALFORMED: &str = "malformed heap multi-insert record";
+    let mut r = DataReader::new(data);
+    let flags = r.u8().ok_or(MALFORMED)?;
+    let count = r.u16().ok_or(MALFORMED)? as usize;
+    if count == 0 {
+        return Err(MALFORMED);
+    }
+    let mut tuples = Vec::with_capacity(count);
+    for _ in 0..count {
+        let index = r.u16().ok_or(MALFORMED)?;
+        let len = r.u16().ok_or(MALFORMED)? as usize;
+        let tuple = r.take(len).filter(|t| !t.is_empty()).ok_or(MALFORMED)?;
+        tuples.push((index, tuple));
+    }
+    if !r.rest().is_empty() {
+        return Err(MALFORMED);
+    }
+    Ok(LoggedMultiInsert { flags, tuples })
+}
+
+/// Replays a multi-insert record on page `block`: the same inserts, each
+/// checked to land where it did.
+fn redo_multi_insert(page: &mut PageBytes, block: u32, data: &[u8]) -> Result<(), &'static str> {
+    let LoggedMultiInsert { flags, tuples } = decode_multi_insert(data)?;
+    if is_new(page) {
+        return Err("a heap insert into a page never formatted");
+    }
+    let need: usize = tuples
+        .iter()
+        .map(|(_, t)| t.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE)
+        .sum();
+    if free_space(page) < need {
+        return Err("a heap multi-insert that does not fit its page");
+    }
+    let mut cleared_all_visible = false;
+    for (index, tuple) in tuples {
+        let applied = apply(page, block, &PageChange::Insert { tuple });
+        cleared_all_visible |= applied.cleared_all_visible;
+        if applied.index != Some(index) {
+            return Err("a heap insert landed on another line pointer than logged");
+        }
+    }
+    if cleared_all_visible != (flags & CLEARED_ALL_VISIBLE != 0) {
+        return Err(
+            "a heap change found the page's all-visible flag otherwise than when it was logged",
+        );
+    }
+    Ok(())
 }
 
 /// A heap record's data, decoded: what [`PageChange::encode`] wrote.
@@ -308,6 +480,9 @@ fn decode_change<'a>(
 /// does not fit the page (replay has gone wrong) is an error naming what,
 /// never a panic.
 pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<(), &'static str> {
+    if info == HEAP_MULTI_INSERT {
+        return redo_multi_insert(page, block, data);
+    }
     let mut prune = Vec::new();
     let logged = decode_change(info, data, &mut prune)?;
     let needs_item = |page: &PageBytes, index: u16| {
@@ -359,6 +534,7 @@ pub fn record_kind_name(info: u8) -> &'static str {
         HEAP_CLEAR_XMAX => "CLEAR_XMAX",
         HEAP_PRUNE => "PRUNE",
         HEAP_SET_ALL_VISIBLE => "SET_ALL_VISIBLE",
+        HEAP_MULTI_INSERT => "MULTI_INSERT",
         _ => "UNKNOWN",
     }
 }
@@ -371,6 +547,24 @@ const DESCRIBE_PRUNE_OFFSETS_MAX: usize = 16;
 /// A record whose data does not decode is described as such, not refused.
 pub fn describe(info: u8, data: &[u8]) -> String {
     let kind = record_kind_name(info);
+    if info == HEAP_MULTI_INSERT {
+        return match decode_multi_insert(data) {
+            Ok(LoggedMultiInsert { flags, tuples }) => {
+                let bytes: usize = tuples.iter().map(|(_, t)| t.len()).sum();
+                let (first, last) = (tuples[0].0, tuples[tuples.len() - 1].0);
+                let cleared = if flags & CLEARED_ALL_VISIBLE != 0 {
+                    ", all-visible cleared"
+                } else {
+                    ""
+                };
+                format!(
+                    "{kind} ntuples: {}, off: {first}..{last}, len: {bytes}{cleared}",
+                    tuples.len()
+                )
+            }
+            Err(what) => format!("{kind} ({what}: {} bytes)", data.len()),
+        };
+    }
     let mut prune = Vec::new();
     let logged = match decode_change(info, data, &mut prune) {
         Ok(logged) => logged,
@@ -437,12 +631,13 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
         PageChange::Insert { tuple } => {
             let index = add_item(page, tuple).expect("caller checked the room");
             let t = item_mut(page, index).expect("just added");
-            let mut h = TupleHeader::read(t);
-            h.ctid = Tid {
-                block,
-                index: index as u16,
-            };
-            h.write(t);
+            TupleHeader::write_ctid(
+                t,
+                Tid {
+                    block,
+                    index: index as u16,
+                },
+            );
             applied.index = Some(index as u16);
         }
         PageChange::SetXmax {
@@ -568,6 +763,12 @@ struct RelState {
     insert_block: AtomicU32,
     /// This process's summary of the free-space map.
     fsm: fsm::FsmSummary,
+    /// The transaction that created the relation while it runs: its page
+    /// changes skip the WAL ([`INVALID_XID`]: they are logged).
+    wal_skipped_by: AtomicU32,
+    /// A page change skipped the WAL: the relation's files are synced
+    /// before its creator commits.
+    skipped_changes: AtomicBool,
 }
 
 /// The heap access method of one database.
@@ -586,6 +787,13 @@ pub struct InsertState {
     /// Blocks the last extension added (bulk loads extend by more each
     /// time).
     extended_by: u32,
+    /// Blocks the last extension added that this load has not used yet,
+    /// which it takes next without asking the free-space map (PostgreSQL
+    /// 16's `next_free`/`last_free`): a bulk load fills one new page after
+    /// another, and a map search at each was a tenth of its time. They are
+    /// in the map too, for others (one may fill a page first: it is then
+    /// found full and passed over).
+    spare: std::ops::Range<u32>,
 }
 
 impl InsertState {
@@ -596,6 +804,7 @@ impl InsertState {
             current: None,
             strategy: Some(Strategy::new(StrategyKind::BulkWrite, nbuffers, 0)),
             extended_by: 0,
+            spare: 0..0,
         }
     }
 
@@ -699,6 +908,72 @@ impl Heap {
         self.rels.lock().remove(&rel);
     }
 
+    /// Page changes to `rel`, just created by transaction `xid`, skip the
+    /// WAL until [`Heap::end_wal_skip`] (or the relation is forgotten,
+    /// after the transaction aborted and its files went).
+    pub fn skip_wal(&self, rel: u32, xid: Xid) {
+        let rs = self.rel_state(rel);
+        let was = rs.wal_skipped_by.swap(xid, Ordering::SeqCst);
+        assert_eq!(
+            was, INVALID_XID,
+            "relation {rel} skips the WAL for one transaction"
+        );
+        debug_assert!(!rs.skipped_changes.load(Ordering::SeqCst));
+    }
+
+    /// Ends the WAL skip of `rel` as its creator `xid` commits, before the
+    /// commit is logged: if any page change skipped the WAL, every dirty
+    /// page of the relation (every fork) is written and its files synced,
+    /// so that no commit record is ever durable without the pages it makes
+    /// visible. Later changes are logged. Returns whether files were
+    /// synced (then the caller syncs their directory, which holds the
+    /// files' new names).
+    pub fn end_wal_skip(
+        &self,
+        s: &mut BufferSession,
+        rel: u32,
+        xid: Xid,
+    ) -> Result<bool, HeapError> {
+        let rs = self.rel_state(rel);
+        assert_eq!(
+            rs.wal_skipped_by.load(Ordering::SeqCst),
+            xid,
+            "relation {rel} ends a WAL skip it did not start"
+        );
+        let synced = rs.skipped_changes.load(Ordering::SeqCst);
+        if synced {
+            s.flush_relation(rel)?;
+            let relation = s.pool().relation(rel);
+            for fork in Fork::ALL {
+                if fork == Fork::Main || relation.exists(fork) {
+                    relation.fsync(fork)?;
+                }
+            }
+        }
+        // Nobody else sees the relation yet, so no change can come between
+        // the sync and the moment changes are logged again.
+        rs.skipped_changes.store(false, Ordering::SeqCst);
+        rs.wal_skipped_by.store(INVALID_XID, Ordering::SeqCst);
+        Ok(synced)
+    }
+
+    /// Where a change by `xid` to a page of the relation of `rs` is
+    /// logged: None while the relation skips the WAL, which only its
+    /// creator's changes may do (anyone else's would be lost by a crash).
+    fn page_wal(&self, rs: &RelState, xid: Xid) -> Option<&Wal> {
+        match rs.wal_skipped_by.load(Ordering::SeqCst) {
+            INVALID_XID => Some(&self.wal),
+            creator => {
+                assert_eq!(
+                    creator, xid,
+                    "a change by another transaction than the creator of a relation that skips the WAL"
+                );
+                rs.skipped_changes.store(true, Ordering::SeqCst);
+                None
+            }
+        }
+    }
+
     /// Clears the map bit after a change found the page all-visible.
     fn clear_vm_bit(
         &self,
@@ -722,7 +997,8 @@ impl Heap {
         state: &mut InsertState,
     ) -> Result<Tid, HeapError> {
         for _ in 0..INSERT_EXTENSIONS_MAX {
-            if let Some(tid) = self.insert_once(s, table, tuple, state)? {
+            if let Some((tid, placed)) = self.insert_once(s, table, &[tuple], state)? {
+                debug_assert_eq!(placed, 1);
                 return Ok(tid);
             }
         }
@@ -732,43 +1008,101 @@ impl Heap {
         })
     }
 
-    /// One try at [`Heap::insert`]: None if the block it added was filled
-    /// by other sessions before it could use it.
+    /// Inserts encoded tuples of one transaction as a bulk load does
+    /// (COPY; PostgreSQL's heap_multi_insert): as many as fit go onto a
+    /// page together, under one lock and with one WAL record per page,
+    /// instead of one lock and one record per tuple.
+    pub fn insert_batch(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tuples: &[&[u8]],
+        state: &mut InsertState,
+    ) -> Result<(), HeapError> {
+        let mut done = 0;
+        let mut tries_without_room = 0;
+        while done < tuples.len() {
+            match self.insert_once(s, table, &tuples[done..], state)? {
+                Some((_, placed)) => {
+                    debug_assert!(placed >= 1 && done + placed <= tuples.len());
+                    done += placed;
+                    tries_without_room = 0;
+                }
+                None => {
+                    tries_without_room += 1;
+                    if tries_without_room >= INSERT_EXTENSIONS_MAX {
+                        return Err(HeapError::NoRoom {
+                            table: table.name.clone(),
+                            attempts: INSERT_EXTENSIONS_MAX,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One try at inserting `tuples` (at least one): puts the first, and
+    /// as many of those after it as fit on the same page, on one page.
+    /// Returns where the first went and how many were placed, or None if
+    /// the block it added was filled by other sessions before it could
+    /// use it.
     fn insert_once(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
-        tuple: &[u8],
+        tuples: &[&[u8]],
         state: &mut InsertState,
-    ) -> Result<Option<Tid>, HeapError> {
+    ) -> Result<Option<(Tid, usize)>, HeapError> {
         let rs = self.rel_state(table.rel);
-        let need = tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
+        let need_of = |tuple: &[u8]| tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
+        let need = need_of(tuples[0]);
         // Inserts leave this much of a page free (updates may use it).
         let reserve = BLOCK_SIZE * (100 - table.fillfactor as usize) / 100;
-        let fits = |page: &PageBytes| {
-            let used = line_pointer_count(page) > 0;
-            let room = free_space(page);
-            room >= need && (!used || room - need >= reserve)
+        // How many of the tuples, from the first, fit on the page (each
+        // counted with a new line pointer, so that one reused is spare).
+        let fitting = |page: &PageBytes| {
+            let mut used = line_pointer_count(page) > 0;
+            let mut room = free_space(page);
+            let mut n = 0;
+            for tuple in tuples.iter().take(MULTI_INSERT_TUPLES_MAX) {
+                let need = need_of(tuple);
+                if room < need || (used && room - need < reserve) {
+                    break;
+                }
+                room -= need;
+                used = true;
+                n += 1;
+            }
+            n
         };
-        // Puts the tuple on page `block` if it fits (formatting a page not
-        // yet formatted); returns what was applied and the room left.
-        let xid = TupleHeader::read(tuple).xmin;
-        let (wal, rel) = (&*self.wal, table.rel);
-        let place = |page: &mut PageBytes, block: u32| {
+        // Puts the tuples that fit on page `block` (formatting a page not
+        // yet formatted); returns what was applied, how many, and the room
+        // left.
+        let xid = TupleHeader::read(tuples[0]).xmin;
+        let (wal, rel) = (self.page_wal(&rs, xid), table.rel);
+        let mut indexes = Vec::new();
+        let mut place = |page: &mut PageBytes, block: u32| {
             if is_new(page) {
                 apply_logged(wal, page, rel, block, xid, &PageChange::Init)?;
             }
-            let applied = if fits(page) {
-                Some(apply_logged(
-                    wal,
-                    page,
-                    rel,
-                    block,
-                    xid,
-                    &PageChange::Insert { tuple },
-                )?)
-            } else {
-                None
+            let applied = match fitting(page) {
+                0 => None,
+                1 => Some((
+                    apply_logged(
+                        wal,
+                        page,
+                        rel,
+                        block,
+                        xid,
+                        &PageChange::Insert { tuple: tuples[0] },
+                    )?,
+                    1,
+                )),
+                n => Some((
+                    apply_logged_multi(wal, page, rel, block, xid, &tuples[..n], &mut indexes)?,
+                    n,
+                )),
             };
             Ok::<_, WalError>((applied, free_space(page)))
         };
@@ -784,6 +1118,7 @@ impl Heap {
                 Some((id, block)) => Some((id, block)),
                 None => {
                     let candidate = match rs.insert_block.load(Ordering::Relaxed) {
+                        _ if !state.spare.is_empty() => state.spare.next(),
                         u32::MAX => Self::free_block(
                             s,
                             table,
@@ -813,12 +1148,15 @@ impl Heap {
                 break;
             };
             let (applied, room) = s.modify_page(id, |page| place(page, block))?;
-            if let Some(applied) = applied {
+            if let Some((applied, placed)) = applied {
                 self.clear_vm_bit(s, table.rel, block, applied)?;
-                return Ok(Some(Tid {
-                    block,
-                    index: applied.index.expect("insert reports its index"),
-                }));
+                return Ok(Some((
+                    Tid {
+                        block,
+                        index: applied.index.expect("insert reports its index"),
+                    },
+                    placed,
+                )));
             }
             // Full: move on, stop others trying it, and tell the map what
             // room is really left.
@@ -862,6 +1200,9 @@ impl Heap {
             .map(|b| (b, EMPTY_PAGE_FREE_BYTES))
             .collect();
         fsm::record(s, table.rel, &spares, &rs.fsm, &rs.extension)?;
+        if state.strategy.is_some() {
+            state.spare = block + 1..block + count;
+        }
         s.pool().aio().injections().hit(
             crate::inject::HEAP_INSERT_AFTER_EXTEND,
             crate::inject::HitContext {
@@ -881,16 +1222,19 @@ impl Heap {
         };
         state.current = Some((id, block));
         rs.insert_block.store(block, Ordering::Relaxed);
-        let Some(applied) = applied else {
+        let Some((applied, placed)) = applied else {
             state.finish(s);
             fsm::record(s, table.rel, &[(block, room)], &rs.fsm, &rs.extension)?;
             return Ok(None);
         };
         self.clear_vm_bit(s, table.rel, block, applied)?;
-        Ok(Some(Tid {
-            block,
-            index: applied.index.expect("insert reports its index"),
-        }))
+        Ok(Some((
+            Tid {
+                block,
+                index: applied.index.expect("insert reports its index"),
+            },
+            placed,
+        )))
     }
 
     /// A block that may have `need` bytes free: the lowest the free-space
@@ -984,6 +1328,8 @@ impl Heap {
         newer: Option<Tid>,
     ) -> Result<DeleteOutcome, HeapError> {
         let started = Instant::now();
+        let rs = self.rel_state(table.rel);
+        let wal = self.page_wal(&rs, xid);
         loop {
             let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
             let outcome = s.modify_page(id, |page| {
@@ -1009,7 +1355,7 @@ impl Heap {
                 let applied = if matches!(state, RowState::Done(DeleteOutcome::Deleted)) {
                     Some(
                         apply_logged(
-                            &self.wal,
+                            wal,
                             page,
                             table.rel,
                             tid.block,
@@ -1257,7 +1603,7 @@ impl Heap {
                         offset: block as u64,
                     },
                 );
-                let wal = &*self.wal;
+                let wal = self.page_wal(&rs, 0);
                 let changed = s.modify_page(id, |page| {
                     let plan = plan_page(page);
                     let log = |page: &mut PageBytes, change: &PageChange| {
@@ -1505,6 +1851,58 @@ mod tests {
         assert!(text.contains("unknown heap record kind"), "{text}");
         let text = describe(HEAP_INSERT, &[]);
         assert!(text.contains("malformed"), "{text}");
+    }
+
+    /// A tuple of `len` bytes written by transaction 7.
+    fn tuple(len: usize) -> Vec<u8> {
+        let mut t = vec![0u8; len];
+        TupleHeader {
+            xmin: 7,
+            ..TupleHeader::read(&t)
+        }
+        .write(&mut t);
+        t
+    }
+
+    #[test]
+    fn a_multi_insert_replays_each_tuple_where_it_landed() {
+        let mut page = [0u8; BLOCK_SIZE];
+        apply(&mut page, 3, &PageChange::Init);
+        let first = tuple(tuple::TUPLE_HEADER_SIZE + 10);
+        apply(&mut page, 3, &PageChange::Insert { tuple: &first });
+        let replayed = page;
+        let rows: Vec<Vec<u8>> = (0..5)
+            .map(|i| tuple(tuple::TUPLE_HEADER_SIZE + i))
+            .collect();
+        let tuples: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let mut indexes = Vec::new();
+        let applied = apply_logged_multi(None, &mut page, 3, 3, 7, &tuples, &mut indexes).unwrap();
+        assert_eq!(indexes, [1, 2, 3, 4, 5]);
+        assert_eq!(applied.index, Some(1));
+        let data = encode_multi_insert(false, &tuples, &indexes);
+        assert_eq!(
+            describe(HEAP_MULTI_INSERT, &data),
+            format!(
+                "MULTI_INSERT ntuples: 5, off: 1..5, len: {}",
+                5 * tuple::TUPLE_HEADER_SIZE + 10
+            )
+        );
+        let mut again = replayed;
+        assert_eq!(redo(&mut again, 3, HEAP_MULTI_INSERT, &data), Ok(()));
+        assert_eq!(again[..], page[..], "replay makes the same page");
+        // Replayed where the page differs (a tuple fewer before it), each
+        // insert lands elsewhere: an error, not a different page.
+        let mut other = [0u8; BLOCK_SIZE];
+        apply(&mut other, 3, &PageChange::Init);
+        assert_eq!(
+            redo(&mut other, 3, HEAP_MULTI_INSERT, &data),
+            Err("a heap insert landed on another line pointer than logged")
+        );
+        for bad in [&data[..3], &data[..data.len() - 1], &[0, 0, 0][..]] {
+            let mut p = replayed;
+            assert!(redo(&mut p, 3, HEAP_MULTI_INSERT, bad).is_err(), "{bad:?}");
+            assert!(describe(HEAP_MULTI_INSERT, bad).contains("malformed"));
+        }
     }
 
     #[test]

@@ -169,6 +169,13 @@ impl TupleHeader {
         t[22..24].copy_from_slice(&self.infomask.to_le_bytes());
         t[24..26].copy_from_slice(&self.natts.to_le_bytes());
     }
+
+    /// Sets only the tuple's ctid (an insert stamps where it landed).
+    pub fn write_ctid(t: &mut [u8], ctid: Tid) {
+        t[16..20].copy_from_slice(&ctid.block.to_le_bytes());
+        t[20..22].copy_from_slice(&ctid.index.to_le_bytes());
+        debug_assert_eq!(TupleHeader::read(t).ctid, ctid);
+    }
 }
 
 /// Encodes a row of `types` inserted by (`xmin`, `cmin`).
@@ -178,6 +185,20 @@ pub fn encode(
     xmin: Xid,
     cmin: CommandId,
 ) -> Result<Vec<u8>, TupleError> {
+    let mut t = Vec::new();
+    encode_into(types, values, xmin, cmin, &mut t)?;
+    Ok(t)
+}
+
+/// [`encode`], appending the tuple to `out` (a bulk load's batch, so that
+/// a row costs no allocation). On an error `out` is as it was.
+pub fn encode_into(
+    types: &[ColumnType],
+    values: &[Value],
+    xmin: Xid,
+    cmin: CommandId,
+    out: &mut Vec<u8>,
+) -> Result<(), TupleError> {
     if values.len() != types.len() {
         return Err(TupleError::Arity {
             got: values.len(),
@@ -190,7 +211,19 @@ pub fn encode(
     } else {
         0
     };
-    let mut t = vec![0u8; TUPLE_HEADER_SIZE + bitmap_len];
+    let start = out.len();
+    let data_len: usize = values
+        .iter()
+        .map(|v| match v {
+            Value::Null => 0,
+            Value::Integer(_) => 4,
+            Value::BigInt(_) | Value::Double(_) => 8,
+            Value::Boolean(_) => 1,
+            Value::Text(s) => 2 + s.len(),
+        })
+        .sum();
+    out.reserve(TUPLE_HEADER_SIZE + bitmap_len + data_len);
+    out.resize(start + TUPLE_HEADER_SIZE + bitmap_len, 0);
     TupleHeader {
         xmin,
         xmax: 0,
@@ -200,38 +233,47 @@ pub fn encode(
         infomask: if has_nulls { HAS_NULLS } else { 0 },
         natts: types.len() as u16,
     }
-    .write(&mut t);
+    .write(&mut out[start..]);
+    let failed = |out: &mut Vec<u8>, e: TupleError| {
+        out.truncate(start);
+        Err(e)
+    };
     for (i, (ty, v)) in types.iter().zip(values).enumerate() {
         if !v.is_null() && has_nulls {
-            t[TUPLE_HEADER_SIZE + i / 8] |= 1 << (i % 8);
+            out[start + TUPLE_HEADER_SIZE + i / 8] |= 1 << (i % 8);
         }
         match (ty, v) {
             (_, Value::Null) => {}
-            (ColumnType::Integer, Value::Integer(x)) => t.extend_from_slice(&x.to_le_bytes()),
-            (ColumnType::BigInt, Value::BigInt(x)) => t.extend_from_slice(&x.to_le_bytes()),
-            (ColumnType::Double, Value::Double(x)) => t.extend_from_slice(&x.to_le_bytes()),
-            (ColumnType::Boolean, Value::Boolean(x)) => t.push(*x as u8),
+            (ColumnType::Integer, Value::Integer(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (ColumnType::BigInt, Value::BigInt(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (ColumnType::Double, Value::Double(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (ColumnType::Boolean, Value::Boolean(x)) => out.push(*x as u8),
             (ColumnType::Text, Value::Text(s)) => {
                 if s.len() > MAX_TUPLE_SIZE {
-                    return Err(TupleError::TooLarge {
-                        size: TUPLE_HEADER_SIZE + s.len(),
-                    });
+                    return failed(
+                        out,
+                        TupleError::TooLarge {
+                            size: TUPLE_HEADER_SIZE + s.len(),
+                        },
+                    );
                 }
-                t.extend_from_slice(&(s.len() as u16).to_le_bytes());
-                t.extend_from_slice(s.as_bytes());
+                out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+                out.extend_from_slice(s.as_bytes());
             }
             (ty, v) => {
-                return Err(TupleError::Type {
+                let e = TupleError::Type {
                     value: v.clone(),
                     expected: ty.name(),
-                })
+                };
+                return failed(out, e);
             }
         }
     }
-    if t.len() > MAX_TUPLE_SIZE {
-        return Err(TupleError::TooLarge { size: t.len() });
+    let size = out.len() - start;
+    if size > MAX_TUPLE_SIZE {
+        return failed(out, TupleError::TooLarge { size });
     }
-    Ok(t)
+    Ok(())
 }
 
 /// Decodes the columns whose `wanted` flag is set (others come back as

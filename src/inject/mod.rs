@@ -70,10 +70,22 @@ pub const WAL_INSERT_BEFORE_RESERVE: &str = "wal-insert-before-reserve";
 /// write with that errno without executing it (a full disk: ENOSPC).
 pub const WAL_BEFORE_WRITE: &str = "wal-before-write";
 
+/// Reached in the buffer pool before it writes a run of dirty data pages
+/// (eviction, a checkpoint, a commit's sync of a table that skipped the
+/// WAL), after the WAL rule was kept; the context's offset is the run's
+/// first block. A negative rewrite fails the write with that errno without
+/// executing it (a full disk: ENOSPC).
+pub const BUFFER_BEFORE_WRITE: &str = "buffer-before-write";
+
 /// Reached in the WAL writer before it syncs a segment (fdatasync); the
 /// context's offset is the segment number. A negative rewrite fails the
 /// sync with that errno.
 pub const WAL_BEFORE_SYNC: &str = "wal-before-sync";
+
+/// Reached in a checkpoint before it syncs a data file written since the
+/// last one; the context's offset is the relation number. A negative
+/// rewrite fails the sync with that errno.
+pub const BUFFER_BEFORE_FILE_SYNC: &str = "buffer-before-file-sync";
 
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]

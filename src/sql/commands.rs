@@ -116,6 +116,7 @@ fn dispatch(
     let cx = StmtCx {
         number: parsed.number,
         start: parsed.start,
+        viewer: s.current_xid(),
     };
     let statement = match &parsed.statement {
         Stmt::Checkpoint => {
@@ -231,7 +232,9 @@ fn dispatch(
                 explain_options(&cx, statement, *analyze, options.as_deref().unwrap_or(&[]))?;
             in_statement(s, |s, snapshot| explain(&cx, s, snapshot, inner, &opts))
         }
-        Statement::CreateTable(ct) => utility(s, |s| create_table(&cx, s, ct)),
+        Statement::CreateTable(ct) => {
+            in_statement(s, |s, snapshot| create_table(&cx, s, snapshot, ct))
+        }
         Statement::Drop {
             object_type,
             if_exists,

@@ -54,7 +54,7 @@ pub(crate) fn copy(
                 table_name,
                 columns,
             } => {
-                let table = user_table(&db, &object_name(cx, table_name)?)?;
+                let table = user_table(cx, &db, &object_name(cx, table_name)?)?;
                 let columns = copy_columns(cx, &table, columns)?;
                 let names = columns
                     .iter()
@@ -109,7 +109,7 @@ pub(crate) fn copy(
         else {
             return Err(cx.unsupported(st.span(), "COPY (query) FROM"));
         };
-        let table = user_table(&db, &object_name(cx, table_name)?)?;
+        let table = user_table(cx, &db, &object_name(cx, table_name)?)?;
         let columns = copy_columns(cx, &table, columns)?;
         let plan = CopyFrom {
             table,

@@ -1,8 +1,10 @@
 //! DDL and maintenance: CREATE TABLE, DROP TABLE, VACUUM.
 //!
-//! All three run outside transaction blocks only: catalog changes take
-//! effect at once (see `catalog`), and VACUUM must see the horizon of the
-//! whole system, not of a transaction of its own.
+//! CREATE TABLE is transactional (see `catalog`): inside a block the table
+//! is the block's until it commits, and a COPY into it in the same block
+//! skips the WAL. DROP TABLE and VACUUM run outside transaction blocks
+//! only: a drop takes effect at once, and VACUUM must see the horizon of
+//! the whole system, not of a transaction of its own.
 
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ use super::dml::user_table;
 use super::expr::{column_type, constant, ident, object_name, StmtCx};
 use super::{SqlError, StatementResult};
 use crate::catalog::ColumnDef;
-use crate::database::Session;
+use crate::database::{Session, StatementSnapshot};
 use crate::exec::{self, View};
 use crate::heap::Value;
 
@@ -93,9 +95,9 @@ fn fillfactor(cx: &StmtCx, options: &CreateTableOptions, span: Span) -> Result<u
 pub(crate) fn create_table(
     cx: &StmtCx,
     s: &mut Session,
+    snapshot: &mut StatementSnapshot,
     ct: &CreateTable,
 ) -> Result<StatementResult, SqlError> {
-    s.require_no_block("CREATE TABLE")?;
     let span = ct.name.span();
     let canonical = CreateTableBuilder::new(ct.name.clone())
         .if_not_exists(ct.if_not_exists)
@@ -136,6 +138,7 @@ pub(crate) fn create_table(
     }
     let fillfactor = fillfactor(cx, &ct.table_options, span)?;
     let db = Arc::clone(s.db());
+    let ids = s.xid(snapshot)?;
     let created = db.catalog().create_table(
         &mut s.buf,
         db.heap(),
@@ -143,8 +146,13 @@ pub(crate) fn create_table(
         columns,
         fillfactor,
         ct.if_not_exists,
+        ids,
     )?;
-    Ok(if created {
+    let done = created.is_some();
+    if let Some(def) = created {
+        s.created_table(def);
+    }
+    Ok(if done {
         StatementResult::tag("CREATE TABLE")
     } else {
         StatementResult {
@@ -166,7 +174,7 @@ pub(crate) fn drop_tables(
     // Every name first: a missing one drops nothing.
     for name in names {
         let name = object_name(cx, name)?;
-        if let Err(e) = user_table(&db, &name) {
+        if let Err(e) = user_table(cx, &db, &name) {
             if !(if_exists && matches!(e, SqlError::UnknownTable { .. })) {
                 return Err(e);
             }
@@ -196,7 +204,7 @@ pub(crate) fn vacuum(
     s.require_no_block("VACUUM")?;
     let db = Arc::clone(s.db());
     let tables = match table {
-        Some(name) => vec![user_table(&db, &object_name(cx, name)?)?],
+        Some(name) => vec![user_table(cx, &db, &object_name(cx, name)?)?],
         None => db.catalog().tables(),
     };
     let reports = exec::vacuum(s, &tables, progress)?;

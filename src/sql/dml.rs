@@ -24,8 +24,12 @@ use crate::exec::{
 
 /// The user table called `name`; a system view is refused as one that
 /// cannot be changed.
-pub(crate) fn user_table(db: &Database, name: &str) -> Result<Arc<TableDef>, SqlError> {
-    db.catalog().table(name).map_err(|_| {
+pub(crate) fn user_table(
+    cx: &StmtCx,
+    db: &Database,
+    name: &str,
+) -> Result<Arc<TableDef>, SqlError> {
+    cx.table(db, name).map_err(|_| {
         let name = name.to_string();
         if View::by_name(&name).is_some() {
             SqlError::ReadOnlyView { name }
@@ -44,7 +48,7 @@ fn target_table(
     db: &Database,
     name: &ast::ObjectName,
 ) -> Result<Arc<TableDef>, SqlError> {
-    user_table(db, &object_name(cx, name)?)
+    user_table(cx, db, &object_name(cx, name)?)
 }
 
 /// The one table of UPDATE or DELETE, and its alias.

@@ -12,6 +12,7 @@ use super::{ResultColumn, SqlError, StatementResult};
 use crate::database::{Session, StatementSnapshot};
 use crate::exec::{self, ExplainOptions, Timing};
 use crate::heap::{ColumnType, Value};
+use crate::wal::{wal_usage, WalUsage};
 
 /// A boolean option value: none (on), on/off, true/false, 1/0.
 fn option_flag(e: Option<&ast::Expr>) -> Option<bool> {
@@ -40,7 +41,7 @@ pub(crate) fn explain_options(
     options: &[ast::UtilityOption],
 ) -> Result<ExplainOptions, SqlError> {
     let mut analyze = analyze;
-    let (mut buffers, mut summary, mut io) = (None, None, false);
+    let (mut buffers, mut summary, mut io, mut wal) = (None, None, false, false);
     for option in options {
         let name = option.name.value.to_lowercase();
         if name == "format" {
@@ -68,6 +69,7 @@ pub(crate) fn explain_options(
             "analyze" => analyze = on,
             "buffers" => buffers = Some(on),
             "io" => io = on,
+            "wal" => wal = on,
             "summary" => summary = Some(on),
             // There are no cost estimates, and no per-node timing, to
             // switch off.
@@ -76,21 +78,24 @@ pub(crate) fn explain_options(
             "verbose" => return Err(cx.unsupported(statement.span(), "EXPLAIN VERBOSE")),
             other => {
                 return Err(SqlError::Explain(format!(
-                    "unrecognized EXPLAIN option \"{other}\"; the options are ANALYZE, BUFFERS, IO, SUMMARY, COSTS, TIMING, FORMAT TEXT"
+                    "unrecognized EXPLAIN option \"{other}\"; the options are ANALYZE, BUFFERS, IO, WAL, SUMMARY, COSTS, TIMING, FORMAT TEXT"
                 )))
             }
         }
     }
-    if io && !analyze {
-        return Err(SqlError::Explain(
-            "EXPLAIN option IO requires ANALYZE".into(),
-        ));
+    for (on, name) in [(io, "IO"), (wal, "WAL")] {
+        if on && !analyze {
+            return Err(SqlError::Explain(format!(
+                "EXPLAIN option {name} requires ANALYZE"
+            )));
+        }
     }
     Ok(ExplainOptions {
         analyze,
         // As PostgreSQL 18: ANALYZE shows buffers unless told not to.
         buffers: buffers.unwrap_or(analyze),
         io,
+        wal,
         summary: summary.unwrap_or(analyze),
     })
 }
@@ -107,10 +112,13 @@ pub(crate) fn explain(
     let (mut plan, _) = plan_statement(cx, &db, inner)?;
     let planning = planning_started.elapsed();
     let mut execution = Duration::ZERO;
+    let mut wal = WalUsage::default();
     if opts.analyze {
         let started = Instant::now();
+        let wal_before = wal_usage();
         exec::execute(&mut plan, s, snapshot)?;
         execution = started.elapsed();
+        wal = wal_usage().since(&wal_before);
     }
     let lines = exec::explain(
         &plan,
@@ -118,6 +126,7 @@ pub(crate) fn explain(
         Timing {
             planning,
             execution,
+            wal,
         },
     );
     Ok(StatementResult {

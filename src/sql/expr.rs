@@ -30,13 +30,26 @@ use crate::exec::value::{can_assign, is_numeric};
 use crate::exec::{BinaryOp, ExecError, Expr, Filter, Utility, UtilityCall};
 use crate::heap::{ColumnType, Value};
 
-/// The statement being planned, for error positions.
+/// The statement being planned: for error positions, and whose tables it
+/// sees.
 pub(crate) struct StmtCx {
     pub number: usize,
     pub start: Position,
+    /// The id of the statement's transaction, if it has one: a table it
+    /// created (pending until it commits) is seen by its own statements.
+    pub viewer: Option<crate::txn::Xid>,
 }
 
 impl StmtCx {
+    /// The table called `name` as this statement sees it.
+    pub fn table(
+        &self,
+        db: &Database,
+        name: &str,
+    ) -> Result<std::sync::Arc<TableDef>, crate::catalog::CatalogError> {
+        db.catalog().table_for(name, self.viewer)
+    }
+
     /// Where `span` starts, or the statement's start if it has no span.
     pub fn at(&self, span: Span) -> Position {
         if span.start.line == 0 {
@@ -967,13 +980,10 @@ pub(crate) fn utility_call(
         _ => return Err(bad()),
     };
     let name = super::relation_name_from_text(&name);
-    let table = db
-        .catalog()
-        .table(&name)
-        .map_err(|_| SqlError::UnknownTable {
-            name: name.clone(),
-            hint: String::new(),
-        })?;
+    let table = cx.table(db, &name).map_err(|_| SqlError::UnknownTable {
+        name: name.clone(),
+        hint: String::new(),
+    })?;
     Ok(UtilityCall {
         utility,
         table,

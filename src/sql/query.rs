@@ -277,7 +277,7 @@ fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<From
         if !alias_columns.is_empty() {
             return Err(cx.unsupported(span, "column aliases for a table"));
         }
-        if let Ok(table) = db.catalog().table(&relation) {
+        if let Ok(table) = cx.table(db, &relation) {
             return Ok(FromItem::Table(table, alias_name));
         }
         if let Some(view) = View::by_name(&relation) {

@@ -56,7 +56,7 @@ pub enum StorageError {
         "the file system holding \"{path}\" refuses direct I/O (O_DIRECT): {reason}; set io_direct=off to use buffered I/O"
     )]
     DirectIoUnsupported { path: PathBuf, reason: String },
-    #[error("could not {op} file \"{path}\": {source}")]
+    #[error("could not {op} file \"{path}\": {source}{}", full_disk_hint(source.raw_os_error()))]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -73,6 +73,19 @@ pub enum StorageError {
     },
     #[error("{what} is not aligned to {IO_ALIGN_BYTES} bytes, as direct I/O requires")]
     Misaligned { what: String },
+}
+
+/// The fix for an error with `errno`, if it says the file system is full
+/// (ENOSPC, or EDQUOT: over a quota): said after the message, since a
+/// full disk is the one I/O failure the user can repair, and the WAL
+/// keeps what was committed meanwhile.
+pub fn full_disk_hint(errno: Option<i32>) -> &'static str {
+    match errno {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+            "; its file system is full: free space on it and retry (nothing committed is lost)"
+        }
+        _ => "",
+    }
 }
 
 impl StorageError {
@@ -185,10 +198,16 @@ impl SegmentFile {
         .map(Arc::new)
     }
 
-    /// Opens (creating if needed) a WAL segment for writing: with
-    /// `direct`, `O_DIRECT | O_DSYNC`, so that a completed write is
-    /// durable and needs no fdatasync.
-    pub fn open_wal(path: &Path, direct: bool) -> Result<Arc<SegmentFile>, StorageError> {
+    /// Opens (creating if needed) a WAL segment for writing, with
+    /// `O_DIRECT` if `direct` and with `write_through` (`O_DSYNC`,
+    /// `O_SYNC`, or 0) so that a completed write is durable and needs no
+    /// sync.
+    pub fn open_wal(
+        path: &Path,
+        direct: bool,
+        write_through: i32,
+    ) -> Result<Arc<SegmentFile>, StorageError> {
+        debug_assert!([0, libc::O_DSYNC, libc::O_SYNC].contains(&write_through));
         Self::open_with(
             path,
             FileIdent::Path(path.to_path_buf()),
@@ -196,7 +215,7 @@ impl SegmentFile {
             direct,
             true,
             true,
-            if direct { libc::O_DSYNC } else { 0 },
+            write_through,
         )
         .map(Arc::new)
     }
@@ -348,6 +367,14 @@ impl SegmentFile {
             0 => Ok(()),
             raw => Err(self.io_error("fsync", errno_error(-raw as i32))),
         }
+    }
+
+    /// Flushes the file's data and all of its metadata to stable storage
+    /// (fsync, where [`SegmentFile::fdatasync`] leaves out metadata a read
+    /// does not need).
+    pub fn fsync_all(&self) -> Result<(), StorageError> {
+        rustix::fs::fsync(&self.fd)
+            .map_err(|e| self.io_error("fsync", errno_error(e.raw_os_error())))
     }
 
     /// Tells the kernel that `len` bytes at `offset` will be read soon
@@ -804,6 +831,11 @@ impl SmgrRelation {
         let keep_in_last = nblocks - last_kept * per;
         let file = self.segment(fork, last_kept, false)?;
         file.set_len(keep_in_last as u64 * BLOCK_SIZE as u64)
+    }
+
+    /// The path of the fork's first segment file, for messages.
+    pub fn path(&self, fork: Fork) -> PathBuf {
+        self.smgr.segment_path(self.rel, fork, 0)
     }
 
     /// Makes every segment of the fork durable.

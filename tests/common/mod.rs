@@ -84,6 +84,18 @@ pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
 }
 
+/// Closes `db` as `kill -9` would (`Database::simulate_crash`: nothing
+/// more is written); it must be the last reference.
+pub fn crash(db: Arc<aiostore::database::Database>) {
+    db.simulate_crash();
+    assert_eq!(
+        Arc::strong_count(&db),
+        1,
+        "a session still holds the database"
+    );
+    drop(db);
+}
+
 pub struct DataFile {
     pub dir: tempfile::TempDir,
     pub path: PathBuf,

@@ -236,24 +236,55 @@ impl UringRing {
     /// I/O, and look again now and then in case it left (its own I/O done)
     /// before ours arrived.
     pub fn wait_for(&self, shared: &AioShared, handle: &Handle, generation: u64) {
+        self.wait_until(shared, handle, generation, None);
+    }
+
+    /// [`Ring::wait_for`], giving up at `deadline` (if any); returns
+    /// whether the I/O left the submitted state.
+    pub fn wait_until(
+        &self,
+        shared: &AioShared,
+        handle: &Handle,
+        generation: u64,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
         loop {
             if handle.state_of(generation) != Some(IoState::Submitted) {
-                return;
+                return true;
             }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return false,
+                },
+                None => None,
+            };
             let Some(_reaping) = self.completion_lock.try_lock() else {
-                handle.wait_while_for(generation, IoState::Submitted, REAPER_HANDOFF_POLL);
+                let poll = left.map_or(REAPER_HANDOFF_POLL, |l| l.min(REAPER_HANDOFF_POLL));
+                handle.wait_while_for(generation, IoState::Submitted, poll);
                 continue;
             };
             self.reap_locked(shared);
             if handle.state_of(generation) != Some(IoState::Submitted) {
-                return;
+                return true;
             }
-            match self.ring.submitter().submit_and_wait(1) {
+            let entered = match left {
+                None => self.ring.submitter().submit_and_wait(1),
+                Some(left) => {
+                    let ts = io_uring::types::Timespec::from(left);
+                    let args = io_uring::types::SubmitArgs::new().timespec(&ts);
+                    self.ring.submitter().submit_with_args(1, &args)
+                }
+            };
+            match entered {
                 Ok(_) => {}
                 Err(e)
                     if matches!(
                         e.raw_os_error(),
-                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                        Some(libc::EINTR)
+                            | Some(libc::EAGAIN)
+                            | Some(libc::EBUSY)
+                            | Some(libc::ETIME)
                     ) => {}
                 Err(e) => fatal_ring_error("waiting for completions of", &e),
             }
