@@ -18,7 +18,7 @@ use aiostore::page::{verify_page, PageVerdict};
 use aiostore::sql;
 use aiostore::storage::{Fork, BLOCK_SIZE};
 use aiostore::wal::{list_segments, segment_path, WAL_SEGMENT_SIZE};
-use common::temp_dir;
+use common::{crash, temp_dir};
 
 fn settings(method: IoMethod, direct: bool) -> Vec<String> {
     let mut s = vec![
@@ -47,17 +47,6 @@ fn ints(s: &mut Session, text: &str) -> Vec<i64> {
             v => panic!("{text}: not an integer: {v:?}"),
         })
         .collect()
-}
-
-/// Closes `db` as a crash would (it must be the last reference).
-fn crash(db: Arc<Database>) {
-    db.simulate_crash();
-    assert_eq!(
-        Arc::strong_count(&db),
-        1,
-        "a session still holds the database"
-    );
-    drop(db);
 }
 
 fn new_db(method: IoMethod, direct: bool) -> (tempfile::TempDir, PathBuf, Arc<Database>) {
