@@ -568,6 +568,53 @@ fn a_stream_revisiting_a_hot_block_keeps_to_its_pins(method: IoMethod) {
     assert_eq!(s.pinned_count(), 0);
 }
 
+/// A stream whose pins are limited below what `begin` gave it never holds
+/// more, and still keeps several single-block reads in flight within them.
+fn a_stream_limited_in_pins_keeps_to_them_with_reads_in_flight(method: IoMethod) {
+    const LIMIT: usize = 6;
+    let db = db(method, 200, 512);
+    let mut s = session(&db);
+    let mut rng = XorShift::new(0x1F);
+    let blocks: Vec<u32> = (0..300).map(|_| rng.below(200) as u32).collect();
+    let mut it = blocks.iter().copied();
+    let mut stream = ReadStream::begin(
+        &s,
+        REL,
+        Fork::Main,
+        StreamFlags {
+            full: true,
+            ..Default::default()
+        },
+        StreamLimits::default(),
+        None,
+        |data: &mut u32| match it.next() {
+            Some(b) => {
+                *data = b;
+                Next::Block(b)
+            }
+            None => Next::End,
+        },
+    );
+    stream.limit_pins(LIMIT);
+    assert_eq!(stream.max_pinned(), LIMIT);
+    let mut out = Vec::new();
+    while let Some((id, block)) = stream.next_buffer(&mut s).unwrap() {
+        // The one handed out is the consumer's.
+        assert!(s.pinned_count() <= LIMIT + 1, "{} pins", s.pinned_count());
+        check(&s, id, block);
+        s.release(id);
+        out.push(block);
+    }
+    let stats = stream.end(&mut s);
+    assert_eq!(out, blocks);
+    if method != IoMethod::Sync {
+        assert!(
+            stats.avg_in_flight() > 1.5,
+            "reads were not overlapped: {stats:?}"
+        );
+    }
+}
+
 fn a_reset_stream_starts_over_and_releases_what_it_held(method: IoMethod) {
     let db = db(method, 32, 128);
     let mut s = session(&db);
@@ -793,6 +840,7 @@ for_each_method!(
     a_consumer_may_pin_one_buffer_besides_the_streams_with_repeats_queued,
     a_stream_fed_in_bursts_returns_every_block,
     a_stream_revisiting_a_hot_block_keeps_to_its_pins,
+    a_stream_limited_in_pins_keeps_to_them_with_reads_in_flight,
     a_reset_stream_starts_over_and_releases_what_it_held,
     a_bulk_read_stream_stays_inside_its_ring,
     sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool;

@@ -155,8 +155,6 @@ pub fn replay(
         ReadAhead::new(WalReader::new(dir, redo, None), 1, 0)
     };
     let wanted = RefCell::new(VecDeque::new());
-    let combine_setting = s.settings.io_combine_limit;
-    s.settings.io_combine_limit = prefetch::fitting_combine_limit(s);
     let mut prefetcher = prefetch::begin(s, &wanted, options.prefetch, options.limits);
     let mut report = RecoveryReport {
         from: redo,
@@ -174,7 +172,6 @@ pub fn replay(
     // Ended on failure too: the stream gives back its pins, the writes in
     // flight finish.
     let prefetched = prefetcher.end(s);
-    s.settings.io_combine_limit = combine_setting;
     let written = s.finish_write_behind(&mut write_behind);
     let (end, missing) = replayed?;
     written?;

@@ -362,6 +362,19 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         self.max_pinned
     }
 
+    /// Lowers the most buffers the stream pins to `max_pinned` (at least
+    /// 1), for a consumer that pins more pages of its own between buffers
+    /// than the one `begin` leaves it (WAL replay). The I/O concurrency
+    /// stays: reads of single blocks can all be in flight at once within
+    /// the pins, and a read never pins more than there is room for. Call
+    /// it before the first buffer.
+    pub fn limit_pins(&mut self, max_pinned: usize) {
+        debug_assert!(self.queue.is_empty() && self.pending.is_none() && self.forwarded.is_empty());
+        self.max_pinned = self.max_pinned.min(max_pinned.max(1));
+        self.readahead_distance = self.readahead_distance.min(self.max_pinned);
+        self.combine_distance = self.combine_distance.min(self.max_pinned);
+    }
+
     /// Distinct buffers the stream pins: one per block queued (repeats
     /// share a buffer), whichever of its entries holds the pin now (a
     /// repeat whose first entry was handed out still holds one), and the

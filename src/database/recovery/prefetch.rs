@@ -110,19 +110,14 @@ pub(super) struct Prefetcher<'w, F: FnMut(&mut ()) -> Next> {
 /// Pins replay may hold besides the stream's own: the page it applies a
 /// record to and one more it pins meanwhile.
 const REPLAY_PINS_BESIDE_STREAM: usize = 2;
+/// Fewest pins worth a prefetching stream: two blocks ahead.
+const PREFETCH_PINS_MIN: usize = 2;
 
 /// Pins the prefetching stream may take in session `s`.
 fn pin_room(s: &BufferSession) -> usize {
     s.pool()
         .pin_limit()
         .saturating_sub(s.pinned_count() + REPLAY_PINS_BESIDE_STREAM)
-}
-
-/// The `io_combine_limit` replay's session should use so that its stream
-/// can have two reads ahead within its pins (a small pool's sessions may
-/// pin only a few buffers: shared_buffers / max_sessions).
-pub(super) fn fitting_combine_limit(s: &BufferSession) -> usize {
-    s.settings.io_combine_limit.min(pin_room(s) / 2).max(1)
 }
 
 /// Begins prefetching for replay in session `s` (nothing is read ahead
@@ -141,22 +136,15 @@ pub(super) fn begin<'w>(
     };
     // Replay holds a page from the stream while it may pin one more (a
     // map page, a heap page it looks at), and the stream leaves room for
-    // one: its look-ahead is capped to leave the second too, or a small
-    // pool's session limit (shared_buffers / max_sessions) was reached in
-    // the middle of replay and the directory could not be opened. A
-    // look-ahead of less than two reads is not worth a stream.
-    let combine = s.settings.io_combine_limit.max(1);
+    // one: its pins are capped to leave the second too, or a small pool's
+    // session limit (shared_buffers / max_sessions) is reached in the
+    // middle of replay and the directory cannot be opened. The cap is on
+    // pins, not on reads in flight: capping maintenance_io_concurrency
+    // (to the pins over io_combine_limit) left one read in flight, and
+    // replay's blocks are single-block reads that fit many to the pins.
     let room = pin_room(s);
-    let concurrency = (room / combine)
-        .saturating_sub(1)
-        .min(limits.maintenance_io_concurrency);
-    let limits = StreamLimits {
-        maintenance_io_concurrency: concurrency,
-        ..limits
-    };
-    let stream = (enabled && concurrency >= 1).then(|| {
-        debug_assert!(limits.look_ahead_blocks(true, combine) <= room);
-        ReadStream::begin_tagged(
+    let stream = (enabled && room >= PREFETCH_PINS_MIN).then(|| {
+        let mut stream = ReadStream::begin_tagged(
             s,
             StreamFlags {
                 maintenance: true,
@@ -165,7 +153,10 @@ pub(super) fn begin<'w>(
             limits,
             None,
             callback,
-        )
+        );
+        stream.limit_pins(room);
+        debug_assert!(stream.max_pinned() <= room);
+        stream
     });
     Prefetcher {
         pool: Arc::clone(s.pool()),
