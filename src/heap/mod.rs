@@ -239,9 +239,27 @@ pub fn apply_logged(
         return Ok(applied);
     };
     let data = change.encode(&applied);
+    applied.lsn = log_page_change(wal, page, rel, block, xid, change.info(), old_lsn, &data)?;
+    Ok(applied)
+}
+
+/// Logs a change just made to heap page `block` of `rel` (whose LSN was
+/// `old_lsn` before it) as one record of `info` and stamps the page with
+/// the record's end, which it returns.
+#[allow(clippy::too_many_arguments)]
+fn log_page_change(
+    wal: &Wal,
+    page: &mut PageBytes,
+    rel: u32,
+    block: u32,
+    xid: Xid,
+    info: u8,
+    old_lsn: Lsn,
+    data: &[u8],
+) -> Result<Lsn, WalError> {
     let lsn = wal.insert(
         Rmgr::Heap,
-        change.info(),
+        info,
         xid,
         &[PageRef {
             tag: BlockTag {
@@ -252,11 +270,10 @@ pub fn apply_logged(
             page,
             old_lsn,
         }],
-        &data,
+        data,
     )?;
     set_page_lsn(page, lsn);
-    applied.lsn = lsn;
-    Ok(applied)
+    Ok(lsn)
 }
 
 /// Inserts `tuples` into heap page `block` of relation `rel`, one
@@ -309,23 +326,16 @@ pub fn apply_logged_multi(
         return Ok(applied);
     };
     let data = encode_multi_insert(cleared_all_visible, tuples, indexes);
-    let lsn = wal.insert(
-        Rmgr::Heap,
-        HEAP_MULTI_INSERT,
+    applied.lsn = log_page_change(
+        wal,
+        page,
+        rel,
+        block,
         xid,
-        &[PageRef {
-            tag: BlockTag {
-                rel,
-                fork: Fork::Main,
-                block,
-            },
-            page,
-            old_lsn,
-        }],
+        HEAP_MULTI_INSERT,
+        old_lsn,
         &data,
     )?;
-    set_page_lsn(page, lsn);
-    applied.lsn = lsn;
     Ok(applied)
 }
 
