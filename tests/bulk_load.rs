@@ -16,11 +16,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use aiostore::config::IoMethod;
-use aiostore::crashtest::check::{check_storage, Findings};
-use aiostore::database::{Database, Session};
-use aiostore::heap::Value;
-use aiostore::sql;
-use common::temp_dir;
+use aiostore::database::Database;
+use common::{crash, err, ints, run, storage_is_sound, temp_dir};
 
 /// Rows of the loads: with `shared_buffers=512` (4 MiB, a 64-buffer
 /// bulk-write ring) about 6 MiB of table, so eviction writes most of its
@@ -37,40 +34,6 @@ fn settings(method: IoMethod, direct: bool) -> Vec<String> {
         s.push("io_direct=data+wal".into());
     }
     s
-}
-
-fn run(s: &mut Session, text: &str) -> Vec<sql::StatementResult> {
-    sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
-}
-
-fn err(s: &mut Session, text: &str) -> String {
-    match sql::execute(s, text) {
-        Ok(_) => panic!("{text}: succeeded"),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn ints(s: &mut Session, text: &str) -> Vec<i64> {
-    run(s, text).pop().unwrap().rows[0]
-        .iter()
-        .map(|v| match v {
-            Value::BigInt(x) => *x,
-            Value::Integer(x) => i64::from(*x),
-            Value::Null => 0,
-            v => panic!("{text}: not an integer: {v:?}"),
-        })
-        .collect()
-}
-
-/// Closes `db` as a crash would (it must be the last reference).
-fn crash(db: Arc<Database>) {
-    db.simulate_crash();
-    assert_eq!(
-        Arc::strong_count(&db),
-        1,
-        "a session still holds the database"
-    );
-    drop(db);
 }
 
 fn new_db(method: IoMethod, direct: bool) -> (tempfile::TempDir, PathBuf, Arc<Database>) {
@@ -105,16 +68,6 @@ fn files_of(path: &Path, rel: u32) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Every committed table's visibility map agrees with its heap, every
-/// page of every file verifies, and files and tables match.
-fn storage_is_sound(db: &Arc<Database>) -> Findings {
-    let mut s = db.session().unwrap();
-    let mut findings = Findings::default();
-    let tables = db.catalog().tables();
-    check_storage(db, &mut s, &tables, &mut findings).unwrap();
-    findings
 }
 
 fn wal_bytes(db: &Database) -> u64 {

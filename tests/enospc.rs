@@ -20,12 +20,10 @@ use std::process::Command;
 use std::sync::Arc;
 
 use aiostore::config::IoMethod;
-use aiostore::crashtest::check::{check_storage, Findings};
-use aiostore::database::{Database, Session};
-use aiostore::heap::Value;
+use aiostore::database::Database;
 use aiostore::inject::{Injection, BUFFER_BEFORE_WRITE};
 use aiostore::sql;
-use common::temp_dir;
+use common::{crash, err, ints, run, storage_is_sound, temp_dir};
 
 /// Size of the tmpfs under `base/`: room for the catalog and a small
 /// table, not for a load.
@@ -43,38 +41,6 @@ fn settings(method: IoMethod) -> Vec<String> {
     ]
 }
 
-fn run(s: &mut Session, text: &str) -> Vec<sql::StatementResult> {
-    sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
-}
-
-fn err(s: &mut Session, text: &str) -> String {
-    match sql::execute(s, text) {
-        Ok(_) => panic!("{text}: succeeded"),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn ints(s: &mut Session, text: &str) -> Vec<i64> {
-    run(s, text).pop().unwrap().rows[0]
-        .iter()
-        .map(|v| match v {
-            Value::BigInt(x) => *x,
-            Value::Integer(x) => i64::from(*x),
-            v => panic!("{text}: not an integer: {v:?}"),
-        })
-        .collect()
-}
-
-fn crash(db: Arc<Database>) {
-    db.simulate_crash();
-    assert_eq!(
-        Arc::strong_count(&db),
-        1,
-        "a session still holds the database"
-    );
-    drop(db);
-}
-
 fn csv(dir: &Path, rows: i64) -> String {
     let path = dir.join(format!("load-{rows}.csv"));
     let text: String = (1..=rows)
@@ -82,13 +48,6 @@ fn csv(dir: &Path, rows: i64) -> String {
         .collect();
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_string()
-}
-
-/// Every committed table's map and pages are sound, and files match.
-fn storage_is_sound(db: &Arc<Database>) {
-    let mut s = db.session().unwrap();
-    let tables = db.catalog().tables();
-    check_storage(db, &mut s, &tables, &mut Findings::default()).unwrap();
 }
 
 /// The message of a data write that failed for lack of room: the error,

@@ -13,12 +13,11 @@ use std::sync::Arc;
 
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
-use aiostore::heap::Value;
 use aiostore::page::{verify_page, PageVerdict};
 use aiostore::sql;
 use aiostore::storage::{Fork, BLOCK_SIZE};
 use aiostore::wal::{list_segments, segment_path, WAL_SEGMENT_SIZE};
-use common::{crash, temp_dir};
+use common::{crash, ints, run, temp_dir};
 
 fn settings(method: IoMethod, direct: bool) -> Vec<String> {
     let mut s = vec![
@@ -30,23 +29,6 @@ fn settings(method: IoMethod, direct: bool) -> Vec<String> {
         s.push("io_direct=data+wal".into());
     }
     s
-}
-
-fn run(s: &mut Session, text: &str) -> Vec<sql::StatementResult> {
-    sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
-}
-
-fn ints(s: &mut Session, text: &str) -> Vec<i64> {
-    run(s, text).pop().unwrap().rows[0]
-        .iter()
-        .map(|v| match v {
-            Value::BigInt(x) => *x,
-            Value::Integer(x) => i64::from(*x),
-            // max() of no rows: as if the ids started at 0.
-            Value::Null => 0,
-            v => panic!("{text}: not an integer: {v:?}"),
-        })
-        .collect()
 }
 
 fn new_db(method: IoMethod, direct: bool) -> (tempfile::TempDir, PathBuf, Arc<Database>) {

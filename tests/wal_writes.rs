@@ -16,13 +16,12 @@ use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::heap::Value;
 use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED, WAL_BEFORE_WRITE};
-use aiostore::sql;
 use aiostore::stats::IoOp;
 use aiostore::wal::{
     segment_path, Lsn, Rmgr, SyncMethod, Wal, WalConfig, WalError, FIRST_LSN, WAL_BLOCK_SIZE,
     WAL_SEGMENT_SIZE,
 };
-use common::{crash, temp_dir};
+use common::{crash, run, temp_dir};
 
 /// Longest a test polls for a state the engine reaches in microseconds.
 const POLL_LIMIT: Duration = Duration::from_secs(20);
@@ -37,10 +36,6 @@ fn settings(method: IoMethod, extra: &[&str]) -> Vec<String> {
     ];
     s.extend(extra.iter().map(|x| x.to_string()));
     s
-}
-
-fn run(s: &mut Session, text: &str) -> Vec<sql::StatementResult> {
-    sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
 fn count(s: &mut Session, table: &str) -> i64 {

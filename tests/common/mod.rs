@@ -96,6 +96,48 @@ pub fn crash(db: Arc<aiostore::database::Database>) {
     drop(db);
 }
 
+/// Runs `text`, failing the test with the error if it fails.
+pub fn run(s: &mut aiostore::database::Session, text: &str) -> Vec<aiostore::sql::StatementResult> {
+    aiostore::sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// The error `text` fails with (failing the test if it succeeds).
+pub fn err(s: &mut aiostore::database::Session, text: &str) -> String {
+    match aiostore::sql::execute(s, text) {
+        Ok(_) => panic!("{text}: succeeded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The first row of the last statement of `text`, as integers; NULL (the
+/// max() of no rows) reads as 0.
+pub fn ints(s: &mut aiostore::database::Session, text: &str) -> Vec<i64> {
+    use aiostore::heap::Value;
+    run(s, text).pop().unwrap().rows[0]
+        .iter()
+        .map(|v| match v {
+            Value::BigInt(x) => *x,
+            Value::Integer(x) => i64::from(*x),
+            Value::Null => 0,
+            v => panic!("{text}: not an integer: {v:?}"),
+        })
+        .collect()
+}
+
+/// Checks the committed tables' storage as the crash test does (map
+/// agrees with heap, every page verifies, files and catalog match),
+/// failing the test on the first fault.
+pub fn storage_is_sound(
+    db: &Arc<aiostore::database::Database>,
+) -> aiostore::crashtest::check::Findings {
+    let mut s = db.session().unwrap();
+    let mut findings = aiostore::crashtest::check::Findings::default();
+    let tables = db.catalog().tables();
+    aiostore::crashtest::check::check_storage(db, &mut s, &tables, &mut findings)
+        .unwrap_or_else(|e| panic!("storage: {e}"));
+    findings
+}
+
 pub struct DataFile {
     pub dir: tempfile::TempDir,
     pub path: PathBuf,
