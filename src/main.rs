@@ -304,7 +304,9 @@ enum Bench {
         #[arg(long, value_delimiter = ',', default_value = "0,500")]
         latency_us: Vec<u64>,
         /// Comma-separated wal_io_concurrency values: 1 is one WAL write
-        /// in flight at a time (PostgreSQL's way).
+        /// in flight at a time (PostgreSQL's way). Only where a completed
+        /// write is durable (direct WAL, or wal_sync_method open_*); the
+        /// others run at 1.
         #[arg(long, value_delimiter = ',', default_value = "1,8")]
         wal_io_concurrency: Vec<usize>,
         /// The I/O method (default: the io_method setting).

@@ -84,8 +84,14 @@ pub fn run(
     let mut cases = Vec::new();
     for &latency_us in &opts.latencies_us {
         for &direct in &opts.direct {
-            for (&concurrency, &sessions) in opts
-                .concurrency
+            // Writes synced afterwards go one at a time whatever the
+            // setting (see `Wal::open`): their cases would all be one.
+            let concurrencies = if writes_are_durable(opts, direct)? {
+                opts.concurrency.clone()
+            } else {
+                vec![1]
+            };
+            for (&concurrency, &sessions) in concurrencies
                 .iter()
                 .flat_map(|c| opts.sessions.iter().map(move |s| (c, s)))
             {
@@ -127,6 +133,17 @@ pub fn run(
         summarize(opts, &cases, out).map_err(|e| e.to_string())?;
     }
     Ok(cases)
+}
+
+/// Whether a completed WAL write is durable with these settings (the
+/// sync method, as `wal_sync_method` resolves for direct or buffered WAL):
+/// only then do several writes go in flight.
+fn writes_are_durable(opts: &CommitOptions, direct: bool) -> Result<bool, String> {
+    let settings =
+        crate::config::Settings::load(None, &opts.extra_settings).map_err(|e| e.to_string())?;
+    let method = crate::wal::SyncMethod::from_setting(settings.wal_sync_method(), direct)
+        .ok_or("wal_sync_method has no such value")?;
+    Ok(method.durable_on_write())
 }
 
 /// The ratios the issue sets targets for: group commit (most sessions
