@@ -325,9 +325,10 @@ enum Bench {
         /// Table size in MiB (default: 4 × shared_buffers).
         #[arg(long)]
         table_mib: Option<u64>,
-        /// WAL of random updates to replay, in MiB, after the page images
-        /// of the first change to each page. The reference case
-        /// is 1024; the default keeps the run well under a minute.
+        /// WAL of random updates to replay, in MiB, counted from the first
+        /// update (so the page images of each page's first change after
+        /// the checkpoint are part of it). The reference case is
+        /// 1024; the default keeps the run well under a minute.
         #[arg(long, default_value_t = 64)]
         wal_mib: u64,
         /// Comma-separated added I/O latencies in µs (debug_io_latency_us).

@@ -62,8 +62,8 @@ pub fn run(mib: usize, seconds: f64, compare_with_c: bool) -> Result<ChecksumRes
     if let Some((dir, _)) = &c_binary {
         let _ = std::fs::remove_dir_all(dir);
     }
-    let gb_s = median(&mut rust);
-    let c_gb_s = (!c.is_empty()).then(|| median(&mut c));
+    let gb_s = super::median(&rust).expect("ROUNDS is above 0");
+    let c_gb_s = super::median(&c);
     Ok(ChecksumResult {
         bench: "checksum",
         mib,
@@ -73,11 +73,6 @@ pub fn run(mib: usize, seconds: f64, compare_with_c: bool) -> Result<ChecksumRes
         c_gb_s,
         vs_c: c_gb_s.map(|c| gb_s / c),
     })
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// One timed pass: GB/s and seconds.

@@ -18,6 +18,27 @@ use std::time::Duration;
 
 use crate::config::IoMethod;
 
+/// The machine's load averages over 1, 5 and 15 minutes, as
+/// `/proc/loadavg` gives them: the figures' context on a shared machine.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The median of some measurements (of an even count, the mean of the
+/// middle two); None for none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut values = values.to_vec();
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
 /// CPU time (user + system) used by this process so far, all threads.
 pub fn process_cpu_time() -> Duration {
     // SAFETY: getrusage only writes the struct we pass.

@@ -86,11 +86,11 @@ pub struct RecoveryCase {
     pub method: &'static str,
     pub latency_us: u64,
     pub prefetch: bool,
-    /// Data pages come from the device (io_direct = data, pool empty).
-    pub cold: bool,
     pub shared_buffers_mib: u64,
     pub wal_bytes: u64,
     pub records: u64,
+    /// Full-page images replay restored instead of reading the page.
+    pub images_restored: u64,
     pub seconds: f64,
     pub wal_mb_s: f64,
     pub pages_read: u64,
@@ -123,7 +123,7 @@ pub fn run(
         "crashed-sb{}-t{}-w{}",
         opts.shared_buffers_mib, opts.table_mib, opts.wal_mib
     ));
-    let load_before = load_average();
+    let load_before = super::load_average();
     let image = prepare(opts, &image_dir, out)?;
     writeln!(
         out,
@@ -139,12 +139,13 @@ pub fn run(
     if !json {
         writeln!(
             out,
-            "{:>8} {:>10} {:>8} {:>8} {:>9} {:>8} {:>10} {:>15} {:>10} {:>10} {:>6} {:>9} {:>7}",
+            "{:>8} {:>10} {:>8} {:>8} {:>9} {:>7} {:>8} {:>10} {:>15} {:>10} {:>10} {:>6} {:>9} {:>7}",
             "method",
             "latency_us",
             "prefetch",
             "seconds",
             "records",
+            "images",
             "WAL_MB/s",
             "pages_read",
             "written(behind)",
@@ -165,12 +166,13 @@ pub fn run(
             for case in [off, on] {
                 super::emit_case(out, json, &case, |c| {
                     format!(
-                        "{:>8} {:>10} {:>8} {:>8.2} {:>9} {:>8.1} {:>10} {:>15} {:>10} {:>10} {:>6} {:>9.1} {:>7}",
+                        "{:>8} {:>10} {:>8} {:>8.2} {:>9} {:>7} {:>8.1} {:>10} {:>15} {:>10} {:>10} {:>6} {:>9.1} {:>7}",
                         c.method,
                         c.latency_us,
                         if c.prefetch { "on" } else { "off" },
                         c.seconds,
                         c.records,
+                        c.images_restored,
                         c.wal_mb_s,
                         c.pages_read,
                         format!("{}({})", c.pages_written, c.written_behind),
@@ -186,16 +188,9 @@ pub fn run(
         }
     }
     if !json {
-        writeln!(out, "load average after: {}", load_average()).map_err(|e| text(&e))?;
+        writeln!(out, "load average after: {}", super::load_average()).map_err(|e| text(&e))?;
     }
     Ok(cases)
-}
-
-/// The system's load averages, as /proc/loadavg gives them.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Settings every database of the benchmark opens with.
@@ -499,10 +494,10 @@ fn run_case(
         method: method.name(),
         latency_us,
         prefetch,
-        cold: true,
         shared_buffers_mib: opts.shared_buffers_mib,
         wal_bytes,
         records: report.records,
+        images_restored: report.images_restored,
         seconds,
         wal_mb_s: wal_bytes as f64 / 1e6 / seconds.max(1e-9),
         pages_read: report.pages_read,

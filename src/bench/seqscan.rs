@@ -490,7 +490,7 @@ pub fn run_copy(
         .replace('\'', "''");
     let io_direct = copy.io_direct;
     if !json {
-        let load = load_average();
+        let load = super::load_average();
         writeln!(
             out,
             "aiostore bench copy: {TABLE}, {rows} rows, CSV {}; shared_buffers={pool_mib} MiB; COPY TO reads the table with O_DIRECT; loads with io_direct={io_direct} (data: the table is written bypassing the page cache; off: through it, as PostgreSQL writes), the CSV read through the page cache, dropped before each load when root; wal: the table created by an earlier transaction, nowal: BEGIN; CREATE TABLE; COPY; COMMIT (all timed); {} runs; load average {load}",
@@ -607,24 +607,6 @@ pub fn run_copy(
     Ok(cases)
 }
 
-/// The machine's load average over the last minute, as `/proc/loadavg`
-/// says (the figures' context: this machine is shared).
-fn load_average() -> String {
-    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    text.split_whitespace().next().unwrap_or("?").to_string()
-}
-
-/// The median (of an even count, the mean of the middle two).
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-    }
-}
-
 /// One PostgreSQL load `benches/pg_copy.sh` reported: its mode ("wal" or
 /// "nowal") and seconds.
 #[derive(Debug, Clone, Serialize)]
@@ -728,7 +710,7 @@ fn print_pg_ratios(
             .map(|r| r.seconds)
             .collect();
         let (Some(ours_median), Some(theirs_median)) =
-            (median(ours.clone()), median(theirs.clone()))
+            (super::median(&ours), super::median(&theirs))
         else {
             continue;
         };
