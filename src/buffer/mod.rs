@@ -998,26 +998,9 @@ impl BufferSession {
         // durable before any of its pages is written.
         let wal_ok = write::wal_before_write(&pool, tag, newest);
         let len = run.len() * BLOCK_SIZE;
-        let injected = pool
-            .aio
-            .injections()
-            .hit(
-                crate::inject::BUFFER_BEFORE_WRITE,
-                crate::inject::HitContext {
-                    offset: u64::from(tag.block),
-                },
-            )
-            .filter(|&r| r < 0);
         let result = wal_ok.and_then(|()| {
-            match injected {
-                Some(raw) => Err(AioError::Io {
-                    message: format!(
-                        "could not write {}: {}",
-                        loc.file.describe(loc.offset, len),
-                        crate::aio::errno_text(-raw as i32)
-                    ),
-                    errno: Some(-raw as i32),
-                }),
+            match write::injected_write_failure(&pool, tag, &loc.file, loc.offset, len) {
+                Some(failure) => Err(failure),
                 None => crate::aio::write_blocks(
                     &mut self.aio,
                     &loc.file,
@@ -1025,10 +1008,7 @@ impl BufferSession {
                     &self.bounce[..len],
                 ),
             }
-            .map_err(|source| BufferError::Write {
-                path: loc.file.path().to_path_buf(),
-                source,
-            })
+            .map_err(|source| write::write_failed(&loc.file, source))
         });
         // The first buffer's pin is the caller's; the others' are the
         // write's own.

@@ -35,7 +35,7 @@ use super::{
     refcount, usage, BufferError, BufferId, BufferPool, BufferSession, BufferTag, BM_DIRTY,
     BM_IO_ERROR, BM_IO_IN_PROGRESS, BM_JUST_DIRTIED, BM_VALID,
 };
-use crate::aio::{IoReturnCell, IoStatus, IoVec, WaitRef};
+use crate::aio::{AioError, IoReturnCell, IoVec, WaitRef};
 use crate::page::PageBytes;
 use crate::storage::{AlignedBuf, SegmentFile, BLOCK_SIZE};
 
@@ -162,7 +162,6 @@ impl BufferSession {
                         .in_flight
                         .pop_front()
                         .expect("no slot free: all in flight");
-                    wb.stats.waits += 1;
                     self.finish_write_slot(wb, slot)?;
                 }
                 if !self.start_write_slot(wb, id)? {
@@ -240,7 +239,20 @@ impl BufferSession {
         let slot = wb.free.pop().expect("the caller made a slot free");
         let s = &mut wb.slots[slot];
         let newest = copy_for_write(&pool, &[id], tag.block, &mut s.bounce[..]);
-        if let Err(e) = wal_before_write(&pool, tag, newest) {
+        let ready =
+            wal_before_write(&pool, tag, newest).and_then(|()| {
+                match injected_write_failure(
+                    &pool,
+                    tag,
+                    &location.file,
+                    location.offset,
+                    BLOCK_SIZE,
+                ) {
+                    Some(failure) => Err(write_failed(&location.file, failure)),
+                    None => Ok(()),
+                }
+            });
+        if let Err(e) = ready {
             self.aio.release(token)?;
             wb.free.push(slot);
             give_up(self, false);
@@ -262,7 +274,7 @@ impl BufferSession {
         if let Err(e) = started {
             wb.free.push(slot);
             give_up(self, false);
-            return Err(e.into());
+            return Err(write_failed(&location.file, e));
         }
         s.buffer = Some((id, tag, location.file, location.offset));
         s.wref = Some(wref);
@@ -278,24 +290,60 @@ impl BufferSession {
         let wref = s.wref.take().expect("a slot in flight has a write");
         let (id, tag, file, offset) = s.buffer.take().expect("a slot in flight has a buffer");
         wb.free.push(slot);
-        let waited = self.aio.wait(wref);
-        let written = waited.map_err(BufferError::from).and_then(|()| {
-            let ret = s.ret.take().expect("our own write is collected by wait");
-            match ret.result.status {
-                IoStatus::Ok | IoStatus::Warning => Ok(()),
-                // A write shorter than the block: write it again, whole.
-                IoStatus::Partial => {
-                    crate::aio::write_blocks(&mut self.aio, &file, offset, &s.bounce[..])
-                        .map_err(BufferError::from)
+        let written = self
+            .aio
+            .wait(wref)
+            .and_then(|()| {
+                let ret = s.ret.take().expect("our own write is collected by wait");
+                match crate::aio::blocks_transferred(&self.aio, &ret)? {
+                    1 => Ok(()),
+                    // A write shorter than the block: write it again, whole.
+                    _ => crate::aio::write_blocks(&mut self.aio, &file, offset, &s.bounce[..]),
                 }
-                _ => Err(BufferError::Io(match self.aio.aio().check(&ret) {
-                    Err(e) => e.to_string(),
-                    Ok(_) => format!("could not write {}", ret.target()),
-                })),
-            }
-        });
+            })
+            .map_err(|source| write_failed(&file, source));
         self.end_write(tag, &[id], written.is_ok(), 0);
         written
+    }
+}
+
+/// The failure the `buffer-before-write` injection point makes of a write
+/// of `len` bytes at `offset` of `file`, starting with block `tag`, if
+/// any: how tests fail a write as a full disk would, on every write path.
+pub(super) fn injected_write_failure(
+    pool: &BufferPool,
+    tag: BufferTag,
+    file: &SegmentFile,
+    offset: u64,
+    len: usize,
+) -> Option<AioError> {
+    let raw = pool
+        .aio
+        .injections()
+        .hit(
+            crate::inject::BUFFER_BEFORE_WRITE,
+            crate::inject::HitContext {
+                offset: u64::from(tag.block),
+            },
+        )
+        .filter(|&r| r < 0)?;
+    let errno = -raw as i32;
+    Some(AioError::Io {
+        message: format!(
+            "could not write {}: {}",
+            file.describe(offset, len),
+            crate::aio::errno_text(errno)
+        ),
+        errno: Some(errno),
+    })
+}
+
+/// A failed data-file write as callers see it: naming the file, and with
+/// the full-disk hint where the errno says so.
+pub(super) fn write_failed(file: &SegmentFile, source: AioError) -> BufferError {
+    BufferError::Write {
+        path: file.path().to_path_buf(),
+        source,
     }
 }
 
@@ -322,8 +370,6 @@ struct WriteSlot {
 pub struct WriteBehindStats {
     /// Writes started.
     pub writes: u64,
-    /// Times a buffer to write waited for a slot (every write in flight).
-    pub waits: u64,
 }
 
 /// Writes ahead of the clock sweep (see the module comment), for one
