@@ -266,15 +266,6 @@ impl<A> ReadAhead<A> {
         }
     }
 
-    /// Records decoded and not handed out yet.
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
     /// The reader (for what it says of files and of the log's last block).
     pub fn reader_mut(&mut self) -> &mut WalReader {
         &mut self.reader

@@ -233,13 +233,9 @@ impl<F: FnMut(&mut ()) -> Next> Prefetcher<'_, F> {
             return true;
         }
         // Unknown, or the file may have grown since: replay extends files.
-        let relation = self.pool.relation(tag.rel);
-        let n = if relation.exists(tag.fork) {
-            // A fork that cannot be sized is left to replay, which reports it.
-            relation.nblocks(tag.fork).unwrap_or(0)
-        } else {
-            0
-        };
+        // A fork that is missing (a map fork not created yet has no
+        // blocks) or cannot be sized is left to replay, which reports it.
+        let n = self.pool.relation(tag.rel).nblocks(tag.fork).unwrap_or(0);
         self.nblocks.insert(key, n);
         tag.block < n
     }
