@@ -457,18 +457,10 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         if !idle || self.ended || self.paused {
             return Ok(None);
         }
-        let mut data = D::default();
-        let next = (self.callback)(&mut data);
-        let tag = match self.tag_of(next) {
-            Some(tag) => tag,
-            None => {
-                if next == Next::Pause {
-                    self.paused = true;
-                } else {
-                    self.ended = true;
-                }
-                return Ok(Some(None));
-            }
+        // Neither ended, paused nor holding an ungot block: this asks the
+        // callback.
+        let Some((tag, data)) = self.next_from_callback() else {
+            return Ok(Some(None));
         };
         let (id, _) = session.get_buffer(tag, self.strategy.as_mut())?;
         if session.pool().is_valid(id) {

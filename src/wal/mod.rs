@@ -828,7 +828,7 @@ impl Wal {
         // changed by a record that could not be logged must not be written.
         self.check_stopped()?;
         if self.flushed() >= target {
-            return self.check_stopped();
+            return Ok(());
         }
         let started = Instant::now();
         let result = self.flush_waiting(target);
@@ -851,7 +851,6 @@ impl Wal {
         loop {
             self.check_stopped()?;
             if self.flushed() >= target {
-                self.check_stopped()?;
                 if !worked {
                     self.stats.flushes_shared.fetch_add(1, Ordering::Relaxed);
                 }
@@ -867,10 +866,7 @@ impl Wal {
             // lets go; a convoy of lock hand-offs, one waiter at a time,
             // cost more than the writes themselves with 32 sessions).
             let Some(mut writer) = self.writer.try_lock() else {
-                let mut g = self.flush_wait_lock.lock();
-                if self.writer.is_locked() {
-                    self.flush_done.wait_for(&mut g, PROGRESS_POLL);
-                }
+                self.wait_for_holder(&self.writer);
                 continue;
             };
             let collected = self.collect_writes(&mut writer);
@@ -912,10 +908,7 @@ impl Wal {
     /// synced (else another's sync covered the target meanwhile).
     fn sync_written(&self, target: Lsn) -> Result<bool, WalError> {
         let Some(_sync) = self.sync_lock.try_lock() else {
-            let mut g = self.flush_wait_lock.lock();
-            if self.sync_lock.is_locked() {
-                self.flush_done.wait_for(&mut g, PROGRESS_POLL);
-            }
+            self.wait_for_holder(&self.sync_lock);
             return Ok(false);
         };
         self.check_stopped()?;
@@ -967,6 +960,16 @@ impl Wal {
         }
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Waits, at most [`PROGRESS_POLL`], for the thread holding `lock` (the
+    /// writer or the sync lock) to let go: it wakes every flush waiter
+    /// when it does ([`Wal::wake_flush_waiters`]).
+    fn wait_for_holder<T>(&self, lock: &Mutex<T>) {
+        let mut g = self.flush_wait_lock.lock();
+        if lock.is_locked() {
+            self.flush_done.wait_for(&mut g, PROGRESS_POLL);
+        }
     }
 
     fn wake_flush_waiters(&self) {
