@@ -11,38 +11,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use aiostore::config::IoMethod;
 use aiostore::database::Database;
-use common::{crash, err, ints, run, storage_is_sound, temp_dir};
+use common::{crash, err, ints, new_small_pool_db, run, small_pool_settings, storage_is_sound};
 
 /// Rows of the loads: with `shared_buffers=512` (4 MiB, a 64-buffer
 /// bulk-write ring) about 6 MiB of table, so eviction writes most of its
 /// pages before the commit.
 const LOAD_ROWS: i64 = 60_000;
-
-fn settings(method: IoMethod, direct: bool) -> Vec<String> {
-    let mut s = vec![
-        format!("io_method={}", method.name()),
-        "shared_buffers=512".into(),
-        "max_sessions=8".into(),
-    ];
-    if direct {
-        s.push("io_direct=data+wal".into());
-    }
-    s
-}
-
-fn new_db(method: IoMethod, direct: bool) -> (tempfile::TempDir, PathBuf, Arc<Database>) {
-    let dir = temp_dir();
-    let path = dir.path().join("data");
-    Database::init(&path).unwrap();
-    let db = Database::open(&path, &settings(method, direct)).unwrap();
-    (dir, path, db)
-}
 
 /// A CSV of rows (i, 'row i', i % 7) for i in 1..=rows, next to the data
 /// directory.
@@ -91,7 +70,7 @@ fn table_bytes(db: &Database, name: &str) -> u64 {
 /// Other sessions do not see a table before its creator commits: they
 /// cannot read it, create it or drop it; then they see it with its rows.
 fn a_table_is_its_creators_until_commit(method: IoMethod) {
-    let (dir, _path, db) = new_db(method, false);
+    let (dir, _path, db) = new_small_pool_db(method, false);
     let mut a = db.session().unwrap();
     let mut b = db.session().unwrap();
     run(&mut a, "BEGIN");
@@ -134,7 +113,11 @@ fn a_table_is_its_creators_until_commit(method: IoMethod) {
     run(&mut b, "INSERT INTO t VALUES (2000, 'later', 1)");
     drop((a, b));
     drop(db);
-    let db = Database::open(&dir.path().join("data"), &settings(method, false)).unwrap();
+    let db = Database::open(
+        &dir.path().join("data"),
+        &small_pool_settings(method, false),
+    )
+    .unwrap();
     let mut s = db.session().unwrap();
     assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), vec![1001]);
     assert_eq!(ints(&mut s, "SELECT count(*) FROM u"), vec![0]);
@@ -144,7 +127,7 @@ fn a_table_is_its_creators_until_commit(method: IoMethod) {
 /// failed statement of its own, the session ending) leaves no table and
 /// no file, and the name can be used again.
 fn a_creation_that_rolls_back_leaves_nothing(method: IoMethod) {
-    let (dir, path, db) = new_db(method, false);
+    let (dir, path, db) = new_small_pool_db(method, false);
     let input = csv(dir.path(), LOAD_ROWS);
     let load = format!("COPY t FROM '{input}' (FORMAT csv)");
     let rels = || aiostore::database::recovery::table_files(&path.join("base"), 16384).unwrap();
@@ -182,7 +165,7 @@ fn a_creation_that_rolls_back_leaves_nothing(method: IoMethod) {
     drop(s);
     storage_is_sound(&db);
     drop(db);
-    let db = Database::open(&path, &settings(method, false)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), vec![LOAD_ROWS]);
 }
@@ -191,7 +174,7 @@ fn a_creation_that_rolls_back_leaves_nothing(method: IoMethod) {
 /// nothing; into a table created before, it logs about the table's size
 /// in multi-insert records, a few per page instead of one per row.
 fn a_load_logs_nothing_into_a_new_table_and_pages_into_an_old_one(method: IoMethod) {
-    let (dir, _path, db) = new_db(method, false);
+    let (dir, _path, db) = new_small_pool_db(method, false);
     let input = csv(dir.path(), LOAD_ROWS);
     let mut s = db.session().unwrap();
     let (bytes, records) = (wal_bytes(&db), wal_records(&db));
@@ -233,7 +216,7 @@ fn a_load_logs_nothing_into_a_new_table_and_pages_into_an_old_one(method: IoMeth
 /// by eviction and by a checkpoint: the table is gone with its files.
 fn a_crash_before_commit_leaves_no_table_and_no_file(method: IoMethod) {
     for checkpoint_during_load in [false, true] {
-        let (dir, path, db) = new_db(method, false);
+        let (dir, path, db) = new_small_pool_db(method, false);
         let input = csv(dir.path(), LOAD_ROWS);
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE other (id int)");
@@ -254,7 +237,7 @@ fn a_crash_before_commit_leaves_no_table_and_no_file(method: IoMethod) {
         db.simulate_crash();
         drop(s);
         crash(db);
-        let db = Database::open(&path, &settings(method, false)).unwrap();
+        let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
         assert!(db.recovery().is_some());
         let mut s = db.session().unwrap();
         let e = err(&mut s, "SELECT count(*) FROM t");
@@ -286,7 +269,7 @@ fn a_crash_after_commit_keeps_every_row(method: IoMethod) {
     for direct in [false, true] {
         for checkpoint_during_load in [false, true] {
             let case = format!("direct {direct}, checkpoint {checkpoint_during_load}");
-            let (dir, path, db) = new_db(method, direct);
+            let (dir, path, db) = new_small_pool_db(method, direct);
             let input = csv(dir.path(), LOAD_ROWS);
             let redo_before = db.wal().redo();
             let mut s = db.session().unwrap();
@@ -320,7 +303,7 @@ fn a_crash_after_commit_keeps_every_row(method: IoMethod) {
             drop(s);
             crash(db);
             for round in 0..2 {
-                let db = Database::open(&path, &settings(method, direct)).unwrap();
+                let db = Database::open(&path, &small_pool_settings(method, direct)).unwrap();
                 assert!(db.recovery().is_some(), "{case}");
                 let mut s = db.session().unwrap();
                 assert_eq!(
@@ -362,7 +345,7 @@ fn a_crash_after_commit_keeps_every_row(method: IoMethod) {
 /// a row changes nothing.
 fn multi_insert_replay_is_idempotent(method: IoMethod) {
     for written_back in [false, true] {
-        let (dir, path, db) = new_db(method, false);
+        let (dir, path, db) = new_small_pool_db(method, false);
         let input = csv(dir.path(), LOAD_ROWS);
         let mut s = db.session().unwrap();
         run(&mut s, CREATE);
@@ -374,7 +357,7 @@ fn multi_insert_replay_is_idempotent(method: IoMethod) {
         drop(s);
         crash(db);
         for round in 0..2 {
-            let db = Database::open(&path, &settings(method, false)).unwrap();
+            let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
             let report = db.recovery().unwrap().clone();
             let mut s = db.session().unwrap();
             assert_eq!(

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use aiostore::config::IoMethod;
@@ -17,34 +17,14 @@ use aiostore::page::{verify_page, PageVerdict};
 use aiostore::sql;
 use aiostore::storage::{Fork, BLOCK_SIZE};
 use aiostore::wal::{list_segments, segment_path, WAL_SEGMENT_SIZE};
-use common::{crash, ints, run, temp_dir};
-
-fn settings(method: IoMethod, direct: bool) -> Vec<String> {
-    let mut s = vec![
-        format!("io_method={}", method.name()),
-        "shared_buffers=512".into(),
-        "max_sessions=8".into(),
-    ];
-    if direct {
-        s.push("io_direct=data+wal".into());
-    }
-    s
-}
-
-fn new_db(method: IoMethod, direct: bool) -> (tempfile::TempDir, PathBuf, Arc<Database>) {
-    let dir = temp_dir();
-    let path = dir.path().join("data");
-    Database::init(&path).unwrap();
-    let db = Database::open(&path, &settings(method, direct)).unwrap();
-    (dir, path, db)
-}
+use common::{crash, ints, new_small_pool_db, run, small_pool_settings, temp_dir};
 
 /// Committed work survives a crash whether or not its pages were written;
 /// uncommitted work does not show; a second crash during the first
 /// recovery's aftermath changes nothing (replay is idempotent).
 fn commits_survive_and_nothing_else_shows(method: IoMethod) {
     for direct in [false, true] {
-        let (_dir, path, db) = new_db(method, direct);
+        let (_dir, path, db) = new_small_pool_db(method, direct);
         {
             let mut s = db.session().unwrap();
             run(&mut s, "CREATE TABLE t (id int, v int)");
@@ -70,7 +50,7 @@ fn commits_survive_and_nothing_else_shows(method: IoMethod) {
         }
         crash(db);
         for round in 0..2 {
-            let db = Database::open(&path, &settings(method, direct)).unwrap();
+            let db = Database::open(&path, &small_pool_settings(method, direct)).unwrap();
             assert!(db.recovery().is_some(), "round {round}: nothing replayed");
             let mut s = db.session().unwrap();
             assert_eq!(
@@ -88,7 +68,7 @@ fn commits_survive_and_nothing_else_shows(method: IoMethod) {
 /// repaired by replay from the image logged at its first change after the
 /// checkpoint.
 fn a_torn_page_is_repaired_from_its_image(method: IoMethod) {
-    let (_dir, path, db) = new_db(method, false);
+    let (_dir, path, db) = new_small_pool_db(method, false);
     let rel = {
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE t (id int, pad text)");
@@ -126,7 +106,7 @@ fn a_torn_page_is_repaired_from_its_image(method: IoMethod) {
         "the torn page fails its checksum"
     );
     crash(db);
-    let db = Database::open(&path, &settings(method, false)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let report = db.recovery().unwrap();
     assert!(report.images_restored > 0, "{report:?}");
     let mut s = db.session().unwrap();
@@ -168,7 +148,7 @@ fn flip(path: &Path, lsn: u64) {
 fn a_damaged_log_tail_ends_replay_at_the_last_valid_record(method: IoMethod) {
     let mut seed = 0x9E37_79B9u64;
     for attempt in 0..4 {
-        let (_dir, path, db) = new_db(method, false);
+        let (_dir, path, db) = new_small_pool_db(method, false);
         let mut ends = Vec::new();
         let start = {
             let mut s = db.session().unwrap();
@@ -188,7 +168,7 @@ fn a_damaged_log_tail_ends_replay_at_the_last_valid_record(method: IoMethod) {
         seed ^= seed << 17;
         let at = start + seed % (end - start);
         flip(&path, at);
-        let db = Database::open(&path, &settings(method, false)).unwrap();
+        let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
         let mut s = db.session().unwrap();
         let got = ints(&mut s, "SELECT count(*), max(id) FROM t");
         assert_eq!(got[0], got[1], "attempt {attempt}: not a prefix: {got:?}");
@@ -209,7 +189,7 @@ fn a_damaged_log_tail_ends_replay_at_the_last_valid_record(method: IoMethod) {
 /// Damage followed by much valid log is not a torn tail: start-up stops
 /// and names the record's LSN and file. A lost segment in the middle too.
 fn damage_in_the_middle_or_a_lost_segment_stops_start_up(method: IoMethod) {
-    let (_dir, path, db) = new_db(method, false);
+    let (_dir, path, db) = new_small_pool_db(method, false);
     let start = {
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE t (id int, pad text)");
@@ -231,7 +211,7 @@ fn damage_in_the_middle_or_a_lost_segment_stops_start_up(method: IoMethod) {
     let mut damaged = path.with_extension("damaged");
     copy_dir(&path, &damaged);
     flip(&damaged, start + 100);
-    let err = Database::open(&damaged, &settings(method, false))
+    let err = Database::open(&damaged, &small_pool_settings(method, false))
         .err()
         .expect("opened over damage")
         .to_string();
@@ -245,7 +225,7 @@ fn damage_in_the_middle_or_a_lost_segment_stops_start_up(method: IoMethod) {
     copy_dir(&path, &damaged);
     let middle = segments[segments.len() / 2];
     std::fs::remove_file(segment_path(&damaged, middle)).unwrap();
-    let err = Database::open(&damaged, &settings(method, false))
+    let err = Database::open(&damaged, &small_pool_settings(method, false))
         .err()
         .expect("opened without a segment")
         .to_string();
@@ -271,7 +251,7 @@ fn copy_dir(from: &Path, to: &Path) {
 /// CREATE and DROP TABLE that returned survive a crash with their files;
 /// a table file without a catalog entry is removed by recovery.
 fn ddl_survives_a_crash_and_orphan_files_go(method: IoMethod) {
-    let (_dir, path, db) = new_db(method, false);
+    let (_dir, path, db) = new_small_pool_db(method, false);
     let dropped_rel = {
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE kept (id int)");
@@ -289,7 +269,7 @@ fn ddl_survives_a_crash_and_orphan_files_go(method: IoMethod) {
     // As if a CREATE TABLE had made its file and crashed before its rows.
     let orphan = path.join("base").join("20000");
     std::fs::write(&orphan, b"").unwrap();
-    let db = Database::open(&path, &settings(method, false)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     assert_eq!(ints(&mut s, "SELECT count(*) FROM kept"), vec![100]);
     assert!(sql::execute(&mut s, "SELECT * FROM gone").is_err());
@@ -302,7 +282,7 @@ fn ddl_survives_a_crash_and_orphan_files_go(method: IoMethod) {
 /// makes them durable within a few wal_writer_delay.
 fn asynchronous_commits_lose_at_most_a_suffix(method: IoMethod) {
     for wait_for_writer in [false, true] {
-        let (_dir, path, db) = new_db(method, false);
+        let (_dir, path, db) = new_small_pool_db(method, false);
         {
             let mut s = db.session().unwrap();
             run(&mut s, "CREATE TABLE t (id int)");
@@ -316,7 +296,7 @@ fn asynchronous_commits_lose_at_most_a_suffix(method: IoMethod) {
             std::thread::sleep(std::time::Duration::from_millis(800));
         }
         crash(db);
-        let db = Database::open(&path, &settings(method, false)).unwrap();
+        let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
         let mut s = db.session().unwrap();
         let got = ints(&mut s, "SELECT count(*), max(id) FROM t");
         assert_eq!(got[0], got[1], "not a prefix: {got:?}");
@@ -332,7 +312,7 @@ fn checkpoints_start_on_their_own(method: IoMethod) {
     let dir = temp_dir();
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
-    let mut with_timeout = settings(method, false);
+    let mut with_timeout = small_pool_settings(method, false);
     with_timeout.push("checkpoint_timeout=1".into());
     let db = Database::open(&path, &with_timeout).unwrap();
     let before = db.wal().redo();
@@ -350,7 +330,7 @@ fn checkpoints_start_on_their_own(method: IoMethod) {
     }
     assert!(db.wal().redo() > before, "no checkpoint within 10 s");
     crash(db);
-    let db = Database::open(&path, &settings(method, false)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     assert!(db.recovery().unwrap().records < 10, "{:?}", db.recovery());
     let mut s = db.session().unwrap();
     assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), vec![1000]);
@@ -365,7 +345,7 @@ fn a_failed_wal_write_or_sync_stops_the_database(method: IoMethod) {
         (WAL_BEFORE_WRITE, libc::ENOSPC, "No space left on device"),
         (WAL_BEFORE_SYNC, libc::EIO, "Input/output error"),
     ] {
-        let (_dir, path, db) = new_db(method, false);
+        let (_dir, path, db) = new_small_pool_db(method, false);
         {
             let mut s = db.session().unwrap();
             run(&mut s, "CREATE TABLE t (id int)");
@@ -390,7 +370,7 @@ fn a_failed_wal_write_or_sync_stops_the_database(method: IoMethod) {
             assert!(sql::execute(&mut s, "CHECKPOINT").is_err());
         }
         drop(db);
-        let db = Database::open(&path, &settings(method, false)).unwrap();
+        let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
         assert!(db.recovery().is_some());
         let mut s = db.session().unwrap();
         // A failed write never reached the file; after a failed sync the
@@ -419,7 +399,7 @@ fn a_map_bit_is_cleared_when_its_heap_page_was_written_first(method: IoMethod) {
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
     // No background flush: the map's clear record must stay in memory.
-    let mut with = settings(method, false);
+    let mut with = small_pool_settings(method, false);
     with.push("wal_writer_delay=10000".into());
     let db = Database::open(&path, &with).unwrap();
     let (rel, expected, logged_to);
@@ -483,7 +463,7 @@ fn a_map_bit_is_cleared_when_its_heap_page_was_written_first(method: IoMethod) {
 /// sync may have lost.
 fn a_failed_data_file_sync_stops_the_database(method: IoMethod) {
     use aiostore::inject::{Injection, BUFFER_BEFORE_FILE_SYNC};
-    let (_dir, path, db) = new_db(method, false);
+    let (_dir, path, db) = new_small_pool_db(method, false);
     {
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE t (id int)");
@@ -512,7 +492,7 @@ fn a_failed_data_file_sync_stops_the_database(method: IoMethod) {
         );
     }
     drop(db);
-    let db = Database::open(&path, &settings(method, false)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     assert!(
         db.recovery().is_some(),
         "the stopped database was not replayed"
@@ -534,7 +514,7 @@ fn a_failed_data_file_sync_stops_the_database(method: IoMethod) {
 fn a_checkpoint_between_building_and_reserving_a_record_adds_the_image(method: IoMethod) {
     use aiostore::inject::{Injection, WAL_INSERT_BEFORE_RESERVE};
     use std::sync::atomic::Ordering;
-    let (_dir, path, db) = new_db(method, false);
+    let (_dir, path, db) = new_small_pool_db(method, false);
     {
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE t (id int)");
@@ -580,7 +560,7 @@ fn a_checkpoint_between_building_and_reserving_a_record_adds_the_image(method: I
         "the insert's record was not built again with its page's image"
     );
     crash(db);
-    let db = Database::open(&path, &settings(method, false)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     assert_eq!(ints(&mut s, "SELECT count(*), max(id) FROM t"), vec![2, 2]);
 }
@@ -593,7 +573,7 @@ fn a_checkpoint_between_building_and_reserving_a_record_adds_the_image(method: I
 /// the directory taken with the log flushed up to the bit's record.
 fn a_map_bit_set_after_its_page_lost_its_flag_is_not_replayed(method: IoMethod) {
     use aiostore::inject::{Injection, VACUUM_BEFORE_MAP_BITS, VACUUM_BEFORE_MAP_RECHECK};
-    let (dir, path, db) = new_db(method, false);
+    let (dir, path, db) = new_small_pool_db(method, false);
     {
         let mut s = db.session().unwrap();
         run(&mut s, "CREATE TABLE t (id int, v int)");
@@ -625,7 +605,7 @@ fn a_map_bit_set_after_its_page_lost_its_flag_is_not_replayed(method: IoMethod) 
     points.release(VACUUM_BEFORE_MAP_RECHECK);
     vacuum.join().unwrap();
     drop(db);
-    let db = Database::open(&image, &settings(method, false)).unwrap();
+    let db = Database::open(&image, &small_pool_settings(method, false)).unwrap();
     assert!(db.recovery().is_some());
     let rel = db.catalog().table("t").unwrap().heap.rel;
     let mut s = db.session().unwrap();
@@ -695,7 +675,7 @@ fn replay_gives_the_same_pages_with_and_without_prefetching(method: IoMethod) {
         let dir = temp_dir();
         let path = dir.path().join("data");
         Database::init(&path).unwrap();
-        let mut with = settings(method, direct);
+        let mut with = small_pool_settings(method, direct);
         with.push(format!("shared_buffers={shared_buffers}"));
         with.push(format!("max_sessions={max_sessions}"));
         with.push(format!(

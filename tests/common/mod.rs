@@ -84,6 +84,39 @@ pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
 }
 
+/// Settings of the WAL tests' databases: a 4 MiB pool (eviction writes
+/// pages before their commit) and 8 sessions, with `direct` data and WAL
+/// bypassing the page cache.
+pub fn small_pool_settings(method: IoMethod, direct: bool) -> Vec<String> {
+    let mut s = vec![
+        format!("io_method={}", method.name()),
+        "shared_buffers=512".into(),
+        "max_sessions=8".into(),
+    ];
+    if direct {
+        s.push("io_direct=data+wal".into());
+    }
+    s
+}
+
+/// A new database (in `data` of a temporary directory) open with
+/// [`small_pool_settings`].
+pub fn new_small_pool_db(
+    method: IoMethod,
+    direct: bool,
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    Arc<aiostore::database::Database>,
+) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    aiostore::database::Database::init(&path).unwrap();
+    let db =
+        aiostore::database::Database::open(&path, &small_pool_settings(method, direct)).unwrap();
+    (dir, path, db)
+}
+
 /// Closes `db` as `kill -9` would (`Database::simulate_crash`: nothing
 /// more is written); it must be the last reference.
 pub fn crash(db: Arc<aiostore::database::Database>) {
