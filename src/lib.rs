@@ -12,6 +12,8 @@
 //! - [`stream`]: read streams with look-ahead and I/O combining;
 //! - [`wal`]: the write-ahead log: records, concurrent insertion, group
 //!   commit, segments, the control file, reading the log back;
+//! - [`types`]: column types and values: ordering, casts, text input and
+//!   output (it uses no other module, and every layer above may use it);
 //! - [`txn`]: transaction ids, the commit log, MVCC snapshots;
 //! - [`heap`]: heap tables, visibility, vacuum, the visibility map;
 //! - [`catalog`]: tables and columns, stored in heap pages;
@@ -42,4 +44,5 @@ pub mod storage;
 pub mod stream;
 pub mod tools;
 pub mod txn;
+pub mod types;
 pub mod wal;

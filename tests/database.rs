@@ -10,7 +10,8 @@ use aiostore::catalog::ColumnDef;
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, DbError, Isolation, Session};
 use aiostore::heap::tuple::{decode, encode};
-use aiostore::heap::{ColumnType, InsertState, ScanControl, Tid, Value};
+use aiostore::heap::{InsertState, ScanControl, Tid};
+use aiostore::types::{ColumnType, Value};
 use common::temp_dir;
 
 fn open(dir: &std::path::Path, method: IoMethod) -> Arc<Database> {

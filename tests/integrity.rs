@@ -9,10 +9,11 @@ use std::sync::{Arc, Barrier};
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::exec::ExecError;
-use aiostore::heap::{HeapError, Value};
+use aiostore::heap::HeapError;
 use aiostore::inject::{Injection, HEAP_INSERT_AFTER_EXTEND, TXN_STATUS_BETWEEN_LOOKUPS};
 use aiostore::sql::{self, SqlError};
 use aiostore::storage::Fork;
+use aiostore::types::Value;
 use common::temp_dir;
 
 const ACCOUNTS: i64 = 100;

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use aiostore::aio::{Aio, AioConfig};
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
-use aiostore::heap::Value;
 use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED, WAL_BEFORE_WRITE};
 use aiostore::stats::IoOp;
+use aiostore::types::Value;
 use aiostore::wal::{
     segment_path, Lsn, Rmgr, SyncMethod, Wal, WalConfig, WalError, FIRST_LSN, WAL_BLOCK_SIZE,
     WAL_SEGMENT_SIZE,

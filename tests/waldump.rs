@@ -11,9 +11,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use aiostore::database::{Database, Session};
-use aiostore::heap::Value;
 use aiostore::sql;
 use aiostore::tools::waldump::pg_lsn;
+use aiostore::types::Value;
 use aiostore::wal::record::parse_lsn;
 use aiostore::wal::{Lsn, FIRST_LSN};
 

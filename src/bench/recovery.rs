@@ -34,7 +34,8 @@ use super::XorShift;
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
 use crate::heap::tuple::encode;
-use crate::heap::{DeleteOutcome, InsertState, Tid, Value};
+use crate::heap::{DeleteOutcome, InsertState, Tid};
+use crate::types::Value;
 
 /// The benchmark table.
 const TABLE: &str = "bench_recovery";

@@ -24,8 +24,8 @@ use serde::Serialize;
 use super::fio::{self, Pattern};
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
-use crate::heap::Value;
 use crate::storage::BLOCK_SIZE;
+use crate::types::Value;
 
 /// The benchmark table's name.
 pub const TABLE: &str = "bar";

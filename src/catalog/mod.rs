@@ -44,9 +44,10 @@ use thiserror::Error;
 
 use crate::buffer::{BufferError, BufferSession};
 use crate::heap::tuple::{decode, encode};
-use crate::heap::{ColumnType, Heap, HeapError, HeapTable, InsertState, ScanControl, Tid, Value};
+use crate::heap::{Heap, HeapError, HeapTable, InsertState, ScanControl, Tid};
 use crate::stream::StreamLimits;
 use crate::txn::{CommandId, Xid, FROZEN_XID, INVALID_XID};
+use crate::types::{ColumnType, Value};
 use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
 use crate::wal::{Rmgr, Wal, WalError};
 

@@ -29,10 +29,11 @@ use super::protocol::{History, Op, SessionLog, SessionName};
 use super::workload::*;
 use crate::catalog::{COLUMNS_REL, TABLES_REL};
 use crate::database::{Database, Session};
-use crate::heap::{vm, TupleHeader, Value};
+use crate::heap::{vm, TupleHeader};
 use crate::page::{item, line_pointer_count, page_flags, PD_ALL_VISIBLE};
 use crate::storage::{Fork, SegmentFile, BLOCK_SIZE};
 use crate::txn::{XidStatus, INVALID_XID};
+use crate::types::Value;
 
 /// Problems listed in one failure message; the rest are counted.
 const PROBLEMS_SHOWN_MAX: usize = 5;

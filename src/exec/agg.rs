@@ -12,9 +12,8 @@
 use std::hash::{Hash, Hasher};
 
 use super::expr::{EvalContext, Expr};
-use super::value::{as_f64, as_i64, compare, is_numeric};
 use super::ExecError;
-use crate::heap::{ColumnType, Value};
+use crate::types::{as_f64, as_i64, compare, is_numeric, ColumnType, TypeError, Value};
 
 /// Which aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,7 +192,7 @@ impl Aggregate {
             (AggFunc::Avg, Acc::Integer { sum, n }) => Value::Double(*sum as f64 / *n as f64),
             (AggFunc::Avg, Acc::Double { sum, n, .. }) => Value::Double(*sum / *n as f64),
             (_, Acc::Integer { sum, .. }) => Value::BigInt(
-                i64::try_from(*sum).map_err(|_| ExecError::OutOfRange { ty: "bigint" })?,
+                i64::try_from(*sum).map_err(|_| TypeError::OutOfRange { ty: "bigint" })?,
             ),
             (_, Acc::Double { sum, .. }) => Value::Double(*sum),
             (_, Acc::Extreme(v)) => v.clone(),
@@ -312,7 +311,7 @@ mod tests {
         }
         assert!(matches!(
             sum.result(&acc),
-            Err(ExecError::OutOfRange { ty: "bigint" })
+            Err(ExecError::Type(TypeError::OutOfRange { ty: "bigint" }))
         ));
     }
 

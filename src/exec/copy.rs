@@ -38,11 +38,10 @@ use std::sync::Arc;
 use super::dml::InsertSink;
 use super::plan::{run_query, scan_table, Flow, Pipeline, ScanNode};
 use super::progress::{Progress, ProgressUnit, Task};
-use super::value::{format_double, parse_value};
 use super::{hold_tables, EvalContext, ExecError};
 use crate::catalog::TableDef;
 use crate::database::{Session, StatementSnapshot};
-use crate::heap::Value;
+use crate::types::{format_double, parse_value, TypeError, Value};
 
 /// The data format of a COPY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,13 +139,13 @@ fn quote_start(text: &str) -> String {
 }
 
 /// A field's conversion error, quoting only the start of the value.
-fn shorten_value_error(e: ExecError) -> ExecError {
+fn shorten_value_error(e: TypeError) -> TypeError {
     match e {
-        ExecError::InvalidInput { ty, text } => ExecError::InvalidInput {
+        TypeError::InvalidInput { ty, text } => TypeError::InvalidInput {
             ty,
             text: quote_start(&text),
         },
-        ExecError::InputOutOfRange { ty, text } => ExecError::InputOutOfRange {
+        TypeError::InputOutOfRange { ty, text } => TypeError::InputOutOfRange {
             ty,
             text: quote_start(&text),
         },

@@ -18,8 +18,9 @@ use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
 use crate::heap::tuple::{decode, encode_into};
-use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Value};
+use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid};
 use crate::txn::{CommandId, Xid};
+use crate::types::Value;
 
 /// `INSERT INTO table …`: the input pipeline produces rows of the table's
 /// full width, in column order, of the columns' types.

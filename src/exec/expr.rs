@@ -17,12 +17,12 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hasher};
 
-use super::value::{
-    as_f64, as_i64, can_cast, cast_value, category, compare, is_numeric, like_match, numeric_rank,
-    type_name, value_to_text,
-};
+use super::value::like_match;
 use super::ExecError;
-use crate::heap::{ColumnType, Value};
+use crate::types::{
+    as_f64, as_i64, can_cast, cast_value, category, compare, is_numeric, numeric_rank, type_name,
+    value_to_text, ColumnType, TypeError, Value,
+};
 
 /// Longest text a function may build (`repeat`, `||`): far beyond what a
 /// row can hold (values larger than a page are refused), but it keeps a
@@ -416,10 +416,11 @@ impl Expr {
         }
         if let Some(from) = e.ty {
             if !can_cast(from, to) {
-                return Err(ExecError::NoCast {
+                return Err(TypeError::NoCast {
                     from: from.name(),
                     to: to.name(),
-                });
+                }
+                .into());
             }
         }
         if let Kind::Const(v) = &e.kind {
@@ -548,11 +549,11 @@ impl Expr {
                 Value::Integer(x) => x
                     .checked_neg()
                     .map(Value::Integer)
-                    .ok_or(ExecError::OutOfRange { ty: "integer" }),
+                    .ok_or(TypeError::OutOfRange { ty: "integer" }.into()),
                 Value::BigInt(x) => x
                     .checked_neg()
                     .map(Value::BigInt)
-                    .ok_or(ExecError::OutOfRange { ty: "bigint" }),
+                    .ok_or(TypeError::OutOfRange { ty: "bigint" }.into()),
                 Value::Double(x) => Ok(Value::Double(-x)),
                 _ => Ok(Value::Null),
             },
@@ -586,7 +587,7 @@ impl Expr {
                     _ => Ok(Value::Null),
                 }
             }
-            Kind::Cast(e, to) => cast_value(&*e.eval_ref(row, ctx)?, *to),
+            Kind::Cast(e, to) => Ok(cast_value(&*e.eval_ref(row, ctx)?, *to)?),
             Kind::Call(f, args) => call(*f, args, row, ctx),
         }
     }
@@ -675,11 +676,11 @@ fn call(
         (Function::Abs, Value::Integer(x), _) => x
             .checked_abs()
             .map(Value::Integer)
-            .ok_or(ExecError::OutOfRange { ty: "integer" })?,
+            .ok_or(TypeError::OutOfRange { ty: "integer" })?,
         (Function::Abs, Value::BigInt(x), _) => x
             .checked_abs()
             .map(Value::BigInt)
-            .ok_or(ExecError::OutOfRange { ty: "bigint" })?,
+            .ok_or(TypeError::OutOfRange { ty: "bigint" })?,
         (Function::Abs, Value::Double(x), _) => Value::Double(x.abs()),
         _ => return Err(type_check()),
     })
@@ -716,7 +717,7 @@ fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, Ex
             let (Some(x), Some(y)) = (as_i64(a), as_i64(b)) else {
                 return Err(ExecError::Internal("integer operator on a non-integer"));
             };
-            let out_of_range = ExecError::OutOfRange { ty: ty.name() };
+            let out_of_range = TypeError::OutOfRange { ty: ty.name() };
             let r = match op {
                 BinaryOp::Add => x.checked_add(y),
                 BinaryOp::Sub => x.checked_sub(y),
@@ -731,7 +732,7 @@ fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, Ex
             if ty == ColumnType::Integer {
                 i32::try_from(r)
                     .map(Value::Integer)
-                    .map_err(|_| ExecError::OutOfRange { ty: "integer" })
+                    .map_err(|_| TypeError::OutOfRange { ty: "integer" }.into())
             } else {
                 Ok(Value::BigInt(r))
             }
@@ -786,10 +787,13 @@ mod tests {
         let e = Expr::binary(BinaryOp::Add, int(i32::MAX), int(1)).unwrap();
         assert!(matches!(
             eval(&e),
-            Err(ExecError::OutOfRange { ty: "integer" })
+            Err(ExecError::Type(TypeError::OutOfRange { ty: "integer" }))
         ));
         let e = Expr::binary(BinaryOp::Div, int(i32::MIN), int(-1)).unwrap();
-        assert!(matches!(eval(&e), Err(ExecError::OutOfRange { .. })));
+        assert!(matches!(
+            eval(&e),
+            Err(ExecError::Type(TypeError::OutOfRange { .. }))
+        ));
         let e = Expr::binary(BinaryOp::Mod, int(i32::MIN), int(-1)).unwrap();
         assert_eq!(eval(&e).unwrap(), Value::Integer(0));
         let e = Expr::binary(BinaryOp::Div, int(7), int(0)).unwrap();

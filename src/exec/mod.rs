@@ -93,8 +93,9 @@ use thiserror::Error;
 use crate::buffer::BufferError;
 use crate::catalog::{CatalogError, TableDef};
 use crate::database::{Database, Session, StatementSnapshot, XactError};
-use crate::heap::{HeapError, TupleError, Value};
+use crate::heap::{HeapError, TupleError};
 use crate::storage::StorageError;
+use crate::types::{TypeError, Value};
 
 pub use copy::{copy_from, copy_to, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo};
 pub use dml::{DeletePlan, InsertPlan, TargetRows, UpdatePlan};
@@ -109,14 +110,11 @@ pub use views::{Utility, UtilityCall, View};
 pub enum ExecError {
     #[error("division by zero")]
     DivisionByZero,
-    #[error("{ty} out of range")]
-    OutOfRange { ty: &'static str },
-    #[error("invalid input syntax for type {ty}: \"{text}\"")]
-    InvalidInput { ty: &'static str, text: String },
-    /// A number written in range of no value of the type (`'1e400'`,
-    /// or `'1e-400'`, which is not zero but rounds to it).
-    #[error("\"{text}\" is out of range for type {ty}")]
-    InputOutOfRange { ty: &'static str, text: String },
+    /// Text that is no value of its type, a value that does not fit its
+    /// type (read, cast, or computed: integer arithmetic that overflows),
+    /// or a cast that does not exist.
+    #[error(transparent)]
+    Type(#[from] TypeError),
     /// A double precision result too large to represent, from finite
     /// operands (PostgreSQL's words).
     #[error("value out of range: overflow")]
@@ -137,11 +135,6 @@ pub enum ExecError {
     NotBoolean {
         context: &'static str,
         ty: &'static str,
-    },
-    #[error("cannot cast type {from} to {to}")]
-    NoCast {
-        from: &'static str,
-        to: &'static str,
     },
     #[error("function {call} does not exist; it is {signature} (add casts to match)")]
     NoFunction {

@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use super::agg::{Acc, Aggregate, GroupKey};
 use super::expr::{EvalContext, Expr};
-use super::value::{as_i64, is_true, sort_cmp};
+use super::value::is_true;
 use super::views::{UtilityCall, View};
 use super::ExecError;
 use crate::catalog::TableDef;
 use crate::database::Session;
 use crate::heap::tuple::decode;
-use crate::heap::{ColumnType, ScanControl, ScanStats, Tid, Value};
+use crate::heap::{ScanControl, ScanStats, Tid};
 use crate::txn::Snapshot;
+use crate::types::{as_i64, sort_cmp, ColumnType, TypeError, Value};
 
 /// What a consumer wants after a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -621,7 +622,7 @@ pub(crate) fn run_pipeline(
             while (step > 0 && i <= last) || (step < 0 && i >= last) {
                 row[0] = match series.ty {
                     ColumnType::Integer => Value::Integer(
-                        i32::try_from(i).map_err(|_| ExecError::OutOfRange { ty: "integer" })?,
+                        i32::try_from(i).map_err(|_| TypeError::OutOfRange { ty: "integer" })?,
                     ),
                     _ => Value::BigInt(i),
                 };

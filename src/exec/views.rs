@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::ExecError;
 use crate::catalog::TableDef;
 use crate::database::{Database, Session};
-use crate::heap::{ColumnType, Value};
 use crate::storage::Fork;
+use crate::types::{ColumnType, Value};
 use crate::wal::format_lsn;
 
 /// A column of a view or utility function: name and type.

@@ -52,9 +52,10 @@ use crate::page::{
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
 use crate::txn::{CommandId, Snapshot, TxnError, TxnManager, Xid, XidStatus, INVALID_XID};
+use crate::types::ColumnType;
 use crate::wal::record::{DataReader, SMGR_TRUNCATE};
 use crate::wal::{BlockTag, Lsn, PageRef, Rmgr, Wal, WalError};
-pub use tuple::{ColumnType, Tid, TupleError, TupleHeader, Value};
+pub use tuple::{Tid, TupleError, TupleHeader};
 
 /// How long a delete or update waits for the transaction that holds a row
 /// before giving up (a bound, so that two sessions waiting on each other

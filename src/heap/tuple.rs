@@ -22,6 +22,7 @@ use thiserror::Error;
 use crate::page::{LINE_POINTER_SIZE, MAX_ALIGN, PAGE_HEADER_SIZE};
 use crate::storage::BLOCK_SIZE;
 use crate::txn::{CommandId, Xid};
+use crate::types::{ColumnType, Value};
 
 pub const TUPLE_HEADER_SIZE: usize = 26;
 
@@ -32,73 +33,6 @@ pub const MAX_TUPLE_SIZE: usize =
 pub const HAS_NULLS: u16 = 0x0001;
 /// xmax is an update; ctid names the newer version.
 pub const UPDATED: u16 = 0x0002;
-
-/// A column's type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ColumnType {
-    Integer,
-    BigInt,
-    Double,
-    Text,
-    Boolean,
-}
-
-impl ColumnType {
-    pub fn name(self) -> &'static str {
-        match self {
-            ColumnType::Integer => "integer",
-            ColumnType::BigInt => "bigint",
-            ColumnType::Double => "double precision",
-            ColumnType::Text => "text",
-            ColumnType::Boolean => "boolean",
-        }
-    }
-
-    pub fn code(self) -> i32 {
-        self as i32
-    }
-
-    pub fn from_code(code: i32) -> Option<ColumnType> {
-        [
-            ColumnType::Integer,
-            ColumnType::BigInt,
-            ColumnType::Double,
-            ColumnType::Text,
-            ColumnType::Boolean,
-        ]
-        .into_iter()
-        .find(|t| t.code() == code)
-    }
-}
-
-/// A value of a column.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Null,
-    Integer(i32),
-    BigInt(i64),
-    Double(f64),
-    Text(String),
-    Boolean(bool),
-}
-
-impl Value {
-    pub fn is_null(&self) -> bool {
-        matches!(self, Value::Null)
-    }
-
-    /// The type of a non-NULL value.
-    pub fn column_type(&self) -> Option<ColumnType> {
-        Some(match self {
-            Value::Null => return None,
-            Value::Integer(_) => ColumnType::Integer,
-            Value::BigInt(_) => ColumnType::BigInt,
-            Value::Double(_) => ColumnType::Double,
-            Value::Text(_) => ColumnType::Text,
-            Value::Boolean(_) => ColumnType::Boolean,
-        })
-    }
-}
 
 /// A tuple's location: block and line pointer index (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -21,7 +21,7 @@ use super::{ResultColumn, SqlError, StatementIo, StatementResult};
 use crate::config::{Context, SETTINGS};
 use crate::database::{Isolation, Session, StatementSnapshot, XactError};
 use crate::exec::{self, Plan};
-use crate::heap::{ColumnType, Value};
+use crate::types::{ColumnType, Value};
 
 /// Ends the statement as `result` says; an error ending it (a commit that
 /// failed) replaces a success, never a failure.

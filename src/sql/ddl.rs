@@ -20,7 +20,7 @@ use super::{SqlError, StatementResult};
 use crate::catalog::ColumnDef;
 use crate::database::{Session, StatementSnapshot};
 use crate::exec::{self, View};
-use crate::heap::Value;
+use crate::types::Value;
 
 /// Fill factor of a table created without one.
 const DEFAULT_FILLFACTOR: u8 = 100;

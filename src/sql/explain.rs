@@ -11,7 +11,7 @@ use super::expr::{constant, string_literal, StmtCx};
 use super::{ResultColumn, SqlError, StatementResult};
 use crate::database::{Session, StatementSnapshot};
 use crate::exec::{self, ExplainOptions, Timing};
-use crate::heap::{ColumnType, Value};
+use crate::types::{ColumnType, Value};
 use crate::wal::{wal_usage, WalUsage};
 
 /// A boolean option value: none (on), on/off, true/false, 1/0.

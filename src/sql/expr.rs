@@ -26,9 +26,8 @@ use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::{AggFunc, Aggregate};
 use crate::exec::expr::Function;
-use crate::exec::value::{can_assign, is_numeric};
 use crate::exec::{BinaryOp, ExecError, Expr, Filter, Utility, UtilityCall};
-use crate::heap::{ColumnType, Value};
+use crate::types::{as_i64, can_assign, is_numeric, ColumnType, TypeError, Value};
 
 /// The statement being planned: for error positions, and whose tables it
 /// sees.
@@ -181,10 +180,10 @@ fn number(text: &str) -> Result<Value, SqlError> {
     }
     match text.parse::<f64>() {
         Ok(x) if x.is_finite() => Ok(Value::Double(x)),
-        _ => Err(ExecError::InvalidInput {
+        _ => Err(ExecError::Type(TypeError::InvalidInput {
             ty: "numeric",
             text: text.to_string(),
-        }
+        })
         .into()),
     }
 }
@@ -970,7 +969,7 @@ pub(crate) fn utility_call(
         (Utility::ReadStreamForBlocks, [table, FunctionArgExpr::Expr(ast::Expr::Array(array))]) => {
             let mut blocks = Vec::with_capacity(array.elem.len());
             for e in &array.elem {
-                match constant(e).as_ref().and_then(crate::exec::value::as_i64) {
+                match constant(e).as_ref().and_then(as_i64) {
                     Some(b) => blocks.push(u32::try_from(b).map_err(|_| bad())?),
                     None => return Err(bad()),
                 }

@@ -5,10 +5,10 @@
 //! nothing.
 
 use super::StatementResult;
-use crate::exec::value::is_numeric;
+use crate::types::is_numeric;
 
 /// A value as PostgreSQL prints it (NULL as an empty string).
-pub use crate::exec::value::output_text as format_value;
+pub use crate::types::output_text as format_value;
 
 /// psql's aligned format: a centred header, a rule, one line per row
 /// (numbers right-aligned), and "(N rows)". A statement that returns no
@@ -100,8 +100,8 @@ pub fn format_csv(result: &StatementResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::heap::{ColumnType, Value};
     use crate::sql::ResultColumn;
+    use crate::types::{ColumnType, Value};
 
     fn result() -> StatementResult {
         StatementResult {

@@ -98,7 +98,7 @@ use crate::catalog::CatalogError;
 use crate::config::ConfigError;
 use crate::database::{DbError, Session, XactError};
 use crate::exec::{ExecError, Progress};
-use crate::heap::{ColumnType, Value};
+use crate::types::{ColumnType, Value};
 
 pub use format::{format_csv, format_table, format_value};
 pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH};

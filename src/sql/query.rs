@@ -28,11 +28,10 @@ use super::{ResultColumn, SqlError};
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::Aggregate;
-use crate::exec::value::as_i64;
 use crate::exec::{
     Expr, Op, Pipeline, ScanNode, Series, SortKey, Source, Utility, UtilityCall, View,
 };
-use crate::heap::{ColumnType, Value};
+use crate::types::{as_i64, ColumnType, Value};
 
 use std::sync::Arc;
 

@@ -145,7 +145,7 @@ pub fn err(s: &mut aiostore::database::Session, text: &str) -> String {
 /// The first row of the last statement of `text`, as integers; NULL (the
 /// max() of no rows) reads as 0.
 pub fn ints(s: &mut aiostore::database::Session, text: &str) -> Vec<i64> {
-    use aiostore::heap::Value;
+    use aiostore::types::Value;
     run(s, text).pop().unwrap().rows[0]
         .iter()
         .map(|v| match v {

@@ -1,0 +1,42 @@
+//! Ordering of values: SQL comparison, where NULL compares as unknown, and
+//! the total order a sort uses, which places NULLs first or last.
+
+use std::cmp::Ordering;
+
+use super::{as_f64, as_i64, Value};
+
+/// Orders two doubles as PostgreSQL does: NaN equals NaN and sorts above
+/// every number; -0 equals 0.
+fn cmp_f64(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// Compares two values; `None` if either is NULL (or they are of kinds
+/// that do not compare, which type checking rules out).
+pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Null, _) | (_, Value::Null) => None,
+        (Value::Text(x), Value::Text(y)) => Some(x.as_str().cmp(y.as_str())),
+        (Value::Boolean(x), Value::Boolean(y)) => Some(x.cmp(y)),
+        (Value::Double(_), _) | (_, Value::Double(_)) => Some(cmp_f64(as_f64(a)?, as_f64(b)?)),
+        _ => Some(as_i64(a)?.cmp(&as_i64(b)?)),
+    }
+}
+
+/// Total order for sorting: NULLs last (or first if `nulls_first`),
+/// before any reversal for DESC.
+pub fn sort_cmp(a: &Value, b: &Value, nulls_first: bool) -> Ordering {
+    match (a.is_null(), b.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) if nulls_first => Ordering::Less,
+        (true, false) => Ordering::Greater,
+        (false, true) if nulls_first => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => compare(a, b).unwrap_or(Ordering::Equal),
+    }
+}
