@@ -125,6 +125,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_control_file_that_cannot_be_written_names_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let c = ControlData {
+            state: DbState::InProduction,
+            checkpoint: 0x100_0028,
+            redo: 0x100_0000,
+            time: 17,
+        };
+        let e = c.write(&gone).unwrap_err().to_string();
+        let tmp = path(&gone).with_extension("tmp");
+        assert_eq!(
+            e,
+            format!(
+                "could not create file \"{}\": No such file or directory (os error 2)",
+                tmp.display()
+            )
+        );
+    }
+
+    #[test]
     fn the_control_file_round_trips_and_a_flipped_bit_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let c = ControlData {

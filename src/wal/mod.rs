@@ -96,7 +96,8 @@ const SHORT_WRITE_RETRIES_MAX: u32 = 64;
 
 #[derive(Debug, Error)]
 pub enum WalError {
-    #[error("could not {op} WAL file \"{path}\": {source}")]
+    /// A WAL segment's or the control file's I/O (the path says which).
+    #[error("could not {op} file \"{path}\": {source}")]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -1095,6 +1096,16 @@ impl Wal {
     /// completed write is durable). A short write is continued where it
     /// stopped; a failed one stops the log.
     fn collect_writes(&self, writer: &mut Writer) -> Result<(), WalError> {
+        let result = self.collect_writes_inner(writer);
+        // On every way out, a failed write's too: the gauge follows the
+        // queue (a failure used to leave it at the count before).
+        self.stats
+            .writes_in_flight
+            .store(writer.in_flight.len() as u64, Ordering::Relaxed);
+        result
+    }
+
+    fn collect_writes_inner(&self, writer: &mut Writer) -> Result<(), WalError> {
         // A write that failed was popped under this lock and stopped the
         // log: the writes behind it must not move `written`/`flushed` over
         // its bytes.
@@ -1168,9 +1179,6 @@ impl Wal {
             );
             moved = true;
         }
-        self.stats
-            .writes_in_flight
-            .store(writer.in_flight.len() as u64, Ordering::Relaxed);
         if moved {
             self.wake_progress();
         }
