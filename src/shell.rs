@@ -289,10 +289,18 @@ fn statement_complete(buf: &str) -> bool {
 }
 
 /// `\d`: the tables; `\d t`: one table's columns.
-fn describe(db: &Database, name: Option<&str>, out: &mut dyn Write) -> std::io::Result<()> {
+/// `\d [name]` as transaction `viewer` (the shell session's open one, if
+/// any) sees the catalog: its own uncommitted tables too.
+fn describe(
+    db: &Database,
+    viewer: Option<aiostore::txn::Xid>,
+    name: Option<&str>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     match name {
         None => {
-            let tables = db.catalog().tables();
+            let mut tables = db.catalog().tables_for(viewer);
+            tables.sort_by(|a, b| a.name().cmp(b.name()));
             if tables.is_empty() {
                 return writeln!(out, "Did not find any tables.");
             }
@@ -315,7 +323,7 @@ fn describe(db: &Database, name: Option<&str>, out: &mut dyn Write) -> std::io::
         }
         Some(name) => match db
             .catalog()
-            .table(&aiostore::sql::relation_name_from_text(name))
+            .table_for(&aiostore::sql::relation_name_from_text(name), viewer)
         {
             Err(e) => writeln!(out, "{e}"),
             Ok(t) => {
@@ -368,13 +376,45 @@ mod describe_tests {
         .unwrap();
         let shown = |name: &str| {
             let mut out = Vec::new();
-            describe(&db, Some(name), &mut out).unwrap();
+            describe(&db, None, Some(name), &mut out).unwrap();
             String::from_utf8(out).unwrap()
         };
         assert!(shown("T").contains("id "), "{}", shown("T"));
         assert!(shown("\"T\"").contains("x "), "{}", shown("\"T\""));
         assert!(shown("\"t\"").contains("id "));
         assert!(shown("nope").contains("does not exist"));
+    }
+
+    #[test]
+    fn describe_shows_the_sessions_own_uncommitted_table_to_it_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        aiostore::database::Database::init(&path).unwrap();
+        let settings = [
+            "io_method=sync".to_string(),
+            "shared_buffers=64".into(),
+            "max_sessions=8".into(),
+        ];
+        let db = aiostore::database::Database::open(&path, &settings).unwrap();
+        let mut s = db.session().unwrap();
+        aiostore::sql::execute(&mut s, "CREATE TABLE a (id integer)").unwrap();
+        aiostore::sql::execute(&mut s, "BEGIN; CREATE TABLE b (x text)").unwrap();
+        let shown = |viewer, name: Option<&str>| {
+            let mut out = Vec::new();
+            describe(&db, viewer, name, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let own = s.current_xid();
+        assert!(own.is_some(), "the session is in a transaction");
+        let listed = shown(own, None);
+        assert!(listed.contains("a ") && listed.contains("b "), "{listed}");
+        assert!(shown(own, Some("b")).contains("x "));
+        // Another session (no transaction of its own) sees only `a`.
+        let others = shown(None, None);
+        assert!(others.contains("a ") && !others.contains("b "), "{others}");
+        assert!(shown(None, Some("b")).contains("does not exist"));
+        aiostore::sql::execute(&mut s, "ROLLBACK").unwrap();
+        assert!(!shown(own, None).contains("b "));
     }
 }
 
@@ -422,7 +462,9 @@ pub fn shell(db: &Arc<Database>) -> Result<(), String> {
                     timing = !timing;
                     println!("Timing is {}.", if timing { "on" } else { "off" });
                 }
-                (Some("\\d"), name) => describe(db, name, &mut out).map_err(|e| e.to_string())?,
+                (Some("\\d"), name) => {
+                    describe(db, s.current_xid(), name, &mut out).map_err(|e| e.to_string())?
+                }
                 (Some("\\?"), _) => println!("{HELP}"),
                 (Some(other), _) => println!("invalid command {other}; \\? for help"),
                 (None, _) => {}

@@ -440,10 +440,16 @@ impl Catalog {
 
     /// The committed tables.
     pub fn tables(&self) -> Vec<Arc<TableDef>> {
+        self.tables_for(None)
+    }
+
+    /// The tables a statement of transaction `viewer` sees: committed, or
+    /// created by `viewer` itself (as [`Catalog::table_for`]).
+    pub fn tables_for(&self, viewer: Option<Xid>) -> Vec<Arc<TableDef>> {
         self.tables
             .read()
             .values()
-            .filter(|t| t.creator().is_none())
+            .filter(|t| t.visible_to(viewer))
             .cloned()
             .collect()
     }
