@@ -81,16 +81,22 @@ pub fn run(
         )
         .map_err(|e| e.to_string())?;
     }
-    let mut cases = Vec::new();
-    for &latency_us in &opts.latencies_us {
-        for &direct in &opts.direct {
-            // Writes synced afterwards go one at a time whatever the
-            // setting (see `Wal::open`): their cases would all be one.
-            let concurrencies = if writes_are_durable(opts, direct)? {
+    // Writes synced afterwards go one at a time whatever the setting (see
+    // `Wal::open`): their cases would all be one.
+    let concurrencies_of = opts
+        .direct
+        .iter()
+        .map(|&direct| {
+            Ok(if writes_are_durable(opts, direct)? {
                 opts.concurrency.clone()
             } else {
                 vec![1]
-            };
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut cases = Vec::new();
+    for &latency_us in &opts.latencies_us {
+        for (&direct, concurrencies) in opts.direct.iter().zip(&concurrencies_of) {
             for (&concurrency, &sessions) in concurrencies
                 .iter()
                 .flat_map(|c| opts.sessions.iter().map(move |s| (c, s)))
@@ -168,13 +174,19 @@ fn summarize(
     let (Some(&lo), Some(&hi)) = (opts.sessions.iter().min(), opts.sessions.iter().max()) else {
         return Ok(());
     };
-    let (Some(&c_lo), Some(&c_hi)) = (opts.concurrency.iter().min(), opts.concurrency.iter().max())
-    else {
-        return Ok(());
-    };
     for &latency_us in &opts.latencies_us {
         for &direct in &opts.direct {
             let wal = if direct { "direct" } else { "buffered" };
+            // The concurrencies this WAL ran at (buffered: 1 only).
+            let ran = || {
+                cases
+                    .iter()
+                    .filter(|c| c.wal_direct == direct)
+                    .map(|c| c.wal_io_concurrency)
+            };
+            let (Some(c_lo), Some(c_hi)) = (ran().min(), ran().max()) else {
+                continue;
+            };
             if lo != hi {
                 if let (Some(a), Some(b)) = (
                     rate(lo, direct, c_hi, latency_us),
