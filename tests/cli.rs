@@ -579,7 +579,13 @@ fn bench_recovery_replays_one_crash_with_prefetching_off_and_on() {
         assert_eq!(off["records"], on["records"], "{text}");
         assert!(off["pages_read"].as_u64().unwrap() > 0, "{text}");
         assert!(on["prefetched"].as_u64().unwrap() > 0, "{text}");
-        assert!(on["ratio"].as_f64().unwrap() > 0.0, "{text}");
+        // The speedup is the off case's seconds over the on case's.
+        let speedup = off["seconds"].as_f64().unwrap() / on["seconds"].as_f64().unwrap();
+        let ratio = on["ratio"].as_f64().unwrap();
+        assert!(
+            (ratio - speedup).abs() <= 1e-9 * speedup,
+            "{ratio} {speedup}: {text}"
+        );
         assert!(off["ratio"].is_null(), "{text}");
     }
 }

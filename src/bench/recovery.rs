@@ -154,7 +154,7 @@ pub fn run(
             "stream_ios",
             "waits",
             "in_flight",
-            "on/off"
+            "speedup"
         )
         .map_err(|e| text(&e))?;
     }
