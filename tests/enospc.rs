@@ -23,7 +23,7 @@ use aiostore::config::IoMethod;
 use aiostore::database::Database;
 use aiostore::inject::{Injection, BUFFER_BEFORE_WRITE};
 use aiostore::sql;
-use common::{crash, err, ints, run, storage_is_sound, temp_dir};
+use common::{crash, err, ints, run, small_pool_settings, storage_is_sound, temp_dir};
 
 /// Size of the tmpfs under `base/`: room for the catalog and a small
 /// table, not for a load.
@@ -32,14 +32,6 @@ const SMALL_BASE: &str = "size=2m";
 const LARGE_BASE: &str = "size=256m";
 /// Rows of the loads that fill it (about 6 MiB of table).
 const LOAD_ROWS: i64 = 60_000;
-
-fn settings(method: IoMethod) -> Vec<String> {
-    vec![
-        format!("io_method={}", method.name()),
-        "shared_buffers=512".into(),
-        "max_sessions=8".into(),
-    ]
-}
 
 fn csv(dir: &Path, rows: i64) -> String {
     let path = dir.join(format!("load-{rows}.csv"));
@@ -123,7 +115,7 @@ fn a_load_onto_a_full_disk_fails_naming_the_file(method: IoMethod) {
         return;
     };
     let input = csv(dir.path(), LOAD_ROWS);
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     run(&mut s, "CREATE TABLE kept (id integer NOT NULL, pad text)");
     run(
@@ -157,7 +149,7 @@ fn a_load_onto_a_full_disk_fails_naming_the_file(method: IoMethod) {
     drop(s);
     crash(db);
     mount.remount(LARGE_BASE);
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     assert_eq!(
         ints(&mut s, "SELECT count(*), max(id) FROM kept"),
@@ -185,7 +177,7 @@ fn data_writes_failing_with_enospc_fail_the_statement(method: IoMethod) {
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
     let input = csv(dir.path(), LOAD_ROWS);
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let points = Arc::clone(db.aio());
     let full = || Injection::rewrite_result(-i64::from(libc::ENOSPC));
     let mut s = db.session().unwrap();
@@ -254,7 +246,7 @@ fn data_writes_failing_with_enospc_fail_the_statement(method: IoMethod) {
     assert!(sql::execute(&mut s, "CHECKPOINT").is_err());
     drop(s);
     crash(db);
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     assert_eq!(
         ints(&mut s, "SELECT count(*), max(id) FROM t"),
@@ -296,7 +288,7 @@ fn a_full_disk_under_the_wal_stops_the_database(method: IoMethod) {
     };
     Database::init(&path).unwrap();
     let input = csv(dir.path(), LOAD_ROWS);
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     run(&mut s, "CREATE TABLE t (id integer NOT NULL, pad text)");
     run(&mut s, &format!("COPY t FROM '{input}' (FORMAT csv)"));
@@ -353,7 +345,7 @@ fn a_full_disk_under_the_wal_stops_the_database(method: IoMethod) {
     drop(filler);
     std::fs::remove_file(path.join("filler")).unwrap();
     mount.remount(LARGE_BASE);
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     assert!(db.recovery().is_some());
     let mut s = db.session().unwrap();
     assert_eq!(
@@ -376,7 +368,7 @@ fn a_failed_checkpoint_keeps_the_segments_recovery_needs(method: IoMethod) {
     let dir = temp_dir();
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     let mut s = db.session().unwrap();
     run(&mut s, "CREATE TABLE t (id integer NOT NULL, pad text)");
     let fill = "INSERT INTO t SELECT g, repeat('w', 1000) FROM generate_series(1, 16000) g";
@@ -409,7 +401,7 @@ fn a_failed_checkpoint_keeps_the_segments_recovery_needs(method: IoMethod) {
     let rows = ints(&mut s, "SELECT count(*) FROM t")[0];
     drop(s);
     crash(db);
-    let db = Database::open(&path, &settings(method)).unwrap();
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
     assert_eq!(db.recovery().unwrap().from, durable_redo);
     let mut s = db.session().unwrap();
     assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), vec![rows]);

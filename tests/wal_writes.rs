@@ -21,19 +21,15 @@ use aiostore::wal::{
     segment_path, Lsn, Rmgr, SyncMethod, Wal, WalConfig, WalError, FIRST_LSN, WAL_BLOCK_SIZE,
     WAL_SEGMENT_SIZE,
 };
-use common::{crash, run, temp_dir};
+use common::{crash, run, small_pool_settings, temp_dir};
 
 /// Longest a test polls for a state the engine reaches in microseconds.
 const POLL_LIMIT: Duration = Duration::from_secs(20);
 
 fn settings(method: IoMethod, extra: &[&str]) -> Vec<String> {
-    let mut s = vec![
-        format!("io_method={}", method.name()),
-        "shared_buffers=512".into(),
-        "max_sessions=8".into(),
-        // No background flush racing the test's commits.
-        "wal_writer_delay=10000".into(),
-    ];
+    let mut s = small_pool_settings(method, false);
+    // No background flush racing the test's commits.
+    s.push("wal_writer_delay=10000".into());
     s.extend(extra.iter().map(|x| x.to_string()));
     s
 }
@@ -107,6 +103,21 @@ fn a_later_write_completing_first_releases_no_commit(method: IoMethod) {
         assert!(
             started.elapsed() < POLL_LIMIT,
             "the second commit's write never completed: it waited for the first instead of starting"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The write is counted before it is marked complete: give the second
+    // commit time to collect it and, were the flush position to pass the
+    // held write, return.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_millis(200) {
+        assert!(
+            !second_commit.is_finished(),
+            "a commit returned while WAL before it was not yet written"
+        );
+        assert!(
+            wal.flushed() <= first,
+            "the flush position passed a write in flight"
         );
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -492,7 +503,11 @@ fn an_insertion_that_cannot_finish_stops_the_log() {
         }
     }
     let failed = failed.expect("an insert needing room meets the segment error");
-    eprintln!("insert failed: {failed}; stopped: {}", wal.is_stopped());
+    eprintln!("insert failed: {failed}");
+    assert!(
+        wal.is_stopped(),
+        "an insertion left half-copied did not stop the log: {failed}"
+    );
     std::fs::remove_dir(segment_path(path, seg2)).unwrap();
     let mut last = 0;
     for _ in 0..10 {
