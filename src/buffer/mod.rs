@@ -353,18 +353,12 @@ impl BufferPool {
             let injected = self
                 .aio
                 .injections()
-                .hit(
-                    crate::inject::BUFFER_BEFORE_FILE_SYNC,
-                    crate::inject::HitContext {
-                        offset: u64::from(rel),
-                    },
-                )
-                .filter(|&r| r < 0);
+                .injected_errno(crate::inject::BUFFER_BEFORE_FILE_SYNC, u64::from(rel));
             let result = match injected {
                 Some(errno) => Err(StorageError::Io {
                     op: "fsync",
                     path: relation.path(fork),
-                    source: crate::storage::errno_error(-errno as i32),
+                    source: crate::storage::errno_error(errno),
                 }),
                 None => relation.fsync(fork),
             };

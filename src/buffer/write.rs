@@ -317,17 +317,10 @@ pub(super) fn injected_write_failure(
     offset: u64,
     len: usize,
 ) -> Option<AioError> {
-    let raw = pool
+    let errno = pool
         .aio
         .injections()
-        .hit(
-            crate::inject::BUFFER_BEFORE_WRITE,
-            crate::inject::HitContext {
-                offset: u64::from(tag.block),
-            },
-        )
-        .filter(|&r| r < 0)?;
-    let errno = -raw as i32;
+        .injected_errno(crate::inject::BUFFER_BEFORE_WRITE, u64::from(tag.block))?;
     Some(AioError::Io {
         message: format!(
             "could not write {}: {}",

@@ -223,6 +223,16 @@ impl InjectionPoints {
         self.hit_slow(name, ctx)
     }
 
+    /// Called at a point that fails an operation at `offset`: the errno an
+    /// attached injection rewrites the result to (a negative raw result),
+    /// if any. How tests fail a write or a sync as a full disk would.
+    #[inline]
+    pub(crate) fn injected_errno(&self, name: &'static str, offset: u64) -> Option<i32> {
+        self.hit(name, HitContext { offset })
+            .filter(|&r| r < 0)
+            .map(|r| -r as i32)
+    }
+
     #[cold]
     fn hit_slow(&self, name: &'static str, ctx: HitContext) -> Option<i64> {
         let mut points = self.points.lock();

@@ -524,6 +524,22 @@ impl Wal {
     /// since the kernel may have dropped the dirty pages it could not
     /// write, and retrying the sync would report success). The first
     /// reason is the one kept.
+    /// Stops the log for `reason` and gives the error its caller returns.
+    fn stop_with(&self, reason: String) -> WalError {
+        self.stop(reason.clone());
+        WalError::Stopped { reason }
+    }
+
+    /// Stops the log for a failed write of the WAL from `lsn` to `file`.
+    fn write_failed(&self, lsn: Lsn, file: &SegmentFile, source: AioError) -> WalError {
+        let e = WalError::Write {
+            lsn,
+            path: file.path().to_path_buf(),
+            source: Box::new(source),
+        };
+        self.stop_with(e.to_string())
+    }
+
     pub fn stop(&self, reason: String) {
         if self.stopped.set(reason.clone()).is_ok() {
             log::error!("WAL stopped: {reason}");
@@ -945,19 +961,16 @@ impl Wal {
         let injected = self
             .aio
             .injections()
-            .hit(crate::inject::WAL_BEFORE_SYNC, HitContext { offset: segno })
-            .filter(|&r| r < 0);
+            .injected_errno(crate::inject::WAL_BEFORE_SYNC, segno);
         let synced = match injected {
-            Some(errno) => Err(crate::storage::errno_error(-errno as i32).to_string()),
+            Some(errno) => Err(crate::storage::errno_error(errno).to_string()),
             None if self.config.sync_method == SyncMethod::Fsync => {
                 file.fsync_all().map_err(|e| e.to_string())
             }
             None => file.fdatasync().map_err(|e| e.to_string()),
         };
         if let Err(e) = synced {
-            let reason = format!("{} failed: {e}", self.config.sync_method.name());
-            self.stop(reason.clone());
-            return Err(WalError::Stopped { reason });
+            return Err(self.stop_with(format!("{} failed: {e}", self.config.sync_method.name())));
         }
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -1001,11 +1014,7 @@ impl Wal {
             // written later would make a commit reported failed durable.
             let file = match self.segment(writer, segno) {
                 Ok(file) => file,
-                Err(e) => {
-                    let reason = e.to_string();
-                    self.stop(reason.clone());
-                    return Err(WalError::Stopped { reason });
-                }
+                Err(e) => return Err(self.stop_with(e.to_string())),
             };
             let write = self.start_write(writer, file, pos, pos + n, 0)?;
             writer.in_flight.push_back(write);
@@ -1033,28 +1042,15 @@ impl Wal {
     ) -> Result<WalWrite, WalError> {
         debug_assert!(start < end && start / WAL_SEGMENT_SIZE == (end - 1) / WAL_SEGMENT_SIZE);
         debug_assert!(start % self.ring_len + (end - start) <= self.ring_len);
-        let fail = |source: AioError| {
-            let e = WalError::Write {
-                lsn: start,
-                path: file.path().to_path_buf(),
-                source: Box::new(source),
-            };
-            let reason = e.to_string();
-            self.stop(reason.clone());
-            WalError::Stopped { reason }
-        };
+        let fail = |source: AioError| self.write_failed(start, &file, source);
         let injected = self
             .aio
             .injections()
-            .hit(
-                crate::inject::WAL_BEFORE_WRITE,
-                HitContext { offset: start },
-            )
-            .filter(|&r| r < 0);
+            .injected_errno(crate::inject::WAL_BEFORE_WRITE, start);
         if let Some(errno) = injected {
             return Err(fail(AioError::Io {
-                message: crate::storage::errno_error(-errno as i32).to_string(),
-                errno: Some(-errno as i32),
+                message: crate::storage::errno_error(errno).to_string(),
+                errno: Some(errno),
             }));
         }
         let token = writer.aio.acquire().map_err(fail)?;
@@ -1117,16 +1113,7 @@ impl Wal {
             }
             let wref = front.wref;
             let write = writer.in_flight.pop_front().expect("front exists");
-            let stopped = |source: AioError| {
-                let e = WalError::Write {
-                    lsn: write.start,
-                    path: write.file.path().to_path_buf(),
-                    source: Box::new(source),
-                };
-                let reason = e.to_string();
-                self.stop(reason.clone());
-                WalError::Stopped { reason }
-            };
+            let stopped = |source: AioError| self.write_failed(write.start, &write.file, source);
             // Done: this only collects it (runs its local callbacks and
             // fills its return cell).
             writer.aio.wait(wref).map_err(stopped)?;
