@@ -305,7 +305,7 @@ impl Aio {
     /// completed (a device that stops answering must not hang a caller
     /// that can report it).
     pub fn wait_at_most(&self, wref: WaitRef, limit: Duration) -> bool {
-        self.shared.wait_until(wref, Instant::now() + limit)
+        self.shared.wait_until(wref, Some(Instant::now() + limit))
     }
 
     /// True if the I/O has completed, without waiting.
@@ -565,9 +565,9 @@ impl AioShared {
         }
     }
 
-    /// [`AioShared::wait_for`], giving up at `deadline`; returns whether
-    /// the I/O has completed.
-    fn wait_until(&self, wref: WaitRef, deadline: Instant) -> bool {
+    /// [`AioShared::wait_for`], giving up at `deadline` (if any); returns
+    /// whether the I/O has completed.
+    fn wait_until(&self, wref: WaitRef, deadline: Option<Instant>) -> bool {
         let h = &self.handles[wref.index as usize];
         loop {
             let state = match h.state_of(wref.generation) {
@@ -575,14 +575,20 @@ impl AioShared {
                 Some(state) if state.is_complete() => return true,
                 Some(state) => state,
             };
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
+            let left = match deadline {
+                None => None,
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return false,
+                },
+            };
             if state == IoState::Submitted && self.method == IoMethod::IoUring {
-                self.rings[h.slot as usize].wait_until(self, h, wref.generation, Some(deadline));
+                self.rings[h.slot as usize].wait_until(self, h, wref.generation, deadline);
             } else {
-                h.wait_while_for(wref.generation, state, deadline - now);
+                match left {
+                    None => h.wait_while(wref.generation, state),
+                    Some(left) => h.wait_while_for(wref.generation, state, left),
+                }
             }
         }
     }
@@ -590,17 +596,8 @@ impl AioShared {
     /// Waits until `wref`'s I/O has completed. Never submits: the caller
     /// must not hold staged I/O (see the deadlock rule above).
     fn wait_for(&self, wref: WaitRef) {
-        let h = &self.handles[wref.index as usize];
-        loop {
-            match h.state_of(wref.generation) {
-                None => return,
-                Some(state) if state.is_complete() => return,
-                Some(IoState::Submitted) if self.method == IoMethod::IoUring => {
-                    self.rings[h.slot as usize].wait_for(self, h, wref.generation);
-                }
-                Some(state) => h.wait_while(wref.generation, state),
-            }
-        }
+        let completed = self.wait_until(wref, None);
+        debug_assert!(completed, "a wait without a deadline ends completed");
     }
 
     /// Hands staged I/Os to the method. Returns when each has been queued,

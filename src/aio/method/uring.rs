@@ -234,13 +234,8 @@ impl UringRing {
     /// thread we are. While another thread holds the completion lock, it is
     /// the reaper: sleep on the handle, which it wakes when it completes our
     /// I/O, and look again now and then in case it left (its own I/O done)
-    /// before ours arrived.
-    pub fn wait_for(&self, shared: &AioShared, handle: &Handle, generation: u64) {
-        self.wait_until(shared, handle, generation, None);
-    }
-
-    /// [`Ring::wait_for`], giving up at `deadline` (if any); returns
-    /// whether the I/O left the submitted state.
+    /// before ours arrived. Gives up at `deadline`, if any; returns whether
+    /// the I/O left the submitted state.
     pub fn wait_until(
         &self,
         shared: &AioShared,
