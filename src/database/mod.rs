@@ -397,8 +397,20 @@ impl Database {
             _lock: lock,
         });
         if let Some(r) = &db.recovery {
+            let prefetched = r.prefetch.as_ref().map_or(String::new(), |p| {
+                format!(
+                    "; read ahead {} blocks in {} reads, waited {} times; not read ahead: {} with an image, {} behind an image, {} of a relation being changed, {} past the end of their file",
+                    p.blocks_noted,
+                    p.stream.ios,
+                    p.stream.waits,
+                    p.skipped_image,
+                    p.skipped_image_pending,
+                    p.skipped_storage_change,
+                    p.skipped_past_end
+                )
+            });
             log::info!(
-                "recovery: replayed {} records from {} to {} in {:.3} s ({} page changes, {} images); the log ends there: {}",
+                "recovery: replayed {} records from {} to {} in {:.3} s ({} page changes, {} images{prefetched}); the log ends there: {}",
                 r.records,
                 crate::wal::format_lsn(r.from),
                 crate::wal::format_lsn(r.end),
