@@ -308,11 +308,23 @@ impl Aio {
         self.shared.wait_until(wref, Some(Instant::now() + limit))
     }
 
-    /// True if the I/O has completed, without waiting.
+    /// True if the I/O has completed, without waiting. An io_uring
+    /// completion still in its ring's queue counts: it is reaped here
+    /// (shared memory, no system call) unless another thread is reaping,
+    /// so that a caller looking does not depend on a waiter being
+    /// scheduled to notice it (a WAL flush collecting writes another
+    /// session started).
     pub fn is_done(&self, wref: WaitRef) -> bool {
-        self.shared.handles[wref.index as usize]
-            .state_of(wref.generation)
-            .is_none_or(IoState::is_complete)
+        let h = &self.shared.handles[wref.index as usize];
+        match h.state_of(wref.generation) {
+            None => true,
+            Some(state) if state.is_complete() => true,
+            Some(IoState::Submitted) if self.shared.method == IoMethod::IoUring => {
+                self.shared.rings[h.slot as usize].reap_unless_reaping(&self.shared);
+                h.state_of(wref.generation).is_none_or(IoState::is_complete)
+            }
+            Some(_) => false,
+        }
     }
 
     /// The state of the use `wref` refers to (`None` once recycled).

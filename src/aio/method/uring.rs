@@ -198,6 +198,14 @@ impl UringRing {
         }
     }
 
+    /// Reaps what the ring has completed, unless another thread is
+    /// reaping (it completes the same I/Os): never waits.
+    pub fn reap_unless_reaping(&self, shared: &AioShared) {
+        if let Some(_reaping) = self.completion_lock.try_lock() {
+            self.reap_locked(shared);
+        }
+    }
+
     /// Runs the shared completion of everything the ring has completed.
     /// The caller holds `completion_lock`.
     fn reap_locked(&self, shared: &AioShared) {
