@@ -49,6 +49,9 @@ pub struct CommitCase {
     /// Commits whose flush found another's had covered them.
     pub flushes_shared: u64,
     pub wal_mib: f64,
+    /// Mean time from starting a WAL write to collecting it: the device's
+    /// latency plus how long the write waited, done, to be noticed.
+    pub wal_write_us: f64,
 }
 
 pub fn run(
@@ -68,7 +71,7 @@ pub fn run(
     if !json {
         writeln!(
             out,
-            "{:>8} {:>10} {:>8} {:>10} {:>10} {:>12} {:>12} {:>12} {:>8}",
+            "{:>8} {:>10} {:>8} {:>10} {:>10} {:>12} {:>12} {:>12} {:>8} {:>12}",
             "sessions",
             "wal",
             "wal_conc",
@@ -77,7 +80,8 @@ pub fn run(
             "wal_writes/s",
             "wal_syncs/s",
             "shared_flush",
-            "wal_MiB"
+            "wal_MiB",
+            "wal_write_us"
         )
         .map_err(|e| e.to_string())?;
     }
@@ -118,7 +122,7 @@ pub fn run(
                 } else {
                     writeln!(
                         out,
-                        "{:>8} {:>10} {:>8} {:>10} {:>10.0} {:>12.0} {:>12.0} {:>12} {:>8.1}",
+                        "{:>8} {:>10} {:>8} {:>10} {:>10.0} {:>12.0} {:>12.0} {:>12} {:>8.1} {:>12.0}",
                         case.sessions,
                         if direct { "direct" } else { "buffered" },
                         concurrency,
@@ -127,7 +131,8 @@ pub fn run(
                         case.wal_writes_per_s,
                         case.wal_syncs_per_s,
                         case.flushes_shared,
-                        case.wal_mib
+                        case.wal_mib,
+                        case.wal_write_us
                     )
                 }
                 .map_err(|e| e.to_string())?;
@@ -254,6 +259,7 @@ fn run_case(
         stats.syncs.load(Ordering::Relaxed),
         stats.flushes_shared.load(Ordering::Relaxed),
         stats.bytes.load(Ordering::Relaxed) + stats.padding_bytes.load(Ordering::Relaxed),
+        stats.write_us.load(Ordering::Relaxed),
     );
     let commits = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -308,6 +314,7 @@ fn run_case(
         stats.syncs.load(Ordering::Relaxed),
         stats.flushes_shared.load(Ordering::Relaxed),
         stats.bytes.load(Ordering::Relaxed) + stats.padding_bytes.load(Ordering::Relaxed),
+        stats.write_us.load(Ordering::Relaxed),
     );
     let commits = commits.load(Ordering::Relaxed);
     drop(db);
@@ -326,5 +333,6 @@ fn run_case(
         wal_syncs_per_s: (after.1 - before.1) as f64 / seconds,
         flushes_shared: after.2 - before.2,
         wal_mib: (after.3 - before.3) as f64 / (1 << 20) as f64,
+        wal_write_us: (after.4 - before.4) as f64 / (after.0 - before.0).max(1) as f64,
     })
 }

@@ -31,7 +31,9 @@
 //! (`fdatasync` or `fsync`) after the writes moves it, and writes go on
 //! being started while it runs. A commit waits until the flush position
 //! covers its commit record; one flush releases every commit it covers
-//! (group commit).
+//! (group commit). One flush at a time waits for writes and collects
+//! them; the others sleep until the flush position covers their own
+//! target and are woken only then (`flush_queue.rs`).
 //!
 //! # Segments
 //!
@@ -41,6 +43,7 @@
 //! zeros when it is created, so that writes into it change no file size.
 
 pub mod control;
+mod flush_queue;
 pub mod reader;
 pub mod record;
 
@@ -56,6 +59,7 @@ use thiserror::Error;
 use crate::aio::{Aio, AioError, AioSession, IoReturnCell, IoVec, WaitRef};
 use crate::inject::HitContext;
 use crate::storage::{AlignedBuf, SegmentFile, StorageError};
+use flush_queue::FlushQueue;
 pub use record::{
     format_lsn, BlockRef, BlockTag, Lsn, PageRef, Record, Rmgr, INVALID_LSN, WAL_BLOCK_SIZE,
 };
@@ -81,6 +85,9 @@ const PROGRESS_POLL: Duration = Duration::from_millis(1);
 /// it reports the WAL stuck (they finish in microseconds; a bound, not a
 /// tuning knob).
 const INSERTION_WAIT_MAX: Duration = Duration::from_secs(60);
+/// Longest one sleep of a flush waiting for the driver to cover it
+/// (woken when it is: this bounds a lost wake-up).
+const FLUSH_WAIT_POLL: Duration = Duration::from_millis(10);
 /// Zeros written at a time into a new segment.
 const ZERO_CHUNK: usize = 1 << 20;
 /// Longest one wait for a WAL write lasts before the waiter looks again
@@ -241,6 +248,17 @@ struct WalWrite {
     retries: u32,
 }
 
+/// Where a flush is ([`Wal::flush_step`]).
+struct FlushStep {
+    target: Lsn,
+    /// The end of `target`'s block, padded.
+    block_end: Lsn,
+    /// Whether this flush drives ([`FlushQueue`]).
+    driving: bool,
+    /// Whether this flush did some of the work (else another's covered it).
+    worked: bool,
+}
+
 /// State of the writes, behind the writer lock (held only to start and
 /// collect writes, never across one).
 struct Writer {
@@ -288,13 +306,11 @@ pub struct Wal {
     /// Threads waiting on `progress`.
     progress_waiters: AtomicUsize,
     writer: Mutex<Writer>,
-    /// Held by the one thread syncing written segments (sync methods that
-    /// sync after writing): syncs run one at a time, in order, so that the
-    /// flush position each publishes is covered by the syncs before it.
-    sync_lock: Mutex<()>,
-    /// Where flushes that found the writer or the sync busy wait for it.
-    flush_wait_lock: Mutex<()>,
-    flush_done: Condvar,
+    /// Where flushes wait for the flush position to cover them, and which
+    /// of them drives (waits for writes, runs the syncs: one at a time, in
+    /// order, so that the flush position each sync publishes is covered by
+    /// the syncs before it).
+    flush_queue: FlushQueue,
     /// Ring bytes below this were written (the ring may reuse them): the
     /// end of the contiguous prefix of collected writes.
     written: AtomicU64,
@@ -452,8 +468,7 @@ impl Wal {
             progress_lock: Mutex::new(()),
             progress: Condvar::new(),
             progress_waiters: AtomicUsize::new(0),
-            flush_wait_lock: Mutex::new(()),
-            flush_done: Condvar::new(),
+            flush_queue: FlushQueue::default(),
             writer: Mutex::new(Writer {
                 aio: aio.session().map_err(|e| WalError::Stopped {
                     reason: e.to_string(),
@@ -463,7 +478,6 @@ impl Wal {
                 in_flight: VecDeque::new(),
                 unsynced: Vec::new(),
             }),
-            sync_lock: Mutex::new(()),
             written: AtomicU64::new(end),
             flushed: AtomicU64::new(end),
             stopped: std::sync::OnceLock::new(),
@@ -548,7 +562,7 @@ impl Wal {
             let _g = self.progress_lock.lock();
             self.progress.notify_all();
         }
-        self.wake_flush_waiters();
+        self.flush_queue.wake_all();
     }
 
     pub fn is_stopped(&self) -> bool {
@@ -797,7 +811,6 @@ impl Wal {
                 }
                 writer.in_flight.front().map(|w| w.wref)
             };
-            self.wake_flush_waiters();
             match wait_on {
                 Some(wref) => {
                     self.aio.wait_at_most(wref, WRITE_WAIT_POLL);
@@ -862,76 +875,99 @@ impl Wal {
         self.pad_to(block_end)?;
         self.wait_insertions(block_end)?;
         let started = Instant::now();
-        let sync_after_write = !self.config.sync_method.durable_on_write();
-        // Whether this flush did any of the work (else another's covered it).
-        let mut worked = false;
-        loop {
-            self.check_stopped()?;
-            if self.flushed() >= target {
-                if !worked {
-                    self.stats.flushes_shared.fetch_add(1, Ordering::Relaxed);
-                }
-                return Ok(());
+        let mut step = FlushStep {
+            target,
+            block_end,
+            driving: false,
+            worked: false,
+        };
+        let result = loop {
+            match self.flush_step(&mut step) {
+                Ok(true) => break Ok(()),
+                Ok(false) => {}
+                Err(e) => break Err(e),
             }
-            self.check_wait_time(started, target)?;
-            if sync_after_write && self.written.load(Ordering::SeqCst) >= target {
-                worked |= self.sync_written(target)?;
-                continue;
+            if let Err(e) = self.check_wait_time(started, target) {
+                break Err(e);
             }
-            // Take the writer, or wait for the thread holding it: it may be
-            // collecting the very write we need (every waiter wakes when it
-            // lets go; a convoy of lock hand-offs, one waiter at a time,
-            // cost more than the writes themselves with 32 sessions).
-            let Some(mut writer) = self.writer.try_lock() else {
-                self.wait_for_holder(&self.writer);
-                continue;
-            };
-            let collected = self.collect_writes(&mut writer);
-            let mut wait_on = None;
-            if collected.is_ok() && self.written.load(Ordering::SeqCst) < target {
-                if writer.started_upto < block_end {
-                    // Everything finished by now, in whole blocks: a commit
-                    // whose record is finished but not yet flushed rides
-                    // along.
-                    let upto =
-                        (self.insertions_done() / WAL_BLOCK_SIZE * WAL_BLOCK_SIZE).max(block_end);
-                    match self.start_writes(&mut writer, upto) {
-                        Ok(any) => worked |= any,
-                        Err(e) => {
-                            drop(writer);
-                            self.wake_flush_waiters();
-                            return Err(e);
-                        }
-                    }
-                }
-                let front = writer.in_flight.front();
-                debug_assert!(
-                    front.is_some(),
-                    "WAL below the target is neither written nor in flight"
-                );
-                wait_on = front.map(|w| w.wref);
-            }
-            drop(writer);
-            self.wake_flush_waiters();
-            collected?;
-            if let Some(wref) = wait_on {
-                self.aio.wait_at_most(wref, WRITE_WAIT_POLL);
-            }
+        };
+        self.flush_queue.leave(step.driving);
+        if result.is_ok() && !step.worked {
+            self.stats.flushes_shared.fetch_add(1, Ordering::Relaxed);
         }
+        result
     }
 
-    /// Syncs the segments written since the last sync, for a flush whose
-    /// `target` is written but not durable. Returns whether this call
-    /// synced (else another's sync covered the target meanwhile).
-    fn sync_written(&self, target: Lsn) -> Result<bool, WalError> {
-        let Some(_sync) = self.sync_lock.try_lock() else {
-            self.wait_for_holder(&self.sync_lock);
-            return Ok(false);
-        };
+    /// One step of a flush; returns whether its target is durable.
+    ///
+    /// Every flush first starts, without waiting, the writes of what is
+    /// finished (if the writer is free): a commit arriving while writes
+    /// are in flight gets its own write in flight at once instead of
+    /// waiting for theirs. Then one flush, the driver, waits for the
+    /// oldest write and collects it (or syncs what is written), which
+    /// moves the flush position and wakes the flushes it covers; the
+    /// others sleep in the [`FlushQueue`] until then.
+    fn flush_step(&self, step: &mut FlushStep) -> Result<bool, WalError> {
         self.check_stopped()?;
-        if self.flushed() >= target {
+        if self.flushed() >= step.target {
+            return Ok(true);
+        }
+        if let Some(mut writer) = self.writer.try_lock() {
+            self.collect_writes(&mut writer)?;
+            step.worked |= self.start_finished_writes(&mut writer, step.block_end)?;
+        }
+        if self.flushed() >= step.target {
+            return Ok(true);
+        }
+        if !step.driving {
+            step.driving = self.flush_queue.try_drive();
+            if !step.driving {
+                self.flush_queue
+                    .wait(step.target, &self.flushed, FLUSH_WAIT_POLL);
+                return Ok(false);
+            }
+        }
+        let sync_after_write = !self.config.sync_method.durable_on_write();
+        if sync_after_write && self.written.load(Ordering::SeqCst) >= step.target {
+            self.sync_written(step.target)?;
+            step.worked = true;
             return Ok(false);
         }
+        let wait_on = {
+            let mut writer = self.writer.lock();
+            self.collect_writes(&mut writer)?;
+            if self.written.load(Ordering::SeqCst) >= step.target {
+                return Ok(false);
+            }
+            step.worked |= self.start_finished_writes(&mut writer, step.block_end)?;
+            let front = writer.in_flight.front();
+            debug_assert!(
+                front.is_some(),
+                "WAL below the target is neither written nor in flight"
+            );
+            front.map(|w| w.wref)
+        };
+        if let Some(wref) = wait_on {
+            self.aio.wait_at_most(wref, WRITE_WAIT_POLL);
+        }
+        Ok(false)
+    }
+
+    /// Starts writes of everything finished, in whole blocks and at least
+    /// to `block_end` (a flush's padded block, whose insertions have
+    /// finished): a commit whose record is finished but not yet flushed
+    /// rides along. Returns whether it started any.
+    fn start_finished_writes(&self, writer: &mut Writer, block_end: Lsn) -> Result<bool, WalError> {
+        if writer.started_upto >= block_end {
+            return Ok(false);
+        }
+        let upto = (self.insertions_done() / WAL_BLOCK_SIZE * WAL_BLOCK_SIZE).max(block_end);
+        self.start_writes(writer, upto)
+    }
+
+    /// Syncs the segments written since the last sync, for the driving
+    /// flush, whose `target` is written but not durable.
+    fn sync_written(&self, target: Lsn) -> Result<(), WalError> {
         // Everything written by now is covered by the syncs below: they
         // start after these writes completed.
         let (upto, files) = {
@@ -948,11 +984,16 @@ impl Wal {
             .sync_us
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         if result.is_ok() {
-            self.flushed.fetch_max(upto, Ordering::SeqCst);
+            self.publish_flushed(upto);
         }
-        drop(_sync);
-        self.wake_flush_waiters();
-        result.map(|()| true)
+        result
+    }
+
+    /// Moves the flush position to `upto` and wakes the flushes it covers.
+    fn publish_flushed(&self, upto: Lsn) {
+        if self.flushed.fetch_max(upto, Ordering::SeqCst) < upto {
+            self.flush_queue.wake_covered(upto);
+        }
     }
 
     /// Syncs one written segment (fdatasync or fsync); a failure stops the
@@ -974,21 +1015,6 @@ impl Wal {
         }
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
-    }
-
-    /// Waits, at most [`PROGRESS_POLL`], for the thread holding `lock` (the
-    /// writer or the sync lock) to let go: it wakes every flush waiter
-    /// when it does ([`Wal::wake_flush_waiters`]).
-    fn wait_for_holder<T>(&self, lock: &Mutex<T>) {
-        let mut g = self.flush_wait_lock.lock();
-        if lock.is_locked() {
-            self.flush_done.wait_for(&mut g, PROGRESS_POLL);
-        }
-    }
-
-    fn wake_flush_waiters(&self) {
-        let _g = self.flush_wait_lock.lock();
-        self.flush_done.notify_all();
     }
 
     /// Starts writes of the ring from where the last one ended up to
@@ -1155,7 +1181,7 @@ impl Wal {
             debug_assert_eq!(done_upto, write.end);
             let segno = write.start / WAL_SEGMENT_SIZE;
             if self.config.sync_method.durable_on_write() {
-                self.flushed.fetch_max(write.end, Ordering::SeqCst);
+                self.publish_flushed(write.end);
             } else if writer.unsynced.last().map(|(s, _)| *s) != Some(segno) {
                 writer.unsynced.push((segno, Arc::clone(&write.file)));
             }
