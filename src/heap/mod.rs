@@ -856,6 +856,132 @@ pub struct ScanStats {
     pub stream: StreamStats,
 }
 
+/// Pins a scan's read stream leaves to whoever pulls it, who may change
+/// the rows between pulls: an UPDATE holds its insertion target page,
+/// the page of the row it deletes, and a visibility-map page of each.
+pub const SCAN_PINS_RESERVED: usize = 4;
+
+/// The blocks a sequential scan asks its read stream for, in order.
+type ScanBlocks = Box<dyn FnMut(&mut u32) -> Next + Send>;
+
+/// A sequential scan of a heap table, pulled a page at a time: the
+/// executor's scan node asks for the next page's visible tuples when it
+/// needs them, and a scan that is not pulled any more (a LIMIT reached)
+/// reads no further than its stream's look-ahead. The table's size is
+/// taken when the scan begins: rows added after it are not the
+/// statement's to see anyway.
+pub struct HeapScan {
+    rel: u32,
+    stream: ReadStream<u32, ScanBlocks>,
+    /// A page the caller stopped in the middle of: still pinned, with the
+    /// line pointer to go on from.
+    paused: Option<(BufferId, u32, usize)>,
+}
+
+impl HeapScan {
+    /// Begins a scan of `table` through a sequential read stream with a
+    /// bulk-read ring.
+    pub fn begin(
+        s: &mut BufferSession,
+        table: &HeapTable,
+        limits: StreamLimits,
+    ) -> Result<HeapScan, HeapError> {
+        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
+        let look_ahead = limits.look_ahead_blocks(false, s.settings.io_combine_limit);
+        let strategy = Strategy::new(StrategyKind::BulkRead, s.pool().nbuffers(), look_ahead);
+        let mut next = 0u32;
+        let blocks: ScanBlocks = Box::new(move |data: &mut u32| {
+            if next < nblocks {
+                *data = next;
+                next += 1;
+                Next::Block(*data)
+            } else {
+                Next::End
+            }
+        });
+        let stream = ReadStream::begin(
+            s,
+            table.rel,
+            Fork::Main,
+            StreamFlags {
+                sequential: true,
+                pins_reserved: SCAN_PINS_RESERVED,
+                ..Default::default()
+            },
+            limits,
+            Some(strategy),
+            blocks,
+        );
+        Ok(HeapScan {
+            rel: table.rel,
+            stream,
+            paused: None,
+        })
+    }
+
+    /// Calls `f` with each tuple of the next page visible to `snap` (or of
+    /// the page it paused in, from where it paused), under the page's
+    /// shared content lock: `f` must copy what it needs and not touch the
+    /// pool. When `f` answers [`ScanControl::Stop`] the scan pauses after
+    /// that tuple, keeping the page pinned (not locked), and the next call
+    /// goes on from there: a LIMIT above the scan takes no more rows than
+    /// it returns. Returns false once the table is done.
+    pub fn next_page(
+        &mut self,
+        heap: &Heap,
+        s: &mut BufferSession,
+        snap: &Snapshot,
+        mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
+    ) -> Result<bool, HeapError> {
+        let (id, block, from) = match self.paused.take() {
+            Some(paused) => paused,
+            None => match self.stream.next_buffer(s)? {
+                Some((id, block)) => (id, block, 0),
+                None => return Ok(false),
+            },
+        };
+        debug_assert_eq!(
+            s.pool().tag(id).map(|t| t.rel),
+            Some(self.rel),
+            "a scan's stream read another relation"
+        );
+        let mut visibility = Visibility::new(&heap.txn, snap);
+        let stopped_after = s.with_page(id, |page| {
+            let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
+            for index in from..line_pointer_count(page) {
+                let Some(t) = item(page, index) else { continue };
+                if !all_visible && !visibility.is_visible(&TupleHeader::read(t)) {
+                    continue;
+                }
+                let tid = Tid {
+                    block,
+                    index: index as u16,
+                };
+                if f(tid, t) == ScanControl::Stop {
+                    return Some(index);
+                }
+            }
+            None
+        });
+        match stopped_after {
+            Some(index) => self.paused = Some((id, block, index + 1)),
+            None => s.release(id),
+        }
+        Ok(true)
+    }
+
+    /// Ends the scan (whatever its stream read ahead is given back) and
+    /// returns its figures.
+    pub fn end(mut self, s: &mut BufferSession) -> ScanStats {
+        if let Some((id, _, _)) = self.paused.take() {
+            s.release(id);
+        }
+        ScanStats {
+            stream: self.stream.end(s),
+        }
+    }
+}
+
 /// What vacuum changes on one page.
 #[derive(Default)]
 struct PagePlan {
@@ -1415,12 +1541,12 @@ impl Heap {
     }
 
     /// Calls `f` with each tuple visible to `snap`, in block order, reading
-    /// the table through a sequential read stream with a bulk-read ring.
-    /// `f` runs under the page's shared content lock: it must copy what it
-    /// needs and not touch the pool. `after_page` runs after each page's
-    /// lock and pin are given up: the place for work that may block (COPY
-    /// TO writing to a pipe), which under the lock would stall every
-    /// writer of the page.
+    /// the table through a sequential read stream with a bulk-read ring
+    /// ([`HeapScan`]). `f` runs under the page's shared content lock: it
+    /// must copy what it needs and not touch the pool. `after_page` runs
+    /// after each page's lock and pin are given up: the place for work that
+    /// may block (COPY TO writing to a pipe), which under the lock would
+    /// stall every writer of the page.
     pub fn scan(
         &self,
         s: &mut BufferSession,
@@ -1430,69 +1556,27 @@ impl Heap {
         mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
         mut after_page: impl FnMut() -> ScanControl,
     ) -> Result<ScanStats, HeapError> {
-        let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
-        let look_ahead = limits.look_ahead_blocks(false, s.settings.io_combine_limit);
-        let strategy = Strategy::new(StrategyKind::BulkRead, s.pool().nbuffers(), look_ahead);
-        let mut next = 0u32;
-        let mut stream = ReadStream::begin(
-            s,
-            table.rel,
-            Fork::Main,
-            StreamFlags {
-                sequential: true,
-                ..Default::default()
-            },
-            limits,
-            Some(strategy),
-            |data: &mut u32| {
-                if next < nblocks {
-                    *data = next;
-                    next += 1;
-                    Next::Block(*data)
+        let mut scan = HeapScan::begin(s, table, limits)?;
+        let result = loop {
+            let mut stop = false;
+            match scan.next_page(self, s, snap, |tid, t| {
+                stop = f(tid, t) == ScanControl::Stop;
+                if stop {
+                    ScanControl::Stop
                 } else {
-                    Next::End
+                    ScanControl::Continue
                 }
-            },
-        );
-        let mut stats = ScanStats::default();
-        let mut visibility = Visibility::new(&self.txn, snap);
-        let mut failure = None;
-        loop {
-            let (id, block) = match stream.next_buffer(s) {
-                Ok(Some(next)) => next,
-                Ok(None) => break,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            };
-            let control = s.with_page(id, |page| {
-                let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
-                for index in 0..line_pointer_count(page) {
-                    let Some(t) = item(page, index) else { continue };
-                    if !all_visible && !visibility.is_visible(&TupleHeader::read(t)) {
-                        continue;
-                    }
-                    let tid = Tid {
-                        block,
-                        index: index as u16,
-                    };
-                    if f(tid, t) == ScanControl::Stop {
-                        return ScanControl::Stop;
-                    }
-                }
-                ScanControl::Continue
-            });
-            s.release(id);
-            if control == ScanControl::Stop || after_page() == ScanControl::Stop {
-                break;
+            }) {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
             }
-        }
-        stats.stream = stream.end(s);
-        match failure {
-            Some(e) => Err(e.into()),
-            None => Ok(stats),
-        }
+            if stop || after_page() == ScanControl::Stop {
+                break Ok(());
+            }
+        };
+        let stats = scan.end(s);
+        result.map(|()| stats)
     }
 
     /// Removes tuples no transaction can see any more, and marks pages

@@ -78,6 +78,10 @@ pub struct StreamFlags {
     pub maintenance: bool,
     /// Look ahead inside an AIO batch, submitting the reads together.
     pub use_batching: bool,
+    /// Pins the consumer may take between pulls, which the stream leaves
+    /// free (an UPDATE changing the rows of the scan it pulls from pins
+    /// the pages it writes while the scan's look-ahead is pinned).
+    pub pins_reserved: usize,
 }
 
 /// Sizing of a stream, from the session's settings.
@@ -311,7 +315,7 @@ impl<D: Default, F: FnMut(&mut D) -> Next> ReadStream<D, F> {
         let pin_room = session
             .pool()
             .pin_limit()
-            .saturating_sub(session.pinned_count() + 1)
+            .saturating_sub(session.pinned_count() + 1 + flags.pins_reserved)
             .max(1);
         let mut max_pinned = look_ahead.min(pin_room);
         if let Some(ring) = &strategy {
