@@ -1063,12 +1063,31 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
             sql::format_value(&small_blocks)
         ))
     );
-    // A LIMIT stops the scan: it does not read the whole table.
+    // A LIMIT stops the scan: it does not read the whole table, and the
+    // scan returns (and counts) only the rows the limit takes.
     let limited = rows(&mut s, "EXPLAIN ANALYZE SELECT id FROM t LIMIT 3");
     assert_eq!(limited[0][0], text("Limit (actual rows=3 loops=1)"));
     assert_eq!(
         limited[1][0],
         text("  ->  Seq Scan on t (actual rows=3 loops=1)")
+    );
+    run(&mut s, "SELECT evict_relation('t')");
+    let limited = rows(
+        &mut s,
+        "EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM t LIMIT 10",
+    );
+    let Value::Text(buffers) = &limited[2][0] else {
+        panic!("{limited:?}")
+    };
+    let touched: i64 = buffers
+        .trim()
+        .trim_start_matches("Buffers: shared ")
+        .split(' ')
+        .map(|part| part.split_once('=').unwrap().1.parse::<i64>().unwrap())
+        .sum();
+    assert!(
+        (1..=16).contains(&touched),
+        "LIMIT 10 of a {blocks}-block table touched {touched} blocks: {limited:?}"
     );
     // Plain EXPLAIN shows the plan without running it.
     let plain = rows(

@@ -1064,3 +1064,19 @@ impl StatementSnapshot {
         }
     }
 }
+
+/// A session on a new data directory (sync method, 64 buffers), for unit
+/// tests; the directory lives as long as the returned guard.
+#[cfg(test)]
+pub(crate) fn test_session() -> (Session, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("data");
+    Database::init(&path).expect("a new data directory");
+    let settings = [
+        "io_method=sync".to_string(),
+        "shared_buffers=64".into(),
+        "max_sessions=8".into(),
+    ];
+    let db = Database::open(&path, &settings).expect("the new data directory opens");
+    (db.session().expect("a session"), dir)
+}

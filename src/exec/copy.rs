@@ -36,8 +36,9 @@ use std::io::{self, BufRead, Write};
 use std::sync::Arc;
 
 use super::dml::InsertSink;
-use super::plan::{run_query, scan_table, Flow, Pipeline, ScanNode};
+use super::plan::{drain, scan_table, ExecCx, Flow, QueryPlan};
 use super::progress::{Progress, ProgressUnit, Task};
+use super::scan::SeqScanNode;
 use super::{hold_tables, EvalContext, ExecError};
 use crate::catalog::TableDef;
 use crate::database::{Session, StatementSnapshot};
@@ -101,9 +102,13 @@ pub struct CopyFrom {
 /// What `COPY … TO` writes out.
 pub enum CopySource {
     /// `COPY table [(columns)] TO`: the columns listed, in that order.
-    Table { scan: ScanNode, columns: Vec<usize> },
-    /// `COPY (query) TO`.
-    Query(Pipeline),
+    Table {
+        scan: Box<SeqScanNode>,
+        columns: Vec<usize>,
+    },
+    /// `COPY (query) TO`: written as the query's batches come, in
+    /// bounded memory unless the query sorts or aggregates.
+    Query(QueryPlan),
 }
 
 /// `COPY … TO …`.
@@ -674,7 +679,7 @@ pub fn copy_to(
     let mut tables = Vec::new();
     match &plan.source {
         CopySource::Table { scan, .. } => tables.push(Arc::clone(&scan.table)),
-        CopySource::Query(p) => p.tables(&mut tables),
+        CopySource::Query(q) => q.root.tables(&mut tables),
     }
     let _held = hold_tables(&db, &tables)?;
     let mut w = RowWriter {
@@ -718,15 +723,24 @@ pub fn copy_to(
                 return Err(write_failed(e));
             }
         }
-        CopySource::Query(p) => {
-            let mut ctx = EvalContext::new();
-            for row in run_query(p, s, snap.get(), &mut ctx)? {
-                w.row(row.iter());
-                count += 1;
+        CopySource::Query(q) => {
+            let mut eval = EvalContext::new();
+            let mut cx = ExecCx {
+                session: s,
+                snapshot: snap.get(),
+                eval: &mut eval,
+            };
+            let width = q.width;
+            drain(q.root.as_mut(), &mut cx, |_, batch| {
+                for row in &batch.rows {
+                    w.row(row[..width.min(row.len())].iter());
+                    count += 1;
+                }
                 if w.buf.len() >= WRITE_CHUNK {
                     w.flush_to(output).map_err(write_failed)?;
                 }
-            }
+                Ok(Flow::Continue)
+            })?;
         }
     }
     w.flush_to(output)

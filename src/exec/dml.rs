@@ -4,16 +4,17 @@
 //! its first write and stamps every tuple it writes with them. An UPDATE
 //! writes the new version first and then marks the old one with a pointer
 //! to it (`Heap::delete` with `newer`), as the heap expects; rows to change
-//! are found with the statement's snapshot and collected before anything
-//! is written. NOT NULL is checked per row before the row is encoded, so
+//! are found with the statement's snapshot by a scan node and changed a
+//! batch (a page's matching rows) at a time, between the scan's pages. The
+//! command id keeps the scan from seeing the versions the statement
+//! writes, wherever they land. NOT NULL is checked per row before the row is encoded, so
 //! the error names the table and column.
 
 use std::sync::Arc;
 
 use super::expr::EvalContext;
-use super::plan::{
-    passes, run_pipeline, scan_table, Filter, Flow, NodeCounts, Pipeline, RowSink, ScanNode,
-};
+use super::plan::{drain, passes, ExecCx, Flow, NodeCounts, PlanNode};
+use super::scan::SeqScanNode;
 use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
@@ -22,83 +23,29 @@ use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid};
 use crate::txn::{CommandId, Xid};
 use crate::types::Value;
 
-/// `INSERT INTO table …`: the input pipeline produces rows of the table's
-/// full width, in column order, of the columns' types.
+/// `INSERT INTO table …`: the input produces rows of the table's full
+/// width, in column order, of the columns' types.
 pub struct InsertPlan {
     pub table: Arc<TableDef>,
-    pub input: Pipeline,
+    pub input: Box<dyn PlanNode>,
     /// Load through a bulk-write ring (many rows) instead of the pool.
     pub bulk: bool,
 }
 
-/// The rows an UPDATE or DELETE changes: those of a scan of its table
-/// that pass its WHERE clause.
-pub struct TargetRows {
-    pub scan: ScanNode,
-    pub filter: Option<Filter>,
-    /// Rows the scan produced (after the filter), for EXPLAIN ANALYZE.
-    pub counts: NodeCounts,
-}
-
-impl TargetRows {
-    /// The rows of `scan` passing `filter`.
-    pub fn new(scan: ScanNode, filter: Option<Filter>) -> TargetRows {
-        TargetRows {
-            scan,
-            filter,
-            counts: NodeCounts::default(),
-        }
-    }
-
-    /// The matching rows with their tids, and their values if
-    /// `keep_values`.
-    fn collect(
-        &mut self,
-        s: &mut Session,
-        snap: &StatementSnapshot,
-        ctx: &mut EvalContext,
-        keep_values: bool,
-    ) -> Result<Vec<(Tid, Vec<Value>)>, ExecError> {
-        let TargetRows {
-            scan,
-            filter,
-            counts,
-        } = self;
-        let mut found = Vec::new();
-        scan_table(
-            scan,
-            s,
-            snap.get(),
-            |tid, row| {
-                if passes(filter.as_ref(), counts, row, ctx)? {
-                    found.push((
-                        tid,
-                        if keep_values {
-                            row.to_vec()
-                        } else {
-                            Vec::new()
-                        },
-                    ));
-                }
-                Ok(Flow::Continue)
-            },
-            || Ok(Flow::Continue),
-        )?;
-        Ok(found)
-    }
-}
-
 /// `UPDATE table SET … WHERE …`.
 pub struct UpdatePlan {
-    /// Decodes every column: the new version needs them all.
-    pub target: TargetRows,
+    /// The rows to change: a scan of the table with the WHERE clause as
+    /// its filter, decoding every column (the new version needs them all).
+    pub target: SeqScanNode,
     /// (column, new value over the old row).
     pub assignments: Vec<(usize, Expr)>,
 }
 
 /// `DELETE FROM table WHERE …`.
 pub struct DeletePlan {
-    pub target: TargetRows,
+    /// The rows to delete: a scan of the table with the WHERE clause as
+    /// its filter.
+    pub target: SeqScanNode,
 }
 
 /// Refuses NULL in a NOT NULL column, then encodes `row` as written by
@@ -234,24 +181,27 @@ impl InsertSink {
     }
 }
 
-impl RowSink for InsertSink {
-    fn accept(&mut self, s: &mut Session, row: &[Value]) -> Result<Flow, ExecError> {
-        self.push_row(row)?;
-        self.flush_if_due(s)?;
-        Ok(Flow::Continue)
-    }
-}
-
 pub(crate) fn run_insert(
     plan: &mut InsertPlan,
     s: &mut Session,
     snap: &mut StatementSnapshot,
-    ctx: &mut EvalContext,
+    eval: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
     let ids = s.xid(snap)?;
     let mut sink = InsertSink::new(s, Arc::clone(&plan.table), ids, plan.bulk);
-    let result =
-        run_pipeline(&mut plan.input, s, snap.get(), ctx, &mut sink).and_then(|()| sink.flush(s));
+    let mut cx = ExecCx {
+        session: s,
+        snapshot: snap.get(),
+        eval,
+    };
+    let result = drain(plan.input.as_mut(), &mut cx, |cx, batch| {
+        for row in &batch.rows {
+            sink.push_row(row)?;
+            sink.flush_if_due(cx.session)?;
+        }
+        Ok(Flow::Continue)
+    })
+    .and_then(|()| sink.flush(s));
     let inserted = sink.finish(s);
     result?;
     Ok(Outcome {
@@ -273,12 +223,12 @@ const UPDATE_CHAIN_MAX: usize = 1000;
 /// is now rather than failing. Under repeatable read it fails, as there.
 fn follow_update_chain(
     s: &mut Session,
-    target: &TargetRows,
+    target: &SeqScanNode,
     ctx: &mut EvalContext,
     by: Xid,
     newer: Option<Tid>,
 ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
-    let table = &target.scan.table;
+    let table = &target.table;
     if s.isolation() == Isolation::RepeatableRead {
         return Err(HeapError::ConcurrentUpdate {
             table: table.name().to_string(),
@@ -317,25 +267,77 @@ fn chain_step(table: &TableDef, step: usize) -> Result<(), ExecError> {
     Ok(())
 }
 
+/// Pulls the rows `target` matches, a batch at a time, and calls `change`
+/// for each (with the session, its tid and values); returns how many
+/// `change` counted.
+fn change_rows(
+    target: &mut SeqScanNode,
+    s: &mut Session,
+    snap: &StatementSnapshot,
+    eval: &mut EvalContext,
+    mut change: impl FnMut(
+        &mut Session,
+        &SeqScanNode,
+        &mut EvalContext,
+        Tid,
+        Vec<Value>,
+    ) -> Result<bool, ExecError>,
+) -> Result<u64, ExecError> {
+    let mut changed = 0;
+    let mut cx = ExecCx {
+        session: s,
+        snapshot: snap.get(),
+        eval,
+    };
+    let mut batch = super::plan::Batch::default();
+    let result = loop {
+        batch.clear();
+        // A page's matching rows at a time.
+        if let Err(e) = target.next_batch(&mut cx, &mut batch, usize::MAX) {
+            break Err(e);
+        }
+        if batch.is_empty() {
+            break Ok(());
+        }
+        let rows = batch.tids.drain(..).zip(batch.rows.drain(..));
+        let applied = rows.into_iter().try_for_each(|(tid, row)| {
+            if change(cx.session, target, cx.eval, tid, row)? {
+                changed += 1;
+            }
+            Ok(())
+        });
+        if let Err(e) = applied {
+            break Err(e);
+        }
+    };
+    target.close(&mut cx);
+    result.map(|()| changed)
+}
+
 pub(crate) fn run_update(
     plan: &mut UpdatePlan,
     s: &mut Session,
     snap: &mut StatementSnapshot,
-    ctx: &mut EvalContext,
+    eval: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
     let (xid, cid) = s.xid(snap)?;
-    let rows = plan.target.collect(s, snap, ctx, true)?;
     let db = Arc::clone(s.db());
-    let table = Arc::clone(&plan.target.scan.table);
+    let table = Arc::clone(&plan.target.table);
     let mut state = InsertState::default();
-    let mut updated = 0;
-    let apply = |s: &mut Session, state: &mut InsertState| -> Result<(), ExecError> {
-        for (tid, old) in rows {
+    let assignments = &plan.assignments;
+    let result = change_rows(
+        &mut plan.target,
+        s,
+        snap,
+        eval,
+        |s, target, ctx, tid, old| {
             let (mut tid, mut old) = (tid, old);
-            for step in 0.. {
+            let mut step = 0;
+            loop {
                 chain_step(&table, step)?;
+                step += 1;
                 let mut new = old.clone();
-                for (column, e) in &plan.assignments {
+                for (column, e) in assignments {
                     let slot = new.get_mut(*column).ok_or(ExecError::Internal(
                         "UPDATE assigns a column the row does not have",
                     ))?;
@@ -343,37 +345,35 @@ pub(crate) fn run_update(
                 }
                 let mut tuple = Vec::new();
                 encode_row(&table, &new, xid, cid, &mut tuple)?;
-                let new_tid = db.heap().insert(&mut s.buf, &table.heap, &tuple, state)?;
+                let new_tid = db
+                    .heap()
+                    .insert(&mut s.buf, &table.heap, &tuple, &mut state)?;
                 let outcome =
                     db.heap()
                         .try_delete(&mut s.buf, &table.heap, tid, xid, cid, Some(new_tid))?;
                 if outcome == DeleteOutcome::Deleted {
-                    updated += 1;
-                    break;
+                    return Ok(true);
                 }
-                // The new version must not survive: this command
-                // inserted and deleted it, so nobody ever sees it.
+                // The new version must not survive: this command inserted and
+                // deleted it, so nobody ever sees it.
                 db.heap()
                     .delete(&mut s.buf, &table.heap, new_tid, xid, cid, None)?;
                 let DeleteOutcome::Changed { by, newer } = outcome else {
                     // Already changed by this transaction: the statement's
                     // snapshot should not have shown it.
-                    break;
+                    return Ok(false);
                 };
-                match follow_update_chain(s, &plan.target, ctx, by, newer)? {
+                match follow_update_chain(s, target, ctx, by, newer)? {
                     Some((next, values)) => (tid, old) = (next, values),
-                    None => break,
+                    None => return Ok(false),
                 }
             }
-        }
-        Ok(())
-    };
-    let result = apply(s, &mut state);
+        },
+    );
     state.finish(&mut s.buf);
-    result?;
     Ok(Outcome {
         rows: Vec::new(),
-        count: updated,
+        count: result?,
     })
 }
 
@@ -381,33 +381,32 @@ pub(crate) fn run_delete(
     plan: &mut DeletePlan,
     s: &mut Session,
     snap: &mut StatementSnapshot,
-    ctx: &mut EvalContext,
+    eval: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
     let (xid, cid) = s.xid(snap)?;
-    let rows = plan.target.collect(s, snap, ctx, false)?;
     let db = Arc::clone(s.db());
-    let table = Arc::clone(&plan.target.scan.table);
-    let mut deleted = 0;
-    for (tid, _) in rows {
+    let table = Arc::clone(&plan.target.table);
+    let deleted = change_rows(&mut plan.target, s, snap, eval, |s, target, ctx, tid, _| {
         let mut tid = tid;
-        for step in 0.. {
+        let mut step = 0;
+        loop {
             chain_step(&table, step)?;
+            step += 1;
             match db
                 .heap()
                 .try_delete(&mut s.buf, &table.heap, tid, xid, cid, None)?
             {
-                DeleteOutcome::Deleted => deleted += 1,
-                DeleteOutcome::AlreadyOurs => {}
+                DeleteOutcome::Deleted => return Ok(true),
+                DeleteOutcome::AlreadyOurs => return Ok(false),
                 DeleteOutcome::Changed { by, newer } => {
-                    if let Some((next, _)) = follow_update_chain(s, &plan.target, ctx, by, newer)? {
-                        tid = next;
-                        continue;
+                    match follow_update_chain(s, target, ctx, by, newer)? {
+                        Some((next, _)) => tid = next,
+                        None => return Ok(false),
                     }
                 }
             }
-            break;
         }
-    }
+    })?;
     Ok(Outcome {
         rows: Vec::new(),
         count: deleted,

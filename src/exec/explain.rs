@@ -27,9 +27,10 @@
 
 use std::time::Duration;
 
-use super::plan::{NodeCounts, Op, Pipeline, ScanNode, Source};
-use super::{Plan, TargetRows};
+use super::plan::{Filter, NodeCounts, PlanNode};
+use super::Plan;
 use crate::catalog::TableDef;
+use crate::stream::StreamStats;
 use crate::wal::WalUsage;
 
 /// What EXPLAIN shows.
@@ -68,24 +69,24 @@ struct Node {
 pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String> {
     let mut nodes = Vec::new();
     match plan {
-        Plan::Query(p) => pipeline_nodes(p, opts, &mut nodes),
+        Plan::Query(q) => tree_nodes(q.root.as_ref(), 0, opts, &mut nodes),
         Plan::Insert(i) => {
-            nodes.push(change_node("Insert", &i.table));
-            pipeline_nodes(&i.input, opts, &mut nodes);
+            nodes.push((0, change_node("Insert", &i.table)));
+            tree_nodes(i.input.as_ref(), 1, opts, &mut nodes);
         }
         Plan::Update(u) => {
-            nodes.push(change_node("Update", &u.target.scan.table));
-            nodes.push(target_node(&u.target, opts));
+            nodes.push((0, change_node("Update", &u.target.table)));
+            tree_nodes(&u.target, 1, opts, &mut nodes);
         }
         Plan::Delete(d) => {
-            nodes.push(change_node("Delete", &d.target.scan.table));
-            nodes.push(target_node(&d.target, opts));
+            nodes.push((0, change_node("Delete", &d.target.table)));
+            tree_nodes(&d.target, 1, opts, &mut nodes);
         }
     }
     // As PostgreSQL, on the top node and only when there is something
     // to show: WAL made by the whole statement, and the flushes it waited
     // for (writing a dirty page evicted ahead of its WAL).
-    if let (true, Some(top)) = (opts.analyze, nodes.first_mut()) {
+    if let (true, Some((_, top))) = (opts.analyze, nodes.first_mut()) {
         let wal = timing.wal;
         if opts.wal && wal.records > 0 {
             top.details.push(format!(
@@ -102,7 +103,7 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
         }
     }
     let mut lines = Vec::new();
-    for (depth, node) in nodes.iter().enumerate() {
+    for &(depth, ref node) in &nodes {
         // PostgreSQL: a child is "->  " indented two spaces past its
         // parent's details, and its own details six past that.
         let (prefix, detail_indent) = if depth == 0 {
@@ -144,138 +145,78 @@ fn change_node(verb: &str, table: &TableDef) -> Node {
     }
 }
 
-/// The scan finding the rows an UPDATE or DELETE changes.
-fn target_node(target: &TargetRows, opts: &ExplainOptions) -> Node {
-    let filter = target.filter.as_ref().map(|f| f.label.as_str());
-    scan_node(&target.scan, filter, target.counts, opts)
-}
-
-fn pipeline_nodes(p: &Pipeline, opts: &ExplainOptions, nodes: &mut Vec<Node>) {
-    for op in p.ops.iter().rev() {
-        match op {
-            Op::Project(_) => {}
-            Op::Limit(l) => nodes.push(Node {
-                title: "Limit".into(),
-                counts: Some(l.counts),
-                details: Vec::new(),
-            }),
-            Op::Sort(s) => nodes.push(Node {
-                title: "Sort".into(),
-                counts: Some(s.counts),
-                details: vec![format!(
-                    "Sort Key: {}",
-                    s.keys
-                        .iter()
-                        .map(|k| k.label.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )],
-            }),
-            Op::Aggregate(a) => {
-                let mut details = Vec::new();
-                if !a.group_labels.is_empty() {
-                    details.push(format!("Group Key: {}", a.group_labels.join(", ")));
-                }
-                if let Some(h) = &a.having {
-                    details.push(format!("Filter: {}", h.label));
-                    if opts.analyze {
-                        details.push(format!("Rows Removed by Filter: {}", a.counts.removed));
-                    }
-                }
-                nodes.push(Node {
-                    title: if a.groups.is_empty() {
-                        "Aggregate".into()
-                    } else {
-                        "HashAggregate".into()
-                    },
-                    counts: Some(a.counts),
-                    details,
-                });
-            }
+/// `node` and its subtree, each shown node with its depth (a node
+/// EXPLAIN does not show puts its children at its own depth).
+fn tree_nodes(
+    node: &dyn PlanNode,
+    depth: usize,
+    opts: &ExplainOptions,
+    out: &mut Vec<(usize, Node)>,
+) {
+    let child_depth = match node.describe(opts) {
+        Some(d) => {
+            out.push((
+                depth,
+                Node {
+                    title: d.title,
+                    counts: Some(d.counts),
+                    details: d.details,
+                },
+            ));
+            depth + 1
         }
-    }
-    let filter = p.filter.as_ref().map(|f| f.label.as_str());
-    let title = match &p.source {
-        Source::SeqScan(scan) => {
-            nodes.push(scan_node(scan, filter, p.counts, opts));
-            return;
-        }
-        Source::Result | Source::Utility(_) => "Result".to_string(),
-        Source::Series(series) if series.alias == "generate_series" => {
-            "Function Scan on generate_series".to_string()
-        }
-        Source::Series(series) => format!("Function Scan on generate_series {}", series.alias),
-        Source::View(v) => format!("Function Scan on {}", v.name()),
-        Source::Values(_) => "Values Scan on \"*VALUES*\"".to_string(),
+        None => depth,
     };
-    let mut details = Vec::new();
-    push_filter(&mut details, filter, p.counts, opts);
-    nodes.push(Node {
-        title,
-        counts: Some(p.counts),
-        details,
-    });
+    for child in node.children() {
+        tree_nodes(child, child_depth, opts, out);
+    }
 }
 
-fn push_filter(
+/// A node's filter and, with ANALYZE, the rows it removed.
+pub(crate) fn push_filter(
     details: &mut Vec<String>,
-    filter: Option<&str>,
+    filter: Option<&Filter>,
     counts: NodeCounts,
     opts: &ExplainOptions,
 ) {
-    if let Some(label) = filter {
-        details.push(format!("Filter: {label}"));
+    if let Some(f) = filter {
+        details.push(format!("Filter: {}", f.label));
         if opts.analyze {
             details.push(format!("Rows Removed by Filter: {}", counts.removed));
         }
     }
 }
 
-fn scan_node(
-    scan: &ScanNode,
-    filter: Option<&str>,
-    counts: NodeCounts,
+/// A scan's `Buffers` and `I/O` lines from its read stream's figures.
+pub(crate) fn stream_details(
+    details: &mut Vec<String>,
+    stream: &StreamStats,
     opts: &ExplainOptions,
-) -> Node {
-    let mut title = format!("Seq Scan on {}", scan.table.name());
-    if let Some(alias) = &scan.alias {
-        title.push(' ');
-        title.push_str(alias);
-    }
-    let mut details = Vec::new();
-    push_filter(&mut details, filter, counts, opts);
-    if let (true, Some(stats)) = (opts.analyze, &scan.stats) {
-        let stream = &stats.stream;
-        if opts.buffers {
-            let mut parts = Vec::new();
-            if stream.hits > 0 {
-                parts.push(format!("hit={}", stream.hits));
-            }
-            if stream.io_blocks > 0 {
-                parts.push(format!("read={}", stream.io_blocks));
-            }
-            if !parts.is_empty() {
-                details.push(format!("Buffers: shared {}", parts.join(" ")));
-            }
+) {
+    if opts.buffers {
+        let mut parts = Vec::new();
+        if stream.hits > 0 {
+            parts.push(format!("hit={}", stream.hits));
         }
-        if opts.io {
-            let mut line = format!(
-                "I/O: ios={} blocks/io={:.1} in-flight={:.1} waits={} wait time={:.3} ms",
-                stream.ios,
-                stream.blocks_per_io(),
-                stream.avg_in_flight(),
-                stream.waits,
-                stream.wait_time.as_secs_f64() * 1000.0
-            );
-            if stream.foreign_ios > 0 {
-                line.push_str(&format!(" joined={}", stream.foreign_ios));
-            }
-            details.push(line);
+        if stream.io_blocks > 0 {
+            parts.push(format!("read={}", stream.io_blocks));
+        }
+        if !parts.is_empty() {
+            details.push(format!("Buffers: shared {}", parts.join(" ")));
         }
     }
-    Node {
-        title,
-        counts: Some(counts),
-        details,
+    if opts.io {
+        let mut line = format!(
+            "I/O: ios={} blocks/io={:.1} in-flight={:.1} waits={} wait time={:.3} ms",
+            stream.ios,
+            stream.blocks_per_io(),
+            stream.avg_in_flight(),
+            stream.waits,
+            stream.wait_time.as_secs_f64() * 1000.0
+        );
+        if stream.foreign_ios > 0 {
+            line.push_str(&format!(" joined={}", stream.foreign_ios));
+        }
+        details.push(line);
     }
 }

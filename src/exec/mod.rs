@@ -5,41 +5,27 @@
 //!
 //! # Plans
 //!
-//! A statement is one [`Plan`]: a query ([`Pipeline`]), or an insert,
-//! update or delete. A pipeline is a *source* (a sequential scan, a
-//! `generate_series`, a system view, a utility call such as `prewarm`, a
-//! VALUES list, or the single empty row of a SELECT without FROM), an
-//! optional filter, and a short list of operators applied in order:
+//! A statement is one [`Plan`]: a query ([`QueryPlan`]), or an insert,
+//! update or delete. A query is a tree of [`PlanNode`]s, pulled from the
+//! top a batch at a time (PostgreSQL's executor, in batches rather than
+//! row by row):
 //!
 //! ```text
-//!   source ─filter─▶ [Aggregate] ─▶ Project ─▶ [Sort] ─▶ [Limit] ─▶ sink
+//!   Limit ◀─ Sort ◀─ Project ◀─ [Aggregate] ◀─ Seq Scan (filter)
 //! ```
 //!
-//! Rows are *pushed*: the source calls the first operator for each row, and
-//! each operator calls the next. This is the shape the heap's scan already
-//! has (`Heap::scan` calls back for every visible tuple while it holds the
-//! page's content lock), so a row never has to be copied out of the page
-//! unless an operator keeps it. Aggregate and Sort keep what they need and
-//! emit when the source is done; Limit answers [`Flow::Stop`], which stops
-//! the scan itself, so `SELECT … LIMIT 10` reads only the pages it needs.
-//!
-//! Why push and not pull (PostgreSQL's `ExecProcNode`)? Pulling would need
-//! the scan to hand out one tuple at a time and keep its page pinned and
-//! locked between calls, or copy every tuple. Pushing lets the hot path,
-//! `SELECT count(*) FROM t`, run entirely inside the scan callback: no
-//! column is decoded (the scan decodes only columns some expression uses)
-//! and nothing is allocated per row.
-//!
-//! # Who may touch the buffer pool
-//!
-//! The scan callback runs under a page's content lock, so nothing in it may
-//! use the pool. Operators never do; *sinks* (the end of a pipeline: collect
-//! the result, or insert rows) may, so rows coming out of a table scan are
-//! buffered and handed to the sink after the scan, while rows from other
-//! sources (a `generate_series` feeding an INSERT) go to the sink at once and
-//! are never held in memory. UPDATE and DELETE likewise collect the
-//! matching rows first, then change them: this also keeps a statement from
-//! seeing its own changes (besides the command id, which already does).
+//! A scan's batch is one page's visible rows that pass its filter,
+//! decoded and copied out under the page's content lock (the scan decodes
+//! only columns some expression uses: `SELECT count(*)` decodes none);
+//! other nodes return up to [`plan::BATCH_ROWS_MAX`] rows. Between batches
+//! no page is locked, so whoever pulls may use the buffer pool: an INSERT …
+//! SELECT inserts each batch as it comes, and UPDATE and DELETE change the
+//! rows of each batch of their scan before pulling the next (the command
+//! id keeps a statement from seeing its own changes). A parent that needs
+//! no more rows closes its child: `LIMIT` closes the scan below it, whose
+//! read stream then stops, so `SELECT … LIMIT 10` reads only the pages
+//! it needs and what the stream had read ahead. Sort and Aggregate consume
+//! their input before returning a row.
 //!
 //! # Transactions and tables
 //!
@@ -55,19 +41,15 @@
 //!
 //! ```no_run
 //! # use std::sync::Arc;
-//! # use aiostore::exec::{self, Op, Pipeline, Plan, ScanNode, Source};
+//! # use aiostore::exec::{self, AggregateNode, Plan, QueryPlan, SeqScanNode};
 //! # use aiostore::exec::agg::{AggFunc, Aggregate};
 //! # fn f(s: &mut aiostore::database::Session) -> Result<(), Box<dyn std::error::Error>> {
 //! // SELECT count(*) FROM t
 //! let table = s.db().catalog().table("t")?;
-//! let scan = ScanNode::new(table, None, vec![false; 2]);
+//! let scan = SeqScanNode::new(table, None, vec![false; 2], None);
 //! let count = Aggregate::new(AggFunc::CountStar, None)?;
-//! let mut plan = Plan::Query(Pipeline::new(
-//!     Source::SeqScan(scan),
-//!     None,
-//!     vec![Op::aggregate(vec![], vec![], vec![count], None)],
-//!     1,
-//! ));
+//! let root = AggregateNode::new(Box::new(scan), vec![], vec![], vec![count], None);
+//! let mut plan = Plan::Query(QueryPlan::new(Box::new(root), 1));
 //! let mut snapshot = s.start_statement()?;
 //! let outcome = exec::execute(&mut plan, s, &mut snapshot);
 //! drop(snapshot);
@@ -81,8 +63,10 @@ pub mod copy;
 pub mod dml;
 pub mod explain;
 pub mod expr;
+pub mod nodes;
 pub mod plan;
 pub mod progress;
+pub mod scan;
 pub mod value;
 pub mod views;
 
@@ -98,11 +82,16 @@ use crate::storage::StorageError;
 use crate::types::{TypeError, Value};
 
 pub use copy::{copy_from, copy_to, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo};
-pub use dml::{DeletePlan, InsertPlan, TargetRows, UpdatePlan};
+pub use dml::{DeletePlan, InsertPlan, UpdatePlan};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
-pub use plan::{Filter, Flow, Op, Pipeline, ScanNode, Series, SortKey, Source};
+pub use nodes::{
+    AggregateNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode, SortNode, ValuesNode,
+    ViewNode,
+};
+pub use plan::{Batch, ExecCx, Filter, Flow, PlanNode, QueryPlan, SortKey};
 pub use progress::{NoProgress, Progress, ProgressUnit};
+pub use scan::SeqScanNode;
 pub use views::{Utility, UtilityCall, View};
 
 /// Errors of executing (and of type-checking expressions while planning).
@@ -195,7 +184,7 @@ pub enum ExecError {
 /// A statement's plan.
 pub enum Plan {
     /// Returns rows.
-    Query(Pipeline),
+    Query(QueryPlan),
     Insert(InsertPlan),
     Update(UpdatePlan),
     Delete(DeletePlan),
@@ -206,13 +195,13 @@ impl Plan {
     pub fn tables(&self) -> Vec<Arc<TableDef>> {
         let mut out = Vec::new();
         match self {
-            Plan::Query(p) => p.tables(&mut out),
+            Plan::Query(q) => q.root.tables(&mut out),
             Plan::Insert(i) => {
                 out.push(Arc::clone(&i.table));
                 i.input.tables(&mut out);
             }
-            Plan::Update(u) => out.push(Arc::clone(&u.target.scan.table)),
-            Plan::Delete(d) => out.push(Arc::clone(&d.target.scan.table)),
+            Plan::Update(u) => out.push(Arc::clone(&u.target.table)),
+            Plan::Delete(d) => out.push(Arc::clone(&d.target.table)),
         }
         out
     }
@@ -267,8 +256,8 @@ pub fn execute(
     let _held = hold_tables(&db, &plan.tables())?;
     let mut ctx = EvalContext::new();
     match plan {
-        Plan::Query(p) => {
-            let rows = plan::run_query(p, session, snapshot.get(), &mut ctx)?;
+        Plan::Query(q) => {
+            let rows = plan::run_query(q, session, snapshot.get(), &mut ctx)?;
             Ok(Outcome {
                 count: rows.len() as u64,
                 rows,

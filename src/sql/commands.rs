@@ -431,7 +431,7 @@ pub(crate) fn plan_statement(
     Ok(match statement {
         Statement::Query(q) => {
             let planned = plan_query(cx, db, q)?;
-            (Plan::Query(planned.pipeline), planned.columns)
+            (Plan::Query(planned.query), planned.columns)
         }
         Statement::Insert(i) => (Plan::Insert(plan_insert(cx, db, i)?), Vec::new()),
         Statement::Update(u) => (Plan::Update(plan_update(cx, db, u)?), Vec::new()),

@@ -19,7 +19,7 @@ use super::expr::{ident, object_name, StmtCx};
 use super::query::plan_query;
 use super::{SqlError, StatementIo, StatementResult};
 use crate::database::{Session, StatementSnapshot};
-use crate::exec::{self, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo, ScanNode};
+use crate::exec::{self, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo, SeqScanNode};
 
 /// Reads from files in pieces this large.
 const FILE_BUFFER: usize = 256 * 1024;
@@ -64,13 +64,13 @@ pub(crate) fn copy(
                 for &c in &columns {
                     wanted[c] = true;
                 }
-                let scan = ScanNode::new(table, None, wanted);
+                let scan = Box::new(SeqScanNode::new(table, None, wanted, None));
                 (CopySource::Table { scan, columns }, names)
             }
             AstSource::Query(q) => {
                 let planned = plan_query(cx, &db, q)?;
                 let names = planned.columns.into_iter().map(|c| c.name).collect();
-                (CopySource::Query(planned.pipeline), names)
+                (CopySource::Query(planned.query), names)
             }
         };
         let mut plan = CopyTo {

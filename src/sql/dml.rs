@@ -19,7 +19,7 @@ use super::SqlError;
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::{
-    DeletePlan, Expr, InsertPlan, Op, Pipeline, ScanNode, Source, TargetRows, UpdatePlan, View,
+    DeletePlan, Expr, InsertPlan, ProjectNode, SeqScanNode, UpdatePlan, ValuesNode, View,
 };
 
 /// The user table called `name`; a system view is refused as one that
@@ -237,25 +237,23 @@ pub(crate) fn plan_insert(
             }
             rows.push(full_row(placed));
         }
-        let width = table.columns.len();
         return Ok(InsertPlan {
             table: Arc::clone(&table),
-            input: Pipeline::new(Source::Values(rows), None, Vec::new(), width),
+            input: Box::new(ValuesNode::new(rows, None)),
             bulk: false,
         });
     }
-    let mut query = plan_query(cx, db, source)?;
+    let query = plan_query(cx, db, source)?;
     arity(query.columns.len())?;
     let mut placed: Vec<Option<Expr>> = vec![None; table.columns.len()];
     let outputs = query.columns.iter().zip(&query.unknown);
     for (k, (&column, (output, &unknown))) in targets.iter().zip(outputs).enumerate() {
         placed[column] = Some(assign(Expr::column(k, output.ty), unknown, &table, column)?);
     }
-    query.pipeline.ops.push(Op::project(full_row(placed)));
-    query.pipeline.width = table.columns.len();
+    let input = Box::new(ProjectNode::new(query.query.root, full_row(placed)));
     Ok(InsertPlan {
         table,
-        input: query.pipeline,
+        input,
         bulk: true,
     })
 }
@@ -307,7 +305,7 @@ pub(crate) fn plan_update(
     // The new version needs every column of the old one.
     let wanted = vec![true; table.columns.len()];
     Ok(UpdatePlan {
-        target: TargetRows::new(ScanNode::new(table, alias, wanted), filter),
+        target: SeqScanNode::new(table, alias, wanted, filter),
         assignments: planned,
     })
 }
@@ -350,6 +348,6 @@ pub(crate) fn plan_delete(
     let filter = planner.plan_filter(selection.as_ref(), "WHERE")?;
     let wanted = std::mem::take(&mut planner.used);
     Ok(DeletePlan {
-        target: TargetRows::new(ScanNode::new(table, alias, wanted), filter),
+        target: SeqScanNode::new(table, alias, wanted, filter),
     })
 }

@@ -322,22 +322,8 @@ pub fn execute_each(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::database::Database;
 
-    /// A session on a new data directory (kept alive by the returned
-    /// guard).
-    fn session() -> (Session, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("data");
-        Database::init(&path).unwrap();
-        let settings = [
-            "io_method=sync".to_string(),
-            "shared_buffers=64".into(),
-            "max_sessions=8".into(),
-        ];
-        let db = Database::open(&path, &settings).unwrap();
-        (db.session().unwrap(), dir)
-    }
+    use crate::database::test_session as session;
 
     fn rows(s: &mut Session, text: &str) -> Vec<Vec<Value>> {
         let mut results = execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"));

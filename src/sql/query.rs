@@ -29,7 +29,8 @@ use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::Aggregate;
 use crate::exec::{
-    Expr, Op, Pipeline, ScanNode, Series, SortKey, Source, Utility, UtilityCall, View,
+    AggregateNode, Expr, LimitNode, PlanNode, ProjectNode, QueryPlan, ResultNode, SeqScanNode,
+    Series, SeriesNode, SortKey, SortNode, Utility, UtilityCall, View, ViewNode,
 };
 use crate::types::{as_i64, ColumnType, Value};
 
@@ -37,7 +38,7 @@ use std::sync::Arc;
 
 /// A planned query and the columns it returns.
 pub(crate) struct PlannedQuery {
-    pub pipeline: Pipeline,
+    pub query: QueryPlan,
     pub columns: Vec<ResultColumn>,
     /// Per column, whether it is a bare string literal or NULL:
     /// PostgreSQL's `unknown`, which INSERT … SELECT converts to the
@@ -671,32 +672,34 @@ fn plan_select(
             ty: e.ty().unwrap_or(ColumnType::Text),
         })
         .collect();
-    let mut ops = Vec::with_capacity(4);
-    if let Some(grouping) = planner.grouping.take() {
-        let aggs: Vec<Aggregate> = grouping.aggs.into_iter().map(|(_, a)| a).collect();
-        ops.push(Op::aggregate(key_exprs, group_labels, aggs, having));
-    }
-    ops.push(Op::project(outputs));
-    if !keys.is_empty() {
-        ops.push(Op::sort(keys));
-    }
-    if offset > 0 || count.is_some() {
-        ops.push(Op::limit(offset, count));
-    }
     let used = std::mem::take(&mut planner.used);
     let utilities = planner.utilities.take();
-    let source = match from {
-        FromItem::None => match utilities {
-            Some(calls) if !calls.is_empty() => Source::Utility(calls),
-            _ => Source::Result,
-        },
-        FromItem::Table(table, alias) => Source::SeqScan(ScanNode::new(table, alias, used)),
-        FromItem::View(view, _) => Source::View(view),
-        FromItem::Series(series, _) => Source::Series(series),
-        FromItem::Utility(call) => Source::Utility(vec![call]),
+    let mut node: Box<dyn PlanNode> = match from {
+        FromItem::None => Box::new(ResultNode::new(utilities.unwrap_or_default(), filter)),
+        FromItem::Table(table, alias) => Box::new(SeqScanNode::new(table, alias, used, filter)),
+        FromItem::View(view, _) => Box::new(ViewNode::new(view, filter)),
+        FromItem::Series(series, _) => Box::new(SeriesNode::new(series, filter)),
+        FromItem::Utility(call) => Box::new(ResultNode::new(vec![call], filter)),
     };
+    if let Some(grouping) = planner.grouping.take() {
+        let aggs: Vec<Aggregate> = grouping.aggs.into_iter().map(|(_, a)| a).collect();
+        node = Box::new(AggregateNode::new(
+            node,
+            key_exprs,
+            group_labels,
+            aggs,
+            having,
+        ));
+    }
+    node = Box::new(ProjectNode::new(node, outputs));
+    if !keys.is_empty() {
+        node = Box::new(SortNode::new(node, keys));
+    }
+    if offset > 0 || count.is_some() {
+        node = Box::new(LimitNode::new(node, offset, count));
+    }
     Ok(PlannedQuery {
-        pipeline: Pipeline::new(source, filter, ops, items.len()),
+        query: QueryPlan::new(node, items.len()),
         columns,
         unknown: items.iter().map(|i| is_unknown_literal(&i.expr)).collect(),
     })

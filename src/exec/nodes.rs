@@ -1,0 +1,1060 @@
+//! The plan nodes other than scans of tables: sources of rows that read no
+//! table (a SELECT without FROM, VALUES, `generate_series`, system views),
+//! and the operators above a source (aggregation, projection, sorting,
+//! limits).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::agg::{Acc, Aggregate, GroupKey};
+use super::explain::{push_filter, ExplainOptions};
+use super::expr::{EvalContext, Expr};
+use super::plan::{
+    keep_passing, passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode, SortKey,
+    BATCH_ROWS_MAX,
+};
+use super::views::{UtilityCall, View};
+use super::ExecError;
+use crate::catalog::TableDef;
+use crate::types::{as_i64, sort_cmp, ColumnType, TypeError, Value};
+
+/// One row: no columns (a SELECT without FROM), or the results of
+/// utility calls side by side (`SELECT prewarm('t')`).
+pub struct ResultNode {
+    pub calls: Vec<UtilityCall>,
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+    done: bool,
+}
+
+impl ResultNode {
+    pub fn new(calls: Vec<UtilityCall>, filter: Option<Filter>) -> ResultNode {
+        ResultNode {
+            calls,
+            filter,
+            counts: NodeCounts::default(),
+            done: false,
+        }
+    }
+}
+
+impl PlanNode for ResultNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        _max_rows: usize,
+    ) -> Result<(), ExecError> {
+        if std::mem::replace(&mut self.done, true) {
+            return Ok(());
+        }
+        let mut row = Vec::new();
+        for call in &self.calls {
+            row.extend(call.run(cx.session)?);
+        }
+        out.rows.push(row);
+        keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)
+    }
+
+    fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.done = false;
+        Ok(())
+    }
+
+    fn close(&mut self, _: &mut ExecCx) {
+        self.done = true;
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        Some(leaf(
+            "Result".into(),
+            self.filter.as_ref(),
+            self.counts,
+            opts,
+        ))
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        Vec::new()
+    }
+
+    fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
+        out.extend(self.calls.iter().map(|c| Arc::clone(&c.table)));
+    }
+}
+
+/// A leaf as EXPLAIN shows it: a title and its filter.
+fn leaf(
+    title: String,
+    filter: Option<&Filter>,
+    counts: NodeCounts,
+    opts: &ExplainOptions,
+) -> Described {
+    let mut details = Vec::new();
+    push_filter(&mut details, filter, counts, opts);
+    Described {
+        title,
+        counts,
+        details,
+    }
+}
+
+/// A VALUES list.
+pub struct ValuesNode {
+    pub rows: Vec<Vec<Expr>>,
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+    next: usize,
+}
+
+impl ValuesNode {
+    pub fn new(rows: Vec<Vec<Expr>>, filter: Option<Filter>) -> ValuesNode {
+        ValuesNode {
+            rows,
+            filter,
+            counts: NodeCounts::default(),
+            next: 0,
+        }
+    }
+}
+
+impl PlanNode for ValuesNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        while out.is_empty() && self.next < self.rows.len() {
+            let end = (self.next + BATCH_ROWS_MAX.min(max_rows)).min(self.rows.len());
+            for exprs in &self.rows[self.next..end] {
+                let row = exprs
+                    .iter()
+                    .map(|e| e.eval(&[], cx.eval))
+                    .collect::<Result<Vec<_>, _>>()?;
+                out.rows.push(row);
+            }
+            self.next = end;
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)?;
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.next = 0;
+        Ok(())
+    }
+
+    fn close(&mut self, _: &mut ExecCx) {
+        self.next = self.rows.len();
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let title = "Values Scan on \"*VALUES*\"".to_string();
+        Some(leaf(title, self.filter.as_ref(), self.counts, opts))
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        Vec::new()
+    }
+}
+
+/// `generate_series(start, stop[, step])`: one column of `ty`.
+pub struct Series {
+    /// The name the statement gave it ("generate_series" if none).
+    pub alias: String,
+    pub start: Expr,
+    pub stop: Expr,
+    pub step: Option<Expr>,
+    /// Integer or bigint.
+    pub ty: ColumnType,
+}
+
+impl Series {
+    /// The first value, last value and step; `None` if one is NULL (no
+    /// rows, as PostgreSQL).
+    fn bounds(&self, ctx: &mut EvalContext) -> Result<Option<(i64, i64, i64)>, ExecError> {
+        let mut bound =
+            |e: &Expr| -> Result<Option<i64>, ExecError> { Ok(as_i64(&*e.eval_ref(&[], ctx)?)) };
+        let (Some(first), Some(last)) = (bound(&self.start)?, bound(&self.stop)?) else {
+            return Ok(None);
+        };
+        let step = match &self.step {
+            Some(e) => match bound(e)? {
+                Some(0) => return Err(ExecError::ZeroStep),
+                Some(x) => x,
+                None => return Ok(None),
+            },
+            None => 1,
+        };
+        Ok(Some((first, last, step)))
+    }
+}
+
+/// Where a series is.
+#[derive(Clone, Copy)]
+enum SeriesState {
+    NotStarted,
+    /// The next value, the last, the step.
+    At(i64, i64, i64),
+    Done,
+}
+
+/// The rows of a [`Series`], computed as they are pulled (a series of a
+/// billion values feeding an INSERT is never held in memory).
+pub struct SeriesNode {
+    pub series: Series,
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+    state: SeriesState,
+}
+
+impl SeriesNode {
+    pub fn new(series: Series, filter: Option<Filter>) -> SeriesNode {
+        SeriesNode {
+            series,
+            filter,
+            counts: NodeCounts::default(),
+            state: SeriesState::NotStarted,
+        }
+    }
+}
+
+impl PlanNode for SeriesNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        if let SeriesState::NotStarted = self.state {
+            self.state = match self.series.bounds(cx.eval)? {
+                Some((first, last, step)) => SeriesState::At(first, last, step),
+                None => SeriesState::Done,
+            };
+        }
+        while out.is_empty() {
+            let SeriesState::At(mut i, last, step) = self.state else {
+                return Ok(());
+            };
+            while out.len() < BATCH_ROWS_MAX.min(max_rows)
+                && ((step > 0 && i <= last) || (step < 0 && i >= last))
+            {
+                out.rows.push(vec![match self.series.ty {
+                    ColumnType::Integer => Value::Integer(
+                        i32::try_from(i).map_err(|_| TypeError::OutOfRange { ty: "integer" })?,
+                    ),
+                    _ => Value::BigInt(i),
+                }]);
+                // Overflow past the type's end means the series is done.
+                match i.checked_add(step) {
+                    Some(next) => i = next,
+                    None => {
+                        i = last;
+                        self.state = SeriesState::Done;
+                        break;
+                    }
+                }
+            }
+            if let SeriesState::At(..) = self.state {
+                let more = (step > 0 && i <= last) || (step < 0 && i >= last);
+                self.state = if more {
+                    SeriesState::At(i, last, step)
+                } else {
+                    SeriesState::Done
+                };
+            }
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)?;
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.state = SeriesState::NotStarted;
+        Ok(())
+    }
+
+    fn close(&mut self, _: &mut ExecCx) {
+        self.state = SeriesState::Done;
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let title = if self.series.alias == "generate_series" {
+            "Function Scan on generate_series".to_string()
+        } else {
+            format!("Function Scan on generate_series {}", self.series.alias)
+        };
+        Some(leaf(title, self.filter.as_ref(), self.counts, opts))
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        Vec::new()
+    }
+}
+
+/// A system view, read when first pulled.
+pub struct ViewNode {
+    pub view: View,
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+    rows: Option<std::vec::IntoIter<Vec<Value>>>,
+    done: bool,
+}
+
+impl ViewNode {
+    pub fn new(view: View, filter: Option<Filter>) -> ViewNode {
+        ViewNode {
+            view,
+            filter,
+            counts: NodeCounts::default(),
+            rows: None,
+            done: false,
+        }
+    }
+}
+
+impl PlanNode for ViewNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        if self.done {
+            return Ok(());
+        }
+        let view = self.view;
+        let rows = self
+            .rows
+            .get_or_insert_with(|| view.rows(cx.session.db()).into_iter());
+        while out.is_empty() {
+            out.rows
+                .extend(rows.by_ref().take(BATCH_ROWS_MAX.min(max_rows)));
+            if out.is_empty() {
+                self.done = true;
+                self.rows = None;
+                return Ok(());
+            }
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)?;
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.rows = None;
+        self.done = false;
+        Ok(())
+    }
+
+    fn close(&mut self, _: &mut ExecCx) {
+        self.rows = None;
+        self.done = true;
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let title = format!("Function Scan on {}", self.view.name());
+        Some(leaf(title, self.filter.as_ref(), self.counts, opts))
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        Vec::new()
+    }
+}
+
+/// Computes output columns from each row of its child.
+pub struct ProjectNode {
+    pub child: Box<dyn PlanNode>,
+    pub exprs: Vec<Expr>,
+    input: Batch,
+}
+
+impl ProjectNode {
+    pub fn new(child: Box<dyn PlanNode>, exprs: Vec<Expr>) -> ProjectNode {
+        ProjectNode {
+            child,
+            exprs,
+            input: Batch::default(),
+        }
+    }
+}
+
+impl PlanNode for ProjectNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        self.input.clear();
+        self.child.next_batch(cx, &mut self.input, max_rows)?;
+        for row in &self.input.rows {
+            let projected = self
+                .exprs
+                .iter()
+                .map(|e| e.eval(row, cx.eval))
+                .collect::<Result<Vec<_>, _>>()?;
+            out.rows.push(projected);
+        }
+        // A projection keeps the rows, so it keeps what they are.
+        out.tids.append(&mut self.input.tids);
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.child.rescan(cx)
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.child.close(cx);
+    }
+
+    fn describe(&self, _: &ExplainOptions) -> Option<Described> {
+        None
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        vec![self.child.as_ref()]
+    }
+}
+
+/// Pulls every row of `child`, handing each batch to `f`, and closes it:
+/// for the nodes that must see all their input before returning a row.
+fn consume(
+    child: &mut dyn PlanNode,
+    cx: &mut ExecCx,
+    mut f: impl FnMut(&mut Batch, &mut EvalContext) -> Result<(), ExecError>,
+) -> Result<(), ExecError> {
+    let mut batch = Batch::default();
+    loop {
+        batch.clear();
+        child.next_batch(cx, &mut batch, BATCH_ROWS_MAX)?;
+        if batch.is_empty() {
+            break;
+        }
+        f(&mut batch, cx.eval)?;
+    }
+    // Its scans' streams and pins are not needed while the result is
+    // returned.
+    child.close(cx);
+    Ok(())
+}
+
+/// The rows of a node that consumes its whole input before returning any
+/// (Sort's sorted rows, Aggregate's groups): computed on the first pull,
+/// then returned a batch at a time.
+#[derive(Default)]
+struct Computed(Option<std::vec::IntoIter<Vec<Value>>>);
+
+impl Computed {
+    /// Returns up to [`BATCH_ROWS_MAX`] of the rows, and at most
+    /// `max_rows`, computing them all with `compute` first if not yet.
+    fn next_batch(
+        &mut self,
+        out: &mut Batch,
+        max_rows: usize,
+        compute: impl FnOnce() -> Result<Vec<Vec<Value>>, ExecError>,
+    ) -> Result<(), ExecError> {
+        if self.0.is_none() {
+            self.0 = Some(compute()?.into_iter());
+        }
+        let rows = self.0.as_mut().expect("computed above");
+        out.rows
+            .extend(rows.by_ref().take(BATCH_ROWS_MAX.min(max_rows)));
+        Ok(())
+    }
+
+    /// Forgets the rows: the next pull computes them again (a rescan).
+    fn reset(&mut self) {
+        self.0 = None;
+    }
+
+    /// Drops the rows not returned; nothing more is returned until a
+    /// reset (a close).
+    fn discard(&mut self) {
+        self.0 = Some(Vec::new().into_iter());
+    }
+}
+
+/// Sorts everything its child returns (a stable sort).
+pub struct SortNode {
+    pub child: Box<dyn PlanNode>,
+    pub keys: Vec<SortKey>,
+    pub counts: NodeCounts,
+    sorted: Computed,
+}
+
+impl SortNode {
+    pub fn new(child: Box<dyn PlanNode>, keys: Vec<SortKey>) -> SortNode {
+        SortNode {
+            child,
+            keys,
+            counts: NodeCounts::default(),
+            sorted: Computed::default(),
+        }
+    }
+}
+
+/// Orders two rows by `keys`, the first key first.
+fn compare_rows(keys: &[SortKey], x: &[Value], y: &[Value]) -> std::cmp::Ordering {
+    for k in keys {
+        let (a, b) = (
+            x.get(k.column).unwrap_or(&Value::Null),
+            y.get(k.column).unwrap_or(&Value::Null),
+        );
+        let ord = sort_cmp(a, b, k.nulls_first);
+        // DESC reverses values, not where NULLs go.
+        let ord = if k.descending && !a.is_null() && !b.is_null() {
+            ord.reverse()
+        } else {
+            ord
+        };
+        if ord.is_ne() {
+            return ord;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+impl PlanNode for SortNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        let SortNode { child, keys, .. } = self;
+        self.sorted.next_batch(out, max_rows, || {
+            let mut rows = Vec::new();
+            consume(child.as_mut(), cx, |batch, _| {
+                rows.append(&mut batch.rows);
+                Ok(())
+            })?;
+            rows.sort_by(|x, y| compare_rows(keys, x, y));
+            Ok(rows)
+        })?;
+        self.counts.rows += out.len() as u64;
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.sorted.reset();
+        self.child.rescan(cx)
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.sorted.discard();
+        self.child.close(cx);
+    }
+
+    fn describe(&self, _: &ExplainOptions) -> Option<Described> {
+        let keys: Vec<&str> = self.keys.iter().map(|k| k.label.as_str()).collect();
+        Some(Described {
+            title: "Sort".into(),
+            counts: self.counts,
+            details: vec![format!("Sort Key: {}", keys.join(", "))],
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        vec![self.child.as_ref()]
+    }
+}
+
+/// OFFSET and LIMIT: once it has returned `count` rows it closes its
+/// child, which stops a scan below it from reading further.
+pub struct LimitNode {
+    pub child: Box<dyn PlanNode>,
+    pub offset: u64,
+    pub count: Option<u64>,
+    pub counts: NodeCounts,
+    skipped: u64,
+    done: bool,
+    input: Batch,
+}
+
+impl LimitNode {
+    pub fn new(child: Box<dyn PlanNode>, offset: u64, count: Option<u64>) -> LimitNode {
+        LimitNode {
+            child,
+            offset,
+            count,
+            counts: NodeCounts::default(),
+            skipped: 0,
+            done: false,
+            input: Batch::default(),
+        }
+    }
+
+    fn reached(&self) -> bool {
+        self.count.is_some_and(|c| self.counts.rows >= c)
+    }
+}
+
+impl PlanNode for LimitNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        while !self.done && out.is_empty() {
+            if self.reached() {
+                self.done = true;
+                self.child.close(cx);
+                break;
+            }
+            self.input.clear();
+            // Only the rows still to skip and to return, and no more
+            // than the parent asked for.
+            let room = match self.count {
+                Some(c) => (c - self.counts.rows) as usize,
+                None => usize::MAX,
+            };
+            let want = ((self.offset - self.skipped) as usize)
+                .saturating_add(room.min(max_rows))
+                .max(1);
+            self.child.next_batch(cx, &mut self.input, want)?;
+            if self.input.is_empty() {
+                self.done = true;
+                break;
+            }
+            let skip = (self.offset - self.skipped).min(self.input.len() as u64) as usize;
+            self.skipped += skip as u64;
+            let take = (self.input.len() - skip).min(room).min(max_rows);
+            out.rows.extend(self.input.rows.drain(skip..skip + take));
+            if !self.input.tids.is_empty() {
+                out.tids
+                    .extend_from_slice(&self.input.tids[skip..skip + take]);
+            }
+            self.counts.rows += take as u64;
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.skipped = 0;
+        self.counts = NodeCounts::default();
+        self.done = false;
+        self.child.rescan(cx)
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.done = true;
+        self.child.close(cx);
+    }
+
+    fn describe(&self, _: &ExplainOptions) -> Option<Described> {
+        Some(Described {
+            title: "Limit".into(),
+            counts: self.counts,
+            details: Vec::new(),
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        vec![self.child.as_ref()]
+    }
+}
+
+/// Grouping and aggregates over its child's rows; returns `[group
+/// values…, aggregate results…]` per group (one group, even for no input,
+/// without GROUP BY), filtered by HAVING.
+pub struct AggregateNode {
+    pub child: Box<dyn PlanNode>,
+    pub(crate) groups: Vec<Expr>,
+    pub(crate) group_labels: Vec<String>,
+    pub(crate) aggs: Vec<Aggregate>,
+    /// HAVING, over the returned row.
+    pub(crate) having: Option<Filter>,
+    pub counts: NodeCounts,
+    result: Computed,
+}
+
+impl AggregateNode {
+    pub fn new(
+        child: Box<dyn PlanNode>,
+        groups: Vec<Expr>,
+        group_labels: Vec<String>,
+        aggs: Vec<Aggregate>,
+        having: Option<Filter>,
+    ) -> AggregateNode {
+        AggregateNode {
+            child,
+            groups,
+            group_labels,
+            aggs,
+            having,
+            counts: NodeCounts::default(),
+            result: Computed::default(),
+        }
+    }
+
+    /// Consumes the child and computes every group's row (counted in
+    /// `counts` as HAVING keeps it).
+    fn compute(
+        child: &mut dyn PlanNode,
+        groups: &[Expr],
+        aggs: &[Aggregate],
+        having: Option<&Filter>,
+        counts: &mut NodeCounts,
+        cx: &mut ExecCx,
+    ) -> Result<Vec<Vec<Value>>, ExecError> {
+        let mut single: Vec<Acc> = aggs.iter().map(Aggregate::start).collect();
+        // Groups in order of first appearance, and where each is.
+        let mut grouped: Vec<(Vec<Value>, Vec<Acc>)> = Vec::new();
+        let mut index: HashMap<GroupKey, usize> = HashMap::new();
+        let mut key = GroupKey(Vec::new());
+        consume(child, cx, |batch, eval| {
+            for row in &batch.rows {
+                let accs = if groups.is_empty() {
+                    &mut single
+                } else {
+                    key.0.clear();
+                    for g in groups.iter() {
+                        key.0.push(g.eval(row, eval)?);
+                    }
+                    let at = match index.get(&key) {
+                        Some(&at) => at,
+                        None => {
+                            let at = grouped.len();
+                            grouped
+                                .push((key.0.clone(), aggs.iter().map(Aggregate::start).collect()));
+                            index.insert(key.clone(), at);
+                            at
+                        }
+                    };
+                    &mut grouped[at].1
+                };
+                for (agg, acc) in aggs.iter().zip(accs.iter_mut()) {
+                    agg.update(acc, row, eval)?;
+                }
+            }
+            Ok(())
+        })?;
+        drop(index);
+        if groups.is_empty() {
+            grouped.push((Vec::new(), single));
+        }
+        let mut rows = Vec::with_capacity(grouped.len());
+        for (keys, accs) in grouped {
+            let mut row = keys;
+            for (agg, acc) in aggs.iter().zip(&accs) {
+                row.push(agg.result(acc)?);
+            }
+            if passes(having, counts, &row, cx.eval)? {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+}
+
+impl PlanNode for AggregateNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        let AggregateNode {
+            child,
+            groups,
+            aggs,
+            having,
+            counts,
+            result,
+            ..
+        } = self;
+        result.next_batch(out, max_rows, || {
+            AggregateNode::compute(child.as_mut(), groups, aggs, having.as_ref(), counts, cx)
+        })
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.result.reset();
+        self.child.rescan(cx)
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.result.discard();
+        self.child.close(cx);
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let mut details = Vec::new();
+        if !self.group_labels.is_empty() {
+            details.push(format!("Group Key: {}", self.group_labels.join(", ")));
+        }
+        push_filter(&mut details, self.having.as_ref(), self.counts, opts);
+        Some(Described {
+            title: if self.groups.is_empty() {
+                "Aggregate".into()
+            } else {
+                "HashAggregate".into()
+            },
+            counts: self.counts,
+            details,
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        vec![self.child.as_ref()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::database::Session;
+    use crate::exec::plan::{drain, Flow};
+    use crate::exec::{agg::AggFunc, SeqScanNode};
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    /// Rows given up front, returned at most `chunk` per batch, counting
+    /// the rows it was asked for and returned.
+    struct Rows {
+        rows: Vec<Vec<Value>>,
+        chunk: usize,
+        next: usize,
+        /// Shared with the test, which reads it once the node is a child.
+        returned: Rc<Cell<usize>>,
+    }
+
+    impl PlanNode for Rows {
+        fn next_batch(
+            &mut self,
+            _: &mut ExecCx,
+            out: &mut Batch,
+            max_rows: usize,
+        ) -> Result<(), ExecError> {
+            assert!(max_rows >= 1);
+            let end = (self.next + self.chunk.min(max_rows)).min(self.rows.len());
+            out.rows.extend_from_slice(&self.rows[self.next..end]);
+            self.returned.set(self.returned.get() + end - self.next);
+            self.next = end;
+            Ok(())
+        }
+        fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+            self.next = 0;
+            Ok(())
+        }
+        fn close(&mut self, _: &mut ExecCx) {
+            self.next = self.rows.len();
+        }
+        fn describe(&self, _: &ExplainOptions) -> Option<Described> {
+            None
+        }
+        fn children(&self) -> Vec<&dyn PlanNode> {
+            Vec::new()
+        }
+    }
+
+    /// A source of `input`, two rows a batch, and the count of rows it
+    /// returned.
+    fn rows(input: &[Vec<Value>]) -> (Box<Rows>, Rc<Cell<usize>>) {
+        let returned = Rc::new(Cell::new(0));
+        let node = Box::new(Rows {
+            rows: input.to_vec(),
+            chunk: 2,
+            next: 0,
+            returned: Rc::clone(&returned),
+        });
+        (node, returned)
+    }
+
+    use crate::database::test_session as session;
+
+    /// Every row `root` returns, a batch of at most `max_rows` at a time.
+    fn pull(s: &mut Session, root: &mut dyn PlanNode) -> Vec<Vec<Value>> {
+        let snapshot = s.start_statement().unwrap();
+        let mut eval = EvalContext::new();
+        let mut cx = ExecCx {
+            session: s,
+            snapshot: snapshot.get(),
+            eval: &mut eval,
+        };
+        let mut got = Vec::new();
+        drain(root, &mut cx, |_, batch| {
+            got.append(&mut batch.rows);
+            Ok(Flow::Continue)
+        })
+        .unwrap();
+        drop(snapshot);
+        s.end_statement(true).unwrap();
+        got
+    }
+
+    fn ints(xs: &[Option<i32>]) -> Vec<Vec<Value>> {
+        xs.iter()
+            .map(|x| vec![x.map_or(Value::Null, Value::Integer)])
+            .collect()
+    }
+
+    fn key(descending: bool, nulls_first: bool) -> SortKey {
+        SortKey {
+            column: 0,
+            descending,
+            nulls_first,
+            label: String::new(),
+        }
+    }
+
+    #[test]
+    fn sort_puts_nulls_last_ascending_and_first_descending() {
+        let (mut s, _dir) = session();
+        let input = ints(&[Some(2), None, Some(1), Some(3)]);
+        let mut sort = SortNode::new(rows(&input).0, vec![key(false, false)]);
+        assert_eq!(
+            pull(&mut s, &mut sort),
+            ints(&[Some(1), Some(2), Some(3), None])
+        );
+        let mut sort = SortNode::new(rows(&input).0, vec![key(true, true)]);
+        assert_eq!(
+            pull(&mut s, &mut sort),
+            ints(&[None, Some(3), Some(2), Some(1)])
+        );
+        let mut sort = SortNode::new(rows(&input).0, vec![key(true, false)]);
+        assert_eq!(
+            pull(&mut s, &mut sort),
+            ints(&[Some(3), Some(2), Some(1), None])
+        );
+    }
+
+    #[test]
+    fn limit_skips_the_offset_and_asks_its_child_for_no_more_than_it_needs() {
+        let (mut s, _dir) = session();
+        let input = ints(&[Some(1), Some(2), Some(3), Some(4), Some(5)]);
+        let (child, returned) = rows(&input);
+        let mut limit = LimitNode::new(child, 1, Some(2));
+        assert_eq!(pull(&mut s, &mut limit), ints(&[Some(2), Some(3)]));
+        assert_eq!((limit.skipped, limit.counts.rows), (1, 2));
+        assert_eq!(
+            returned.get(),
+            3,
+            "the child returned only the offset and the limit"
+        );
+        // A rescan starts over.
+        let snapshot = s.start_statement().unwrap();
+        let mut eval = EvalContext::new();
+        let mut cx = ExecCx {
+            session: &mut s,
+            snapshot: snapshot.get(),
+            eval: &mut eval,
+        };
+        limit.rescan(&mut cx).unwrap();
+        drop(snapshot);
+        s.end_statement(true).unwrap();
+        assert_eq!(pull(&mut s, &mut limit), ints(&[Some(2), Some(3)]));
+    }
+
+    #[test]
+    fn limit_zero_never_pulls_its_child() {
+        let (mut s, _dir) = session();
+        let (child, returned) = rows(&ints(&[Some(1)]));
+        let mut limit = LimitNode::new(child, 0, Some(0));
+        assert!(pull(&mut s, &mut limit).is_empty());
+        assert_eq!(returned.get(), 0);
+    }
+
+    #[test]
+    fn grouping_without_groups_gives_one_row_even_for_no_input() {
+        let (mut s, _dir) = session();
+        let count = Aggregate::new(AggFunc::CountStar, None).unwrap();
+        let mut agg = AggregateNode::new(rows(&[]).0, vec![], vec![], vec![count], None);
+        assert_eq!(pull(&mut s, &mut agg), vec![vec![Value::BigInt(0)]]);
+        let count = Aggregate::new(AggFunc::CountStar, None).unwrap();
+        let group = Expr::column(0, ColumnType::Integer);
+        let input = ints(&[Some(1), None, Some(1), None, Some(2)]);
+        let mut agg = AggregateNode::new(
+            rows(&input).0,
+            vec![group],
+            vec![String::new()],
+            vec![count],
+            None,
+        );
+        assert_eq!(
+            pull(&mut s, &mut agg),
+            vec![
+                vec![Value::Integer(1), Value::BigInt(2)],
+                vec![Value::Null, Value::BigInt(2)],
+                vec![Value::Integer(2), Value::BigInt(1)],
+            ]
+        );
+    }
+
+    #[test]
+    fn a_series_and_values_return_batches_of_at_most_what_is_asked() {
+        let (mut s, _dir) = session();
+        let lit = |v: i64| Expr::constant(Value::BigInt(v));
+        let series = Series {
+            alias: "generate_series".into(),
+            start: lit(1),
+            stop: lit(1000),
+            step: None,
+            ty: ColumnType::BigInt,
+        };
+        let mut limit = LimitNode::new(Box::new(SeriesNode::new(series, None)), 0, Some(300));
+        let got = pull(&mut s, &mut limit);
+        assert_eq!(got.len(), 300);
+        assert_eq!(got[299], vec![Value::BigInt(300)]);
+        let values = (0..600).map(|i| vec![lit(i)]).collect();
+        let mut node = ValuesNode::new(values, None);
+        assert_eq!(pull(&mut s, &mut node).len(), 600);
+    }
+
+    #[test]
+    fn a_scan_paused_mid_page_and_rescanned_returns_every_row_once() {
+        let (mut s, _dir) = session();
+        crate::sql::execute(
+            &mut s,
+            "CREATE TABLE t (id int); INSERT INTO t SELECT i FROM generate_series(1, 2000) i",
+        )
+        .unwrap();
+        let table = s.db().catalog().table("t").unwrap();
+        let mut scan = SeqScanNode::new(table, None, vec![true], None);
+        let snapshot = s.start_statement().unwrap();
+        let mut eval = EvalContext::new();
+        let mut cx = ExecCx {
+            session: &mut s,
+            snapshot: snapshot.get(),
+            eval: &mut eval,
+        };
+        // Three rows at a time: the scan pauses inside its first page.
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            let mut batch = Batch::default();
+            scan.next_batch(&mut cx, &mut batch, 3).unwrap();
+            assert_eq!(batch.len(), 3);
+            assert_eq!(batch.tids.len(), 3);
+            got.extend(batch.rows);
+        }
+        assert_eq!(
+            got,
+            (1..=15)
+                .map(|i| vec![Value::Integer(i)])
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(scan.counts.rows, 15, "rows counted as returned");
+        scan.rescan(&mut cx).unwrap();
+        let mut all = Vec::new();
+        loop {
+            let mut batch = Batch::default();
+            scan.next_batch(&mut cx, &mut batch, 7).unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            all.extend(batch.rows);
+        }
+        scan.close(&mut cx);
+        drop(snapshot);
+        s.end_statement(true).unwrap();
+        assert_eq!(
+            all,
+            (1..=2000)
+                .map(|i| vec![Value::Integer(i)])
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(s.buf.pinned_count(), 0, "the scan let go of every page");
+    }
+}

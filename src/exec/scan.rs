@@ -1,0 +1,181 @@
+//! The sequential scan node: a table's visible rows, one page per batch,
+//! read through the heap's pull scan (and so its read stream).
+
+use std::sync::Arc;
+
+use super::explain::{push_filter, stream_details, ExplainOptions};
+use super::plan::{passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
+use super::ExecError;
+use crate::catalog::TableDef;
+use crate::heap::tuple::decode;
+use crate::heap::{HeapScan, ScanControl, ScanStats};
+use crate::types::Value;
+
+/// A sequential scan of a table, with the filter of the statement's WHERE
+/// applied as each page is read.
+pub struct SeqScanNode {
+    pub table: Arc<TableDef>,
+    /// The name the statement gave it, if not its own.
+    pub alias: Option<String>,
+    /// Columns some expression reads; the others are not decoded.
+    pub wanted: Vec<bool>,
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+    /// Figures of the scan's read stream once it ended (EXPLAIN ANALYZE),
+    /// of its last run if it was rescanned.
+    pub stats: Option<ScanStats>,
+    /// Boxed: a read stream is large, and most plans hold a scan node.
+    scan: Option<Box<HeapScan>>,
+    /// The scan went past the last page (or was closed).
+    ended: bool,
+    /// The row being decoded, kept to reuse its allocation.
+    row: Vec<Value>,
+}
+
+impl SeqScanNode {
+    /// A scan of `table` decoding the columns `wanted` marks, returning
+    /// the rows that pass `filter`.
+    pub fn new(
+        table: Arc<TableDef>,
+        alias: Option<String>,
+        wanted: Vec<bool>,
+        filter: Option<Filter>,
+    ) -> SeqScanNode {
+        debug_assert_eq!(wanted.len(), table.columns.len());
+        SeqScanNode {
+            row: Vec::with_capacity(wanted.len()),
+            table,
+            alias,
+            wanted,
+            filter,
+            counts: NodeCounts::default(),
+            stats: None,
+            scan: None,
+            ended: false,
+        }
+    }
+
+    /// Ends the heap scan, if one runs, keeping its figures.
+    fn end_scan(&mut self, cx: &mut ExecCx) {
+        if let Some(scan) = self.scan.take() {
+            self.stats = Some((*scan).end(&mut cx.session.buf));
+        }
+    }
+}
+
+impl PlanNode for SeqScanNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        debug_assert!(out.is_empty());
+        if self.ended {
+            return Ok(());
+        }
+        let db = Arc::clone(cx.session.db());
+        if self.scan.is_none() {
+            let limits = cx.session.stream_limits();
+            self.scan = Some(Box::new(HeapScan::begin(
+                &mut cx.session.buf,
+                &self.table.heap,
+                limits,
+            )?));
+        }
+        let SeqScanNode {
+            table,
+            wanted,
+            filter,
+            counts,
+            scan,
+            row,
+            ..
+        } = self;
+        let scan = scan.as_mut().expect("begun above");
+        let types = &table.heap.types;
+        let decode_any = wanted.iter().any(|&w| w);
+        // Pages whose tuples are all invisible or filtered out give no
+        // batch: go on to the next.
+        let more = loop {
+            let mut failure: Option<ExecError> = None;
+            let more =
+                scan.next_page(db.heap(), &mut cx.session.buf, cx.snapshot, |tid, tuple| {
+                    // Under the page's content lock: decode and filter only,
+                    // never the pool.
+                    if decode_any {
+                        if let Err(e) = decode(types, tuple, wanted, row) {
+                            failure = Some(e.into());
+                            return ScanControl::Stop;
+                        }
+                    }
+                    match passes(filter.as_ref(), counts, row, cx.eval) {
+                        Ok(true) => {
+                            out.rows.push(row.clone());
+                            out.tids.push(tid);
+                            // Enough: the scan pauses here, in this page.
+                            if out.len() >= max_rows {
+                                ScanControl::Stop
+                            } else {
+                                ScanControl::Continue
+                            }
+                        }
+                        Ok(false) => ScanControl::Continue,
+                        Err(e) => {
+                            failure = Some(e);
+                            ScanControl::Stop
+                        }
+                    }
+                })?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            debug_assert_eq!(out.rows.len(), out.tids.len());
+            if !more || !out.is_empty() {
+                break more;
+            }
+        };
+        if !more {
+            self.ended = true;
+            self.end_scan(cx);
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.end_scan(cx);
+        self.ended = false;
+        Ok(())
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.end_scan(cx);
+        self.ended = true;
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let mut title = format!("Seq Scan on {}", self.table.name());
+        if let Some(alias) = &self.alias {
+            title.push(' ');
+            title.push_str(alias);
+        }
+        let mut details = Vec::new();
+        push_filter(&mut details, self.filter.as_ref(), self.counts, opts);
+        if let (true, Some(stats)) = (opts.analyze, &self.stats) {
+            stream_details(&mut details, &stats.stream, opts);
+        }
+        Some(Described {
+            title,
+            counts: self.counts,
+            details,
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        Vec::new()
+    }
+
+    fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
+        out.push(Arc::clone(&self.table));
+    }
+}
