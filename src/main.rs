@@ -65,6 +65,9 @@ enum Command {
         /// The statements; may start with `-` (`-1 + 2`, `-- comment`).
         #[arg(allow_hyphen_values = true)]
         text: String,
+        /// Prints rows as CSV with a header line (as `COPY … TO STDOUT
+        /// (FORMAT csv, HEADER)`) instead of aligned tables. Either way
+        /// rows print as the query produces them, in bounded memory.
         #[arg(long)]
         csv: bool,
     },

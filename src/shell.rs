@@ -12,7 +12,11 @@ use std::time::Instant;
 
 use aiostore::database::{Database, Session};
 use aiostore::exec::{Progress, ProgressUnit};
-use aiostore::sql::{format_csv, format_table, StatementIo, StatementResult};
+use aiostore::sql::{
+    format_csv, format_csv_rows, format_row_count, format_table, format_table_rows, ResultColumn,
+    RowSink, StatementIo, StatementResult,
+};
+use aiostore::types::Value;
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,13 +25,23 @@ pub enum Output {
     Csv,
 }
 
+/// Rows a query's printer holds before printing them: a result up to
+/// this size prints exactly as if printed whole (one aligned table, and
+/// nothing but the error if the query fails), a larger one in groups of
+/// this size, each aligned on its own as psql's `FETCH_COUNT` prints
+/// them, so that a result of any size prints in bounded memory.
+const PRINT_GROUP_ROWS: usize = 10_000;
+
 /// Prints one statement's result: rows as a table or CSV, else its tag.
+/// Rows streamed to a [`RowPrinter`] were printed already.
 pub fn print_result(out: &mut dyn Write, r: &StatementResult, how: Output) -> std::io::Result<()> {
     for notice in &r.notices {
         // Notices carry their level ("NOTICE: …", "INFO: …").
         eprintln!("{notice}");
     }
-    if r.returns_rows() {
+    if r.streamed {
+        Ok(())
+    } else if r.returns_rows() {
         match how {
             Output::Table => write!(out, "{}", format_table(r)),
             Output::Csv => write!(out, "{}", format_csv(r)),
@@ -65,9 +79,17 @@ fn run_in(
     let bar = Rc::new(RefCell::new(BarSlot::default()));
     let mut stdin = CopyInput::new(Rc::clone(&bar));
     let mut progress = TerminalProgress::new(bar);
+    let mut printer = RowPrinter {
+        out: &out,
+        how,
+        columns: Vec::new(),
+        group: Vec::new(),
+        printed: false,
+    };
     let mut io = StatementIo {
         stdin: Some(&mut stdin),
         stdout: Some(&mut copy_out),
+        rows: Some(&mut printer),
         progress: Some(&mut progress),
     };
     let result = aiostore::sql::execute_each(s, text, &mut io, |r| {
@@ -97,6 +119,65 @@ fn run_in(
     }
     let _ = out.flush();
     Ok(result.is_ok())
+}
+
+/// Prints a query's rows as the executor sends them, [`PRINT_GROUP_ROWS`]
+/// at a time.
+struct RowPrinter<'a, 'o> {
+    out: &'a RefCell<&'o mut dyn Write>,
+    how: Output,
+    columns: Vec<ResultColumn>,
+    /// Rows not printed yet.
+    group: Vec<Vec<Value>>,
+    /// A group of this result was printed (with the header).
+    printed: bool,
+}
+
+impl RowPrinter<'_, '_> {
+    fn print_group(&mut self) -> std::io::Result<()> {
+        let header = !self.printed;
+        let text = match self.how {
+            Output::Table => format_table_rows(&self.columns, &self.group, header),
+            Output::Csv => format_csv_rows(&self.columns, &self.group, header),
+        };
+        self.group.clear();
+        self.printed = true;
+        self.out.borrow_mut().write_all(text.as_bytes())
+    }
+}
+
+impl RowSink for RowPrinter<'_, '_> {
+    fn begin(&mut self, columns: &[ResultColumn]) -> std::io::Result<()> {
+        self.columns = columns.to_vec();
+        self.group.clear();
+        self.printed = false;
+        Ok(())
+    }
+
+    fn rows(&mut self, rows: &[Vec<Value>]) -> std::io::Result<()> {
+        self.group.extend_from_slice(rows);
+        if self.group.len() >= PRINT_GROUP_ROWS {
+            self.print_group()?;
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, count: Option<u64>) -> std::io::Result<()> {
+        let Some(count) = count else {
+            // As psql: a failed query prints no more rows, only its error.
+            self.group.clear();
+            return Ok(());
+        };
+        if !self.group.is_empty() || !self.printed {
+            self.print_group()?;
+        }
+        if self.how == Output::Table {
+            self.out
+                .borrow_mut()
+                .write_all(format_row_count(count).as_bytes())?;
+        }
+        Ok(())
+    }
 }
 
 /// The shell's output, lent to COPY … TO STDOUT between results; `used`

@@ -109,6 +109,56 @@ fn copy_reads_standard_input_and_writes_clean_standard_output() {
 }
 
 #[test]
+fn large_results_print_in_aligned_groups_and_small_failing_ones_print_only_the_error() {
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    assert!(aiostore(&dir, &["init"]).0);
+    // Past the printer's group of 10 000 rows: each group is aligned on
+    // its own (the first holds only numbers up to 5 digits wide, like
+    // the second), the header comes once and the count at the end.
+    let (ok, out, err) = sql_with_input(&dir, "SELECT g FROM generate_series(1, 25000) g", b"");
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[..3], ["   g", "-------", "     1"]);
+    assert_eq!(lines.len(), 2 + 25000 + 1);
+    assert_eq!(lines.last(), Some(&"(25000 rows)"));
+    for (i, line) in lines[2..25002].iter().enumerate() {
+        assert_eq!(line.trim_start(), (i + 1).to_string());
+    }
+    assert_eq!(lines.iter().filter(|l| l.starts_with("---")).count(), 1);
+    // CSV prints the same rows, once, with one header line.
+    let mut args = vec![
+        "sql",
+        "--csv",
+        "SELECT g, 'x' AS t FROM generate_series(1, 25000) g",
+    ];
+    let (ok, text) = aiostore(&dir, &args);
+    assert!(ok, "{text}");
+    let expected: String = std::iter::once("g,t\n".to_string())
+        .chain((1..=25000).map(|g| format!("{g},x\n")))
+        .collect();
+    assert_eq!(text, expected);
+    // A failure before the first group was printed prints only the error;
+    // a later one, the groups before it.
+    args[2] = "SELECT 1 / (g - 500) FROM generate_series(1, 25000) g";
+    let (ok, text) = aiostore(&dir, &args);
+    assert!(!ok);
+    assert_eq!(text, "ERROR:  division by zero\n");
+    let (ok, out, err) = sql_with_input(
+        &dir,
+        "SELECT g / (g - 20000) FROM generate_series(1, 25000) g",
+        b"",
+    );
+    assert!(!ok);
+    assert_eq!(err, "ERROR:  division by zero\n");
+    let printed = out.lines().count();
+    assert!(
+        (2 + 10_000..2 + 20_000).contains(&printed),
+        "{printed} lines before the error"
+    );
+}
+
+#[test]
 fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
     let tmp = common::temp_dir();
     let dir = tmp.path().join("demo");

@@ -1584,6 +1584,118 @@ fn results_print_as_tables_and_csv(method: IoMethod) {
     assert!(format_table(&one).ends_with("(1 row)\n"));
 }
 
+/// A row receiver that records what it was sent, and fails its
+/// `fail_at`-th batch.
+#[derive(Default)]
+struct RecordingSink {
+    events: Vec<String>,
+    rows: Vec<Vec<Value>>,
+    largest_batch: usize,
+    fail_at: Option<usize>,
+    batches: usize,
+}
+
+impl sql::RowSink for RecordingSink {
+    fn begin(&mut self, columns: &[sql::ResultColumn]) -> std::io::Result<()> {
+        let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+        self.events.push(format!("begin {}", names.join(",")));
+        Ok(())
+    }
+
+    fn rows(&mut self, rows: &[Vec<Value>]) -> std::io::Result<()> {
+        self.batches += 1;
+        if self.fail_at == Some(self.batches) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "reader went away",
+            ));
+        }
+        self.largest_batch = self.largest_batch.max(rows.len());
+        self.rows.extend_from_slice(rows);
+        Ok(())
+    }
+
+    fn end(&mut self, count: Option<u64>) -> std::io::Result<()> {
+        self.events.push(format!("end {count:?}"));
+        Ok(())
+    }
+}
+
+fn run_streaming(
+    s: &mut Session,
+    text: &str,
+    sink: &mut RecordingSink,
+) -> Result<Vec<StatementResult>, SqlError> {
+    let mut results = Vec::new();
+    let mut io = StatementIo {
+        rows: Some(sink),
+        ..Default::default()
+    };
+    sql::execute_each(s, text, &mut io, |r| results.push(r)).map(|()| results)
+}
+
+fn query_rows_stream_to_a_receiver_in_bounded_batches(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    let mut sink = RecordingSink::default();
+    let results = run_streaming(
+        &mut s,
+        "CREATE TABLE t (id int, note text);
+         INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 3000) g;
+         SELECT id, note FROM t;
+         SELECT count(*) AS n FROM t",
+        &mut sink,
+    )
+    .unwrap();
+    // Only the queries' rows go to the receiver, each query bracketed.
+    assert_eq!(
+        sink.events,
+        ["begin id,note", "end Some(3000)", "begin n", "end Some(1)"]
+    );
+    assert_eq!(results[2].tag, "SELECT 3000");
+    assert!(results[2].streamed && results[2].rows.is_empty());
+    assert!(results[2].returns_rows());
+    assert_eq!(sink.rows.len(), 3001);
+    for (i, row) in sink.rows[..3000].iter().enumerate() {
+        let id = i as i32 + 1;
+        assert_eq!(
+            row,
+            &vec![Value::Integer(id), Value::Text(format!("row {id}"))]
+        );
+    }
+    assert_eq!(sink.rows[3000], vec![big(3000)]);
+    assert!(
+        sink.largest_batch <= aiostore::exec::plan::BATCH_ROWS_MAX,
+        "batches of at most {} rows, got {}",
+        aiostore::exec::plan::BATCH_ROWS_MAX,
+        sink.largest_batch
+    );
+
+    // A query failing after some rows were sent ends the rows without a
+    // count, and fails with its own error.
+    let mut sink = RecordingSink::default();
+    let e = run_streaming(&mut s, "SELECT 1 / (id - 2000) FROM t", &mut sink).unwrap_err();
+    assert_eq!(e.to_string(), "division by zero");
+    assert_eq!(sink.events, ["begin ?column?", "end None"]);
+    assert!(!sink.rows.is_empty() && sink.rows.len() < 2000);
+
+    // A receiver that fails stops the query with an error naming it; the
+    // session goes on.
+    let mut sink = RecordingSink {
+        fail_at: Some(2),
+        ..Default::default()
+    };
+    let e = run_streaming(&mut s, "SELECT id FROM t", &mut sink).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "could not send the query's rows: reader went away"
+    );
+    assert_eq!(sink.events, ["begin id", "end None"]);
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM t"),
+        vec![vec![big(3000)]]
+    );
+}
+
 /// Runs `text` with `input` as COPY's standard input, returning what
 /// COPY … TO STDOUT wrote and the results.
 fn run_io(s: &mut Session, text: &str, input: &[u8]) -> (Vec<u8>, Vec<StatementResult>) {
@@ -1601,6 +1713,7 @@ fn try_io(
     let mut io = StatementIo {
         stdin: Some(&mut input),
         stdout: Some(&mut out),
+        rows: None,
         progress: None,
     };
     let r = sql::execute_each(s, text, &mut io, |r| results.push(r));
@@ -2480,6 +2593,7 @@ for_each_method!(
     a_sequential_scan_reads_the_same_rows_with_and_without_direct_io,
     vacuum_removes_dead_rows_and_checkpoint_writes_back,
     results_print_as_tables_and_csv,
+    query_rows_stream_to_a_receiver_in_bounded_batches,
     copy_to_of_what_copy_from_loaded_is_identical,
     malformed_copy_input_names_line_and_column_and_loads_nothing,
     copy_refuses_bad_options_and_missing_streams_by_name,

@@ -647,10 +647,10 @@ impl RowWriter<'_> {
     }
 }
 
-/// `rows` under a header line of `names`, as `COPY … TO (FORMAT csv,
-/// HEADER)` writes them.
-pub fn csv_with_header<'n>(
-    names: impl IntoIterator<Item = &'n str>,
+/// `rows` as `COPY … TO (FORMAT csv)` writes them, under a header line
+/// of `names` if given (as with `HEADER`).
+pub fn csv_rows<'n>(
+    names: Option<impl IntoIterator<Item = &'n str>>,
     rows: &[Vec<Value>],
 ) -> String {
     let opts = CopyOptions::new(CopyFormat::Csv);
@@ -658,7 +658,9 @@ pub fn csv_with_header<'n>(
         opts: &opts,
         buf: Vec::new(),
     };
-    w.header(names);
+    if let Some(names) = names {
+        w.header(names);
+    }
     for row in rows {
         w.row(row.iter());
     }

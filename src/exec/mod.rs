@@ -51,7 +51,7 @@
 //! let root = AggregateNode::new(Box::new(scan), vec![], vec![], vec![count], None);
 //! let mut plan = Plan::Query(QueryPlan::new(Box::new(root), 1));
 //! let mut snapshot = s.start_statement()?;
-//! let outcome = exec::execute(&mut plan, s, &mut snapshot);
+//! let outcome = exec::execute(&mut plan, s, &mut snapshot, exec::Rows::Collect);
 //! drop(snapshot);
 //! s.end_statement(outcome.is_ok())?;
 //! println!("{:?}", outcome?.rows);
@@ -89,7 +89,7 @@ pub use nodes::{
     AggregateNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode, SortNode, ValuesNode,
     ViewNode,
 };
-pub use plan::{Batch, ExecCx, Filter, Flow, PlanNode, QueryPlan, SortKey};
+pub use plan::{Batch, ExecCx, Filter, Flow, PlanNode, QueryPlan, Rows, SortKey};
 pub use progress::{NoProgress, Progress, ProgressUnit};
 pub use scan::SeqScanNode;
 pub use views::{Utility, UtilityCall, View};
@@ -162,6 +162,10 @@ pub enum ExecError {
     },
     #[error("COPY could not write to {target}: {message}")]
     CopyOutput { target: String, message: String },
+    /// The receiver of a query's streamed rows failed (the shell's
+    /// output closed, say); the rows before it were delivered.
+    #[error("could not send the query's rows: {message}")]
+    ResultOutput { message: String },
     #[error("table \"{0}\" was dropped while the statement was being prepared; run it again")]
     TableDropped(String),
     #[error(transparent)]
@@ -210,7 +214,7 @@ impl Plan {
 /// What a statement returned.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// The rows of a query.
+    /// The rows of a query run with [`Rows::Collect`].
     pub rows: Vec<Vec<Value>>,
     /// Rows returned, inserted, updated or deleted.
     pub count: u64,
@@ -245,23 +249,22 @@ fn check_not_dropped(db: &Database, table: &Arc<TableDef>) -> Result<(), ExecErr
     }
 }
 
-/// Runs `plan` as one statement of `session`, reading with `snapshot`.
-/// Instrumentation for EXPLAIN ANALYZE is left in the plan.
+/// Runs `plan` as one statement of `session`, reading with `snapshot`,
+/// sending a query's rows to `rows`. Instrumentation for EXPLAIN ANALYZE
+/// is left in the plan.
 pub fn execute(
     plan: &mut Plan,
     session: &mut Session,
     snapshot: &mut StatementSnapshot,
+    rows: Rows,
 ) -> Result<Outcome, ExecError> {
     let db = Arc::clone(session.db());
     let _held = hold_tables(&db, &plan.tables())?;
     let mut ctx = EvalContext::new();
     match plan {
         Plan::Query(q) => {
-            let rows = plan::run_query(q, session, snapshot.get(), &mut ctx)?;
-            Ok(Outcome {
-                count: rows.len() as u64,
-                rows,
-            })
+            let (rows, count) = plan::run_query(q, session, snapshot.get(), &mut ctx, rows)?;
+            Ok(Outcome { rows, count })
         }
         Plan::Insert(i) => dml::run_insert(i, session, snapshot, &mut ctx),
         Plan::Update(u) => dml::run_update(u, session, snapshot, &mut ctx),

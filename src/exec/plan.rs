@@ -221,28 +221,52 @@ pub(crate) fn drain(
     result
 }
 
-/// Runs a query, returning its rows (without hidden columns).
+/// Where a query's rows go.
+pub enum Rows<'a> {
+    /// Into [`super::Outcome::rows`]: for callers that want them all.
+    Collect,
+    /// To the function, a batch at a time as the tree produces them (rows
+    /// without hidden columns), so that a result of any size passes in
+    /// bounded memory; `Outcome::rows` stays empty. A failing write stops
+    /// the query (`ExecError::ResultOutput`).
+    Stream(&'a mut dyn FnMut(&[Vec<Value>]) -> std::io::Result<()>),
+    /// Nowhere, only counted (EXPLAIN ANALYZE).
+    Discard,
+}
+
+/// Runs a query, sending its rows (without hidden columns) to `out`;
+/// returns them when `out` collects, and how many there were.
 pub(crate) fn run_query(
     q: &mut QueryPlan,
     s: &mut Session,
     snap: &Snapshot,
     eval: &mut EvalContext,
-) -> Result<Vec<Vec<Value>>, ExecError> {
-    let mut rows = Vec::new();
+    out: Rows,
+) -> Result<(Vec<Vec<Value>>, u64), ExecError> {
+    let mut collected = Vec::new();
+    let mut count = 0u64;
     let width = q.width;
     let mut cx = ExecCx {
         session: s,
         snapshot: snap,
         eval,
     };
+    let mut out = out;
     drain(q.root.as_mut(), &mut cx, |_, batch| {
-        rows.extend(batch.rows.drain(..).map(|mut row| {
+        count += batch.rows.len() as u64;
+        for row in &mut batch.rows {
             row.truncate(width);
-            row
-        }));
+        }
+        match &mut out {
+            Rows::Collect => collected.append(&mut batch.rows),
+            Rows::Stream(f) => f(&batch.rows).map_err(|e| ExecError::ResultOutput {
+                message: e.to_string(),
+            })?,
+            Rows::Discard => {}
+        }
         Ok(Flow::Continue)
     })?;
-    Ok(rows)
+    Ok((collected, count))
 }
 
 /// Scans `node`'s table with `snap`, decoding the wanted columns (none:

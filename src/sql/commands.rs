@@ -17,10 +17,10 @@ use super::explain::{explain, explain_options};
 use super::expr::{constant, ident, object_name, StmtCx};
 use super::parse::{Parsed, Stmt};
 use super::query::plan_query;
-use super::{ResultColumn, SqlError, StatementIo, StatementResult};
+use super::{ResultColumn, RowSink, SqlError, StatementIo, StatementResult};
 use crate::config::{Context, SETTINGS};
 use crate::database::{Isolation, Session, StatementSnapshot, XactError};
-use crate::exec::{self, Plan};
+use crate::exec::{self, ExecError, Plan};
 use crate::types::{ColumnType, Value};
 
 /// Ends the statement as `result` says; an error ending it (a commit that
@@ -192,7 +192,15 @@ fn dispatch(
         | Statement::Delete(_) => in_statement(s, |s, snapshot| {
             let db = Arc::clone(s.db());
             let (mut plan, columns) = plan_statement(&cx, &db, statement)?;
-            let outcome = exec::execute(&mut plan, s, snapshot)?;
+            let sink = match plan {
+                Plan::Query(_) => io.rows.as_deref_mut(),
+                _ => None,
+            };
+            let streamed = sink.is_some();
+            let outcome = match sink {
+                None => exec::execute(&mut plan, s, snapshot, exec::Rows::Collect)?,
+                Some(sink) => stream_rows(s, snapshot, &mut plan, &columns, sink)?,
+            };
             let tag = match plan {
                 Plan::Query(_) => format!("SELECT {}", outcome.count),
                 Plan::Insert(_) => format!("INSERT 0 {}", outcome.count),
@@ -203,6 +211,7 @@ fn dispatch(
                 tag,
                 columns,
                 rows: outcome.rows,
+                streamed,
                 notices: Vec::new(),
             })
         }),
@@ -374,6 +383,27 @@ fn reset_settings(s: &mut Session, names: &[String]) -> Result<(), SqlError> {
     Ok(())
 }
 
+/// Runs the query `plan`, sending its rows to `sink` as they come.
+fn stream_rows(
+    s: &mut Session,
+    snapshot: &mut StatementSnapshot,
+    plan: &mut Plan,
+    columns: &[ResultColumn],
+    sink: &mut dyn RowSink,
+) -> Result<exec::Outcome, SqlError> {
+    let output_failed = |e: std::io::Error| ExecError::ResultOutput {
+        message: e.to_string(),
+    };
+    sink.begin(columns).map_err(output_failed)?;
+    let mut send = |rows: &[Vec<Value>]| sink.rows(rows);
+    let outcome = exec::execute(plan, s, snapshot, exec::Rows::Stream(&mut send));
+    let ended = sink.end(outcome.as_ref().ok().map(|o| o.count));
+    // The query's own error first: a failed end after it changes nothing.
+    let outcome = outcome?;
+    ended.map_err(output_failed)?;
+    Ok(outcome)
+}
+
 fn with_notice(tag: &str, notice: &str) -> StatementResult {
     StatementResult {
         notices: vec![format!("WARNING: {notice}")],
@@ -508,7 +538,7 @@ fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
                 column("description"),
             ],
             rows,
-            notices: Vec::new(),
+            ..Default::default()
         });
     }
     let value = if name.eq_ignore_ascii_case(TRANSACTION_ISOLATION) {
@@ -523,6 +553,6 @@ fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
             ty: ColumnType::Text,
         }],
         rows: vec![vec![Value::Text(value)]],
-        notices: Vec::new(),
+        ..Default::default()
     })
 }

@@ -4,8 +4,8 @@
 //! doubles with the shortest digits that read back the same, NULL as
 //! nothing.
 
-use super::StatementResult;
-use crate::types::is_numeric;
+use super::{ResultColumn, StatementResult};
+use crate::types::{is_numeric, Value};
 
 /// A value as PostgreSQL prints it (NULL as an empty string).
 pub use crate::types::output_text as format_value;
@@ -17,14 +17,22 @@ pub fn format_table(result: &StatementResult) -> String {
     if !result.returns_rows() {
         return format!("{}\n", result.tag);
     }
-    let cells: Vec<Vec<String>> = result
-        .rows
+    let mut out = format_table_rows(&result.columns, &result.rows, true);
+    out.push_str(&format_row_count(result.rows.len() as u64));
+    out
+}
+
+/// One group of rows of an aligned table, each column as wide as its
+/// widest value in the group (and its name); with `header`, the header
+/// and rule first. A result printed in groups, as it streams, is aligned
+/// group by group (as psql's `FETCH_COUNT` prints it).
+pub fn format_table_rows(columns: &[ResultColumn], rows: &[Vec<Value>], header: bool) -> String {
+    let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|row| row.iter().map(format_value).collect())
         .collect();
     let width = |s: &str| s.chars().count();
-    let widths: Vec<usize> = result
-        .columns
+    let widths: Vec<usize> = columns
         .iter()
         .enumerate()
         .map(|(i, c)| {
@@ -42,31 +50,31 @@ pub fn format_table(result: &StatementResult) -> String {
         out.push_str(parts.join("|").trim_end());
         out.push('\n');
     };
-    let header = result
-        .columns
-        .iter()
-        .zip(&widths)
-        .map(|(c, &w)| {
-            let pad = w - width(&c.name);
-            format!(
-                " {}{}{} ",
-                " ".repeat(pad / 2),
-                c.name,
-                " ".repeat(pad - pad / 2)
-            )
-        })
-        .collect();
-    line(header, &mut out);
-    let rule = widths
-        .iter()
-        .map(|&w| "-".repeat(w + 2))
-        .collect::<Vec<_>>()
-        .join("+");
-    out.push_str(&rule);
-    out.push('\n');
+    if header {
+        let names = columns
+            .iter()
+            .zip(&widths)
+            .map(|(c, &w)| {
+                let pad = w - width(&c.name);
+                format!(
+                    " {}{}{} ",
+                    " ".repeat(pad / 2),
+                    c.name,
+                    " ".repeat(pad - pad / 2)
+                )
+            })
+            .collect();
+        line(names, &mut out);
+        let rule = widths
+            .iter()
+            .map(|&w| "-".repeat(w + 2))
+            .collect::<Vec<_>>()
+            .join("+");
+        out.push_str(&rule);
+        out.push('\n');
+    }
     for row in &cells {
-        let parts = result
-            .columns
+        let parts = columns
             .iter()
             .zip(&widths)
             .enumerate()
@@ -82,9 +90,12 @@ pub fn format_table(result: &StatementResult) -> String {
             .collect();
         line(parts, &mut out);
     }
-    let n = result.rows.len();
-    out.push_str(&format!("({n} {})\n", if n == 1 { "row" } else { "rows" }));
     out
+}
+
+/// The line that ends an aligned table: "(N rows)".
+pub fn format_row_count(n: u64) -> String {
+    format!("({n} {})\n", if n == 1 { "row" } else { "rows" })
 }
 
 /// CSV with a header line, as `COPY … TO STDOUT (FORMAT csv, HEADER)`
@@ -94,7 +105,13 @@ pub fn format_csv(result: &StatementResult) -> String {
     if !result.returns_rows() {
         return String::new();
     }
-    crate::exec::copy::csv_with_header(result.columns.iter().map(|c| c.name.as_str()), &result.rows)
+    format_csv_rows(&result.columns, &result.rows, true)
+}
+
+/// Rows as [`format_csv`] writes them, after the header line if `header`.
+pub fn format_csv_rows(columns: &[ResultColumn], rows: &[Vec<Value>], header: bool) -> String {
+    let names = header.then(|| columns.iter().map(|c| c.name.as_str()));
+    crate::exec::copy::csv_rows(names, rows)
 }
 
 #[cfg(test)]
@@ -128,7 +145,7 @@ mod tests {
                 ],
                 vec![Value::Integer(1234), Value::Null, Value::Boolean(false)],
             ],
-            notices: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -146,6 +163,27 @@ mod tests {
             format_table(&StatementResult::tag("INSERT 0 1")),
             "INSERT 0 1\n"
         );
+    }
+
+    #[test]
+    fn groups_of_a_streamed_table_align_on_their_own_under_one_header() {
+        let r = result();
+        let (first, second) = r.rows.split_at(1);
+        let printed = format_table_rows(&r.columns, first, true)
+            + &format_table_rows(&r.columns, second, false)
+            + &format_row_count(2);
+        assert_eq!(
+            printed,
+            " id |  note  | ok\n\
+             ----+--------+----\n\
+             \x20 7 | a, \"b\" | t\n\
+             \x201234 |      | f\n\
+             (2 rows)\n"
+        );
+        // CSV groups join into exactly the whole.
+        let csv =
+            format_csv_rows(&r.columns, first, true) + &format_csv_rows(&r.columns, second, false);
+        assert_eq!(csv, format_csv(&r));
     }
 
     #[test]

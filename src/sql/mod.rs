@@ -100,7 +100,9 @@ use crate::database::{DbError, Session, XactError};
 use crate::exec::{ExecError, Progress};
 use crate::types::{ColumnType, Value};
 
-pub use format::{format_csv, format_table, format_value};
+pub use format::{
+    format_csv, format_csv_rows, format_row_count, format_table, format_table_rows, format_value,
+};
 pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH};
 
 /// A place in the statement text (1-based).
@@ -226,7 +228,11 @@ pub struct StatementResult {
     pub tag: String,
     /// Columns of a row-returning statement (empty for others).
     pub columns: Vec<ResultColumn>,
+    /// The rows, unless they went to [`StatementIo::rows`] as they were
+    /// produced (then `streamed` is set and this is empty).
     pub rows: Vec<Vec<Value>>,
+    /// The rows went to [`StatementIo::rows`].
+    pub streamed: bool,
     /// Notices and warnings ("table \"t\" already exists, skipping").
     pub notices: Vec<String>,
 }
@@ -252,14 +258,33 @@ impl StatementResult {
 }
 
 /// What statements may use besides the database: the input of COPY …
-/// FROM STDIN, the output of COPY … TO STDOUT, and where long statements
-/// (COPY FROM, VACUUM) report their progress. Each is optional; a COPY
-/// that needs a missing one fails with an error saying so.
+/// FROM STDIN, the output of COPY … TO STDOUT, the receiver of a
+/// query's rows, and where long statements (COPY FROM, VACUUM) report
+/// their progress. Each is optional; a COPY that needs a missing one fails
+/// with an error saying so, and without a row receiver a query's rows are
+/// collected in its [`StatementResult`].
 #[derive(Default)]
 pub struct StatementIo<'a> {
     pub stdin: Option<&'a mut dyn BufRead>,
     pub stdout: Option<&'a mut dyn Write>,
+    pub rows: Option<&'a mut dyn RowSink>,
     pub progress: Option<&'a mut dyn Progress>,
+}
+
+/// Receives the rows of a query (SELECT, VALUES) as the executor produces
+/// them, a batch at a time, so that a result of any size passes through
+/// in bounded memory (PostgreSQL's server sends rows as its executor
+/// returns them in the same way). SHOW, EXPLAIN and views' small results
+/// are not streamed.
+pub trait RowSink {
+    /// The result's columns, before its first row.
+    fn begin(&mut self, columns: &[ResultColumn]) -> std::io::Result<()>;
+    /// The next rows, in order.
+    fn rows(&mut self, rows: &[Vec<Value>]) -> std::io::Result<()>;
+    /// The end of the rows: `Some(count)` when the query finished, `None`
+    /// when an error stopped it after [`RowSink::begin`] (what was sent
+    /// stays sent, as with PostgreSQL).
+    fn end(&mut self, count: Option<u64>) -> std::io::Result<()>;
 }
 
 impl StatementIo<'_> {
