@@ -38,6 +38,7 @@ pub mod exec;
 pub mod heap;
 pub mod inject;
 pub mod page;
+pub mod sort;
 pub mod sql;
 pub mod stats;
 pub mod storage;

@@ -411,7 +411,49 @@ fn a_failed_checkpoint_keeps_the_segments_recovery_needs(method: IoMethod) {
     );
 }
 
+/// A sort or hash aggregation spilling into a full file system fails its
+/// statement naming the directory and the fix; the space it took is given
+/// back at once (the files have no names), and the session goes on.
+fn spills_onto_a_full_disk_fail_the_statement_and_give_the_space_back(method: IoMethod) {
+    let dir = temp_dir();
+    let path = dir.path().join("data");
+    Database::init(&path).unwrap();
+    let tmp = path.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let Some(_mount) = Mount::tmpfs(&tmp, "size=512k") else {
+        return;
+    };
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id int, note text);
+         INSERT INTO t SELECT g, repeat('x', 50) || g FROM generate_series(1, 40000) g;
+         SET work_mem = '64kB'",
+    );
+    let free = free_bytes(&tmp);
+    for query in [
+        "SELECT id FROM t ORDER BY note DESC LIMIT 1",
+        "SELECT note, count(*) FROM t GROUP BY note HAVING count(*) > 1",
+    ] {
+        let e = err(&mut s, query);
+        assert!(e.contains("No space left on device"), "{query}: {e}");
+        assert!(
+            e.contains(&format!("a temporary file in \"{}\"", tmp.display()))
+                && e.contains("raise work_mem"),
+            "{query}: {e}"
+        );
+        assert_eq!(free_bytes(&tmp), free, "the spill files' space is back");
+    }
+    run(&mut s, "SET work_mem = '64MB'");
+    assert_eq!(
+        ints(&mut s, "SELECT id FROM t ORDER BY note DESC LIMIT 1"),
+        [9999]
+    );
+}
+
 for_each_method!(
+    spills_onto_a_full_disk_fail_the_statement_and_give_the_space_back,
     a_load_onto_a_full_disk_fails_naming_the_file,
     data_writes_failing_with_enospc_fail_the_statement,
     a_full_disk_under_the_wal_stops_the_database,

@@ -1584,6 +1584,85 @@ fn results_print_as_tables_and_csv(method: IoMethod) {
     assert!(format_table(&one).ends_with("(1 row)\n"));
 }
 
+/// The lines of `EXPLAIN …` as text.
+fn plan_lines(s: &mut Session, text: &str) -> Vec<String> {
+    rows(s, text)
+        .into_iter()
+        .map(|r| match &r[0] {
+            Value::Text(line) => line.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: IoMethod) {
+    let (dir, _db, mut s) = new_session(method);
+    run(
+        &mut s,
+        // NULL keys, and -0 and 0, group together however they spill.
+        "CREATE TABLE t (id int, k text, x double precision);
+         INSERT INTO t SELECT g, 'key ' || (g * 7919 % 20011), g % 20011 % 7
+           FROM generate_series(1, 60000) g;
+         INSERT INTO t SELECT g, NULL, 0.0 FROM generate_series(60001, 61000) g;
+         INSERT INTO t SELECT g, 'key ' || (g % 50), -0.0 FROM generate_series(61001, 62000) g;
+         INSERT INTO t SELECT g, NULL, -0.0 FROM generate_series(62001, 63000) g",
+    );
+    let sort = "SELECT k, id FROM t ORDER BY k DESC NULLS LAST, x";
+    let group =
+        "SELECT k, x, count(*), sum(id), min(id), max(k) FROM t GROUP BY k, x HAVING count(*) > 1";
+    run(&mut s, "SET work_mem = '64MB'");
+    let in_memory_sorted = rows(&mut s, sort);
+    let mut in_memory_groups = rows(&mut s, group);
+    run(&mut s, "SET work_mem = '64kB'");
+    assert_eq!(
+        rows(&mut s, sort),
+        in_memory_sorted,
+        "a spilled sort is stable"
+    );
+    let mut spilled_groups = rows(&mut s, group);
+    // Hash aggregation returns groups in no set order.
+    let by_text = |r: &Vec<Value>| format!("{r:?}");
+    in_memory_groups.sort_by_key(by_text);
+    spilled_groups.sort_by_key(by_text);
+    assert_eq!(spilled_groups, in_memory_groups);
+    assert!(in_memory_groups.len() > 1000, "{}", in_memory_groups.len());
+
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {sort}"));
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Sort Method: external merge  Disk: ")),
+        "{plan:#?}"
+    );
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {group}"));
+    let batches = plan
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("Batches: "))
+        .unwrap_or_else(|| panic!("{plan:#?}"));
+    assert!(
+        !batches.starts_with("1 ") && batches.contains("Disk Usage: "),
+        "{batches}"
+    );
+    // A LIMIT that stops reading a spilled sort early drops its runs.
+    let first = rows(&mut s, &format!("{sort} LIMIT 2"));
+    assert_eq!(first, in_memory_sorted[..2]);
+    run(&mut s, "SET work_mem = '64MB'");
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {sort}"));
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Sort Method: quicksort  Memory: ")),
+        "{plan:#?}"
+    );
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {group}"));
+    assert!(
+        plan.iter()
+            .any(|l| l.trim().starts_with("Batches: 1  Memory Usage: ")),
+        "{plan:#?}"
+    );
+    // Spill files have no names: nothing is left behind.
+    let tmp = dir.path().join("data").join("tmp");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}
+
 /// A row receiver that records what it was sent, and fails its
 /// `fail_at`-th batch.
 #[derive(Default)]
@@ -2594,6 +2673,7 @@ for_each_method!(
     vacuum_removes_dead_rows_and_checkpoint_writes_back,
     results_print_as_tables_and_csv,
     query_rows_stream_to_a_receiver_in_bounded_batches,
+    sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows,
     copy_to_of_what_copy_from_loaded_is_identical,
     malformed_copy_input_names_line_and_column_and_loads_nothing,
     copy_refuses_bad_options_and_missing_streams_by_name,

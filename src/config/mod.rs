@@ -184,6 +184,16 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Like effective_io_concurrency, for maintenance work",
     },
     SettingDef {
+        name: "work_mem",
+        default: "4MB",
+        kind: Kind::Blocks {
+            min: 8,
+            max: 1 << 28,
+        },
+        context: Context::Session,
+        description: "Memory a sort or a hash aggregation uses before it spills to temporary files in the data directory's tmp/",
+    },
+    SettingDef {
         name: "io_direct",
         default: "off",
         kind: Kind::Enum(&["off", "data", "wal", "data+wal"]),
@@ -682,6 +692,11 @@ impl Settings {
 
     pub fn io_max_combine_limit(&self) -> usize {
         self.integer("io_max_combine_limit") as usize
+    }
+
+    /// `work_mem` in bytes.
+    pub fn work_mem_bytes(&self) -> usize {
+        self.integer("work_mem") as usize * BLOCK_SIZE_BYTES as usize
     }
 
     pub fn effective_io_concurrency(&self) -> usize {

@@ -69,6 +69,11 @@ const VERSION_FILE: &str = "AIOSTORE_VERSION";
 const LOCK_FILE: &str = "aiostore.pid";
 /// Where relation files live, inside the data directory.
 pub const BASE_DIR: &str = "base";
+/// Where sorts and hash aggregation spill beyond `work_mem`, inside the
+/// data directory (PostgreSQL's `pgsql_tmp`): on the data's file system,
+/// whose free space the user watches. Its files have no names (see
+/// `sort::spill`), so a crash leaves nothing to clean up.
+pub const TEMP_DIR: &str = "tmp";
 /// Entries `init` accepts in an existing directory: a prepared config file
 /// and the scratch files of `aiostore bench`.
 const INIT_ALLOWED_ENTRIES: &[&str] = &[crate::config::CONFIG_FILE_NAME, "bench"];
@@ -522,6 +527,11 @@ impl Database {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where statements spill temporary files ([`TEMP_DIR`]).
+    pub fn temp_dir(&self) -> PathBuf {
+        self.dir.join(TEMP_DIR)
     }
 
     pub fn settings(&self) -> &Settings {

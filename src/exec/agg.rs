@@ -9,10 +9,13 @@
 //! type. Integer sums run in 128 bits, so only the final result can
 //! overflow.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
 
 use super::expr::{EvalContext, Expr};
 use super::ExecError;
+use crate::sort::{row_bytes, SpillReader, SpillWriter};
 use crate::types::{as_f64, as_i64, compare, is_numeric, ColumnType, TypeError, Value};
 
 /// Which aggregate.
@@ -258,6 +261,153 @@ impl Hash for GroupKey {
             }
         }
     }
+}
+
+/// Partitions the rows of new groups go to once a [`GroupTable`] is full;
+/// each is aggregated later on its own (as PostgreSQL 13+ spills hash
+/// aggregation).
+pub const SPILL_PARTITIONS: usize = 16;
+/// Deepest re-partitioning of a partition that is still too big: beyond it
+/// a table grows past `work_mem` rather than spill again. Six levels split
+/// the groups 16⁶ (16 M) ways; only groups no hash tells apart go deeper.
+pub const SPILL_DEPTH_MAX: u32 = 6;
+
+/// One group being aggregated: its key values and running states.
+pub type Group = (Vec<Value>, Vec<Acc>);
+
+/// Groups aggregated in memory, in order of first appearance, within a
+/// memory limit (`work_mem`): once the groups fill it, rows of groups it
+/// does not hold are written to one of [`SPILL_PARTITIONS`] files by the
+/// hash of their key, while rows of the groups it holds still aggregate in
+/// place. A group is thus wholly in the table or wholly in one partition.
+pub struct GroupTable {
+    groups: Vec<Group>,
+    index: HashMap<GroupKey, usize>,
+    /// The current row's key (kept to reuse its allocation).
+    key: GroupKey,
+    mem: usize,
+    limit: usize,
+    depth: u32,
+    dir: PathBuf,
+    /// Set once full: a file per partition, made when first needed.
+    spill: Option<Vec<Option<SpillWriter>>>,
+    stats: GroupStats,
+}
+
+/// What aggregating one table cost, for EXPLAIN ANALYZE (PostgreSQL's
+/// "Batches", "Memory Usage" and "Disk Usage").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Tables aggregated: 1, plus one per spilled partition.
+    pub batches: u64,
+    pub peak_memory_bytes: u64,
+    pub spilled_bytes: u64,
+}
+
+impl GroupStats {
+    pub fn add(&mut self, other: GroupStats) {
+        self.batches += other.batches;
+        self.peak_memory_bytes = self.peak_memory_bytes.max(other.peak_memory_bytes);
+        self.spilled_bytes += other.spilled_bytes;
+    }
+}
+
+/// The rows of one spilled partition, to aggregate at `depth`.
+pub struct SpilledGroups {
+    pub rows: SpillReader,
+    pub depth: u32,
+}
+
+impl GroupTable {
+    /// An empty table for partitioning level `depth` (0 for a node's
+    /// input), holding about `limit` bytes before it spills to `dir`.
+    pub fn new(depth: u32, limit: usize, dir: &Path) -> GroupTable {
+        GroupTable {
+            groups: Vec::new(),
+            index: HashMap::new(),
+            key: GroupKey(Vec::new()),
+            mem: 0,
+            limit,
+            depth,
+            dir: dir.to_path_buf(),
+            spill: None,
+            stats: GroupStats {
+                batches: 1,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Adds `row` to its group (made if the table has room, else the row
+    /// is spilled).
+    pub fn add(
+        &mut self,
+        row: &[Value],
+        groups: &[Expr],
+        aggs: &[Aggregate],
+        eval: &mut EvalContext,
+    ) -> Result<(), ExecError> {
+        self.key.0.clear();
+        for g in groups {
+            self.key.0.push(g.eval(row, eval)?);
+        }
+        let at = match self.index.get(&self.key) {
+            Some(&at) => at,
+            None => {
+                if let Some(spill) = &mut self.spill {
+                    let p = partition(&self.key, self.depth);
+                    let file = match &mut spill[p] {
+                        Some(file) => file,
+                        empty => empty.insert(SpillWriter::create(&self.dir)?),
+                    };
+                    file.push(row)?;
+                    return Ok(());
+                }
+                let at = self.groups.len();
+                let accs: Vec<Acc> = aggs.iter().map(Aggregate::start).collect();
+                // The key is held twice (the group and the index).
+                self.mem += 2 * row_bytes(&self.key.0)
+                    + std::mem::size_of_val(accs.as_slice())
+                    + std::mem::size_of::<(Group, GroupKey, usize)>();
+                self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem as u64);
+                self.groups.push((self.key.0.clone(), accs));
+                self.index.insert(self.key.clone(), at);
+                if self.mem > self.limit && self.depth < SPILL_DEPTH_MAX {
+                    self.spill = Some((0..SPILL_PARTITIONS).map(|_| None).collect());
+                }
+                at
+            }
+        };
+        for (agg, acc) in aggs.iter().zip(self.groups[at].1.iter_mut()) {
+            agg.update(acc, row, eval)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the input: the groups held, in order of first appearance, the
+    /// partitions spilled, one level deeper, and what it cost.
+    pub fn finish(self) -> Result<(Vec<Group>, Vec<SpilledGroups>, GroupStats), ExecError> {
+        let mut stats = self.stats;
+        let mut spilled = Vec::new();
+        for file in self.spill.into_iter().flatten().flatten() {
+            stats.spilled_bytes += file.bytes();
+            spilled.push(SpilledGroups {
+                rows: file.finish()?,
+                depth: self.depth + 1,
+            });
+        }
+        Ok((self.groups, spilled, stats))
+    }
+}
+
+/// The partition of a group at `depth`: other hash bits at each depth, so
+/// that a partition spilled again splits.
+fn partition(key: &GroupKey, depth: u32) -> usize {
+    // SipHash with fixed keys: the same partition in every run.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    depth.hash(&mut h);
+    key.hash(&mut h);
+    (h.finish() % SPILL_PARTITIONS as u64) as usize
 }
 
 #[cfg(test)]

@@ -168,6 +168,9 @@ pub enum ExecError {
     ResultOutput { message: String },
     #[error("table \"{0}\" was dropped while the statement was being prepared; run it again")]
     TableDropped(String),
+    /// A sort's or hash aggregation's temporary file failed.
+    #[error(transparent)]
+    Sort(#[from] crate::sort::SortError),
     #[error(transparent)]
     Heap(#[from] HeapError),
     #[error(transparent)]

@@ -3,10 +3,9 @@
 //! and the operators above a source (aggregation, projection, sorting,
 //! limits).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::agg::{Acc, Aggregate, GroupKey};
+use super::agg::{Acc, Aggregate, Group, GroupStats, GroupTable, SpilledGroups};
 use super::explain::{push_filter, ExplainOptions};
 use super::expr::{EvalContext, Expr};
 use super::plan::{
@@ -16,6 +15,7 @@ use super::plan::{
 use super::views::{UtilityCall, View};
 use super::ExecError;
 use crate::catalog::TableDef;
+use crate::sort::{RowOrder, SortStats, SortedRows, Sorter};
 use crate::types::{as_i64, sort_cmp, ColumnType, TypeError, Value};
 
 /// One row: no columns (a SELECT without FROM), or the results of
@@ -439,48 +439,16 @@ fn consume(
     Ok(())
 }
 
-/// The rows of a node that consumes its whole input before returning any
-/// (Sort's sorted rows, Aggregate's groups): computed on the first pull,
-/// then returned a batch at a time.
-#[derive(Default)]
-struct Computed(Option<std::vec::IntoIter<Vec<Value>>>);
-
-impl Computed {
-    /// Returns up to [`BATCH_ROWS_MAX`] of the rows, and at most
-    /// `max_rows`, computing them all with `compute` first if not yet.
-    fn next_batch(
-        &mut self,
-        out: &mut Batch,
-        max_rows: usize,
-        compute: impl FnOnce() -> Result<Vec<Vec<Value>>, ExecError>,
-    ) -> Result<(), ExecError> {
-        if self.0.is_none() {
-            self.0 = Some(compute()?.into_iter());
-        }
-        let rows = self.0.as_mut().expect("computed above");
-        out.rows
-            .extend(rows.by_ref().take(BATCH_ROWS_MAX.min(max_rows)));
-        Ok(())
-    }
-
-    /// Forgets the rows: the next pull computes them again (a rescan).
-    fn reset(&mut self) {
-        self.0 = None;
-    }
-
-    /// Drops the rows not returned; nothing more is returned until a
-    /// reset (a close).
-    fn discard(&mut self) {
-        self.0 = Some(Vec::new().into_iter());
-    }
-}
-
-/// Sorts everything its child returns (a stable sort).
+/// Sorts everything its child returns (a stable sort), in `work_mem`:
+/// beyond it the sort spills runs to temporary files and merges them
+/// (`sort::Sorter`).
 pub struct SortNode {
     pub child: Box<dyn PlanNode>,
     pub keys: Vec<SortKey>,
     pub counts: NodeCounts,
-    sorted: Computed,
+    sorted: Option<SortedRows>,
+    /// The last sort's statistics, for EXPLAIN ANALYZE.
+    stats: Option<SortStats>,
 }
 
 impl SortNode {
@@ -489,8 +457,27 @@ impl SortNode {
             child,
             keys,
             counts: NodeCounts::default(),
-            sorted: Computed::default(),
+            sorted: None,
+            stats: None,
         }
+    }
+
+    /// Consumes the child into a sort.
+    fn sort(&mut self, cx: &mut ExecCx) -> Result<SortedRows, ExecError> {
+        let keys = self.keys.clone();
+        let order: RowOrder = Box::new(move |x, y| compare_rows(&keys, x, y));
+        let mut sorter = Sorter::new(
+            order,
+            cx.session.settings.work_mem_bytes(),
+            &cx.session.db().temp_dir(),
+        );
+        consume(self.child.as_mut(), cx, |batch, _| {
+            for row in batch.rows.drain(..) {
+                sorter.push(row)?;
+            }
+            Ok(())
+        })?;
+        Ok(sorter.finish()?)
     }
 }
 
@@ -522,36 +509,57 @@ impl PlanNode for SortNode {
         out: &mut Batch,
         max_rows: usize,
     ) -> Result<(), ExecError> {
-        let SortNode { child, keys, .. } = self;
-        self.sorted.next_batch(out, max_rows, || {
-            let mut rows = Vec::new();
-            consume(child.as_mut(), cx, |batch, _| {
-                rows.append(&mut batch.rows);
-                Ok(())
-            })?;
-            rows.sort_by(|x, y| compare_rows(keys, x, y));
-            Ok(rows)
-        })?;
+        if self.sorted.is_none() {
+            let sorted = self.sort(cx)?;
+            self.stats = Some(sorted.stats());
+            self.sorted = Some(sorted);
+        }
+        let sorted = self.sorted.as_mut().expect("sorted above");
+        let want = BATCH_ROWS_MAX.min(max_rows);
+        while out.len() < want {
+            match sorted.next_row()? {
+                Some(row) => out.rows.push(row),
+                None => break,
+            }
+        }
         self.counts.rows += out.len() as u64;
         Ok(())
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
-        self.sorted.reset();
+        self.sorted = None;
         self.child.rescan(cx)
     }
 
     fn close(&mut self, cx: &mut ExecCx) {
-        self.sorted.discard();
+        // Drops the runs' files; an empty source keeps returning nothing
+        // until a rescan.
+        self.sorted = Some(SortedRows::empty());
         self.child.close(cx);
     }
 
-    fn describe(&self, _: &ExplainOptions) -> Option<Described> {
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
         let keys: Vec<&str> = self.keys.iter().map(|k| k.label.as_str()).collect();
+        let mut details = vec![format!("Sort Key: {}", keys.join(", "))];
+        if let (true, Some(stats)) = (opts.analyze, self.stats) {
+            // PostgreSQL's words and units.
+            details.push(if stats.external {
+                format!(
+                    "Sort Method: external merge  Disk: {}kB  Runs: {}",
+                    stats.spilled_bytes.div_ceil(1024),
+                    stats.runs
+                )
+            } else {
+                format!(
+                    "Sort Method: quicksort  Memory: {}kB",
+                    stats.peak_memory_bytes.div_ceil(1024)
+                )
+            });
+        }
         Some(Described {
             title: "Sort".into(),
             counts: self.counts,
-            details: vec![format!("Sort Key: {}", keys.join(", "))],
+            details,
         })
     }
 
@@ -658,7 +666,10 @@ impl PlanNode for LimitNode {
 
 /// Grouping and aggregates over its child's rows; returns `[group
 /// values…, aggregate results…]` per group (one group, even for no input,
-/// without GROUP BY), filtered by HAVING.
+/// without GROUP BY), filtered by HAVING. Groups are kept in a hash table
+/// within `work_mem` ([`GroupTable`]); beyond it, rows of new groups spill
+/// to partitions aggregated one after another once the table's groups
+/// were returned, so neither the table nor the result is ever held whole.
 pub struct AggregateNode {
     pub child: Box<dyn PlanNode>,
     pub(crate) groups: Vec<Expr>,
@@ -667,7 +678,22 @@ pub struct AggregateNode {
     /// HAVING, over the returned row.
     pub(crate) having: Option<Filter>,
     pub counts: NodeCounts,
-    result: Computed,
+    state: AggState,
+    stats: GroupStats,
+}
+
+/// Where an aggregation is.
+enum AggState {
+    /// Not started, or rescanned.
+    Start,
+    /// Returning the groups of one table, with partitions still to
+    /// aggregate after them.
+    Returning {
+        groups: std::vec::IntoIter<Group>,
+        pending: Vec<SpilledGroups>,
+    },
+    /// Every group returned, or closed.
+    Done,
 }
 
 impl AggregateNode {
@@ -685,67 +711,72 @@ impl AggregateNode {
             aggs,
             having,
             counts: NodeCounts::default(),
-            result: Computed::default(),
+            state: AggState::Start,
+            stats: GroupStats::default(),
         }
     }
 
-    /// Consumes the child and computes every group's row (counted in
-    /// `counts` as HAVING keeps it).
-    fn compute(
-        child: &mut dyn PlanNode,
-        groups: &[Expr],
-        aggs: &[Aggregate],
-        having: Option<&Filter>,
-        counts: &mut NodeCounts,
-        cx: &mut ExecCx,
-    ) -> Result<Vec<Vec<Value>>, ExecError> {
-        let mut single: Vec<Acc> = aggs.iter().map(Aggregate::start).collect();
-        // Groups in order of first appearance, and where each is.
-        let mut grouped: Vec<(Vec<Value>, Vec<Acc>)> = Vec::new();
-        let mut index: HashMap<GroupKey, usize> = HashMap::new();
-        let mut key = GroupKey(Vec::new());
-        consume(child, cx, |batch, eval| {
-            for row in &batch.rows {
-                let accs = if groups.is_empty() {
-                    &mut single
-                } else {
-                    key.0.clear();
-                    for g in groups.iter() {
-                        key.0.push(g.eval(row, eval)?);
+    /// Consumes the child: its one group without GROUP BY, else its
+    /// groups' table and the partitions spilled from it.
+    fn aggregate_input(&mut self, cx: &mut ExecCx) -> Result<AggState, ExecError> {
+        let AggregateNode {
+            child,
+            groups,
+            aggs,
+            ..
+        } = self;
+        if groups.is_empty() {
+            let mut single: Vec<Acc> = aggs.iter().map(Aggregate::start).collect();
+            consume(child.as_mut(), cx, |batch, eval| {
+                for row in &batch.rows {
+                    for (agg, acc) in aggs.iter().zip(single.iter_mut()) {
+                        agg.update(acc, row, eval)?;
                     }
-                    let at = match index.get(&key) {
-                        Some(&at) => at,
-                        None => {
-                            let at = grouped.len();
-                            grouped
-                                .push((key.0.clone(), aggs.iter().map(Aggregate::start).collect()));
-                            index.insert(key.clone(), at);
-                            at
-                        }
-                    };
-                    &mut grouped[at].1
-                };
-                for (agg, acc) in aggs.iter().zip(accs.iter_mut()) {
-                    agg.update(acc, row, eval)?;
                 }
+                Ok(())
+            })?;
+            return Ok(AggState::Returning {
+                groups: vec![(Vec::new(), single)].into_iter(),
+                pending: Vec::new(),
+            });
+        }
+        let mut table = GroupTable::new(
+            0,
+            cx.session.settings.work_mem_bytes(),
+            &cx.session.db().temp_dir(),
+        );
+        consume(child.as_mut(), cx, |batch, eval| {
+            for row in &batch.rows {
+                table.add(row, groups, aggs, eval)?;
             }
             Ok(())
         })?;
-        drop(index);
-        if groups.is_empty() {
-            grouped.push((Vec::new(), single));
+        let (groups, pending, stats) = table.finish()?;
+        self.stats.add(stats);
+        Ok(AggState::Returning {
+            groups: groups.into_iter(),
+            pending,
+        })
+    }
+
+    /// Aggregates the rows of one spilled partition.
+    fn aggregate_partition(
+        &mut self,
+        part: SpilledGroups,
+        cx: &mut ExecCx,
+    ) -> Result<(Vec<Group>, Vec<SpilledGroups>), ExecError> {
+        let SpilledGroups { mut rows, depth } = part;
+        let mut table = GroupTable::new(
+            depth,
+            cx.session.settings.work_mem_bytes(),
+            &cx.session.db().temp_dir(),
+        );
+        while let Some(row) = rows.next_row()? {
+            table.add(&row, &self.groups, &self.aggs, cx.eval)?;
         }
-        let mut rows = Vec::with_capacity(grouped.len());
-        for (keys, accs) in grouped {
-            let mut row = keys;
-            for (agg, acc) in aggs.iter().zip(&accs) {
-                row.push(agg.result(acc)?);
-            }
-            if passes(having, counts, &row, cx.eval)? {
-                rows.push(row);
-            }
-        }
-        Ok(rows)
+        let (groups, pending, stats) = table.finish()?;
+        self.stats.add(stats);
+        Ok((groups, pending))
     }
 }
 
@@ -756,27 +787,46 @@ impl PlanNode for AggregateNode {
         out: &mut Batch,
         max_rows: usize,
     ) -> Result<(), ExecError> {
-        let AggregateNode {
-            child,
-            groups,
-            aggs,
-            having,
-            counts,
-            result,
-            ..
-        } = self;
-        result.next_batch(out, max_rows, || {
-            AggregateNode::compute(child.as_mut(), groups, aggs, having.as_ref(), counts, cx)
-        })
+        let want = BATCH_ROWS_MAX.min(max_rows);
+        while out.len() < want {
+            match &mut self.state {
+                AggState::Start => self.state = self.aggregate_input(cx)?,
+                AggState::Done => break,
+                AggState::Returning { groups, pending } => {
+                    if let Some((keys, accs)) = groups.next() {
+                        let mut row = keys;
+                        for (agg, acc) in self.aggs.iter().zip(&accs) {
+                            row.push(agg.result(acc)?);
+                        }
+                        if passes(self.having.as_ref(), &mut self.counts, &row, cx.eval)? {
+                            out.rows.push(row);
+                        }
+                    } else if let Some(part) = pending.pop() {
+                        let mut pending = std::mem::take(pending);
+                        let (groups, more) = self.aggregate_partition(part, cx)?;
+                        pending.extend(more);
+                        self.state = AggState::Returning {
+                            groups: groups.into_iter(),
+                            pending,
+                        };
+                    } else {
+                        self.state = AggState::Done;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
-        self.result.reset();
+        self.state = AggState::Start;
+        self.stats = GroupStats::default();
         self.child.rescan(cx)
     }
 
     fn close(&mut self, cx: &mut ExecCx) {
-        self.result.discard();
+        // Drops the spilled partitions' files.
+        self.state = AggState::Done;
         self.child.close(cx);
     }
 
@@ -784,6 +834,22 @@ impl PlanNode for AggregateNode {
         let mut details = Vec::new();
         if !self.group_labels.is_empty() {
             details.push(format!("Group Key: {}", self.group_labels.join(", ")));
+            if opts.analyze && self.stats.batches > 0 {
+                // PostgreSQL's words and units.
+                let s = self.stats;
+                let mut line = format!(
+                    "Batches: {}  Memory Usage: {}kB",
+                    s.batches,
+                    s.peak_memory_bytes.div_ceil(1024)
+                );
+                if s.spilled_bytes > 0 {
+                    line.push_str(&format!(
+                        "  Disk Usage: {}kB",
+                        s.spilled_bytes.div_ceil(1024)
+                    ));
+                }
+                details.push(line);
+            }
         }
         push_filter(&mut details, self.having.as_ref(), self.counts, opts);
         Some(Described {

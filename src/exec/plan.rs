@@ -174,6 +174,7 @@ pub struct NodeCounts {
 }
 
 /// A sort key: a column of the rows reaching the sort.
+#[derive(Debug, Clone)]
 pub struct SortKey {
     pub column: usize,
     pub descending: bool,

@@ -1,0 +1,295 @@
+//! Temporary files of rows: written once, then read back from the start.
+//!
+//! A file is created with `O_TMPFILE` where the file system allows it (else
+//! created and unlinked at once, `tempfile::tempfile_in`), so it has no
+//! name: whatever ends the process, nothing is left to clean up. Rows are
+//! encoded self-describing (a tag per value), since a spilled row of an
+//! expression's results has no table type to decode it by.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use super::SortError;
+use crate::types::Value;
+
+/// Bytes a spill file buffers on each side: a write or read system call
+/// per this much. Also what one merge input costs in memory.
+pub const SPILL_BUFFER_BYTES: usize = 32 * 1024;
+
+/// Longest row a spill file accepts (a check on the length word read
+/// back: a row longer than this was not written by us).
+const SPILLED_ROW_VALUES_MAX: u32 = 1 << 16;
+
+/// Memory a row takes, as work_mem counts it: the vector, its values,
+/// and the text they own.
+pub fn row_bytes(row: &[Value]) -> usize {
+    std::mem::size_of::<Vec<Value>>()
+        + std::mem::size_of_val(row)
+        + row
+            .iter()
+            .map(|v| match v {
+                Value::Text(t) => t.capacity(),
+                _ => 0,
+            })
+            .sum::<usize>()
+}
+
+/// A temporary file being filled with rows.
+pub struct SpillWriter {
+    dir: PathBuf,
+    file: BufWriter<File>,
+    rows: u64,
+    bytes: u64,
+    encoded: Vec<u8>,
+}
+
+impl SpillWriter {
+    /// A new, nameless file in `dir` (created if missing).
+    pub fn create(dir: &Path) -> Result<SpillWriter, SortError> {
+        let failed = |e| SortError::TempFile {
+            dir: dir.to_path_buf(),
+            action: "create",
+            source: e,
+        };
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        let file = tempfile::tempfile_in(dir).map_err(failed)?;
+        Ok(SpillWriter {
+            dir: dir.to_path_buf(),
+            file: BufWriter::with_capacity(SPILL_BUFFER_BYTES, file),
+            rows: 0,
+            bytes: 0,
+            encoded: Vec::new(),
+        })
+    }
+
+    pub fn push(&mut self, row: &[Value]) -> Result<(), SortError> {
+        assert!(
+            row.len() < SPILLED_ROW_VALUES_MAX as usize,
+            "row too wide to spill"
+        );
+        self.encoded.clear();
+        encode_row(row, &mut self.encoded);
+        self.file
+            .write_all(&self.encoded)
+            .map_err(|e| self.failed("write to", e))?;
+        self.rows += 1;
+        self.bytes += self.encoded.len() as u64;
+        Ok(())
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Ends writing; the rows read back from the first.
+    pub fn finish(self) -> Result<SpillReader, SortError> {
+        let dir = self.dir.clone();
+        let failed = |action, e| SortError::TempFile {
+            dir: dir.clone(),
+            action,
+            source: e,
+        };
+        let mut file = self
+            .file
+            .into_inner()
+            .map_err(|e| failed("write to", e.into_error()))?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| failed("read", e))?;
+        Ok(SpillReader {
+            dir,
+            file: Reading::NotYet(file),
+            left: self.rows,
+        })
+    }
+
+    fn failed(&self, action: &'static str, e: std::io::Error) -> SortError {
+        SortError::TempFile {
+            dir: self.dir.clone(),
+            action,
+            source: e,
+        }
+    }
+}
+
+/// A finished temporary file, read from its first row to its last.
+pub struct SpillReader {
+    dir: PathBuf,
+    file: Reading,
+    /// Rows not read yet.
+    left: u64,
+}
+
+/// A file's read buffer is allocated at its first read: hash
+/// aggregation holds many spilled partitions while it reads one.
+enum Reading {
+    NotYet(File),
+    Started(BufReader<File>),
+    /// Only while switching from the one to the other.
+    Switching,
+}
+
+impl SpillReader {
+    /// The next row, or None after the last.
+    pub fn next_row(&mut self) -> Result<Option<Vec<Value>>, SortError> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        if matches!(self.file, Reading::NotYet(_)) {
+            let Reading::NotYet(file) = std::mem::replace(&mut self.file, Reading::Switching)
+            else {
+                unreachable!("matched above");
+            };
+            self.file = Reading::Started(BufReader::with_capacity(SPILL_BUFFER_BYTES, file));
+        }
+        let Reading::Started(file) = &mut self.file else {
+            unreachable!("started above");
+        };
+        let row = decode_row(file).map_err(|e| SortError::TempFile {
+            dir: self.dir.clone(),
+            action: "read",
+            source: e,
+        })?;
+        self.left -= 1;
+        Ok(Some(row))
+    }
+}
+
+const TAG_NULL: u8 = 0;
+const TAG_INTEGER: u8 = 1;
+const TAG_BIGINT: u8 = 2;
+const TAG_DOUBLE: u8 = 3;
+const TAG_TEXT: u8 = 4;
+const TAG_FALSE: u8 = 5;
+const TAG_TRUE: u8 = 6;
+
+fn encode_row(row: &[Value], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+    for v in row {
+        match v {
+            Value::Null => out.push(TAG_NULL),
+            Value::Integer(x) => {
+                out.push(TAG_INTEGER);
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            Value::BigInt(x) => {
+                out.push(TAG_BIGINT);
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            Value::Double(x) => {
+                out.push(TAG_DOUBLE);
+                out.extend_from_slice(&x.to_bits().to_le_bytes());
+            }
+            Value::Text(t) => {
+                out.push(TAG_TEXT);
+                out.extend_from_slice(&(t.len() as u64).to_le_bytes());
+                out.extend_from_slice(t.as_bytes());
+            }
+            Value::Boolean(b) => out.push(if *b { TAG_TRUE } else { TAG_FALSE }),
+        }
+    }
+}
+
+fn decode_row(r: &mut impl Read) -> std::io::Result<Vec<Value>> {
+    let corrupt =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let n = u32::from_le_bytes(read_array(r)?);
+    if n >= SPILLED_ROW_VALUES_MAX {
+        return Err(corrupt("a row's length word is out of range"));
+    }
+    let mut row = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let [tag] = read_array(r)?;
+        row.push(match tag {
+            TAG_NULL => Value::Null,
+            TAG_INTEGER => Value::Integer(i32::from_le_bytes(read_array(r)?)),
+            TAG_BIGINT => Value::BigInt(i64::from_le_bytes(read_array(r)?)),
+            TAG_DOUBLE => Value::Double(f64::from_bits(u64::from_le_bytes(read_array(r)?))),
+            TAG_TEXT => {
+                let len = u64::from_le_bytes(read_array(r)?);
+                let mut bytes = Vec::new();
+                r.take(len).read_to_end(&mut bytes)?;
+                if bytes.len() as u64 != len {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                Value::Text(
+                    String::from_utf8(bytes).map_err(|_| corrupt("text that is not UTF-8"))?,
+                )
+            }
+            TAG_FALSE => Value::Boolean(false),
+            TAG_TRUE => Value::Boolean(true),
+            _ => return Err(corrupt("an unknown value tag")),
+        });
+    }
+    Ok(row)
+}
+
+fn read_array<const N: usize>(r: &mut impl Read) -> std::io::Result<[u8; N]> {
+    let mut a = [0u8; N];
+    r.read_exact(&mut a)?;
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_of_every_kind_read_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = vec![
+            vec![],
+            vec![Value::Null, Value::Integer(-7), Value::BigInt(i64::MIN)],
+            vec![
+                Value::Double(f64::NAN),
+                Value::Double(-0.0),
+                Value::Text(String::new()),
+                Value::Text("ünïcode, \"quoted\"\n".into()),
+                Value::Boolean(true),
+                Value::Boolean(false),
+            ],
+        ];
+        let mut w = SpillWriter::create(&dir.path().join("tmp")).unwrap();
+        for row in &rows {
+            w.push(row).unwrap();
+        }
+        assert_eq!(w.rows(), 3);
+        let mut r = w.finish().unwrap();
+        for row in &rows {
+            let back = r.next_row().unwrap().unwrap();
+            assert_eq!(back.len(), row.len());
+            for (a, b) in back.iter().zip(row) {
+                match (a, b) {
+                    (Value::Double(x), Value::Double(y)) => assert_eq!(x.to_bits(), y.to_bits()),
+                    _ => assert_eq!(a, b),
+                }
+            }
+        }
+        assert!(r.next_row().unwrap().is_none());
+        // Nameless: the directory holds nothing.
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_made_names_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let Err(e) = SpillWriter::create(&file.join("tmp")) else {
+            panic!("created a spill file under a plain file");
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("could not create a temporary file in") && text.contains("plain-file"),
+            "{text}"
+        );
+    }
+}
