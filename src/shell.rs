@@ -39,7 +39,7 @@ pub fn print_result(out: &mut dyn Write, r: &StatementResult, how: Output) -> st
         // Notices carry their level ("NOTICE: …", "INFO: …").
         eprintln!("{notice}");
     }
-    if r.streamed {
+    if r.streamed && r.returns_rows() {
         Ok(())
     } else if r.returns_rows() {
         match how {
@@ -155,6 +155,11 @@ impl RowSink for RowPrinter<'_, '_> {
     }
 
     fn rows(&mut self, rows: &[Vec<Value>]) -> std::io::Result<()> {
+        if self.columns.is_empty() {
+            // `SELECT FROM t`: like any statement without columns, it
+            // prints its tag ("SELECT 2") and no rows.
+            return Ok(());
+        }
         self.group.extend_from_slice(rows);
         if self.group.len() >= PRINT_GROUP_ROWS {
             self.print_group()?;
@@ -163,6 +168,9 @@ impl RowSink for RowPrinter<'_, '_> {
     }
 
     fn end(&mut self, count: Option<u64>) -> std::io::Result<()> {
+        if self.columns.is_empty() {
+            return Ok(());
+        }
         let Some(count) = count else {
             // As psql: a failed query prints no more rows, only its error.
             self.group.clear();

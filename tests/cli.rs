@@ -138,6 +138,10 @@ fn large_results_print_in_aligned_groups_and_small_failing_ones_print_only_the_e
         .chain((1..=25000).map(|g| format!("{g},x\n")))
         .collect();
     assert_eq!(text, expected);
+    // A statement without columns prints its tag, streamed or not.
+    let (ok, out, err) = sql_with_input(&dir, "SELECT FROM generate_series(1, 3)", b"");
+    assert!(ok, "{err}");
+    assert_eq!(out, "SELECT 3\n");
     // A failure before the first group was printed prints only the error;
     // a later one, the groups before it.
     args[2] = "SELECT 1 / (g - 500) FROM generate_series(1, 25000) g";

@@ -1642,9 +1642,50 @@ fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: I
         !batches.starts_with("1 ") && batches.contains("Disk Usage: "),
         "{batches}"
     );
-    // A LIMIT that stops reading a spilled sort early drops its runs.
-    let first = rows(&mut s, &format!("{sort} LIMIT 2"));
-    assert_eq!(first, in_memory_sorted[..2]);
+    // A volatile group key is computed once per row, spilled with it:
+    // every row lands in exactly one group.
+    let random = rows(
+        &mut s,
+        "SELECT (random() * 20000)::int AS r, count(*) FROM t GROUP BY 1",
+    );
+    let mut keys: Vec<String> = random.iter().map(|r| format!("{:?}", r[0])).collect();
+    let groups = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), groups, "a key returned twice");
+    let total: i64 = random
+        .iter()
+        .map(|r| match r[1] {
+            Value::BigInt(n) => n,
+            ref v => panic!("{v:?}"),
+        })
+        .sum();
+    assert_eq!(total, 63_000);
+    // min and max of text count the text they hold: few groups with long
+    // values spill too.
+    let plan = plan_lines(
+        &mut s,
+        "EXPLAIN (ANALYZE) SELECT id % 40, max(repeat(k, 300)) FROM t GROUP BY 1",
+    );
+    let batches = plan
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("Batches: "))
+        .unwrap_or_else(|| panic!("{plan:#?}"));
+    assert!(!batches.starts_with("1 "), "{batches}");
+
+    // ORDER BY … LIMIT keeps only the rows it may return (a top-N sort),
+    // within 64kB here, and gives the stable sort's first rows.
+    let first = rows(&mut s, &format!("{sort} LIMIT 3 OFFSET 5"));
+    assert_eq!(first, in_memory_sorted[5..8]);
+    let plan = plan_lines(
+        &mut s,
+        &format!("EXPLAIN (ANALYZE) {sort} LIMIT 3 OFFSET 5"),
+    );
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Sort Method: top-N sort  Memory: ")),
+        "{plan:#?}"
+    );
     run(&mut s, "SET work_mem = '64MB'");
     let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {sort}"));
     assert!(

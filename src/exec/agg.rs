@@ -222,9 +222,19 @@ pub enum Acc {
     Extreme(Value),
 }
 
+impl Acc {
+    /// Memory it owns beyond itself: the text a min or max holds.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Acc::Extreme(Value::Text(t)) => t.capacity(),
+            _ => 0,
+        }
+    }
+}
+
 /// A group's key values, hashable: NULLs group together, and doubles by
 /// value (NaN with NaN, -0 with 0), as PostgreSQL groups them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GroupKey(pub Vec<Value>);
 
 impl PartialEq for GroupKey {
@@ -339,7 +349,7 @@ impl GroupTable {
     }
 
     /// Adds `row` to its group (made if the table has room, else the row
-    /// is spilled).
+    /// is spilled, after its key).
     pub fn add(
         &mut self,
         row: &[Value],
@@ -351,6 +361,33 @@ impl GroupTable {
         for g in groups {
             self.key.0.push(g.eval(row, eval)?);
         }
+        self.add_keyed(row, aggs, eval)
+    }
+
+    /// Adds a row read back from a spilled partition: its group key (of
+    /// `key_len` values), computed when it was first seen, then the row.
+    /// The key is never computed again, so a volatile key (`random()`)
+    /// still puts the row in exactly one group.
+    pub fn add_spilled(
+        &mut self,
+        spilled: &[Value],
+        key_len: usize,
+        aggs: &[Aggregate],
+        eval: &mut EvalContext,
+    ) -> Result<(), ExecError> {
+        let (key, row) = spilled.split_at(key_len);
+        self.key.0.clear();
+        self.key.0.extend_from_slice(key);
+        self.add_keyed(row, aggs, eval)
+    }
+
+    /// Adds `row` to the group of `self.key`.
+    fn add_keyed(
+        &mut self,
+        row: &[Value],
+        aggs: &[Aggregate],
+        eval: &mut EvalContext,
+    ) -> Result<(), ExecError> {
         let at = match self.index.get(&self.key) {
             Some(&at) => at,
             None => {
@@ -360,7 +397,7 @@ impl GroupTable {
                         Some(file) => file,
                         empty => empty.insert(SpillWriter::create(&self.dir)?),
                     };
-                    file.push(row)?;
+                    file.push_joined(&self.key.0, row)?;
                     return Ok(());
                 }
                 let at = self.groups.len();
@@ -369,17 +406,21 @@ impl GroupTable {
                 self.mem += 2 * row_bytes(&self.key.0)
                     + std::mem::size_of_val(accs.as_slice())
                     + std::mem::size_of::<(Group, GroupKey, usize)>();
-                self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem as u64);
                 self.groups.push((self.key.0.clone(), accs));
                 self.index.insert(self.key.clone(), at);
-                if self.mem > self.limit && self.depth < SPILL_DEPTH_MAX {
-                    self.spill = Some((0..SPILL_PARTITIONS).map(|_| None).collect());
-                }
                 at
             }
         };
         for (agg, acc) in aggs.iter().zip(self.groups[at].1.iter_mut()) {
+            // min and max of text hold a copy of their value, which may
+            // grow the group by up to a text's limit.
+            let held = acc.heap_bytes();
             agg.update(acc, row, eval)?;
+            self.mem = self.mem + acc.heap_bytes() - held;
+        }
+        self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem as u64);
+        if self.mem > self.limit && self.spill.is_none() && self.depth < SPILL_DEPTH_MAX {
+            self.spill = Some((0..SPILL_PARTITIONS).map(|_| None).collect());
         }
         Ok(())
     }

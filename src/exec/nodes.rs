@@ -445,6 +445,9 @@ fn consume(
 pub struct SortNode {
     pub child: Box<dyn PlanNode>,
     pub keys: Vec<SortKey>,
+    /// Only this many first rows will be pulled (a LIMIT above): a top-N
+    /// sort, which holds about twice that many rows.
+    pub bound: Option<usize>,
     pub counts: NodeCounts,
     sorted: Option<SortedRows>,
     /// The last sort's statistics, for EXPLAIN ANALYZE.
@@ -456,6 +459,7 @@ impl SortNode {
         SortNode {
             child,
             keys,
+            bound: None,
             counts: NodeCounts::default(),
             sorted: None,
             stats: None,
@@ -471,6 +475,9 @@ impl SortNode {
             cx.session.settings.work_mem_bytes(),
             &cx.session.db().temp_dir(),
         );
+        if let Some(bound) = self.bound {
+            sorter = sorter.with_bound(bound);
+        }
         consume(self.child.as_mut(), cx, |batch, _| {
             for row in batch.rows.drain(..) {
                 sorter.push(row)?;
@@ -544,6 +551,8 @@ impl PlanNode for SortNode {
         if let (true, Some(stats)) = (opts.analyze, self.stats) {
             // PostgreSQL's words and units.
             details.push(if stats.external {
+                // A top-N sort spills only when n rows exceed work_mem;
+                // then it is an external merge of cut runs.
                 format!(
                     "Sort Method: external merge  Disk: {}kB  Runs: {}",
                     stats.spilled_bytes.div_ceil(1024),
@@ -551,7 +560,12 @@ impl PlanNode for SortNode {
                 )
             } else {
                 format!(
-                    "Sort Method: quicksort  Memory: {}kB",
+                    "Sort Method: {}  Memory: {}kB",
+                    if stats.top_n {
+                        "top-N sort"
+                    } else {
+                        "quicksort"
+                    },
                     stats.peak_memory_bytes.div_ceil(1024)
                 )
             });
@@ -771,8 +785,9 @@ impl AggregateNode {
             cx.session.settings.work_mem_bytes(),
             &cx.session.db().temp_dir(),
         );
+        let key_len = self.groups.len();
         while let Some(row) = rows.next_row()? {
-            table.add(&row, &self.groups, &self.aggs, cx.eval)?;
+            table.add_spilled(&row, key_len, &self.aggs, cx.eval)?;
         }
         let (groups, pending, stats) = table.finish()?;
         self.stats.add(stats);
@@ -869,7 +884,7 @@ impl PlanNode for AggregateNode {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::database::Session;
     use crate::exec::plan::{drain, Flow};
@@ -879,7 +894,7 @@ mod tests {
 
     /// Rows given up front, returned at most `chunk` per batch, counting
     /// the rows it was asked for and returned.
-    struct Rows {
+    pub(crate) struct Rows {
         rows: Vec<Vec<Value>>,
         chunk: usize,
         next: usize,
@@ -918,7 +933,7 @@ mod tests {
 
     /// A source of `input`, two rows a batch, and the count of rows it
     /// returned.
-    fn rows(input: &[Vec<Value>]) -> (Box<Rows>, Rc<Cell<usize>>) {
+    pub(crate) fn rows(input: &[Vec<Value>]) -> (Box<Rows>, Rc<Cell<usize>>) {
         let returned = Rc::new(Cell::new(0));
         let node = Box::new(Rows {
             rows: input.to_vec(),
@@ -932,7 +947,7 @@ mod tests {
     use crate::database::test_session as session;
 
     /// Every row `root` returns, a batch of at most `max_rows` at a time.
-    fn pull(s: &mut Session, root: &mut dyn PlanNode) -> Vec<Vec<Value>> {
+    pub(crate) fn pull(s: &mut Session, root: &mut dyn PlanNode) -> Vec<Vec<Value>> {
         let snapshot = s.start_statement().unwrap();
         let mut eval = EvalContext::new();
         let mut cx = ExecCx {

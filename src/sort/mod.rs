@@ -5,8 +5,11 @@
 //!
 //! [`Sorter`] keeps rows in memory until they exceed its memory limit
 //! (`work_mem` for a query), then sorts them and writes them out as a
-//! *run*; at the end it merges the runs, at most [`merge_fan_in`] at a time
-//! (more runs are first merged into fewer, longer ones). The sort is
+//! *run*. Runs are merged, at most [`merge_fan_in`] at a time, as they come
+//! (like the digits of a counter: when the last `fan_in` runs are of one
+//! level they become one run of the next), so that the files open stay
+//! about `fan_in` per level however large the input; at the end the rest
+//! are merged, in passes while more than `fan_in` are left. The sort is
 //! stable: rows that compare equal keep their input order, since runs hold
 //! consecutive stretches of the input and merging prefers the earlier run.
 //! A sort that fits in memory sorts in place and touches no file.
@@ -29,9 +32,12 @@ pub use spill::{row_bytes, SpillReader, SpillWriter, SPILL_BUFFER_BYTES};
 /// Fewest runs merged at once, however small the memory limit (each
 /// costs [`SPILL_BUFFER_BYTES`]): fewer would mean many merge passes.
 pub const MERGE_FAN_IN_MIN: usize = 4;
-/// Most runs merged at once: beyond this, choosing the next row costs
-/// more than another pass saves.
-pub const MERGE_FAN_IN_MAX: usize = 256;
+/// Most runs merged at once. Each is an open file, and a sort holds up
+/// to this many per level (levels grow as log(rows) / log(fan-in): 4 for
+/// a billion rows at 4MB), which must stay well inside the usual limit of
+/// 1024 open files; and beyond this choosing the next row costs more than
+/// another pass saves.
+pub const MERGE_FAN_IN_MAX: usize = 64;
 
 /// How many runs one merge reads at a time within `mem_bytes`.
 pub fn merge_fan_in(mem_bytes: usize) -> usize {
@@ -58,6 +64,9 @@ pub type RowOrder = Box<dyn Fn(&[Value], &[Value]) -> Ordering>;
 pub struct SortStats {
     /// The rows did not fit in memory and were merged from runs on disk.
     pub external: bool,
+    /// Only the first rows were wanted, and the others were dropped as
+    /// the input came (a top-N sort).
+    pub top_n: bool,
     /// Most memory the rows held at once, in bytes ([`row_bytes`]).
     pub peak_memory_bytes: u64,
     /// Runs written by the first pass (0 in memory).
@@ -69,11 +78,16 @@ pub struct SortStats {
 /// Rows being sorted: pushed in any order, then [`Sorter::finish`]ed.
 pub struct Sorter {
     order: RowOrder,
+    /// Only this many first rows are wanted (a LIMIT above the sort).
+    bound: Option<usize>,
     mem_limit: usize,
     dir: PathBuf,
     rows: Vec<Vec<Value>>,
     mem: usize,
-    runs: Vec<SpillReader>,
+    /// Runs written, oldest first, with their level (0: written from
+    /// memory; n + 1: merged from `fan_in` runs of level n). Levels never
+    /// rise along the vector.
+    runs: Vec<(SpillReader, u32)>,
     stats: SortStats,
 }
 
@@ -83,6 +97,7 @@ impl Sorter {
     pub fn new(order: RowOrder, mem_limit: usize, dir: &Path) -> Sorter {
         Sorter {
             order,
+            bound: None,
             mem_limit,
             dir: dir.to_path_buf(),
             rows: Vec::new(),
@@ -92,10 +107,27 @@ impl Sorter {
         }
     }
 
+    /// Only the first `bound` rows of the result will be read: once twice
+    /// that many are held, the rows are sorted and all but the first
+    /// `bound` dropped, so that `ORDER BY … LIMIT n` holds about 2n rows
+    /// (PostgreSQL's bounded sort keeps a heap of n; sorting 2n rows per n
+    /// new ones costs the same order of work and keeps the sort stable
+    /// without numbering the rows).
+    pub fn with_bound(mut self, bound: usize) -> Sorter {
+        self.bound = Some(bound.max(1));
+        self
+    }
+
     pub fn push(&mut self, row: Vec<Value>) -> Result<(), SortError> {
         self.mem += row_bytes(&row);
         self.rows.push(row);
         self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem as u64);
+        if let Some(bound) = self.bound {
+            if self.rows.len() >= bound.saturating_mul(2) {
+                self.cut_to(bound);
+                self.stats.top_n = true;
+            }
+        }
         // At least two rows per run, so that every run makes progress.
         if self.mem > self.mem_limit && self.rows.len() > 1 {
             self.write_run()?;
@@ -103,9 +135,19 @@ impl Sorter {
         Ok(())
     }
 
-    /// Sorts the rows in memory and writes them out as the next run.
-    fn write_run(&mut self) -> Result<(), SortError> {
+    /// Sorts the rows held and keeps the first `keep`.
+    fn cut_to(&mut self, keep: usize) {
         self.rows.sort_by(|x, y| (self.order)(x, y));
+        for row in self.rows.drain(keep.min(self.rows.len())..) {
+            self.mem -= row_bytes(&row);
+        }
+    }
+
+    /// Sorts the rows in memory and writes them out as the next run (only
+    /// the first `bound` of them: no later row of this run can be wanted),
+    /// then merges the last runs while `fan_in` of them share a level.
+    fn write_run(&mut self) -> Result<(), SortError> {
+        self.cut_to(self.bound.unwrap_or(usize::MAX));
         let mut w = SpillWriter::create(&self.dir)?;
         for row in self.rows.drain(..) {
             w.push(&row)?;
@@ -114,14 +156,45 @@ impl Sorter {
         self.stats.external = true;
         self.stats.runs += 1;
         self.stats.spilled_bytes += w.bytes();
-        self.runs.push(w.finish()?);
+        self.runs.push((w.finish()?, 0));
+        let fan_in = merge_fan_in(self.mem_limit);
+        while let Some(&(_, level)) = self.runs.last() {
+            let n = self.runs.len();
+            if n < fan_in || self.runs[n - fan_in..].iter().any(|r| r.1 != level) {
+                break;
+            }
+            let group = self.runs.drain(n - fan_in..).map(|r| r.0).collect();
+            let merged = self.merge_to_run(group)?;
+            self.runs.push((merged, level + 1));
+        }
         Ok(())
+    }
+
+    /// Runs written and not yet merged into others (each an open file).
+    #[cfg(test)]
+    fn open_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Merges neighbouring runs into one (its first `bound` rows).
+    fn merge_to_run(&mut self, group: Vec<SpillReader>) -> Result<SpillReader, SortError> {
+        let mut merge = Merge::new(group, &self.order)?;
+        let mut w = SpillWriter::create(&self.dir)?;
+        let keep = self.bound.unwrap_or(usize::MAX) as u64;
+        while w.rows() < keep {
+            let Some(row) = merge.next_row(&self.order)? else {
+                break;
+            };
+            w.push(&row)?;
+        }
+        self.stats.spilled_bytes += w.bytes();
+        w.finish()
     }
 
     /// Ends the input: the rows in order, merged from disk if they spilled.
     pub fn finish(mut self) -> Result<SortedRows, SortError> {
         if self.runs.is_empty() {
-            self.rows.sort_by(|x, y| (self.order)(x, y));
+            self.cut_to(self.bound.unwrap_or(usize::MAX));
             return Ok(SortedRows {
                 source: Source::Memory(self.rows.into_iter()),
                 stats: self.stats,
@@ -133,7 +206,10 @@ impl Sorter {
         // Merge passes until one merge can read every run; each merges
         // neighbouring runs so that earlier input stays earlier (stable).
         let fan_in = merge_fan_in(self.mem_limit);
-        let mut runs = std::mem::take(&mut self.runs);
+        let mut runs: Vec<SpillReader> = std::mem::take(&mut self.runs)
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
         let mut passes = 0;
         while runs.len() > fan_in {
             passes += 1;
@@ -145,13 +221,7 @@ impl Sorter {
                 if group.is_empty() {
                     break;
                 }
-                let mut merge = Merge::new(group, &self.order)?;
-                let mut w = SpillWriter::create(&self.dir)?;
-                while let Some(row) = merge.next_row(&self.order)? {
-                    w.push(&row)?;
-                }
-                self.stats.spilled_bytes += w.bytes();
-                merged.push(w.finish()?);
+                merged.push(self.merge_to_run(group)?);
             }
             runs = merged;
         }
@@ -324,6 +394,65 @@ mod tests {
             assert!(stats.peak_memory_bytes <= mem as u64 + 200, "{stats:?}");
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_bounded_sort_returns_the_first_rows_of_the_stable_sort_holding_few() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = rows(20_000, 42);
+        let (all, _) = sort_all(&input, usize::MAX, dir.path());
+        for (bound, mem) in [
+            (1, usize::MAX),
+            (10, usize::MAX),
+            (300, usize::MAX),
+            (300, 8 * 1024),
+        ] {
+            let mut s = Sorter::new(by_key(), mem, dir.path()).with_bound(bound);
+            for row in &input {
+                s.push(row.clone()).unwrap();
+            }
+            let mut sorted = s.finish().unwrap();
+            let mut first = Vec::new();
+            while first.len() < bound {
+                first.push(sorted.next_row().unwrap().expect("at least bound rows"));
+            }
+            assert_eq!(first, all[..bound], "bound {bound}, memory {mem}");
+            let stats = sorted.stats();
+            if mem == usize::MAX {
+                assert!(stats.top_n, "{stats:?}");
+                // About 2 × bound rows held at most, never the 20 000.
+                let row = input.iter().map(|r| row_bytes(r)).max().unwrap() as u64;
+                assert!(
+                    stats.peak_memory_bytes <= 2 * bound as u64 * row,
+                    "{stats:?}"
+                );
+                assert!(!stats.external);
+            }
+        }
+    }
+
+    #[test]
+    fn runs_are_merged_as_they_come_so_few_files_stay_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = rows(20_000, 7);
+        // 4 kB: fan-in 4, hundreds of runs.
+        let mut s = Sorter::new(by_key(), 4 * 1024, dir.path());
+        let mut most_open = 0;
+        for row in &input {
+            s.push(row.clone()).unwrap();
+            most_open = most_open.max(s.open_runs());
+        }
+        assert!(s.stats.runs > 300, "{:?}", s.stats);
+        // At most 3 runs of each level (a fourth merges them), and about
+        // log4(runs) levels.
+        assert!(most_open <= 3 * 6, "{most_open} runs open at once");
+        let mut sorted = s.finish().unwrap();
+        let mut out = Vec::new();
+        while let Some(row) = sorted.next_row().unwrap() {
+            out.push(row);
+        }
+        let (expected, _) = sort_all(&input, usize::MAX, dir.path());
+        assert_eq!(out, expected);
     }
 
     #[test]

@@ -17,9 +17,9 @@ use crate::types::Value;
 /// per this much. Also what one merge input costs in memory.
 pub const SPILL_BUFFER_BYTES: usize = 32 * 1024;
 
-/// Longest row a spill file accepts (a check on the length word read
-/// back: a row longer than this was not written by us).
-const SPILLED_ROW_VALUES_MAX: u32 = 1 << 16;
+/// Values a row read back reserves room for up front: a length word is
+/// only trusted as far as the values that follow it are really there.
+const DECODE_RESERVE_MAX: usize = 1024;
 
 /// Memory a row takes, as work_mem counts it: the vector, its values,
 /// and the text they own.
@@ -64,12 +64,14 @@ impl SpillWriter {
     }
 
     pub fn push(&mut self, row: &[Value]) -> Result<(), SortError> {
-        assert!(
-            row.len() < SPILLED_ROW_VALUES_MAX as usize,
-            "row too wide to spill"
-        );
+        self.push_joined(row, &[])
+    }
+
+    /// Writes `first` followed by `then` as one row (hash aggregation
+    /// writes a row's group key before it, computed once).
+    pub fn push_joined(&mut self, first: &[Value], then: &[Value]) -> Result<(), SortError> {
         self.encoded.clear();
-        encode_row(row, &mut self.encoded);
+        encode_row(first, then, &mut self.encoded);
         self.file
             .write_all(&self.encoded)
             .map_err(|e| self.failed("write to", e))?;
@@ -168,9 +170,10 @@ const TAG_TEXT: u8 = 4;
 const TAG_FALSE: u8 = 5;
 const TAG_TRUE: u8 = 6;
 
-fn encode_row(row: &[Value], out: &mut Vec<u8>) {
-    out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-    for v in row {
+fn encode_row(first: &[Value], then: &[Value], out: &mut Vec<u8>) {
+    let n = u64::try_from(first.len() + then.len()).expect("a row's length fits 64 bits");
+    out.extend_from_slice(&n.to_le_bytes());
+    for v in first.iter().chain(then) {
         match v {
             Value::Null => out.push(TAG_NULL),
             Value::Integer(x) => {
@@ -198,11 +201,8 @@ fn encode_row(row: &[Value], out: &mut Vec<u8>) {
 fn decode_row(r: &mut impl Read) -> std::io::Result<Vec<Value>> {
     let corrupt =
         |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
-    let n = u32::from_le_bytes(read_array(r)?);
-    if n >= SPILLED_ROW_VALUES_MAX {
-        return Err(corrupt("a row's length word is out of range"));
-    }
-    let mut row = Vec::with_capacity(n as usize);
+    let n = u64::from_le_bytes(read_array(r)?);
+    let mut row = Vec::with_capacity((n as usize).min(DECODE_RESERVE_MAX));
     for _ in 0..n {
         let [tag] = read_array(r)?;
         row.push(match tag {
@@ -276,6 +276,26 @@ mod tests {
             std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
             0
         );
+    }
+
+    #[test]
+    fn rows_of_any_width_and_joined_rows_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let wide: Vec<Value> = (0..70_000).map(Value::Integer).collect();
+        let mut w = SpillWriter::create(dir.path()).unwrap();
+        w.push(&wide).unwrap();
+        w.push_joined(
+            &[Value::Text("key".into())],
+            &[Value::Null, Value::Integer(1)],
+        )
+        .unwrap();
+        let mut r = w.finish().unwrap();
+        assert_eq!(r.next_row().unwrap().unwrap(), wide);
+        assert_eq!(
+            r.next_row().unwrap().unwrap(),
+            [Value::Text("key".into()), Value::Null, Value::Integer(1)]
+        );
+        assert!(r.next_row().unwrap().is_none());
     }
 
     #[test]

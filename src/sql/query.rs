@@ -693,7 +693,10 @@ fn plan_select(
     }
     node = Box::new(ProjectNode::new(node, outputs));
     if !keys.is_empty() {
-        node = Box::new(SortNode::new(node, keys));
+        let mut sort = SortNode::new(node, keys);
+        // A LIMIT above reads only its offset and count of rows.
+        sort.bound = count.map(|c| offset.saturating_add(c).min(usize::MAX as u64) as usize);
+        node = Box::new(sort);
     }
     if offset > 0 || count.is_some() {
         node = Box::new(LimitNode::new(node, offset, count));
