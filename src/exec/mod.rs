@@ -63,6 +63,7 @@ pub mod copy;
 pub mod dml;
 pub mod explain;
 pub mod expr;
+pub mod join;
 pub mod nodes;
 pub mod plan;
 pub mod progress;
