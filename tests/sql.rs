@@ -512,7 +512,11 @@ fn unknown_tables_columns_and_functions_are_named(method: IoMethod) {
         ),
         (
             "SELECT x.id FROM t",
-            Fails::Containing("column \"x.id\" does not exist"),
+            Fails::With("missing FROM-clause entry for table \"x\" (at line 1, column 8)"),
+        ),
+        (
+            "SELECT t.nope FROM t",
+            Fails::Containing("column \"t.nope\" does not exist in table \"t\""),
         ),
     ] {
         assert_fails(&mut s, statement, expected);
@@ -585,8 +589,8 @@ fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
     let (_dir, _db, mut s) = session_with_t(method);
     let cases = [
         (
-            "SELECT 1;\nSELECT * FROM t JOIN t AS u ON true",
-            "in statement 2 at line 2, column 22: JOIN is not supported",
+            "SELECT 1;\nSELECT * FROM t FULL JOIN t AS u ON true",
+            "in statement 2 at line 2, column 27: RIGHT or FULL JOIN is not supported",
         ),
         (
             "SELECT CASE WHEN id > 1 THEN 1 END FROM t",
@@ -1704,6 +1708,175 @@ fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: I
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
 }
 
+fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    // Keys with duplicates on both sides, NULLs, and keys one side lacks.
+    run(
+        &mut s,
+        "CREATE TABLE a (id int, k int, name text);
+         CREATE TABLE b (id int, k bigint, v text);
+         INSERT INTO a SELECT g, g % 300, 'a' || g FROM generate_series(1, 3000) g;
+         INSERT INTO a SELECT g, NULL, 'anull' FROM generate_series(3001, 3050) g;
+         INSERT INTO b SELECT g, g % 450, 'b' || g FROM generate_series(1, 2000) g;
+         INSERT INTO b SELECT g, NULL, 'bnull' FROM generate_series(2001, 2030) g",
+    );
+    // The definition, computed here from the same data.
+    let a: Vec<(i64, Option<i64>)> = (1..=3050)
+        .map(|g| (g, (g <= 3000).then_some(g % 300)))
+        .collect();
+    let b: Vec<(i64, Option<i64>)> = (1..=2030)
+        .map(|g| (g, (g <= 2000).then_some(g % 450)))
+        .collect();
+    let mut inner = Vec::new();
+    let mut left = Vec::new();
+    for &(ai, ak) in &a {
+        let mut matched = false;
+        for &(bi, bk) in &b {
+            if ak.is_some() && ak == bk && bi % 3 != 0 {
+                inner.push(vec![big(ai), big(bi)]);
+                left.push(vec![big(ai), big(bi)]);
+                matched = true;
+            }
+        }
+        if !matched {
+            left.push(vec![big(ai), Value::Null]);
+        }
+    }
+    inner.sort_by_key(|r| format!("{r:?}"));
+    left.sort_by_key(|r| format!("{r:?}"));
+    let ids = |s: &mut Session, text: &str| {
+        let mut got: Vec<Vec<Value>> = rows(s, text)
+            .into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .map(|v| match v {
+                        Value::Integer(x) => big(i64::from(x)),
+                        other => other,
+                    })
+                    .collect()
+            })
+            .collect();
+        got.sort_by_key(|r| format!("{r:?}"));
+        got
+    };
+    for work_mem in ["64MB", "64kB"] {
+        run(&mut s, &format!("SET work_mem = '{work_mem}'"));
+        // ON, and a comma with the equality in WHERE: both hash joins
+        // (integer against bigint keys compare as bigint).
+        assert_eq!(
+            ids(
+                &mut s,
+                "SELECT a.id, b.id FROM a JOIN b ON a.k = b.k WHERE b.id % 3 <> 0"
+            ),
+            inner,
+            "{work_mem}"
+        );
+        assert_eq!(
+            ids(
+                &mut s,
+                "SELECT a.id, b.id FROM a, b WHERE b.k = a.k AND b.id % 3 <> 0"
+            ),
+            inner
+        );
+        // The condition on b in ON filters b before the join: every row
+        // of a stays.
+        assert_eq!(
+            ids(
+                &mut s,
+                "SELECT x.id, y.id FROM a x LEFT JOIN b y ON x.k = y.k AND y.id % 3 <> 0"
+            ),
+            left
+        );
+    }
+    // Without an equality: a nested loop, same rows.
+    let few = |rows: &[Vec<Value>]| -> Vec<Vec<Value>> {
+        rows.iter()
+            .filter(|r| matches!(r[0], Value::BigInt(x) if x <= 40))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        ids(
+            &mut s,
+            "SELECT a.id, b.id FROM a JOIN b ON a.k <= b.k AND a.k >= b.k AND b.id % 3 <> 0 WHERE a.id <= 40"
+        ),
+        few(&inner)
+    );
+    // A WHERE on the side a left join fills with NULLs runs after it.
+    let unmatched: Vec<Vec<Value>> = left.iter().filter(|r| r[1].is_null()).cloned().collect();
+    assert_eq!(
+        ids(
+            &mut s,
+            "SELECT a.id, b.id FROM a LEFT JOIN b ON a.k = b.k AND b.id % 3 <> 0 WHERE b.id IS NULL"
+        ),
+        unmatched
+    );
+    // Three tables, an alias, aggregation over the join: a row 7 (k 7)
+    // meets b 7, 457, 907, 1357 and 1807, whose rows of a have k 7, 157,
+    // 7, 157 and 7.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT count(*), min(c.id), max(c.id) FROM a JOIN b ON a.k = b.k
+               JOIN a c ON c.id = b.id AND c.k < 100 WHERE a.id = 7"
+        ),
+        [vec![big(3), Value::Integer(7), Value::Integer(1807)]]
+    );
+    let plan = plan_lines(
+        &mut s,
+        "EXPLAIN SELECT a.id FROM a, b WHERE a.k = b.k AND a.id < 5",
+    );
+    assert_eq!(
+        plan,
+        [
+            "Hash Join",
+            "  Hash Cond: (a.k = b.k)",
+            "  ->  Seq Scan on a",
+            "        Filter: (a.id < 5)",
+            "  ->  Seq Scan on b",
+        ]
+    );
+    let plan = plan_lines(&mut s, "EXPLAIN SELECT 1 FROM a LEFT JOIN b ON a.id < b.id");
+    assert_eq!(
+        plan,
+        [
+            "Nested Loop Left Join",
+            "  Join Filter: (a.id < b.id)",
+            "  ->  Seq Scan on a",
+            "  ->  Seq Scan on b",
+        ]
+    );
+    for (text, message) in [
+        (
+            "SELECT id FROM a, b",
+            "column reference \"id\" is ambiguous",
+        ),
+        (
+            "SELECT a.id FROM a JOIN b ON a.id = c.id",
+            "missing FROM-clause entry for table \"c\"",
+        ),
+        (
+            "SELECT 1 FROM a JOIN a ON true",
+            "table name \"a\" specified more than once",
+        ),
+        (
+            "SELECT 1 FROM a JOIN b ON b.k = z.k JOIN a z ON true",
+            "invalid reference to FROM-clause entry for table \"z\"",
+        ),
+        (
+            "SELECT 1 FROM a RIGHT JOIN b ON true",
+            "RIGHT or FULL JOIN is not supported",
+        ),
+        (
+            "SELECT 1 FROM a JOIN b USING (id)",
+            "JOIN … USING is not supported",
+        ),
+    ] {
+        let e = err(&mut s, text).to_string();
+        assert!(e.contains(message), "{text}: {e}");
+    }
+}
+
 /// A row receiver that records what it was sent, and fails its
 /// `fail_at`-th batch.
 #[derive(Default)]
@@ -2715,6 +2888,7 @@ for_each_method!(
     results_print_as_tables_and_csv,
     query_rows_stream_to_a_receiver_in_bounded_batches,
     sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows,
+    joins_give_the_rows_of_their_definition_by_every_method,
     copy_to_of_what_copy_from_loaded_is_identical,
     malformed_copy_input_names_line_and_column_and_loads_nothing,
     copy_refuses_bad_options_and_missing_streams_by_name,

@@ -231,6 +231,57 @@ fn promote(a: ColumnType, b: ColumnType) -> ColumnType {
 }
 
 impl Expr {
+    /// The expressions directly inside this one.
+    fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match &mut self.kind {
+            Kind::Const(_) | Kind::Column(_) => Vec::new(),
+            Kind::Arith(_, a, b)
+            | Kind::Concat(a, b)
+            | Kind::Compare(_, a, b)
+            | Kind::And(a, b)
+            | Kind::Or(a, b)
+            | Kind::Like(a, b, _) => vec![&mut **a, &mut **b],
+            Kind::Not(a) | Kind::Negate(a) | Kind::IsNull(a, _) | Kind::Cast(a, _) => {
+                vec![&mut **a]
+            }
+            Kind::InList(a, list, _) => std::iter::once(&mut **a).chain(list.iter_mut()).collect(),
+            Kind::Call(_, args) => args.iter_mut().collect(),
+        }
+    }
+
+    /// Calls `f` with every column reference, to read or change it.
+    fn visit_columns(&mut self, f: &mut dyn FnMut(&mut usize)) {
+        if let Kind::Column(c) = &mut self.kind {
+            f(c);
+        }
+        for child in self.children_mut() {
+            child.visit_columns(f);
+        }
+    }
+
+    /// The columns the expression reads, ascending, each once.
+    pub fn columns_read(&self) -> Vec<usize> {
+        let mut read = Vec::new();
+        self.clone().visit_columns(&mut |c| read.push(*c));
+        read.sort_unstable();
+        read.dedup();
+        read
+    }
+
+    /// The same expression over rows that start at column `start` of the
+    /// rows it was planned for (one side of a join, planned over the
+    /// joined row). Every column it reads must be at `start` or after.
+    pub fn rebased(mut self, start: usize) -> Expr {
+        self.visit_columns(&mut |c| {
+            assert!(
+                *c >= start,
+                "column {c} is before the rows' first column {start}"
+            );
+            *c -= start;
+        });
+        self
+    }
+
     /// A constant.
     pub fn constant(v: Value) -> Expr {
         Expr {

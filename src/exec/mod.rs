@@ -86,9 +86,10 @@ pub use copy::{copy_from, copy_to, CopyFormat, CopyFrom, CopyOptions, CopySource
 pub use dml::{DeletePlan, InsertPlan, UpdatePlan};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
+pub use join::{HashCond, HashJoinNode, JoinKind, NestedLoopNode};
 pub use nodes::{
-    AggregateNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode, SortNode, ValuesNode,
-    ViewNode,
+    AggregateNode, FilterNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode, SortNode,
+    ValuesNode, ViewNode,
 };
 pub use plan::{Batch, ExecCx, Filter, Flow, PlanNode, QueryPlan, Rows, SortKey};
 pub use progress::{NoProgress, Progress, ProgressUnit};

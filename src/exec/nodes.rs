@@ -361,6 +361,72 @@ impl PlanNode for ViewNode {
     }
 }
 
+/// Returns the rows of its child that pass a filter (a WHERE that
+/// cannot be evaluated in a scan: over a join's rows).
+pub struct FilterNode {
+    pub child: Box<dyn PlanNode>,
+    pub filter: Filter,
+    pub counts: NodeCounts,
+    input: Batch,
+}
+
+impl FilterNode {
+    pub fn new(child: Box<dyn PlanNode>, filter: Filter) -> FilterNode {
+        FilterNode {
+            child,
+            filter,
+            counts: NodeCounts::default(),
+            input: Batch::default(),
+        }
+    }
+}
+
+impl PlanNode for FilterNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        // Until some row passes or the child ends.
+        while out.is_empty() {
+            self.input.clear();
+            self.child.next_batch(cx, &mut self.input, max_rows)?;
+            if self.input.is_empty() {
+                break;
+            }
+            for row in self.input.rows.drain(..) {
+                if passes(Some(&self.filter), &mut self.counts, &row, cx.eval)? {
+                    out.rows.push(row);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.child.rescan(cx)
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.child.close(cx);
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let mut details = Vec::new();
+        push_filter(&mut details, Some(&self.filter), self.counts, opts);
+        Some(Described {
+            title: "Filter".into(),
+            counts: self.counts,
+            details,
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        vec![self.child.as_ref()]
+    }
+}
+
 /// Computes output columns from each row of its child.
 pub struct ProjectNode {
     pub child: Box<dyn PlanNode>,

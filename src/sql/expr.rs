@@ -336,14 +336,22 @@ fn describe(e: &ast::Expr) -> String {
 pub(crate) struct ScopeColumn {
     pub name: String,
     pub ty: ColumnType,
+    /// The FROM item it belongs to (an index into [`Scope::items`]).
+    pub item: usize,
 }
 
-/// What names mean in an expression: the columns of the FROM item.
-pub(crate) struct Scope {
-    /// The name that may qualify columns (table name or alias).
-    pub qualifier: Option<String>,
+/// A FROM item as names see it.
+pub(crate) struct ScopeItem {
+    /// The name that qualifies its columns (table name or alias).
+    pub qualifier: String,
     /// For messages: `table "t"`, `view "buffers"`, …
     pub describe: String,
+}
+
+/// What names mean in an expression: the columns of the FROM items, in
+/// order (a joined row is its items' rows one after the other).
+pub(crate) struct Scope {
+    pub items: Vec<ScopeItem>,
     pub columns: Vec<ScopeColumn>,
 }
 
@@ -351,31 +359,104 @@ impl Scope {
     /// No columns (SELECT without FROM, VALUES, LIMIT).
     pub fn empty() -> Scope {
         Scope {
-            qualifier: None,
-            describe: "a statement without FROM".into(),
+            items: Vec::new(),
             columns: Vec::new(),
+        }
+    }
+
+    /// One FROM item of `columns`, named `qualifier`.
+    pub fn single(
+        qualifier: String,
+        describe: String,
+        columns: Vec<(String, ColumnType)>,
+    ) -> Scope {
+        Scope {
+            items: vec![ScopeItem {
+                qualifier,
+                describe,
+            }],
+            columns: columns
+                .into_iter()
+                .map(|(name, ty)| ScopeColumn { name, ty, item: 0 })
+                .collect(),
         }
     }
 
     /// The columns of `table`, qualified by `alias` or its name.
     pub fn of_table(table: &TableDef, alias: Option<&str>) -> Scope {
-        Scope {
-            qualifier: Some(alias.unwrap_or(table.name()).to_string()),
-            describe: format!("table \"{}\"", table.name()),
-            columns: table
+        Scope::single(
+            alias.unwrap_or(table.name()).to_string(),
+            format!("table \"{}\"", table.name()),
+            table
                 .columns
                 .iter()
-                .map(|c| ScopeColumn {
-                    name: c.name.clone(),
-                    ty: c.ty,
-                })
+                .map(|c| (c.name.clone(), c.ty))
                 .collect(),
+        )
+    }
+
+    /// This scope's items followed by `other`'s (a join).
+    pub fn join(mut self, other: Scope) -> Scope {
+        let first = self.items.len();
+        self.items.extend(other.items);
+        self.columns
+            .extend(other.columns.into_iter().map(|c| ScopeColumn {
+                item: c.item + first,
+                ..c
+            }));
+        self
+    }
+
+    /// What the names are looked up in, for messages.
+    pub fn describe(&self) -> String {
+        match &self.items[..] {
+            [] => "a statement without FROM".into(),
+            [one] => one.describe.clone(),
+            many => format!(
+                "the FROM items ({})",
+                many.iter()
+                    .map(|i| i.qualifier.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 
-    /// The column called `name`.
-    pub fn find(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c.name == name)
+    /// The item called `qualifier`.
+    pub fn item(&self, qualifier: &str) -> Option<usize> {
+        self.items.iter().position(|i| i.qualifier == qualifier)
+    }
+
+    /// The column called `name` (of item `item`, if given): `Err` if
+    /// several items have one.
+    pub fn find_in(&self, item: Option<usize>, name: &str) -> Result<Option<usize>, ()> {
+        let mut found = self
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.name == name && item.is_none_or(|i| c.item == i))
+            .map(|(at, _)| at);
+        match (found.next(), found.next()) {
+            (None, _) => Ok(None),
+            (Some(at), None) => Ok(Some(at)),
+            (Some(_), Some(_)) => Err(()),
+        }
+    }
+
+    /// The column called `name`, unqualified.
+    pub fn find(&self, name: &str) -> Result<Option<usize>, ()> {
+        self.find_in(None, name)
+    }
+
+    /// The range of columns of item `item`.
+    pub fn item_columns(&self, item: usize) -> std::ops::Range<usize> {
+        let start = self
+            .columns
+            .iter()
+            .position(|c| c.item == item)
+            .unwrap_or(0);
+        let len = self.columns.iter().filter(|c| c.item == item).count();
+        start..start + len
     }
 }
 
@@ -418,6 +499,11 @@ impl<'a> ExprPlanner<'a> {
             clause,
             in_aggregate: false,
         }
+    }
+
+    /// The scope it plans over.
+    pub fn scope(&self) -> &'a Scope {
+        self.scope
     }
 
     /// A predicate (WHERE, HAVING): must be boolean.
@@ -700,21 +786,30 @@ impl<'a> ExprPlanner<'a> {
             }
         };
         let column = ident(name);
+        let at = self.cx.at(e.span());
+        let item = match qualifier {
+            None => None,
+            Some(q) => match self.scope.item(&ident(q)) {
+                Some(item) => Some(item),
+                None => return Err(SqlError::MissingFromItem { name: ident(q), at }),
+            },
+        };
         let unknown = || SqlError::UnknownColumn {
             column: match qualifier {
                 Some(q) => format!("{}.{column}", ident(q)),
                 None => column.clone(),
             },
-            relation: self.scope.describe.clone(),
-            at: self.cx.at(e.span()),
+            relation: match item {
+                Some(i) => self.scope.items[i].describe.clone(),
+                None => self.scope.describe(),
+            },
+            at,
         };
-        if let Some(q) = qualifier {
-            if self.scope.qualifier.as_deref() != Some(ident(q).as_str()) {
-                return Err(unknown());
-            }
+        match self.scope.find_in(item, &column) {
+            Ok(Some(index)) => Ok((index, column)),
+            Ok(None) => Err(unknown()),
+            Err(()) => Err(SqlError::AmbiguousColumn { column, at }),
         }
-        let index = self.scope.find(&column).ok_or_else(unknown)?;
-        Ok((index, column))
     }
 
     fn function(&mut self, f: &ast::Function, e: &ast::Expr) -> Result<Expr, SqlError> {

@@ -150,6 +150,14 @@ pub enum SqlError {
     NulUnicodeEscape { statement: usize, at: Position },
     #[error("table \"{name}\" does not exist{hint}")]
     UnknownTable { name: String, hint: String },
+    #[error("column reference \"{column}\" is ambiguous (at {at}); qualify it with its table's name or alias")]
+    AmbiguousColumn { column: String, at: Position },
+    #[error("missing FROM-clause entry for table \"{name}\" (at {at})")]
+    MissingFromItem { name: String, at: Position },
+    #[error("invalid reference to FROM-clause entry for table \"{name}\" (at {at}); a JOIN's ON can read only the tables joined so far")]
+    InvalidFromReference { name: String, at: Position },
+    #[error("table name \"{name}\" specified more than once; give one of them an alias")]
+    DuplicateFromItem { name: String },
     #[error("column \"{column}\" does not exist in {relation} (at {at})")]
     UnknownColumn {
         column: String,

@@ -2,7 +2,12 @@
 //!
 //! ```text
 //! FROM item ─▶ source (scan, view, generate_series, utility, Result)
-//! WHERE      ─▶ the source's filter
+//! FROM a, b / a JOIN b ON … ─▶ joins, left-deep as written: a hash join
+//!              on equalities between the items so far and the next,
+//!              else a nested loop
+//! WHERE      ─▶ the source's filter (with joins: each condition in the
+//!              scan or join that first has its columns; over the
+//!              NULL-filled side of a left join, in a Filter above)
 //! GROUP BY / aggregates / HAVING ─▶ Aggregate
 //! select list (+ ORDER BY expressions not in it, hidden) ─▶ Project
 //! ORDER BY   ─▶ Sort          LIMIT / OFFSET ─▶ Limit
@@ -22,15 +27,16 @@ use sqlparser::ast::{
 
 use super::expr::{
     constant, function_args, has_aggregate, ident, is_unknown_literal, object_name, output_name,
-    table_function_args, utility_call, ExprPlanner, Grouping, Scope, ScopeColumn, StmtCx,
+    table_function_args, utility_call, ExprPlanner, Grouping, Scope, StmtCx,
 };
 use super::{ResultColumn, SqlError};
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::Aggregate;
 use crate::exec::{
-    AggregateNode, Expr, LimitNode, PlanNode, ProjectNode, QueryPlan, ResultNode, SeqScanNode,
-    Series, SeriesNode, SortKey, SortNode, Utility, UtilityCall, View, ViewNode,
+    AggregateNode, BinaryOp, Expr, Filter, FilterNode, HashCond, HashJoinNode, JoinKind, LimitNode,
+    NestedLoopNode, PlanNode, ProjectNode, QueryPlan, ResultNode, SeqScanNode, Series, SeriesNode,
+    SortKey, SortNode, Utility, UtilityCall, View, ViewNode,
 };
 use crate::types::{as_i64, ColumnType, Value};
 
@@ -46,14 +52,65 @@ pub(crate) struct PlannedQuery {
     pub unknown: Vec<bool>,
 }
 
-/// What the FROM clause names.
+/// What one FROM item reads.
 enum FromItem {
-    None,
     Table(Arc<TableDef>, Option<String>),
     View(View, Option<String>),
     /// `generate_series`, and the name of its column.
     Series(Series, String),
     Utility(UtilityCall),
+}
+
+impl FromItem {
+    /// The names the item offers.
+    fn scope(&self) -> Scope {
+        match self {
+            FromItem::Table(table, alias) => Scope::of_table(table, alias.as_deref()),
+            FromItem::View(view, alias) => Scope::single(
+                alias.clone().unwrap_or_else(|| view.name().to_string()),
+                format!("view \"{}\"", view.name()),
+                columns_of(view.columns()),
+            ),
+            FromItem::Series(series, column) => Scope::single(
+                series.alias.clone(),
+                "generate_series()".into(),
+                vec![(column.clone(), series.ty)],
+            ),
+            FromItem::Utility(call) => Scope::single(
+                call.utility.name().to_string(),
+                format!("{}()", call.utility.name()),
+                columns_of(call.utility.columns()),
+            ),
+        }
+    }
+
+    /// The node that reads it, decoding the `wanted` columns, with the
+    /// item's own filter.
+    fn node(self, wanted: Vec<bool>, filter: Option<Filter>) -> Box<dyn PlanNode> {
+        match self {
+            FromItem::Table(table, alias) => {
+                Box::new(SeqScanNode::new(table, alias, wanted, filter))
+            }
+            FromItem::View(view, _) => Box::new(ViewNode::new(view, filter)),
+            FromItem::Series(series, _) => Box::new(SeriesNode::new(series, filter)),
+            FromItem::Utility(call) => Box::new(ResultNode::new(vec![call], filter)),
+        }
+    }
+}
+
+/// How a FROM item after the first joins the items before it.
+struct JoinSpec {
+    kind: JoinKind,
+    /// `ON …` (None: a cross join, or a comma).
+    on: Option<ast::Expr>,
+}
+
+/// The FROM clause: its items in order, and `joins[k - 1]` joining item
+/// k to the items before it (a left-deep tree, as written).
+#[derive(Default)]
+struct FromClause {
+    items: Vec<FromItem>,
+    joins: Vec<JoinSpec>,
 }
 
 /// Refuses the parts of a query other than a SELECT with ORDER BY and
@@ -214,22 +271,67 @@ pub(crate) fn plan_query(
     plan_select(cx, db, q, select)
 }
 
-/// Resolves the FROM clause.
-fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<FromItem, SqlError> {
-    let item = match from {
-        [] => return Ok(FromItem::None),
-        [item] => item,
-        [_, second, ..] => {
-            return Err(cx.unsupported_hint(
-                second.relation.span(),
-                "several tables in FROM",
-                "; a query reads one table (joins come later)",
-            ))
+/// Resolves the FROM clause: comma-separated items (cross joins, whose
+/// WHERE may join them) and `[INNER | LEFT [OUTER] | CROSS] JOIN … ON`.
+fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<FromClause, SqlError> {
+    let mut clause = FromClause::default();
+    for item in from {
+        if !clause.items.is_empty() {
+            clause.joins.push(JoinSpec {
+                kind: JoinKind::Inner,
+                on: None,
+            });
         }
-    };
-    if let Some(join) = item.joins.first() {
-        return Err(cx.unsupported(join.relation.span(), "JOIN"));
+        clause.items.push(plan_factor(cx, db, &item.relation)?);
+        for join in &item.joins {
+            let span = join.relation.span();
+            let (kind, constraint) = match &join.join_operator {
+                ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (JoinKind::Inner, c),
+                ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
+                ast::JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
+                ast::JoinOperator::Right(_)
+                | ast::JoinOperator::RightOuter(_)
+                | ast::JoinOperator::FullOuter(_) => {
+                    return Err(cx.unsupported_hint(
+                        span,
+                        "RIGHT or FULL JOIN",
+                        "; write the tables the other way round with LEFT JOIN",
+                    ))
+                }
+                _ => return Err(cx.unsupported(span, "this kind of join")),
+            };
+            let on = match constraint {
+                ast::JoinConstraint::On(e) => Some(e.clone()),
+                ast::JoinConstraint::None => None,
+                ast::JoinConstraint::Using(_) => {
+                    return Err(cx.unsupported_hint(
+                        span,
+                        "JOIN … USING",
+                        "; write the equality with ON",
+                    ))
+                }
+                ast::JoinConstraint::Natural => {
+                    return Err(cx.unsupported_hint(
+                        span,
+                        "NATURAL JOIN",
+                        "; write the equality with ON",
+                    ))
+                }
+            };
+            if join.global {
+                return Err(cx.unsupported(span, "GLOBAL joins"));
+            }
+            clause.joins.push(JoinSpec { kind, on });
+            clause.items.push(plan_factor(cx, db, &join.relation)?);
+        }
     }
+    debug_assert_eq!(clause.joins.len() + 1, clause.items.len().max(1));
+    Ok(clause)
+}
+
+/// Resolves one FROM item: a table, a view, `generate_series` or a
+/// utility.
+fn plan_factor(cx: &StmtCx, db: &Database, relation: &TableFactor) -> Result<FromItem, SqlError> {
     let TableFactor::Table {
         name,
         alias,
@@ -241,14 +343,14 @@ fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<From
         json_path,
         sample,
         index_hints,
-    } = &item.relation
+    } = relation
     else {
         return Err(cx.unsupported(
-            item.relation.span(),
+            relation.span(),
             "this FROM item (subqueries, LATERAL, UNNEST, …)",
         ));
     };
-    let span = item.relation.span();
+    let span = relation.span();
     if !with_hints.is_empty()
         || version.is_some()
         || *with_ordinality
@@ -353,17 +455,273 @@ fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<From
     ))
 }
 
+/// The planned conditions of a FROM clause of several items.
+#[derive(Default)]
+struct PlannedJoins {
+    /// Per item: what its scan filters, over the item's own row.
+    item_filters: Vec<Option<Filter>>,
+    /// Per join (of item k, at k - 1): the equalities it hashes on (an
+    /// expression over the items before k, one over item k's row, and the
+    /// text), and the rest of its condition, over the joined row.
+    keys: Vec<Vec<(Expr, Expr, String)>>,
+    conds: Vec<Option<Filter>>,
+    /// What is evaluated over the whole joined row, after every join: a
+    /// WHERE on the side a left join fills with NULLs.
+    top: Option<Filter>,
+}
+
+/// The ANDed parts of a condition.
+fn conjuncts(e: &ast::Expr) -> Vec<&ast::Expr> {
+    match e {
+        ast::Expr::BinaryOp {
+            left,
+            op: ast::BinaryOperator::And,
+            right,
+        } => {
+            let mut parts = conjuncts(left);
+            parts.extend(conjuncts(right));
+            parts
+        }
+        ast::Expr::Nested(inner) => conjuncts(inner),
+        other => vec![other],
+    }
+}
+
+/// The FROM items whose columns `e` reads, ascending.
+fn items_read(e: &Expr, scope: &Scope) -> Vec<usize> {
+    let mut items: Vec<usize> = e
+        .columns_read()
+        .into_iter()
+        .map(|c| scope.columns[c].item)
+        .collect();
+    items.dedup();
+    items
+}
+
+/// `filters` ANDed into one.
+fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> {
+    let mut all: Option<Filter> = None;
+    for f in filters {
+        all = Some(match all {
+            None => f,
+            Some(a) => Filter {
+                predicate: Expr::binary(BinaryOp::And, a.predicate, f.predicate)?,
+                label: format!("{} AND {}", a.label, f.label),
+            },
+        });
+    }
+    Ok(all)
+}
+
+/// Where the conditions of a FROM clause of several items are evaluated:
+/// a condition on one item in that item's scan (unless a left join fills
+/// that item with NULLs and the condition is a WHERE); an equality between
+/// the items before a join and the item it joins as the join's hash key;
+/// anything else in the join that brings in the last item it reads (the
+/// WHERE of a cross or inner join is the same as its ON), except a WHERE
+/// reading the NULL-filled side of a left join, which is evaluated above
+/// all joins.
+fn plan_joins(
+    cx: &StmtCx,
+    planner: &mut ExprPlanner,
+    from: &FromClause,
+    selection: Option<&ast::Expr>,
+) -> Result<PlannedJoins, SqlError> {
+    let scope = planner.scope();
+    let n = from.items.len();
+    let mut slots = Slots {
+        item_filters: (0..n).map(|_| Vec::new()).collect(),
+        keys: (1..n).map(|_| Vec::new()).collect(),
+        conds: (1..n).map(|_| Vec::new()).collect(),
+    };
+    for (j, spec) in from.joins.iter().enumerate() {
+        let k = j + 1;
+        for conj in spec.on.iter().flat_map(conjuncts) {
+            let f = planner
+                .plan_filter(Some(conj), "JOIN/ON")?
+                .expect("a condition");
+            if let Some(&beyond) = items_read(&f.predicate, scope).iter().find(|&&i| i > k) {
+                return Err(SqlError::InvalidFromReference {
+                    name: scope.items[beyond].qualifier.clone(),
+                    at: cx.at(conj.span()),
+                });
+            }
+            // An ON reading only the item joined filters that item's rows
+            // (for a left join too: its outer rows are kept either way);
+            // one reading earlier items stays in the join.
+            slots.place(planner, conj, f, k)?;
+        }
+    }
+    let mut top = Vec::new();
+    for conj in selection.into_iter().flat_map(conjuncts) {
+        let f = planner
+            .plan_filter(Some(conj), "WHERE")?
+            .expect("a condition");
+        let last = items_read(&f.predicate, scope).last().copied().unwrap_or(0);
+        if last > 0 && from.joins[last - 1].kind == JoinKind::Left {
+            top.push(f);
+        } else {
+            slots.place(planner, conj, f, last)?;
+        }
+    }
+    Ok(PlannedJoins {
+        item_filters: slots
+            .item_filters
+            .into_iter()
+            .map(and_all)
+            .collect::<Result<_, _>>()?,
+        keys: slots.keys,
+        conds: slots
+            .conds
+            .into_iter()
+            .map(and_all)
+            .collect::<Result<_, _>>()?,
+        top: and_all(top)?,
+    })
+}
+
+/// Conditions gathered per item and per join (see [`plan_joins`]).
+struct Slots {
+    item_filters: Vec<Vec<Filter>>,
+    keys: Vec<Vec<(Expr, Expr, String)>>,
+    conds: Vec<Vec<Filter>>,
+}
+
+impl Slots {
+    /// Places condition `f` (`conj` planned) that may be evaluated once
+    /// items up to `at` are joined: in item `at`'s scan if it reads
+    /// nothing else, else in the join of item `at`.
+    fn place(
+        &mut self,
+        planner: &mut ExprPlanner,
+        conj: &ast::Expr,
+        f: Filter,
+        at: usize,
+    ) -> Result<(), SqlError> {
+        let scope = planner.scope();
+        if items_read(&f.predicate, scope).iter().all(|&i| i == at) {
+            let start = scope.item_columns(at).start;
+            self.item_filters[at].push(Filter {
+                predicate: f.predicate.rebased(start),
+                label: f.label,
+            });
+        } else if let Some(key) = hash_key(planner, conj, at)? {
+            self.keys[at - 1].push(key);
+        } else {
+            self.conds[at - 1].push(f);
+        }
+        Ok(())
+    }
+}
+
+/// `conj` as a hash key of the join of item `k`: an equality between an
+/// expression of the items before `k` and one of item `k`, of one type
+/// (integers of either width compare as bigint); None otherwise.
+fn hash_key(
+    planner: &mut ExprPlanner,
+    conj: &ast::Expr,
+    k: usize,
+) -> Result<Option<(Expr, Expr, String)>, SqlError> {
+    let ast::Expr::BinaryOp {
+        left,
+        op: ast::BinaryOperator::Eq,
+        right,
+    } = conj
+    else {
+        return Ok(None);
+    };
+    let scope = planner.scope();
+    let (l, r) = (planner.plan(left)?, planner.plan(right)?);
+    let (li, ri) = (items_read(&l, scope), items_read(&r, scope));
+    let before = |items: &[usize]| !items.is_empty() && items.iter().all(|&i| i < k);
+    let only_k = |items: &[usize]| items == [k];
+    let (outer, inner) = if before(&li) && only_k(&ri) {
+        (l, r)
+    } else if only_k(&li) && before(&ri) {
+        (r, l)
+    } else {
+        return Ok(None);
+    };
+    let integer =
+        |t: Option<ColumnType>| matches!(t, Some(ColumnType::Integer | ColumnType::BigInt));
+    let (outer, inner) = match (outer.ty(), inner.ty()) {
+        (Some(a), Some(b)) if a == b => (outer, inner),
+        (a, b) if integer(a) && integer(b) => (
+            Expr::cast(outer, ColumnType::BigInt)?,
+            Expr::cast(inner, ColumnType::BigInt)?,
+        ),
+        _ => return Ok(None),
+    };
+    let start = scope.item_columns(k).start;
+    Ok(Some((outer, inner.rebased(start), format!("{conj}"))))
+}
+
+/// The join tree of a FROM clause of several items, left-deep as written.
+fn build_joins(
+    scope: &Scope,
+    from: FromClause,
+    used: Vec<bool>,
+    planned: PlannedJoins,
+) -> Box<dyn PlanNode> {
+    let PlannedJoins {
+        item_filters,
+        keys,
+        conds,
+        top,
+    } = planned;
+    let mut filters = item_filters.into_iter();
+    let mut items = from.items.into_iter().enumerate().map(|(i, item)| {
+        let range = scope.item_columns(i);
+        let width = range.len();
+        let filter = filters.next().expect("a filter slot per item");
+        (item.node(used[range].to_vec(), filter), width)
+    });
+    let (mut node, _) = items.next().expect("several items");
+    for (((inner, width), spec), (keys, cond)) in
+        items.zip(from.joins).zip(keys.into_iter().zip(conds))
+    {
+        node = if keys.is_empty() {
+            Box::new(NestedLoopNode::new(node, inner, width, spec.kind, cond))
+        } else {
+            let labels: Vec<String> = keys.iter().map(|k| k.2.clone()).collect();
+            let (outer_keys, inner_keys) = keys.into_iter().map(|(o, i, _)| (o, i)).unzip();
+            let hash = HashCond {
+                outer_keys,
+                inner_keys,
+                label: format!("({})", labels.join(" AND ")),
+            };
+            Box::new(HashJoinNode::new(node, inner, width, spec.kind, hash, cond))
+        };
+    }
+    match top {
+        Some(f) => Box::new(FilterNode::new(node, f)),
+        None => node,
+    }
+}
+
 /// A select-list item before planning.
 struct Item {
     expr: ast::Expr,
     name: String,
 }
 
-/// Every column of `scope`, as `*` selects them.
-fn expand_star(scope: &Scope, items: &mut Vec<Item>) {
+/// Every column of `scope` (of its item `only`, if given), as `*` and
+/// `t.*` select them; qualified when several items could have a column of
+/// the name.
+fn expand_star(scope: &Scope, only: Option<usize>, items: &mut Vec<Item>) {
     for c in &scope.columns {
+        if only.is_some_and(|i| i != c.item) {
+            continue;
+        }
+        let name = ast::Ident::with_quote('"', c.name.clone());
+        let expr = if scope.items.len() > 1 {
+            let qualifier = ast::Ident::with_quote('"', scope.items[c.item].qualifier.clone());
+            ast::Expr::CompoundIdentifier(vec![qualifier, name])
+        } else {
+            ast::Expr::Identifier(name)
+        };
         items.push(Item {
-            expr: ast::Expr::Identifier(ast::Ident::with_quote('"', c.name.clone())),
+            expr,
             name: c.name.clone(),
         });
     }
@@ -389,13 +747,10 @@ fn lone_row_utility(
     Ok(Some(utility_call(cx, db, utility, &args, f.span())?))
 }
 
-fn columns_of(specs: &[(&'static str, ColumnType)]) -> Vec<ScopeColumn> {
+fn columns_of(specs: &[(&'static str, ColumnType)]) -> Vec<(String, ColumnType)> {
     specs
         .iter()
-        .map(|&(name, ty)| ScopeColumn {
-            name: name.to_string(),
-            ty,
-        })
+        .map(|&(name, ty)| (name.to_string(), ty))
         .collect()
 }
 
@@ -416,7 +771,7 @@ fn resolve_group(g: &ast::Expr, items: &[Item], scope: &Scope) -> Result<ast::Ex
     }
     if let ast::Expr::Identifier(i) = g {
         let name = ident(i);
-        if scope.find(&name).is_none() {
+        if matches!(scope.find(&name), Ok(None)) {
             if let Some(item) = items.iter().find(|item| item.name == name) {
                 return Ok(item.expr.clone());
             }
@@ -490,39 +845,32 @@ fn plan_select(
 ) -> Result<PlannedQuery, SqlError> {
     let mut from = plan_from(cx, db, &select.from)?;
     let mut star = false;
-    if matches!(from, FromItem::None) {
+    if from.items.is_empty() {
         if let Some(call) = lone_row_utility(cx, db, &select.projection)? {
-            from = FromItem::Utility(call);
+            from.items.push(FromItem::Utility(call));
             star = true;
         }
     }
-    let scope = match &from {
-        FromItem::None => Scope::empty(),
-        FromItem::Table(table, alias) => Scope::of_table(table, alias.as_deref()),
-        FromItem::View(view, alias) => Scope {
-            qualifier: Some(alias.clone().unwrap_or_else(|| view.name().to_string())),
-            describe: format!("view \"{}\"", view.name()),
-            columns: columns_of(view.columns()),
-        },
-        FromItem::Series(series, column) => Scope {
-            qualifier: Some(series.alias.clone()),
-            describe: "generate_series()".into(),
-            columns: vec![ScopeColumn {
-                name: column.clone(),
-                ty: series.ty,
-            }],
-        },
-        FromItem::Utility(call) => Scope {
-            qualifier: Some(call.utility.name().to_string()),
-            describe: format!("{}()", call.utility.name()),
-            columns: columns_of(call.utility.columns()),
-        },
-    };
+    let scope = from
+        .items
+        .iter()
+        .map(FromItem::scope)
+        .fold(Scope::empty(), Scope::join);
+    for (i, item) in scope.items.iter().enumerate() {
+        if scope.items[..i]
+            .iter()
+            .any(|o| o.qualifier == item.qualifier)
+        {
+            return Err(SqlError::DuplicateFromItem {
+                name: item.qualifier.clone(),
+            });
+        }
+    }
 
     // The select list, with * expanded.
     let mut items = Vec::new();
     if star {
-        expand_star(&scope, &mut items);
+        expand_star(&scope, None, &mut items);
     } else {
         for item in &select.projection {
             match item {
@@ -542,7 +890,7 @@ fn plan_select(
                     if scope.columns.is_empty() {
                         return Err(cx.unsupported(item.span(), "SELECT * without FROM"));
                     }
-                    expand_star(&scope, &mut items);
+                    expand_star(&scope, None, &mut items);
                 }
                 SelectItem::QualifiedWildcard(kind, options) => {
                     check_wildcard(cx, options, item.span())?;
@@ -550,13 +898,13 @@ fn plan_select(
                         return Err(cx.unsupported(item.span(), format!("{kind}")));
                     };
                     let name = object_name(cx, name)?;
-                    if scope.qualifier.as_deref() != Some(name.as_str()) {
-                        return Err(SqlError::UnknownTable {
+                    let Some(only) = scope.item(&name) else {
+                        return Err(SqlError::MissingFromItem {
                             name,
-                            hint: " in FROM".into(),
+                            at: cx.at(item.span()),
                         });
-                    }
-                    expand_star(&scope, &mut items);
+                    };
+                    expand_star(&scope, Some(only), &mut items);
                 }
             }
         }
@@ -577,10 +925,20 @@ fn plan_select(
         || order_by.iter().any(|o| has_aggregate(&o.expr));
 
     let mut planner = ExprPlanner::new(cx, db, &scope, "WHERE");
-    if matches!(from, FromItem::None) {
+    if from.items.is_empty() {
         planner.utilities = Some(Vec::new());
     }
-    let filter = planner.plan_filter(select.selection.as_ref(), "WHERE")?;
+    let (filter, joins) = if from.items.len() > 1 {
+        (
+            None,
+            plan_joins(cx, &mut planner, &from, select.selection.as_ref())?,
+        )
+    } else {
+        (
+            planner.plan_filter(select.selection.as_ref(), "WHERE")?,
+            PlannedJoins::default(),
+        )
+    };
 
     planner.clause = "GROUP BY";
     let mut group_keys = Vec::with_capacity(group_by.len());
@@ -674,12 +1032,13 @@ fn plan_select(
         .collect();
     let used = std::mem::take(&mut planner.used);
     let utilities = planner.utilities.take();
-    let mut node: Box<dyn PlanNode> = match from {
-        FromItem::None => Box::new(ResultNode::new(utilities.unwrap_or_default(), filter)),
-        FromItem::Table(table, alias) => Box::new(SeqScanNode::new(table, alias, used, filter)),
-        FromItem::View(view, _) => Box::new(ViewNode::new(view, filter)),
-        FromItem::Series(series, _) => Box::new(SeriesNode::new(series, filter)),
-        FromItem::Utility(call) => Box::new(ResultNode::new(vec![call], filter)),
+    let mut node: Box<dyn PlanNode> = if from.items.is_empty() {
+        Box::new(ResultNode::new(utilities.unwrap_or_default(), filter))
+    } else if from.items.len() == 1 {
+        let item = from.items.pop().expect("one item");
+        item.node(used, filter)
+    } else {
+        build_joins(&scope, from, used, joins)
     };
     if let Some(grouping) = planner.grouping.take() {
         let aggs: Vec<Aggregate> = grouping.aggs.into_iter().map(|(_, a)| a).collect();
