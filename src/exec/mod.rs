@@ -143,6 +143,13 @@ pub enum ExecError {
         expected: &'static str,
         found: &'static str,
     },
+    /// `timestamp - timestamp` (or with a date), whose result type in
+    /// PostgreSQL is `interval`.
+    #[error("operator does not exist here: {left} - {right} gives an interval, and type interval is not supported; subtract dates (cast to date) for a number of days")]
+    NoInterval {
+        left: &'static str,
+        right: &'static str,
+    },
     #[error("step size of generate_series cannot be zero")]
     ZeroStep,
     #[error("block {block} is beyond the end of table \"{table}\", which has {nblocks} blocks")]
