@@ -12,7 +12,6 @@ use std::sync::Arc;
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::sql::{self, format_table, format_value, SqlError, StatementIo, StatementResult};
-use aiostore::types::Value;
 use common::temp_dir;
 
 fn settings(method: IoMethod) -> Vec<String> {
@@ -383,6 +382,15 @@ fn char_values_differing_in_trailing_spaces_group_together(method: IoMethod) {
     assert_eq!(groups.len(), 5000);
     assert_eq!(groups[0], ["2000-01-01", "8", "0"]);
     assert_eq!(groups[4999], ["2013-09-08", "8", "4999"]);
+    let plan = column(
+        &mut s,
+        "EXPLAIN ANALYZE SELECT b, count(*) FROM g WHERE c IS NULL GROUP BY b",
+    );
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Batches:") && !l.contains("Batches: 1 ")),
+        "the aggregation did not spill: {plan:#?}"
+    );
     let keys = printed(
         &mut s,
         "SELECT b, count(*) FROM g WHERE c IS NULL GROUP BY b",

@@ -145,7 +145,7 @@ pub enum ExecError {
     },
     /// `timestamp - timestamp` (or with a date), whose result type in
     /// PostgreSQL is `interval`.
-    #[error("operator does not exist here: {left} - {right} gives an interval, and type interval is not supported; subtract dates (cast to date) for a number of days")]
+    #[error("{left} - {right} gives an interval, and type interval is not supported; cast both sides to date to subtract them as a number of days")]
     NoInterval {
         left: &'static str,
         right: &'static str,

@@ -331,3 +331,68 @@ pub fn as_f64(v: &Value) -> Option<f64> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_codes_of_the_first_types_are_unchanged_and_every_code_reads_back() {
+        // Written by data directories before lengths existed.
+        let old = [
+            ColumnType::Integer,
+            ColumnType::BigInt,
+            ColumnType::Double,
+            ColumnType::Text,
+            ColumnType::Boolean,
+        ];
+        for (code, ty) in old.into_iter().enumerate() {
+            assert_eq!(ty.code(), code as i32);
+        }
+        for ty in old.into_iter().chain([
+            ColumnType::Date,
+            ColumnType::Timestamp,
+            ColumnType::Varchar(None),
+            ColumnType::Varchar(Some(1)),
+            ColumnType::Varchar(Some(MAX_CHAR_LENGTH)),
+            ColumnType::Char(None),
+            ColumnType::Char(Some(3)),
+            ColumnType::Char(Some(MAX_CHAR_LENGTH)),
+        ]) {
+            assert_eq!(ColumnType::from_code(ty.code()), Some(ty), "{ty:?}");
+        }
+        // A length on a type that takes none, an unknown base, a length
+        // beyond the limit: not codes we write.
+        assert_eq!(ColumnType::from_code(3 | (5 << 8)), None);
+        assert_eq!(ColumnType::from_code(99), None);
+        assert_eq!(ColumnType::from_code(-1), None);
+    }
+
+    #[test]
+    fn char_compares_without_padding_and_dates_against_timestamps_by_midnight() {
+        use std::cmp::Ordering::*;
+        let c = |s: &str| Value::Char(s.into());
+        assert_eq!(compare(&c("a  "), &c("a")), Some(Equal));
+        assert_eq!(compare(&c("a"), &c("a\t")), Some(Less));
+        assert_eq!(compare(&c("ab "), &c("b")), Some(Less));
+        assert_eq!(compare(&c("a  "), &Value::Text("a ".into())), Some(Less));
+        let day = datetime::USECS_PER_DAY;
+        assert_eq!(
+            compare(&Value::Date(1), &Value::Timestamp(day)),
+            Some(Equal)
+        );
+        assert_eq!(
+            compare(&Value::Date(1), &Value::Timestamp(day + 1)),
+            Some(Less)
+        );
+        // Beyond the timestamp range a date still orders, not fails.
+        assert_eq!(
+            compare(&Value::Date(2_000_000_000), &Value::Timestamp(i64::MAX - 1)),
+            Some(Greater)
+        );
+        assert_eq!(
+            compare(&Value::Date(i32::MIN), &Value::Timestamp(i64::MIN)),
+            Some(Equal)
+        );
+    }
+}
