@@ -32,7 +32,8 @@
 //!
 //! # What is supported
 //!
-//! CREATE TABLE (integer, bigint, double precision, text, boolean; NOT
+//! CREATE TABLE (integer, bigint, double precision, text, varchar(n),
+//! char(n), boolean, date, timestamp; NOT
 //! NULL; `WITH (fillfactor = n)`), DROP TABLE, INSERT (VALUES or SELECT),
 //! UPDATE, DELETE, SELECT over one table, view, `generate_series` or
 //! utility function (WHERE, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET,
