@@ -20,7 +20,14 @@
 //!   ([`value_to_text`] as a cast to text gives it, [`output_text`] as a
 //!   result prints);
 //! - `double.rs`: [`format_double`], the shortest digits that read back as
-//!   the same double, as PostgreSQL 12+ prints them.
+//!   the same double, as PostgreSQL 12+ prints them;
+//! - `datetime.rs`: `date` and `timestamp`: the calendar, their text forms,
+//!   ranges and arithmetic.
+//!
+//! `varchar(n)` and `char(n)` carry their length in the [`ColumnType`]
+//! (PostgreSQL's typmod). A varchar value is [`Value::Text`]; a char value
+//! is [`Value::Char`], padded, and compares, hashes and measures without
+//! its trailing spaces.
 //!
 //! Doubles order as PostgreSQL orders them, not as IEEE 754 does: NaN
 //! equals NaN and sorts above every number, and -0 equals 0, so that a
