@@ -423,13 +423,18 @@ fn describe(
                     t.heap.rel,
                     t.heap.fillfactor
                 )?;
-                writeln!(out, "{:<30} {:<18} nullable", "column", "type")?;
-                for c in &t.columns {
+                // Types as psql names them (`character varying(10)`,
+                // `timestamp without time zone`), the column as wide as
+                // the longest.
+                let types: Vec<String> = t.columns.iter().map(|c| c.ty.display_name()).collect();
+                let width = types.iter().map(String::len).max().unwrap_or(0).max(18);
+                writeln!(out, "{:<30} {:<width$} nullable", "column", "type")?;
+                for (c, ty) in t.columns.iter().zip(&types) {
                     writeln!(
                         out,
-                        "{:<30} {:<18} {}",
+                        "{:<30} {:<width$} {}",
                         c.name,
-                        c.ty.name(),
+                        ty,
                         if c.not_null { "not null" } else { "" }
                     )?;
                 }
@@ -494,6 +499,33 @@ mod describe_tests {
         assert!(shown("\"T\"").contains("x "), "{}", shown("\"T\""));
         assert!(shown("\"t\"").contains("id "));
         assert!(shown("nope").contains("does not exist"));
+    }
+
+    #[test]
+    fn describe_names_types_with_their_length_as_psql_does() {
+        let (_dir, db) = small_db();
+        let mut s = db.session().unwrap();
+        aiostore::sql::execute(
+            &mut s,
+            "CREATE TABLE t (v varchar(10), c char(3), b bpchar, d date, ts timestamp, \
+             u character varying, one char)",
+        )
+        .unwrap();
+        let text = shown(&db, None, Some("t"));
+        let types: Vec<&str> = text.lines().skip(2).map(|l| l[30..].trim()).collect();
+        assert_eq!(
+            types,
+            [
+                "character varying(10)",
+                "character(3)",
+                "bpchar",
+                "date",
+                "timestamp without time zone",
+                "character varying",
+                "character(1)",
+            ],
+            "{text}"
+        );
     }
 
     #[test]

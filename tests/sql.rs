@@ -221,7 +221,11 @@ fn create_table_checks_options_types_and_names(method: IoMethod) {
             Fails::Containing("type \"NUMERIC\" is not supported; use integer, bigint"),
         ),
         (
-            "CREATE TABLE u (a varchar(10))",
+            "CREATE TABLE u (a timestamp with time zone)",
+            Fails::As(|e| matches!(e, SqlError::UnknownType { .. })),
+        ),
+        (
+            "CREATE TABLE u (a timestamp(3))",
             Fails::As(|e| matches!(e, SqlError::UnknownType { .. })),
         ),
         (

@@ -752,6 +752,9 @@ struct Xact {
     /// Tables it created: pending in the catalog, their pages not logged,
     /// until it ends (synced and published at commit, removed at abort).
     created: Vec<Arc<crate::catalog::TableDef>>,
+    /// When it began (BEGIN, or its one statement's start): what SQL's
+    /// `now()` and `CURRENT_TIMESTAMP` report throughout it.
+    started: std::time::SystemTime,
 }
 
 impl Xact {
@@ -764,6 +767,7 @@ impl Xact {
             explicit,
             failed: false,
             created: Vec::new(),
+            started: std::time::SystemTime::now(),
         }
     }
 }
@@ -950,6 +954,13 @@ impl Session {
     /// transaction that created a table (which took an id) see it.
     pub fn current_xid(&self) -> Option<Xid> {
         self.xact.as_ref().and_then(|x| x.xid)
+    }
+
+    /// When the open transaction began (PostgreSQL's transaction start
+    /// time), if one is open: a block's BEGIN, or the running statement's
+    /// own transaction.
+    pub fn transaction_start(&self) -> Option<std::time::SystemTime> {
+        self.xact.as_ref().map(|x| x.started)
     }
 
     /// ROLLBACK.

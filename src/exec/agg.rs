@@ -266,8 +266,13 @@ impl Hash for GroupKey {
                     };
                     state.write_u64(canonical.to_bits());
                 }
+                // char(n) equals text without its padding, so it hashes
+                // as that text: 'a' and 'a  ' are one group.
                 Value::Text(s) => s.hash(state),
+                Value::Char(s) => crate::types::trim_char_padding(s).hash(state),
                 Value::Boolean(b) => state.write_u8(2 + u8::from(*b)),
+                Value::Date(d) => state.write_i32(*d),
+                Value::Timestamp(t) => state.write_i64(*t),
             }
         }
     }

@@ -42,7 +42,7 @@ use super::scan::SeqScanNode;
 use super::{hold_tables, EvalContext, ExecError};
 use crate::catalog::TableDef;
 use crate::database::{Session, StatementSnapshot};
-use crate::types::{format_double, parse_value, TypeError, Value};
+use crate::types::{format_double, output_text, parse_value, TypeError, Value};
 
 /// The data format of a COPY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -616,7 +616,8 @@ impl RowWriter<'_> {
             }
             Value::Double(x) => self.field_text(format_double(*x).as_bytes()),
             Value::Boolean(b) => self.buf.push(if *b { b't' } else { b'f' }),
-            Value::Text(t) => self.field_text(t.as_bytes()),
+            Value::Text(t) | Value::Char(t) => self.field_text(t.as_bytes()),
+            Value::Date(_) | Value::Timestamp(_) => self.field_text(output_text(v).as_bytes()),
         }
     }
 

@@ -65,7 +65,7 @@ fn encode_row(
             });
         }
         if let Some(ty) = v.column_type() {
-            if ty != column.ty {
+            if !column.ty.holds(v) {
                 return Err(ExecError::ColumnType {
                     table: table.name().to_string(),
                     column: column.name.clone(),

@@ -19,9 +19,10 @@ use std::hash::{BuildHasher, Hasher};
 
 use super::value::like_match;
 use super::ExecError;
+use crate::types::datetime::{date_add_days, date_difference};
 use crate::types::{
-    as_f64, as_i64, can_cast, cast_value, category, compare, is_numeric, numeric_rank, type_name,
-    value_to_text, ColumnType, TypeError, Value,
+    as_f64, as_i64, assign_value, can_cast, cast_value, category, compare, is_numeric, is_text,
+    numeric_rank, type_name, value_to_text, Category, ColumnType, TypeError, Value,
 };
 
 /// Longest text a function may build (`repeat`, `||`): far beyond what a
@@ -141,7 +142,7 @@ impl Function {
     /// The result type for arguments of `args`, or `None` if it does not
     /// take them. An argument of unknown type (NULL) fits anything.
     fn result_type(self, args: &[Option<ColumnType>]) -> Option<Option<ColumnType>> {
-        let text = |t: &Option<ColumnType>| matches!(t, None | Some(ColumnType::Text));
+        let text = |t: &Option<ColumnType>| t.is_none_or(is_text);
         let integer = |t: &Option<ColumnType>| {
             matches!(t, None | Some(ColumnType::Integer | ColumnType::BigInt))
         };
@@ -208,6 +209,8 @@ enum Kind {
     Column(usize),
     /// Operands are numeric; evaluated in the expression's type.
     Arith(BinaryOp, Box<Expr>, Box<Expr>),
+    /// `date ± integer`, `integer + date`, `date - date`.
+    DateArith(BinaryOp, Box<Expr>, Box<Expr>),
     Concat(Box<Expr>, Box<Expr>),
     Compare(BinaryOp, Box<Expr>, Box<Expr>),
     And(Box<Expr>, Box<Expr>),
@@ -218,7 +221,30 @@ enum Kind {
     InList(Box<Expr>, Vec<Expr>, bool),
     Like(Box<Expr>, Box<Expr>, bool),
     Cast(Box<Expr>, ColumnType),
+    /// A conversion for storing into a column of the type, which refuses
+    /// text too long for it where a cast would cut it.
+    AssignCast(Box<Expr>, ColumnType),
     Call(Function, Vec<Expr>),
+}
+
+/// Whether `ty` is a date or timestamp.
+fn is_datetime(ty: ColumnType) -> bool {
+    category(ty) == Category::DateTime
+}
+
+/// The operands of a comparison with PostgreSQL's implicit casts between
+/// character types applied: `char(n)` against text compares as text (the
+/// char side cast, losing its padding), against `varchar` as `bpchar`
+/// (the varchar side cast, so its trailing spaces do not count either).
+fn unify_character_operands(l: Expr, r: Expr) -> Result<(Expr, Expr), ExecError> {
+    use ColumnType as T;
+    Ok(match (l.ty, r.ty) {
+        (Some(T::Char(_)), Some(T::Text)) => (Expr::cast(l, T::Text)?, r),
+        (Some(T::Text), Some(T::Char(_))) => (l, Expr::cast(r, T::Text)?),
+        (Some(T::Char(_)), Some(T::Varchar(_))) => (l, Expr::cast(r, T::Char(None))?),
+        (Some(T::Varchar(_)), Some(T::Char(_))) => (Expr::cast(l, T::Char(None))?, r),
+        _ => (l, r),
+    })
 }
 
 /// The wider of two numeric types.
@@ -336,7 +362,7 @@ impl Expr {
             BinaryOp::Concat => {
                 // text || anything (as PostgreSQL's anynonarray), not
                 // number || number.
-                let texty = |t: Option<ColumnType>| matches!(t, None | Some(ColumnType::Text));
+                let texty = |t: Option<ColumnType>| t.is_none_or(is_text);
                 if !texty(l.ty) && !texty(r.ty) {
                     return Err(no_operator());
                 }
@@ -351,9 +377,29 @@ impl Expr {
                         return Err(no_operator());
                     }
                 }
+                let (l, r) = unify_character_operands(l, r)?;
                 Ok(Expr {
                     kind: Kind::Compare(op, Box::new(l), Box::new(r)),
                     ty: Some(ColumnType::Boolean),
+                })
+            }
+            _ if l.ty.is_some_and(is_datetime) || r.ty.is_some_and(is_datetime) => {
+                use ColumnType as T;
+                let ty = match (op, l.ty, r.ty) {
+                    (BinaryOp::Add | BinaryOp::Sub, Some(T::Date), None | Some(T::Integer))
+                    | (BinaryOp::Add, None | Some(T::Integer), Some(T::Date)) => T::Date,
+                    (BinaryOp::Sub, Some(T::Date), Some(T::Date)) => T::Integer,
+                    (BinaryOp::Sub, Some(a), Some(b)) if is_datetime(a) && is_datetime(b) => {
+                        return Err(ExecError::NoInterval {
+                            left: a.name(),
+                            right: b.name(),
+                        })
+                    }
+                    _ => return Err(no_operator()),
+                };
+                Ok(Expr {
+                    kind: Kind::DateArith(op, Box::new(l), Box::new(r)),
+                    ty: Some(ty),
                 })
             }
             _ => {
@@ -421,6 +467,30 @@ impl Expr {
                 }
             }
         }
+        // Items compare with `e` as `e = item` would: a char(n) `e`
+        // against text items is cast once, here, for all of them.
+        let e = match e.ty {
+            Some(ColumnType::Char(_))
+                if list
+                    .iter()
+                    .any(|i| i.ty.is_some_and(|t| t == ColumnType::Text)) =>
+            {
+                Expr::cast(e, ColumnType::Text)?
+            }
+            _ => e,
+        };
+        let list = list
+            .into_iter()
+            .map(|item| match (e.ty, item.ty) {
+                (Some(ColumnType::Char(_)), Some(ColumnType::Varchar(_))) => {
+                    Expr::cast(item, ColumnType::Char(None))
+                }
+                (Some(ColumnType::Text), Some(ColumnType::Char(_))) => {
+                    Expr::cast(item, ColumnType::Text)
+                }
+                _ => Ok(item),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Expr {
             kind: Kind::InList(Box::new(e), list, negated),
             ty: Some(ColumnType::Boolean),
@@ -445,7 +515,7 @@ impl Expr {
     /// escapes).
     pub fn like(e: Expr, pattern: Expr, negated: bool) -> Result<Expr, ExecError> {
         for side in [&e, &pattern] {
-            if !matches!(side.ty, None | Some(ColumnType::Text)) {
+            if !side.ty.is_none_or(is_text) {
                 return Err(ExecError::NoOperator {
                     left: type_name(e.ty),
                     op: "LIKE",
@@ -462,6 +532,17 @@ impl Expr {
     /// `e::to`. A constant is converted at once, so that a bad literal is
     /// reported before the statement runs.
     pub fn cast(e: Expr, to: ColumnType) -> Result<Expr, ExecError> {
+        Expr::convert(e, to, true)
+    }
+
+    /// `e` converted for storing into a column of type `to` (the cast an
+    /// assignment applies: like [`Expr::cast`], except that text too long
+    /// for a `varchar(n)` or `char(n)` is an error instead of cut).
+    pub fn assign_cast(e: Expr, to: ColumnType) -> Result<Expr, ExecError> {
+        Expr::convert(e, to, false)
+    }
+
+    fn convert(e: Expr, to: ColumnType, explicit: bool) -> Result<Expr, ExecError> {
         if e.ty == Some(to) {
             return Ok(e);
         }
@@ -475,19 +556,39 @@ impl Expr {
             }
         }
         if let Kind::Const(v) = &e.kind {
+            let v = if explicit {
+                cast_value(v, to)?
+            } else {
+                assign_value(v, to)?
+            };
             return Ok(Expr {
-                kind: Kind::Const(cast_value(v, to)?),
+                kind: Kind::Const(v),
                 ty: Some(to),
             });
         }
+        let e = Box::new(e);
         Ok(Expr {
-            kind: Kind::Cast(Box::new(e), to),
+            kind: if explicit {
+                Kind::Cast(e, to)
+            } else {
+                Kind::AssignCast(e, to)
+            },
             ty: Some(to),
         })
     }
 
     /// A call of scalar function `f`.
     pub fn call(f: Function, args: Vec<Expr>) -> Result<Expr, ExecError> {
+        // Functions of text take char(n) as text, without its padding
+        // (PostgreSQL's implicit bpchar-to-text cast; its `length` of
+        // bpchar also leaves the padding out).
+        let args = args
+            .into_iter()
+            .map(|a| match a.ty {
+                Some(ColumnType::Char(_)) => Expr::cast(a, ColumnType::Text),
+                _ => Ok(a),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let types: Vec<Option<ColumnType>> = args.iter().map(|a| a.ty).collect();
         let Some(ty) = f.result_type(&types) else {
             return Err(ExecError::NoFunction {
@@ -516,14 +617,17 @@ impl Expr {
             Kind::Const(_) | Kind::Column(_) => false,
             Kind::Call(Function::Random, _) => true,
             Kind::Arith(_, l, r)
+            | Kind::DateArith(_, l, r)
             | Kind::Concat(l, r)
             | Kind::Compare(_, l, r)
             | Kind::And(l, r)
             | Kind::Or(l, r)
             | Kind::Like(l, r, _) => l.is_volatile() || r.is_volatile(),
-            Kind::Not(e) | Kind::Negate(e) | Kind::IsNull(e, _) | Kind::Cast(e, _) => {
-                e.is_volatile()
-            }
+            Kind::Not(e)
+            | Kind::Negate(e)
+            | Kind::IsNull(e, _)
+            | Kind::Cast(e, _)
+            | Kind::AssignCast(e, _) => e.is_volatile(),
             Kind::InList(e, list, _) => e.is_volatile() || list.iter().any(Expr::is_volatile),
             Kind::Call(_, args) => args.iter().any(Expr::is_volatile),
         }
@@ -540,6 +644,11 @@ impl Expr {
                     Some(ty) if !a.is_null() && !b.is_null() => arith(*op, &a, &b, ty),
                     _ => Ok(Value::Null),
                 }
+            }
+            Kind::DateArith(op, l, r) => {
+                let a = l.eval_ref(row, ctx)?;
+                let b = r.eval_ref(row, ctx)?;
+                date_arith(*op, &a, &b)
             }
             Kind::Concat(l, r) => {
                 let a = l.eval_ref(row, ctx)?;
@@ -632,13 +741,16 @@ impl Expr {
             }
             Kind::Like(e, pattern, negated) => {
                 match (&*e.eval_ref(row, ctx)?, &*pattern.eval_ref(row, ctx)?) {
-                    (Value::Text(s), Value::Text(p)) => {
+                    // char(n) matches with its padding, as PostgreSQL's
+                    // bpcharlike does ('a'::char(3) LIKE 'a' is false).
+                    (Value::Text(s) | Value::Char(s), Value::Text(p) | Value::Char(p)) => {
                         Ok(Value::Boolean(like_match(s, p)? != *negated))
                     }
                     _ => Ok(Value::Null),
                 }
             }
             Kind::Cast(e, to) => Ok(cast_value(&*e.eval_ref(row, ctx)?, *to)?),
+            Kind::AssignCast(e, to) => Ok(assign_value(&*e.eval_ref(row, ctx)?, *to)?),
             Kind::Call(f, args) => call(*f, args, row, ctx),
         }
     }
@@ -760,6 +872,26 @@ fn map_case<M: Iterator<Item = char>>(s: &str, map: impl Fn(char) -> M) -> Strin
 fn lower_char(c: char) -> std::char::ToLowercase {
     const CAPITAL_I_WITH_DOT: char = '\u{130}';
     if c == CAPITAL_I_WITH_DOT { 'i' } else { c }.to_lowercase()
+}
+
+/// `date ± integer` and `date - date` (NULL if either is NULL).
+fn date_arith(op: BinaryOp, a: &Value, b: &Value) -> Result<Value, ExecError> {
+    Ok(match (op, a, b) {
+        (_, Value::Null, _) | (_, _, Value::Null) => Value::Null,
+        (BinaryOp::Add, Value::Date(d), Value::Integer(n))
+        | (BinaryOp::Add, Value::Integer(n), Value::Date(d)) => {
+            Value::Date(date_add_days(*d, i64::from(*n))?)
+        }
+        (BinaryOp::Sub, Value::Date(d), Value::Integer(n)) => {
+            Value::Date(date_add_days(*d, -i64::from(*n))?)
+        }
+        (BinaryOp::Sub, Value::Date(x), Value::Date(y)) => Value::Integer(date_difference(*x, *y)?),
+        _ => {
+            return Err(ExecError::Internal(
+                "date operator on operands it does not take",
+            ))
+        }
+    })
 }
 
 fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, ExecError> {

@@ -145,6 +145,13 @@ pub enum ExecError {
         expected: &'static str,
         found: &'static str,
     },
+    /// `timestamp - timestamp` (or with a date), whose result type in
+    /// PostgreSQL is `interval`.
+    #[error("{left} - {right} gives an interval, and type interval is not supported; cast both sides to date to subtract them as a number of days")]
+    NoInterval {
+        left: &'static str,
+        right: &'static str,
+    },
     #[error("step size of generate_series cannot be zero")]
     ZeroStep,
     #[error("block {block} is beyond the end of table \"{table}\", which has {nblocks} blocks")]

@@ -11,7 +11,9 @@
 //! 24 natts u16
 //! 26 null bitmap (if HAS_NULLS), one bit per column, 1 = not null
 //!    values: integer 4 bytes, bigint 8, double precision 8, boolean 1,
-//!    text u16 length + UTF-8 bytes; all little-endian, unaligned
+//!    date 4 (days since 2000-01-01), timestamp 8 (microseconds since
+//!    2000-01-01), text, varchar and char u16 length + UTF-8 bytes (char
+//!    with its padding); all little-endian, unaligned
 //! ```
 //!
 //! cmin and cmax are both kept (PostgreSQL folds them into combo ids) since
@@ -150,10 +152,10 @@ pub fn encode_into(
         .iter()
         .map(|v| match v {
             Value::Null => 0,
-            Value::Integer(_) => 4,
-            Value::BigInt(_) | Value::Double(_) => 8,
+            Value::Integer(_) | Value::Date(_) => 4,
+            Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) => 8,
             Value::Boolean(_) => 1,
-            Value::Text(s) => 2 + s.len(),
+            Value::Text(s) | Value::Char(s) => 2 + s.len(),
         })
         .sum();
     out.reserve(TUPLE_HEADER_SIZE + bitmap_len + data_len);
@@ -182,7 +184,10 @@ pub fn encode_into(
             (ColumnType::BigInt, Value::BigInt(x)) => out.extend_from_slice(&x.to_le_bytes()),
             (ColumnType::Double, Value::Double(x)) => out.extend_from_slice(&x.to_le_bytes()),
             (ColumnType::Boolean, Value::Boolean(x)) => out.push(*x as u8),
-            (ColumnType::Text, Value::Text(s)) => {
+            (ColumnType::Date, Value::Date(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (ColumnType::Timestamp, Value::Timestamp(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (ColumnType::Text | ColumnType::Varchar(_), Value::Text(s))
+            | (ColumnType::Char(_), Value::Char(s)) => {
                 if s.len() > MAX_TUPLE_SIZE {
                     return failed(
                         out,
@@ -246,10 +251,10 @@ pub fn decode(
         }
         let want = wanted.get(i).copied().unwrap_or(false);
         let width = match ty {
-            ColumnType::Integer => 4,
-            ColumnType::BigInt | ColumnType::Double => 8,
+            ColumnType::Integer | ColumnType::Date => 4,
+            ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
             ColumnType::Boolean => 1,
-            ColumnType::Text => {
+            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
                 need(at, 2)?;
                 2 + u16_at(t, at) as usize
             }
@@ -266,11 +271,19 @@ pub fn decode(
             ColumnType::BigInt => Value::BigInt(i64::from_le_bytes(bytes.try_into().expect("8"))),
             ColumnType::Double => Value::Double(f64::from_le_bytes(bytes.try_into().expect("8"))),
             ColumnType::Boolean => Value::Boolean(bytes[0] != 0),
-            ColumnType::Text => Value::Text(
-                std::str::from_utf8(&bytes[2..])
+            ColumnType::Date => Value::Date(i32::from_le_bytes(bytes.try_into().expect("4"))),
+            ColumnType::Timestamp => {
+                Value::Timestamp(i64::from_le_bytes(bytes.try_into().expect("8")))
+            }
+            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+                let s = std::str::from_utf8(&bytes[2..])
                     .map_err(|_| TupleError::Damaged("text is not UTF-8"))?
-                    .to_string(),
-            ),
+                    .to_string();
+                match ty {
+                    ColumnType::Char(_) => Value::Char(s),
+                    _ => Value::Text(s),
+                }
+            }
         });
         at += width;
     }
@@ -291,7 +304,10 @@ mod tests {
                 .prop_map(Value::Double)
                 .boxed(),
             ColumnType::Boolean => any::<bool>().prop_map(Value::Boolean).boxed(),
-            ColumnType::Text => ".{0,40}".prop_map(Value::Text).boxed(),
+            ColumnType::Text | ColumnType::Varchar(_) => ".{0,40}".prop_map(Value::Text).boxed(),
+            ColumnType::Date => any::<i32>().prop_map(Value::Date).boxed(),
+            ColumnType::Timestamp => any::<i64>().prop_map(Value::Timestamp).boxed(),
+            ColumnType::Char(_) => ".{0,40}".prop_map(Value::Char).boxed(),
         };
         prop_oneof![1 => Just(Value::Null), 4 => non_null]
     }
@@ -303,6 +319,10 @@ mod tests {
             Just(ColumnType::Double),
             Just(ColumnType::Text),
             Just(ColumnType::Boolean),
+            Just(ColumnType::Date),
+            Just(ColumnType::Timestamp),
+            Just(ColumnType::Varchar(Some(40))),
+            Just(ColumnType::Char(Some(40))),
         ];
         proptest::collection::vec(ty, 0..20).prop_flat_map(|types| {
             let values: Vec<_> = types.iter().map(|&t| value_of(t)).collect();

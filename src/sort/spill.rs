@@ -29,7 +29,7 @@ pub fn row_bytes(row: &[Value]) -> usize {
         + row
             .iter()
             .map(|v| match v {
-                Value::Text(t) => t.capacity(),
+                Value::Text(t) | Value::Char(t) => t.capacity(),
                 _ => 0,
             })
             .sum::<usize>()
@@ -169,6 +169,11 @@ const TAG_DOUBLE: u8 = 3;
 const TAG_TEXT: u8 = 4;
 const TAG_FALSE: u8 = 5;
 const TAG_TRUE: u8 = 6;
+const TAG_DATE: u8 = 7;
+const TAG_TIMESTAMP: u8 = 8;
+/// A `char(n)` value: text, but decoded as [`Value::Char`] so that it
+/// still compares and groups without its padding.
+const TAG_CHAR: u8 = 9;
 
 fn encode_row(first: &[Value], then: &[Value], out: &mut Vec<u8>) {
     let n = u64::try_from(first.len() + then.len()).expect("a row's length fits 64 bits");
@@ -188,10 +193,22 @@ fn encode_row(first: &[Value], then: &[Value], out: &mut Vec<u8>) {
                 out.push(TAG_DOUBLE);
                 out.extend_from_slice(&x.to_bits().to_le_bytes());
             }
-            Value::Text(t) => {
-                out.push(TAG_TEXT);
+            Value::Text(t) | Value::Char(t) => {
+                out.push(if let Value::Char(_) = v {
+                    TAG_CHAR
+                } else {
+                    TAG_TEXT
+                });
                 out.extend_from_slice(&(t.len() as u64).to_le_bytes());
                 out.extend_from_slice(t.as_bytes());
+            }
+            Value::Date(d) => {
+                out.push(TAG_DATE);
+                out.extend_from_slice(&d.to_le_bytes());
+            }
+            Value::Timestamp(t) => {
+                out.push(TAG_TIMESTAMP);
+                out.extend_from_slice(&t.to_le_bytes());
             }
             Value::Boolean(b) => out.push(if *b { TAG_TRUE } else { TAG_FALSE }),
         }
@@ -210,17 +227,22 @@ fn decode_row(r: &mut impl Read) -> std::io::Result<Vec<Value>> {
             TAG_INTEGER => Value::Integer(i32::from_le_bytes(read_array(r)?)),
             TAG_BIGINT => Value::BigInt(i64::from_le_bytes(read_array(r)?)),
             TAG_DOUBLE => Value::Double(f64::from_bits(u64::from_le_bytes(read_array(r)?))),
-            TAG_TEXT => {
+            TAG_TEXT | TAG_CHAR => {
                 let len = u64::from_le_bytes(read_array(r)?);
                 let mut bytes = Vec::new();
                 r.take(len).read_to_end(&mut bytes)?;
                 if bytes.len() as u64 != len {
                     return Err(std::io::ErrorKind::UnexpectedEof.into());
                 }
-                Value::Text(
-                    String::from_utf8(bytes).map_err(|_| corrupt("text that is not UTF-8"))?,
-                )
+                let s = String::from_utf8(bytes).map_err(|_| corrupt("text that is not UTF-8"))?;
+                if tag == TAG_CHAR {
+                    Value::Char(s)
+                } else {
+                    Value::Text(s)
+                }
             }
+            TAG_DATE => Value::Date(i32::from_le_bytes(read_array(r)?)),
+            TAG_TIMESTAMP => Value::Timestamp(i64::from_le_bytes(read_array(r)?)),
             TAG_FALSE => Value::Boolean(false),
             TAG_TRUE => Value::Boolean(true),
             _ => return Err(corrupt("an unknown value tag")),
@@ -252,6 +274,11 @@ mod tests {
                 Value::Text("ünïcode, \"quoted\"\n".into()),
                 Value::Boolean(true),
                 Value::Boolean(false),
+                Value::Date(-730_000),
+                Value::Date(i32::MAX),
+                Value::Timestamp(i64::MIN),
+                Value::Timestamp(1_234_567),
+                Value::Char("ab  ".into()),
             ],
         ];
         let mut w = SpillWriter::create(&dir.path().join("tmp")).unwrap();

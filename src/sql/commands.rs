@@ -108,6 +108,20 @@ pub(crate) fn run(
     result
 }
 
+/// The time `now()` and `CURRENT_TIMESTAMP` give the statement, as a
+/// timestamp (UTC; there are no time zones): its transaction block's
+/// start, or else now, as the statement's own transaction starts with it.
+fn statement_time(s: &Session) -> i64 {
+    let at = s
+        .transaction_start()
+        .unwrap_or_else(std::time::SystemTime::now);
+    let unix_usecs = match at.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_micros()).unwrap_or(i64::MAX),
+    };
+    crate::types::datetime::timestamp_from_unix_usecs(unix_usecs)
+}
+
 fn dispatch(
     s: &mut Session,
     parsed: &Parsed,
@@ -117,6 +131,7 @@ fn dispatch(
         number: parsed.number,
         start: parsed.start,
         viewer: s.current_xid(),
+        now: statement_time(s),
     };
     let statement = match &parsed.statement {
         Stmt::Checkpoint => {

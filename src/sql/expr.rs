@@ -27,7 +27,7 @@ use crate::database::Database;
 use crate::exec::agg::{AggFunc, Aggregate};
 use crate::exec::expr::Function;
 use crate::exec::{BinaryOp, ExecError, Expr, Filter, Utility, UtilityCall};
-use crate::types::{as_i64, can_assign, is_numeric, ColumnType, TypeError, Value};
+use crate::types::{as_i64, can_assign, is_numeric, ColumnType, TypeError, Value, MAX_CHAR_LENGTH};
 
 /// The statement being planned: for error positions, and whose tables it
 /// sees.
@@ -37,6 +37,9 @@ pub(crate) struct StmtCx {
     /// The id of the statement's transaction, if it has one: a table it
     /// created (pending until it commits) is seen by its own statements.
     pub viewer: Option<crate::txn::Xid>,
+    /// What `now()`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` and (its day)
+    /// `CURRENT_DATE` give: the transaction's start, a timestamp.
+    pub now: i64,
 }
 
 impl StmtCx {
@@ -103,38 +106,95 @@ pub(crate) fn object_name(cx: &StmtCx, name: &ObjectName) -> Result<String, SqlE
     }
 }
 
+/// The length `n` of `varchar(n)` or `char(n)`, checked as PostgreSQL's
+/// `anychar_typmodin` checks it (`ty` is the name its messages use).
+fn char_length_modifier(
+    length: &Option<ast::CharacterLength>,
+    ty: &'static str,
+) -> Result<Option<u32>, SqlError> {
+    match length {
+        None => Ok(None),
+        Some(ast::CharacterLength::IntegerLength { length, unit: None }) => {
+            char_length_value(*length, ty).map(Some)
+        }
+        Some(other) => Err(SqlError::UnknownType {
+            name: format!("{ty}({other})"),
+        }),
+    }
+}
+
+fn char_length_value(length: u64, ty: &'static str) -> Result<u32, SqlError> {
+    if length < 1 {
+        return Err(SqlError::TypeLength {
+            ty,
+            problem: "must be at least 1".into(),
+        });
+    }
+    u32::try_from(length)
+        .ok()
+        .filter(|&n| n <= MAX_CHAR_LENGTH)
+        .ok_or_else(|| SqlError::TypeLength {
+            ty,
+            problem: format!("cannot exceed {MAX_CHAR_LENGTH}"),
+        })
+}
+
 /// The column type SQL's `dt` names.
 pub(crate) fn column_type(dt: &DataType) -> Result<ColumnType, SqlError> {
     use DataType as D;
+    let unknown = || SqlError::UnknownType {
+        name: dt.to_string(),
+    };
     Ok(match dt {
         D::Int(None) | D::Integer(None) | D::Int4(None) => ColumnType::Integer,
         D::BigInt(None) | D::Int8(None) => ColumnType::BigInt,
         D::DoublePrecision | D::Float8 | D::Double(ast::ExactNumberInfo::None) => {
             ColumnType::Double
         }
-        D::Text | D::Varchar(None) | D::CharacterVarying(None) | D::String(None) => {
-            ColumnType::Text
+        D::Text | D::String(None) => ColumnType::Text,
+        D::Varchar(n) | D::CharacterVarying(n) | D::CharVarying(n) => {
+            ColumnType::Varchar(char_length_modifier(n, "varchar")?)
+        }
+        // `char` alone is char(1), as the SQL standard says.
+        D::Char(n) | D::Character(n) => {
+            ColumnType::Char(Some(char_length_modifier(n, "char")?.unwrap_or(1)))
         }
         D::Bool | D::Boolean => ColumnType::Boolean,
-        D::Custom(name, modifiers) if modifiers.is_empty() => {
-            match name.to_string().to_lowercase().as_str() {
-                "int" | "int4" | "integer" => ColumnType::Integer,
-                "int8" | "bigint" => ColumnType::BigInt,
-                "float8" => ColumnType::Double,
-                "text" | "varchar" => ColumnType::Text,
-                "bool" | "boolean" => ColumnType::Boolean,
-                _ => {
-                    return Err(SqlError::UnknownType {
-                        name: dt.to_string(),
-                    })
+        D::Date => ColumnType::Date,
+        D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
+            ColumnType::Timestamp
+        }
+        D::Custom(name, modifiers) => {
+            let name = name.to_string().to_lowercase();
+            // `varchar(n)` and `bpchar(n)` when the parser did not take
+            // them as its own types.
+            let length = match modifiers.as_slice() {
+                [] => None,
+                [n] => match n.parse::<u64>() {
+                    Ok(n) => Some(n),
+                    Err(_) => return Err(unknown()),
+                },
+                _ => return Err(unknown()),
+            };
+            match (name.as_str(), length) {
+                ("varchar", n) => {
+                    ColumnType::Varchar(n.map(|n| char_length_value(n, "varchar")).transpose()?)
                 }
+                ("bpchar", n) => {
+                    ColumnType::Char(n.map(|n| char_length_value(n, "char")).transpose()?)
+                }
+                (_, Some(_)) => return Err(unknown()),
+                ("int" | "int4" | "integer", None) => ColumnType::Integer,
+                ("int8" | "bigint", None) => ColumnType::BigInt,
+                ("float8", None) => ColumnType::Double,
+                ("text", None) => ColumnType::Text,
+                ("bool" | "boolean", None) => ColumnType::Boolean,
+                ("date", None) => ColumnType::Date,
+                ("timestamp", None) => ColumnType::Timestamp,
+                _ => return Err(unknown()),
             }
         }
-        other => {
-            return Err(SqlError::UnknownType {
-                name: other.to_string(),
-            })
-        }
+        _ => return Err(unknown()),
     })
 }
 
@@ -215,22 +275,19 @@ pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
 
 /// The name PostgreSQL gives a cast's column: the target type as its
 /// grammar spells it internally (`integer` is `int4`, `double precision`
-/// `float8`, `boolean` `bool`; `varchar` stays `varchar`).
+/// `float8`, `boolean` `bool`, `character varying` `varchar`, `char(n)`
+/// `bpchar`).
 fn cast_name(dt: &DataType) -> Option<&'static str> {
-    let written_varchar = match dt {
-        DataType::Varchar(None) | DataType::CharacterVarying(None) => true,
-        DataType::Custom(name, _) => name.to_string().eq_ignore_ascii_case("varchar"),
-        _ => false,
-    };
-    if written_varchar {
-        return Some("varchar");
-    }
     Some(match column_type(dt).ok()? {
         ColumnType::Integer => "int4",
         ColumnType::BigInt => "int8",
         ColumnType::Double => "float8",
         ColumnType::Text => "text",
         ColumnType::Boolean => "bool",
+        ColumnType::Date => "date",
+        ColumnType::Timestamp => "timestamp",
+        ColumnType::Varchar(_) => "varchar",
+        ColumnType::Char(_) => "bpchar",
     })
 }
 
@@ -261,6 +318,9 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
                     .map(|t| (t.to_string(), STRENGTH_TYPE))
                     .or(inner),
             },
+            ast::Expr::TypedString(t) => {
+                cast_name(&t.data_type).map(|n| (n.to_string(), STRENGTH_TYPE))
+            }
             ast::Expr::Nested(inner) => name(inner),
             _ => None,
         }
@@ -319,7 +379,8 @@ fn describe(e: &ast::Expr) -> String {
         A::SimilarTo { .. } => "SIMILAR TO".into(),
         A::Array(_) => "arrays (outside read_stream_for_blocks)".into(),
         A::Tuple(_) => "row constructors".into(),
-        A::Interval(_) | A::TypedString(_) => "typed literals".into(),
+        A::Interval(_) => "intervals".into(),
+        A::TypedString(_) => "typed literals".into(),
         other => {
             let text = other.to_string();
             let short: String = text.chars().take(60).collect();
@@ -629,6 +690,16 @@ impl<'a> ExprPlanner<'a> {
                 Ok(Expr::cast(self.plan(expr)?, ty)?)
             }
             A::Function(f) => self.function(f, e),
+            // `DATE '2026-11-23'`, `TIMESTAMP '…'`: a cast of the string.
+            A::TypedString(typed) if !typed.uses_odbc_syntax => {
+                match string_literal(&typed.value.value) {
+                    Some(s) => Ok(Expr::cast(
+                        Expr::constant(Value::Text(s.to_string())),
+                        column_type(&typed.data_type)?,
+                    )?),
+                    None => Err(self.cx.unsupported(e.span(), describe(e))),
+                }
+            }
             other => Err(self.cx.unsupported(other.span(), describe(other))),
         }
     }
@@ -839,6 +910,9 @@ impl<'a> ExprPlanner<'a> {
                 .cx
                 .unsupported(span, format!("this form of calling {name}()")));
         }
+        if let Some(now) = self.current_time(f, &name) {
+            return now;
+        }
         let args = function_args(self.cx, f, &name, span)?;
         if let Some(func) = AggFunc::by_name(&name) {
             return self.aggregate(func, &args, e, at);
@@ -872,6 +946,34 @@ impl<'a> ExprPlanner<'a> {
             at,
             known: known_functions(),
         })
+    }
+
+    /// `CURRENT_DATE`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` (written
+    /// without parentheses) and `now()`, if `f` is one: the statement's
+    /// transaction start time, a constant for the whole statement.
+    /// **Departure:** PostgreSQL's `now()` and `CURRENT_TIMESTAMP` are
+    /// `timestamp with time zone`, which we lack; they are `timestamp`
+    /// here, in UTC.
+    fn current_time(&self, f: &ast::Function, name: &str) -> Option<Result<Expr, SqlError>> {
+        let bare = matches!(f.args, FunctionArguments::None);
+        let no_args = matches!(&f.args, FunctionArguments::List(l) if l.args.is_empty());
+        let now = self.cx.now;
+        match name {
+            "current_date" if bare => Some(Ok(Expr::constant(Value::Date(
+                crate::types::datetime::timestamp_to_date(now),
+            )))),
+            "current_timestamp" | "localtimestamp" if bare => {
+                Some(Ok(Expr::constant(Value::Timestamp(now))))
+            }
+            "now" if no_args => Some(Ok(Expr::constant(Value::Timestamp(now)))),
+            "current_date" | "current_timestamp" | "localtimestamp" => {
+                Some(Err(self.cx.unsupported(
+                    f.name.span(),
+                    format!("{name} with a precision or parentheses"),
+                )))
+            }
+            _ => None,
+        }
     }
 
     fn aggregate(
@@ -938,7 +1040,11 @@ impl<'a> ExprPlanner<'a> {
 /// another type.
 fn coerce_literal(planned: Expr, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
     match ty {
-        Some(ty) if ty != ColumnType::Text && is_string_literal(e) => Ok(Expr::cast(planned, ty)?),
+        // To the type without its modifier, as the operator takes it:
+        // `c = 'abcdef'` with c char(3) must not cut the literal.
+        Some(ty) if ty != ColumnType::Text && is_string_literal(e) => {
+            Ok(Expr::cast(planned, ty.without_modifier())?)
+        }
         _ => Ok(planned),
     }
 }
@@ -954,9 +1060,9 @@ pub(crate) fn assign(
         return Err(ExecError::Internal("assignment to a column the table does not have").into());
     };
     match planned.ty() {
-        None => Ok(Expr::cast(planned, def.ty)?),
+        None => Ok(Expr::assign_cast(planned, def.ty)?),
         Some(ty) if ty == def.ty => Ok(planned),
-        Some(ty) if literal || can_assign(ty, def.ty) => Ok(Expr::cast(planned, def.ty)?),
+        Some(ty) if literal || can_assign(ty, def.ty) => Ok(Expr::assign_cast(planned, def.ty)?),
         Some(ty) => Err(ExecError::ColumnType {
             table: table.name().to_string(),
             column: def.name.clone(),
@@ -991,6 +1097,7 @@ fn binary_op(op: &BinaryOperator) -> Option<BinaryOp> {
 fn known_functions() -> String {
     let mut names: Vec<&str> = AggFunc::ALL.map(AggFunc::name).to_vec();
     names.push("generate_series");
+    names.extend(["now", "current_date", "current_timestamp", "localtimestamp"]);
     names.extend(Function::ALL.map(Function::name));
     names.extend(Utility::ALL.map(Utility::name));
     names.join(", ")

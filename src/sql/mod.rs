@@ -32,7 +32,8 @@
 //!
 //! # What is supported
 //!
-//! CREATE TABLE (integer, bigint, double precision, text, boolean; NOT
+//! CREATE TABLE (integer, bigint, double precision, text, varchar(n),
+//! char(n), boolean, date, timestamp; NOT
 //! NULL; `WITH (fillfactor = n)`), DROP TABLE, INSERT (VALUES or SELECT),
 //! UPDATE, DELETE, SELECT over one table, view, `generate_series` or
 //! utility function (WHERE, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET,
@@ -183,9 +184,12 @@ pub enum SqlError {
     #[error("{name}() can be called only in FROM, or in the select list of a SELECT without FROM (alone, if it returns several columns) (at {at})")]
     UtilityPlacement { name: String, at: Position },
     #[error(
-        "type \"{name}\" is not supported; use integer, bigint, double precision, text or boolean"
+        "type \"{name}\" is not supported; use integer, bigint, double precision, text, varchar(n), char(n), boolean, date or timestamp"
     )]
     UnknownType { name: String },
+    /// A `varchar(n)` or `char(n)` whose n PostgreSQL refuses too.
+    #[error("length for type {ty} {problem}")]
+    TypeLength { ty: &'static str, problem: String },
     #[error("fillfactor must be an integer from 10 to 100, not {value}")]
     Fillfactor { value: String },
     #[error("INSERT into \"{table}\" has {expressions} expressions for {columns} target columns")]

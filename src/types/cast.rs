@@ -1,23 +1,34 @@
 //! Casts: which conversions exist (explicit with `::`, or implicit on
 //! assignment to a column) and what they do.
 
-use super::{as_f64, as_i64, is_numeric, parse_value, type_name, value_to_text};
-use super::{ColumnType, TypeError, Value};
+use super::datetime::{date_to_timestamp, timestamp_to_date};
+use super::text::fit_characters;
+use super::{as_f64, as_i64, category, is_numeric, is_text, parse_value, type_name};
+use super::{value_to_text, Category, ColumnType, TypeError, Value};
 
-/// Whether `from` can be cast to `to` (explicitly, with `::`).
+/// Whether `from` can be cast to `to` (explicitly, with `::`): among
+/// numbers, among character types and from or to any of them (their
+/// text forms), between date and timestamp, and integer to boolean and
+/// back.
 pub fn can_cast(from: ColumnType, to: ColumnType) -> bool {
     use ColumnType::*;
     from == to
         || (is_numeric(from) && is_numeric(to))
-        || from == Text
-        || to == Text
+        || is_text(from)
+        || is_text(to)
+        || (category(from) == Category::DateTime && category(to) == Category::DateTime)
         || matches!((from, to), (Integer, Boolean) | (Boolean, Integer))
 }
 
 /// Whether a value of type `from` may be stored in a column of type `to`
-/// without an explicit cast (PostgreSQL's assignment casts among numbers).
+/// without an explicit cast: PostgreSQL's assignment casts among numbers,
+/// among character types (a length limit is checked as the value is
+/// stored), and between date and timestamp (the time of day dropped).
 pub fn can_assign(from: ColumnType, to: ColumnType) -> bool {
-    from == to || (is_numeric(from) && is_numeric(to))
+    from == to
+        || (is_numeric(from) && is_numeric(to))
+        || (is_text(from) && is_text(to))
+        || (category(from) == Category::DateTime && category(to) == Category::DateTime)
 }
 
 /// Rounds a double to an integer as PostgreSQL does (half to even),
@@ -36,8 +47,20 @@ fn double_to_integer(x: f64, ty: ColumnType) -> Result<i64, TypeError> {
     Ok(r as i64)
 }
 
-/// Converts `v` to type `to` (a cast). NULL stays NULL.
+/// Converts `v` to type `to` (an explicit cast: text too long for a
+/// `varchar(n)` or `char(n)` is cut). NULL stays NULL.
 pub fn cast_value(v: &Value, to: ColumnType) -> Result<Value, TypeError> {
+    convert(v, to, true)
+}
+
+/// Converts `v` to type `to` as storing it in a column of that type does
+/// (an assignment: text too long for a `varchar(n)` or `char(n)` is an
+/// error unless the excess is spaces). NULL stays NULL.
+pub fn assign_value(v: &Value, to: ColumnType) -> Result<Value, TypeError> {
+    convert(v, to, false)
+}
+
+fn convert(v: &Value, to: ColumnType, explicit: bool) -> Result<Value, TypeError> {
     use ColumnType as T;
     let to_int = |x: i64| -> Result<Value, TypeError> {
         match to {
@@ -50,6 +73,21 @@ pub fn cast_value(v: &Value, to: ColumnType) -> Result<Value, TypeError> {
     Ok(match (v, to) {
         (Value::Null, _) => Value::Null,
         (v, T::Text) => Value::Text(value_to_text(v)),
+        // Among character types the text is kept as it is (a char(n)
+        // loses its padding first, as bpchar to text does), then fitted.
+        (Value::Text(s) | Value::Char(s), T::Varchar(_) | T::Char(_)) => {
+            let s = match v {
+                Value::Char(_) => value_to_text(v),
+                _ => s.clone(),
+            };
+            fit_characters(&s, to, explicit)?
+        }
+        (v, T::Varchar(_) | T::Char(_)) => fit_characters(&value_to_text(v), to, explicit)?,
+        (Value::Date(d), T::Date) => Value::Date(*d),
+        (Value::Date(d), T::Timestamp) => Value::Timestamp(date_to_timestamp(*d)?),
+        (Value::Timestamp(t), T::Timestamp) => Value::Timestamp(*t),
+        (Value::Timestamp(t), T::Date) => Value::Date(timestamp_to_date(*t)),
+        (Value::Char(s), to) => parse_value(super::text::trim_char_padding(s), to)?,
         (Value::Integer(_) | Value::BigInt(_), T::Integer | T::BigInt) => {
             to_int(as_i64(v).unwrap_or(0))?
         }
@@ -109,5 +147,57 @@ mod tests {
         );
         assert!(!can_cast(ColumnType::Double, ColumnType::Boolean));
         assert!(can_cast(ColumnType::Integer, ColumnType::Boolean));
+    }
+
+    #[test]
+    fn casts_cut_char_types_and_assignments_refuse() {
+        let text = |s: &str| Value::Text(s.into());
+        let v3 = ColumnType::Varchar(Some(3));
+        let c3 = ColumnType::Char(Some(3));
+        assert_eq!(cast_value(&text("abcdef"), v3).unwrap(), text("abc"));
+        assert_eq!(
+            cast_value(&text("a"), c3).unwrap(),
+            Value::Char("a  ".into())
+        );
+        assert_eq!(
+            assign_value(&text("abcd"), v3).unwrap_err().to_string(),
+            "value too long for type character varying(3)"
+        );
+        assert_eq!(
+            assign_value(&text("abc  "), c3).unwrap(),
+            Value::Char("abc".into())
+        );
+        // char(n) to text or varchar drops the padding.
+        let padded = Value::Char("ab ".into());
+        assert_eq!(cast_value(&padded, ColumnType::Text).unwrap(), text("ab"));
+        assert_eq!(
+            cast_value(&padded, ColumnType::Varchar(None)).unwrap(),
+            text("ab")
+        );
+        assert_eq!(cast_value(&Value::Integer(12345), v3).unwrap(), text("123"));
+    }
+
+    #[test]
+    fn date_and_timestamp_cast_to_each_other() {
+        let day = crate::types::datetime::USECS_PER_DAY;
+        assert_eq!(
+            cast_value(&Value::Date(3), ColumnType::Timestamp).unwrap(),
+            Value::Timestamp(3 * day)
+        );
+        // The time of day goes, towards the earlier day before 2000 too.
+        assert_eq!(
+            cast_value(&Value::Timestamp(-1), ColumnType::Date).unwrap(),
+            Value::Date(-1)
+        );
+        assert_eq!(
+            cast_value(&Value::Text("2000-01-02".into()), ColumnType::Date).unwrap(),
+            Value::Date(1)
+        );
+        assert_eq!(
+            cast_value(&Value::Date(1), ColumnType::Text).unwrap(),
+            Value::Text("2000-01-02".into())
+        );
+        assert!(!can_cast(ColumnType::Date, ColumnType::Integer));
+        assert!(can_assign(ColumnType::Date, ColumnType::Timestamp));
     }
 }

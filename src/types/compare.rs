@@ -3,6 +3,8 @@
 
 use std::cmp::Ordering;
 
+use super::datetime::date_as_usecs;
+use super::text::trim_char_padding;
 use super::{as_f64, as_i64, Value};
 
 /// Orders two doubles as PostgreSQL does: NaN equals NaN and sorts above
@@ -22,6 +24,18 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
         (Value::Null, _) | (_, Value::Null) => None,
         (Value::Text(x), Value::Text(y)) => Some(x.as_str().cmp(y.as_str())),
+        // char(n) compares without its padding, with char(n) and, as
+        // PostgreSQL casts varchar to bpchar for it, with varchar. A text
+        // operand is compared as text, but char(n) cast to text loses its
+        // padding too, so the rule is the same: trailing spaces of the
+        // char side do not count.
+        (Value::Char(x), Value::Char(y)) => Some(trim_char_padding(x).cmp(trim_char_padding(y))),
+        (Value::Char(x), Value::Text(y)) => Some(trim_char_padding(x).cmp(y.as_str())),
+        (Value::Text(x), Value::Char(y)) => Some(x.as_str().cmp(trim_char_padding(y))),
+        (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
+        (Value::Timestamp(x), Value::Timestamp(y)) => Some(x.cmp(y)),
+        (Value::Date(d), Value::Timestamp(t)) => Some(date_as_usecs(*d).cmp(&i128::from(*t))),
+        (Value::Timestamp(t), Value::Date(d)) => Some(i128::from(*t).cmp(&date_as_usecs(*d))),
         (Value::Boolean(x), Value::Boolean(y)) => Some(x.cmp(y)),
         (Value::Double(_), _) | (_, Value::Double(_)) => Some(cmp_f64(as_f64(a)?, as_f64(b)?)),
         _ => Some(as_i64(a)?.cmp(&as_i64(b)?)),

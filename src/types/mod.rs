@@ -20,7 +20,14 @@
 //!   ([`value_to_text`] as a cast to text gives it, [`output_text`] as a
 //!   result prints);
 //! - `double.rs`: [`format_double`], the shortest digits that read back as
-//!   the same double, as PostgreSQL 12+ prints them.
+//!   the same double, as PostgreSQL 12+ prints them;
+//! - `datetime.rs`: `date` and `timestamp`: the calendar, their text forms,
+//!   ranges and arithmetic.
+//!
+//! `varchar(n)` and `char(n)` carry their length in the [`ColumnType`]
+//! (PostgreSQL's typmod). A varchar value is [`Value::Text`]; a char value
+//! is [`Value::Char`], padded, and compares, hashes and measures without
+//! its trailing spaces.
 //!
 //! Doubles order as PostgreSQL orders them, not as IEEE 754 does: NaN
 //! equals NaN and sorts above every number, and -0 equals 0, so that a
@@ -41,17 +48,21 @@
 
 mod cast;
 mod compare;
+pub mod datetime;
 mod double;
 mod text;
 
 use thiserror::Error;
 
-pub use cast::{can_assign, can_cast, cast_value};
+pub use cast::{assign_value, can_assign, can_cast, cast_value};
 pub use compare::{compare, sort_cmp};
 pub use double::format_double;
-pub use text::{output_text, parse_value, value_to_text};
+pub use text::{
+    char_length, output_text, parse_value, trim_char_padding, value_to_text, MAX_CHAR_LENGTH,
+};
 
-/// A column's type.
+/// A column's type, with its modifier where the type has one (the
+/// length limit of `varchar(n)` and `char(n)`, PostgreSQL's typmod).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColumnType {
     Integer,
@@ -59,9 +70,26 @@ pub enum ColumnType {
     Double,
     Text,
     Boolean,
+    /// Days since 2000-01-01 (see `datetime`).
+    Date,
+    /// `timestamp without time zone`: microseconds since 2000-01-01.
+    Timestamp,
+    /// `character varying(n)`, at most n characters; `None`: no limit.
+    /// Its values are [`Value::Text`].
+    Varchar(Option<u32>),
+    /// `character(n)`, blank-padded to n characters; `None`: `bpchar`,
+    /// neither padded nor limited. Its values are [`Value::Char`].
+    Char(Option<u32>),
 }
 
+/// Bits of a catalog type code below the length modifier (see
+/// [`ColumnType::code`]).
+const CODE_BASE_BITS: u32 = 8;
+
 impl ColumnType {
+    /// The type's name in messages, without its modifier (PostgreSQL's
+    /// `format_type_be`: `character varying`, `timestamp without time
+    /// zone`).
     pub fn name(self) -> &'static str {
         match self {
             ColumnType::Integer => "integer",
@@ -69,23 +97,105 @@ impl ColumnType {
             ColumnType::Double => "double precision",
             ColumnType::Text => "text",
             ColumnType::Boolean => "boolean",
+            ColumnType::Date => "date",
+            ColumnType::Timestamp => "timestamp without time zone",
+            ColumnType::Varchar(_) => "character varying",
+            ColumnType::Char(_) => "character",
         }
     }
 
-    pub fn code(self) -> i32 {
-        self as i32
+    /// The type with its modifier as psql's `\d` shows it
+    /// (`character varying(10)`, `character(3)`, `bpchar`).
+    pub fn display_name(self) -> String {
+        match self {
+            ColumnType::Varchar(Some(n)) => format!("character varying({n})"),
+            ColumnType::Char(Some(n)) => format!("character({n})"),
+            // PostgreSQL's own spelling: `character` alone would mean
+            // character(1).
+            ColumnType::Char(None) => "bpchar".to_string(),
+            other => other.name().to_string(),
+        }
     }
 
+    /// The length limit in characters of `varchar(n)` and `char(n)`.
+    pub fn max_chars(self) -> Option<u32> {
+        match self {
+            ColumnType::Varchar(n) | ColumnType::Char(n) => n,
+            _ => None,
+        }
+    }
+
+    /// The type without its modifier: what an operator takes (PostgreSQL
+    /// resolves `c = 'abcdef'` against `bpchar`, not `char(3)`, so the
+    /// literal is not cut to the column's length).
+    pub fn without_modifier(self) -> ColumnType {
+        match self {
+            ColumnType::Varchar(_) => ColumnType::Varchar(None),
+            ColumnType::Char(_) => ColumnType::Char(None),
+            other => other,
+        }
+    }
+
+    /// Whether `v` (not NULL) is a value of this type as stored: text
+    /// for text and `varchar`, [`Value::Char`] for `char`.
+    pub fn holds(self, v: &Value) -> bool {
+        matches!(
+            (self, v),
+            (ColumnType::Integer, Value::Integer(_))
+                | (ColumnType::BigInt, Value::BigInt(_))
+                | (ColumnType::Double, Value::Double(_))
+                | (ColumnType::Text | ColumnType::Varchar(_), Value::Text(_))
+                | (ColumnType::Boolean, Value::Boolean(_))
+                | (ColumnType::Date, Value::Date(_))
+                | (ColumnType::Timestamp, Value::Timestamp(_))
+                | (ColumnType::Char(_), Value::Char(_))
+        )
+    }
+
+    /// The type's code in the catalog: the base type in the low 8 bits,
+    /// the length modifier (0 for none) above them. Types without a
+    /// modifier keep the codes they had before modifiers existed, so
+    /// older data directories read unchanged.
+    pub fn code(self) -> i32 {
+        let (base, modifier): (u32, u32) = match self {
+            ColumnType::Integer => (0, 0),
+            ColumnType::BigInt => (1, 0),
+            ColumnType::Double => (2, 0),
+            ColumnType::Text => (3, 0),
+            ColumnType::Boolean => (4, 0),
+            ColumnType::Date => (5, 0),
+            ColumnType::Timestamp => (6, 0),
+            ColumnType::Varchar(n) => (7, n.unwrap_or(0)),
+            ColumnType::Char(n) => (8, n.unwrap_or(0)),
+        };
+        debug_assert!(modifier <= MAX_CHAR_LENGTH);
+        // MAX_CHAR_LENGTH < 2^24: the shifted modifier fits 32 bits, and
+        // the word is stored as the i32 with the same bits.
+        (base | (modifier << CODE_BASE_BITS)) as i32
+    }
+
+    /// The type a catalog code stands for, if any.
     pub fn from_code(code: i32) -> Option<ColumnType> {
-        [
-            ColumnType::Integer,
-            ColumnType::BigInt,
-            ColumnType::Double,
-            ColumnType::Text,
-            ColumnType::Boolean,
-        ]
-        .into_iter()
-        .find(|t| t.code() == code)
+        let code = code as u32;
+        let base = code & ((1 << CODE_BASE_BITS) - 1);
+        let modifier = code >> CODE_BASE_BITS;
+        let length = (modifier != 0).then_some(modifier);
+        if modifier > MAX_CHAR_LENGTH {
+            return None;
+        }
+        let ty = match base {
+            0 => ColumnType::Integer,
+            1 => ColumnType::BigInt,
+            2 => ColumnType::Double,
+            3 => ColumnType::Text,
+            4 => ColumnType::Boolean,
+            5 => ColumnType::Date,
+            6 => ColumnType::Timestamp,
+            7 => return Some(ColumnType::Varchar(length)),
+            8 => return Some(ColumnType::Char(length)),
+            _ => return None,
+        };
+        (modifier == 0).then_some(ty)
     }
 }
 
@@ -96,8 +206,16 @@ pub enum Value {
     Integer(i32),
     BigInt(i64),
     Double(f64),
+    /// A `text` or `varchar` value.
     Text(String),
     Boolean(bool),
+    /// Days since 2000-01-01.
+    Date(i32),
+    /// Microseconds since 2000-01-01 00:00:00.
+    Timestamp(i64),
+    /// A `char(n)` value, padded with spaces to n characters; its
+    /// trailing spaces do not count in comparisons, hashing or `length`.
+    Char(String),
 }
 
 impl Value {
@@ -105,7 +223,8 @@ impl Value {
         matches!(self, Value::Null)
     }
 
-    /// The type of a non-NULL value.
+    /// The type of a non-NULL value (without a modifier: a `Text` value
+    /// may be of a `varchar(n)` column too).
     pub fn column_type(&self) -> Option<ColumnType> {
         Some(match self {
             Value::Null => return None,
@@ -114,6 +233,9 @@ impl Value {
             Value::Double(_) => ColumnType::Double,
             Value::Text(_) => ColumnType::Text,
             Value::Boolean(_) => ColumnType::Boolean,
+            Value::Date(_) => ColumnType::Date,
+            Value::Timestamp(_) => ColumnType::Timestamp,
+            Value::Char(_) => ColumnType::Char(None),
         })
     }
 }
@@ -131,6 +253,21 @@ pub enum TypeError {
     /// or `'1e-400'`, which is not zero but rounds to it).
     #[error("\"{text}\" is out of range for type {ty}")]
     InputOutOfRange { ty: &'static str, text: String },
+    /// A date or timestamp whose fields are each in range of a field
+    /// but do not make one (`2023-02-30`, `25:00`, year 0).
+    #[error("date/time field value out of range: \"{text}\"")]
+    FieldOutOfRange { text: String },
+    /// A date or timestamp written outside the type's range.
+    #[error("{ty} out of range: \"{text}\"")]
+    ValueOutOfRange { ty: &'static str, text: String },
+    #[error("date out of range for timestamp")]
+    DateOutOfRangeForTimestamp,
+    #[error("cannot subtract infinite dates")]
+    InfiniteDateDifference,
+    /// Text longer than a `varchar(n)` or `char(n)` takes, stored or
+    /// read (an explicit cast cuts it instead).
+    #[error("value too long for type {ty}({max_chars})")]
+    TooLong { ty: &'static str, max_chars: u32 },
     #[error("cannot cast type {from} to {to}")]
     NoCast {
         from: &'static str,
@@ -142,15 +279,19 @@ pub enum TypeError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Category {
     Numeric,
+    /// text, varchar and char.
     Text,
     Boolean,
+    /// date and timestamp, which compare with each other.
+    DateTime,
 }
 
 pub(crate) fn category(ty: ColumnType) -> Category {
     match ty {
         ColumnType::Integer | ColumnType::BigInt | ColumnType::Double => Category::Numeric,
-        ColumnType::Text => Category::Text,
+        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => Category::Text,
         ColumnType::Boolean => Category::Boolean,
+        ColumnType::Date | ColumnType::Timestamp => Category::DateTime,
     }
 }
 
@@ -162,6 +303,11 @@ pub(crate) fn is_numeric(ty: ColumnType) -> bool {
 /// A type's name; "unknown" for an untyped NULL.
 pub(crate) fn type_name(ty: Option<ColumnType>) -> &'static str {
     ty.map_or("unknown", ColumnType::name)
+}
+
+/// Whether `ty` is one of the character types (text, varchar, char).
+pub(crate) fn is_text(ty: ColumnType) -> bool {
+    category(ty) == Category::Text
 }
 
 /// Position in the numeric promotion order, `None` if not numeric.
@@ -190,5 +336,70 @@ pub fn as_f64(v: &Value) -> Option<f64> {
         Value::BigInt(x) => Some(*x as f64),
         Value::Double(x) => Some(*x),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_codes_of_the_first_types_are_unchanged_and_every_code_reads_back() {
+        // Written by data directories before lengths existed.
+        let old = [
+            ColumnType::Integer,
+            ColumnType::BigInt,
+            ColumnType::Double,
+            ColumnType::Text,
+            ColumnType::Boolean,
+        ];
+        for (code, ty) in old.into_iter().enumerate() {
+            assert_eq!(ty.code(), code as i32);
+        }
+        for ty in old.into_iter().chain([
+            ColumnType::Date,
+            ColumnType::Timestamp,
+            ColumnType::Varchar(None),
+            ColumnType::Varchar(Some(1)),
+            ColumnType::Varchar(Some(MAX_CHAR_LENGTH)),
+            ColumnType::Char(None),
+            ColumnType::Char(Some(3)),
+            ColumnType::Char(Some(MAX_CHAR_LENGTH)),
+        ]) {
+            assert_eq!(ColumnType::from_code(ty.code()), Some(ty), "{ty:?}");
+        }
+        // A length on a type that takes none, an unknown base, a length
+        // beyond the limit: not codes we write.
+        assert_eq!(ColumnType::from_code(3 | (5 << 8)), None);
+        assert_eq!(ColumnType::from_code(99), None);
+        assert_eq!(ColumnType::from_code(-1), None);
+    }
+
+    #[test]
+    fn char_compares_without_padding_and_dates_against_timestamps_by_midnight() {
+        use std::cmp::Ordering::*;
+        let c = |s: &str| Value::Char(s.into());
+        assert_eq!(compare(&c("a  "), &c("a")), Some(Equal));
+        assert_eq!(compare(&c("a"), &c("a\t")), Some(Less));
+        assert_eq!(compare(&c("ab "), &c("b")), Some(Less));
+        assert_eq!(compare(&c("a  "), &Value::Text("a ".into())), Some(Less));
+        let day = datetime::USECS_PER_DAY;
+        assert_eq!(
+            compare(&Value::Date(1), &Value::Timestamp(day)),
+            Some(Equal)
+        );
+        assert_eq!(
+            compare(&Value::Date(1), &Value::Timestamp(day + 1)),
+            Some(Less)
+        );
+        // Beyond the timestamp range a date still orders, not fails.
+        assert_eq!(
+            compare(&Value::Date(2_000_000_000), &Value::Timestamp(i64::MAX - 1)),
+            Some(Greater)
+        );
+        assert_eq!(
+            compare(&Value::Date(i32::MIN), &Value::Timestamp(i64::MIN)),
+            Some(Equal)
+        );
     }
 }

@@ -2,7 +2,69 @@
 //! cast from text and a COPY field), the text a cast to text gives
 //! ([`value_to_text`]) and the text a result prints as ([`output_text`]).
 
+use super::datetime::{format_date, format_timestamp, parse_date, parse_timestamp};
 use super::{format_double, ColumnType, TypeError, Value};
+
+/// Largest length a `varchar(n)` or `char(n)` may declare (PostgreSQL's
+/// `MaxAttrSize`, 10 MB); it also keeps a catalog type code in 32 bits.
+pub const MAX_CHAR_LENGTH: u32 = 10 * 1024 * 1024;
+
+/// A `char(n)` value without its padding: what it compares, hashes and
+/// casts to text as (PostgreSQL's `bcTruelen` and `rtrim1` strip spaces
+/// only).
+pub fn trim_char_padding(s: &str) -> &str {
+    s.trim_end_matches(' ')
+}
+
+/// `length()` of a value of a character type: characters, not bytes, and
+/// for `char(n)` without its padding.
+pub fn char_length(v: &Value) -> Option<usize> {
+    match v {
+        Value::Text(s) => Some(s.chars().count()),
+        Value::Char(s) => Some(trim_char_padding(s).chars().count()),
+        _ => None,
+    }
+}
+
+/// `s` made a value of character type `ty` (text, `varchar(n)`,
+/// `char(n)`). Text longer than n characters is cut to n when `explicit`
+/// (a cast, `'abcdef'::varchar(3)`) and refused otherwise (input,
+/// assignment), unless all it has beyond n are spaces, which are cut:
+/// PostgreSQL's `varchar` and `bpchar` length coercions. `char(n)` is
+/// then padded with spaces to n characters.
+pub(crate) fn fit_characters(s: &str, ty: ColumnType, explicit: bool) -> Result<Value, TypeError> {
+    let to_value = |s: String| match ty {
+        ColumnType::Char(_) => Value::Char(s),
+        _ => Value::Text(s),
+    };
+    let Some(max_chars) = ty.max_chars() else {
+        return Ok(to_value(s.to_string()));
+    };
+    let limit = max_chars as usize;
+    // Byte offset of the character after the first `limit`, if any.
+    let cut = s.char_indices().nth(limit).map(|(at, _)| at);
+    let mut kept = match cut {
+        None => s.to_string(),
+        Some(at) => {
+            if !explicit && s[at..].bytes().any(|b| b != b' ') {
+                return Err(TypeError::TooLong {
+                    ty: ty.name(),
+                    max_chars,
+                });
+            }
+            s[..at].to_string()
+        }
+    };
+    if let ColumnType::Char(_) = ty {
+        let have = if cut.is_some() {
+            limit
+        } else {
+            kept.chars().count()
+        };
+        kept.extend(std::iter::repeat_n(' ', limit - have));
+    }
+    Ok(to_value(kept))
+}
 
 /// The text a value casts to (`v::text`); NULL gives an empty string, for
 /// callers that checked it first.
@@ -14,6 +76,10 @@ pub fn value_to_text(v: &Value) -> String {
         Value::Double(x) => format_double(*x),
         Value::Text(s) => s.clone(),
         Value::Boolean(b) => if *b { "true" } else { "false" }.into(),
+        Value::Date(d) => format_date(*d),
+        Value::Timestamp(t) => format_timestamp(*t),
+        // bpchar to text is PostgreSQL's rtrim1: the padding goes.
+        Value::Char(s) => trim_char_padding(s).to_string(),
     }
 }
 
@@ -85,10 +151,15 @@ fn check_double_input_range(x: f64, text: &str) -> Result<(), TypeError> {
 }
 
 /// The value of type `ty` that the text `s` stands for (a type's input
-/// function: a cast from text, or a COPY field).
+/// function with the type's modifier: a COPY field, or the text of a
+/// cast, which then applies its own length rule). Text too long for a
+/// `varchar(n)` or `char(n)` is refused, unless the excess is spaces.
 pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, TypeError> {
     Ok(match ty {
         ColumnType::Text => Value::Text(s.to_string()),
+        ColumnType::Varchar(_) | ColumnType::Char(_) => fit_characters(s, ty, false)?,
+        ColumnType::Date => Value::Date(parse_date(s)?),
+        ColumnType::Timestamp => Value::Timestamp(parse_timestamp(s)?),
         ColumnType::Integer => Value::Integer(
             i32::try_from(parse_integer(s, ty)?)
                 .map_err(|_| TypeError::OutOfRange { ty: "integer" })?,
@@ -121,11 +192,67 @@ pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, TypeError> {
 }
 
 /// A value as PostgreSQL's output functions print it (booleans as `t`
-/// and `f`, unlike a cast to text); NULL gives an empty string, for
+/// and `f`, and `char(n)` with its padding, unlike a cast to text); NULL gives an empty string, for
 /// callers that checked it first.
 pub fn output_text(v: &Value) -> String {
     match v {
         Value::Boolean(b) => if *b { "t" } else { "f" }.into(),
+        // char(n) prints padded.
+        Value::Char(s) => s.clone(),
         other => value_to_text(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn char_pads_and_refuses_all_but_trailing_spaces() {
+        let c3 = ColumnType::Char(Some(3));
+        let v3 = ColumnType::Varchar(Some(3));
+        assert_eq!(parse_value("a", c3).unwrap(), Value::Char("a  ".into()));
+        assert_eq!(
+            parse_value("abc   ", c3).unwrap(),
+            Value::Char("abc".into())
+        );
+        assert_eq!(
+            parse_value("abcd", c3).unwrap_err().to_string(),
+            "value too long for type character(3)"
+        );
+        assert_eq!(parse_value("ab  ", v3).unwrap(), Value::Text("ab ".into()));
+        assert_eq!(
+            parse_value("abcd", v3).unwrap_err().to_string(),
+            "value too long for type character varying(3)"
+        );
+        // Characters, not bytes.
+        assert_eq!(parse_value("éèê", v3).unwrap(), Value::Text("éèê".into()));
+        assert_eq!(parse_value("é", c3).unwrap(), Value::Char("é  ".into()));
+        assert_eq!(
+            fit_characters("éèêë", v3, true).unwrap(),
+            Value::Text("éèê".into())
+        );
+        assert_eq!(
+            fit_characters("abcdef", c3, true).unwrap(),
+            Value::Char("abc".into())
+        );
+        // bpchar and varchar without n keep what they are given.
+        assert_eq!(
+            parse_value("ab  ", ColumnType::Char(None)).unwrap(),
+            Value::Char("ab  ".into())
+        );
+        assert_eq!(
+            parse_value("abcd", ColumnType::Varchar(None)).unwrap(),
+            Value::Text("abcd".into())
+        );
+    }
+
+    #[test]
+    fn char_prints_padded_but_casts_to_text_and_measures_without_padding() {
+        let v = Value::Char("ab  ".into());
+        assert_eq!(output_text(&v), "ab  ");
+        assert_eq!(value_to_text(&v), "ab");
+        assert_eq!(char_length(&v), Some(2));
+        assert_eq!(char_length(&Value::Text("ab  ".into())), Some(4));
     }
 }
