@@ -262,14 +262,17 @@ impl Expr {
         match &mut self.kind {
             Kind::Const(_) | Kind::Column(_) => Vec::new(),
             Kind::Arith(_, a, b)
+            | Kind::DateArith(_, a, b)
             | Kind::Concat(a, b)
             | Kind::Compare(_, a, b)
             | Kind::And(a, b)
             | Kind::Or(a, b)
             | Kind::Like(a, b, _) => vec![&mut **a, &mut **b],
-            Kind::Not(a) | Kind::Negate(a) | Kind::IsNull(a, _) | Kind::Cast(a, _) => {
-                vec![&mut **a]
-            }
+            Kind::Not(a)
+            | Kind::Negate(a)
+            | Kind::IsNull(a, _)
+            | Kind::Cast(a, _)
+            | Kind::AssignCast(a, _) => vec![&mut **a],
             Kind::InList(a, list, _) => std::iter::once(&mut **a).chain(list.iter_mut()).collect(),
             Kind::Call(_, args) => args.iter_mut().collect(),
         }

@@ -644,8 +644,18 @@ fn hash_key(
     };
     let integer =
         |t: Option<ColumnType>| matches!(t, Some(ColumnType::Integer | ColumnType::BigInt));
+    // Equal values of these pairs are equal `Value`s that hash alike:
+    // text and varchar of any length are both `Value::Text`, char of any
+    // length `Value::Char` (whose hash ignores the padding).
+    let alike = |a: ColumnType, b: ColumnType| match (a, b) {
+        (ColumnType::Text | ColumnType::Varchar(_), ColumnType::Text | ColumnType::Varchar(_)) => {
+            true
+        }
+        (ColumnType::Char(_), ColumnType::Char(_)) => true,
+        _ => a == b,
+    };
     let (outer, inner) = match (outer.ty(), inner.ty()) {
-        (Some(a), Some(b)) if a == b => (outer, inner),
+        (Some(a), Some(b)) if alike(a, b) => (outer, inner),
         (a, b) if integer(a) && integer(b) => (
             Expr::cast(outer, ColumnType::BigInt)?,
             Expr::cast(inner, ColumnType::BigInt)?,
