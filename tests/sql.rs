@@ -1792,6 +1792,20 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
             left
         );
     }
+    // Hash joins turned off: the same equalities by nested loop.
+    run(&mut s, "SET enable_hashjoin = off");
+    let nested = "SELECT a.id, b.id FROM a JOIN b ON a.k = b.k AND b.id % 3 <> 0 WHERE a.id <= 40";
+    assert_eq!(
+        plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
+        "Nested Loop"
+    );
+    let by_nested_loop = ids(&mut s, nested);
+    run(&mut s, "RESET enable_hashjoin");
+    assert_eq!(
+        plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
+        "Hash Join"
+    );
+    assert_eq!(ids(&mut s, nested), by_nested_loop);
     // Without an equality: a nested loop, same rows.
     let few = |rows: &[Vec<Value>]| -> Vec<Vec<Value>> {
         rows.iter()

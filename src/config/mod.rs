@@ -225,6 +225,20 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Zero pages that fail verification, with a warning, instead of failing the read",
     },
     SettingDef {
+        name: "enable_hashjoin",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner use hash joins; off joins by nested loop wherever there is another way, to compare the two",
+    },
+    SettingDef {
+        name: "enable_nestloop",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner use nested loops where a hash join is possible; a join without an equality has no other way and still uses one",
+    },
+    SettingDef {
         name: "ignore_checksum_failure",
         default: "off",
         kind: Kind::Bool,
@@ -736,6 +750,13 @@ impl Settings {
 
     pub fn zero_damaged_pages(&self) -> bool {
         self.boolean("zero_damaged_pages")
+    }
+
+    /// Whether a join with an equality key may be a hash join: unless
+    /// `enable_hashjoin` is off and nested loops are allowed (with both
+    /// off, as in PostgreSQL, the planner still picks something).
+    pub fn hash_joins_allowed(&self) -> bool {
+        self.boolean("enable_hashjoin") || !self.boolean("enable_nestloop")
     }
 
     pub fn ignore_checksum_failure(&self) -> bool {

@@ -132,6 +132,7 @@ fn dispatch(
         start: parsed.start,
         viewer: s.current_xid(),
         now: statement_time(s),
+        hash_joins: s.settings.hash_joins_allowed(),
     };
     let statement = match &parsed.statement {
         Stmt::Checkpoint => {

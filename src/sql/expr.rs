@@ -40,6 +40,9 @@ pub(crate) struct StmtCx {
     /// What `now()`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` and (its day)
     /// `CURRENT_DATE` give: the transaction's start, a timestamp.
     pub now: i64,
+    /// Joins on an equality may be hash joins (`enable_hashjoin`,
+    /// `enable_nestloop`).
+    pub hash_joins: bool,
 }
 
 impl StmtCx {

@@ -530,6 +530,7 @@ fn plan_joins(
     let scope = planner.scope();
     let n = from.items.len();
     let mut slots = Slots {
+        hash_joins: cx.hash_joins,
         item_filters: (0..n).map(|_| Vec::new()).collect(),
         keys: (1..n).map(|_| Vec::new()).collect(),
         conds: (1..n).map(|_| Vec::new()).collect(),
@@ -582,6 +583,8 @@ fn plan_joins(
 
 /// Conditions gathered per item and per join (see [`plan_joins`]).
 struct Slots {
+    /// Equalities may become hash keys.
+    hash_joins: bool,
     item_filters: Vec<Vec<Filter>>,
     keys: Vec<Vec<(Expr, Expr, String)>>,
     conds: Vec<Vec<Filter>>,
@@ -605,10 +608,15 @@ impl Slots {
                 predicate: f.predicate.rebased(start),
                 label: f.label,
             });
-        } else if let Some(key) = hash_key(planner, conj, at)? {
-            self.keys[at - 1].push(key);
-        } else {
-            self.conds[at - 1].push(f);
+            return Ok(());
+        }
+        match self
+            .hash_joins
+            .then(|| hash_key(planner, conj, at))
+            .transpose()?
+        {
+            Some(Some(key)) => self.keys[at - 1].push(key),
+            _ => self.conds[at - 1].push(f),
         }
         Ok(())
     }
