@@ -1864,6 +1864,49 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
             "  ->  Seq Scan on b",
         ]
     );
+    // An item none of whose columns is read still has its full width in
+    // the joined row, so the items after it stay where the plan expects.
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM a x, b y WHERE x.id <= 10"),
+        [vec![big(20_300)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT b.id, b.k, c.id FROM a x, b, a c WHERE x.id <= 2 AND b.id = 7 AND c.id = 9"
+        ),
+        [
+            vec![Value::Integer(7), big(7), Value::Integer(9)],
+            vec![Value::Integer(7), big(7), Value::Integer(9)],
+        ]
+    );
+    // Names in ON resolve among the items of its comma group joined so
+    // far: `name` is x's there, though z has one too.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT count(*) FROM a x JOIN b y ON name = 'a7' AND x.k = y.k JOIN a z ON z.id = y.id"
+        ),
+        [vec![big(5)]]
+    );
+    let e = err(&mut s, "SELECT 1 FROM a x0, a x1 LEFT JOIN b ON x0.k = b.k").to_string();
+    assert!(
+        e.contains("invalid reference to FROM-clause entry for table \"x0\""),
+        "{e}"
+    );
+    // A utility on the inner side of a nested loop runs once per
+    // statement: every outer row sees the same result.
+    run(&mut s, "SELECT prewarm('b')");
+    let evicted = rows(
+        &mut s,
+        "SELECT evict_relation FROM generate_series(1, 3) g, evict_relation('b')",
+    );
+    assert_eq!(evicted.len(), 3);
+    assert!(
+        evicted.iter().all(|r| r == &evicted[0])
+            && !matches!(evicted[0][0], Value::BigInt(0) | Value::Integer(0)),
+        "{evicted:?}"
+    );
     // char keys of different lengths hash alike whatever their padding;
     // so do text and varchar.
     run(

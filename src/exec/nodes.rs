@@ -24,6 +24,10 @@ pub struct ResultNode {
     pub calls: Vec<UtilityCall>,
     pub filter: Option<Filter>,
     pub counts: NodeCounts,
+    /// The row, computed once per statement: a rescan (the inner side of
+    /// a nested loop) returns it again rather than calling the utilities
+    /// again, as PostgreSQL runs a function scan once.
+    row: Option<Vec<Value>>,
     done: bool,
 }
 
@@ -33,6 +37,7 @@ impl ResultNode {
             calls,
             filter,
             counts: NodeCounts::default(),
+            row: None,
             done: false,
         }
     }
@@ -48,11 +53,14 @@ impl PlanNode for ResultNode {
         if std::mem::replace(&mut self.done, true) {
             return Ok(());
         }
-        let mut row = Vec::new();
-        for call in &self.calls {
-            row.extend(call.run(cx.session)?);
+        if self.row.is_none() {
+            let mut row = Vec::new();
+            for call in &self.calls {
+                row.extend(call.run(cx.session)?);
+            }
+            self.row = Some(row);
         }
-        out.rows.push(row);
+        out.rows.push(self.row.clone().expect("computed above"));
         keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)
     }
 
@@ -297,7 +305,11 @@ pub struct ViewNode {
     pub view: View,
     pub filter: Option<Filter>,
     pub counts: NodeCounts,
-    rows: Option<std::vec::IntoIter<Vec<Value>>>,
+    /// The view's rows, read once per statement: a rescan returns the
+    /// same rows (one statement sees one version of the view).
+    rows: Option<Vec<Vec<Value>>>,
+    /// The next row to return.
+    next: usize,
     done: bool,
 }
 
@@ -308,6 +320,7 @@ impl ViewNode {
             filter,
             counts: NodeCounts::default(),
             rows: None,
+            next: 0,
             done: false,
         }
     }
@@ -324,15 +337,13 @@ impl PlanNode for ViewNode {
             return Ok(());
         }
         let view = self.view;
-        let rows = self
-            .rows
-            .get_or_insert_with(|| view.rows(cx.session.db()).into_iter());
+        let rows = self.rows.get_or_insert_with(|| view.rows(cx.session.db()));
         while out.is_empty() {
-            out.rows
-                .extend(rows.by_ref().take(BATCH_ROWS_MAX.min(max_rows)));
+            let end = (self.next + BATCH_ROWS_MAX.min(max_rows)).min(rows.len());
+            out.rows.extend_from_slice(&rows[self.next..end]);
+            self.next = end;
             if out.is_empty() {
                 self.done = true;
-                self.rows = None;
                 return Ok(());
             }
             keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)?;
@@ -341,13 +352,12 @@ impl PlanNode for ViewNode {
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
-        self.rows = None;
+        self.next = 0;
         self.done = false;
         Ok(())
     }
 
     fn close(&mut self, _: &mut ExecCx) {
-        self.rows = None;
         self.done = true;
     }
 

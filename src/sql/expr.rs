@@ -491,14 +491,23 @@ impl Scope {
         self.items.iter().position(|i| i.qualifier == qualifier)
     }
 
-    /// The column called `name` (of item `item`, if given): `Err` if
-    /// several items have one.
-    pub fn find_in(&self, item: Option<usize>, name: &str) -> Result<Option<usize>, ()> {
+    /// The column called `name` (of item `item`, if given; among the
+    /// items `visible`, if given): `Err` if several items have one.
+    pub fn find_in(
+        &self,
+        item: Option<usize>,
+        visible: Option<std::ops::Range<usize>>,
+        name: &str,
+    ) -> Result<Option<usize>, ()> {
         let mut found = self
             .columns
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.name == name && item.is_none_or(|i| c.item == i))
+            .filter(|(_, c)| {
+                c.name == name
+                    && item.is_none_or(|i| c.item == i)
+                    && visible.as_ref().is_none_or(|v| v.contains(&c.item))
+            })
             .map(|(at, _)| at);
         match (found.next(), found.next()) {
             (None, _) => Ok(None),
@@ -509,7 +518,7 @@ impl Scope {
 
     /// The column called `name`, unqualified.
     pub fn find(&self, name: &str) -> Result<Option<usize>, ()> {
-        self.find_in(None, name)
+        self.find_in(None, None, name)
     }
 
     /// The range of columns of item `item`.
@@ -547,6 +556,9 @@ pub(crate) struct ExprPlanner<'a> {
     pub utilities: Option<Vec<UtilityCall>>,
     /// The clause being planned, for "not allowed in WHERE".
     pub clause: &'static str,
+    /// The FROM items names may refer to, if not all: a JOIN's ON sees
+    /// only the items of its comma-separated group joined so far.
+    pub visible: Option<std::ops::Range<usize>>,
     in_aggregate: bool,
 }
 
@@ -561,6 +573,7 @@ impl<'a> ExprPlanner<'a> {
             grouping: None,
             utilities: None,
             clause,
+            visible: None,
             in_aggregate: false,
         }
     }
@@ -861,10 +874,12 @@ impl<'a> ExprPlanner<'a> {
         };
         let column = ident(name);
         let at = self.cx.at(e.span());
+        let visible = |item: usize| self.visible.as_ref().is_none_or(|v| v.contains(&item));
         let item = match qualifier {
             None => None,
             Some(q) => match self.scope.item(&ident(q)) {
-                Some(item) => Some(item),
+                Some(item) if visible(item) => Some(item),
+                Some(_) => return Err(SqlError::InvalidFromReference { name: ident(q), at }),
                 None => return Err(SqlError::MissingFromItem { name: ident(q), at }),
             },
         };
@@ -879,7 +894,7 @@ impl<'a> ExprPlanner<'a> {
             },
             at,
         };
-        match self.scope.find_in(item, &column) {
+        match self.scope.find_in(item, self.visible.clone(), &column) {
             Ok(Some(index)) => Ok((index, column)),
             Ok(None) => Err(unknown()),
             Err(()) => Err(SqlError::AmbiguousColumn { column, at }),

@@ -103,6 +103,9 @@ struct JoinSpec {
     kind: JoinKind,
     /// `ON …` (None: a cross join, or a comma).
     on: Option<ast::Expr>,
+    /// The first item of its comma-separated group: its ON sees the
+    /// items from there to the one it joins, as in PostgreSQL.
+    group_start: usize,
 }
 
 /// The FROM clause: its items in order, and `joins[k - 1]` joining item
@@ -276,10 +279,12 @@ pub(crate) fn plan_query(
 fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<FromClause, SqlError> {
     let mut clause = FromClause::default();
     for item in from {
-        if !clause.items.is_empty() {
+        let group_start = clause.items.len();
+        if group_start > 0 {
             clause.joins.push(JoinSpec {
                 kind: JoinKind::Inner,
                 on: None,
+                group_start,
             });
         }
         clause.items.push(plan_factor(cx, db, &item.relation)?);
@@ -321,7 +326,11 @@ fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<From
             if join.global {
                 return Err(cx.unsupported(span, "GLOBAL joins"));
             }
-            clause.joins.push(JoinSpec { kind, on });
+            clause.joins.push(JoinSpec {
+                kind,
+                on,
+                group_start,
+            });
             clause.items.push(plan_factor(cx, db, &join.relation)?);
         }
     }
@@ -537,22 +546,19 @@ fn plan_joins(
     };
     for (j, spec) in from.joins.iter().enumerate() {
         let k = j + 1;
+        // Names in ON resolve among the items of its group joined so far.
+        planner.visible = Some(spec.group_start..k + 1);
         for conj in spec.on.iter().flat_map(conjuncts) {
             let f = planner
                 .plan_filter(Some(conj), "JOIN/ON")?
                 .expect("a condition");
-            if let Some(&beyond) = items_read(&f.predicate, scope).iter().find(|&&i| i > k) {
-                return Err(SqlError::InvalidFromReference {
-                    name: scope.items[beyond].qualifier.clone(),
-                    at: cx.at(conj.span()),
-                });
-            }
             // An ON reading only the item joined filters that item's rows
             // (for a left join too: its outer rows are kept either way);
             // one reading earlier items stays in the join.
             slots.place(planner, conj, f, k)?;
         }
     }
+    planner.visible = None;
     let mut top = Vec::new();
     for conj in selection.into_iter().flat_map(conjuncts) {
         let f = planner
@@ -692,7 +698,16 @@ fn build_joins(
         let range = scope.item_columns(i);
         let width = range.len();
         let filter = filters.next().expect("a filter slot per item");
-        (item.node(used[range].to_vec(), filter), width)
+        let mut wanted = used[range].to_vec();
+        // A scan that decodes no column returns empty rows (count(*)'s
+        // fast path); a join needs the item's full width, so that the
+        // columns of the items after it are where the plan expects them.
+        if !wanted.contains(&true) {
+            if let Some(first) = wanted.first_mut() {
+                *first = true;
+            }
+        }
+        (item.node(wanted, filter), width)
     });
     let (mut node, _) = items.next().expect("several items");
     for (((inner, width), spec), (keys, cond)) in
