@@ -117,7 +117,12 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
         let mut line = format!("{prefix}{}", node.title);
         if opts.analyze {
             if let Some(c) = node.counts {
-                line.push_str(&format!(" (actual rows={} loops=1)", c.rows));
+                // As PostgreSQL: rows per run, and the runs.
+                line.push_str(&format!(
+                    " (actual rows={} loops={})",
+                    c.per_loop(c.rows),
+                    c.loops()
+                ));
             }
         }
         lines.push(line);
@@ -182,7 +187,10 @@ pub(crate) fn push_filter(
     if let Some(f) = filter {
         details.push(format!("Filter: {}", f.label));
         if opts.analyze {
-            details.push(format!("Rows Removed by Filter: {}", counts.removed));
+            details.push(format!(
+                "Rows Removed by Filter: {}",
+                counts.per_loop(counts.removed)
+            ));
         }
     }
 }

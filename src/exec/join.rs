@@ -63,7 +63,10 @@ fn push_join_filter(
     if let Some(f) = filter {
         details.push(format!("Join Filter: {}", f.label));
         if opts.analyze {
-            details.push(format!("Rows Removed by Join Filter: {}", counts.removed));
+            details.push(format!(
+                "Rows Removed by Join Filter: {}",
+                counts.per_loop(counts.removed)
+            ));
         }
     }
 }
@@ -204,6 +207,7 @@ impl PlanNode for NestedLoopNode {
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.reset();
         self.outer.rescan(cx)?;
         self.inner.rescan(cx)?;
@@ -686,8 +690,8 @@ impl PlanNode for HashJoinNode {
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.state = HashState::Start;
-        self.stats = HashJoinStats::default();
         self.outer.rescan(cx)?;
         self.inner.rescan(cx)
     }

@@ -65,6 +65,7 @@ impl PlanNode for ResultNode {
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.done = false;
         Ok(())
     }
@@ -149,6 +150,7 @@ impl PlanNode for ValuesNode {
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.next = 0;
         Ok(())
     }
@@ -278,6 +280,7 @@ impl PlanNode for SeriesNode {
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.state = SeriesState::NotStarted;
         Ok(())
     }
@@ -352,6 +355,7 @@ impl PlanNode for ViewNode {
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.next = 0;
         self.done = false;
         Ok(())
@@ -415,6 +419,7 @@ impl PlanNode for FilterNode {
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.child.rescan(cx)
     }
 
@@ -610,6 +615,7 @@ impl PlanNode for SortNode {
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.sorted = None;
         self.child.rescan(cx)
     }
@@ -666,6 +672,8 @@ pub struct LimitNode {
     pub count: Option<u64>,
     pub counts: NodeCounts,
     skipped: u64,
+    /// Rows returned in this run.
+    returned: u64,
     done: bool,
     input: Batch,
 }
@@ -678,13 +686,14 @@ impl LimitNode {
             count,
             counts: NodeCounts::default(),
             skipped: 0,
+            returned: 0,
             done: false,
             input: Batch::default(),
         }
     }
 
     fn reached(&self) -> bool {
-        self.count.is_some_and(|c| self.counts.rows >= c)
+        self.count.is_some_and(|c| self.returned >= c)
     }
 }
 
@@ -705,7 +714,7 @@ impl PlanNode for LimitNode {
             // Only the rows still to skip and to return, and no more
             // than the parent asked for.
             let room = match self.count {
-                Some(c) => (c - self.counts.rows) as usize,
+                Some(c) => (c - self.returned) as usize,
                 None => usize::MAX,
             };
             let want = ((self.offset - self.skipped) as usize)
@@ -724,14 +733,16 @@ impl PlanNode for LimitNode {
                 out.tids
                     .extend_from_slice(&self.input.tids[skip..skip + take]);
             }
+            self.returned += take as u64;
             self.counts.rows += take as u64;
         }
         Ok(())
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.skipped = 0;
-        self.counts = NodeCounts::default();
+        self.returned = 0;
         self.done = false;
         self.child.rescan(cx)
     }
@@ -910,8 +921,8 @@ impl PlanNode for AggregateNode {
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.state = AggState::Start;
-        self.stats = GroupStats::default();
         self.child.rescan(cx)
     }
 

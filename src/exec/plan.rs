@@ -168,9 +168,25 @@ pub(crate) fn keep_passing(
 /// Rows a node produced and removed, for EXPLAIN ANALYZE.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeCounts {
+    /// Rows returned, over every run.
     pub rows: u64,
-    /// Rows its filter removed.
+    /// Rows its filter removed, over every run.
     pub removed: u64,
+    /// Times it was started over (the inner side of a nested loop): it
+    /// ran `rescans + 1` times.
+    pub rescans: u64,
+}
+
+impl NodeCounts {
+    /// Runs, as EXPLAIN's `loops`.
+    pub fn loops(&self) -> u64 {
+        self.rescans + 1
+    }
+
+    /// `total` per run, rounded, as EXPLAIN shows rows and removed rows.
+    pub fn per_loop(&self, total: u64) -> u64 {
+        (total as f64 / self.loops() as f64).round() as u64
+    }
 }
 
 /// A sort key: a column of the rows reaching the sort.

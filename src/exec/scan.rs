@@ -58,7 +58,12 @@ impl SeqScanNode {
     /// Ends the heap scan, if one runs, keeping its figures.
     fn end_scan(&mut self, cx: &mut ExecCx) {
         if let Some(scan) = self.scan.take() {
-            self.stats = Some((*scan).end(&mut cx.session.buf));
+            // Every run's figures, as EXPLAIN shows a rescanned scan's.
+            let ended = (*scan).end(&mut cx.session.buf);
+            match &mut self.stats {
+                Some(all) => all.stream.add(&ended.stream),
+                None => self.stats = Some(ended),
+            }
         }
     }
 }
@@ -143,6 +148,7 @@ impl PlanNode for SeqScanNode {
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
         self.end_scan(cx);
         self.ended = false;
         Ok(())

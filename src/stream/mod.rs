@@ -140,6 +140,20 @@ pub struct StreamStats {
 }
 
 impl StreamStats {
+    /// Adds `other`'s figures (another run of the same scan: a rescan).
+    pub fn add(&mut self, other: &StreamStats) {
+        self.buffers += other.buffers;
+        self.hits += other.hits;
+        self.ios += other.ios;
+        self.io_blocks += other.io_blocks;
+        self.foreign_ios += other.foreign_ios;
+        self.advised_blocks += other.advised_blocks;
+        self.in_flight_sum += other.in_flight_sum;
+        self.look_ahead_sum += other.look_ahead_sum;
+        self.waits += other.waits;
+        self.wait_time += other.wait_time;
+    }
+
     pub fn blocks_per_io(&self) -> f64 {
         self.io_blocks as f64 / self.ios.max(1) as f64
     }
