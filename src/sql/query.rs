@@ -668,11 +668,37 @@ fn hash_key(
         (ColumnType::Char(_), ColumnType::Char(_)) => true,
         _ => a == b,
     };
+    let textual = |t: ColumnType| {
+        matches!(
+            t,
+            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_)
+        )
+    };
     let (outer, inner) = match (outer.ty(), inner.ty()) {
         (Some(a), Some(b)) if alike(a, b) => (outer, inner),
         (a, b) if integer(a) && integer(b) => (
             Expr::cast(outer, ColumnType::BigInt)?,
             Expr::cast(inner, ColumnType::BigInt)?,
+        ),
+        // Mixed with char, as PostgreSQL resolves the operator: against
+        // varchar both compare as char (padding ignored on both sides),
+        // against text both as text (the char's padding cut). Hash both
+        // sides in that type.
+        (Some(a @ (ColumnType::Char(_) | ColumnType::Varchar(_))), Some(b))
+            if matches!(
+                (a, b),
+                (ColumnType::Char(_), ColumnType::Varchar(_))
+                    | (ColumnType::Varchar(_), ColumnType::Char(_))
+            ) =>
+        {
+            (
+                Expr::cast(outer, ColumnType::Char(None))?,
+                Expr::cast(inner, ColumnType::Char(None))?,
+            )
+        }
+        (Some(a), Some(b)) if textual(a) && textual(b) => (
+            Expr::cast(outer, ColumnType::Text)?,
+            Expr::cast(inner, ColumnType::Text)?,
         ),
         _ => return Ok(None),
     };
