@@ -154,13 +154,13 @@ impl RowSink for RowPrinter<'_, '_> {
         Ok(())
     }
 
-    fn rows(&mut self, rows: &[Vec<Value>]) -> std::io::Result<()> {
+    fn rows(&mut self, rows: &mut Vec<Vec<Value>>) -> std::io::Result<()> {
         if self.columns.is_empty() {
             // `SELECT FROM t`: like any statement without columns, it
             // prints its tag ("SELECT 2") and no rows.
             return Ok(());
         }
-        self.group.extend_from_slice(rows);
+        self.group.append(rows);
         if self.group.len() >= PRINT_GROUP_ROWS {
             self.print_group()?;
         }

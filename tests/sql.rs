@@ -1707,9 +1707,11 @@ fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: I
             .any(|l| l.trim().starts_with("Batches: 1  Memory Usage: ")),
         "{plan:#?}"
     );
-    // Spill files have no names: nothing is left behind.
+    // Spill files have no names, and none is still open: nothing is left
+    // behind.
     let tmp = dir.path().join("data").join("tmp");
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    assert_eq!(aiostore::sort::spill::open_files_in(&tmp), 0);
 }
 
 fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
@@ -2023,7 +2025,7 @@ impl sql::RowSink for RecordingSink {
         Ok(())
     }
 
-    fn rows(&mut self, rows: &[Vec<Value>]) -> std::io::Result<()> {
+    fn rows(&mut self, rows: &mut Vec<Vec<Value>>) -> std::io::Result<()> {
         self.batches += 1;
         if self.fail_at == Some(self.batches) {
             return Err(std::io::Error::new(
@@ -2032,7 +2034,7 @@ impl sql::RowSink for RecordingSink {
             ));
         }
         self.largest_batch = self.largest_batch.max(rows.len());
-        self.rows.extend_from_slice(rows);
+        self.rows.append(rows);
         Ok(())
     }
 

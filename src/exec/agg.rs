@@ -14,8 +14,9 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use super::expr::{EvalContext, Expr};
+use super::partition::{HashStats, Partitions, SPILL_DEPTH_MAX};
 use super::ExecError;
-use crate::sort::{row_bytes, SpillReader, SpillWriter};
+use crate::sort::{row_bytes, SpillReader};
 use crate::types::{as_f64, as_i64, compare, is_numeric, ColumnType, TypeError, Value};
 
 /// Which aggregate.
@@ -278,23 +279,15 @@ impl Hash for GroupKey {
     }
 }
 
-/// Partitions the rows of new groups go to once a [`GroupTable`] is full;
-/// each is aggregated later on its own (as PostgreSQL 13+ spills hash
-/// aggregation).
-pub const SPILL_PARTITIONS: usize = 16;
-/// Deepest re-partitioning of a partition that is still too big: beyond it
-/// a table grows past `work_mem` rather than spill again. Six levels split
-/// the groups 16⁶ (16 M) ways; only groups no hash tells apart go deeper.
-pub const SPILL_DEPTH_MAX: u32 = 6;
-
 /// One group being aggregated: its key values and running states.
 pub type Group = (Vec<Value>, Vec<Acc>);
 
 /// Groups aggregated in memory, in order of first appearance, within a
 /// memory limit (`work_mem`): once the groups fill it, rows of groups it
-/// does not hold are written to one of [`SPILL_PARTITIONS`] files by the
-/// hash of their key, while rows of the groups it holds still aggregate in
-/// place. A group is thus wholly in the table or wholly in one partition.
+/// does not hold go to hash [`Partitions`] (after their key), while rows of
+/// the groups it holds still aggregate in place. A group is thus wholly in
+/// the table or wholly in one partition (as PostgreSQL 13+ spills hash
+/// aggregation).
 pub struct GroupTable {
     groups: Vec<Group>,
     index: HashMap<GroupKey, usize>,
@@ -304,27 +297,10 @@ pub struct GroupTable {
     limit: usize,
     depth: u32,
     dir: PathBuf,
-    /// Set once full: a file per partition, made when first needed.
-    spill: Option<Vec<Option<SpillWriter>>>,
-    stats: GroupStats,
-}
-
-/// What aggregating one table cost, for EXPLAIN ANALYZE (PostgreSQL's
-/// "Batches", "Memory Usage" and "Disk Usage").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GroupStats {
-    /// Tables aggregated: 1, plus one per spilled partition.
-    pub batches: u64,
-    pub peak_memory_bytes: u64,
-    pub spilled_bytes: u64,
-}
-
-impl GroupStats {
-    pub fn add(&mut self, other: GroupStats) {
-        self.batches += other.batches;
-        self.peak_memory_bytes = self.peak_memory_bytes.max(other.peak_memory_bytes);
-        self.spilled_bytes += other.spilled_bytes;
-    }
+    /// Set once full.
+    spill: Option<Partitions>,
+    /// Most memory the groups held.
+    peak_mem: usize,
 }
 
 /// The rows of one spilled partition, to aggregate at `depth`.
@@ -346,10 +322,7 @@ impl GroupTable {
             depth,
             dir: dir.to_path_buf(),
             spill: None,
-            stats: GroupStats {
-                batches: 1,
-                ..Default::default()
-            },
+            peak_mem: 0,
         }
     }
 
@@ -397,13 +370,7 @@ impl GroupTable {
             Some(&at) => at,
             None => {
                 if let Some(spill) = &mut self.spill {
-                    let p = partition(&self.key, self.depth);
-                    let file = match &mut spill[p] {
-                        Some(file) => file,
-                        empty => empty.insert(SpillWriter::create(&self.dir)?),
-                    };
-                    file.push_joined(&self.key.0, row)?;
-                    return Ok(());
+                    return spill.push(&self.key, row);
                 }
                 let at = self.groups.len();
                 let accs: Vec<Acc> = aggs.iter().map(Aggregate::start).collect();
@@ -423,37 +390,35 @@ impl GroupTable {
             agg.update(acc, row, eval)?;
             self.mem = self.mem + acc.heap_bytes() - held;
         }
-        self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem as u64);
+        self.peak_mem = self.peak_mem.max(self.mem);
         if self.mem > self.limit && self.spill.is_none() && self.depth < SPILL_DEPTH_MAX {
-            self.spill = Some((0..SPILL_PARTITIONS).map(|_| None).collect());
+            self.spill = Some(Partitions::new(self.depth, &self.dir));
         }
         Ok(())
     }
 
-    /// Ends the input: the groups held, in order of first appearance, the
-    /// partitions spilled, one level deeper, and what it cost.
-    pub fn finish(self) -> Result<(Vec<Group>, Vec<SpilledGroups>, GroupStats), ExecError> {
-        let mut stats = self.stats;
-        let mut spilled = Vec::new();
-        for file in self.spill.into_iter().flatten().flatten() {
-            stats.spilled_bytes += file.bytes();
-            spilled.push(SpilledGroups {
-                rows: file.finish()?,
+    /// Ends the input: the groups held, in order of first appearance, and
+    /// the partitions spilled, one level deeper; what it cost is added to
+    /// `stats`.
+    pub fn finish(
+        self,
+        stats: &mut HashStats,
+    ) -> Result<(Vec<Group>, Vec<SpilledGroups>), ExecError> {
+        stats.table_built(self.peak_mem);
+        let files = match self.spill {
+            Some(p) => p.finish(stats)?,
+            None => Vec::new(),
+        };
+        let spilled = files
+            .into_iter()
+            .flatten()
+            .map(|rows| SpilledGroups {
+                rows,
                 depth: self.depth + 1,
-            });
-        }
-        Ok((self.groups, spilled, stats))
+            })
+            .collect();
+        Ok((self.groups, spilled))
     }
-}
-
-/// The partition of a group at `depth`: other hash bits at each depth, so
-/// that a partition spilled again splits.
-fn partition(key: &GroupKey, depth: u32) -> usize {
-    // SipHash with fixed keys: the same partition in every run.
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    depth.hash(&mut h);
-    key.hash(&mut h);
-    (h.finish() % SPILL_PARTITIONS as u64) as usize
 }
 
 #[cfg(test)]

@@ -184,11 +184,22 @@ pub(crate) fn push_filter(
     counts: NodeCounts,
     opts: &ExplainOptions,
 ) {
+    push_filter_named(details, "Filter", filter, counts, opts);
+}
+
+/// [`push_filter`] under another of PostgreSQL's names ("Join Filter").
+pub(crate) fn push_filter_named(
+    details: &mut Vec<String>,
+    name: &str,
+    filter: Option<&Filter>,
+    counts: NodeCounts,
+    opts: &ExplainOptions,
+) {
     if let Some(f) = filter {
-        details.push(format!("Filter: {}", f.label));
+        details.push(format!("{name}: {}", f.label));
         if opts.analyze {
             details.push(format!(
-                "Rows Removed by Filter: {}",
+                "Rows Removed by {name}: {}",
                 counts.per_loop(counts.removed)
             ));
         }

@@ -258,6 +258,45 @@ fn promote(a: ColumnType, b: ColumnType) -> ColumnType {
 
 impl Expr {
     /// The expressions directly inside this one.
+    fn children(&self) -> Vec<&Expr> {
+        match &self.kind {
+            Kind::Const(_) | Kind::Column(_) => Vec::new(),
+            Kind::Arith(_, a, b)
+            | Kind::DateArith(_, a, b)
+            | Kind::Concat(a, b)
+            | Kind::Compare(_, a, b)
+            | Kind::And(a, b)
+            | Kind::Or(a, b)
+            | Kind::Like(a, b, _) => vec![&**a, &**b],
+            Kind::Not(a)
+            | Kind::Negate(a)
+            | Kind::IsNull(a, _)
+            | Kind::Cast(a, _)
+            | Kind::AssignCast(a, _) => vec![&**a],
+            Kind::InList(a, list, _) => std::iter::once(&**a).chain(list).collect(),
+            Kind::Call(_, args) => args.iter().collect(),
+        }
+    }
+
+    /// The columns the expression reads, ascending, each once.
+    pub fn columns_read(&self) -> Vec<usize> {
+        fn walk(e: &Expr, read: &mut Vec<usize>) {
+            if let Kind::Column(c) = e.kind {
+                read.push(c);
+            }
+            for child in e.children() {
+                walk(child, read);
+            }
+        }
+        let mut read = Vec::new();
+        walk(self, &mut read);
+        read.sort_unstable();
+        read.dedup();
+        read
+    }
+
+    /// The expressions directly inside this one, to change (the same
+    /// shape as [`Expr::children`]).
     fn children_mut(&mut self) -> Vec<&mut Expr> {
         match &mut self.kind {
             Kind::Const(_) | Kind::Column(_) => Vec::new(),
@@ -278,36 +317,23 @@ impl Expr {
         }
     }
 
-    /// Calls `f` with every column reference, to read or change it.
-    fn visit_columns(&mut self, f: &mut dyn FnMut(&mut usize)) {
-        if let Kind::Column(c) = &mut self.kind {
-            f(c);
-        }
-        for child in self.children_mut() {
-            child.visit_columns(f);
-        }
-    }
-
-    /// The columns the expression reads, ascending, each once.
-    pub fn columns_read(&self) -> Vec<usize> {
-        let mut read = Vec::new();
-        self.clone().visit_columns(&mut |c| read.push(*c));
-        read.sort_unstable();
-        read.dedup();
-        read
-    }
-
     /// The same expression over rows that start at column `start` of the
     /// rows it was planned for (one side of a join, planned over the
     /// joined row). Every column it reads must be at `start` or after.
     pub fn rebased(mut self, start: usize) -> Expr {
-        self.visit_columns(&mut |c| {
-            assert!(
-                *c >= start,
-                "column {c} is before the rows' first column {start}"
-            );
-            *c -= start;
-        });
+        fn shift(e: &mut Expr, start: usize) {
+            if let Kind::Column(c) = &mut e.kind {
+                assert!(
+                    *c >= start,
+                    "column {c} is before the rows' first column {start}"
+                );
+                *c -= start;
+            }
+            for child in e.children_mut() {
+                shift(child, start);
+            }
+        }
+        shift(&mut self, start);
         self
     }
 
@@ -616,24 +642,8 @@ impl Expr {
     /// Whether evaluating it may give a different value each time (it
     /// calls `random()`), so it must not be computed once up front.
     pub fn is_volatile(&self) -> bool {
-        match &self.kind {
-            Kind::Const(_) | Kind::Column(_) => false,
-            Kind::Call(Function::Random, _) => true,
-            Kind::Arith(_, l, r)
-            | Kind::DateArith(_, l, r)
-            | Kind::Concat(l, r)
-            | Kind::Compare(_, l, r)
-            | Kind::And(l, r)
-            | Kind::Or(l, r)
-            | Kind::Like(l, r, _) => l.is_volatile() || r.is_volatile(),
-            Kind::Not(e)
-            | Kind::Negate(e)
-            | Kind::IsNull(e, _)
-            | Kind::Cast(e, _)
-            | Kind::AssignCast(e, _) => e.is_volatile(),
-            Kind::InList(e, list, _) => e.is_volatile() || list.iter().any(Expr::is_volatile),
-            Kind::Call(_, args) => args.iter().any(Expr::is_volatile),
-        }
+        matches!(self.kind, Kind::Call(Function::Random, _))
+            || self.children().into_iter().any(Expr::is_volatile)
     }
 
     /// Evaluates against `row`.

@@ -9,15 +9,15 @@
 //! for every inner column. Neither join promises an order.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::path::Path;
+use std::path::PathBuf;
 
-use super::agg::{GroupKey, SPILL_DEPTH_MAX, SPILL_PARTITIONS};
-use super::explain::ExplainOptions;
+use super::agg::GroupKey;
+use super::explain::{push_filter_named, ExplainOptions};
 use super::expr::{EvalContext, Expr};
+use super::partition::{HashStats, Partitions, SPILL_DEPTH_MAX};
 use super::plan::{passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode, BATCH_ROWS_MAX};
 use super::ExecError;
-use crate::sort::{row_bytes, SpillReader, SpillWriter};
+use crate::sort::{row_bytes, SpillReader};
 use crate::types::Value;
 
 /// Which rows a join returns.
@@ -31,10 +31,11 @@ pub enum JoinKind {
 }
 
 impl JoinKind {
-    fn title_suffix(self) -> &'static str {
+    /// What EXPLAIN adds to a join's name: "Hash Left Join".
+    fn word(self) -> &'static str {
         match self {
             JoinKind::Inner => "",
-            JoinKind::Left => " Left Join",
+            JoinKind::Left => " Left",
         }
     }
 }
@@ -51,24 +52,6 @@ fn joined(outer: &[Value], inner: Option<&[Value]>, inner_width: usize) -> Vec<V
         None => row.resize(outer.len() + inner_width, Value::Null),
     }
     row
-}
-
-/// EXPLAIN's lines for a join's extra condition, in PostgreSQL's words.
-fn push_join_filter(
-    details: &mut Vec<String>,
-    filter: Option<&Filter>,
-    counts: NodeCounts,
-    opts: &ExplainOptions,
-) {
-    if let Some(f) = filter {
-        details.push(format!("Join Filter: {}", f.label));
-        if opts.analyze {
-            details.push(format!(
-                "Rows Removed by Join Filter: {}",
-                counts.per_loop(counts.removed)
-            ));
-        }
-    }
 }
 
 /// Pulls rows of a child one at a time, a batch at a time underneath.
@@ -147,12 +130,6 @@ impl NestedLoopNode {
             done: false,
         }
     }
-
-    fn reset(&mut self) {
-        self.outer_rows = RowSource::default();
-        self.current = None;
-        self.done = false;
-    }
 }
 
 impl PlanNode for NestedLoopNode {
@@ -208,11 +185,12 @@ impl PlanNode for NestedLoopNode {
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
         self.counts.rescans += 1;
-        self.reset();
-        self.outer.rescan(cx)?;
-        self.inner.rescan(cx)?;
+        self.outer_rows = RowSource::default();
+        self.current = None;
         self.inner_used = false;
-        Ok(())
+        self.done = false;
+        self.outer.rescan(cx)?;
+        self.inner.rescan(cx)
     }
 
     fn close(&mut self, cx: &mut ExecCx) {
@@ -224,9 +202,19 @@ impl PlanNode for NestedLoopNode {
 
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
         let mut details = Vec::new();
-        push_join_filter(&mut details, self.on.as_ref(), self.counts, opts);
+        push_filter_named(
+            &mut details,
+            "Join Filter",
+            self.on.as_ref(),
+            self.counts,
+            opts,
+        );
+        let title = match self.kind {
+            JoinKind::Inner => "Nested Loop".to_string(),
+            kind => format!("Nested Loop{} Join", kind.word()),
+        };
         Some(Described {
-            title: format!("Nested Loop{}", self.kind.title_suffix()),
+            title,
             counts: self.counts,
             details,
         })
@@ -247,22 +235,12 @@ pub struct HashCond {
     pub label: String,
 }
 
-/// What a hash join cost, for EXPLAIN ANALYZE (PostgreSQL's "Batches"
-/// and "Memory Usage" of its Hash node).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HashJoinStats {
-    /// Tables built: 1, or one per partition once the inner side spilled.
-    pub batches: u64,
-    pub peak_memory_bytes: u64,
-    pub spilled_bytes: u64,
-}
-
 /// A hash join: builds a table of the inner side's rows by key, then
 /// looks each outer row up in it. Rows whose key has a NULL match nothing
 /// (SQL equality). Once the inner rows exceed `work_mem`, every inner row
-/// goes to one of [`SPILL_PARTITIONS`] files by its key's hash, and so
-/// does every outer row; each pair of partitions is joined after the
-/// other, a partition still too big being split again, at most
+/// goes to a hash partition by its key ([`Partitions`]), and so does every
+/// outer row; each pair of partitions is joined after the other, a
+/// partition still too big being split again, at most
 /// [`SPILL_DEPTH_MAX`] levels deep.
 pub struct HashJoinNode {
     pub outer: Box<dyn PlanNode>,
@@ -274,7 +252,7 @@ pub struct HashJoinNode {
     inner_width: usize,
     pub counts: NodeCounts,
     state: HashState,
-    stats: HashJoinStats,
+    stats: HashStats,
 }
 
 /// Where a hash join is.
@@ -288,7 +266,8 @@ enum HashState {
 struct Probing {
     table: BuildTable,
     probe: Probe,
-    /// The outer row being returned: its matches and the next of them.
+    /// The outer row being returned: its key, the next of its matches,
+    /// and whether one passed.
     current: Option<Current>,
     pending: Vec<PartitionPair>,
 }
@@ -304,10 +283,9 @@ impl HashState {
     }
 }
 
-/// An outer row being joined.
 struct Current {
     row: Vec<Value>,
-    matches: Vec<usize>,
+    key: GroupKey,
     next: usize,
     matched: bool,
 }
@@ -338,68 +316,61 @@ struct BuildTable {
 }
 
 impl BuildTable {
-    fn insert(&mut self, key: GroupKey, row: Vec<Value>) {
-        self.mem += row_bytes(&row)
+    /// The rows whose key is `key`.
+    fn matches(&self, key: &GroupKey) -> &[usize] {
+        self.index.get(key).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Reads one side's rows into a table, until they exceed the memory limit;
+/// from then on into partitions of level `depth`.
+struct Builder {
+    table: BuildTable,
+    parts: Option<Partitions>,
+    limit: usize,
+    depth: u32,
+    dir: PathBuf,
+}
+
+impl Builder {
+    fn new(cx: &ExecCx, depth: u32) -> Builder {
+        Builder {
+            table: BuildTable::default(),
+            parts: None,
+            limit: cx.session.settings.work_mem_bytes(),
+            depth,
+            dir: cx.session.db().temp_dir(),
+        }
+    }
+
+    fn add(
+        &mut self,
+        key: GroupKey,
+        row: Vec<Value>,
+        stats: &mut HashStats,
+    ) -> Result<(), ExecError> {
+        if let Some(p) = &mut self.parts {
+            return p.push(&key, &row);
+        }
+        let t = &mut self.table;
+        t.mem += row_bytes(&row)
             + row_bytes(&key.0)
             + std::mem::size_of::<(GroupKey, Vec<usize>, usize)>();
-        let at = self.rows.len();
-        self.rows.push(row);
-        self.index.entry(key).or_default().push(at);
-    }
-
-    /// Sends every row to its partition (the table was too big).
-    fn spill_into(self, p: &mut Partitions, dir: &Path) -> Result<(), ExecError> {
-        for (k, ats) in &self.index {
-            for &at in ats {
-                p.push(dir, k, &self.rows[at])?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One file per partition, made when first needed.
-struct Partitions {
-    files: Vec<Option<SpillWriter>>,
-    depth: u32,
-}
-
-impl Partitions {
-    fn new(depth: u32) -> Partitions {
-        Partitions {
-            files: (0..SPILL_PARTITIONS).map(|_| None).collect(),
-            depth,
-        }
-    }
-
-    fn push(&mut self, dir: &Path, key: &GroupKey, row: &[Value]) -> Result<(), ExecError> {
-        // Other hash bits at each depth, so that a partition split again
-        // spreads out.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (self.depth, "hash join").hash(&mut h);
-        key.hash(&mut h);
-        let p = (h.finish() % SPILL_PARTITIONS as u64) as usize;
-        let file = match &mut self.files[p] {
-            Some(file) => file,
-            empty => empty.insert(SpillWriter::create(dir)?),
-        };
-        file.push_joined(&key.0, row)?;
-        Ok(())
-    }
-
-    /// The files, in partition order (None for a partition never used).
-    fn finish(self, spilled: &mut u64) -> Result<Vec<Option<SpillReader>>, ExecError> {
-        let mut out = Vec::with_capacity(self.files.len());
-        for file in self.files {
-            out.push(match file {
-                Some(f) => {
-                    *spilled += f.bytes();
-                    Some(f.finish()?)
+        t.index.entry(key).or_default().push(t.rows.len());
+        t.rows.push(row);
+        stats.note_memory(t.mem);
+        if t.mem > self.limit && self.depth < SPILL_DEPTH_MAX {
+            // Too big: every row so far goes to its partition too.
+            let mut p = Partitions::new(self.depth, &self.dir);
+            let table = std::mem::take(&mut self.table);
+            for (k, ats) in &table.index {
+                for &at in ats {
+                    p.push(k, &table.rows[at])?;
                 }
-                None => None,
-            });
+            }
+            self.parts = Some(p);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -418,11 +389,10 @@ fn eval_key(
     Ok(!key.0.iter().any(Value::is_null))
 }
 
-/// What to do after looking at the probe side.
-enum Step {
-    Row(GroupKey, Vec<Value>),
-    NextPartition(PartitionPair),
-    Finished,
+/// A spilled row split into its key (`key_len` values) and the row.
+fn split_spilled(mut spilled: Vec<Value>, key_len: usize) -> (GroupKey, Vec<Value>) {
+    let row = spilled.split_off(key_len);
+    (GroupKey(spilled), row)
 }
 
 impl HashJoinNode {
@@ -451,41 +421,25 @@ impl HashJoinNode {
             inner_width,
             counts: NodeCounts::default(),
             state: HashState::Start,
-            stats: HashJoinStats::default(),
+            stats: HashStats::default(),
         }
     }
 
     /// Reads the inner side into a table or, once it exceeds `work_mem`,
     /// into partitions; in that case the outer side is partitioned too.
     fn build(&mut self, cx: &mut ExecCx) -> Result<HashState, ExecError> {
-        let limit = cx.session.settings.work_mem_bytes();
-        let dir = cx.session.db().temp_dir();
-        let mut table = BuildTable::default();
-        let mut parts: Option<Partitions> = None;
-        let mut key = GroupKey(Vec::new());
+        let mut builder = Builder::new(cx, 0);
         let mut inner = RowSource::default();
         while let Some(row) = inner.next(self.inner.as_mut(), cx, BATCH_ROWS_MAX)? {
-            if !eval_key(&self.cond.inner_keys, &row, cx.eval, &mut key)? {
-                continue;
-            }
-            match &mut parts {
-                Some(p) => p.push(&dir, &key, &row)?,
-                None => {
-                    table.insert(key.clone(), row);
-                    self.stats.peak_memory_bytes =
-                        self.stats.peak_memory_bytes.max(table.mem as u64);
-                    if table.mem > limit {
-                        let mut p = Partitions::new(0);
-                        std::mem::take(&mut table).spill_into(&mut p, &dir)?;
-                        parts = Some(p);
-                    }
-                }
+            let mut key = GroupKey::default();
+            if eval_key(&self.cond.inner_keys, &row, cx.eval, &mut key)? {
+                builder.add(key, row, &mut self.stats)?;
             }
         }
-        let Some(inner_parts) = parts else {
-            self.stats.batches += 1;
+        let Some(inner_parts) = builder.parts else {
+            self.stats.table_built(builder.table.mem);
             return Ok(HashState::probing(
-                table,
+                builder.table,
                 Probe::Child(RowSource::default()),
                 Vec::new(),
             ));
@@ -493,12 +447,13 @@ impl HashJoinNode {
         // A row with a NULL key keeps it: it hashes somewhere and finds no
         // inner row there (none with a NULL key was kept), so a left join
         // returns it unmatched.
-        let mut outer_parts = Partitions::new(0);
+        let mut outer_parts = Partitions::new(0, &builder.dir);
         let mut outer = RowSource::default();
+        let mut key = GroupKey::default();
         while let Some(row) = outer.next(self.outer.as_mut(), cx, BATCH_ROWS_MAX)? {
             let matchable = eval_key(&self.cond.outer_keys, &row, cx.eval, &mut key)?;
             if matchable || self.kind == JoinKind::Left {
-                outer_parts.push(&dir, &key, &row)?;
+                outer_parts.push(&key, &row)?;
             }
         }
         let pending = self.pair_partitions(inner_parts, outer_parts, 1)?;
@@ -516,8 +471,8 @@ impl HashJoinNode {
         outer: Partitions,
         depth: u32,
     ) -> Result<Vec<PartitionPair>, ExecError> {
-        let inner = inner.finish(&mut self.stats.spilled_bytes)?;
-        let outer = outer.finish(&mut self.stats.spilled_bytes)?;
+        let inner = inner.finish(&mut self.stats)?;
+        let outer = outer.finish(&mut self.stats)?;
         let mut pending = Vec::new();
         for (inner, outer) in inner.into_iter().zip(outer) {
             // No outer rows: nothing to return. No inner rows: only a left
@@ -544,43 +499,27 @@ impl HashJoinNode {
         cx: &mut ExecCx,
         pending: &mut Vec<PartitionPair>,
     ) -> Result<(BuildTable, Probe), ExecError> {
-        let limit = cx.session.settings.work_mem_bytes();
-        let dir = cx.session.db().temp_dir();
         let key_len = self.cond.inner_keys.len();
         let PartitionPair {
             inner,
             mut outer,
             depth,
         } = pair;
-        let mut table = BuildTable::default();
-        let mut split: Option<Partitions> = None;
+        let mut builder = Builder::new(cx, depth);
         if let Some(mut inner) = inner {
             while let Some(spilled) = inner.next_row()? {
-                let (k, row) = spilled.split_at(key_len);
-                let key = GroupKey(k.to_vec());
-                match &mut split {
-                    Some(p) => p.push(&dir, &key, row)?,
-                    None => {
-                        table.insert(key, row.to_vec());
-                        self.stats.peak_memory_bytes =
-                            self.stats.peak_memory_bytes.max(table.mem as u64);
-                        if table.mem > limit && depth < SPILL_DEPTH_MAX {
-                            let mut p = Partitions::new(depth);
-                            std::mem::take(&mut table).spill_into(&mut p, &dir)?;
-                            split = Some(p);
-                        }
-                    }
-                }
+                let (key, row) = split_spilled(spilled, key_len);
+                builder.add(key, row, &mut self.stats)?;
             }
         }
-        let Some(inner_parts) = split else {
-            self.stats.batches += 1;
-            return Ok((table, Probe::Spilled(outer)));
+        let Some(inner_parts) = builder.parts else {
+            self.stats.table_built(builder.table.mem);
+            return Ok((builder.table, Probe::Spilled(outer)));
         };
-        let mut outer_parts = Partitions::new(depth);
+        let mut outer_parts = Partitions::new(depth, &builder.dir);
         while let Some(spilled) = outer.next_row()? {
-            let (k, row) = spilled.split_at(key_len);
-            outer_parts.push(&dir, &GroupKey(k.to_vec()), row)?;
+            let (key, row) = split_spilled(spilled, key_len);
+            outer_parts.push(&key, &row)?;
         }
         pending.extend(self.pair_partitions(inner_parts, outer_parts, depth + 1)?);
         Ok((BuildTable::default(), Probe::Nothing))
@@ -596,90 +535,74 @@ impl PlanNode for HashJoinNode {
     ) -> Result<(), ExecError> {
         let want = BATCH_ROWS_MAX.min(max_rows);
         let key_len = self.cond.outer_keys.len();
-        let mut key = GroupKey(Vec::new());
         while out.len() < want {
-            let step = match &mut self.state {
+            let p = match &mut self.state {
                 HashState::Start => {
                     self.state = self.build(cx)?;
                     continue;
                 }
                 HashState::Done => break,
-                HashState::Probing(p) => {
-                    let Probing {
-                        table,
-                        probe,
-                        current,
-                        pending,
-                    } = &mut **p;
-                    if let Some(c) = current {
-                        while c.next < c.matches.len() && out.len() < want {
-                            let inner_row = &table.rows[c.matches[c.next]];
-                            c.next += 1;
-                            let row = joined(&c.row, Some(inner_row), self.inner_width);
-                            if passes(self.extra.as_ref(), &mut self.counts, &row, cx.eval)? {
-                                out.rows.push(row);
-                                c.matched = true;
-                            }
-                        }
-                        if c.next == c.matches.len() {
-                            if self.kind == JoinKind::Left && !c.matched {
-                                out.rows.push(joined(&c.row, None, self.inner_width));
-                                self.counts.rows += 1;
-                            }
-                            *current = None;
-                        }
-                        continue;
-                    }
-                    let room = want - out.len();
-                    let next = match probe {
-                        Probe::Child(source) => source
-                            .next(self.outer.as_mut(), cx, room)?
-                            .map(|row| {
-                                eval_key(&self.cond.outer_keys, &row, cx.eval, &mut key)
-                                    .map(|_| (std::mem::take(&mut key), row))
-                            })
-                            .transpose()?,
-                        Probe::Spilled(reader) => reader.next_row()?.map(|mut spilled| {
-                            let row = spilled.split_off(key_len);
-                            (GroupKey(spilled), row)
-                        }),
-                        Probe::Nothing => None,
-                    };
-                    match next {
-                        Some((k, row)) => Step::Row(k, row),
-                        None => match pending.pop() {
-                            Some(pair) => Step::NextPartition(pair),
-                            None => Step::Finished,
-                        },
-                    }
-                }
+                HashState::Probing(p) => p,
             };
-            match step {
-                Step::Row(k, row) => {
-                    let HashState::Probing(p) = &mut self.state else {
-                        unreachable!("probing");
-                    };
-                    let Probing { table, current, .. } = &mut **p;
-                    // A key with a NULL matches nothing: no inner row with
-                    // one is in the table.
-                    let matches = table.index.get(&k).cloned().unwrap_or_default();
-                    key = k;
-                    *current = Some(Current {
-                        row,
-                        matches,
-                        next: 0,
-                        matched: false,
-                    });
+            let Probing {
+                table,
+                probe,
+                current,
+                pending,
+            } = &mut **p;
+            if let Some(c) = current {
+                let matches = table.matches(&c.key);
+                while c.next < matches.len() && out.len() < want {
+                    let inner_row = &table.rows[matches[c.next]];
+                    c.next += 1;
+                    let row = joined(&c.row, Some(inner_row), self.inner_width);
+                    if passes(self.extra.as_ref(), &mut self.counts, &row, cx.eval)? {
+                        out.rows.push(row);
+                        c.matched = true;
+                    }
                 }
-                Step::NextPartition(pair) => {
-                    let HashState::Probing(p) = &mut self.state else {
-                        unreachable!("probing");
-                    };
-                    let mut pending = std::mem::take(&mut p.pending);
+                if c.next == matches.len() {
+                    if self.kind == JoinKind::Left && !c.matched {
+                        out.rows.push(joined(&c.row, None, self.inner_width));
+                        self.counts.rows += 1;
+                    }
+                    *current = None;
+                }
+                continue;
+            }
+            let room = want - out.len();
+            let next = match probe {
+                Probe::Child(source) => match source.next(self.outer.as_mut(), cx, room)? {
+                    Some(row) => {
+                        // A key with a NULL matches nothing: no inner row
+                        // with one is in the table.
+                        let mut key = GroupKey::default();
+                        eval_key(&self.cond.outer_keys, &row, cx.eval, &mut key)?;
+                        Some((key, row))
+                    }
+                    None => None,
+                },
+                Probe::Spilled(reader) => reader
+                    .next_row()?
+                    .map(|spilled| split_spilled(spilled, key_len)),
+                Probe::Nothing => None,
+            };
+            if let Some((key, row)) = next {
+                *current = Some(Current {
+                    row,
+                    key,
+                    next: 0,
+                    matched: false,
+                });
+                continue;
+            }
+            match pending.pop() {
+                Some(pair) => {
+                    let mut pending = std::mem::take(pending);
                     let (table, probe) = self.join_partition(pair, cx, &mut pending)?;
                     self.state = HashState::probing(table, probe, pending);
                 }
-                Step::Finished => {
+                None => {
                     self.state = HashState::Done;
                     self.outer.close(cx);
                     self.inner.close(cx);
@@ -705,24 +628,18 @@ impl PlanNode for HashJoinNode {
 
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
         let mut details = vec![format!("Hash Cond: {}", self.cond.label)];
-        push_join_filter(&mut details, self.extra.as_ref(), self.counts, opts);
-        if opts.analyze && self.stats.batches > 0 {
-            let s = self.stats;
-            let mut line = format!(
-                "Batches: {}  Memory Usage: {}kB",
-                s.batches,
-                s.peak_memory_bytes.div_ceil(1024)
-            );
-            if s.spilled_bytes > 0 {
-                line.push_str(&format!(
-                    "  Disk Usage: {}kB",
-                    s.spilled_bytes.div_ceil(1024)
-                ));
-            }
-            details.push(line);
+        push_filter_named(
+            &mut details,
+            "Join Filter",
+            self.extra.as_ref(),
+            self.counts,
+            opts,
+        );
+        if opts.analyze {
+            details.extend(self.stats.explain_line());
         }
         Some(Described {
-            title: format!("Hash{} Join", self.kind.title_suffix().replace(" Join", "")),
+            title: format!("Hash{} Join", self.kind.word()),
             counts: self.counts,
             details,
         })
@@ -739,7 +656,8 @@ mod tests {
     use crate::config::Source;
     use crate::database::test_session as session;
     use crate::exec::expr::BinaryOp;
-    use crate::exec::nodes::tests::{pull, rows};
+    use crate::exec::nodes::tests::{in_statement, pull, rows};
+    use crate::sort::spill::open_files_in;
     use crate::types::ColumnType;
 
     /// (key, tag) rows: keys with duplicates, NULLs, and keys only one
@@ -841,7 +759,7 @@ mod tests {
                 );
                 let stats = hash.stats;
                 assert_eq!(
-                    stats.batches > SPILL_PARTITIONS as u64,
+                    stats.batches > crate::exec::partition::SPILL_PARTITIONS as u64,
                     work_mem == "64kB",
                     "{stats:?}"
                 );
@@ -869,41 +787,23 @@ mod tests {
         // Closed at the end of the pull: nothing more until a rescan, which
         // starts both sides over.
         assert!(pull(&mut s, &mut nested).is_empty());
-        {
-            let snapshot = s.start_statement().unwrap();
-            let mut eval = EvalContext::new();
-            let mut cx = ExecCx {
-                session: &mut s,
-                snapshot: snapshot.get(),
-                eval: &mut eval,
-            };
-            nested.rescan(&mut cx).unwrap();
-            drop(snapshot);
-            s.end_statement(true).unwrap();
-        }
+        in_statement(&mut s, |cx| nested.rescan(cx).unwrap());
         assert_eq!(pull(&mut s, &mut nested), all);
 
         // A parent asking for few rows gets no more, and the inner side
         // computes no more than that.
         let (inner_node, inner_returned) = rows(&inner);
         let mut nested = NestedLoopNode::new(rows(&outer).0, inner_node, 2, JoinKind::Inner, None);
-        let snapshot = s.start_statement().unwrap();
-        let mut eval = EvalContext::new();
-        let mut cx = ExecCx {
-            session: &mut s,
-            snapshot: snapshot.get(),
-            eval: &mut eval,
-        };
-        let mut out = Batch::default();
-        nested.next_batch(&mut cx, &mut out, 4).unwrap();
-        assert_eq!(out.len(), 4);
-        assert_eq!(inner_returned.get(), 4);
-        nested.close(&mut cx);
-        out.clear();
-        nested.next_batch(&mut cx, &mut out, 4).unwrap();
-        assert!(out.is_empty(), "a closed join returns nothing");
-        drop(snapshot);
-        s.end_statement(true).unwrap();
+        in_statement(&mut s, |cx| {
+            let mut out = Batch::default();
+            nested.next_batch(cx, &mut out, 4).unwrap();
+            assert_eq!(out.len(), 4);
+            assert_eq!(inner_returned.get(), 4);
+            nested.close(cx);
+            out.clear();
+            nested.next_batch(cx, &mut out, 4).unwrap();
+            assert!(out.is_empty(), "a closed join returns nothing");
+        });
     }
 
     #[test]
@@ -913,20 +813,17 @@ mod tests {
         let outer = side(3000, 400, "o");
         let inner = side(2500, 700, "i");
         let mut hash = hash_join(&outer, &inner, JoinKind::Inner);
-        let snapshot = s.start_statement().unwrap();
-        let mut eval = EvalContext::new();
-        let mut cx = ExecCx {
-            session: &mut s,
-            snapshot: snapshot.get(),
-            eval: &mut eval,
-        };
-        let mut out = Batch::default();
-        hash.next_batch(&mut cx, &mut out, 10).unwrap();
-        assert_eq!(out.len(), 10);
-        let tmp = cx.session.db().temp_dir();
-        hash.close(&mut cx);
-        drop(snapshot);
-        s.end_statement(true).unwrap();
+        let tmp = in_statement(&mut s, |cx| {
+            let tmp = cx.session.db().temp_dir();
+            let mut out = Batch::default();
+            hash.next_batch(cx, &mut out, 10).unwrap();
+            assert_eq!(out.len(), 10);
+            // Partitions still to join are open (nameless) files.
+            assert!(open_files_in(&tmp) > 0, "the join spilled");
+            hash.close(cx);
+            assert_eq!(open_files_in(&tmp), 0, "closing gave the files back");
+            tmp
+        });
         assert!(tmp.starts_with(dir.path()));
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
     }

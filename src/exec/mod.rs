@@ -65,6 +65,7 @@ pub mod explain;
 pub mod expr;
 pub mod join;
 pub mod nodes;
+pub mod partition;
 pub mod plan;
 pub mod progress;
 pub mod scan;

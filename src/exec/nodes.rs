@@ -5,12 +5,13 @@
 
 use std::sync::Arc;
 
-use super::agg::{Acc, Aggregate, Group, GroupStats, GroupTable, SpilledGroups};
+use super::agg::{Acc, Aggregate, Group, GroupTable, SpilledGroups};
 use super::explain::{push_filter, ExplainOptions};
 use super::expr::{EvalContext, Expr};
+use super::partition::HashStats;
 use super::plan::{
-    keep_passing, passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode, SortKey,
-    BATCH_ROWS_MAX,
+    drain, keep_passing, passes, Batch, Described, ExecCx, Filter, Flow, NodeCounts, PlanNode,
+    SortKey, BATCH_ROWS_MAX,
 };
 use super::views::{UtilityCall, View};
 use super::ExecError;
@@ -381,7 +382,6 @@ pub struct FilterNode {
     pub child: Box<dyn PlanNode>,
     pub filter: Filter,
     pub counts: NodeCounts,
-    input: Batch,
 }
 
 impl FilterNode {
@@ -390,7 +390,6 @@ impl FilterNode {
             child,
             filter,
             counts: NodeCounts::default(),
-            input: Batch::default(),
         }
     }
 }
@@ -403,19 +402,16 @@ impl PlanNode for FilterNode {
         max_rows: usize,
     ) -> Result<(), ExecError> {
         // Until some row passes or the child ends.
-        while out.is_empty() {
-            self.input.clear();
-            self.child.next_batch(cx, &mut self.input, max_rows)?;
-            if self.input.is_empty() {
-                break;
+        loop {
+            self.child.next_batch(cx, out, max_rows)?;
+            if out.is_empty() {
+                return Ok(());
             }
-            for row in self.input.rows.drain(..) {
-                if passes(Some(&self.filter), &mut self.counts, &row, cx.eval)? {
-                    out.rows.push(row);
-                }
+            keep_passing(Some(&self.filter), &mut self.counts, out, 0, cx.eval)?;
+            if !out.is_empty() {
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
@@ -505,19 +501,12 @@ fn consume(
     cx: &mut ExecCx,
     mut f: impl FnMut(&mut Batch, &mut EvalContext) -> Result<(), ExecError>,
 ) -> Result<(), ExecError> {
-    let mut batch = Batch::default();
-    loop {
-        batch.clear();
-        child.next_batch(cx, &mut batch, BATCH_ROWS_MAX)?;
-        if batch.is_empty() {
-            break;
-        }
-        f(&mut batch, cx.eval)?;
-    }
-    // Its scans' streams and pins are not needed while the result is
-    // returned.
-    child.close(cx);
-    Ok(())
+    // `drain` closes it at the end: its scans' streams and pins are not
+    // needed while the result is returned.
+    drain(child, cx, |cx, batch| {
+        f(batch, cx.eval)?;
+        Ok(Flow::Continue)
+    })
 }
 
 /// Sorts everything its child returns (a stable sort), in `work_mem`:
@@ -780,7 +769,7 @@ pub struct AggregateNode {
     pub(crate) having: Option<Filter>,
     pub counts: NodeCounts,
     state: AggState,
-    stats: GroupStats,
+    stats: HashStats,
 }
 
 /// Where an aggregation is.
@@ -813,7 +802,7 @@ impl AggregateNode {
             having,
             counts: NodeCounts::default(),
             state: AggState::Start,
-            stats: GroupStats::default(),
+            stats: HashStats::default(),
         }
     }
 
@@ -852,8 +841,7 @@ impl AggregateNode {
             }
             Ok(())
         })?;
-        let (groups, pending, stats) = table.finish()?;
-        self.stats.add(stats);
+        let (groups, pending) = table.finish(&mut self.stats)?;
         Ok(AggState::Returning {
             groups: groups.into_iter(),
             pending,
@@ -876,9 +864,7 @@ impl AggregateNode {
         while let Some(row) = rows.next_row()? {
             table.add_spilled(&row, key_len, &self.aggs, cx.eval)?;
         }
-        let (groups, pending, stats) = table.finish()?;
-        self.stats.add(stats);
-        Ok((groups, pending))
+        table.finish(&mut self.stats)
     }
 }
 
@@ -936,21 +922,8 @@ impl PlanNode for AggregateNode {
         let mut details = Vec::new();
         if !self.group_labels.is_empty() {
             details.push(format!("Group Key: {}", self.group_labels.join(", ")));
-            if opts.analyze && self.stats.batches > 0 {
-                // PostgreSQL's words and units.
-                let s = self.stats;
-                let mut line = format!(
-                    "Batches: {}  Memory Usage: {}kB",
-                    s.batches,
-                    s.peak_memory_bytes.div_ceil(1024)
-                );
-                if s.spilled_bytes > 0 {
-                    line.push_str(&format!(
-                        "  Disk Usage: {}kB",
-                        s.spilled_bytes.div_ceil(1024)
-                    ));
-                }
-                details.push(line);
+            if opts.analyze {
+                details.extend(self.stats.explain_line());
             }
         }
         push_filter(&mut details, self.having.as_ref(), self.counts, opts);
@@ -1033,24 +1006,31 @@ pub(crate) mod tests {
 
     use crate::database::test_session as session;
 
-    /// Every row `root` returns, a batch of at most `max_rows` at a time.
-    pub(crate) fn pull(s: &mut Session, root: &mut dyn PlanNode) -> Vec<Vec<Value>> {
+    /// Runs `f` with an executor context, inside a statement of `s`.
+    pub(crate) fn in_statement<R>(s: &mut Session, f: impl FnOnce(&mut ExecCx) -> R) -> R {
         let snapshot = s.start_statement().unwrap();
         let mut eval = EvalContext::new();
-        let mut cx = ExecCx {
+        let result = f(&mut ExecCx {
             session: s,
             snapshot: snapshot.get(),
             eval: &mut eval,
-        };
-        let mut got = Vec::new();
-        drain(root, &mut cx, |_, batch| {
-            got.append(&mut batch.rows);
-            Ok(Flow::Continue)
-        })
-        .unwrap();
+        });
         drop(snapshot);
         s.end_statement(true).unwrap();
-        got
+        result
+    }
+
+    /// Every row `root` returns.
+    pub(crate) fn pull(s: &mut Session, root: &mut dyn PlanNode) -> Vec<Vec<Value>> {
+        in_statement(s, |cx| {
+            let mut got = Vec::new();
+            drain(root, cx, |_, batch| {
+                got.append(&mut batch.rows);
+                Ok(Flow::Continue)
+            })
+            .unwrap();
+            got
+        })
     }
 
     fn ints(xs: &[Option<i32>]) -> Vec<Vec<Value>> {
@@ -1103,16 +1083,7 @@ pub(crate) mod tests {
             "the child returned only the offset and the limit"
         );
         // A rescan starts over.
-        let snapshot = s.start_statement().unwrap();
-        let mut eval = EvalContext::new();
-        let mut cx = ExecCx {
-            session: &mut s,
-            snapshot: snapshot.get(),
-            eval: &mut eval,
-        };
-        limit.rescan(&mut cx).unwrap();
-        drop(snapshot);
-        s.end_statement(true).unwrap();
+        in_statement(&mut s, |cx| limit.rescan(cx).unwrap());
         assert_eq!(pull(&mut s, &mut limit), ints(&[Some(2), Some(3)]));
     }
 
@@ -1181,42 +1152,36 @@ pub(crate) mod tests {
         .unwrap();
         let table = s.db().catalog().table("t").unwrap();
         let mut scan = SeqScanNode::new(table, None, vec![true], None);
-        let snapshot = s.start_statement().unwrap();
-        let mut eval = EvalContext::new();
-        let mut cx = ExecCx {
-            session: &mut s,
-            snapshot: snapshot.get(),
-            eval: &mut eval,
-        };
-        // Three rows at a time: the scan pauses inside its first page.
-        let mut got = Vec::new();
-        for _ in 0..5 {
-            let mut batch = Batch::default();
-            scan.next_batch(&mut cx, &mut batch, 3).unwrap();
-            assert_eq!(batch.len(), 3);
-            assert_eq!(batch.tids.len(), 3);
-            got.extend(batch.rows);
-        }
-        assert_eq!(
-            got,
-            (1..=15)
-                .map(|i| vec![Value::Integer(i)])
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(scan.counts.rows, 15, "rows counted as returned");
-        scan.rescan(&mut cx).unwrap();
-        let mut all = Vec::new();
-        loop {
-            let mut batch = Batch::default();
-            scan.next_batch(&mut cx, &mut batch, 7).unwrap();
-            if batch.is_empty() {
-                break;
+        let all = in_statement(&mut s, |cx| {
+            // Three rows at a time: the scan pauses inside its first page.
+            let mut got = Vec::new();
+            for _ in 0..5 {
+                let mut batch = Batch::default();
+                scan.next_batch(cx, &mut batch, 3).unwrap();
+                assert_eq!(batch.len(), 3);
+                assert_eq!(batch.tids.len(), 3);
+                got.extend(batch.rows);
             }
-            all.extend(batch.rows);
-        }
-        scan.close(&mut cx);
-        drop(snapshot);
-        s.end_statement(true).unwrap();
+            assert_eq!(
+                got,
+                (1..=15)
+                    .map(|i| vec![Value::Integer(i)])
+                    .collect::<Vec<_>>()
+            );
+            assert_eq!(scan.counts.rows, 15, "rows counted as returned");
+            scan.rescan(cx).unwrap();
+            let mut all = Vec::new();
+            loop {
+                let mut batch = Batch::default();
+                scan.next_batch(cx, &mut batch, 7).unwrap();
+                if batch.is_empty() {
+                    break;
+                }
+                all.extend(batch.rows);
+            }
+            scan.close(cx);
+            all
+        });
         assert_eq!(
             all,
             (1..=2000)

@@ -245,8 +245,9 @@ pub enum Rows<'a> {
     /// To the function, a batch at a time as the tree produces them (rows
     /// without hidden columns), so that a result of any size passes in
     /// bounded memory; `Outcome::rows` stays empty. A failing write stops
-    /// the query (`ExecError::ResultOutput`).
-    Stream(&'a mut dyn FnMut(&[Vec<Value>]) -> std::io::Result<()>),
+    /// the query (`ExecError::ResultOutput`). The function may take the
+    /// rows out of the vector: they are not used after.
+    Stream(&'a mut dyn FnMut(&mut Vec<Vec<Value>>) -> std::io::Result<()>),
     /// Nowhere, only counted (EXPLAIN ANALYZE).
     Discard,
 }
@@ -276,7 +277,7 @@ pub(crate) fn run_query(
         }
         match &mut out {
             Rows::Collect => collected.append(&mut batch.rows),
-            Rows::Stream(f) => f(&batch.rows).map_err(|e| ExecError::ResultOutput {
+            Rows::Stream(f) => f(&mut batch.rows).map_err(|e| ExecError::ResultOutput {
                 message: e.to_string(),
             })?,
             Rows::Discard => {}

@@ -411,7 +411,7 @@ fn stream_rows(
         message: e.to_string(),
     };
     sink.begin(columns).map_err(output_failed)?;
-    let mut send = |rows: &[Vec<Value>]| sink.rows(rows);
+    let mut send = |rows: &mut Vec<Vec<Value>>| sink.rows(rows);
     let outcome = exec::execute(plan, s, snapshot, exec::Rows::Stream(&mut send));
     let ended = sink.end(outcome.as_ref().ok().map(|o| o.count));
     // The query's own error first: a failed end after it changes nothing.

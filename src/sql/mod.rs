@@ -291,8 +291,9 @@ pub struct StatementIo<'a> {
 pub trait RowSink {
     /// The result's columns, before its first row.
     fn begin(&mut self, columns: &[ResultColumn]) -> std::io::Result<()>;
-    /// The next rows, in order.
-    fn rows(&mut self, rows: &[Vec<Value>]) -> std::io::Result<()>;
+    /// The next rows, in order. The receiver may take them out of the
+    /// vector (they are not used after), rather than copy them.
+    fn rows(&mut self, rows: &mut Vec<Vec<Value>>) -> std::io::Result<()>;
     /// The end of the rows: `Some(count)` when the query finished, `None`
     /// when an error stopped it after [`RowSink::begin`] (what was sent
     /// stays sent, as with PostgreSQL).
