@@ -29,6 +29,7 @@
 
 pub mod aio;
 pub mod bench;
+pub mod btree;
 pub mod buffer;
 pub mod catalog;
 pub mod config;

@@ -640,6 +640,70 @@ pub enum BufferIoOutcome {
     Abandoned,
 }
 
+/// How a page's content lock is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    Shared,
+    Exclusive,
+}
+
+/// A page's content lock, held until the guard is dropped (see
+/// [`BufferSession::lock_page`]). Reading the page needs either mode;
+/// changing it needs the exclusive one, and marks the buffer dirty.
+pub struct PageGuard {
+    pool: Arc<BufferPool>,
+    id: BufferId,
+    mode: LockMode,
+}
+
+impl PageGuard {
+    pub fn buffer(&self) -> BufferId {
+        self.id
+    }
+
+    pub fn mode(&self) -> LockMode {
+        self.mode
+    }
+
+    /// The page, for reading.
+    pub fn page(&self) -> &PageBytes {
+        // SAFETY: the content lock is held (either mode keeps writers
+        // out) and the buffer pinned, so the frame keeps its identity.
+        unsafe { &*(self.pool.frame_ptr(self.id) as *const PageBytes) }
+    }
+
+    /// The page, for changing: the buffer is marked dirty now, which is
+    /// as good as after the change since nobody copies it for a write
+    /// before the exclusive lock goes.
+    pub fn page_mut(&mut self) -> &mut PageBytes {
+        assert_eq!(
+            self.mode,
+            LockMode::Exclusive,
+            "buffer {} changed under a shared lock",
+            self.id
+        );
+        self.pool
+            .desc(self.id)
+            .state
+            .fetch_or(BM_DIRTY | BM_JUST_DIRTIED, Ordering::SeqCst);
+        // SAFETY: exclusive content lock held and the buffer pinned.
+        unsafe { &mut *(self.pool.frame_ptr(self.id) as *mut PageBytes) }
+    }
+}
+
+impl Drop for PageGuard {
+    fn drop(&mut self) {
+        let d = self.pool.desc(self.id);
+        // SAFETY: taken in `lock_page` in this mode and not given up since.
+        unsafe {
+            match self.mode {
+                LockMode::Shared => d.content.unlock_shared(),
+                LockMode::Exclusive => d.content.unlock_exclusive(),
+            }
+        }
+    }
+}
+
 /// One session's use of the pool: its AIO session and its pins.
 pub struct BufferSession {
     pool: Arc<BufferPool>,
@@ -918,6 +982,31 @@ impl BufferSession {
         // SAFETY: locked just above.
         unsafe { d.content.unlock_exclusive() };
         result
+    }
+
+    /// Takes the page's content lock and returns a guard that holds it
+    /// until dropped: for code that must hold one page's lock while it
+    /// takes another's (a B-tree split holds the left half while it
+    /// locks the right half, the right sibling and the parent), which the
+    /// closures of [`BufferSession::with_page`] and
+    /// [`BufferSession::modify_page`] cannot nest. The buffer must stay
+    /// pinned by this session until the guard is dropped (a pin keeps its
+    /// identity; releasing it first is a bug the guard cannot see).
+    pub fn lock_page(&self, id: BufferId, mode: LockMode) -> PageGuard {
+        assert!(
+            self.pins.contains_key(&id),
+            "buffer {id} is not pinned by this session"
+        );
+        let d = self.pool.desc(id);
+        match mode {
+            LockMode::Shared => d.content.lock_shared(),
+            LockMode::Exclusive => d.content.lock_exclusive(),
+        }
+        PageGuard {
+            pool: Arc::clone(&self.pool),
+            id,
+            mode,
+        }
     }
 
     /// Writes a dirty buffer back: copied under a shared content lock into

@@ -261,7 +261,7 @@ fn replay_record<F: FnMut(&mut ()) -> Next>(
     report: &mut RecoveryReport,
 ) -> Result<(), String> {
     debug_assert!(
-        noted == 0 || matches!(rec.rmgr, Rmgr::Heap | Rmgr::Vm),
+        noted == 0 || matches!(rec.rmgr, Rmgr::Heap | Rmgr::Vm | Rmgr::Btree),
         "only page changes are read ahead"
     );
     match rec.rmgr {
@@ -280,7 +280,7 @@ fn replay_record<F: FnMut(&mut ()) -> Next>(
             }
             replay_smgr(s, rec, missing)
         }
-        Rmgr::Heap | Rmgr::Vm => {
+        Rmgr::Heap | Rmgr::Vm | Rmgr::Btree => {
             for (i, b) in rec.blocks.iter().enumerate() {
                 let prefetched = noted & (1 << i) != 0;
                 let relation = s.pool().relation(b.tag.rel);
@@ -326,6 +326,7 @@ fn replay_record<F: FnMut(&mut ()) -> Next>(
                     } else {
                         match rec.rmgr {
                             Rmgr::Heap => heap::redo(page, b.tag.block, rec.info, &rec.data)?,
+                            Rmgr::Btree => crate::btree::change::redo(page, rec.info, &rec.data)?,
                             _ => vm::redo(page, rec.info, &rec.data)?,
                         }
                         set_page_lsn(page, rec.end);

@@ -263,6 +263,7 @@ fn log_page_change(
         info,
         xid,
         &[PageRef {
+            force_image: false,
             tag: BlockTag {
                 rel,
                 fork: Fork::Main,

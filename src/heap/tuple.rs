@@ -135,6 +135,43 @@ pub fn encode_into(
     cmin: CommandId,
     out: &mut Vec<u8>,
 ) -> Result<(), TupleError> {
+    let start = out.len();
+    out.resize(start + TUPLE_HEADER_SIZE, 0);
+    let has_nulls = match encode_values_into(types, values, out) {
+        Ok(has_nulls) => has_nulls,
+        Err(e) => {
+            out.truncate(start);
+            return Err(e);
+        }
+    };
+    TupleHeader {
+        xmin,
+        xmax: 0,
+        cmin,
+        cmax: 0,
+        ctid: Tid { block: 0, index: 0 },
+        infomask: if has_nulls { HAS_NULLS } else { 0 },
+        natts: types.len() as u16,
+    }
+    .write(&mut out[start..]);
+    let size = out.len() - start;
+    if size > MAX_TUPLE_SIZE {
+        out.truncate(start);
+        return Err(TupleError::TooLarge { size });
+    }
+    Ok(())
+}
+
+/// Appends the values of a row of `types`: a null bitmap if any is NULL,
+/// then each non-NULL value. Returns whether there was a bitmap (what the
+/// reader must be told, as a heap tuple's `HAS_NULLS` flag or an index
+/// tuple's tells it). The heap's tuples and the B-tree's index tuples
+/// share this form. On an error `out` is as it was.
+pub fn encode_values_into(
+    types: &[ColumnType],
+    values: &[Value],
+    out: &mut Vec<u8>,
+) -> Result<bool, TupleError> {
     if values.len() != types.len() {
         return Err(TupleError::Arity {
             got: values.len(),
@@ -158,25 +195,15 @@ pub fn encode_into(
             Value::Text(s) | Value::Char(s) => 2 + s.len(),
         })
         .sum();
-    out.reserve(TUPLE_HEADER_SIZE + bitmap_len + data_len);
-    out.resize(start + TUPLE_HEADER_SIZE + bitmap_len, 0);
-    TupleHeader {
-        xmin,
-        xmax: 0,
-        cmin,
-        cmax: 0,
-        ctid: Tid { block: 0, index: 0 },
-        infomask: if has_nulls { HAS_NULLS } else { 0 },
-        natts: types.len() as u16,
-    }
-    .write(&mut out[start..]);
+    out.reserve(bitmap_len + data_len);
+    out.resize(start + bitmap_len, 0);
     let failed = |out: &mut Vec<u8>, e: TupleError| {
         out.truncate(start);
         Err(e)
     };
     for (i, (ty, v)) in types.iter().zip(values).enumerate() {
         if !v.is_null() && has_nulls {
-            out[start + TUPLE_HEADER_SIZE + i / 8] |= 1 << (i % 8);
+            out[start + i / 8] |= 1 << (i % 8);
         }
         match (ty, v) {
             (_, Value::Null) => {}
@@ -208,11 +235,7 @@ pub fn encode_into(
             }
         }
     }
-    let size = out.len() - start;
-    if size > MAX_TUPLE_SIZE {
-        return failed(out, TupleError::TooLarge { size });
-    }
-    Ok(())
+    Ok(has_nulls)
 }
 
 /// Decodes the columns whose `wanted` flag is set (others come back as
@@ -229,8 +252,29 @@ pub fn decode(
     }
     let natts = u16_at(t, 24) as usize;
     let has_nulls = u16_at(t, 22) & HAS_NULLS != 0;
+    decode_values(
+        types,
+        &t[TUPLE_HEADER_SIZE..],
+        natts,
+        has_nulls,
+        wanted,
+        out,
+    )
+}
+
+/// Decodes values written by [`encode_values_into`] (`natts` of them,
+/// with a bitmap if `has_nulls`), the columns whose `wanted` flag is set
+/// (others come back as NULL), appending them to `out`.
+pub fn decode_values(
+    types: &[ColumnType],
+    t: &[u8],
+    natts: usize,
+    has_nulls: bool,
+    wanted: &[bool],
+    out: &mut Vec<Value>,
+) -> Result<(), TupleError> {
     let bitmap_len = if has_nulls { natts.div_ceil(8) } else { 0 };
-    let mut at = TUPLE_HEADER_SIZE + bitmap_len;
+    let mut at = bitmap_len;
     if at > t.len() {
         return Err(TupleError::Damaged("null bitmap past its end"));
     }
@@ -243,8 +287,7 @@ pub fn decode(
     };
     for (i, ty) in types.iter().enumerate() {
         // Columns added after the tuple was written read as NULL.
-        let present =
-            i < natts && (!has_nulls || t[TUPLE_HEADER_SIZE + i / 8] & (1 << (i % 8)) != 0);
+        let present = i < natts && (!has_nulls || t[i / 8] & (1 << (i % 8)) != 0);
         if !present {
             out.push(Value::Null);
             continue;

@@ -180,6 +180,7 @@ fn log_change(
             info,
             0,
             &[PageRef {
+                force_image: false,
                 tag: BlockTag {
                     rel,
                     fork: Fork::VisibilityMap,

@@ -235,6 +235,86 @@ pub fn add_item(page: &mut PageBytes, item: &[u8]) -> Option<usize> {
     Some(index)
 }
 
+/// Inserts `item` with line pointer `index`, shifting the line pointers
+/// from `index` on up by one (PostgreSQL's `PageAddItem` with an offset,
+/// as an index page keeps its items in key order). Returns false if it
+/// does not fit. `index` may be the count (an append).
+pub fn insert_item_at(page: &mut PageBytes, index: usize, item: &[u8]) -> bool {
+    let mut h = PageHeader::read(page);
+    debug_assert!(
+        h.is_sane(),
+        "inserting into a page with a bad header: {h:?}"
+    );
+    let count = line_pointer_count(page);
+    assert!(index <= count, "item {index} inserted among {count}");
+    let aligned = item.len().next_multiple_of(MAX_ALIGN);
+    if item.is_empty() || item.len() >= 0x8000 || free_space(page) < aligned + LINE_POINTER_SIZE {
+        return false;
+    }
+    let upper = h.upper as usize - aligned;
+    page[upper..upper + item.len()].copy_from_slice(item);
+    let at = PAGE_HEADER_SIZE + index * LINE_POINTER_SIZE;
+    let end = PAGE_HEADER_SIZE + count * LINE_POINTER_SIZE;
+    page.copy_within(at..end, at + LINE_POINTER_SIZE);
+    let lp = LinePointer {
+        offset: upper as u16,
+        flags: LineFlags::Normal,
+        length: item.len() as u16,
+    };
+    put_u32(page, at, lp.encode());
+    h.lower += LINE_POINTER_SIZE as u16;
+    h.upper = upper as u16;
+    h.write(page);
+    true
+}
+
+/// Deletes the items whose line pointer `delete` says so, closing the
+/// gaps in the line pointer array (the others move down, keeping their
+/// order) and packing the remaining items at the end of the page
+/// (PostgreSQL's `PageIndexMultiDelete`). Returns how many went.
+pub fn delete_items(page: &mut PageBytes, mut delete: impl FnMut(usize) -> bool) -> usize {
+    let mut h = PageHeader::read(page);
+    let count = line_pointer_count(page);
+    let mut kept: Vec<Vec<u8>> = Vec::with_capacity(count);
+    for i in 0..count {
+        if !delete(i) {
+            kept.push(item(page, i).map(<[u8]>::to_vec).unwrap_or_default());
+        }
+    }
+    let removed = count - kept.len();
+    if removed == 0 {
+        return 0;
+    }
+    let mut upper = h.special as usize;
+    for (i, bytes) in kept.iter().enumerate() {
+        upper -= bytes.len().next_multiple_of(MAX_ALIGN);
+        page[upper..upper + bytes.len()].copy_from_slice(bytes);
+        let lp = LinePointer {
+            offset: upper as u16,
+            flags: LineFlags::Normal,
+            length: bytes.len() as u16,
+        };
+        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, lp.encode());
+    }
+    let lower = PAGE_HEADER_SIZE + kept.len() * LINE_POINTER_SIZE;
+    page[lower..upper].fill(0);
+    h.lower = lower as u16;
+    h.upper = upper as u16;
+    h.write(page);
+    removed
+}
+
+/// The special space at the end of the page (an index's page links).
+pub fn special(page: &PageBytes) -> &[u8] {
+    &page[u16_at(page, 16) as usize..]
+}
+
+/// The special space, for changing.
+pub fn special_mut(page: &mut PageBytes) -> &mut [u8] {
+    let at = u16_at(page, 16) as usize;
+    &mut page[at..]
+}
+
 /// The bytes of item `index` for changing in place (same length).
 pub fn item_mut(page: &mut PageBytes, index: usize) -> Option<&mut [u8]> {
     let lp = line_pointer(page, index)?;
@@ -521,5 +601,50 @@ mod tests {
                 prop_assert!(PageHeader::read(&page).is_sane() || page.iter().all(|&b| b == 0));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod ordered_item_tests {
+    use super::*;
+
+    fn items(page: &PageBytes) -> Vec<Vec<u8>> {
+        (0..line_pointer_count(page))
+            .map(|i| item(page, i).expect("normal").to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn insert_at_keeps_order_and_delete_closes_gaps() {
+        let mut page = [0u8; BLOCK_SIZE];
+        init_page(&mut page, 16);
+        assert!(insert_item_at(&mut page, 0, b"b"));
+        assert!(insert_item_at(&mut page, 0, b"a"));
+        assert!(insert_item_at(&mut page, 2, b"d"));
+        assert!(insert_item_at(&mut page, 2, b"c"));
+        assert_eq!(
+            items(&page),
+            vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
+        let free = free_space(&page);
+        assert_eq!(delete_items(&mut page, |i| i == 1 || i == 3), 2);
+        assert_eq!(items(&page), vec![b"a".to_vec(), b"c".to_vec()]);
+        assert_eq!(
+            free_space(&page),
+            free + 2 * (MAX_ALIGN + LINE_POINTER_SIZE)
+        );
+        assert!(PageHeader::read(&page).is_sane());
+        assert_eq!(special(&page).len(), 16);
+    }
+
+    #[test]
+    fn insert_at_refuses_what_does_not_fit() {
+        let mut page = [0u8; BLOCK_SIZE];
+        init_page(&mut page, 0);
+        let big = vec![7u8; 4000];
+        assert!(insert_item_at(&mut page, 0, &big));
+        assert!(insert_item_at(&mut page, 1, &big));
+        assert!(!insert_item_at(&mut page, 1, &big));
+        assert_eq!(line_pointer_count(&page), 2);
     }
 }

@@ -405,6 +405,7 @@ pub fn kind_name(rmgr: Rmgr, info: u8) -> &'static str {
         (Rmgr::Smgr, record::SMGR_DROP) => "DROP",
         (Rmgr::Heap, info) => heap::record_kind_name(info),
         (Rmgr::Vm, info) => vm::record_kind_name(info),
+        (Rmgr::Btree, info) => crate::btree::change::record_kind_name(info),
         _ => "UNKNOWN",
     }
 }
@@ -417,6 +418,7 @@ pub fn describe(rec: &Record) -> String {
     match (rec.rmgr, rec.info) {
         (Rmgr::Heap, info) => heap::describe(info, &rec.data),
         (Rmgr::Vm, info) => vm::describe(info, &rec.data),
+        (Rmgr::Btree, info) => crate::btree::change::describe(info, &rec.data),
         (Rmgr::Xlog, XLOG_CHECKPOINT_SHUTDOWN | XLOG_CHECKPOINT_ONLINE) => {
             match (r.u64(), r.u64()) {
                 (Some(redo), Some(time)) => {

@@ -610,7 +610,12 @@ impl Wal {
             let fpw = self.config.full_page_writes;
             let with_images: Vec<(PageRef, bool)> = pages
                 .iter()
-                .map(|p| (*p, fpw && (every_image || p.old_lsn <= redo)))
+                .map(|p| {
+                    (
+                        *p,
+                        p.force_image || (fpw && (every_image || p.old_lsn <= redo)),
+                    )
+                })
                 .collect();
             let mut bytes = record::build(rmgr, info, xid, &with_images, data);
             let body_crc = crc32c::crc32c(&bytes[RECORD_HEADER_SIZE..]);

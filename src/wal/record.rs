@@ -62,6 +62,8 @@ pub enum Rmgr {
     Heap = 3,
     /// Visibility map bits.
     Vm = 4,
+    /// B-tree index page changes.
+    Btree = 5,
 }
 
 impl Rmgr {
@@ -72,6 +74,7 @@ impl Rmgr {
             2 => Rmgr::Smgr,
             3 => Rmgr::Heap,
             4 => Rmgr::Vm,
+            5 => Rmgr::Btree,
             _ => return None,
         })
     }
@@ -83,6 +86,7 @@ impl Rmgr {
             Rmgr::Smgr => "Storage",
             Rmgr::Heap => "Heap",
             Rmgr::Vm => "VisibilityMap",
+            Rmgr::Btree => "Btree",
         }
     }
 }
@@ -152,6 +156,10 @@ pub struct PageRef<'a> {
     pub page: &'a PageBytes,
     /// `pd_lsn` before the change.
     pub old_lsn: Lsn,
+    /// Log the page's image whatever `full_page_writes` and the redo point
+    /// say: for a change that replay makes by restoring the page (a
+    /// B-tree split rewrites both halves), not by repeating it.
+    pub force_image: bool,
 }
 
 /// Bytes from `pos` to the end of its WAL block.
@@ -456,6 +464,7 @@ mod tests {
             block: 7,
         };
         let r = PageRef {
+            force_image: false,
             tag,
             page: &page,
             old_lsn: 0,
@@ -481,6 +490,7 @@ mod tests {
         page[100] = 0x5A;
         page[8000] = 0xFF;
         let r = PageRef {
+            force_image: false,
             tag: BlockTag {
                 rel: 16384,
                 fork: Fork::VisibilityMap,

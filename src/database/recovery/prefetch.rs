@@ -196,7 +196,7 @@ impl<F: FnMut(&mut ()) -> Next> Prefetcher<'_, F> {
             self.storage_changes.insert(rel, rec.lsn);
             return 0;
         }
-        if !matches!(rec.rmgr, Rmgr::Heap | Rmgr::Vm) {
+        if !matches!(rec.rmgr, Rmgr::Heap | Rmgr::Vm | Rmgr::Btree) {
             return 0;
         }
         let mut noted: Noted = 0;

@@ -1,0 +1,417 @@
+//! Building an index bottom-up from its keys (CREATE INDEX): the keys are
+//! sorted (spilling beyond the memory limit, `maintenance_work_mem`),
+//! then leaves are filled left to right to the fill factor, each page
+//! written once, and each level above is built from the first keys of
+//! the one below, until a level fits one page: the root.
+//!
+//! Pages are added at the end of the file in order, so a page's right
+//! sibling is the next block; a page is finished (its high key is the
+//! next page's first key) when the next one starts. Each finished page is
+//! logged as its image (as PostgreSQL logs a built index) and left in the
+//! pool through a bulk-write ring, which writes it as the ring comes
+//! round.
+
+use std::cmp::Ordering;
+use std::path::Path;
+
+use crate::buffer::{BufferSession, LockMode, Strategy, StrategyKind};
+use crate::heap::tuple::Tid;
+use crate::page::{
+    free_space, insert_item_at, line_pointer_count, PageBytes, LINE_POINTER_SIZE, MAX_ALIGN,
+};
+use crate::sort::Sorter;
+use crate::storage::{Fork, BLOCK_SIZE};
+use crate::types::Value;
+
+use super::change::{log_rewrite, BTREE_BUILD};
+use super::page::{
+    init_btree_page, leaf_tuple, minus_infinity, pivot_of, pointer, Meta, Special, FLAG_LEAF,
+    FLAG_ROOT, MAX_TUPLE_SIZE, META_BLOCK, NO_PAGE, SPECIAL_SIZE,
+};
+use super::{key_text, Btree, BtreeError, IndexDesc, Liveness, UniqueCheck};
+
+/// Percent of a leaf a build fills (PostgreSQL's default fillfactor 90:
+/// room for some inserts before pages split).
+pub const LEAF_FILL_PERCENT: usize = 90;
+/// Percent of an internal page a build fills (PostgreSQL's 70).
+pub const INTERNAL_FILL_PERCENT: usize = 70;
+/// Buffers of the build's bulk-write ring.
+const BUILD_RING_BUFFERS: usize = 32;
+/// Most waits for one transaction's end per duplicate key of a unique
+/// build before it reports the key as duplicated.
+const BUILD_WAITS_MAX: u32 = 10;
+
+/// Where a build sorts: memory (`maintenance_work_mem`), then temporary
+/// files in a directory.
+#[derive(Debug, Clone, Copy)]
+pub struct SortSpace<'a> {
+    pub mem_bytes: usize,
+    pub temp_dir: &'a Path,
+}
+
+/// What a build did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BuildStats {
+    pub tuples: u64,
+    pub leaf_pages: u32,
+    pub pages: u32,
+    pub levels: u32,
+    /// The sort spilled to temporary files.
+    pub sort_external: bool,
+}
+
+/// A level being filled: the page in progress.
+struct LevelWriter {
+    level: u32,
+    page: Box<PageBytes>,
+    /// Its block, and its first data tuple (the parent's downlink key).
+    block: u32,
+    first: Option<Vec<u8>>,
+    fill_bytes: usize,
+    /// Pages of the level finished.
+    pages: u32,
+}
+
+impl LevelWriter {
+    fn new(level: u32, block: u32, prev: u32) -> LevelWriter {
+        let mut page = Box::new([0u8; BLOCK_SIZE]);
+        init_btree_page(&mut page, special(level, prev, NO_PAGE));
+        let percent = if level == 0 {
+            LEAF_FILL_PERCENT
+        } else {
+            INTERNAL_FILL_PERCENT
+        };
+        LevelWriter {
+            level,
+            page,
+            block,
+            first: None,
+            fill_bytes: (BLOCK_SIZE - SPECIAL_SIZE) * (100 - percent) / 100,
+            pages: 0,
+        }
+    }
+}
+
+fn special(level: u32, prev: u32, next: u32) -> Special {
+    Special {
+        prev,
+        next,
+        level,
+        flags: if level == 0 { FLAG_LEAF } else { 0 },
+    }
+}
+
+fn space_of(t: &[u8]) -> usize {
+    t.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE
+}
+
+impl Btree {
+    /// Builds index `idx` (an empty file) from `entries`, its keys in any
+    /// order, sorting them in `sort` space. A unique index asks `check`
+    /// about rows with equal keys: two live ones fail the build.
+    /// `progress` hears how many keys were read.
+    pub fn build(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        entries: &mut dyn FnMut() -> Result<Option<(Vec<Value>, Tid)>, BtreeError>,
+        sort: SortSpace<'_>,
+        mut check: Option<&mut dyn UniqueCheck>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<BuildStats, BtreeError> {
+        let spec = idx.spec.clone();
+        let ncols = spec.columns();
+        let order_spec = spec.clone();
+        let mut sorter = Sorter::new(
+            Box::new(move |a: &[Value], b: &[Value]| {
+                order_spec
+                    .cmp_values(&a[..ncols], &b[..ncols])
+                    .then_with(|| tid_of(a).cmp(&tid_of(b)))
+            }),
+            sort.mem_bytes,
+            sort.temp_dir,
+        );
+        let mut read = 0u64;
+        while let Some((mut values, tid)) = entries()? {
+            values.push(Value::BigInt(((tid.block as i64) << 16) | tid.index as i64));
+            sorter.push(values)?;
+            read += 1;
+            if read.is_multiple_of(10_000) {
+                progress(read);
+            }
+        }
+        let mut sorted = sorter.finish()?;
+        let mut stats = BuildStats {
+            sort_external: sorted.stats().external,
+            ..Default::default()
+        };
+        let mut ring = Strategy::new(
+            StrategyKind::BulkWrite,
+            s.pool().nbuffers(),
+            BUILD_RING_BUFFERS,
+        );
+        // Block 0 is the metapage, written last; leaves start at 1.
+        let meta_id = s.extend(idx.rel, Fork::Main, 1, None)?.remove(0);
+        let mut next_block = 1u32;
+        let mut levels: Vec<LevelWriter> = vec![LevelWriter::new(0, next_block, NO_PAGE)];
+        next_block += 1;
+        let mut unique = UniqueGroups::default();
+        let result = (|| {
+            while let Some(mut row) = sorted.next_row()? {
+                let tid = tid_of(&row);
+                row.pop();
+                if let Some(check) = check.as_deref_mut().filter(|_| idx.unique) {
+                    unique.add(idx, &row, tid, check)?;
+                }
+                let tuple = leaf_tuple(&spec, &row, tid)?;
+                if tuple.len() > MAX_TUPLE_SIZE {
+                    return Err(BtreeError::TupleTooLarge {
+                        index: idx.name.clone(),
+                        size: tuple.len(),
+                        max: MAX_TUPLE_SIZE,
+                    });
+                }
+                self.add_to_level(s, idx, &mut levels, 0, tuple, &mut next_block, &mut ring)?;
+                stats.tuples += 1;
+            }
+            // Finish each level from the bottom; the last one alone on
+            // its level is the root.
+            let mut level = 0;
+            loop {
+                let alone = levels[level].pages == 0;
+                if alone {
+                    let root = levels[level].block;
+                    let w = &mut levels[level];
+                    let mut sp = Special::read(&w.page);
+                    sp.flags |= FLAG_ROOT;
+                    sp.write(&mut w.page);
+                    self.write_page(s, idx, root, &w.page, &mut ring)?;
+                    stats.levels = level as u32 + 1;
+                    return Ok(Meta {
+                        root,
+                        level: level as u32,
+                    });
+                }
+                // The last page of the level: rightmost, no high key.
+                let (block, first) = {
+                    let w = &mut levels[level];
+                    (w.block, w.first.take())
+                };
+                self.write_page(s, idx, block, &levels[level].page, &mut ring)?;
+                levels[level].pages += 1;
+                let downlink = first.expect("a finished page has a first tuple");
+                self.add_downlink(
+                    s,
+                    idx,
+                    &mut levels,
+                    level,
+                    &downlink,
+                    block,
+                    &mut next_block,
+                    &mut ring,
+                )?;
+                level += 1;
+            }
+        })();
+        let meta = match result {
+            Ok(meta) => meta,
+            Err(e) => {
+                s.release(meta_id);
+                return Err(e);
+            }
+        };
+        stats.leaf_pages = levels[0].pages.max(1);
+        stats.pages = next_block;
+        let mut guard = s.lock_page(meta_id, LockMode::Exclusive);
+        meta.write(guard.page_mut());
+        let logged = log_rewrite(
+            &self.wal,
+            idx.rel,
+            BTREE_BUILD,
+            &mut [(META_BLOCK, guard.page_mut())],
+        );
+        drop(guard);
+        s.release(meta_id);
+        logged?;
+        progress(read);
+        Ok(stats)
+    }
+
+    /// Adds `tuple` to the page being filled at `level`, finishing that
+    /// page first if it is full: its high key is `tuple`'s pivot, and its
+    /// downlink goes up a level.
+    #[allow(clippy::too_many_arguments)]
+    fn add_to_level(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        levels: &mut Vec<LevelWriter>,
+        level: usize,
+        tuple: Vec<u8>,
+        next_block: &mut u32,
+        ring: &mut Strategy,
+    ) -> Result<(), BtreeError> {
+        let w = &mut levels[level];
+        let high = pivot_of(&tuple, 0);
+        let full = w.first.is_some()
+            && free_space(&w.page) < space_of(&tuple) + space_of(&high) + w.fill_bytes;
+        if full {
+            // Finish the page: the high key goes first, before the data.
+            let block = w.block;
+            let right = *next_block;
+            *next_block += 1;
+            let mut sp = Special::read(&w.page);
+            sp.next = right;
+            sp.write(&mut w.page);
+            let fits = insert_item_at(&mut w.page, 0, &high);
+            assert!(
+                fits,
+                "no room for a high key on block {block} of {}",
+                idx.name
+            );
+            self.write_page(s, idx, block, &w.page, ring)?;
+            w.pages += 1;
+            let first = w.first.take().expect("a full page has a first tuple");
+            *w = LevelWriter {
+                pages: w.pages,
+                ..LevelWriter::new(w.level, right, block)
+            };
+            self.add_downlink(s, idx, levels, level, &first, block, next_block, ring)?;
+        }
+        let w = &mut levels[level];
+        // An internal page's first data tuple is minus infinity (its key
+        // is the downlink's, one level up).
+        let stored = if w.first.is_none() && w.level > 0 {
+            minus_infinity(pointer(&tuple).block)
+        } else {
+            tuple.clone()
+        };
+        let at = line_pointer_count(&w.page);
+        let fits = insert_item_at(&mut w.page, at, &stored);
+        assert!(fits, "a build overfilled block {} of {}", w.block, idx.name);
+        if w.first.is_none() {
+            w.first = Some(tuple);
+        }
+        Ok(())
+    }
+
+    /// Adds the downlink to page `child` (whose first tuple is `first`)
+    /// to the level above `level`, starting that level if need be.
+    #[allow(clippy::too_many_arguments)]
+    fn add_downlink(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        levels: &mut Vec<LevelWriter>,
+        level: usize,
+        first: &[u8],
+        child: u32,
+        next_block: &mut u32,
+        ring: &mut Strategy,
+    ) -> Result<(), BtreeError> {
+        if levels.len() == level + 1 {
+            levels.push(LevelWriter::new(level as u32 + 1, *next_block, NO_PAGE));
+            *next_block += 1;
+        }
+        let downlink = pivot_of(first, child);
+        self.add_to_level(s, idx, levels, level + 1, downlink, next_block, ring)
+    }
+
+    /// Writes a finished page to block `block` through the pool (added at
+    /// the end of the file: blocks are written in order) and logs it.
+    fn write_page(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        block: u32,
+        page: &PageBytes,
+        ring: &mut Strategy,
+    ) -> Result<(), BtreeError> {
+        let relation = s.pool().relation(idx.rel);
+        let nblocks = relation.nblocks(Fork::Main)?;
+        if block >= nblocks {
+            // Blocks are numbered ahead (a page's right sibling is known
+            // before it is written): add the ones up to this.
+            for id in s.extend(idx.rel, Fork::Main, block + 1 - nblocks, Some(ring))? {
+                s.release(id);
+            }
+        }
+        let id = s.read_buffer_in(idx.rel, Fork::Main, block, Some(ring))?;
+        let mut guard = s.lock_page(id, LockMode::Exclusive);
+        guard.page_mut().copy_from_slice(page);
+        let logged = log_rewrite(
+            &self.wal,
+            idx.rel,
+            BTREE_BUILD,
+            &mut [(block, guard.page_mut())],
+        );
+        drop(guard);
+        s.release(id);
+        logged?;
+        Ok(())
+    }
+}
+
+/// The heap TID a sort row carries as its last value.
+fn tid_of(row: &[Value]) -> Tid {
+    match row.last() {
+        Some(Value::BigInt(x)) => Tid {
+            block: (*x >> 16) as u32,
+            index: (*x & 0xFFFF) as u16,
+        },
+        other => unreachable!("a build row ends with its TID, not {other:?}"),
+    }
+}
+
+/// A unique build's run of equal keys: how many of their rows live.
+#[derive(Default)]
+struct UniqueGroups {
+    key: Option<Vec<Value>>,
+    live: u32,
+}
+
+impl UniqueGroups {
+    fn add(
+        &mut self,
+        idx: &IndexDesc,
+        values: &[Value],
+        tid: Tid,
+        check: &mut dyn UniqueCheck,
+    ) -> Result<(), BtreeError> {
+        if values.iter().any(Value::is_null) {
+            self.key = None;
+            return Ok(());
+        }
+        let same = self
+            .key
+            .as_deref()
+            .is_some_and(|k| idx.spec.cmp_values(k, values) == Ordering::Equal);
+        if !same {
+            self.key = Some(values.to_vec());
+            self.live = 0;
+        }
+        let mut waits = 0;
+        let lives = loop {
+            match check.liveness(tid)? {
+                Liveness::Dead => break false,
+                Liveness::Live => break true,
+                Liveness::InProgress(_) if waits >= BUILD_WAITS_MAX => break true,
+                Liveness::InProgress(xid) => {
+                    waits += 1;
+                    check.wait_for(xid)?;
+                }
+            }
+        };
+        if lives {
+            self.live += 1;
+            if self.live > 1 {
+                return Err(BtreeError::DuplicateInBuild {
+                    index: idx.name.clone(),
+                    columns: idx.column_names.join(", "),
+                    values: key_text(values),
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,390 @@
+//! Scans: ranges of keys, in either direction, delivered in batches of
+//! one leaf page's matches (see the module comment in `mod.rs`).
+
+use std::cmp::Ordering;
+
+use crate::buffer::{BufferSession, LockMode};
+use crate::heap::tuple::Tid;
+use crate::page::line_pointer_count;
+use crate::types::Value;
+
+use super::insert::Locked;
+use super::page::{
+    beyond_high_key, lower_bound, page_tuple, pointer, tuple_values, Special, Target, NO_PAGE,
+};
+use super::{Btree, BtreeError, IndexDesc, MOVE_RIGHT_MAX};
+
+/// Which way a scan goes through the index's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Backward,
+}
+
+/// One end of a range: a key prefix, and whether keys equal to it are in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bound {
+    pub values: Vec<Value>,
+    pub inclusive: bool,
+}
+
+/// Keys whose first columns lie between two bounds (either may be open).
+/// `a = 5` is [5, 5]; `a = 5 AND b > 3` is ((5, 3), [5]].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KeyRange {
+    pub lower: Option<Bound>,
+    pub upper: Option<Bound>,
+}
+
+/// What a scan looks for: ranges in the index's order, not overlapping
+/// (an `IN` list is one equality range per value, sorted, each value
+/// once). No range matches nothing ([`ScanKeys::none`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanKeys {
+    pub ranges: Vec<KeyRange>,
+}
+
+impl ScanKeys {
+    /// Every key.
+    pub fn all() -> ScanKeys {
+        ScanKeys {
+            ranges: vec![KeyRange::default()],
+        }
+    }
+
+    /// No key (a condition that can never hold, such as `a = NULL`).
+    pub fn none() -> ScanKeys {
+        ScanKeys { ranges: Vec::new() }
+    }
+}
+
+/// One matching index tuple.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchItem {
+    pub tid: Tid,
+    /// The key, if the scan asked for keys (an index-only scan).
+    pub key: Vec<Value>,
+}
+
+/// The matches of one leaf page, in the scan's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub block: u32,
+    pub items: Vec<BatchItem>,
+}
+
+/// Where a scan goes on from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resume {
+    /// Descend from the root to the current range's start.
+    Descend,
+    /// The next page of a forward scan.
+    Right(u32),
+    /// The previous page of a backward scan (`left`), which must link
+    /// to `from` (or to a page split off it since).
+    Left {
+        left: u32,
+        from: u32,
+    },
+    Done,
+}
+
+/// A scan of one index.
+pub struct BtreeScan {
+    idx: IndexDesc,
+    keys: ScanKeys,
+    direction: Direction,
+    want_keys: bool,
+    /// The range being scanned: its position in scan order.
+    range: usize,
+    resume: Resume,
+    /// Leaf pages read, and descents from the root.
+    pub leaf_pages: u64,
+    pub descents: u64,
+}
+
+impl BtreeScan {
+    pub fn new(idx: IndexDesc, keys: ScanKeys, direction: Direction, want_keys: bool) -> BtreeScan {
+        let resume = if keys.ranges.is_empty() {
+            Resume::Done
+        } else {
+            Resume::Descend
+        };
+        BtreeScan {
+            idx,
+            keys,
+            direction,
+            want_keys,
+            range: 0,
+            resume,
+            leaf_pages: 0,
+            descents: 0,
+        }
+    }
+
+    pub fn direction(&self) -> Direction {
+        self.direction
+    }
+
+    /// Starts again, with new keys (the inner side of a nested loop).
+    pub fn rescan(&mut self, keys: ScanKeys) {
+        self.resume = if keys.ranges.is_empty() {
+            Resume::Done
+        } else {
+            Resume::Descend
+        };
+        self.keys = keys;
+        self.range = 0;
+    }
+
+    /// The current range, in scan order.
+    fn current(&self) -> &KeyRange {
+        match self.direction {
+            Direction::Forward => &self.keys.ranges[self.range],
+            Direction::Backward => &self.keys.ranges[self.keys.ranges.len() - 1 - self.range],
+        }
+    }
+
+    /// Where the current range starts in scan order, as a target.
+    fn start_target(&self) -> Target {
+        let r = self.current();
+        match self.direction {
+            Direction::Forward => match &r.lower {
+                None => Target::before(Vec::new()),
+                Some(b) if b.inclusive => Target::before(b.values.clone()),
+                Some(b) => Target::after(b.values.clone()),
+            },
+            Direction::Backward => match &r.upper {
+                None => Target::after(Vec::new()),
+                Some(b) if b.inclusive => Target::after(b.values.clone()),
+                Some(b) => Target::before(b.values.clone()),
+            },
+        }
+    }
+
+    /// True if `values` lie past the current range's far end.
+    fn past_end(&self, values: &[Value]) -> bool {
+        let r = self.current();
+        let spec = &self.idx.spec;
+        match self.direction {
+            Direction::Forward => {
+                r.upper
+                    .as_ref()
+                    .is_some_and(|b| match spec.cmp_values(values, &b.values) {
+                        Ordering::Greater => true,
+                        Ordering::Equal => !b.inclusive,
+                        Ordering::Less => false,
+                    })
+            }
+            Direction::Backward => {
+                r.lower
+                    .as_ref()
+                    .is_some_and(|b| match spec.cmp_values(values, &b.values) {
+                        Ordering::Less => true,
+                        Ordering::Equal => !b.inclusive,
+                        Ordering::Greater => false,
+                    })
+            }
+        }
+    }
+
+    /// The next batch of matches, or None when the scan is done. Pages
+    /// without a match are passed over.
+    pub fn next_batch(
+        &mut self,
+        bt: &Btree,
+        s: &mut BufferSession,
+    ) -> Result<Option<Batch>, BtreeError> {
+        loop {
+            let (page, mut from) = match self.resume {
+                Resume::Done => return Ok(None),
+                Resume::Descend => {
+                    self.descents += 1;
+                    let target = self.start_target();
+                    let (leaf, _) = bt.find(s, &self.idx, &target, 0, LockMode::Shared)?;
+                    let at = self.position(&leaf, &target);
+                    (leaf, Some(at))
+                }
+                Resume::Right(block) => {
+                    let (id, guard) = bt.lock_block(s, self.idx.rel, block, LockMode::Shared)?;
+                    (Locked { block, id, guard }, None)
+                }
+                Resume::Left { left, from } => (self.step_left(bt, s, left, from)?, None),
+            };
+            self.leaf_pages += 1;
+            let mut batch = Batch {
+                block: page.block,
+                items: Vec::new(),
+            };
+            let visited = self.visit(&page, &mut from, &mut batch);
+            page.release(s);
+            visited?;
+            if !batch.items.is_empty() {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    /// Where on `leaf` the range that `target` starts begins: the first
+    /// tuple at or after it going forward; going backward, the line
+    /// pointer past the last tuple before it.
+    fn position(&self, leaf: &Locked, target: &Target) -> Result<usize, BtreeError> {
+        let page = leaf.guard.page();
+        let first = Special::read(page).first_data();
+        lower_bound(&self.idx.spec, page, first, target, &mut Vec::new())
+            .map_err(|e| e.named(&self.idx, leaf.block))
+    }
+
+    /// Collects the matches of `page` into `batch`, from `from` (None:
+    /// the page's start in scan order), going on to the next ranges while
+    /// they start on this page, and sets where the scan resumes.
+    fn visit(
+        &mut self,
+        page: &Locked,
+        from: &mut Option<Result<usize, BtreeError>>,
+        batch: &mut Batch,
+    ) -> Result<(), BtreeError> {
+        let p = page.guard.page();
+        let sp = Special::read(p);
+        let first = sp.first_data();
+        let count = line_pointer_count(p);
+        let named = |e: BtreeError| e.named(&self.idx, page.block);
+        let mut at = match from.take() {
+            Some(at) => at?,
+            None => match self.direction {
+                Direction::Forward => first,
+                Direction::Backward => count,
+            },
+        };
+        let mut values = Vec::new();
+        loop {
+            // Through the current range on this page.
+            let mut range_done = false;
+            match self.direction {
+                Direction::Forward => {
+                    while at < count {
+                        let t = page_tuple(p, at).map_err(named)?;
+                        tuple_values(&self.idx.spec, t, &mut values).map_err(named)?;
+                        if self.past_end(&values) {
+                            range_done = true;
+                            break;
+                        }
+                        self.push(batch, pointer(t), &values);
+                        at += 1;
+                    }
+                }
+                Direction::Backward => {
+                    while at > first {
+                        let t = page_tuple(p, at - 1).map_err(named)?;
+                        tuple_values(&self.idx.spec, t, &mut values).map_err(named)?;
+                        if self.past_end(&values) {
+                            range_done = true;
+                            break;
+                        }
+                        self.push(batch, pointer(t), &values);
+                        at -= 1;
+                    }
+                }
+            }
+            if !range_done {
+                // The page ended before the range did.
+                let next = match self.direction {
+                    Direction::Forward => sp.next,
+                    Direction::Backward => sp.prev,
+                };
+                self.resume = match (next, self.direction) {
+                    (NO_PAGE, _) => Resume::Done,
+                    (block, Direction::Forward) => Resume::Right(block),
+                    (left, Direction::Backward) => Resume::Left {
+                        left,
+                        from: page.block,
+                    },
+                };
+                return Ok(());
+            }
+            self.range += 1;
+            if self.range == self.keys.ranges.len() {
+                self.resume = Resume::Done;
+                return Ok(());
+            }
+            // The next range: on this page if it starts here, else from
+            // the root (a page to the right or left is not revisited).
+            let target = self.start_target();
+            let mut scratch = Vec::new();
+            match self.direction {
+                Direction::Forward => {
+                    if beyond_high_key(&self.idx.spec, p, &target, &mut scratch).map_err(named)? {
+                        self.resume = Resume::Descend;
+                        return Ok(());
+                    }
+                    at =
+                        lower_bound(&self.idx.spec, p, at, &target, &mut scratch).map_err(named)?;
+                }
+                Direction::Backward => {
+                    let end = lower_bound(&self.idx.spec, p, first, &target, &mut scratch)
+                        .map_err(named)?;
+                    if end <= first {
+                        self.resume = Resume::Descend;
+                        return Ok(());
+                    }
+                    at = end.min(at);
+                }
+            }
+        }
+    }
+
+    fn push(&self, batch: &mut Batch, tid: Tid, values: &[Value]) {
+        batch.items.push(BatchItem {
+            tid,
+            key: if self.want_keys {
+                values.to_vec()
+            } else {
+                Vec::new()
+            },
+        });
+    }
+
+    /// Locks the page left of `from` for a backward scan: `left` as it
+    /// was when `from` was read, or, if `left` split since, the page split
+    /// off it that now links to `from`.
+    fn step_left(
+        &self,
+        bt: &Btree,
+        s: &mut BufferSession,
+        left: u32,
+        from: u32,
+    ) -> Result<Locked, BtreeError> {
+        let (id, guard) = bt.lock_block(s, self.idx.rel, left, LockMode::Shared)?;
+        let mut at = Locked {
+            block: left,
+            id,
+            guard,
+        };
+        for _ in 0..MOVE_RIGHT_MAX {
+            let next = Special::read(at.guard.page()).next;
+            if next == from {
+                return Ok(at);
+            }
+            let block = at.block;
+            at.release(s);
+            if next == NO_PAGE {
+                return Err(BtreeError::damaged(&format!(
+                    "no page left of block {from} links to it"
+                ))
+                .named(&self.idx, block));
+            }
+            let (id, guard) = bt.lock_block(s, self.idx.rel, next, LockMode::Shared)?;
+            at = Locked {
+                block: next,
+                id,
+                guard,
+            };
+        }
+        let block = at.block;
+        at.release(s);
+        Err(
+            BtreeError::damaged("moved right too often looking for a left sibling")
+                .named(&self.idx, block),
+        )
+    }
+}

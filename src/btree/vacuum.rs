@@ -1,0 +1,125 @@
+//! Removing the index tuples of dead rows (VACUUM's index pass): one pass
+//! over the index in block order through a read stream, deleting from
+//! each leaf the tuples whose heap TID the caller names dead, one logged
+//! change per page. High keys and internal pages stay: a key range keeps
+//! its page even when no tuple is left in it (pages are not deleted).
+
+use crate::buffer::{BufferSession, LockMode, Strategy, StrategyKind};
+use crate::heap::tuple::Tid;
+use crate::page::{is_new, line_pointer_count, PageBytes};
+use crate::storage::Fork;
+use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits};
+
+use super::change::{apply_logged, BtreeChange};
+use super::page::{page_tuple, pointer, Special, FLAG_LEAF};
+use super::{Btree, BtreeError, IndexDesc};
+
+/// What an index pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BulkDeleteStats {
+    pub pages: u32,
+    pub tuples_removed: u64,
+    pub tuples_left: u64,
+}
+
+/// The data tuples of a leaf that `dead` names.
+fn dead_on(page: &PageBytes, dead: &dyn Fn(Tid) -> bool) -> Result<(Vec<u16>, u64), BtreeError> {
+    if is_new(page) {
+        return Ok((Vec::new(), 0));
+    }
+    let sp = Special::read(page);
+    if sp.flags & FLAG_LEAF == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let mut gone = Vec::new();
+    let mut left = 0;
+    for i in sp.first_data()..line_pointer_count(page) {
+        if dead(pointer(page_tuple(page, i)?)) {
+            gone.push(i as u16);
+        } else {
+            left += 1;
+        }
+    }
+    Ok((gone, left))
+}
+
+impl Btree {
+    /// Deletes every leaf tuple whose heap TID `dead` names.
+    pub fn bulk_delete(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        dead: &dyn Fn(Tid) -> bool,
+        limits: StreamLimits,
+    ) -> Result<BulkDeleteStats, BtreeError> {
+        let nblocks = s.pool().relation(idx.rel).nblocks(Fork::Main)?;
+        let look_ahead = limits.look_ahead_blocks(true, s.settings.io_combine_limit);
+        let strategy = Strategy::new(StrategyKind::Vacuum, s.pool().nbuffers(), look_ahead);
+        // Block 0 is the metapage.
+        let mut next = 1u32;
+        let mut stream = ReadStream::begin(
+            s,
+            idx.rel,
+            Fork::Main,
+            StreamFlags {
+                sequential: true,
+                maintenance: true,
+                ..Default::default()
+            },
+            limits,
+            Some(strategy),
+            move |data: &mut u32| {
+                if next < nblocks {
+                    *data = next;
+                    next += 1;
+                    Next::Block(*data)
+                } else {
+                    Next::End
+                }
+            },
+        );
+        let mut stats = BulkDeleteStats::default();
+        let result = loop {
+            let (id, block) = match stream.next_buffer(s) {
+                Ok(Some(next)) => next,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e.into()),
+            };
+            stats.pages += 1;
+            let seen = s.with_page(id, |page| dead_on(page, dead));
+            let changed = match seen {
+                Ok((gone, left)) if gone.is_empty() => {
+                    stats.tuples_left += left;
+                    Ok(())
+                }
+                Ok(_) => {
+                    // Decided again under the exclusive lock: an insert
+                    // may have moved tuples since.
+                    let mut guard = s.lock_page(id, LockMode::Exclusive);
+                    match dead_on(guard.page(), dead) {
+                        Ok((gone, left)) => {
+                            stats.tuples_left += left;
+                            stats.tuples_removed += gone.len() as u64;
+                            if gone.is_empty() {
+                                Ok(())
+                            } else {
+                                let change = BtreeChange::Delete { indexes: gone };
+                                apply_logged(&self.wal, guard.page_mut(), idx.rel, block, &change)
+                                    .map(|_| ())
+                                    .map_err(BtreeError::from)
+                            }
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            s.release(id);
+            if let Err(e) = changed {
+                break Err(e.named(idx, block));
+            }
+        };
+        stream.end(s);
+        result.map(|()| stats)
+    }
+}
