@@ -72,6 +72,17 @@ fn scan(
     keys: ScanKeys,
     dir: Direction,
 ) -> Vec<(i32, Tid)> {
+    scan_counting(bt, s, idx, keys, dir).0
+}
+
+/// [`scan`], returning the scan's figures too.
+fn scan_counting(
+    bt: &Btree,
+    s: &mut BufferSession,
+    idx: &IndexDesc,
+    keys: ScanKeys,
+    dir: Direction,
+) -> (Vec<(i32, Tid)>, BtreeScan) {
     let mut sc = BtreeScan::new(idx.clone(), keys, dir, true);
     let mut out = Vec::new();
     while let Some(batch) = sc.next_batch(bt, s).unwrap() {
@@ -83,7 +94,7 @@ fn scan(
             }
         }
     }
-    out
+    (out, sc)
 }
 
 fn range(lo: Option<(i32, bool)>, hi: Option<(i32, bool)>) -> KeyRange {
@@ -96,6 +107,9 @@ fn range(lo: Option<(i32, bool)>, hi: Option<(i32, bool)>) -> KeyRange {
         upper: hi.map(b),
     }
 }
+
+/// Keys and their TIDs, as scans return them.
+type Keys = Vec<(i32, Tid)>;
 
 /// A pseudo-random permutation step (a full-period LCG modulo 2^k).
 fn shuffled(n: u32) -> Vec<u32> {
@@ -474,5 +488,268 @@ fn an_index_comes_back_whole_after_a_crash() {
         let mut model: Vec<_> = (0..2600).map(|n| ((n % 700) as i32, tid(n))).collect();
         model.sort();
         assert_eq!(got, model);
+    }
+}
+
+/// Loads keys 0, 10, 20, … (`n` of them) in ascending order, so that the
+/// gaps between them can be filled later to split chosen pages.
+fn load_spaced(bt: &Btree, s: &mut BufferSession, idx: &IndexDesc, n: u32) -> Vec<(i32, Tid)> {
+    (0..n)
+        .map(|i| {
+            let k = (i * 10) as i32;
+            bt.insert(s, idx, &key(k), tid(i), None).unwrap();
+            (k, tid(i))
+        })
+        .collect()
+}
+
+/// Inserts the nine keys between each pair of loaded ones (10k+1 …
+/// 10k+9 for each k of `ks`), splitting the pages that hold them.
+fn fill_gaps(bt: &Btree, s: &mut BufferSession, idx: &IndexDesc, ks: std::ops::Range<u32>) {
+    for k in ks {
+        for d in 1..10 {
+            let n = 10_000 + k * 10 + d;
+            bt.insert(s, idx, &key((k * 10 + d) as i32), tid(n), None)
+                .unwrap();
+        }
+    }
+}
+
+/// Runs a whole scan in another session, parked the first time it moves
+/// between leaf pages while `meanwhile` changes the index, and returns
+/// what it read.
+fn scan_with_splits_between_pages(
+    method: IoMethod,
+    direction: Direction,
+    meanwhile: impl Fn(&Btree, &mut BufferSession, &IndexDesc),
+) -> (Keys, Keys, u64) {
+    use aiostore::inject::{Injection, BTREE_SCAN_BETWEEN_PAGES};
+    let (_dir, _path, db) = new_small_pool_db(method, false);
+    let idx = index(false);
+    let mut sess = db.session().unwrap();
+    let bt = Arc::new(create(&db, &mut sess.buf, &idx));
+    let loaded = load_spaced(&bt, &mut sess.buf, &idx, 300);
+    let points = Arc::clone(db.aio());
+    points
+        .injections()
+        .attach(BTREE_SCAN_BETWEEN_PAGES, Injection::park().times(1));
+    let scanner = {
+        let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
+        std::thread::spawn(move || {
+            let mut sess = db.session().unwrap();
+            let (got, sc) = scan_counting(&bt, &mut sess.buf, &idx, ScanKeys::all(), direction);
+            (got, sc.left_steps_repaired)
+        })
+    };
+    assert!(points
+        .injections()
+        .wait_until_parked(BTREE_SCAN_BETWEEN_PAGES));
+    meanwhile(&bt, &mut sess.buf, &idx);
+    points.injections().release(BTREE_SCAN_BETWEEN_PAGES);
+    let (got, repaired) = scanner.join().unwrap();
+    bt.verify(&mut sess.buf, &idx).unwrap();
+    (loaded, got, repaired)
+}
+
+/// Keeps the keys that were there before the scan, in order: what a scan
+/// must return exactly once each, whatever it also returns of keys
+/// inserted while it ran.
+fn original(got: &[(i32, Tid)]) -> Vec<(i32, Tid)> {
+    got.iter().filter(|(k, _)| k % 10 == 0).copied().collect()
+}
+
+#[test]
+fn a_forward_scan_misses_and_repeats_nothing_when_the_pages_around_it_split() {
+    for method in METHODS {
+        // The scan read the first leaf and waits to read the second; both
+        // split several times meanwhile (keys between the loaded ones).
+        let (loaded, got, _) =
+            scan_with_splits_between_pages(method, Direction::Forward, |bt, s, idx| {
+                fill_gaps(bt, s, idx, 0..80)
+            });
+        assert!(
+            got.windows(2).all(|w| w[0] < w[1]),
+            "{method:?}: out of order or repeated"
+        );
+        assert_eq!(original(&got), loaded, "{method:?}");
+    }
+}
+
+#[test]
+fn a_backward_scan_finds_its_way_left_when_the_left_page_split() {
+    for method in METHODS {
+        // The scan read the last leaf and waits to step left; the pages
+        // to its left split meanwhile, so the page it recorded no longer
+        // links to where it was.
+        let (loaded, got, repaired) =
+            scan_with_splits_between_pages(method, Direction::Backward, |bt, s, idx| {
+                fill_gaps(bt, s, idx, 200..300)
+            });
+        assert!(
+            got.windows(2).all(|w| w[0] > w[1]),
+            "{method:?}: out of order or repeated"
+        );
+        assert!(
+            repaired > 0,
+            "{method:?}: the page left of the scan did not split under it"
+        );
+        let mut want = loaded;
+        want.reverse();
+        assert_eq!(original(&got), want, "{method:?}");
+    }
+}
+
+#[test]
+fn searches_find_every_key_while_a_split_waits_for_its_downlink() {
+    use aiostore::inject::{Injection, BTREE_SPLIT_BEFORE_DOWNLINK};
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let idx = index(false);
+        let mut sess = db.session().unwrap();
+        let bt = Arc::new(create(&db, &mut sess.buf, &idx));
+        let loaded = load_spaced(&bt, &mut sess.buf, &idx, 300);
+        let points = Arc::clone(db.aio());
+        points
+            .injections()
+            .attach(BTREE_SPLIT_BEFORE_DOWNLINK, Injection::park().times(1));
+        // Fill a gap in the middle until a page splits; that insert parks
+        // with the left half locked and no downlink for the right half.
+        let splitter = {
+            let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
+            std::thread::spawn(move || {
+                let mut sess = db.session().unwrap();
+                for d in 1..10u32 {
+                    for k in 100..140u32 {
+                        let n = 10_000 + k * 10 + d;
+                        bt.insert(&mut sess.buf, &idx, &key((k * 10 + d) as i32), tid(n), None)
+                            .unwrap();
+                    }
+                }
+            })
+        };
+        assert!(points
+            .injections()
+            .wait_until_parked(BTREE_SPLIT_BEFORE_DOWNLINK));
+        // A scan of the range being split: its descent reaches the left
+        // half (the parent has no downlink for the right one yet) and
+        // waits for its lock; let go, it must move right to the keys the
+        // split moved.
+        let searcher = {
+            let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
+            std::thread::spawn(move || {
+                let mut sess = db.session().unwrap();
+                let keys = ScanKeys {
+                    ranges: vec![range(Some((1000, true)), Some((1400, true)))],
+                };
+                scan(&bt, &mut sess.buf, &idx, keys, Direction::Forward)
+            })
+        };
+        // Keys right of the split: a backward scan from the end reaches
+        // them through right-links and left-links alone (it never needs
+        // the locked left half until it gets there).
+        let keys = ScanKeys {
+            ranges: vec![range(Some((2000, true)), None)],
+        };
+        let got = scan(&bt, &mut sess.buf, &idx, keys, Direction::Backward);
+        let mut want: Vec<_> = loaded.iter().filter(|(k, _)| *k >= 2000).copied().collect();
+        want.reverse();
+        assert_eq!(got, want, "{method:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        points.injections().release(BTREE_SPLIT_BEFORE_DOWNLINK);
+        let found = searcher.join().unwrap();
+        assert!(found.windows(2).all(|w| w[0] < w[1]), "{method:?}");
+        let want: Vec<_> = loaded
+            .iter()
+            .filter(|(k, _)| (1000..=1400).contains(k))
+            .copied()
+            .collect();
+        assert_eq!(original(&found), want, "{method:?}");
+        splitter.join().unwrap();
+        let report = bt.verify(&mut sess.buf, &idx).unwrap();
+        assert_eq!(report.entries.len(), 300 + 9 * 40);
+        assert_eq!(report.pages_without_downlink, 0);
+    }
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(i32, u32),
+        /// Removes every entry whose TID is a multiple of this (vacuum).
+        Vacuum(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            20 => (-50i32..50, 0u32..100_000).prop_map(|(k, n)| Op::Insert(k, n)),
+            1 => (2u32..7).prop_map(Op::Vacuum),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// After any mix of inserts (many equal keys, NULLs among them)
+        /// and bulk deletes the tree verifies and holds what a model holds,
+        /// in the index's order (descending, NULLs first).
+        #[test]
+        fn random_inserts_and_deletes_keep_the_tree_sound(ops in proptest::collection::vec(op(), 1..600)) {
+            let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+            let mut sess = db.session().unwrap();
+            let limits = sess.stream_limits();
+            let s = &mut sess.buf;
+            let idx = IndexDesc {
+                spec: KeySpec {
+                    types: vec![ColumnType::Integer, ColumnType::Text],
+                    desc: vec![true, false],
+                    nulls_first: vec![true, false],
+                },
+                ..index(false)
+            };
+            let bt = create(&db, s, &idx);
+            let mut model: Vec<(Option<i32>, u32)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Insert(k, n) => {
+                        if model.iter().any(|m| m.1 == n) {
+                            continue;
+                        }
+                        let v = (k % 7 != 0).then_some(k);
+                        let values = vec![
+                            v.map_or(Value::Null, Value::Integer),
+                            Value::Text("p".repeat(300)),
+                        ];
+                        bt.insert(s, &idx, &values, tid(n), None).unwrap();
+                        model.push((v, n));
+                    }
+                    Op::Vacuum(m) => {
+                        let dead = |t: Tid| (t.block * 100 + t.index as u32).is_multiple_of(m);
+                        bt.bulk_delete(s, &idx, &dead, limits).unwrap();
+                        model.retain(|e| !e.1.is_multiple_of(m));
+                    }
+                }
+            }
+            // NULLs first, then descending keys; equal keys by TID.
+            model.sort_by(|a, b| match (a.0, b.0) {
+                (None, None) => tid(a.1).cmp(&tid(b.1)),
+                (None, Some(_)) => std::cmp::Ordering::Less,
+                (Some(_), None) => std::cmp::Ordering::Greater,
+                (Some(x), Some(y)) => y.cmp(&x).then(tid(a.1).cmp(&tid(b.1))),
+            });
+            let report = bt.verify(s, &idx).unwrap();
+            let got: Vec<Tid> = report.entries.iter().map(|e| e.1).collect();
+            let want: Vec<Tid> = model.iter().map(|m| tid(m.1)).collect();
+            prop_assert_eq!(&got, &want);
+            let mut sc = BtreeScan::new(idx.clone(), ScanKeys::all(), Direction::Backward, false);
+            let mut back = Vec::new();
+            while let Some(b) = sc.next_batch(&bt, s).unwrap() {
+                back.extend(b.items.iter().map(|i| i.tid));
+            }
+            back.reverse();
+            prop_assert_eq!(back, want);
+        }
     }
 }

@@ -110,23 +110,13 @@ impl Btree {
                 }
             }
             let next = Special::read(at.guard.page()).next;
-            if !couple {
+            if couple {
+                let locked = self.lock_at(s, idx.rel, next, mode);
                 at.release(s);
-                let (id, guard) = self.lock_block(s, idx.rel, next, mode)?;
-                at = Locked {
-                    block: next,
-                    id,
-                    guard,
-                };
+                at = locked?;
             } else {
-                let locked = self.lock_block(s, idx.rel, next, mode);
                 at.release(s);
-                let (id, guard) = locked?;
-                at = Locked {
-                    block: next,
-                    id,
-                    guard,
-                };
+                at = self.lock_at(s, idx.rel, next, mode)?;
             }
         }
         let block = at.block;
@@ -160,8 +150,7 @@ impl Btree {
             } else {
                 LockMode::Shared
             };
-            let (id, guard) = self.lock_block(s, idx.rel, block, page_mode)?;
-            let at = Locked { block, id, guard };
+            let at = self.lock_at(s, idx.rel, block, page_mode)?;
             let at = self.move_right(s, idx, target, at, page_mode, false)?;
             let sp = Special::read(at.guard.page());
             if sp.level != block_level {
@@ -303,9 +292,8 @@ impl Btree {
             if past_equal || next == NO_PAGE {
                 return Ok(None);
             }
-            let (id, guard) = self.lock_block(s, idx.rel, next, LockMode::Shared)?;
             block = next;
-            right = Some(Locked { block, id, guard });
+            right = Some(self.lock_at(s, idx.rel, next, LockMode::Shared)?);
         }
         if let Some(r) = right.take() {
             r.release(s);
@@ -347,6 +335,12 @@ impl Btree {
         }
         let split = self.split(s, idx, &mut at, pos, tuple);
         let result = split.and_then(|(downlink, level)| {
+            s.pool().aio().injections().hit(
+                crate::inject::BTREE_SPLIT_BEFORE_DOWNLINK,
+                crate::inject::HitContext {
+                    offset: at.block as u64,
+                },
+            );
             self.insert_downlink(s, idx, at.block, level, stack, downlink)
         });
         // The left half is held until its new sibling has a downlink.
@@ -483,8 +477,7 @@ impl Btree {
         let target = target_of(idx, &downlink).map_err(|e| e.named(idx, child))?;
         let parent = match stack.pop() {
             Some(block) => {
-                let (id, guard) = self.lock_block(s, idx.rel, block, LockMode::Exclusive)?;
-                let at = Locked { block, id, guard };
+                let at = self.lock_at(s, idx.rel, block, LockMode::Exclusive)?;
                 self.move_right(s, idx, &target, at, LockMode::Exclusive, false)?
             }
             None => {

@@ -274,6 +274,18 @@ impl Btree {
         Ok((id, guard))
     }
 
+    /// [`Btree::lock_block`], as a [`insert::Locked`].
+    fn lock_at(
+        &self,
+        s: &mut BufferSession,
+        rel: u32,
+        block: u32,
+        mode: LockMode,
+    ) -> Result<insert::Locked, BtreeError> {
+        let (id, guard) = self.lock_block(s, rel, block, mode)?;
+        Ok(insert::Locked { block, id, guard })
+    }
+
     /// The metapage's fields.
     fn meta(&self, s: &mut BufferSession, idx: &IndexDesc) -> Result<page::Meta, BtreeError> {
         let (id, guard) = self.lock_block(s, idx.rel, page::META_BLOCK, LockMode::Shared)?;

@@ -101,6 +101,9 @@ pub struct BtreeScan {
     /// Leaf pages read, and descents from the root.
     pub leaf_pages: u64,
     pub descents: u64,
+    /// Pages a backward step moved right over because the page on its
+    /// left had split since (see [`BtreeScan::step_left`]).
+    pub left_steps_repaired: u64,
 }
 
 impl BtreeScan {
@@ -119,6 +122,7 @@ impl BtreeScan {
             resume,
             leaf_pages: 0,
             descents: 0,
+            left_steps_repaired: 0,
         }
     }
 
@@ -196,6 +200,14 @@ impl BtreeScan {
         s: &mut BufferSession,
     ) -> Result<Option<Batch>, BtreeError> {
         loop {
+            if let Resume::Right(block) | Resume::Left { left: block, .. } = self.resume {
+                s.pool().aio().injections().hit(
+                    crate::inject::BTREE_SCAN_BETWEEN_PAGES,
+                    crate::inject::HitContext {
+                        offset: block as u64,
+                    },
+                );
+            }
             let (page, mut from) = match self.resume {
                 Resume::Done => return Ok(None),
                 Resume::Descend => {
@@ -206,8 +218,7 @@ impl BtreeScan {
                     (leaf, Some(at))
                 }
                 Resume::Right(block) => {
-                    let (id, guard) = bt.lock_block(s, self.idx.rel, block, LockMode::Shared)?;
-                    (Locked { block, id, guard }, None)
+                    (bt.lock_at(s, self.idx.rel, block, LockMode::Shared)?, None)
                 }
                 Resume::Left { left, from } => (self.step_left(bt, s, left, from)?, None),
             };
@@ -348,18 +359,13 @@ impl BtreeScan {
     /// was when `from` was read, or, if `left` split since, the page split
     /// off it that now links to `from`.
     fn step_left(
-        &self,
+        &mut self,
         bt: &Btree,
         s: &mut BufferSession,
         left: u32,
         from: u32,
     ) -> Result<Locked, BtreeError> {
-        let (id, guard) = bt.lock_block(s, self.idx.rel, left, LockMode::Shared)?;
-        let mut at = Locked {
-            block: left,
-            id,
-            guard,
-        };
+        let mut at = bt.lock_at(s, self.idx.rel, left, LockMode::Shared)?;
         for _ in 0..MOVE_RIGHT_MAX {
             let next = Special::read(at.guard.page()).next;
             if next == from {
@@ -367,18 +373,14 @@ impl BtreeScan {
             }
             let block = at.block;
             at.release(s);
+            self.left_steps_repaired += 1;
             if next == NO_PAGE {
                 return Err(BtreeError::damaged(&format!(
                     "no page left of block {from} links to it"
                 ))
                 .named(&self.idx, block));
             }
-            let (id, guard) = bt.lock_block(s, self.idx.rel, next, LockMode::Shared)?;
-            at = Locked {
-                block: next,
-                id,
-                guard,
-            };
+            at = bt.lock_at(s, self.idx.rel, next, LockMode::Shared)?;
         }
         let block = at.block;
         at.release(s);

@@ -87,6 +87,17 @@ pub const WAL_BEFORE_SYNC: &str = "wal-before-sync";
 /// rewrite fails the sync with that errno.
 pub const BUFFER_BEFORE_FILE_SYNC: &str = "buffer-before-file-sync";
 
+/// Reached in a B-tree insertion after a page split was made and logged
+/// and before the new page's downlink goes into the parent (the left half
+/// is still locked); the context's offset is the left half's block.
+pub const BTREE_SPLIT_BEFORE_DOWNLINK: &str = "btree-split-before-downlink";
+
+/// Reached in a B-tree scan between two leaf pages, after it let the one
+/// it read go and before it locks the sibling it recorded; the context's
+/// offset is that sibling's block. A split meanwhile is what Lehman and
+/// Yao's links are for.
+pub const BTREE_SCAN_BETWEEN_PAGES: &str = "btree-scan-between-pages";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {

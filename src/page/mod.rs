@@ -275,27 +275,19 @@ pub fn insert_item_at(page: &mut PageBytes, index: usize, item: &[u8]) -> bool {
 pub fn delete_items(page: &mut PageBytes, mut delete: impl FnMut(usize) -> bool) -> usize {
     let mut h = PageHeader::read(page);
     let count = line_pointer_count(page);
-    let mut kept: Vec<Vec<u8>> = Vec::with_capacity(count);
+    let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(count);
     for i in 0..count {
         if !delete(i) {
-            kept.push(item(page, i).map(<[u8]>::to_vec).unwrap_or_default());
+            // Moved down to the next free line pointer.
+            let bytes = item(page, i).map(<[u8]>::to_vec).unwrap_or_default();
+            kept.push((kept.len(), bytes));
         }
     }
     let removed = count - kept.len();
     if removed == 0 {
         return 0;
     }
-    let mut upper = h.special as usize;
-    for (i, bytes) in kept.iter().enumerate() {
-        upper -= bytes.len().next_multiple_of(MAX_ALIGN);
-        page[upper..upper + bytes.len()].copy_from_slice(bytes);
-        let lp = LinePointer {
-            offset: upper as u16,
-            flags: LineFlags::Normal,
-            length: bytes.len() as u16,
-        };
-        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, lp.encode());
-    }
+    let upper = pack_items(page, h.special as usize, &kept);
     let lower = PAGE_HEADER_SIZE + kept.len() * LINE_POINTER_SIZE;
     page[lower..upper].fill(0);
     h.lower = lower as u16;
@@ -347,17 +339,7 @@ pub fn remove_items(page: &mut PageBytes, mut remove: impl FnMut(usize) -> bool)
             kept.push((i, bytes.to_vec()));
         }
     }
-    let mut upper = h.special as usize;
-    for (i, bytes) in &kept {
-        upper -= bytes.len().next_multiple_of(MAX_ALIGN);
-        page[upper..upper + bytes.len()].copy_from_slice(bytes);
-        let lp = LinePointer {
-            offset: upper as u16,
-            flags: LineFlags::Normal,
-            length: bytes.len() as u16,
-        };
-        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, lp.encode());
-    }
+    let upper = pack_items(page, h.special as usize, &kept);
     // Unused pointers at the end of the array are dropped altogether.
     let mut lines = count;
     while lines > 0 && line_pointer(page, lines - 1).is_some_and(|lp| lp.flags == LineFlags::Unused)
@@ -376,6 +358,24 @@ pub fn remove_items(page: &mut PageBytes, mut remove: impl FnMut(usize) -> bool)
     };
     h.write(page);
     removed
+}
+
+/// Writes `items` (line pointer, bytes) packed together down from
+/// `special`, pointing their line pointers at them, and returns the new
+/// start of tuple space.
+fn pack_items(page: &mut PageBytes, special: usize, items: &[(usize, Vec<u8>)]) -> usize {
+    let mut upper = special;
+    for (i, bytes) in items {
+        upper -= bytes.len().next_multiple_of(MAX_ALIGN);
+        page[upper..upper + bytes.len()].copy_from_slice(bytes);
+        let lp = LinePointer {
+            offset: upper as u16,
+            flags: LineFlags::Normal,
+            length: bytes.len() as u16,
+        };
+        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, lp.encode());
+    }
+    upper
 }
 
 /// The page's `pd_lsn`: where the WAL record of its last change ends (the
