@@ -5,7 +5,11 @@
 //! relation 1, tables:  oid integer, name text, rel integer, fillfactor integer
 //! relation 2, columns: table_oid integer, attnum integer, name text,
 //!                      type integer, not_null boolean
+//! relation 3, indexes: oid integer, name text, table_oid integer,
+//!                      rel integer, flags integer, keys text
 //! ```
+//!
+//! Indexes are in `indexes.rs`.
 //!
 //! CREATE TABLE is transactional, as PostgreSQL's: its catalog rows carry
 //! the creating transaction's id, and the table is *pending* until that
@@ -42,6 +46,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
+mod indexes;
+
+pub use indexes::{IndexColumn, IndexDef};
+
 use crate::buffer::{BufferError, BufferSession};
 use crate::heap::tuple::{decode, encode};
 use crate::heap::{Heap, HeapError, HeapTable, InsertState, ScanControl, Tid};
@@ -53,6 +61,7 @@ use crate::wal::{Rmgr, Wal, WalError};
 
 pub const TABLES_REL: u32 = 1;
 pub const COLUMNS_REL: u32 = 2;
+pub const INDEXES_REL: u32 = 3;
 /// Relation numbers of user tables start here (as PostgreSQL's do).
 pub const FIRST_USER_REL: u32 = 16384;
 /// How often DROP TABLE looks again for pins on the table's buffers.
@@ -72,6 +81,10 @@ pub enum CatalogError {
     Wal(#[from] WalError),
     #[error("table \"{0}\" already exists")]
     TableExists(String),
+    #[error("relation \"{0}\" already exists")]
+    RelationExists(String),
+    #[error("index \"{0}\" does not exist")]
+    NoSuchIndex(String),
     #[error(
         "table \"{0}\" is being created by a transaction still in progress; try again when it ends"
     )]
@@ -191,6 +204,8 @@ fn columns_heap() -> HeapTable {
 /// The cached catalog of one database.
 pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<TableDef>>>,
+    /// Indexes by name (see `indexes.rs`).
+    indexes: RwLock<BTreeMap<String, Arc<IndexDef>>>,
     /// Serialises DDL.
     ddl: Mutex<()>,
     /// The highest oid and relation number any catalog row had at load,
@@ -249,7 +264,7 @@ fn scan_rows(
 impl Catalog {
     /// Creates the catalog relations of a new data directory.
     pub fn bootstrap(s: &mut BufferSession) -> Result<(), CatalogError> {
-        for rel in [TABLES_REL, COLUMNS_REL] {
+        for rel in [TABLES_REL, COLUMNS_REL, INDEXES_REL] {
             s.pool().relation(rel).create(crate::storage::Fork::Main)?;
         }
         Ok(())
@@ -352,8 +367,10 @@ impl Catalog {
             }
             log::warn!("the catalog is damaged: {what}; with zero_damaged_pages they are ignored");
         }
+        let indexes = indexes::load(s, heap, &tables, &mut numbered_up_to, &mut rels, lenient)?;
         Ok(Catalog {
             tables: RwLock::new(tables),
+            indexes: RwLock::new(indexes),
             ddl: Mutex::new(()),
             numbered_up_to: Mutex::new(numbered_up_to),
         })
@@ -426,7 +443,7 @@ impl Catalog {
     /// Every relation's name by relation number: the catalog's own and the
     /// tables (for listings such as the buffer pool's).
     pub fn relation_names(&self) -> std::collections::HashMap<u32, String> {
-        [tables_heap(), columns_heap()]
+        [tables_heap(), columns_heap(), indexes::indexes_heap()]
             .into_iter()
             .map(|t| (t.rel, t.name))
             .chain(
@@ -434,6 +451,12 @@ impl Catalog {
                     .read()
                     .values()
                     .map(|t| (t.heap.rel, t.name().to_string())),
+            )
+            .chain(
+                self.indexes
+                    .read()
+                    .values()
+                    .map(|i| (i.rel, i.name.clone())),
             )
             .collect()
     }
@@ -475,6 +498,13 @@ impl Catalog {
             "a table is created by a transaction"
         );
         let _ddl = self.ddl.lock();
+        if self.indexes.read().contains_key(name) {
+            return if if_not_exists {
+                Ok(None)
+            } else {
+                Err(CatalogError::RelationExists(name.to_string()))
+            };
+        }
         if let Some(existing) = self.tables.read().get(name) {
             return match existing.creator() {
                 Some(creator) if creator != xid => {
@@ -495,41 +525,7 @@ impl Catalog {
                 });
             }
         }
-        let mut numbered = self.numbered_up_to.lock();
-        let existing = self.tables.read();
-        let oid = existing
-            .values()
-            .map(|t| t.oid)
-            .chain([numbered.0])
-            .max()
-            .unwrap_or(0)
-            + 1;
-        let mut rel = existing
-            .values()
-            .map(|t| t.heap.rel)
-            .chain([numbered.1])
-            .max()
-            .map_or(FIRST_USER_REL, |r| r + 1)
-            .max(FIRST_USER_REL);
-        drop(existing);
-        // Skip numbers whose files exist (left by a crash between creating
-        // them and writing the catalog row, or a table a damaged catalog
-        // lost: not ours to remove) or whose blocks are still in the pool
-        // (a dropped table's, pinned for a moment when it was dropped).
-        let relation = loop {
-            let relation = s.pool().relation(rel);
-            let has_files = crate::storage::Fork::ALL
-                .iter()
-                .any(|&f| relation.exists(f));
-            if !has_files && s.pool().relation_buffers(rel).0 == 0 {
-                break relation;
-            }
-            rel = rel
-                .checked_add(1)
-                .ok_or_else(|| CatalogError::Damaged("relation numbers are used up".to_string()))?;
-        };
-        *numbered = (oid, rel);
-        drop(numbered);
+        let (oid, rel, relation) = self.allocate_numbers(s)?;
         log_smgr(heap.wal(), SMGR_CREATE, rel)?;
         relation.create(crate::storage::Fork::Main)?;
         // From here on a failure removes the file again (nothing else
@@ -555,6 +551,45 @@ impl Catalog {
             .write()
             .insert(name.to_string(), Arc::clone(&def));
         Ok(Some(def))
+    }
+
+    /// An oid and a relation number for a new table or index, above every
+    /// one in use or used since the catalog was loaded, and the relation
+    /// (no file yet). The caller holds the DDL lock.
+    fn allocate_numbers(
+        &self,
+        s: &mut BufferSession,
+    ) -> Result<(u32, u32, Arc<crate::storage::SmgrRelation>), CatalogError> {
+        let mut numbered = self.numbered_up_to.lock();
+        let (mut oid, mut rel) = *numbered;
+        for t in self.tables.read().values() {
+            oid = oid.max(t.oid);
+            rel = rel.max(t.heap.rel);
+        }
+        for i in self.indexes.read().values() {
+            oid = oid.max(i.oid);
+            rel = rel.max(i.rel);
+        }
+        let oid = oid + 1;
+        let mut rel = (rel + 1).max(FIRST_USER_REL);
+        // Skip numbers whose files exist (left by a crash between creating
+        // them and writing the catalog row, or a table a damaged catalog
+        // lost: not ours to remove) or whose blocks are still in the pool
+        // (a dropped table's, pinned for a moment when it was dropped).
+        let relation = loop {
+            let relation = s.pool().relation(rel);
+            let has_files = crate::storage::Fork::ALL
+                .iter()
+                .any(|&f| relation.exists(f));
+            if !has_files && s.pool().relation_buffers(rel).0 == 0 {
+                break relation;
+            }
+            rel = rel
+                .checked_add(1)
+                .ok_or_else(|| CatalogError::Damaged("relation numbers are used up".to_string()))?;
+        };
+        *numbered = (oid, rel);
+        Ok((oid, rel, relation))
     }
 
     /// Inserts a new table's catalog rows as written by (`xid`, `cid`),
@@ -724,6 +759,7 @@ impl Catalog {
             }
             std::thread::sleep(DROP_PIN_POLL);
         }
+        self.drop_indexes_of(s, heap, &def)?;
         for &(rel, tid) in &def.rows {
             let table = if rel == TABLES_REL {
                 tables_heap()

@@ -1,0 +1,392 @@
+//! Indexes in the catalog: one row each in relation 3, cached by name.
+//!
+//! An index row names its table by oid and its key as text, one entry per
+//! key column: the column's number (from 1), then `d` if descending and
+//! `f` if NULLs come first (`"2,1d"`: the second column ascending, then
+//! the first descending with NULLs first, PostgreSQL's default for DESC).
+//!
+//! CREATE INDEX is not transactional here: it runs outside transaction
+//! blocks, builds the index under the table's exclusive `in_use` lock (no
+//! statement uses the table meanwhile), and then inserts its row with the
+//! frozen transaction id and makes the log durable up to it before the
+//! index is published, so that from then on it survives a crash as a
+//! committed one does. A crash before leaves a file no row names, which
+//! start-up removes (as it removes the file of a table whose creation did
+//! not commit). DROP INDEX is the reverse, as DROP TABLE is.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::btree::{IndexDesc, KeySpec};
+use crate::buffer::BufferSession;
+use crate::heap::tuple::encode;
+use crate::heap::{Heap, HeapError, HeapTable, InsertState, Tid};
+use crate::txn::FROZEN_XID;
+use crate::types::{ColumnType, Value};
+use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
+
+use super::{log_smgr, scan_rows, Catalog, CatalogError, TableDef, DROP_WAIT, INDEXES_REL};
+
+/// A key column of an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexColumn {
+    /// The table column (0-based).
+    pub column: usize,
+    pub desc: bool,
+    pub nulls_first: bool,
+}
+
+/// An index, as the catalog knows it.
+#[derive(Debug)]
+pub struct IndexDef {
+    pub oid: u32,
+    pub name: String,
+    pub table_oid: u32,
+    pub rel: u32,
+    pub unique: bool,
+    pub primary: bool,
+    pub columns: Vec<IndexColumn>,
+    /// Where its catalog row is (None until published).
+    row: parking_lot::Mutex<Option<Tid>>,
+}
+
+const FLAG_UNIQUE: i32 = 1;
+const FLAG_PRIMARY: i32 = 2;
+
+impl IndexDef {
+    /// What the B-tree needs to know of the index on `table`.
+    pub fn desc(&self, table: &TableDef) -> IndexDesc {
+        IndexDesc {
+            name: self.name.clone(),
+            rel: self.rel,
+            spec: KeySpec {
+                types: self
+                    .columns
+                    .iter()
+                    .map(|c| table.columns[c.column].ty)
+                    .collect(),
+                desc: self.columns.iter().map(|c| c.desc).collect(),
+                nulls_first: self.columns.iter().map(|c| c.nulls_first).collect(),
+            },
+            unique: self.unique,
+            column_names: self
+                .columns
+                .iter()
+                .map(|c| table.columns[c.column].name.clone())
+                .collect(),
+        }
+    }
+
+    /// The key of a table row.
+    pub fn key_of(&self, row: &[Value]) -> Vec<Value> {
+        self.columns.iter().map(|c| row[c.column].clone()).collect()
+    }
+
+    fn keys_text(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}{}{}",
+                    c.column + 1,
+                    if c.desc { "d" } else { "" },
+                    if c.nulls_first { "f" } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn parse_keys(text: &str, ncolumns: usize) -> Option<Vec<IndexColumn>> {
+        text.split(',')
+            .map(|part| {
+                let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+                let rest = &part[digits.len()..];
+                let n: usize = digits.parse().ok()?;
+                if n == 0 || n > ncolumns || !matches!(rest, "" | "d" | "f" | "df") {
+                    return None;
+                }
+                Some(IndexColumn {
+                    column: n - 1,
+                    desc: rest.contains('d'),
+                    nulls_first: rest.contains('f'),
+                })
+            })
+            .collect()
+    }
+}
+
+pub(super) fn indexes_heap() -> HeapTable {
+    HeapTable {
+        name: "catalog indexes".into(),
+        rel: INDEXES_REL,
+        types: vec![
+            ColumnType::Integer,
+            ColumnType::Text,
+            ColumnType::Integer,
+            ColumnType::Integer,
+            ColumnType::Integer,
+            ColumnType::Text,
+        ],
+        fillfactor: 100,
+    }
+}
+
+/// Loads the index rows, checking each against its table. A data
+/// directory made before indexes existed gets its (empty) relation.
+pub(super) fn load(
+    s: &mut BufferSession,
+    heap: &Heap,
+    tables: &BTreeMap<String, Arc<TableDef>>,
+    numbered_up_to: &mut (u32, u32),
+    rels: &mut std::collections::BTreeSet<u32>,
+    lenient: bool,
+) -> Result<BTreeMap<String, Arc<IndexDef>>, CatalogError> {
+    let relation = s.pool().relation(INDEXES_REL);
+    if !relation.exists(crate::storage::Fork::Main) {
+        relation.create(crate::storage::Fork::Main)?;
+    }
+    let by_oid: BTreeMap<u32, &Arc<TableDef>> = tables.values().map(|t| (t.oid, t)).collect();
+    let mut indexes = BTreeMap::new();
+    for (tid, v) in scan_rows(s, heap, &indexes_heap())? {
+        let [Value::Integer(oid), Value::Text(name), Value::Integer(table_oid), Value::Integer(rel), Value::Integer(flags), Value::Text(keys)] =
+            &v[..]
+        else {
+            return Err(CatalogError::Damaged(format!("index row {v:?}")));
+        };
+        numbered_up_to.0 = numbered_up_to.0.max(*oid as u32);
+        numbered_up_to.1 = numbered_up_to.1.max(*rel as u32);
+        let table = by_oid.get(&(*table_oid as u32));
+        let columns = table.and_then(|t| IndexDef::parse_keys(keys, t.columns.len()));
+        let problem = match (table, &columns) {
+            (None, _) => Some(format!(
+                "names table oid {table_oid}, which is not in the catalog"
+            )),
+            (_, None) => Some(format!(
+                "has key \"{keys}\", which its table's columns do not match"
+            )),
+            _ if !rels.insert(*rel as u32) => {
+                Some(format!("has relation number {rel}, used twice"))
+            }
+            _ if indexes.contains_key(name) || tables.contains_key(name) => {
+                Some("has a name used twice".into())
+            }
+            _ => None,
+        };
+        if let Some(what) = problem {
+            let what = format!("index \"{name}\" {what}");
+            if !lenient {
+                return Err(CatalogError::Damaged(what));
+            }
+            log::warn!(
+                "the catalog is damaged: {what}; with zero_damaged_pages the index is left out"
+            );
+            continue;
+        }
+        let def = IndexDef {
+            oid: *oid as u32,
+            name: name.clone(),
+            table_oid: *table_oid as u32,
+            rel: *rel as u32,
+            unique: flags & FLAG_UNIQUE != 0,
+            primary: flags & FLAG_PRIMARY != 0,
+            columns: columns.expect("checked"),
+            row: parking_lot::Mutex::new(Some(tid)),
+        };
+        indexes.insert(name.clone(), Arc::new(def));
+    }
+    Ok(indexes)
+}
+
+impl Catalog {
+    /// The indexes of `table`, oldest first.
+    pub fn indexes_of(&self, table: &TableDef) -> Vec<Arc<IndexDef>> {
+        let mut found: Vec<_> = self
+            .indexes
+            .read()
+            .values()
+            .filter(|i| i.table_oid == table.oid)
+            .cloned()
+            .collect();
+        found.sort_by_key(|i| i.oid);
+        found
+    }
+
+    /// The index called `name`.
+    pub fn index(&self, name: &str) -> Result<Arc<IndexDef>, CatalogError> {
+        self.indexes
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CatalogError::NoSuchIndex(name.to_string()))
+    }
+
+    /// A name for a new index of `table` on `columns` as PostgreSQL
+    /// chooses one: `t_a_b_idx` (`_key` for a unique constraint, `_pkey`
+    /// for a primary key), with a number added if it is taken.
+    pub fn choose_index_name(&self, table: &str, columns: &[&str], suffix: &str) -> String {
+        let base = if suffix == "pkey" {
+            format!("{table}_pkey")
+        } else {
+            format!("{table}_{}_{suffix}", columns.join("_"))
+        };
+        let taken =
+            |n: &str| self.indexes.read().contains_key(n) || self.tables.read().contains_key(n);
+        if !taken(&base) {
+            return base;
+        }
+        (1..)
+            .map(|k| format!("{base}{k}"))
+            .find(|n| !taken(n))
+            .expect("some number is free")
+    }
+
+    /// Creates the file of a new index of `table` (empty, not yet in the
+    /// catalog: [`Catalog::publish_index`] adds it once built, or
+    /// [`Catalog::discard_index`] removes it). None if the name is taken
+    /// and `if_not_exists` was given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_index(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        name: &str,
+        table: &TableDef,
+        columns: Vec<IndexColumn>,
+        unique: bool,
+        primary: bool,
+        if_not_exists: bool,
+    ) -> Result<Option<Arc<IndexDef>>, CatalogError> {
+        let _ddl = self.ddl.lock();
+        if self.indexes.read().contains_key(name) || self.tables.read().contains_key(name) {
+            return if if_not_exists {
+                Ok(None)
+            } else {
+                Err(CatalogError::RelationExists(name.to_string()))
+            };
+        }
+        assert!(
+            !columns.is_empty() && columns.iter().all(|c| c.column < table.columns.len()),
+            "index {name} on columns {columns:?} of {}",
+            table.name()
+        );
+        let (oid, rel, relation) = self.allocate_numbers(s)?;
+        log_smgr(heap.wal(), SMGR_CREATE, rel)?;
+        relation.create(crate::storage::Fork::Main)?;
+        Ok(Some(Arc::new(IndexDef {
+            oid,
+            name: name.to_string(),
+            table_oid: table.oid,
+            rel,
+            unique,
+            primary,
+            columns,
+            row: parking_lot::Mutex::new(None),
+        })))
+    }
+
+    /// Adds a built index to the catalog (see the module comment): its
+    /// row, durable before it returns, and the cache.
+    pub fn publish_index(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        def: &Arc<IndexDef>,
+    ) -> Result<(), CatalogError> {
+        let _ddl = self.ddl.lock();
+        let flags =
+            if def.unique { FLAG_UNIQUE } else { 0 } | if def.primary { FLAG_PRIMARY } else { 0 };
+        let table = indexes_heap();
+        let values = [
+            Value::Integer(def.oid as i32),
+            Value::Text(def.name.clone()),
+            Value::Integer(def.table_oid as i32),
+            Value::Integer(def.rel as i32),
+            Value::Integer(flags),
+            Value::Text(def.keys_text()),
+        ];
+        let t = encode(&table.types, &values, FROZEN_XID, 0).map_err(HeapError::from)?;
+        let mut state = InsertState::default();
+        let tid = heap.insert(s, &table, &t, &mut state);
+        state.finish(s);
+        let tid = tid?;
+        let wal = heap.wal();
+        wal.flush(wal.insert_position())?;
+        *def.row.lock() = Some(tid);
+        self.indexes
+            .write()
+            .insert(def.name.clone(), Arc::clone(def));
+        Ok(())
+    }
+
+    /// Removes the file of an index that was never published (its build
+    /// failed).
+    pub fn discard_index(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        def: &IndexDef,
+    ) -> Result<(), CatalogError> {
+        assert!(def.row.lock().is_none(), "index {} is published", def.name);
+        log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
+        Self::remove_relation(s, heap, def.rel, std::time::Instant::now())
+    }
+
+    /// Drops an index: its row, buffers and file. The caller holds its
+    /// table's `in_use` lock exclusively. Returns false if it did not
+    /// exist and `if_exists` was given.
+    pub fn drop_index(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        name: &str,
+        if_exists: bool,
+    ) -> Result<bool, CatalogError> {
+        let _ddl = self.ddl.lock();
+        let def = match self.indexes.read().get(name) {
+            Some(def) => Arc::clone(def),
+            None if if_exists => return Ok(false),
+            None => return Err(CatalogError::NoSuchIndex(name.to_string())),
+        };
+        self.remove_index(s, heap, &def)?;
+        Ok(true)
+    }
+
+    /// [`Catalog::drop_index`] of every index of a table being dropped
+    /// (the caller holds the DDL lock and the table).
+    pub(super) fn drop_indexes_of(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        table: &TableDef,
+    ) -> Result<(), CatalogError> {
+        for def in self.indexes_of(table) {
+            self.remove_index(s, heap, &def)?;
+        }
+        Ok(())
+    }
+
+    fn remove_index(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        def: &IndexDef,
+    ) -> Result<(), CatalogError> {
+        let started = std::time::Instant::now();
+        while s.pool().relation_buffers(def.rel).1 > 0 {
+            if started.elapsed() >= DROP_WAIT {
+                return Err(CatalogError::InUse(def.name.clone()));
+            }
+            std::thread::sleep(super::DROP_PIN_POLL);
+        }
+        if let Some(tid) = *def.row.lock() {
+            heap.delete(s, &indexes_heap(), tid, FROZEN_XID, 0, None)?;
+        }
+        // As DROP TABLE: the row's deletion and the file's removal are
+        // durable before the file goes.
+        let lsn = log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
+        heap.wal().flush(lsn)?;
+        self.indexes.write().remove(&def.name);
+        Self::remove_relation(s, heap, def.rel, started)
+    }
+}
