@@ -289,6 +289,7 @@ impl Progress for TerminalProgress {
             ProgressUnit::Bytes => ("{bytes}/{total_bytes}", " {bytes_per_sec}"),
             // indicatif prints a unitless rate with four decimals.
             ProgressUnit::Blocks => ("{human_pos}/{human_len} blocks", ""),
+            ProgressUnit::Rows => ("{human_pos}/{human_len} rows", ""),
         };
         let bar = match total {
             Some(total) => {

@@ -331,7 +331,7 @@ struct Rows {
 }
 
 impl UniqueCheck for Rows {
-    fn liveness(&mut self, tid: Tid) -> Result<Liveness, BtreeError> {
+    fn liveness(&mut self, _: &mut BufferSession, tid: Tid) -> Result<Liveness, BtreeError> {
         Ok(match self.running {
             Some((t, xid)) if t == tid => Liveness::InProgress(xid),
             _ if self.dead.contains(&tid) => Liveness::Dead,

@@ -256,7 +256,7 @@ fn vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see(method: 
     let limits = s.stream_limits();
     let report = db
         .heap()
-        .vacuum(&mut s.buf, &table.heap, limits, &mut |_, _| {})
+        .vacuum(&mut s.buf, &table.heap, limits, false, &mut |_, _| {})
         .unwrap();
     assert_eq!(report.tuples_removed, 100);
     assert_eq!(report.tuples_kept, 1901);
@@ -271,7 +271,7 @@ fn vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see(method: 
     // A second vacuum skips the all-visible pages; a change clears a bit.
     let report = db
         .heap()
-        .vacuum(&mut s.buf, &table.heap, limits, &mut |_, _| {})
+        .vacuum(&mut s.buf, &table.heap, limits, false, &mut |_, _| {})
         .unwrap();
     assert_eq!(report.pages_skipped, report.pages - 1, "{report:?}");
     delete(&mut s, [Tid { block: 1, index: 0 }]);
@@ -300,7 +300,7 @@ fn a_row_inserted_while_vacuum_decides_keeps_the_page_from_being_all_visible(met
             let table = db.catalog().table("t").unwrap();
             let limits = s.stream_limits();
             db.heap()
-                .vacuum(&mut s.buf, &table.heap, limits, &mut |_, _| {})
+                .vacuum(&mut s.buf, &table.heap, limits, false, &mut |_, _| {})
                 .unwrap()
         })
     };

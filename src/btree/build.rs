@@ -161,7 +161,7 @@ impl Btree {
                 let tid = tid_of(&row);
                 row.pop();
                 if let Some(check) = check.as_deref_mut().filter(|_| idx.unique) {
-                    unique.add(idx, &row, tid, check)?;
+                    unique.add(s, idx, &row, tid, check)?;
                 }
                 let tuple = leaf_tuple(&spec, &row, tid)?;
                 if tuple.len() > MAX_TUPLE_SIZE {
@@ -373,6 +373,7 @@ struct UniqueGroups {
 impl UniqueGroups {
     fn add(
         &mut self,
+        s: &mut BufferSession,
         idx: &IndexDesc,
         values: &[Value],
         tid: Tid,
@@ -392,7 +393,7 @@ impl UniqueGroups {
         }
         let mut waits = 0;
         let lives = loop {
-            match check.liveness(tid)? {
+            match check.liveness(s, tid)? {
                 Liveness::Dead => break false,
                 Liveness::Live => break true,
                 Liveness::InProgress(_) if waits >= BUILD_WAITS_MAX => break true,

@@ -266,7 +266,7 @@ impl Btree {
             }
             let next = sp.next;
             for tid in tids {
-                match check.liveness(tid)? {
+                match check.liveness(s, tid)? {
                     Liveness::Dead => {}
                     Liveness::Live => {
                         if let Some(r) = right.take() {

@@ -210,7 +210,9 @@ pub enum Liveness {
 /// waiting for a transaction (the B-tree knows neither heap visibility
 /// nor locks).
 pub trait UniqueCheck {
-    fn liveness(&mut self, tid: Tid) -> Result<Liveness, BtreeError>;
+    /// Reads the row at `tid` (through the caller's session, which the
+    /// B-tree lends while it holds the index page).
+    fn liveness(&mut self, s: &mut BufferSession, tid: Tid) -> Result<Liveness, BtreeError>;
     fn wait_for(&mut self, xid: Xid) -> Result<(), BtreeError>;
 }
 

@@ -194,6 +194,16 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Memory a sort or a hash aggregation uses before it spills to temporary files in the data directory's tmp/",
     },
     SettingDef {
+        name: "maintenance_work_mem",
+        default: "64MB",
+        kind: Kind::Blocks {
+            min: 128,
+            max: 1 << 28,
+        },
+        context: Context::Session,
+        description: "Memory CREATE INDEX sorts its keys in before it spills to temporary files in the data directory's tmp/",
+    },
+    SettingDef {
         name: "io_direct",
         default: "off",
         kind: Kind::Enum(&["off", "data", "wal", "data+wal"]),
@@ -706,6 +716,11 @@ impl Settings {
 
     pub fn io_max_combine_limit(&self) -> usize {
         self.integer("io_max_combine_limit") as usize
+    }
+
+    /// `maintenance_work_mem` in bytes.
+    pub fn maintenance_work_mem_bytes(&self) -> usize {
+        self.integer("maintenance_work_mem") as usize * BLOCK_SIZE_BYTES as usize
     }
 
     /// `work_mem` in bytes.

@@ -199,6 +199,7 @@ pub struct Database {
     pool: Arc<BufferPool>,
     txn: Arc<TxnManager>,
     heap: Heap,
+    btree: crate::btree::Btree,
     catalog: Catalog,
     wal: Arc<Wal>,
     /// Held shared by a commit from logging its end until the commit log
@@ -392,6 +393,7 @@ impl Database {
             pool,
             txn,
             heap,
+            btree: crate::btree::Btree::new(Arc::clone(&wal)),
             catalog,
             wal,
             commit_gate: parking_lot::RwLock::new(()),
@@ -552,6 +554,10 @@ impl Database {
 
     pub fn heap(&self) -> &Heap {
         &self.heap
+    }
+
+    pub fn btree(&self) -> &crate::btree::Btree {
+        &self.btree
     }
 
     pub fn catalog(&self) -> &Catalog {

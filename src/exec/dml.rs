@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use super::expr::EvalContext;
+use super::index::TableIndexes;
 use super::plan::{drain, passes, ExecCx, Flow, NodeCounts, PlanNode};
 use super::scan::SeqScanNode;
 use super::{ExecError, Expr, Outcome};
@@ -102,6 +103,11 @@ pub(crate) struct InsertSink {
     /// ends.
     batch: Vec<u8>,
     batch_ends: Vec<usize>,
+    /// The table's indexes, and the gathered rows for their entries
+    /// (kept only if there are indexes).
+    indexes: TableIndexes,
+    batch_rows: Vec<Vec<Value>>,
+    tids: Vec<Tid>,
 }
 
 impl InsertSink {
@@ -112,7 +118,11 @@ impl InsertSink {
         bulk: bool,
     ) -> InsertSink {
         let db = Arc::clone(s.db());
+        let indexes = TableIndexes::of(&db, &table);
         InsertSink {
+            indexes,
+            batch_rows: Vec::new(),
+            tids: Vec::new(),
             state: if bulk {
                 InsertState::bulk(db.pool().nbuffers())
             } else {
@@ -135,6 +145,9 @@ impl InsertSink {
     pub(crate) fn push_row(&mut self, row: &[Value]) -> Result<(), ExecError> {
         encode_row(&self.table, row, self.xid, self.cid, &mut self.batch)?;
         self.batch_ends.push(self.batch.len());
+        if !self.indexes.is_empty() {
+            self.batch_rows.push(row.to_vec());
+        }
         Ok(())
     }
 
@@ -163,12 +176,25 @@ impl InsertSink {
             tuples.push(&self.batch[start..end]);
             start = end;
         }
-        self.db
-            .heap()
-            .insert_batch(&mut s.buf, &self.table.heap, &tuples, &mut self.state)?;
+        self.tids.clear();
+        self.db.heap().insert_batch(
+            &mut s.buf,
+            &self.table.heap,
+            &tuples,
+            &mut self.state,
+            &mut self.tids,
+        )?;
+        debug_assert_eq!(self.tids.len(), tuples.len(), "a TID for each tuple");
+        // The index entries come after the rows are in the heap: a unique
+        // check looks at the rows an equal key points to.
+        for (row, &tid) in self.batch_rows.iter().zip(&self.tids) {
+            self.indexes
+                .insert_row(&self.db, &mut s.buf, &self.table, row, tid, self.xid)?;
+        }
         self.inserted += tuples.len() as u64;
         self.batch.clear();
         self.batch_ends.clear();
+        self.batch_rows.clear();
         Ok(())
     }
 
@@ -323,6 +349,7 @@ pub(crate) fn run_update(
     let (xid, cid) = s.xid(snap)?;
     let db = Arc::clone(s.db());
     let table = Arc::clone(&plan.target.table);
+    let indexes = TableIndexes::of(&db, &table);
     let mut state = InsertState::default();
     let assignments = &plan.assignments;
     let result = change_rows(
@@ -352,6 +379,10 @@ pub(crate) fn run_update(
                     db.heap()
                         .try_delete(&mut s.buf, &table.heap, tid, xid, cid, Some(new_tid))?;
                 if outcome == DeleteOutcome::Deleted {
+                    // Every version gets its entries (no HOT updates), after
+                    // the old one is marked: a unique check must see it
+                    // deleted by us, not live.
+                    indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, xid)?;
                     return Ok(true);
                 }
                 // The new version must not survive: this command inserted and

@@ -63,6 +63,7 @@ pub mod copy;
 pub mod dml;
 pub mod explain;
 pub mod expr;
+pub mod index;
 pub mod join;
 pub mod nodes;
 pub mod partition;
@@ -192,6 +193,8 @@ pub enum ExecError {
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error(transparent)]
+    Index(#[from] crate::btree::BtreeError),
+    #[error(transparent)]
     Xact(#[from] XactError),
     /// A broken invariant of the executor itself (never the user's input).
     #[error("internal error in the executor: {0}")]
@@ -303,17 +306,32 @@ pub fn vacuum(
         // The task begins when vacuum knows the table's size.
         let mut unstarted = Some(&mut *progress);
         let mut task = None;
-        let result = db
-            .heap()
-            .vacuum(&mut session.buf, &table.heap, limits, &mut |done, total| {
+        let indexes = db.catalog().indexes_of(table);
+        let result = db.heap().vacuum(
+            &mut session.buf,
+            &table.heap,
+            limits,
+            !indexes.is_empty(),
+            &mut |done, total| {
                 task.get_or_insert_with(|| {
                     let progress = unstarted.take().expect("the task begins once");
                     progress::Task::begin(progress, &name, Some(total.into()), ProgressUnit::Blocks)
                 })
                 .update(done.into())
-            });
+            },
+        );
         drop(task);
         let mut report = result?;
+        if !report.dead.is_empty() {
+            // The index entries go before the line pointers are freed: a
+            // freed one may hold another row at once.
+            let mut dead = std::mem::take(&mut report.dead);
+            dead.sort_unstable();
+            index::vacuum_indexes(&db, &mut session.buf, table, &dead, limits)?;
+            report.tuples_removed += db
+                .heap()
+                .remove_dead(&mut session.buf, &table.heap, &dead)?;
+        }
         drop(_held);
         if report.empty_pages_at_end > 0 {
             report.pages_truncated = truncate_empty_tail(session, table, &report, limits)?;

@@ -89,7 +89,13 @@ impl PlanNode for ResultNode {
     }
 
     fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
-        out.extend(self.calls.iter().map(|c| Arc::clone(&c.table)));
+        // verify_index holds its table exclusively itself.
+        out.extend(
+            self.calls
+                .iter()
+                .filter(|c| c.utility != super::views::Utility::VerifyIndex)
+                .map(|c| Arc::clone(&c.table)),
+        );
     }
 }
 

@@ -9,6 +9,8 @@ pub enum ProgressUnit {
     Bytes,
     /// Blocks of a table processed (VACUUM).
     Blocks,
+    /// Rows processed (CREATE INDEX).
+    Rows,
 }
 
 /// Receives the progress of one task at a time.

@@ -290,10 +290,15 @@ pub enum Utility {
     /// `read_stream_for_blocks('t', ARRAY[…])`: reads those blocks, in
     /// that order, through one read stream; returns one row of its figures.
     ReadStreamForBlocks,
+    /// `verify_index('i')`: checks index `i`'s structure and that it holds
+    /// exactly the table's rows (`exec::index::verify_index`); returns
+    /// the number of entries, or fails naming the damage.
+    VerifyIndex,
 }
 
 const PREWARM: &[ColumnSpec] = &[("prewarm", ColumnType::BigInt)];
 const EVICT_RELATION: &[ColumnSpec] = &[("evict_relation", ColumnType::BigInt)];
+const VERIFY_INDEX: &[ColumnSpec] = &[("verify_index", ColumnType::BigInt)];
 const READ_STREAM_FOR_BLOCKS: &[ColumnSpec] = &[
     ("blocks", ColumnType::BigInt),
     ("hits", ColumnType::BigInt),
@@ -306,10 +311,11 @@ const READ_STREAM_FOR_BLOCKS: &[ColumnSpec] = &[
 
 impl Utility {
     /// Every utility function.
-    pub const ALL: [Utility; 3] = [
+    pub const ALL: [Utility; 4] = [
         Utility::Prewarm,
         Utility::EvictRelation,
         Utility::ReadStreamForBlocks,
+        Utility::VerifyIndex,
     ];
 
     /// The utility function called `name`, if any.
@@ -323,6 +329,7 @@ impl Utility {
             Utility::Prewarm => "prewarm",
             Utility::EvictRelation => "evict_relation",
             Utility::ReadStreamForBlocks => "read_stream_for_blocks",
+            Utility::VerifyIndex => "verify_index",
         }
     }
 
@@ -332,6 +339,7 @@ impl Utility {
             Utility::Prewarm => "prewarm('table')",
             Utility::EvictRelation => "evict_relation('table')",
             Utility::ReadStreamForBlocks => "read_stream_for_blocks('table', ARRAY[block, …])",
+            Utility::VerifyIndex => "verify_index('index')",
         }
     }
 
@@ -341,6 +349,7 @@ impl Utility {
             Utility::Prewarm => PREWARM,
             Utility::EvictRelation => EVICT_RELATION,
             Utility::ReadStreamForBlocks => READ_STREAM_FOR_BLOCKS,
+            Utility::VerifyIndex => VERIFY_INDEX,
         }
     }
 }
@@ -348,7 +357,11 @@ impl Utility {
 /// A call of a utility function.
 pub struct UtilityCall {
     pub utility: Utility,
+    /// The table it works on (`verify_index`'s: the index's table, which
+    /// it holds exclusively itself rather than shared with the statement).
     pub table: Arc<TableDef>,
+    /// The index (`verify_index` only).
+    pub index: Option<String>,
     /// Blocks to read (`read_stream_for_blocks` only).
     pub blocks: Vec<u32>,
 }
@@ -359,6 +372,10 @@ impl UtilityCall {
         let rel = self.table.heap.rel;
         let limits = s.stream_limits();
         Ok(match self.utility {
+            Utility::VerifyIndex => {
+                let name = self.index.as_deref().unwrap_or_default();
+                vec![big(super::index::verify_index(s, name)?)]
+            }
             Utility::Prewarm => {
                 let report = crate::tools::prewarm(&mut s.buf, rel, Fork::Main, limits)?;
                 vec![big(report.blocks)]

@@ -829,7 +829,7 @@ impl InsertState {
 }
 
 /// What vacuum did to one table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VacuumReport {
     pub pages: u32,
     /// Pages skipped because the map said all-visible.
@@ -842,6 +842,11 @@ pub struct VacuumReport {
     pub empty_pages_at_end: u32,
     /// Pages cut off the end.
     pub pages_truncated: u32,
+    /// Dead tuples found but left in place, when vacuum was asked to
+    /// defer their removal (a table with indexes: their entries go first,
+    /// then [`Heap::remove_dead`] frees the line pointers).
+    #[serde(skip)]
+    pub dead: Vec<Tid>,
 }
 
 /// What a scan callback wants next.
@@ -932,6 +937,18 @@ impl HeapScan {
         heap: &Heap,
         s: &mut BufferSession,
         snap: &Snapshot,
+        f: impl FnMut(Tid, &[u8]) -> ScanControl,
+    ) -> Result<bool, HeapError> {
+        let mut visibility = Visibility::new(&heap.txn, snap);
+        self.next_page_where(s, |h| visibility.is_visible(h), f)
+    }
+
+    /// [`HeapScan::next_page`] with the tuples `keep` says, whatever the
+    /// page's all-visible flag (a build wants tuples no snapshot sees).
+    fn next_page_where(
+        &mut self,
+        s: &mut BufferSession,
+        mut keep: impl FnMut(&TupleHeader) -> bool,
         mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
     ) -> Result<bool, HeapError> {
         let (id, block, from) = match self.paused.take() {
@@ -946,12 +963,11 @@ impl HeapScan {
             Some(self.rel),
             "a scan's stream read another relation"
         );
-        let mut visibility = Visibility::new(&heap.txn, snap);
         let stopped_after = s.with_page(id, |page| {
             let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
             for index in from..line_pointer_count(page) {
                 let Some(t) = item(page, index) else { continue };
-                if !all_visible && !visibility.is_visible(&TupleHeader::read(t)) {
+                if !all_visible && !keep(&TupleHeader::read(t)) {
                     continue;
                 }
                 let tid = Tid {
@@ -983,10 +999,20 @@ impl HeapScan {
     }
 }
 
+/// Dead to every snapshot there is or will be: inserted by an aborted
+/// transaction, or deleted by one that committed before the oldest
+/// snapshot's horizon `oldest` (what vacuum removes).
+fn dead_to_everyone(txn: &TxnManager, oldest: Xid, h: &TupleHeader) -> bool {
+    txn.status(h.xmin) == XidStatus::Aborted
+        || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
+}
+
 /// What vacuum changes on one page.
 #[derive(Default)]
 struct PagePlan {
     remove: Vec<u16>,
+    /// Dead tuples left for later (see [`VacuumReport::dead`]).
+    deferred: Vec<u16>,
     clear_xmax: Vec<u16>,
     set_all_visible: bool,
     /// Tuples that stay.
@@ -1135,7 +1161,9 @@ impl Heap {
         state: &mut InsertState,
     ) -> Result<Tid, HeapError> {
         for _ in 0..INSERT_EXTENSIONS_MAX {
-            if let Some((tid, placed)) = self.insert_once(s, table, &[tuple], state)? {
+            if let Some((tid, placed)) =
+                self.insert_once(s, table, &[tuple], state, &mut Vec::new())?
+            {
                 debug_assert_eq!(placed, 1);
                 return Ok(tid);
             }
@@ -1149,18 +1177,20 @@ impl Heap {
     /// Inserts encoded tuples of one transaction as a bulk load does
     /// (COPY; PostgreSQL's heap_multi_insert): as many as fit go onto a
     /// page together, under one lock and with one WAL record per page,
-    /// instead of one lock and one record per tuple.
+    /// instead of one lock and one record per tuple. `tids` receives
+    /// where each went, in order (for index entries).
     pub fn insert_batch(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         tuples: &[&[u8]],
         state: &mut InsertState,
+        tids: &mut Vec<Tid>,
     ) -> Result<(), HeapError> {
         let mut done = 0;
         let mut tries_without_room = 0;
         while done < tuples.len() {
-            match self.insert_once(s, table, &tuples[done..], state)? {
+            match self.insert_once(s, table, &tuples[done..], state, tids)? {
                 Some((_, placed)) => {
                     debug_assert!(placed >= 1 && done + placed <= tuples.len());
                     done += placed;
@@ -1191,6 +1221,7 @@ impl Heap {
         table: &HeapTable,
         tuples: &[&[u8]],
         state: &mut InsertState,
+        placed_tids: &mut Vec<Tid>,
     ) -> Result<Option<(Tid, usize)>, HeapError> {
         let rs = self.rel_state(table.rel);
         let need_of = |tuple: &[u8]| tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
@@ -1226,22 +1257,26 @@ impl Heap {
             }
             let applied = match fitting(page) {
                 0 => None,
-                1 => Some((
-                    apply_logged(
+                1 => {
+                    let applied = apply_logged(
                         wal,
                         page,
                         rel,
                         block,
                         xid,
                         &PageChange::Insert { tuple: tuples[0] },
-                    )?,
-                    1,
-                )),
+                    )?;
+                    indexes.clear();
+                    indexes.push(applied.index.expect("insert reports its index"));
+                    Some((applied, 1))
+                }
                 n => Some((
                     apply_logged_multi(wal, page, rel, block, xid, &tuples[..n], &mut indexes)?,
                     n,
                 )),
             };
+            let placed_at: Vec<Tid> = indexes.iter().map(|&index| Tid { block, index }).collect();
+            let applied = applied.map(|(a, n)| (a, n, placed_at));
             Ok::<_, WalError>((applied, free_space(page)))
         };
         // The block we hold, then the shared hint, then the free-space
@@ -1286,8 +1321,9 @@ impl Heap {
                 break;
             };
             let (applied, room) = s.modify_page(id, |page| place(page, block))?;
-            if let Some((applied, placed)) = applied {
+            if let Some((applied, placed, at)) = applied {
                 self.clear_vm_bit(s, table.rel, block, applied)?;
+                placed_tids.extend_from_slice(&at);
                 return Ok(Some((
                     Tid {
                         block,
@@ -1360,12 +1396,13 @@ impl Heap {
         };
         state.current = Some((id, block));
         rs.insert_block.store(block, Ordering::Relaxed);
-        let Some((applied, placed)) = applied else {
+        let Some((applied, placed, at)) = applied else {
             state.finish(s);
             fsm::record(s, table.rel, &[(block, room)], &rs.fsm, &rs.extension)?;
             return Ok(None);
         };
         self.clear_vm_bit(s, table.rel, block, applied)?;
+        placed_tids.extend_from_slice(&at);
         Ok(Some((
             Tid {
                 block,
@@ -1580,16 +1617,55 @@ impl Heap {
         result.map(|()| stats)
     }
 
+    /// Calls `f` with each tuple some transaction may still see: every
+    /// one but those inserted by aborted transactions and those deleted
+    /// by one that committed before the oldest snapshot (what vacuum
+    /// removes). What an index build indexes: rows of transactions still
+    /// running are in, in case they commit. `f` runs under the page's
+    /// shared lock.
+    pub fn scan_all_not_dead(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        limits: StreamLimits,
+        mut f: impl FnMut(Tid, &[u8]),
+    ) -> Result<(), HeapError> {
+        let oldest = self.txn.oldest_xmin();
+        let mut scan = HeapScan::begin(s, table, limits)?;
+        let result = loop {
+            match scan.next_page_where(
+                s,
+                |h| !dead_to_everyone(&self.txn, oldest, h),
+                |tid, t| {
+                    f(tid, t);
+                    ScanControl::Continue
+                },
+            ) {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        scan.end(s);
+        result
+    }
+
     /// Removes tuples no transaction can see any more, and marks pages
     /// whose every tuple everyone sees as all-visible. Reads the table
     /// through a read stream whose callback skips pages the map says are
     /// all-visible. `progress` hears (blocks done, blocks in all) after
     /// each page, skipped ones included.
+    ///
+    /// With `defer_removal` (a table with indexes) dead tuples stay where
+    /// they are and are listed in the report: an index entry may point at
+    /// one, and its line pointer must not be reused for another row until
+    /// the entry is gone. A page holding one is not set all-visible.
     pub fn vacuum(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         limits: StreamLimits,
+        defer_removal: bool,
         progress: &mut dyn FnMut(u32, u32),
     ) -> Result<VacuumReport, HeapError> {
         let rs = self.rel_state(table.rel);
@@ -1649,9 +1725,7 @@ impl Heap {
                     h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted;
                 // Dead to everyone: inserted by an aborted transaction, or
                 // deleted by one that committed before the oldest snapshot.
-                if txn.status(h.xmin) == XidStatus::Aborted
-                    || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
-                {
+                if dead_to_everyone(txn, oldest, &h) {
                     plan.remove.push(index as u16);
                     continue;
                 }
@@ -1662,6 +1736,10 @@ impl Heap {
                 all_visible &= h.xmin < oldest
                     && txn.did_commit(h.xmin)
                     && (h.xmax == INVALID_XID || xmax_aborted);
+            }
+            if defer_removal {
+                all_visible &= plan.remove.is_empty();
+                plan.deferred = std::mem::take(&mut plan.remove);
             }
             plan.set_all_visible = all_visible && page_flags(page) & PD_ALL_VISIBLE == 0;
             plan
@@ -1736,6 +1814,9 @@ impl Heap {
             s.release(id);
             report.tuples_removed += plan.remove.len() as u64;
             report.tuples_kept += plan.kept;
+            report
+                .dead
+                .extend(plan.deferred.iter().map(|&index| Tid { block, index }));
             free_space_by_block.push((block, room));
             if plan.kept > 0 {
                 empty_from = block + 1;
@@ -1794,6 +1875,70 @@ impl Heap {
             s.release(id);
         }
         vm::clear(s, &self.wal, table.rel, &flag_gone)
+    }
+
+    /// The header of the tuple at `tid`, or None if its line pointer holds
+    /// none (removed, or past the page's end): for a unique index's check
+    /// of a row with an equal key.
+    pub fn header_at(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tid: Tid,
+    ) -> Result<Option<TupleHeader>, HeapError> {
+        let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
+        let header = s.with_page(id, |page| {
+            item(page, tid.index as usize)
+                .filter(|t| t.len() >= tuple::TUPLE_HEADER_SIZE)
+                .map(TupleHeader::read)
+        });
+        s.release(id);
+        Ok(header)
+    }
+
+    /// Frees the line pointers of dead tuples a deferring vacuum listed
+    /// ([`VacuumReport::dead`]), once no index entry points at them any
+    /// more. A tuple dead to everyone stays so, so they are removed
+    /// without another look at their visibility. Returns how many went.
+    pub fn remove_dead(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        dead: &[Tid],
+    ) -> Result<u64, HeapError> {
+        debug_assert!(dead.windows(2).all(|w| w[0] < w[1]), "dead tuples unsorted");
+        let rs = self.rel_state(table.rel);
+        let wal = self.page_wal(&rs, 0);
+        let mut removed = 0;
+        let mut room_by_block = Vec::new();
+        for group in dead.chunk_by(|a, b| a.block == b.block) {
+            let block = group[0].block;
+            let remove: Vec<u16> = group.iter().map(|t| t.index).collect();
+            let id = s.read_buffer(table.rel, Fork::Main, block)?;
+            let changed = s.modify_page(id, |page| {
+                for &index in &remove {
+                    assert!(
+                        item(page, index as usize).is_some(),
+                        "dead tuple {block}/{index} of {} went before its index entries",
+                        table.name
+                    );
+                }
+                apply_logged(
+                    wal,
+                    page,
+                    table.rel,
+                    block,
+                    0,
+                    &PageChange::Prune { remove: &remove },
+                )
+                .map(|_| free_space(page))
+            });
+            s.release(id);
+            room_by_block.push((block, changed?));
+            removed += remove.len() as u64;
+        }
+        fsm::record(s, table.rel, &room_by_block, &rs.fsm, &rs.extension)?;
+        Ok(removed)
     }
 
     /// Cuts pages holding no tuple off the end of the table, as VACUUM

@@ -257,6 +257,9 @@ fn dispatch(
                 explain_options(&cx, statement, *analyze, options.as_deref().unwrap_or(&[]))?;
             in_statement(s, |s, snapshot| explain(&cx, s, snapshot, inner, &opts))
         }
+        Statement::CreateIndex(ci) => io.with_progress(|progress| {
+            utility(s, |s| super::ddl::create_index(&cx, s, ci, progress))
+        }),
         Statement::CreateTable(ct) => {
             in_statement(s, |s, snapshot| create_table(&cx, s, snapshot, ct))
         }
@@ -270,13 +273,18 @@ fn dispatch(
             temporary,
             table,
         } => {
-            if *object_type != ObjectType::Table {
-                return Err(cx.unsupported(statement.span(), format!("DROP {object_type}")));
-            }
             if *cascade || *purge || *temporary || table.is_some() {
-                return Err(cx.unsupported(statement.span(), "this form of DROP TABLE"));
+                return Err(
+                    cx.unsupported(statement.span(), format!("this form of DROP {object_type}"))
+                );
             }
-            utility(s, |s| drop_tables(&cx, s, names, *if_exists))
+            match object_type {
+                ObjectType::Table => utility(s, |s| drop_tables(&cx, s, names, *if_exists)),
+                ObjectType::Index => {
+                    utility(s, |s| super::ddl::drop_indexes(&cx, s, names, *if_exists))
+                }
+                _ => Err(cx.unsupported(statement.span(), format!("DROP {object_type}"))),
+            }
         }
         Statement::Set(set) => {
             let Set::SingleAssignment {

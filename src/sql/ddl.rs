@@ -1,8 +1,10 @@
-//! DDL and maintenance: CREATE TABLE, DROP TABLE, VACUUM.
+//! DDL and maintenance: CREATE TABLE, DROP TABLE, CREATE INDEX, DROP
+//! INDEX, VACUUM.
 //!
 //! CREATE TABLE is transactional (see `catalog`): inside a block the table
 //! is the block's until it commits, and a COPY into it in the same block
-//! skips the WAL. DROP TABLE and VACUUM run outside transaction blocks
+//! skips the WAL. DROP TABLE, CREATE INDEX, DROP INDEX and VACUUM run
+//! outside transaction blocks
 //! only: a drop takes effect at once, and VACUUM must see the horizon of
 //! the whole system, not of a transaction of its own.
 
@@ -228,4 +230,117 @@ pub(crate) fn vacuum(
         notices,
         ..StatementResult::tag("VACUUM")
     })
+}
+
+/// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t [USING btree]
+/// (col [ASC | DESC] [NULLS FIRST | LAST], …)`.
+pub(crate) fn create_index(
+    cx: &StmtCx,
+    s: &mut Session,
+    ci: &ast::CreateIndex,
+    progress: &mut dyn exec::Progress,
+) -> Result<StatementResult, SqlError> {
+    let span = Span::empty();
+    let refuse = |what: &str| Err(cx.unsupported(span, what.to_string()));
+    if ci.concurrently {
+        return refuse("CREATE INDEX CONCURRENTLY");
+    }
+    if !ci.include.is_empty() {
+        return refuse("INCLUDE columns");
+    }
+    if ci.predicate.is_some() {
+        return refuse("partial indexes (CREATE INDEX … WHERE)");
+    }
+    if !ci.with.is_empty() || !ci.index_options.is_empty() || !ci.alter_options.is_empty() {
+        return refuse("index options");
+    }
+    if ci.nulls_distinct == Some(false) {
+        return refuse("NULLS NOT DISTINCT");
+    }
+    if ci.r#async {
+        return refuse("CREATE INDEX ASYNC");
+    }
+    match &ci.using {
+        None | Some(ast::IndexType::BTree) => {}
+        Some(other) => return refuse(&format!("index access method {other}; only btree exists")),
+    }
+    s.require_no_block("CREATE INDEX")?;
+    let db = Arc::clone(s.db());
+    let table_name = object_name(cx, &ci.table_name)?;
+    let table = user_table(cx, &db, &table_name)?;
+    let mut columns = Vec::with_capacity(ci.columns.len());
+    for c in &ci.columns {
+        if c.operator_class.is_some() {
+            return refuse("operator classes");
+        }
+        let ast::Expr::Identifier(id) = &c.column.expr else {
+            return refuse("indexes on expressions");
+        };
+        let name = ident(id);
+        let column = table
+            .column_index(&name)
+            .ok_or_else(|| SqlError::UnknownColumn {
+                column: name.clone(),
+                relation: format!("table \"{}\"", table.name()),
+                at: cx.at(id.span),
+            })?;
+        let desc = match &c.column.options.sort {
+            None | Some(ast::OrderBySort::Asc) => false,
+            Some(ast::OrderBySort::Desc) => true,
+            Some(ast::OrderBySort::Using(_)) => return refuse("USING an operator in an index"),
+        };
+        columns.push(crate::catalog::IndexColumn {
+            column,
+            desc,
+            // PostgreSQL's default: NULLs sort as larger than any value,
+            // so first in a descending column.
+            nulls_first: c.column.options.nulls_first.unwrap_or(desc),
+        });
+    }
+    let name = ci.name.as_ref().map(|n| object_name(cx, n)).transpose()?;
+    let spec = exec::index::IndexSpec {
+        name,
+        columns,
+        unique: ci.unique,
+        primary: false,
+        if_not_exists: ci.if_not_exists,
+    };
+    let mut result = StatementResult::tag("CREATE INDEX");
+    let wanted = spec.name.clone();
+    if exec::index::create_index(s, &table, spec, progress)?.is_none() {
+        result.notices.push(format!(
+            "NOTICE: relation \"{}\" already exists, skipping",
+            wanted.unwrap_or_default()
+        ));
+    }
+    Ok(result)
+}
+
+/// `DROP INDEX [IF EXISTS] name, …`.
+pub(crate) fn drop_indexes(
+    cx: &StmtCx,
+    s: &mut Session,
+    names: &[ast::ObjectName],
+    if_exists: bool,
+) -> Result<StatementResult, SqlError> {
+    s.require_no_block("DROP INDEX")?;
+    let db = Arc::clone(s.db());
+    let mut indexes = Vec::with_capacity(names.len());
+    // Every name first: a missing one drops nothing.
+    for name in names {
+        let name = object_name(cx, name)?;
+        if db.catalog().index(&name).is_err() && !if_exists {
+            return Err(SqlError::UnknownIndex { name });
+        }
+        indexes.push(name);
+    }
+    let mut result = StatementResult::tag("DROP INDEX");
+    for name in indexes {
+        if !exec::index::drop_index(s, &name, if_exists)? {
+            result
+                .notices
+                .push(format!("NOTICE: index \"{name}\" does not exist, skipping"));
+        }
+    }
+    Ok(result)
 }

@@ -1184,6 +1184,29 @@ pub(crate) fn utility_call(
         },
         _ => Err(bad()),
     };
+    if let (Utility::VerifyIndex, [index]) = (utility, args) {
+        let index = super::relation_name_from_text(&table_name(index)?);
+        let def = db
+            .catalog()
+            .index(&index)
+            .map_err(|_| SqlError::UnknownIndex {
+                name: index.clone(),
+            })?;
+        let table = db
+            .catalog()
+            .tables()
+            .into_iter()
+            .find(|t| t.oid == def.table_oid)
+            .ok_or_else(|| SqlError::UnknownIndex {
+                name: index.clone(),
+            })?;
+        return Ok(UtilityCall {
+            utility,
+            table,
+            index: Some(index),
+            blocks: Vec::new(),
+        });
+    }
     let (name, blocks) = match (utility, args) {
         (Utility::Prewarm | Utility::EvictRelation, [table]) => (table_name(table)?, Vec::new()),
         (Utility::ReadStreamForBlocks, [table, FunctionArgExpr::Expr(ast::Expr::Array(array))]) => {
@@ -1206,6 +1229,7 @@ pub(crate) fn utility_call(
     Ok(UtilityCall {
         utility,
         table,
+        index: None,
         blocks,
     })
 }

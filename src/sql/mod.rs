@@ -165,6 +165,8 @@ pub enum SqlError {
         relation: String,
         at: Position,
     },
+    #[error("index \"{name}\" does not exist")]
+    UnknownIndex { name: String },
     #[error("function {name}() does not exist (at {at}); functions: {known}")]
     UnknownFunction {
         name: String,

@@ -1,0 +1,365 @@
+//! Indexes as statements meet them: CREATE INDEX (a B-tree built from the
+//! table), DROP INDEX, the entries every new row version gets, the unique
+//! check against the heap, vacuum's index pass and `verify_index`.
+//!
+//! The B-tree knows neither heap visibility nor transactions; this is
+//! where they meet it ([`RowCheck`]). A statement reads its table's index
+//! list after it holds the table (`in_use`), and CREATE INDEX and DROP
+//! INDEX hold it exclusively, so a statement either sees an index for all
+//! its rows or for none.
+
+use std::sync::Arc;
+
+use crate::btree::{BtreeError, IndexDesc, Liveness, SortSpace, UniqueCheck};
+use crate::buffer::BufferSession;
+use crate::catalog::{IndexColumn, IndexDef, TableDef, DROP_WAIT};
+use crate::database::{Database, Session};
+use crate::heap::tuple::decode;
+use crate::heap::{HeapTable, Tid};
+use crate::stream::StreamLimits;
+use crate::txn::{TxnManager, Xid, XidStatus, INVALID_XID};
+use crate::types::Value;
+
+use super::progress::{self, Progress, ProgressUnit};
+use super::ExecError;
+
+/// A unique index's question about a row with an equal key, answered from
+/// the heap as PostgreSQL's dirty snapshot does: a row whose inserter or
+/// deleter is still running is waited for; one deleted by a committed
+/// transaction (or by this one) or inserted by an aborted one is no
+/// conflict; any other is.
+pub(crate) struct RowCheck<'a> {
+    db: &'a Database,
+    table: &'a HeapTable,
+    /// The checking transaction (its own rows and deletions count as
+    /// done), or none for a build.
+    own: Xid,
+}
+
+impl<'a> RowCheck<'a> {
+    pub(crate) fn new(db: &'a Database, table: &'a HeapTable, own: Xid) -> RowCheck<'a> {
+        RowCheck { db, table, own }
+    }
+
+    fn status(txn: &TxnManager, own: Xid, xid: Xid) -> XidStatus {
+        if xid == own {
+            XidStatus::Committed
+        } else {
+            txn.status(xid)
+        }
+    }
+}
+
+impl UniqueCheck for RowCheck<'_> {
+    fn liveness(&mut self, s: &mut BufferSession, tid: Tid) -> Result<Liveness, BtreeError> {
+        let Some(h) = self.db.heap().header_at(s, self.table, tid)? else {
+            return Ok(Liveness::Dead);
+        };
+        let txn = self.db.txn();
+        match Self::status(txn, self.own, h.xmin) {
+            XidStatus::Aborted => return Ok(Liveness::Dead),
+            XidStatus::InProgress => return Ok(Liveness::InProgress(h.xmin)),
+            XidStatus::Committed => {}
+        }
+        if h.xmax == INVALID_XID {
+            return Ok(Liveness::Live);
+        }
+        Ok(match Self::status(txn, self.own, h.xmax) {
+            XidStatus::Aborted => Liveness::Live,
+            XidStatus::InProgress => Liveness::InProgress(h.xmax),
+            XidStatus::Committed => Liveness::Dead,
+        })
+    }
+
+    fn wait_for(&mut self, xid: Xid) -> Result<(), BtreeError> {
+        // Bounded as a row wait is: two inserters waiting on each other
+        // end with the first wait's timeout (each then fails its check).
+        self.db.txn().wait_for(xid, crate::heap::ROW_WAIT_TIMEOUT);
+        Ok(())
+    }
+}
+
+/// The indexes of one table as a statement writes it.
+pub(crate) struct TableIndexes {
+    indexes: Vec<(Arc<IndexDef>, IndexDesc)>,
+}
+
+impl TableIndexes {
+    /// The table's indexes now (the caller holds the table).
+    pub(crate) fn of(db: &Database, table: &TableDef) -> TableIndexes {
+        TableIndexes {
+            indexes: db
+                .catalog()
+                .indexes_of(table)
+                .into_iter()
+                .map(|def| {
+                    let desc = def.desc(table);
+                    (def, desc)
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.indexes.is_empty()
+    }
+
+    /// Adds the entries of a new row version at `tid`, written by `own`.
+    pub(crate) fn insert_row(
+        &self,
+        db: &Database,
+        s: &mut BufferSession,
+        table: &TableDef,
+        row: &[Value],
+        tid: Tid,
+        own: Xid,
+    ) -> Result<(), ExecError> {
+        for (def, desc) in &self.indexes {
+            let key = def.key_of(row);
+            let mut check = RowCheck::new(db, &table.heap, own);
+            let unique: Option<&mut dyn UniqueCheck> =
+                if def.unique { Some(&mut check) } else { None };
+            db.btree().insert(s, desc, &key, tid, unique)?;
+        }
+        Ok(())
+    }
+}
+
+/// What CREATE INDEX was asked for.
+pub struct IndexSpec {
+    pub name: Option<String>,
+    pub columns: Vec<IndexColumn>,
+    pub unique: bool,
+    pub primary: bool,
+    pub if_not_exists: bool,
+}
+
+/// CREATE INDEX: builds a B-tree of `table` holding it exclusively (see
+/// the module comment) and publishes it. Returns the index's name, or
+/// None if it existed and IF NOT EXISTS was given.
+pub fn create_index(
+    session: &mut Session,
+    table: &Arc<TableDef>,
+    spec: IndexSpec,
+    progress: &mut dyn Progress,
+) -> Result<Option<String>, ExecError> {
+    let db = Arc::clone(session.db());
+    let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
+        return Err(crate::catalog::CatalogError::InUse(table.name().to_string()).into());
+    };
+    super::check_not_dropped(&db, table)?;
+    let name = spec.name.unwrap_or_else(|| {
+        let columns: Vec<&str> = spec
+            .columns
+            .iter()
+            .map(|c| table.columns[c.column].name.as_str())
+            .collect();
+        let suffix = match (spec.primary, spec.unique) {
+            (true, _) => "pkey",
+            (false, true) => "key",
+            _ => "idx",
+        };
+        db.catalog()
+            .choose_index_name(table.name(), &columns, suffix)
+    });
+    let Some(def) = db.catalog().new_index(
+        &mut session.buf,
+        db.heap(),
+        &name,
+        table,
+        spec.columns,
+        spec.unique,
+        spec.primary,
+        spec.if_not_exists,
+    )?
+    else {
+        return Ok(None);
+    };
+    let built = build(&db, session, table, &def, progress);
+    let published = built.and_then(|()| {
+        db.catalog()
+            .publish_index(&mut session.buf, db.heap(), &def)
+            .map_err(ExecError::from)
+    });
+    if let Err(e) = published {
+        if let Err(cleanup) = db
+            .catalog()
+            .discard_index(&mut session.buf, db.heap(), &def)
+        {
+            log::error!("CREATE INDEX {name} failed ({e}); its file, relation {}, could not be removed: {cleanup}", def.rel);
+        }
+        return Err(e);
+    }
+    Ok(Some(name))
+}
+
+/// Builds index `def` from every row of `table` some transaction may
+/// still see (committed or not: an open transaction's rows must be found
+/// if it commits), sorting within `maintenance_work_mem`.
+fn build(
+    db: &Arc<Database>,
+    session: &mut Session,
+    table: &Arc<TableDef>,
+    def: &Arc<IndexDef>,
+    progress: &mut dyn Progress,
+) -> Result<(), ExecError> {
+    let desc = def.desc(table);
+    let mut wanted = vec![false; table.columns.len()];
+    for c in &def.columns {
+        wanted[c.column] = true;
+    }
+    let limits = session.stream_limits();
+    let mut entries = Vec::new();
+    let mut failure = None;
+    db.heap()
+        .scan_all_not_dead(&mut session.buf, &table.heap, limits, |tid, t| {
+            let mut row = Vec::new();
+            match decode(&table.heap.types, t, &wanted, &mut row) {
+                Ok(()) => entries.push((def.key_of(&row), tid)),
+                Err(e) => failure = Some(e),
+            }
+        })?;
+    if let Some(e) = failure {
+        return Err(crate::heap::HeapError::from(e).into());
+    }
+    let mut task = progress::Task::begin(
+        progress,
+        &format!("CREATE INDEX {}", def.name),
+        Some(entries.len() as u64),
+        ProgressUnit::Rows,
+    );
+    let mut rows = entries.into_iter();
+    let mut next = || Ok(rows.next());
+    let mut check = RowCheck::new(db, &table.heap, INVALID_XID);
+    let unique: Option<&mut dyn UniqueCheck> = if def.unique { Some(&mut check) } else { None };
+    let temp = db.temp_dir();
+    db.btree().build(
+        &mut session.buf,
+        &desc,
+        &mut next,
+        SortSpace {
+            mem_bytes: session.settings.maintenance_work_mem_bytes(),
+            temp_dir: &temp,
+        },
+        unique,
+        &mut |done| task.update(done),
+    )?;
+    Ok(())
+}
+
+/// DROP INDEX: holds the index's table exclusively, then drops it.
+pub fn drop_index(session: &mut Session, name: &str, if_exists: bool) -> Result<bool, ExecError> {
+    let db = Arc::clone(session.db());
+    let def = match db.catalog().index(name) {
+        Ok(def) => def,
+        Err(_) if if_exists => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let table = db
+        .catalog()
+        .tables()
+        .into_iter()
+        .find(|t| t.oid == def.table_oid)
+        .ok_or_else(|| crate::catalog::CatalogError::NoSuchIndex(name.to_string()))?;
+    let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
+        return Err(crate::catalog::CatalogError::InUse(table.name().to_string()).into());
+    };
+    let dropped = db
+        .catalog()
+        .drop_index(&mut session.buf, db.heap(), name, if_exists)?;
+    db.btree().forget(def.rel);
+    Ok(dropped)
+}
+
+/// Vacuum's index pass for `table`: deletes from every index the entries
+/// of the dead tuples vacuum found (sorted), before their line pointers
+/// are freed.
+pub(crate) fn vacuum_indexes(
+    db: &Database,
+    s: &mut BufferSession,
+    table: &TableDef,
+    dead: &[Tid],
+    limits: StreamLimits,
+) -> Result<(), ExecError> {
+    let is_dead = |tid: Tid| dead.binary_search(&tid).is_ok();
+    for def in db.catalog().indexes_of(table) {
+        db.btree()
+            .bulk_delete(s, &def.desc(table), &is_dead, limits)?;
+    }
+    Ok(())
+}
+
+/// `verify_index('name')`: the B-tree's structure ([`crate::btree::Btree::verify`]),
+/// then that every row of the table a transaction may still see has
+/// exactly one entry with its key, and that no entry points elsewhere
+/// than at such a row. Holds the table exclusively. Returns the number of
+/// entries.
+pub fn verify_index(session: &mut Session, name: &str) -> Result<u64, ExecError> {
+    let db = Arc::clone(session.db());
+    let def = db.catalog().index(name)?;
+    let table = db
+        .catalog()
+        .tables()
+        .into_iter()
+        .find(|t| t.oid == def.table_oid)
+        .ok_or_else(|| crate::catalog::CatalogError::NoSuchIndex(name.to_string()))?;
+    let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
+        return Err(crate::catalog::CatalogError::InUse(table.name().to_string()).into());
+    };
+    let desc = def.desc(&table);
+    let report = db.btree().verify(&mut session.buf, &desc)?;
+    let mut wanted = vec![false; table.columns.len()];
+    for c in &def.columns {
+        wanted[c.column] = true;
+    }
+    let mut rows = std::collections::HashMap::new();
+    let mut failure = None;
+    let limits = session.stream_limits();
+    db.heap()
+        .scan_all_not_dead(&mut session.buf, &table.heap, limits, |tid, t| {
+            let mut row = Vec::new();
+            match decode(&table.heap.types, t, &wanted, &mut row) {
+                Ok(()) => {
+                    rows.insert(tid, def.key_of(&row));
+                }
+                Err(e) => failure = Some(e),
+            }
+        })?;
+    if let Some(e) = failure {
+        return Err(crate::heap::HeapError::from(e).into());
+    }
+    let bad = |what: String| -> ExecError {
+        BtreeError::Damaged {
+            index: name.to_string(),
+            block: 0,
+            what,
+        }
+        .into()
+    };
+    let mut seen = std::collections::HashSet::new();
+    for (key, tid) in &report.entries {
+        if !seen.insert(*tid) {
+            return Err(bad(format!(
+                "row {}/{} has two entries",
+                tid.block, tid.index
+            )));
+        }
+        // An entry of a row vacuum already removed is allowed only while
+        // the row's tuple is still there; past that it is damage.
+        if let Some(row_key) = rows.get(tid) {
+            if desc.spec.cmp_values(row_key, key) != std::cmp::Ordering::Equal {
+                return Err(bad(format!(
+                    "the entry of row {}/{} has key ({}), the row ({})",
+                    tid.block,
+                    tid.index,
+                    crate::btree::key_text(key),
+                    crate::btree::key_text(row_key)
+                )));
+            }
+        }
+    }
+    if let Some(tid) = rows.keys().find(|t| !seen.contains(t)) {
+        return Err(bad(format!("row {}/{} has no entry", tid.block, tid.index)));
+    }
+    Ok(report.entries.len() as u64)
+}
