@@ -753,3 +753,237 @@ mod properties {
         }
     }
 }
+
+// ---------------------------------------------------------------------
+// Review tests (review-btree branch): each fails on 0693046.
+// ---------------------------------------------------------------------
+
+fn review_copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            review_copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// build.rs add_to_level reserves room for the pivot of the tuple being
+/// added, but the high key written when the page is finished is the pivot
+/// of the *next* tuple: a large key after small ones finds no room.
+#[test]
+fn review_a_build_takes_a_large_key_after_small_ones() {
+    let (dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut sess = db.session().unwrap();
+    let s = &mut sess.buf;
+    let idx = index(false);
+    s.pool().relation(REL).create(Fork::Main).unwrap();
+    let bt = Btree::new(Arc::clone(db.wal()));
+    let mut n = 0u32;
+    let mut next = || {
+        n += 1;
+        Ok(match n {
+            1..=350 => Some((vec![Value::Integer(n as i32), Value::Text("a".into())], tid(n))),
+            351 => Some((
+                vec![Value::Integer(1_000_000), Value::Text("x".repeat(2000))],
+                tid(n),
+            )),
+            _ => None,
+        })
+    };
+    let stats = bt
+        .build(s, &idx, &mut next, space(1 << 20, dir.path()), None, &mut |_| {})
+        .unwrap();
+    assert_eq!(stats.tuples, 351);
+    assert_eq!(bt.verify(s, &idx).unwrap().entries.len(), 351);
+}
+
+/// A crash after a root split is logged and before the new root is: the
+/// root's right half has no parent, and its first split takes the
+/// "stack empty, not the root, level == meta.level" arm of
+/// insert_downlink, which reports damage.
+#[test]
+fn review_inserts_go_on_after_a_crash_between_a_root_split_and_the_new_root() {
+    use aiostore::inject::{Injection, BTREE_SPLIT_BEFORE_DOWNLINK};
+    let method = IoMethod::Sync;
+    let (dir, path, db) = new_small_pool_db(method, false);
+    let idx = index(false);
+    let bt = {
+        let mut sess = db.session().unwrap();
+        Arc::new(create(&db, &mut sess.buf, &idx))
+    };
+    let points = Arc::clone(db.aio());
+    points
+        .injections()
+        .attach(BTREE_SPLIT_BEFORE_DOWNLINK, Injection::park().times(1));
+    let inserter = {
+        let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
+        std::thread::spawn(move || {
+            let mut sess = db.session().unwrap();
+            for n in 0..60u32 {
+                bt.insert(&mut sess.buf, &idx, &key(n as i32), tid(n), None)
+                    .unwrap();
+            }
+        })
+    };
+    assert!(points
+        .injections()
+        .wait_until_parked(BTREE_SPLIT_BEFORE_DOWNLINK));
+    db.wal().flush_all().unwrap();
+    let image = dir.path().join("crash-image");
+    review_copy_dir(&path, &image);
+    points.injections().release(BTREE_SPLIT_BEFORE_DOWNLINK);
+    inserter.join().unwrap();
+    drop(bt);
+    drop(db);
+    let db = Database::open(&image, &common::small_pool_settings(method, false)).unwrap();
+    let mut sess = db.session().unwrap();
+    let s = &mut sess.buf;
+    let bt = Btree::new(Arc::clone(db.wal()));
+    bt.verify(s, &idx).unwrap();
+    // Ascending keys go to the root's right half until it splits.
+    for n in 100..200u32 {
+        bt.insert(s, &idx, &key(n as i32), tid(n), None)
+            .unwrap_or_else(|e| panic!("insert of {n} after the crash: {e}"));
+    }
+    bt.verify(s, &idx).unwrap();
+}
+
+/// bulk_delete scans blocks 1..nblocks as counted at its start; a split
+/// meanwhile moves tuples of a page it has not reached yet to a new block
+/// past that end, and their dead TIDs stay in the index (PostgreSQL's
+/// btvacuumscan re-reads the length and goes on).
+#[test]
+fn review_bulk_delete_reaches_pages_split_off_while_it_runs() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut sess = db.session().unwrap();
+    let limits = sess.stream_limits();
+    let idx = index(false);
+    let bt = create(&db, &mut sess.buf, &idx);
+    load_spaced(&bt, &mut sess.buf, &idx, 300);
+    let other = std::cell::RefCell::new(db.session().unwrap());
+    let once = std::cell::Cell::new(false);
+    let is_dead = |t: Tid| {
+        let n = t.block * 100 + t.index as u32;
+        n < 10_000 && n.is_multiple_of(2)
+    };
+    let dead = |t: Tid| {
+        if !once.replace(true) {
+            // Another session splits the last leaves while vacuum is on
+            // the first one.
+            fill_gaps(&bt, &mut other.borrow_mut().buf, &idx, 200..300);
+        }
+        is_dead(t)
+    };
+    bt.bulk_delete(&mut sess.buf, &idx, &dead, limits).unwrap();
+    let report = bt.verify(&mut sess.buf, &idx).unwrap();
+    let left: Vec<_> = report.entries.iter().filter(|e| is_dead(e.1)).collect();
+    assert!(
+        left.is_empty(),
+        "{} entries of dead rows left, e.g. {:?}",
+        left.len(),
+        left.first().map(|e| e.1)
+    );
+}
+
+/// verify walks each level by right-links and never checks that the
+/// downlinks it collected were reached: a downlink pointing one level too
+/// far down passes, while a search through it fails.
+#[test]
+fn review_verify_reports_a_downlink_to_the_wrong_level() {
+    use aiostore::buffer::LockMode;
+    let (dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut sess = db.session().unwrap();
+    let s = &mut sess.buf;
+    let idx = index(false);
+    s.pool().relation(REL).create(Fork::Main).unwrap();
+    let bt = Btree::new(Arc::clone(db.wal()));
+    let mut n = 0u32;
+    let mut next = || {
+        n += 1;
+        Ok((n <= 3000).then(|| (key(n as i32), tid(n))))
+    };
+    bt.build(s, &idx, &mut next, space(1 << 20, dir.path()), None, &mut |_| {})
+        .unwrap();
+    assert_eq!(bt.verify(s, &idx).unwrap().levels, 3);
+    let read = |s: &mut BufferSession, block: u32| -> Vec<u8> {
+        let id = s.read_buffer(REL, Fork::Main, block).unwrap();
+        let g = s.lock_page(id, LockMode::Shared);
+        let v = g.page().to_vec();
+        drop(g);
+        s.release(id);
+        v
+    };
+    let child = |page: &[u8], i: usize| -> u32 {
+        let page: &aiostore::page::PageBytes = page.try_into().unwrap();
+        let t = aiostore::page::item(page, i).unwrap();
+        u32::from_le_bytes(t[0..4].try_into().unwrap())
+    };
+    let meta = read(s, 0);
+    let root = u32::from_le_bytes(meta[32..36].try_into().unwrap());
+    // The root is alone on its level: item 0 is minus infinity.
+    let first_internal = child(&read(s, root), 0);
+    // That page has a high key: item 1 is its minus infinity.
+    let leaf = child(&read(s, first_internal), 1);
+    let id = s.read_buffer(REL, Fork::Main, root).unwrap();
+    let mut g = s.lock_page(id, LockMode::Exclusive);
+    aiostore::page::item_mut(g.page_mut(), 1).unwrap()[0..4].copy_from_slice(&leaf.to_le_bytes());
+    drop(g);
+    s.release(id);
+    // The damage is real: a search through the root's second downlink
+    // finds a leaf where it expects an internal page.
+    let mut sc = BtreeScan::new(
+        idx.clone(),
+        ScanKeys {
+            ranges: vec![range(Some((1000, true)), Some((1000, true)))],
+        },
+        Direction::Forward,
+        false,
+    );
+    let searched = sc.next_batch(&bt, s);
+    assert!(searched.is_err(), "the search got {searched:?}");
+    let verified = bt.verify(s, &idx).map(|r| r.pages_without_downlink);
+    assert!(verified.is_err(), "verify passed, pages_without_downlink = {verified:?}");
+}
+
+struct FailsOnLaterPage;
+
+impl UniqueCheck for FailsOnLaterPage {
+    fn liveness(&mut self, tid: Tid) -> Result<Liveness, BtreeError> {
+        if tid.block * 100 + tid.index as u32 >= 50 {
+            Err(BtreeError::UniqueRetries {
+                index: "a heap read failed".into(),
+                tries: 0,
+            })
+        } else {
+            Ok(Liveness::Dead)
+        }
+    }
+
+    fn wait_for(&mut self, _xid: u32) -> Result<(), BtreeError> {
+        Ok(())
+    }
+}
+
+/// find_equal_live returns with `?` while it holds a right page
+/// (`right`), whose guard drops but whose pin stays.
+#[test]
+fn review_a_failed_unique_check_leaves_no_pin() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut sess = db.session().unwrap();
+    let s = &mut sess.buf;
+    let idx = index(true);
+    let bt = create(&db, s, &idx);
+    // 60 equal keys (dead rows) over two leaves.
+    for n in 0..60 {
+        bt.insert(s, &idx, &key(7), tid(n), None).unwrap();
+    }
+    assert_eq!(s.pinned_count(), 0);
+    let e = bt
+        .insert(s, &idx, &key(7), tid(99), Some(&mut FailsOnLaterPage))
+        .unwrap_err();
+    assert_eq!(s.pinned_count(), 0, "pins left after: {e}");
+}
