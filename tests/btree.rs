@@ -758,13 +758,13 @@ mod properties {
 // Review tests (review-btree branch): each fails on 0693046.
 // ---------------------------------------------------------------------
 
-fn review_copy_dir(from: &std::path::Path, to: &std::path::Path) {
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         let target = to.join(e.file_name());
         if e.file_type().unwrap().is_dir() {
-            review_copy_dir(&e.path(), &target);
+            copy_dir(&e.path(), &target);
         } else {
             std::fs::copy(e.path(), target).unwrap();
         }
@@ -775,7 +775,7 @@ fn review_copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// added, but the high key written when the page is finished is the pivot
 /// of the *next* tuple: a large key after small ones finds no room.
 #[test]
-fn review_a_build_takes_a_large_key_after_small_ones() {
+fn a_build_takes_a_large_key_after_small_ones() {
     let (dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
     let mut sess = db.session().unwrap();
     let s = &mut sess.buf;
@@ -786,7 +786,10 @@ fn review_a_build_takes_a_large_key_after_small_ones() {
     let mut next = || {
         n += 1;
         Ok(match n {
-            1..=350 => Some((vec![Value::Integer(n as i32), Value::Text("a".into())], tid(n))),
+            1..=350 => Some((
+                vec![Value::Integer(n as i32), Value::Text("a".into())],
+                tid(n),
+            )),
             351 => Some((
                 vec![Value::Integer(1_000_000), Value::Text("x".repeat(2000))],
                 tid(n),
@@ -795,7 +798,14 @@ fn review_a_build_takes_a_large_key_after_small_ones() {
         })
     };
     let stats = bt
-        .build(s, &idx, &mut next, space(1 << 20, dir.path()), None, &mut |_| {})
+        .build(
+            s,
+            &idx,
+            &mut next,
+            space(1 << 20, dir.path()),
+            None,
+            &mut |_| {},
+        )
         .unwrap();
     assert_eq!(stats.tuples, 351);
     assert_eq!(bt.verify(s, &idx).unwrap().entries.len(), 351);
@@ -806,7 +816,7 @@ fn review_a_build_takes_a_large_key_after_small_ones() {
 /// "stack empty, not the root, level == meta.level" arm of
 /// insert_downlink, which reports damage.
 #[test]
-fn review_inserts_go_on_after_a_crash_between_a_root_split_and_the_new_root() {
+fn inserts_go_on_after_a_crash_between_a_root_split_and_its_new_root() {
     use aiostore::inject::{Injection, BTREE_SPLIT_BEFORE_DOWNLINK};
     let method = IoMethod::Sync;
     let (dir, path, db) = new_small_pool_db(method, false);
@@ -834,7 +844,7 @@ fn review_inserts_go_on_after_a_crash_between_a_root_split_and_the_new_root() {
         .wait_until_parked(BTREE_SPLIT_BEFORE_DOWNLINK));
     db.wal().flush_all().unwrap();
     let image = dir.path().join("crash-image");
-    review_copy_dir(&path, &image);
+    copy_dir(&path, &image);
     points.injections().release(BTREE_SPLIT_BEFORE_DOWNLINK);
     inserter.join().unwrap();
     drop(bt);
@@ -857,7 +867,7 @@ fn review_inserts_go_on_after_a_crash_between_a_root_split_and_the_new_root() {
 /// past that end, and their dead TIDs stay in the index (PostgreSQL's
 /// btvacuumscan re-reads the length and goes on).
 #[test]
-fn review_bulk_delete_reaches_pages_split_off_while_it_runs() {
+fn bulk_delete_reaches_pages_split_off_while_it_runs() {
     let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
     let mut sess = db.session().unwrap();
     let limits = sess.stream_limits();
@@ -893,7 +903,7 @@ fn review_bulk_delete_reaches_pages_split_off_while_it_runs() {
 /// downlinks it collected were reached: a downlink pointing one level too
 /// far down passes, while a search through it fails.
 #[test]
-fn review_verify_reports_a_downlink_to_the_wrong_level() {
+fn verify_reports_a_downlink_to_the_wrong_level() {
     use aiostore::buffer::LockMode;
     let (dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
     let mut sess = db.session().unwrap();
@@ -906,8 +916,15 @@ fn review_verify_reports_a_downlink_to_the_wrong_level() {
         n += 1;
         Ok((n <= 3000).then(|| (key(n as i32), tid(n))))
     };
-    bt.build(s, &idx, &mut next, space(1 << 20, dir.path()), None, &mut |_| {})
-        .unwrap();
+    bt.build(
+        s,
+        &idx,
+        &mut next,
+        space(1 << 20, dir.path()),
+        None,
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!(bt.verify(s, &idx).unwrap().levels, 3);
     let read = |s: &mut BufferSession, block: u32| -> Vec<u8> {
         let id = s.read_buffer(REL, Fork::Main, block).unwrap();
@@ -946,13 +963,16 @@ fn review_verify_reports_a_downlink_to_the_wrong_level() {
     let searched = sc.next_batch(&bt, s);
     assert!(searched.is_err(), "the search got {searched:?}");
     let verified = bt.verify(s, &idx).map(|r| r.pages_without_downlink);
-    assert!(verified.is_err(), "verify passed, pages_without_downlink = {verified:?}");
+    assert!(
+        verified.is_err(),
+        "verify passed, pages_without_downlink = {verified:?}"
+    );
 }
 
 struct FailsOnLaterPage;
 
 impl UniqueCheck for FailsOnLaterPage {
-    fn liveness(&mut self, tid: Tid) -> Result<Liveness, BtreeError> {
+    fn liveness(&mut self, _: &mut BufferSession, tid: Tid) -> Result<Liveness, BtreeError> {
         if tid.block * 100 + tid.index as u32 >= 50 {
             Err(BtreeError::UniqueRetries {
                 index: "a heap read failed".into(),
@@ -971,7 +991,7 @@ impl UniqueCheck for FailsOnLaterPage {
 /// find_equal_live returns with `?` while it holds a right page
 /// (`right`), whose guard drops but whose pin stays.
 #[test]
-fn review_a_failed_unique_check_leaves_no_pin() {
+fn a_failed_unique_check_leaves_no_pin() {
     let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
     let mut sess = db.session().unwrap();
     let s = &mut sess.buf;

@@ -16,17 +16,16 @@ use std::path::Path;
 
 use crate::buffer::{BufferSession, LockMode, Strategy, StrategyKind};
 use crate::heap::tuple::Tid;
-use crate::page::{
-    free_space, insert_item_at, line_pointer_count, PageBytes, LINE_POINTER_SIZE, MAX_ALIGN,
-};
+use crate::page::{free_space, insert_item_at, line_pointer_count, PageBytes};
 use crate::sort::Sorter;
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::types::Value;
 
 use super::change::{log_rewrite, BTREE_BUILD};
+use super::insert::{space_of, USABLE_BYTES};
 use super::page::{
     init_btree_page, leaf_tuple, minus_infinity, pivot_of, pointer, Meta, Special, FLAG_LEAF,
-    FLAG_ROOT, MAX_TUPLE_SIZE, META_BLOCK, NO_PAGE, SPECIAL_SIZE,
+    FLAG_ROOT, MAX_TUPLE_SIZE, META_BLOCK, NO_PAGE,
 };
 use super::{key_text, Btree, BtreeError, IndexDesc, Liveness, UniqueCheck};
 
@@ -86,7 +85,7 @@ impl LevelWriter {
             page,
             block,
             first: None,
-            fill_bytes: (BLOCK_SIZE - SPECIAL_SIZE) * (100 - percent) / 100,
+            fill_bytes: USABLE_BYTES * (100 - percent) / 100,
             pages: 0,
         }
     }
@@ -99,10 +98,6 @@ fn special(level: u32, prev: u32, next: u32) -> Special {
         level,
         flags: if level == 0 { FLAG_LEAF } else { 0 },
     }
-}
-
-fn space_of(t: &[u8]) -> usize {
-    t.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE
 }
 
 impl Btree {
@@ -252,11 +247,34 @@ impl Btree {
         ring: &mut Strategy,
     ) -> Result<(), BtreeError> {
         let w = &mut levels[level];
-        let high = pivot_of(&tuple, 0);
         let full = w.first.is_some()
-            && free_space(&w.page) < space_of(&tuple) + space_of(&high) + w.fill_bytes;
+            && free_space(&w.page)
+                < space_of(&tuple) + space_of(&pivot_of(&tuple, 0)) + w.fill_bytes;
         if full {
-            // Finish the page: the high key goes first, before the data.
+            // Finish the page: its high key (first, before the data) is
+            // the pivot of the first tuple going right. When that does not
+            // fit (a large key after small ones), the page's last tuples
+            // go right with it until it does (PostgreSQL's build moves
+            // the last tuple to the next page too). A page keeps at
+            // least one data tuple: a pivot is at most a third of a page.
+            let mut carried: Vec<Vec<u8>> = Vec::new();
+            let high = loop {
+                let high = pivot_of(carried.first().unwrap_or(&tuple), 0);
+                if free_space(&w.page) >= space_of(&high) {
+                    break high;
+                }
+                let last = line_pointer_count(&w.page) - 1;
+                assert!(
+                    last >= 1,
+                    "a build page of {} cannot take a high key",
+                    idx.name
+                );
+                let t = crate::page::item(&w.page, last)
+                    .expect("a build page holds its tuples")
+                    .to_vec();
+                crate::page::delete_items(&mut w.page, |i| i == last);
+                carried.insert(0, t);
+            };
             let block = w.block;
             let right = *next_block;
             *next_block += 1;
@@ -277,6 +295,10 @@ impl Btree {
                 ..LevelWriter::new(w.level, right, block)
             };
             self.add_downlink(s, idx, levels, level, &first, block, next_block, ring)?;
+            for t in carried {
+                self.add_to_level(s, idx, levels, level, t, next_block, ring)?;
+            }
+            return self.add_to_level(s, idx, levels, level, tuple, next_block, ring);
         }
         let w = &mut levels[level];
         // An internal page's first data tuple is minus infinity (its key
@@ -363,10 +385,13 @@ fn tid_of(row: &[Value]) -> Tid {
     }
 }
 
-/// A unique build's run of equal keys: how many of their rows live.
+/// A unique build's run of equal keys: its first row (not asked about
+/// until a second equal key comes: most keys are alone), and how many of
+/// its rows live.
 #[derive(Default)]
 struct UniqueGroups {
     key: Option<Vec<Value>>,
+    first: Option<Tid>,
     live: u32,
 }
 
@@ -389,30 +414,35 @@ impl UniqueGroups {
             .is_some_and(|k| idx.spec.cmp_values(k, values) == Ordering::Equal);
         if !same {
             self.key = Some(values.to_vec());
+            self.first = Some(tid);
             self.live = 0;
+            return Ok(());
         }
-        let mut waits = 0;
-        let lives = loop {
-            match check.liveness(s, tid)? {
-                Liveness::Dead => break false,
-                Liveness::Live => break true,
-                Liveness::InProgress(_) if waits >= BUILD_WAITS_MAX => break true,
-                Liveness::InProgress(xid) => {
-                    waits += 1;
-                    check.wait_for(xid)?;
-                }
+        for tid in self.first.take().into_iter().chain([tid]) {
+            if lives(s, tid, check)? {
+                self.live += 1;
             }
-        };
-        if lives {
-            self.live += 1;
-            if self.live > 1 {
-                return Err(BtreeError::DuplicateInBuild {
-                    index: idx.name.clone(),
-                    columns: idx.column_names.join(", "),
-                    values: key_text(values),
-                });
-            }
+        }
+        if self.live > 1 {
+            return Err(BtreeError::DuplicateInBuild {
+                index: idx.name.clone(),
+                columns: idx.column_names.join(", "),
+                values: key_text(values),
+            });
         }
         Ok(())
     }
+}
+
+/// Whether a row counts for a unique build: live, or its transaction
+/// still running after a few waits (PostgreSQL waits for it).
+fn lives(s: &mut BufferSession, tid: Tid, check: &mut dyn UniqueCheck) -> Result<bool, BtreeError> {
+    for _ in 0..BUILD_WAITS_MAX {
+        match check.liveness(s, tid)? {
+            Liveness::Dead => return Ok(false),
+            Liveness::Live => return Ok(true),
+            Liveness::InProgress(xid) => check.wait_for(xid)?,
+        }
+    }
+    Ok(true)
 }

@@ -15,8 +15,6 @@ use crate::page::{delete_items, insert_item_at, page_lsn, set_page_lsn, PageByte
 use crate::storage::Fork;
 use crate::wal::{BlockTag, Lsn, PageRef, Rmgr, Wal, WalError};
 
-use super::page::Meta;
-
 /// A change to one B-tree page.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BtreeChange<'a> {
@@ -25,14 +23,13 @@ pub enum BtreeChange<'a> {
     /// Deletes the tuples of these line pointers (vacuum), in ascending
     /// order.
     Delete { indexes: Vec<u16> },
-    /// Sets the metapage's root.
-    SetMeta { meta: Meta },
 }
 
 /// `info` of each record kind.
 pub const BTREE_INSERT: u8 = 0;
 pub const BTREE_DELETE: u8 = 1;
-pub const BTREE_SET_META: u8 = 2;
+/// 2 was a metapage change; the metapage changes only with a new root,
+/// logged as images.
 /// Pages rewritten whole ([`log_rewrite`]): a split.
 pub const BTREE_SPLIT: u8 = 3;
 /// A new root over the old one and the page it split into.
@@ -45,7 +42,6 @@ impl BtreeChange<'_> {
         match self {
             BtreeChange::Insert { .. } => BTREE_INSERT,
             BtreeChange::Delete { .. } => BTREE_DELETE,
-            BtreeChange::SetMeta { .. } => BTREE_SET_META,
         }
     }
 
@@ -61,10 +57,6 @@ impl BtreeChange<'_> {
                 for i in indexes {
                     d.extend_from_slice(&i.to_le_bytes());
                 }
-            }
-            BtreeChange::SetMeta { meta } => {
-                d.extend_from_slice(&meta.root.to_le_bytes());
-                d.extend_from_slice(&meta.level.to_le_bytes());
             }
         }
         d
@@ -98,12 +90,6 @@ impl BtreeChange<'_> {
                         .collect(),
                 }
             }
-            BTREE_SET_META => BtreeChange::SetMeta {
-                meta: Meta {
-                    root: u32_at(0)?,
-                    level: u32_at(4)?,
-                },
-            },
             _ => return Err("B-tree record replay needs the page's image"),
         })
     }
@@ -131,12 +117,6 @@ pub fn apply(page: &mut PageBytes, change: &BtreeChange) -> bool {
                 }
             });
             removed == n
-        }
-        BtreeChange::SetMeta { meta } => {
-            let lsn = page_lsn(page);
-            meta.write(page);
-            set_page_lsn(page, lsn);
-            true
         }
     }
 }
@@ -224,7 +204,6 @@ pub fn record_kind_name(info: u8) -> &'static str {
     match info {
         BTREE_INSERT => "INSERT",
         BTREE_DELETE => "DELETE",
-        BTREE_SET_META => "SET_META",
         BTREE_SPLIT => "SPLIT",
         BTREE_NEW_ROOT => "NEW_ROOT",
         BTREE_BUILD => "BUILD",
@@ -239,7 +218,6 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             format!("off {index}, {} bytes", tuple.len())
         }
         Ok(BtreeChange::Delete { indexes }) => format!("{} tuples", indexes.len()),
-        Ok(BtreeChange::SetMeta { meta }) => format!("root {} level {}", meta.root, meta.level),
         Err(_) => String::new(),
     }
 }

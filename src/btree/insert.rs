@@ -19,7 +19,7 @@ use super::{
 };
 
 /// Bytes of a page that tuples and their line pointers may use.
-const USABLE_BYTES: usize = BLOCK_SIZE - PAGE_HEADER_SIZE - SPECIAL_SIZE;
+pub(super) const USABLE_BYTES: usize = BLOCK_SIZE - PAGE_HEADER_SIZE - SPECIAL_SIZE;
 /// How full a split leaves the left half when the new tuple goes to the
 /// end of the rightmost page (keys inserted in ascending order), so that
 /// such an index ends up as full as a built one rather than half full
@@ -41,7 +41,8 @@ impl Locked {
     }
 }
 
-fn space_of(tuple: &[u8]) -> usize {
+/// Bytes a tuple takes on a page, its line pointer included.
+pub(super) fn space_of(tuple: &[u8]) -> usize {
     tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE
 }
 
@@ -238,11 +239,6 @@ impl Btree {
         values: &[Value],
         check: &mut dyn UniqueCheck,
     ) -> Result<Option<crate::txn::Xid>, BtreeError> {
-        let spec = &idx.spec;
-        let mut scratch = Vec::new();
-        let first = Target::before(values.to_vec());
-        // The tuples to look at, page by page: copied under each page's
-        // lock, asked about after (a liveness check reads the heap).
         let mut block = leaf.block;
         let mut right: Option<Locked> = None;
         for _ in 0..MOVE_RIGHT_MAX {
@@ -250,47 +246,32 @@ impl Btree {
                 Some(r) => r.guard.page(),
                 None => leaf.guard.page(),
             };
-            let sp = Special::read(page);
-            let from = lower_bound(spec, page, sp.first_data(), &first, &mut scratch)
-                .map_err(|e| e.named(idx, block))?;
-            let mut tids = Vec::new();
-            let mut past_equal = false;
-            for i in from..line_pointer_count(page) {
-                let t = page_tuple(page, i).map_err(|e| e.named(idx, block))?;
-                super::page::tuple_values(spec, t, &mut scratch)?;
-                if spec.cmp_values(values, &scratch) != std::cmp::Ordering::Equal {
-                    past_equal = true;
-                    break;
-                }
-                tids.push(pointer(t));
-            }
-            let next = sp.next;
-            for tid in tids {
-                match check.liveness(s, tid)? {
-                    Liveness::Dead => {}
-                    Liveness::Live => {
-                        if let Some(r) = right.take() {
-                            r.release(s);
+            let next = Special::read(page).next;
+            // Copied under the page's lock, asked about after (a liveness
+            // check reads the heap); the page is let go on every path.
+            let verdict = equal_on_page(idx, page, values)
+                .map_err(|e| e.named(idx, block))
+                .and_then(|(tids, more)| {
+                    for tid in tids {
+                        match check.liveness(s, tid)? {
+                            Liveness::Dead => {}
+                            Liveness::Live => {
+                                return Err(BtreeError::UniqueViolation {
+                                    index: idx.name.clone(),
+                                    columns: idx.column_names.join(", "),
+                                    values: key_text(values),
+                                })
+                            }
+                            Liveness::InProgress(xid) => return Ok(Some(Some(xid))),
                         }
-                        return Err(BtreeError::UniqueViolation {
-                            index: idx.name.clone(),
-                            columns: idx.column_names.join(", "),
-                            values: key_text(values),
-                        });
                     }
-                    Liveness::InProgress(xid) => {
-                        if let Some(r) = right.take() {
-                            r.release(s);
-                        }
-                        return Ok(Some(xid));
-                    }
-                }
-            }
+                    Ok((!more || next == NO_PAGE).then_some(None))
+                });
             if let Some(r) = right.take() {
                 r.release(s);
             }
-            if past_equal || next == NO_PAGE {
-                return Ok(None);
+            if let Some(done) = verdict? {
+                return Ok(done);
             }
             block = next;
             right = Some(self.lock_at(s, idx.rel, next, LockMode::Shared)?);
@@ -486,7 +467,8 @@ impl Btree {
                 let meta = Meta::read(meta_guard.page());
                 match meta {
                     Some(meta) if meta.root == child => {
-                        let made = self.new_root(s, idx, &mut meta_guard, meta, child, &downlink);
+                        let made =
+                            self.new_root(s, idx, &mut meta_guard, meta, child, Some(&downlink));
                         drop(meta_guard);
                         s.release(meta_id);
                         return made;
@@ -497,11 +479,26 @@ impl Btree {
                         self.find(s, idx, &target, child_level + 1, LockMode::Exclusive)?
                             .0
                     }
+                    Some(meta) if meta.level == child_level => {
+                        // The root split before and its new root never
+                        // came (a crash, or a full disk, between the two):
+                        // the root has siblings but no parent. Give it one
+                        // now, over the root alone (its siblings are
+                        // reachable through its right-link, as any page
+                        // whose downlink is missing), then insert this
+                        // downlink into it as into any parent.
+                        let made = self.new_root(s, idx, &mut meta_guard, meta, meta.root, None);
+                        drop(meta_guard);
+                        s.release(meta_id);
+                        made?;
+                        self.find(s, idx, &target, child_level + 1, LockMode::Exclusive)?
+                            .0
+                    }
                     _ => {
                         drop(meta_guard);
                         s.release(meta_id);
                         return Err(BtreeError::damaged(
-                            "a page split at the root's level is not the root",
+                            "the metapage's root is below a page that split",
                         )
                         .named(idx, child));
                     }
@@ -512,7 +509,8 @@ impl Btree {
     }
 
     /// Makes a new root over the old one (`child`) and the page split off
-    /// it, and points the metapage (locked exclusively) at it.
+    /// it (its `downlink`, if given), and points the metapage (locked
+    /// exclusively) at it.
     fn new_root(
         &self,
         s: &mut BufferSession,
@@ -520,7 +518,7 @@ impl Btree {
         meta_guard: &mut PageGuard,
         meta: Meta,
         child: u32,
-        downlink: &[u8],
+        downlink: Option<&[u8]>,
     ) -> Result<(), BtreeError> {
         let (root, root_id, mut root_guard) = self.new_page(s, idx.rel)?;
         let page = root_guard.page_mut();
@@ -534,7 +532,7 @@ impl Btree {
             },
         );
         let filled = crate::page::insert_item_at(page, 0, &minus_infinity(child))
-            && crate::page::insert_item_at(page, 1, downlink);
+            && downlink.is_none_or(|d| crate::page::insert_item_at(page, 1, d));
         assert!(filled, "a new root of {} overfilled", idx.name);
         let lsn = crate::page::page_lsn(meta_guard.page());
         let meta_page = meta_guard.page_mut();
@@ -555,6 +553,43 @@ impl Btree {
         logged?;
         Ok(())
     }
+}
+
+/// The heap TIDs of the tuples of `page` whose key equals `values`, and
+/// whether equal keys may go on to the right sibling (the page ends with
+/// one and its high key is not above them).
+fn equal_on_page(
+    idx: &IndexDesc,
+    page: &crate::page::PageBytes,
+    values: &[Value],
+) -> Result<(Vec<Tid>, bool), BtreeError> {
+    let spec = &idx.spec;
+    let mut scratch = Vec::new();
+    let sp = Special::read(page);
+    let from = lower_bound(
+        spec,
+        page,
+        sp.first_data(),
+        &Target::before(values.to_vec()),
+        &mut scratch,
+    )?;
+    let mut tids = Vec::new();
+    for i in from..line_pointer_count(page) {
+        let t = page_tuple(page, i)?;
+        super::page::tuple_values(spec, t, &mut scratch)?;
+        if spec.cmp_values(values, &scratch) != std::cmp::Ordering::Equal {
+            return Ok((tids, false));
+        }
+        tids.push(pointer(t));
+    }
+    if sp.is_rightmost() {
+        return Ok((tids, false));
+    }
+    // A high key above the key: nothing equal lies right of here (pages
+    // vacuum emptied are not walked).
+    super::page::tuple_values(spec, page_tuple(page, 0)?, &mut scratch)?;
+    let more = spec.cmp_values(values, &scratch) != std::cmp::Ordering::Less;
+    Ok((tids, more))
 }
 
 /// Where a full page's `items` (data tuples, the new one at `new_at`)

@@ -193,7 +193,9 @@ impl BtreeScan {
     }
 
     /// The next batch of matches, or None when the scan is done. Pages
-    /// without a match are passed over.
+    /// without a match are passed over: the loop ends because each turn
+    /// moves to another page in the scan's direction (links never loop:
+    /// `verify` checks it) or descends for a later range.
     pub fn next_batch(
         &mut self,
         bt: &Btree,

@@ -14,6 +14,10 @@ use super::change::{apply_logged, BtreeChange};
 use super::page::{page_tuple, pointer, Special, FLAG_LEAF};
 use super::{Btree, BtreeError, IndexDesc};
 
+/// Most passes [`Btree::bulk_delete`] makes over pages added while it
+/// ran (each needs splits during the one before).
+const BULK_DELETE_PASSES_MAX: u32 = 1000;
+
 /// What an index pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BulkDeleteStats {
@@ -52,11 +56,41 @@ impl Btree {
         dead: &dyn Fn(Tid) -> bool,
         limits: StreamLimits,
     ) -> Result<BulkDeleteStats, BtreeError> {
-        let nblocks = s.pool().relation(idx.rel).nblocks(Fork::Main)?;
+        let mut stats = BulkDeleteStats::default();
+        // Block 0 is the metapage.
+        let mut from = 1u32;
+        for _ in 0..BULK_DELETE_PASSES_MAX {
+            // Pages split off while a pass ran went to the end of the
+            // file, past what it read, possibly with tuples moved from a
+            // page it had not reached yet: read those too, until the file
+            // stops growing (PostgreSQL's btvacuumscan does the same).
+            let nblocks = s.pool().relation(idx.rel).nblocks(Fork::Main)?;
+            if from >= nblocks {
+                return Ok(stats);
+            }
+            self.bulk_delete_blocks(s, idx, dead, limits, from..nblocks, &mut stats)?;
+            from = nblocks;
+        }
+        Err(BtreeError::damaged(&format!(
+            "the index kept growing through {BULK_DELETE_PASSES_MAX} passes of vacuum"
+        ))
+        .named(idx, from))
+    }
+
+    /// One pass of [`Btree::bulk_delete`] over `blocks`.
+    fn bulk_delete_blocks(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        dead: &dyn Fn(Tid) -> bool,
+        limits: StreamLimits,
+        blocks: std::ops::Range<u32>,
+        stats: &mut BulkDeleteStats,
+    ) -> Result<(), BtreeError> {
         let look_ahead = limits.look_ahead_blocks(true, s.settings.io_combine_limit);
         let strategy = Strategy::new(StrategyKind::Vacuum, s.pool().nbuffers(), look_ahead);
-        // Block 0 is the metapage.
-        let mut next = 1u32;
+        let mut next = blocks.start;
+        let end = blocks.end;
         let mut stream = ReadStream::begin(
             s,
             idx.rel,
@@ -69,7 +103,7 @@ impl Btree {
             limits,
             Some(strategy),
             move |data: &mut u32| {
-                if next < nblocks {
+                if next < end {
                     *data = next;
                     next += 1;
                     Next::Block(*data)
@@ -78,7 +112,6 @@ impl Btree {
                 }
             },
         );
-        let mut stats = BulkDeleteStats::default();
         let result = loop {
             let (id, block) = match stream.next_buffer(s) {
                 Ok(Some(next)) => next,
@@ -120,6 +153,6 @@ impl Btree {
             }
         };
         stream.end(s);
-        result.map(|()| stats)
+        result
     }
 }

@@ -20,8 +20,10 @@ use crate::page::line_pointer_count;
 use crate::storage::Fork;
 use crate::types::Value;
 
-use super::page::{decode_tuple, page_tuple, pointer, IndexTuple, Special, FLAG_LEAF, NO_PAGE};
-use super::{Btree, BtreeError, IndexDesc, LEVELS_MAX, MOVE_RIGHT_MAX};
+use super::page::{
+    decode_tuple, page_tuple, pointer, IndexTuple, Special, FLAG_LEAF, FLAG_ROOT, NO_PAGE,
+};
+use super::{Btree, BtreeError, IndexDesc, LEVELS_MAX};
 
 /// What [`Btree::verify`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -87,7 +89,10 @@ impl Btree {
             let mut prev_high: Option<IndexTuple> = None;
             let mut next_leftmost = None;
             let mut below = std::collections::HashMap::new();
-            for _ in 0..nblocks.min(MOVE_RIGHT_MAX.max(nblocks)) + 1 {
+            let mut visited = std::collections::HashSet::new();
+            // A level has fewer pages than the file; one more step finds
+            // the end of the level or a loop.
+            for _ in 0..=nblocks {
                 if block == NO_PAGE {
                     break;
                 }
@@ -102,6 +107,15 @@ impl Btree {
                 let page = guard.page();
                 let checked = (|| -> Result<(u32, Option<IndexTuple>), BtreeError> {
                     let sp = Special::read(page);
+                    // Only the metapage's root may be flagged root (it
+                    // may lack the flag: a root split whose new root a
+                    // crash kept from coming).
+                    if sp.flags & FLAG_ROOT != 0 && block != meta.root {
+                        return Err(bad(
+                            block,
+                            format!("flagged root, but the root is {}", meta.root),
+                        ));
+                    }
                     if sp.level != level || (sp.flags & FLAG_LEAF != 0) != (level == 0) {
                         return Err(bad(
                             block,
@@ -128,10 +142,10 @@ impl Btree {
                         if t.minus_infinity && (level == 0 || i != first) {
                             return Err(bad(block, format!("minus infinity at line pointer {i}")));
                         }
-                        if level > 0 && i == first && !t.minus_infinity && prev == NO_PAGE {
+                        if level > 0 && i == first && !t.minus_infinity {
                             return Err(bad(
                                 block,
-                                "the leftmost internal page's first tuple has a key".into(),
+                                "an internal page's first tuple has a key".into(),
                             ));
                         }
                         if let Some(l) = &last {
@@ -141,11 +155,19 @@ impl Btree {
                                     format!("line pointer {i} is not above the one before"),
                                 ));
                             }
-                        } else if let Some(ph) = &prev_high {
-                            if !t.minus_infinity && cmp_tuples(idx, ph, &t) == Ordering::Greater {
+                        }
+                        // The first keyed tuple (an internal page's
+                        // second) is at or above the left sibling's high
+                        // key; the order within the page does the rest.
+                        let first_keyed =
+                            !t.minus_infinity && last.as_ref().is_none_or(|l| l.minus_infinity);
+                        if let (true, Some(ph)) = (first_keyed, &prev_high) {
+                            if cmp_tuples(idx, ph, &t) == Ordering::Greater {
                                 return Err(bad(
                                     block,
-                                    "the first tuple is below the left sibling's high key".into(),
+                                    format!(
+                                        "line pointer {i} is below the left sibling's high key"
+                                    ),
                                 ));
                             }
                         }
@@ -214,12 +236,23 @@ impl Btree {
                     report.pages_without_downlink += 1;
                 }
                 report.pages += 1;
+                visited.insert(block);
                 prev = block;
                 prev_high = high;
                 block = next;
             }
             if block != NO_PAGE {
                 return Err(bad(prev, "the level's links go round in a loop".into()));
+            }
+            // Every downlink of the level above points into this level.
+            if let Some(child) = expected.keys().find(|c| !visited.contains(c)) {
+                return Err(bad(
+                    *child,
+                    format!(
+                        "a downlink of level {} points here, which is not on level {level}",
+                        level + 1
+                    ),
+                ));
             }
             if level > 0 {
                 leftmost = next_leftmost

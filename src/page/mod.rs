@@ -278,8 +278,11 @@ pub fn delete_items(page: &mut PageBytes, mut delete: impl FnMut(usize) -> bool)
     let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(count);
     for i in 0..count {
         if !delete(i) {
-            // Moved down to the next free line pointer.
-            let bytes = item(page, i).map(<[u8]>::to_vec).unwrap_or_default();
+            // Moved down to the next free line pointer. Index pages hold
+            // only normal line pointers (nothing marks them otherwise).
+            let bytes = item(page, i)
+                .unwrap_or_else(|| panic!("line pointer {i} of an ordered page holds no item"))
+                .to_vec();
             kept.push((kept.len(), bytes));
         }
     }
