@@ -1,0 +1,201 @@
+//! Indexes from SQL: CREATE INDEX and DROP INDEX, entries kept by INSERT,
+//! UPDATE and COPY, unique violations with PostgreSQL's text (also
+//! between sessions), vacuum removing entries before it frees their
+//! rows' line pointers, `verify_index`, and indexes across a crash. Every
+//! I/O method.
+
+mod common;
+
+use std::sync::Arc;
+
+use aiostore::config::IoMethod;
+use aiostore::database::Database;
+use common::{crash, err, ints, new_small_pool_db, run, small_pool_settings};
+
+const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
+
+fn verified(s: &mut aiostore::database::Session, index: &str) -> i64 {
+    ints(s, &format!("SELECT verify_index('{index}')"))[0]
+}
+
+#[test]
+fn create_index_builds_and_dml_keeps_entries_for_every_row_version() {
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        run(
+            &mut s,
+            "CREATE TABLE t (id int, name text, score double precision)",
+        );
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, 'n' || (i % 100), i / 7.0 FROM generate_series(1, 5000) AS g(i)",
+        );
+        run(&mut s, "CREATE INDEX ON t (name DESC, id)");
+        run(&mut s, "CREATE UNIQUE INDEX t_id ON t (id)");
+        assert_eq!(verified(&mut s, "t_name_id_idx"), 5000, "{method:?}");
+        assert_eq!(verified(&mut s, "t_id"), 5000);
+        // Every new version gets entries; the old ones keep theirs until
+        // vacuum.
+        run(&mut s, "UPDATE t SET name = 'x' || id WHERE id % 10 = 0");
+        run(
+            &mut s,
+            "INSERT INTO t VALUES (6000, NULL, NULL), (6001, NULL, NULL)",
+        );
+        run(&mut s, "DELETE FROM t WHERE id <= 100");
+        assert_eq!(verified(&mut s, "t_id"), 5002 + 500);
+        run(&mut s, "VACUUM t");
+        // 100 deleted rows and 500 old versions gone, entries with them.
+        assert_eq!(verified(&mut s, "t_id"), 5002 - 100);
+        assert_eq!(verified(&mut s, "t_name_id_idx"), 5002 - 100);
+        // COPY fills a page at a time and still adds each row's entries.
+        let copy = (10_000..12_000)
+            .map(|i| format!("{i}\tc{i}\t1.5\n"))
+            .collect::<String>();
+        let mut input = std::io::Cursor::new(copy.into_bytes());
+        let mut io = aiostore::sql::StatementIo {
+            stdin: Some(&mut input),
+            ..Default::default()
+        };
+        aiostore::sql::execute_each(&mut s, "COPY t FROM STDIN", &mut io, |_| {}).unwrap();
+        assert_eq!(verified(&mut s, "t_id"), 4902 + 2000);
+        run(&mut s, "DROP INDEX t_name_id_idx");
+        assert!(err(&mut s, "SELECT verify_index('t_name_id_idx')").contains("does not exist"));
+        run(&mut s, "DROP TABLE t");
+        assert!(err(&mut s, "SELECT verify_index('t_id')").contains("does not exist"));
+    }
+}
+
+#[test]
+fn a_unique_index_refuses_duplicates_with_postgresql_words() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (id int, v text)");
+    run(
+        &mut s,
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (NULL, 'c'), (NULL, 'd')",
+    );
+    run(&mut s, "CREATE UNIQUE INDEX t_pkey ON t (id)");
+    assert_eq!(
+        err(&mut s, "INSERT INTO t VALUES (2, 'again')"),
+        "duplicate key value violates unique constraint \"t_pkey\"\nDETAIL:  Key (id)=(2) already exists."
+    );
+    // The failed statement left no row (its entry points at a row of an
+    // aborted statement, which no later check counts).
+    assert_eq!(ints(&mut s, "SELECT count(*) FROM t WHERE id = 2"), vec![1]);
+    run(&mut s, "INSERT INTO t VALUES (3, 'c')");
+    // An UPDATE that keeps the key is no conflict with its old version;
+    // one that takes another row's key is.
+    run(&mut s, "UPDATE t SET v = 'z' WHERE id = 3");
+    assert!(
+        err(&mut s, "UPDATE t SET id = 1 WHERE id = 3").contains("Key (id)=(1) already exists.")
+    );
+    // A deleted key may come back.
+    run(&mut s, "DELETE FROM t WHERE id = 1");
+    run(&mut s, "INSERT INTO t VALUES (1, 'back')");
+    // Building a unique index over duplicates fails and leaves nothing.
+    run(&mut s, "CREATE TABLE d (k int)");
+    run(&mut s, "INSERT INTO d VALUES (1), (5), (5)");
+    assert_eq!(
+        err(&mut s, "CREATE UNIQUE INDEX d_k ON d (k)"),
+        "could not create unique index \"d_k\"\nDETAIL:  Key (k)=(5) is duplicated."
+    );
+    assert!(err(&mut s, "SELECT verify_index('d_k')").contains("does not exist"));
+    run(&mut s, "CREATE INDEX d_k ON d (k)");
+    assert!(err(&mut s, "CREATE INDEX d_k ON d (k)").contains("relation \"d_k\" already exists"));
+    let r = run(&mut s, "CREATE INDEX IF NOT EXISTS d_k ON d (k)");
+    assert_eq!(
+        r[0].notices,
+        vec!["NOTICE: relation \"d_k\" already exists, skipping"]
+    );
+    assert!(err(&mut s, "CREATE INDEX ON d (nope)").contains("column \"nope\" does not exist"));
+    assert!(err(&mut s, "CREATE INDEX ON d USING hash (k)").contains("only btree"));
+    assert!(err(&mut s, "BEGIN; CREATE INDEX ON d (k)").contains("CREATE INDEX"));
+}
+
+#[test]
+fn two_sessions_inserting_one_key_one_wins_and_the_other_waits_then_fails_or_succeeds() {
+    for commit in [true, false] {
+        let (_dir, _path, db) = new_small_pool_db(IoMethod::Worker, false);
+        let mut a = db.session().unwrap();
+        run(&mut a, "CREATE TABLE t (id int)");
+        run(&mut a, "CREATE UNIQUE INDEX t_id ON t (id)");
+        run(&mut a, "BEGIN");
+        run(&mut a, "INSERT INTO t VALUES (7)");
+        let other = {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut b = db.session().unwrap();
+                aiostore::sql::execute(&mut b, "INSERT INTO t VALUES (7)").map(|_| ())
+            })
+        };
+        // B waits for A's transaction (bounded by the row wait); A ends it.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!other.is_finished(), "the second inserter did not wait");
+        run(&mut a, if commit { "COMMIT" } else { "ROLLBACK" });
+        let b = other.join().unwrap();
+        if commit {
+            let e = b.unwrap_err().to_string();
+            assert!(e.contains("Key (id)=(7) already exists."), "{e}");
+        } else {
+            b.unwrap();
+        }
+        assert_eq!(ints(&mut a, "SELECT count(*) FROM t"), vec![1]);
+        // The winner's entry, and after a rollback the entry of the row
+        // that rolled back (until vacuum) beside the second one's.
+        assert_eq!(verified(&mut a, "t_id"), 1 + i64::from(!commit));
+    }
+}
+
+#[test]
+fn a_line_pointer_vacuum_frees_never_brings_back_a_stale_entry() {
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (k int, pad text)");
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, repeat('p', 100) FROM generate_series(1, 500) AS g(i)",
+        );
+        run(&mut s, "CREATE UNIQUE INDEX t_k ON t (k)");
+        run(&mut s, "DELETE FROM t WHERE k % 2 = 0");
+        run(&mut s, "VACUUM t");
+        // The freed line pointers take new rows with the deleted keys:
+        // had an old entry survived, it would point at a new row with
+        // another key, and the unique check or verify would trip on it.
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i + 1, 'new' FROM generate_series(1, 500, 2) AS g(i)",
+        );
+        assert_eq!(verified(&mut s, "t_k"), 500, "{method:?}");
+        let keys = run(&mut s, "SELECT k FROM t GROUP BY k").pop().unwrap().rows;
+        assert_eq!(keys.len(), 500);
+    }
+}
+
+#[test]
+fn indexes_come_back_after_a_crash_and_a_half_made_one_goes() {
+    for method in METHODS {
+        let (_dir, path, db) = new_small_pool_db(method, false);
+        {
+            let mut s = db.session().unwrap();
+            run(&mut s, "CREATE TABLE t (id int, v text)");
+            run(
+                &mut s,
+                "INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, 3000) AS g(i)",
+            );
+            run(&mut s, "CREATE UNIQUE INDEX t_id ON t (id)");
+            run(&mut s, "CHECKPOINT");
+            run(
+                &mut s,
+                "INSERT INTO t SELECT i, 'w' FROM generate_series(3001, 4000) AS g(i)",
+            );
+            run(&mut s, "UPDATE t SET v = 'u' WHERE id % 3 = 0");
+        }
+        crash(db);
+        let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
+        let mut s = db.session().unwrap();
+        assert_eq!(verified(&mut s, "t_id"), 4000 + 1333, "{method:?}");
+        assert!(err(&mut s, "INSERT INTO t VALUES (5, 'dup')").contains("already exists"));
+    }
+}
