@@ -119,7 +119,8 @@ fn every_fixture_case_prints_or_fails_as_postgresql_does() {
                 assert_eq!(rows.len(), 1, "{query}");
                 Ok(format_value(&rows[0][0]))
             }
-            Err(e) => Err(e.to_string()),
+            // A DETAIL line is written after `\n` in the fixture.
+            Err(e) => Err(e.to_string().replace('\n', "\\n")),
         };
         if got != case.outcome {
             disagreements.push(format!(
