@@ -197,8 +197,14 @@ impl Aggregate {
                 *n += 1;
             }
             Acc::Extreme(best) => {
+                // Of equal numbers the later wins, as PostgreSQL's
+                // numeric_smaller and float8_smaller (and their larger)
+                // keep their second argument: min of 1.0 then 1.00 is 1.00.
+                // Of equal texts the first stays (bpchar_smaller).
+                let later_wins_ties = matches!(&*v, Value::Numeric(_) | Value::Double(_));
                 let better = match compare(&v, best) {
                     None => true, // best is still NULL
+                    Some(ord) if ord.is_eq() => later_wins_ties,
                     Some(ord) => {
                         (self.func == AggFunc::Min && ord.is_lt())
                             || (self.func == AggFunc::Max && ord.is_gt())
