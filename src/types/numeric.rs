@@ -248,7 +248,15 @@ impl Numeric {
         if scale > NUMERIC_DSCALE_MAX {
             return Err(TypeError::NumericFormatOverflow);
         }
-        if !digits.is_zero()
+        // Below this many bits a value has fewer digits than the limit,
+        // so the common case skips counting them (a sum adds a row at a
+        // time).
+        const BITS_BELOW_DIGIT_LIMIT: u64 = 400_000;
+        debug_assert!(
+            (BITS_BELOW_DIGIT_LIMIT as f64 * std::f64::consts::LOG10_2)
+                < NUMERIC_MAX_INTEGER_DIGITS as f64
+        );
+        if digits.bits() > BITS_BELOW_DIGIT_LIMIT
             && decimal_len(digits.magnitude()) - i64::from(scale) > NUMERIC_MAX_INTEGER_DIGITS
         {
             return Err(TypeError::NumericFormatOverflow);
