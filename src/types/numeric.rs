@@ -5,7 +5,7 @@
 //! 10^-scale, where the scale is PostgreSQL's *display scale* (`dscale`):
 //! the number of digits after the point the value prints with. `1.50` is
 //! 150 × 10^-2 and prints `1.50`; it equals `1.5` (15 × 10^-1), and the
-//! two hash alike ([`Numeric::hash`] drops trailing zeros first). Every
+//! two hash alike (the `Hash` drops trailing zeros first). Every
 //! operation sets the result's scale as PostgreSQL's does (`+`: the larger
 //! scale; `*`: the sum; `/`: `select_div_scale`; `round(x, n)`: n), so
 //! that results print as PostgreSQL prints them. Beside the numbers are
@@ -32,7 +32,7 @@
 //! assert_eq!(x.to_string(), "1.50");
 //! let third = Numeric::from_i64(1).div(&Numeric::from_i64(3))?;
 //! assert_eq!(third.to_string(), "0.33333333333333333333");
-//! assert_eq!(x.add(&third).to_string(), "1.83333333333333333333");
+//! assert_eq!(x.add(&third)?.to_string(), "1.83333333333333333333");
 //! assert!(Numeric::parse("NaN")? > Numeric::parse("Infinity")?);
 //! # Ok::<(), aiostore::types::TypeError>(())
 //! ```
@@ -276,12 +276,15 @@ impl Numeric {
             text: text.to_string(),
         };
         let t = text.trim_matches(is_c_space);
-        let lower = t.to_ascii_lowercase();
-        match lower.as_str() {
-            "nan" => return Ok(Numeric::nan()),
-            "infinity" | "+infinity" | "inf" | "+inf" => return Ok(Numeric::infinity(false)),
-            "-infinity" | "-inf" => return Ok(Numeric::infinity(true)),
-            _ => {}
+        let spelled = |words: &[&str]| words.iter().any(|w| t.eq_ignore_ascii_case(w));
+        if spelled(&["nan"]) {
+            return Ok(Numeric::nan());
+        }
+        if spelled(&["infinity", "+infinity", "inf", "+inf"]) {
+            return Ok(Numeric::infinity(false));
+        }
+        if spelled(&["-infinity", "-inf"]) {
+            return Ok(Numeric::infinity(true));
         }
         let bytes = t.as_bytes();
         let mut at = 0;
