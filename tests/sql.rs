@@ -217,8 +217,8 @@ fn create_table_checks_options_types_and_names(method: IoMethod) {
     }
     for (statement, expected) in [
         (
-            "CREATE TABLE u (a numeric)",
-            Fails::Containing("type \"NUMERIC\" is not supported; use integer, bigint"),
+            "CREATE TABLE u (a real)",
+            Fails::Containing("type \"REAL\" is not supported; use integer, bigint, numeric"),
         ),
         (
             "CREATE TABLE u (a timestamp with time zone)",

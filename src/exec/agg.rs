@@ -5,9 +5,10 @@
 //! the type: `count` is bigint; `sum` of integers is bigint (PostgreSQL
 //! gives numeric for `sum(bigint)`, we give bigint and fail with "bigint out
 //! of range" instead), of doubles double; `avg` is double precision
-//! (PostgreSQL: numeric for integers); `min`/`max` keep their argument's
-//! type. Integer sums run in 128 bits, so only the final result can
-//! overflow.
+//! (PostgreSQL: numeric for integers); `sum` and `avg` of numerics are
+//! numeric, exact (`avg` divided with numeric division's scale);
+//! `min`/`max` keep their argument's type. Integer sums run in 128 bits,
+//! so only the final result can overflow.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -17,7 +18,7 @@ use super::expr::{EvalContext, Expr};
 use super::partition::{HashStats, Partitions, SPILL_DEPTH_MAX};
 use super::ExecError;
 use crate::sort::{row_bytes, SpillReader};
-use crate::types::{as_f64, as_i64, compare, is_numeric, ColumnType, TypeError, Value};
+use crate::types::{as_f64, as_i64, compare, is_numeric, ColumnType, Numeric, TypeError, Value};
 
 /// Which aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +80,7 @@ impl Aggregate {
                 func.name(),
                 arg_ty.map_or("unknown", ColumnType::name)
             ),
-            signature: "sum/avg(integer | bigint | double precision)",
+            signature: "sum/avg(integer | bigint | numeric | double precision)",
         };
         let ty = match (func, &arg) {
             (AggFunc::CountStar, None) => ColumnType::BigInt,
@@ -90,6 +91,11 @@ impl Aggregate {
             }
             (AggFunc::Count, Some(_)) => ColumnType::BigInt,
             (AggFunc::Sum | AggFunc::Avg, Some(_)) if !numeric => return Err(no_function()),
+            (AggFunc::Sum | AggFunc::Avg, Some(_))
+                if matches!(arg_ty, Some(ColumnType::Numeric(_))) =>
+            {
+                ColumnType::Numeric(None)
+            }
             (AggFunc::Sum, Some(_)) => match arg_ty {
                 Some(ColumnType::Double) => ColumnType::Double,
                 _ => ColumnType::BigInt,
@@ -116,6 +122,17 @@ impl Aggregate {
                     sum: 0.0,
                     n: 0,
                     sxx: 0.0,
+                }
+            }
+            AggFunc::Sum | AggFunc::Avg
+                if matches!(
+                    self.arg.as_ref().and_then(Expr::ty),
+                    Some(ColumnType::Numeric(_))
+                ) =>
+            {
+                Acc::Numeric {
+                    sum: Numeric::from_i64(0),
+                    n: 0,
                 }
             }
             AggFunc::Sum | AggFunc::Avg => Acc::Integer { sum: 0, n: 0 },
@@ -172,9 +189,22 @@ impl Aggregate {
                 *sum = total;
                 *n += 1;
             }
+            Acc::Numeric { sum, n } => {
+                let Value::Numeric(x) = &*v else {
+                    return Err(ExecError::Internal("numeric aggregate of a non-numeric"));
+                };
+                *sum = sum.add(x)?;
+                *n += 1;
+            }
             Acc::Extreme(best) => {
+                // Of equal numbers the later wins, as PostgreSQL's
+                // numeric_smaller and float8_smaller (and their larger)
+                // keep their second argument: min of 1.0 then 1.00 is 1.00.
+                // Of equal texts the first stays (bpchar_smaller).
+                let later_wins_ties = matches!(&*v, Value::Numeric(_) | Value::Double(_));
                 let better = match compare(&v, best) {
                     None => true, // best is still NULL
+                    Some(ord) if ord.is_eq() => later_wins_ties,
                     Some(ord) => {
                         (self.func == AggFunc::Min && ord.is_lt())
                             || (self.func == AggFunc::Max && ord.is_gt())
@@ -192,7 +222,14 @@ impl Aggregate {
     pub fn result(&self, acc: &Acc) -> Result<Value, ExecError> {
         Ok(match (self.func, acc) {
             (_, Acc::Count(n)) => Value::BigInt(*n),
-            (_, Acc::Integer { n: 0, .. } | Acc::Double { n: 0, .. }) => Value::Null,
+            (
+                _,
+                Acc::Integer { n: 0, .. } | Acc::Double { n: 0, .. } | Acc::Numeric { n: 0, .. },
+            ) => Value::Null,
+            (AggFunc::Avg, Acc::Numeric { sum, n }) => {
+                Value::Numeric(sum.div(&Numeric::from_i64(*n))?)
+            }
+            (_, Acc::Numeric { sum, .. }) => Value::Numeric(sum.clone()),
             (AggFunc::Avg, Acc::Integer { sum, n }) => Value::Double(*sum as f64 / *n as f64),
             (AggFunc::Avg, Acc::Double { sum, n, .. }) => Value::Double(*sum / *n as f64),
             (_, Acc::Integer { sum, .. }) => Value::BigInt(
@@ -219,6 +256,11 @@ pub enum Acc {
         /// PostgreSQL's float8_accum does).
         sxx: f64,
     },
+    /// Sum and count of numerics (exact).
+    Numeric {
+        sum: Numeric,
+        n: i64,
+    },
     /// min or max so far (NULL before the first value).
     Extreme(Value),
 }
@@ -227,7 +269,8 @@ impl Acc {
     /// Memory it owns beyond itself: the text a min or max holds.
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Acc::Extreme(Value::Text(t)) => t.capacity(),
+            Acc::Extreme(Value::Text(t) | Value::Char(t)) => t.capacity(),
+            Acc::Extreme(Value::Numeric(x)) | Acc::Numeric { sum: x, .. } => x.heap_bytes(),
             _ => 0,
         }
     }
@@ -274,6 +317,8 @@ impl Hash for GroupKey {
                 Value::Boolean(b) => state.write_u8(2 + u8::from(*b)),
                 Value::Date(d) => state.write_i32(*d),
                 Value::Timestamp(t) => state.write_i64(*t),
+                // Equal numerics of different scales hash alike.
+                Value::Numeric(x) => x.hash(state),
             }
         }
     }

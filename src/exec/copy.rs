@@ -617,7 +617,9 @@ impl RowWriter<'_> {
             Value::Double(x) => self.field_text(format_double(*x).as_bytes()),
             Value::Boolean(b) => self.buf.push(if *b { b't' } else { b'f' }),
             Value::Text(t) | Value::Char(t) => self.field_text(t.as_bytes()),
-            Value::Date(_) | Value::Timestamp(_) => self.field_text(output_text(v).as_bytes()),
+            Value::Date(_) | Value::Timestamp(_) | Value::Numeric(_) => {
+                self.field_text(output_text(v).as_bytes())
+            }
         }
     }
 

@@ -7,9 +7,10 @@
 //! expression without a type is a NULL literal (PostgreSQL's `unknown`),
 //! which takes the type its context wants.
 //!
-//! Numeric operands are promoted `integer < bigint < double precision`, as
-//! in PostgreSQL; integer arithmetic is checked and fails with "integer out
-//! of range" rather than wrapping. Comparisons and logic follow SQL's
+//! Numeric operands are promoted `integer < bigint < numeric < double
+//! precision`, as in PostgreSQL; integer arithmetic is checked and fails
+//! with "integer out of range" rather than wrapping, and numeric
+//! arithmetic is exact (a quotient rounded to the scale PostgreSQL picks). Comparisons and logic follow SQL's
 //! three-valued rules: any comparison with NULL is NULL, `false AND NULL`
 //! is false, `true OR NULL` is true.
 
@@ -94,11 +95,20 @@ pub enum Function {
     Abs,
     Lower,
     Upper,
+    /// `round(x)`: half away from zero for numeric, half to even for
+    /// double precision (C's `rint`, as PostgreSQL); `round(numeric, n)`.
+    Round,
+    /// `trunc(x)`, `trunc(numeric, n)`: towards zero.
+    Trunc,
+    /// `ceil(x)` (also `ceiling`).
+    Ceil,
+    /// `floor(x)`.
+    Floor,
 }
 
 impl Function {
     /// Every scalar function.
-    pub const ALL: [Function; 7] = [
+    pub const ALL: [Function; 11] = [
         Function::Random,
         Function::Md5,
         Function::Repeat,
@@ -106,10 +116,17 @@ impl Function {
         Function::Abs,
         Function::Lower,
         Function::Upper,
+        Function::Round,
+        Function::Trunc,
+        Function::Ceil,
+        Function::Floor,
     ];
 
     /// The function called `name` (lower case), if there is one.
     pub fn by_name(name: &str) -> Option<Function> {
+        if name == "ceiling" {
+            return Some(Function::Ceil);
+        }
         Function::ALL.into_iter().find(|f| f.name() == name)
     }
 
@@ -123,6 +140,10 @@ impl Function {
             Function::Abs => "abs",
             Function::Lower => "lower",
             Function::Upper => "upper",
+            Function::Round => "round",
+            Function::Trunc => "trunc",
+            Function::Ceil => "ceil",
+            Function::Floor => "floor",
         }
     }
 
@@ -133,9 +154,13 @@ impl Function {
             Function::Md5 => "md5(text)",
             Function::Repeat => "repeat(text, integer)",
             Function::Length => "length(text)",
-            Function::Abs => "abs(integer | bigint | double precision)",
+            Function::Abs => "abs(integer | bigint | numeric | double precision)",
             Function::Lower => "lower(text)",
             Function::Upper => "upper(text)",
+            Function::Round => "round(numeric | double precision), round(numeric, integer)",
+            Function::Trunc => "trunc(numeric | double precision), trunc(numeric, integer)",
+            Function::Ceil => "ceil(numeric | double precision)",
+            Function::Floor => "floor(numeric | double precision)",
         }
     }
 
@@ -153,7 +178,25 @@ impl Function {
             }
             (Function::Repeat, [a, n]) if text(a) && integer(n) => Some(Some(ColumnType::Text)),
             (Function::Length, [a]) if text(a) => Some(Some(ColumnType::Integer)),
-            (Function::Abs, [a]) if a.is_none_or(is_numeric) => Some(*a),
+            (Function::Abs, [a]) if a.is_none_or(is_numeric) => {
+                Some(a.map(ColumnType::without_modifier))
+            }
+            // As PostgreSQL resolves them: an integer argument alone goes
+            // to the double precision version, beside a scale to numeric's.
+            (Function::Round | Function::Trunc | Function::Ceil | Function::Floor, [a])
+                if a.is_none_or(is_numeric) =>
+            {
+                Some(Some(match a {
+                    Some(ColumnType::Numeric(_)) => ColumnType::Numeric(None),
+                    _ => ColumnType::Double,
+                }))
+            }
+            (Function::Round | Function::Trunc, [a, n])
+                if a.is_none_or(|t| is_numeric(t) && t != ColumnType::Double)
+                    && matches!(n, None | Some(ColumnType::Integer)) =>
+            {
+                Some(Some(ColumnType::Numeric(None)))
+            }
             _ => None,
         }
     }
@@ -439,11 +482,25 @@ impl Expr {
                 let ty = match (l.ty, r.ty) {
                     (Some(a), Some(b)) => Some(promote(a, b)),
                     (a, b) => a.or(b),
-                };
+                }
+                .map(ColumnType::without_modifier);
                 // PostgreSQL has no % for double precision.
                 if op == BinaryOp::Mod && ty == Some(ColumnType::Double) {
                     return Err(no_operator());
                 }
+                // Numeric arithmetic takes numerics, and a numeric meeting
+                // a double becomes one (an error if beyond its range): the
+                // casts PostgreSQL applies implicitly.
+                let operand = |e: Expr| match (ty, e.ty) {
+                    (Some(to @ ColumnType::Numeric(_)), Some(from)) if from != to => {
+                        Expr::cast(e, to)
+                    }
+                    (Some(ColumnType::Double), Some(ColumnType::Numeric(_))) => {
+                        Expr::cast(e, ColumnType::Double)
+                    }
+                    _ => Ok(e),
+                };
+                let (l, r) = (operand(l)?, operand(r)?);
                 Ok(Expr {
                     kind: Kind::Arith(op, Box::new(l), Box::new(r)),
                     ty,
@@ -470,7 +527,7 @@ impl Expr {
             });
         }
         Ok(Expr {
-            ty: e.ty,
+            ty: e.ty.map(ColumnType::without_modifier),
             kind: Kind::Negate(Box::new(e)),
         })
     }
@@ -619,7 +676,23 @@ impl Expr {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let types: Vec<Option<ColumnType>> = args.iter().map(|a| a.ty).collect();
-        let Some(ty) = f.result_type(&types) else {
+        let result = f.result_type(&types);
+        // The rounding functions evaluate in their result type: the
+        // argument rounded is cast to it (an integer to double precision
+        // or numeric, as the version chosen takes).
+        let args = match (f, result) {
+            (
+                Function::Round | Function::Trunc | Function::Ceil | Function::Floor,
+                Some(Some(to)),
+            ) => {
+                let mut args = args;
+                let first = args.remove(0);
+                args.insert(0, Expr::cast(first, to)?);
+                args
+            }
+            _ => args,
+        };
+        let Some(ty) = result else {
             return Err(ExecError::NoFunction {
                 call: format!(
                     "{}({})",
@@ -728,6 +801,7 @@ impl Expr {
                     .map(Value::BigInt)
                     .ok_or(TypeError::OutOfRange { ty: "bigint" }.into()),
                 Value::Double(x) => Ok(Value::Double(-x)),
+                Value::Numeric(ref x) => Ok(Value::Numeric(x.neg())),
                 _ => Ok(Value::Null),
             },
             Kind::IsNull(e, negated) => {
@@ -858,6 +932,22 @@ fn call(
             .map(Value::BigInt)
             .ok_or(TypeError::OutOfRange { ty: "bigint" })?,
         (Function::Abs, Value::Double(x), _) => Value::Double(x.abs()),
+        (Function::Abs, Value::Numeric(x), _) => Value::Numeric(x.abs()),
+        (Function::Round, Value::Double(x), _) => Value::Double(x.round_ties_even()),
+        (Function::Trunc, Value::Double(x), _) => Value::Double(x.trunc()),
+        (Function::Ceil, Value::Double(x), _) => Value::Double(x.ceil()),
+        (Function::Floor, Value::Double(x), _) => Value::Double(x.floor()),
+        (Function::Round | Function::Trunc, Value::Numeric(x), n) => {
+            // One argument, or a NULL scale (then the call is NULL, above).
+            let scale = as_i64(n).unwrap_or(0);
+            Value::Numeric(if f == Function::Round {
+                x.round(scale)?
+            } else {
+                x.trunc(scale)?
+            })
+        }
+        (Function::Ceil, Value::Numeric(x), _) => Value::Numeric(x.ceil()?),
+        (Function::Floor, Value::Numeric(x), _) => Value::Numeric(x.floor()?),
         _ => return Err(type_check()),
     })
 }
@@ -961,6 +1051,19 @@ fn arith(op: BinaryOp, a: &Value, b: &Value, ty: ColumnType) -> Result<Value, Ex
                 return Err(ExecError::Underflow);
             }
             Ok(Value::Double(r))
+        }
+        ColumnType::Numeric(_) => {
+            let (Value::Numeric(x), Value::Numeric(y)) = (a, b) else {
+                return Err(ExecError::Internal("numeric operator on a non-numeric"));
+            };
+            Ok(Value::Numeric(match op {
+                BinaryOp::Add => x.add(y)?,
+                BinaryOp::Sub => x.sub(y)?,
+                BinaryOp::Mul => x.mul(y)?,
+                BinaryOp::Div => x.div(y)?,
+                BinaryOp::Mod => x.rem(y)?,
+                _ => return Err(ExecError::Internal("not a numeric operator")),
+            }))
         }
         _ => Err(ExecError::Internal("arithmetic on a non-numeric type")),
     }

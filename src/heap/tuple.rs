@@ -13,7 +13,9 @@
 //!    values: integer 4 bytes, bigint 8, double precision 8, boolean 1,
 //!    date 4 (days since 2000-01-01), timestamp 8 (microseconds since
 //!    2000-01-01), text, varchar and char u16 length + UTF-8 bytes (char
-//!    with its padding); all little-endian, unaligned
+//!    with its padding), numeric u16 length + its storage form (a u16 of
+//!    sign and display scale, then the digits' magnitude in binary, see
+//!    `Numeric::encode`); all little-endian, unaligned
 //! ```
 //!
 //! cmin and cmax are both kept (PostgreSQL folds them into combo ids) since
@@ -24,7 +26,7 @@ use thiserror::Error;
 use crate::page::{LINE_POINTER_SIZE, MAX_ALIGN, PAGE_HEADER_SIZE};
 use crate::storage::BLOCK_SIZE;
 use crate::txn::{CommandId, Xid};
-use crate::types::{ColumnType, Value};
+use crate::types::{ColumnType, Numeric, Value};
 
 pub const TUPLE_HEADER_SIZE: usize = 26;
 
@@ -193,6 +195,7 @@ pub fn encode_values_into(
             Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) => 8,
             Value::Boolean(_) => 1,
             Value::Text(s) | Value::Char(s) => 2 + s.len(),
+            Value::Numeric(x) => 2 + x.encoded_len(),
         })
         .sum();
     out.reserve(bitmap_len + data_len);
@@ -225,6 +228,21 @@ pub fn encode_values_into(
                 }
                 out.extend_from_slice(&(s.len() as u16).to_le_bytes());
                 out.extend_from_slice(s.as_bytes());
+            }
+            (ColumnType::Numeric(_), Value::Numeric(x)) => {
+                let len = x.encoded_len();
+                if len > MAX_TUPLE_SIZE {
+                    return failed(
+                        out,
+                        TupleError::TooLarge {
+                            size: TUPLE_HEADER_SIZE + len,
+                        },
+                    );
+                }
+                out.extend_from_slice(&(len as u16).to_le_bytes());
+                let at = out.len();
+                x.encode(out);
+                debug_assert_eq!(out.len() - at, len);
             }
             (ty, v) => {
                 let e = TupleError::Type {
@@ -297,7 +315,10 @@ pub fn decode_values(
             ColumnType::Integer | ColumnType::Date => 4,
             ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
             ColumnType::Boolean => 1,
-            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+            ColumnType::Text
+            | ColumnType::Varchar(_)
+            | ColumnType::Char(_)
+            | ColumnType::Numeric(_) => {
                 need(at, 2)?;
                 2 + u16_at(t, at) as usize
             }
@@ -327,6 +348,10 @@ pub fn decode_values(
                     _ => Value::Text(s),
                 }
             }
+            ColumnType::Numeric(_) => Value::Numeric(
+                Numeric::decode(&bytes[2..])
+                    .ok_or(TupleError::Damaged("not a numeric's storage form"))?,
+            ),
         });
         at += width;
     }
@@ -351,6 +376,14 @@ mod tests {
             ColumnType::Date => any::<i32>().prop_map(Value::Date).boxed(),
             ColumnType::Timestamp => any::<i64>().prop_map(Value::Timestamp).boxed(),
             ColumnType::Char(_) => ".{0,40}".prop_map(Value::Char).boxed(),
+            ColumnType::Numeric(_) => prop_oneof![
+                (any::<i128>(), 0u32..40).prop_map(|(d, s)| format!("{d}e-{s}")),
+                Just("NaN".to_string()),
+                Just("-Infinity".to_string()),
+                Just("-12345678901234567890123456789012345678901234567890.5".to_string()),
+            ]
+            .prop_map(|text| Value::Numeric(Numeric::parse(&text).unwrap()))
+            .boxed(),
         };
         prop_oneof![1 => Just(Value::Null), 4 => non_null]
     }
@@ -366,6 +399,7 @@ mod tests {
             Just(ColumnType::Timestamp),
             Just(ColumnType::Varchar(Some(40))),
             Just(ColumnType::Char(Some(40))),
+            Just(ColumnType::Numeric(None)),
         ];
         proptest::collection::vec(ty, 0..20).prop_flat_map(|types| {
             let values: Vec<_> = types.iter().map(|&t| value_of(t)).collect();
@@ -397,7 +431,7 @@ mod tests {
 
         #[test]
         fn decoding_garbage_errs_instead_of_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..100)) {
-            let types = [ColumnType::Text, ColumnType::Integer, ColumnType::Text];
+            let types = [ColumnType::Text, ColumnType::Integer, ColumnType::Numeric(None)];
             let mut out = Vec::new();
             let _ = decode(&types, &bytes, &[true; 3], &mut out);
         }

@@ -27,7 +27,9 @@ use crate::database::Database;
 use crate::exec::agg::{AggFunc, Aggregate};
 use crate::exec::expr::Function;
 use crate::exec::{BinaryOp, ExecError, Expr, Filter, Utility, UtilityCall};
-use crate::types::{as_i64, can_assign, is_numeric, ColumnType, TypeError, Value, MAX_CHAR_LENGTH};
+use crate::types::{
+    as_i64, can_assign, is_numeric, ColumnType, NumericTypmod, TypeError, Value, MAX_CHAR_LENGTH,
+};
 
 /// The statement being planned: for error positions, and whose tables it
 /// sees.
@@ -142,6 +144,13 @@ fn char_length_value(length: u64, ty: &'static str) -> Result<u32, SqlError> {
         })
 }
 
+/// The precision and scale of `numeric(p, s)`, checked as PostgreSQL
+/// checks them.
+fn numeric_typmod(precision: u64, scale: i64) -> Result<NumericTypmod, SqlError> {
+    let precision = i64::try_from(precision).unwrap_or(i64::MAX);
+    Ok(NumericTypmod::new(precision, scale).map_err(ExecError::from)?)
+}
+
 /// The column type SQL's `dt` names.
 pub(crate) fn column_type(dt: &DataType) -> Result<ColumnType, SqlError> {
     use DataType as D;
@@ -163,6 +172,12 @@ pub(crate) fn column_type(dt: &DataType) -> Result<ColumnType, SqlError> {
             ColumnType::Char(Some(char_length_modifier(n, "char")?.unwrap_or(1)))
         }
         D::Bool | D::Boolean => ColumnType::Boolean,
+        // `numeric(p)` is numeric(p, 0), as in PostgreSQL.
+        D::Numeric(info) | D::Decimal(info) | D::Dec(info) => ColumnType::Numeric(match info {
+            ast::ExactNumberInfo::None => None,
+            ast::ExactNumberInfo::Precision(p) => Some(numeric_typmod(*p, 0)?),
+            ast::ExactNumberInfo::PrecisionAndScale(p, s) => Some(numeric_typmod(*p, *s)?),
+        }),
         D::Date => ColumnType::Date,
         D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
             ColumnType::Timestamp
@@ -194,6 +209,7 @@ pub(crate) fn column_type(dt: &DataType) -> Result<ColumnType, SqlError> {
                 ("bool" | "boolean", None) => ColumnType::Boolean,
                 ("date", None) => ColumnType::Date,
                 ("timestamp", None) => ColumnType::Timestamp,
+                ("numeric" | "decimal", None) => ColumnType::Numeric(None),
                 _ => return Err(unknown()),
             }
         }
@@ -291,6 +307,7 @@ fn cast_name(dt: &DataType) -> Option<&'static str> {
         ColumnType::Timestamp => "timestamp",
         ColumnType::Varchar(_) => "varchar",
         ColumnType::Char(_) => "bpchar",
+        ColumnType::Numeric(_) => "numeric",
     })
 }
 
@@ -325,6 +342,9 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
                 cast_name(&t.data_type).map(|n| (n.to_string(), STRENGTH_TYPE))
             }
             ast::Expr::Nested(inner) => name(inner),
+            // The parser's own nodes for two functions.
+            ast::Expr::Ceil { .. } => Some(("ceil".into(), STRENGTH_NAME)),
+            ast::Expr::Floor { .. } => Some(("floor".into(), STRENGTH_NAME)),
             _ => None,
         }
     }
@@ -350,6 +370,8 @@ pub(crate) fn has_aggregate(e: &ast::Expr) -> bool {
         A::UnaryOp { expr, .. }
         | A::Nested(expr)
         | A::Cast { expr, .. }
+        | A::Ceil { expr, .. }
+        | A::Floor { expr, .. }
         | A::IsNull(expr)
         | A::IsNotNull(expr) => has_aggregate(expr),
         A::InList { expr, list, .. } => has_aggregate(expr) || list.iter().any(has_aggregate),
@@ -706,6 +728,16 @@ impl<'a> ExprPlanner<'a> {
                 Ok(Expr::cast(self.plan(expr)?, ty)?)
             }
             A::Function(f) => self.function(f, e),
+            // `ceil(x)` and `floor(x)`, which the parser reads itself (for
+            // forms PostgreSQL lacks: `CEIL(x TO DAY)`, `FLOOR(x, 2)`).
+            A::Ceil {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => Ok(Expr::call(Function::Ceil, vec![self.plan(expr)?])?),
+            A::Floor {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => Ok(Expr::call(Function::Floor, vec![self.plan(expr)?])?),
             // `DATE '2026-11-23'`, `TIMESTAMP '…'`: a cast of the string.
             A::TypedString(typed) if !typed.uses_odbc_syntax => {
                 match string_literal(&typed.value.value) {

@@ -186,7 +186,7 @@ pub enum SqlError {
     #[error("{name}() can be called only in FROM, or in the select list of a SELECT without FROM (alone, if it returns several columns) (at {at})")]
     UtilityPlacement { name: String, at: Position },
     #[error(
-        "type \"{name}\" is not supported; use integer, bigint, double precision, text, varchar(n), char(n), boolean, date or timestamp"
+        "type \"{name}\" is not supported; use integer, bigint, numeric, double precision, text, varchar(n), char(n), boolean, date or timestamp"
     )]
     UnknownType { name: String },
     /// A `varchar(n)` or `char(n)` whose n PostgreSQL refuses too.

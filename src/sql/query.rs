@@ -630,7 +630,8 @@ impl Slots {
 
 /// `conj` as a hash key of the join of item `k`: an equality between an
 /// expression of the items before `k` and one of item `k`, of one type
-/// (integers of either width compare as bigint); None otherwise.
+/// (integers of either width compare as bigint, an integer and a numeric
+/// as numeric); None otherwise.
 fn hash_key(
     planner: &mut ExprPlanner,
     conj: &ast::Expr,
@@ -666,8 +667,11 @@ fn hash_key(
             true
         }
         (ColumnType::Char(_), ColumnType::Char(_)) => true,
+        // Equal numerics hash alike whatever their scales.
+        (ColumnType::Numeric(_), ColumnType::Numeric(_)) => true,
         _ => a == b,
     };
+    let numeric = |t: Option<ColumnType>| matches!(t, Some(ColumnType::Numeric(_)));
     let textual = |t: ColumnType| {
         matches!(
             t,
@@ -679,6 +683,11 @@ fn hash_key(
         (a, b) if integer(a) && integer(b) => (
             Expr::cast(outer, ColumnType::BigInt)?,
             Expr::cast(inner, ColumnType::BigInt)?,
+        ),
+        // An integer against a numeric compares as numeric: hash both so.
+        (a, b) if (integer(a) && numeric(b)) || (numeric(a) && integer(b)) => (
+            Expr::cast(outer, ColumnType::Numeric(None))?,
+            Expr::cast(inner, ColumnType::Numeric(None))?,
         ),
         // Mixed with char, as PostgreSQL resolves the operator: against
         // varchar both compare as char (padding ignored on both sides),

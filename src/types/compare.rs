@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use super::datetime::date_as_usecs;
 use super::text::trim_char_padding;
-use super::{as_f64, as_i64, Value};
+use super::{as_f64, as_i64, as_numeric, Value};
 
 /// Orders two doubles as PostgreSQL does: NaN equals NaN and sorts above
 /// every number; -0 equals 0.
@@ -37,7 +37,12 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Date(d), Value::Timestamp(t)) => Some(date_as_usecs(*d).cmp(&i128::from(*t))),
         (Value::Timestamp(t), Value::Date(d)) => Some(i128::from(*t).cmp(&date_as_usecs(*d))),
         (Value::Boolean(x), Value::Boolean(y)) => Some(x.cmp(y)),
+        // A numeric against a double compares as doubles (PostgreSQL
+        // casts the numeric), against an integer as numerics, exactly.
         (Value::Double(_), _) | (_, Value::Double(_)) => Some(cmp_f64(as_f64(a)?, as_f64(b)?)),
+        (Value::Numeric(_), _) | (_, Value::Numeric(_)) => {
+            Some(as_numeric(a)?.as_ref().cmp(as_numeric(b)?.as_ref()))
+        }
         _ => Some(as_i64(a)?.cmp(&as_i64(b)?)),
     }
 }

@@ -22,12 +22,19 @@
 //! - `double.rs`: [`format_double`], the shortest digits that read back as
 //!   the same double, as PostgreSQL 12+ prints them;
 //! - `datetime.rs`: `date` and `timestamp`: the calendar, their text forms,
-//!   ranges and arithmetic.
+//!   ranges and arithmetic;
+//! - `numeric.rs`: [`Numeric`], PostgreSQL's arbitrary-precision decimal:
+//!   its text forms, display scales, `numeric(p, s)`, order and
+//!   arithmetic.
 //!
 //! `varchar(n)` and `char(n)` carry their length in the [`ColumnType`]
 //! (PostgreSQL's typmod). A varchar value is [`Value::Text`]; a char value
 //! is [`Value::Char`], padded, and compares, hashes and measures without
 //! its trailing spaces.
+//!
+//! `numeric(p, s)` carries its precision and scale in the [`ColumnType`]
+//! too ([`NumericTypmod`]); a numeric value ([`Value::Numeric`]) keeps its
+//! display scale, so `1.50` prints as written and equals `1.5`.
 //!
 //! Doubles order as PostgreSQL orders them, not as IEEE 754 does: NaN
 //! equals NaN and sorts above every number, and -0 equals 0, so that a
@@ -50,6 +57,7 @@ mod cast;
 mod compare;
 pub mod datetime;
 mod double;
+mod numeric;
 mod text;
 
 use thiserror::Error;
@@ -57,6 +65,7 @@ use thiserror::Error;
 pub use cast::{assign_value, can_assign, can_cast, cast_value};
 pub use compare::{compare, sort_cmp};
 pub use double::format_double;
+pub use numeric::{Numeric, NumericTypmod, NUMERIC_DSCALE_MAX, NUMERIC_MAX_INTEGER_DIGITS};
 pub use text::{
     char_length, output_text, parse_value, trim_char_padding, value_to_text, MAX_CHAR_LENGTH,
 };
@@ -80,6 +89,8 @@ pub enum ColumnType {
     /// `character(n)`, blank-padded to n characters; `None`: `bpchar`,
     /// neither padded nor limited. Its values are [`Value::Char`].
     Char(Option<u32>),
+    /// `numeric(p, s)`; `None`: `numeric`, any precision and scale.
+    Numeric(Option<NumericTypmod>),
 }
 
 /// Bits of a catalog type code below the length modifier (see
@@ -101,6 +112,7 @@ impl ColumnType {
             ColumnType::Timestamp => "timestamp without time zone",
             ColumnType::Varchar(_) => "character varying",
             ColumnType::Char(_) => "character",
+            ColumnType::Numeric(_) => "numeric",
         }
     }
 
@@ -113,6 +125,7 @@ impl ColumnType {
             // PostgreSQL's own spelling: `character` alone would mean
             // character(1).
             ColumnType::Char(None) => "bpchar".to_string(),
+            ColumnType::Numeric(Some(t)) => format!("numeric({},{})", t.precision(), t.scale()),
             other => other.name().to_string(),
         }
     }
@@ -132,6 +145,7 @@ impl ColumnType {
         match self {
             ColumnType::Varchar(_) => ColumnType::Varchar(None),
             ColumnType::Char(_) => ColumnType::Char(None),
+            ColumnType::Numeric(_) => ColumnType::Numeric(None),
             other => other,
         }
     }
@@ -149,13 +163,15 @@ impl ColumnType {
                 | (ColumnType::Date, Value::Date(_))
                 | (ColumnType::Timestamp, Value::Timestamp(_))
                 | (ColumnType::Char(_), Value::Char(_))
+                | (ColumnType::Numeric(_), Value::Numeric(_))
         )
     }
 
     /// The type's code in the catalog: the base type in the low 8 bits,
-    /// the length modifier (0 for none) above them. Types without a
-    /// modifier keep the codes they had before modifiers existed, so
-    /// older data directories read unchanged.
+    /// the modifier (0 for none) above them: a length, or a numeric's
+    /// precision and scale ([`NumericTypmod::to_bits`], 21 bits). Types
+    /// without a modifier keep the codes they had before modifiers
+    /// existed, so older data directories read unchanged.
     pub fn code(self) -> i32 {
         let (base, modifier): (u32, u32) = match self {
             ColumnType::Integer => (0, 0),
@@ -167,10 +183,12 @@ impl ColumnType {
             ColumnType::Timestamp => (6, 0),
             ColumnType::Varchar(n) => (7, n.unwrap_or(0)),
             ColumnType::Char(n) => (8, n.unwrap_or(0)),
+            ColumnType::Numeric(t) => (9, t.map_or(0, NumericTypmod::to_bits)),
         };
         debug_assert!(modifier <= MAX_CHAR_LENGTH);
-        // MAX_CHAR_LENGTH < 2^24: the shifted modifier fits 32 bits, and
-        // the word is stored as the i32 with the same bits.
+        // MAX_CHAR_LENGTH < 2^24, and a numeric's modifier < 2^21: the
+        // shifted modifier fits 32 bits, and the word is stored as the
+        // i32 with the same bits.
         (base | (modifier << CODE_BASE_BITS)) as i32
     }
 
@@ -193,6 +211,8 @@ impl ColumnType {
             6 => ColumnType::Timestamp,
             7 => return Some(ColumnType::Varchar(length)),
             8 => return Some(ColumnType::Char(length)),
+            9 if modifier == 0 => ColumnType::Numeric(None),
+            9 => return NumericTypmod::from_bits(modifier).map(|t| ColumnType::Numeric(Some(t))),
             _ => return None,
         };
         (modifier == 0).then_some(ty)
@@ -216,6 +236,8 @@ pub enum Value {
     /// A `char(n)` value, padded with spaces to n characters; its
     /// trailing spaces do not count in comparisons, hashing or `length`.
     Char(String),
+    /// A `numeric` value, with its display scale.
+    Numeric(Numeric),
 }
 
 impl Value {
@@ -236,6 +258,7 @@ impl Value {
             Value::Date(_) => ColumnType::Date,
             Value::Timestamp(_) => ColumnType::Timestamp,
             Value::Char(_) => ColumnType::Char(None),
+            Value::Numeric(_) => ColumnType::Numeric(None),
         })
     }
 }
@@ -268,11 +291,54 @@ pub enum TypeError {
     /// read (an explicit cast cuts it instead).
     #[error("value too long for type {ty}({max_chars})")]
     TooLong { ty: &'static str, max_chars: u32 },
+    /// A numeric beyond what its storage format holds (more than 131072
+    /// digits before the point, or 16383 after).
+    #[error("value overflows numeric format")]
+    NumericFormatOverflow,
+    /// A value that does not fit a `numeric(p, s)` once rounded to s.
+    #[error(
+        "numeric field overflow\nDETAIL:  A field with precision {precision}, scale {scale} {}",
+        numeric_field_limit(*precision, *scale, *infinite)
+    )]
+    NumericFieldOverflow {
+        precision: u16,
+        scale: i16,
+        infinite: bool,
+    },
+    /// A `numeric(p, s)` whose p or s PostgreSQL refuses too.
+    #[error("NUMERIC {what} {value} must be between {min} and {max}")]
+    NumericTypmod {
+        what: &'static str,
+        value: i64,
+        min: i64,
+        max: i64,
+    },
+    /// NaN or an infinity cast to an integer type.
+    #[error("cannot convert {what} to {ty}")]
+    CannotConvert {
+        what: &'static str,
+        ty: &'static str,
+    },
+    #[error("division by zero")]
+    DivisionByZero,
     #[error("cannot cast type {from} to {to}")]
     NoCast {
         from: &'static str,
         to: &'static str,
     },
+}
+
+/// The end of "numeric field overflow"'s detail: the bound the rounded
+/// value must stay below, written as PostgreSQL writes it (`10^3`; `1`
+/// for 10^0), or that it cannot be infinite.
+fn numeric_field_limit(precision: u16, scale: i16, infinite: bool) -> String {
+    if infinite {
+        return "cannot hold an infinite value.".into();
+    }
+    match i32::from(precision) - i32::from(scale) {
+        0 => "must round to an absolute value less than 1.".into(),
+        digits => format!("must round to an absolute value less than 10^{digits}."),
+    }
 }
 
 /// Kinds of type, for deciding which operators apply.
@@ -288,14 +354,17 @@ pub(crate) enum Category {
 
 pub(crate) fn category(ty: ColumnType) -> Category {
     match ty {
-        ColumnType::Integer | ColumnType::BigInt | ColumnType::Double => Category::Numeric,
+        ColumnType::Integer | ColumnType::BigInt | ColumnType::Double | ColumnType::Numeric(_) => {
+            Category::Numeric
+        }
         ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => Category::Text,
         ColumnType::Boolean => Category::Boolean,
         ColumnType::Date | ColumnType::Timestamp => Category::DateTime,
     }
 }
 
-/// Whether `ty` is one of the numbers (integer, bigint, double precision).
+/// Whether `ty` is one of the numbers (integer, bigint, numeric, double
+/// precision).
 pub(crate) fn is_numeric(ty: ColumnType) -> bool {
     category(ty) == Category::Numeric
 }
@@ -310,13 +379,25 @@ pub(crate) fn is_text(ty: ColumnType) -> bool {
     category(ty) == Category::Text
 }
 
-/// Position in the numeric promotion order, `None` if not numeric.
+/// Position in the numeric promotion order, `None` if not numeric:
+/// PostgreSQL's implicit casts go integer → bigint → numeric → double
+/// precision (`1 + 1.5::numeric` is numeric, `1.5::numeric + 1.5::float8`
+/// double).
 pub(crate) fn numeric_rank(ty: ColumnType) -> Option<u8> {
     match ty {
         ColumnType::Integer => Some(0),
         ColumnType::BigInt => Some(1),
-        ColumnType::Double => Some(2),
+        ColumnType::Numeric(_) => Some(2),
+        ColumnType::Double => Some(3),
         _ => None,
+    }
+}
+
+/// The value as a numeric, if it is an integer or a numeric (exactly).
+pub fn as_numeric(v: &Value) -> Option<std::borrow::Cow<'_, Numeric>> {
+    match v {
+        Value::Numeric(x) => Some(std::borrow::Cow::Borrowed(x)),
+        _ => as_i64(v).map(|x| std::borrow::Cow::Owned(Numeric::from_i64(x))),
     }
 }
 
@@ -329,12 +410,14 @@ pub fn as_i64(v: &Value) -> Option<i64> {
     }
 }
 
-/// The value as a double, if it is a number.
+/// The value as a double, if it is a number (a numeric beyond a
+/// double's range as an infinity).
 pub fn as_f64(v: &Value) -> Option<f64> {
     match v {
         Value::Integer(x) => Some(f64::from(*x)),
         Value::BigInt(x) => Some(*x as f64),
         Value::Double(x) => Some(*x),
+        Value::Numeric(x) => Some(x.to_f64_lossy()),
         _ => None,
     }
 }
@@ -365,6 +448,10 @@ mod tests {
             ColumnType::Char(None),
             ColumnType::Char(Some(3)),
             ColumnType::Char(Some(MAX_CHAR_LENGTH)),
+            ColumnType::Numeric(None),
+            ColumnType::Numeric(NumericTypmod::new(5, 2).ok()),
+            ColumnType::Numeric(NumericTypmod::new(1000, -1000).ok()),
+            ColumnType::Numeric(NumericTypmod::new(1, 1000).ok()),
         ]) {
             assert_eq!(ColumnType::from_code(ty.code()), Some(ty), "{ty:?}");
         }
@@ -373,6 +460,8 @@ mod tests {
         assert_eq!(ColumnType::from_code(3 | (5 << 8)), None);
         assert_eq!(ColumnType::from_code(99), None);
         assert_eq!(ColumnType::from_code(-1), None);
+        // A numeric modifier with precision 0.
+        assert_eq!(ColumnType::from_code(9 | (5 << 8)), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! ([`value_to_text`]) and the text a result prints as ([`output_text`]).
 
 use super::datetime::{format_date, format_timestamp, parse_date, parse_timestamp};
-use super::{format_double, ColumnType, TypeError, Value};
+use super::{format_double, ColumnType, Numeric, TypeError, Value};
 
 /// Largest length a `varchar(n)` or `char(n)` may declare (PostgreSQL's
 /// `MaxAttrSize`, 10 MB); it also keeps a catalog type code in 32 bits.
@@ -78,6 +78,7 @@ pub fn value_to_text(v: &Value) -> String {
         Value::Boolean(b) => if *b { "true" } else { "false" }.into(),
         Value::Date(d) => format_date(*d),
         Value::Timestamp(t) => format_timestamp(*t),
+        Value::Numeric(x) => x.to_string(),
         // bpchar to text is PostgreSQL's rtrim1: the padding goes.
         Value::Char(s) => trim_char_padding(s).to_string(),
     }
@@ -150,6 +151,23 @@ fn check_double_input_range(x: f64, text: &str) -> Result<(), TypeError> {
     Ok(())
 }
 
+/// The double precision value the text `s` stands for (`float8in`).
+pub(crate) fn parse_double(s: &str) -> Result<f64, TypeError> {
+    let t = s.trim();
+    // Rust also takes "inf"; PostgreSQL's spellings are the longer ones,
+    // which Rust takes as well.
+    match t.parse::<f64>() {
+        Ok(x) if !t.is_empty() => {
+            check_double_input_range(x, t)?;
+            Ok(x)
+        }
+        _ => Err(TypeError::InvalidInput {
+            ty: "double precision",
+            text: s.to_string(),
+        }),
+    }
+}
+
 /// The value of type `ty` that the text `s` stands for (a type's input
 /// function with the type's modifier: a COPY field, or the text of a
 /// cast, which then applies its own length rule). Text too long for a
@@ -165,22 +183,13 @@ pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, TypeError> {
                 .map_err(|_| TypeError::OutOfRange { ty: "integer" })?,
         ),
         ColumnType::BigInt => Value::BigInt(parse_integer(s, ty)?),
-        ColumnType::Double => {
-            let t = s.trim();
-            // Rust also takes "inf"; PostgreSQL's spellings are the
-            // longer ones, which Rust takes as well.
-            match t.parse::<f64>() {
-                Ok(x) if !t.is_empty() => {
-                    check_double_input_range(x, t)?;
-                    Value::Double(x)
-                }
-                _ => {
-                    return Err(TypeError::InvalidInput {
-                        ty: "double precision",
-                        text: s.to_string(),
-                    })
-                }
-            }
+        ColumnType::Double => Value::Double(parse_double(s)?),
+        ColumnType::Numeric(typmod) => {
+            let x = Numeric::parse(s)?;
+            Value::Numeric(match typmod {
+                Some(typmod) => x.apply_typmod(typmod)?,
+                None => x,
+            })
         }
         ColumnType::Boolean => {
             Value::Boolean(parse_bool(s).ok_or_else(|| TypeError::InvalidInput {
