@@ -69,6 +69,7 @@ pub mod partition;
 pub mod plan;
 pub mod progress;
 pub mod scan;
+pub mod subplan;
 pub mod value;
 pub mod views;
 
@@ -89,12 +90,13 @@ pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
 pub use join::{HashCond, HashJoinNode, JoinKind, NestedLoopNode};
 pub use nodes::{
-    AggregateNode, FilterNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode, SortNode,
-    ValuesNode, ViewNode,
+    AggregateNode, AppendNode, FilterNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode,
+    SetOpKind, SetOpNode, SortNode, SubqueryScanNode, ValuesNode, ViewNode,
 };
 pub use plan::{Batch, ExecCx, Filter, Flow, PlanNode, QueryPlan, Rows, SortKey};
 pub use progress::{NoProgress, Progress, ProgressUnit};
 pub use scan::SeqScanNode;
+pub use subplan::{SubLink, SubPlan, SubPlanCall, SubPlanMode};
 pub use views::{Utility, UtilityCall, View};
 
 /// Errors of executing (and of type-checking expressions while planning).
@@ -153,6 +155,10 @@ pub enum ExecError {
         left: &'static str,
         right: &'static str,
     },
+    /// A scalar subquery (`(SELECT …)` in an expression) that returned a
+    /// second row (PostgreSQL's words).
+    #[error("more than one row returned by a subquery used as an expression")]
+    SubqueryRows,
     #[error("step size of generate_series cannot be zero")]
     ZeroStep,
     #[error("block {block} is beyond the end of table \"{table}\", which has {nblocks} blocks")]
