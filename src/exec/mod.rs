@@ -223,8 +223,13 @@ impl Plan {
                 out.push(Arc::clone(&i.table));
                 i.input.tables(&mut out);
             }
-            Plan::Update(u) => out.push(Arc::clone(&u.target.table)),
-            Plan::Delete(d) => out.push(Arc::clone(&d.target.table)),
+            // The target, and the tables its WHERE's and its assignments'
+            // subqueries read.
+            Plan::Update(u) => {
+                u.target.tables(&mut out);
+                plan::subplan_tables(u.assignments.iter().map(|(_, e)| e).collect(), &mut out);
+            }
+            Plan::Delete(d) => d.target.tables(&mut out),
         }
         out
     }

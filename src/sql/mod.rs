@@ -35,9 +35,10 @@
 //! CREATE TABLE (integer, bigint, double precision, text, varchar(n),
 //! char(n), boolean, date, timestamp; NOT
 //! NULL; `WITH (fillfactor = n)`), DROP TABLE, INSERT (VALUES or SELECT),
-//! UPDATE, DELETE, SELECT over one table, view, `generate_series` or
-//! utility function (WHERE, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET,
-//! count/sum/avg/min/max), EXPLAIN \[ANALYZE\] with `(ANALYZE, BUFFERS, IO)`,
+//! UPDATE, DELETE, SELECT over tables, views, `generate_series`, utility
+//! functions and subqueries, joined (WHERE, GROUP BY, HAVING, ORDER BY,
+//! LIMIT/OFFSET, count/sum/avg/min/max; IN, EXISTS and scalar
+//! subqueries; UNION, INTERSECT, EXCEPT), EXPLAIN \[ANALYZE\] with `(ANALYZE, BUFFERS, IO)`,
 //! BEGIN/START TRANSACTION [ISOLATION LEVEL …], COMMIT/END,
 //! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY and CHECKPOINT.
 //! COPY loads a table from a file or from [`StatementIo::stdin`] and

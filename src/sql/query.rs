@@ -1,7 +1,8 @@
 //! SELECT: from a `sqlparser` query to an executor pipeline.
 //!
 //! ```text
-//! FROM item ─▶ source (scan, view, generate_series, utility, Result)
+//! FROM item ─▶ source (scan, view, generate_series, utility, Result,
+//!              a subquery's own plan under a Subquery Scan)
 //! FROM a, b / a JOIN b ON … ─▶ joins, left-deep as written: a hash join
 //!              on equalities between the items so far and the next,
 //!              else a nested loop
@@ -11,7 +12,14 @@
 //! GROUP BY / aggregates / HAVING ─▶ Aggregate
 //! select list (+ ORDER BY expressions not in it, hidden) ─▶ Project
 //! ORDER BY   ─▶ Sort          LIMIT / OFFSET ─▶ Limit
+//! a UNION b  ─▶ see `setop`
 //! ```
+//!
+//! A subquery, in FROM or in an expression, is planned by the same
+//! functions (`plan_query_in`), given the planner of the query around it
+//! as its [`Outer`]: a name the subquery does not have is looked up there
+//! (and further out), and becomes a parameter the subquery's SubPlan
+//! passes in (`sql::expr`, `exec::subplan`).
 //!
 //! ORDER BY names resolve as in PostgreSQL: a number is a select-list
 //! position, a bare name matching a select-list item's name is that item,
