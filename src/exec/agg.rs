@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use super::expr::{EvalContext, Expr};
+use super::expr::{EvalEnv, Expr};
 use super::partition::{HashStats, Partitions, SPILL_DEPTH_MAX};
 use super::ExecError;
 use crate::sort::{row_bytes, SpillReader};
@@ -141,11 +141,11 @@ impl Aggregate {
     }
 
     /// Adds `row` to `acc`.
-    pub fn update(
+    pub fn update<E: EvalEnv + ?Sized>(
         &self,
         acc: &mut Acc,
         row: &[Value],
-        ctx: &mut EvalContext,
+        ctx: &mut E,
     ) -> Result<(), ExecError> {
         if let (AggFunc::CountStar, Acc::Count(n)) = (self.func, &mut *acc) {
             *n += 1;
@@ -373,12 +373,12 @@ impl GroupTable {
 
     /// Adds `row` to its group (made if the table has room, else the row
     /// is spilled, after its key).
-    pub fn add(
+    pub fn add<E: EvalEnv + ?Sized>(
         &mut self,
         row: &[Value],
         groups: &[Expr],
         aggs: &[Aggregate],
-        eval: &mut EvalContext,
+        eval: &mut E,
     ) -> Result<(), ExecError> {
         self.key.0.clear();
         for g in groups {
@@ -391,12 +391,12 @@ impl GroupTable {
     /// `key_len` values), computed when it was first seen, then the row.
     /// The key is never computed again, so a volatile key (`random()`)
     /// still puts the row in exactly one group.
-    pub fn add_spilled(
+    pub fn add_spilled<E: EvalEnv + ?Sized>(
         &mut self,
         spilled: &[Value],
         key_len: usize,
         aggs: &[Aggregate],
-        eval: &mut EvalContext,
+        eval: &mut E,
     ) -> Result<(), ExecError> {
         let (key, row) = spilled.split_at(key_len);
         self.key.0.clear();
@@ -405,11 +405,11 @@ impl GroupTable {
     }
 
     /// Adds `row` to the group of `self.key`.
-    fn add_keyed(
+    fn add_keyed<E: EvalEnv + ?Sized>(
         &mut self,
         row: &[Value],
         aggs: &[Aggregate],
-        eval: &mut EvalContext,
+        eval: &mut E,
     ) -> Result<(), ExecError> {
         let at = match self.index.get(&self.key) {
             Some(&at) => at,
@@ -469,6 +469,7 @@ impl GroupTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::expr::EvalContext;
 
     fn run(agg: &Aggregate, values: &[Value]) -> Value {
         let mut acc = agg.start();

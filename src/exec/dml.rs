@@ -248,12 +248,12 @@ const UPDATE_CHAIN_MAX: usize = 1000;
 /// matches. PostgreSQL's EvalPlanQual: the statement acts on the row as it
 /// is now rather than failing. Under repeatable read it fails, as there.
 fn follow_update_chain(
-    s: &mut Session,
+    cx: &mut ExecCx,
     target: &SeqScanNode,
-    ctx: &mut EvalContext,
     by: Xid,
     newer: Option<Tid>,
 ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
+    let s = &mut *cx.session;
     let table = &target.table;
     if s.isolation() == Isolation::RepeatableRead {
         return Err(HeapError::ConcurrentUpdate {
@@ -279,7 +279,7 @@ fn follow_update_chain(
         &mut row,
     )?;
     let mut scratch = NodeCounts::default();
-    Ok(passes(target.filter.as_ref(), &mut scratch, &row, ctx)?.then_some((newer, row)))
+    Ok(passes(target.filter.as_ref(), &mut scratch, &row, cx)?.then_some((newer, row)))
 }
 
 /// Refuses to follow a row's update chain past [`UPDATE_CHAIN_MAX`].
@@ -301,13 +301,7 @@ fn change_rows(
     s: &mut Session,
     snap: &StatementSnapshot,
     eval: &mut EvalContext,
-    mut change: impl FnMut(
-        &mut Session,
-        &SeqScanNode,
-        &mut EvalContext,
-        Tid,
-        Vec<Value>,
-    ) -> Result<bool, ExecError>,
+    mut change: impl FnMut(&mut ExecCx, &SeqScanNode, Tid, Vec<Value>) -> Result<bool, ExecError>,
 ) -> Result<u64, ExecError> {
     let mut changed = 0;
     let mut cx = ExecCx {
@@ -327,7 +321,7 @@ fn change_rows(
         }
         let rows = batch.tids.drain(..).zip(batch.rows.drain(..));
         let applied = rows.into_iter().try_for_each(|(tid, row)| {
-            if change(cx.session, target, cx.eval, tid, row)? {
+            if change(&mut cx, target, tid, row)? {
                 changed += 1;
             }
             Ok(())
@@ -352,55 +346,50 @@ pub(crate) fn run_update(
     let indexes = TableIndexes::of(&db, &table);
     let mut state = InsertState::default();
     let assignments = &plan.assignments;
-    let result = change_rows(
-        &mut plan.target,
-        s,
-        snap,
-        eval,
-        |s, target, ctx, tid, old| {
-            let (mut tid, mut old) = (tid, old);
-            let mut step = 0;
-            loop {
-                chain_step(&table, step)?;
-                step += 1;
-                let mut new = old.clone();
-                for (column, e) in assignments {
-                    let slot = new.get_mut(*column).ok_or(ExecError::Internal(
-                        "UPDATE assigns a column the row does not have",
-                    ))?;
-                    *slot = e.eval(&old, ctx)?;
-                }
-                let mut tuple = Vec::new();
-                encode_row(&table, &new, xid, cid, &mut tuple)?;
-                let new_tid = db
-                    .heap()
-                    .insert(&mut s.buf, &table.heap, &tuple, &mut state)?;
-                let outcome =
-                    db.heap()
-                        .try_delete(&mut s.buf, &table.heap, tid, xid, cid, Some(new_tid))?;
-                if outcome == DeleteOutcome::Deleted {
-                    // Every version gets its entries (no HOT updates), after
-                    // the old one is marked: a unique check must see it
-                    // deleted by us, not live.
-                    indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, xid)?;
-                    return Ok(true);
-                }
-                // The new version must not survive: this command inserted and
-                // deleted it, so nobody ever sees it.
-                db.heap()
-                    .delete(&mut s.buf, &table.heap, new_tid, xid, cid, None)?;
-                let DeleteOutcome::Changed { by, newer } = outcome else {
-                    // Already changed by this transaction: the statement's
-                    // snapshot should not have shown it.
-                    return Ok(false);
-                };
-                match follow_update_chain(s, target, ctx, by, newer)? {
-                    Some((next, values)) => (tid, old) = (next, values),
-                    None => return Ok(false),
-                }
+    let result = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, old| {
+        let (mut tid, mut old) = (tid, old);
+        let mut step = 0;
+        loop {
+            chain_step(&table, step)?;
+            step += 1;
+            let mut new = old.clone();
+            for (column, e) in assignments {
+                let slot = new.get_mut(*column).ok_or(ExecError::Internal(
+                    "UPDATE assigns a column the row does not have",
+                ))?;
+                *slot = e.eval(&old, cx)?;
             }
-        },
-    );
+            let s = &mut *cx.session;
+            let mut tuple = Vec::new();
+            encode_row(&table, &new, xid, cid, &mut tuple)?;
+            let new_tid = db
+                .heap()
+                .insert(&mut s.buf, &table.heap, &tuple, &mut state)?;
+            let outcome =
+                db.heap()
+                    .try_delete(&mut s.buf, &table.heap, tid, xid, cid, Some(new_tid))?;
+            if outcome == DeleteOutcome::Deleted {
+                // Every version gets its entries (no HOT updates), after the
+                // old one is marked: a unique check must see it deleted by
+                // us, not live.
+                indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, xid)?;
+                return Ok(true);
+            }
+            // The new version must not survive: this command inserted and
+            // deleted it, so nobody ever sees it.
+            db.heap()
+                .delete(&mut s.buf, &table.heap, new_tid, xid, cid, None)?;
+            let DeleteOutcome::Changed { by, newer } = outcome else {
+                // Already changed by this transaction: the statement's
+                // snapshot should not have shown it.
+                return Ok(false);
+            };
+            match follow_update_chain(cx, target, by, newer)? {
+                Some((next, values)) => (tid, old) = (next, values),
+                None => return Ok(false),
+            }
+        }
+    });
     state.finish(&mut s.buf);
     Ok(Outcome {
         rows: Vec::new(),
@@ -417,7 +406,7 @@ pub(crate) fn run_delete(
     let (xid, cid) = s.xid(snap)?;
     let db = Arc::clone(s.db());
     let table = Arc::clone(&plan.target.table);
-    let deleted = change_rows(&mut plan.target, s, snap, eval, |s, target, ctx, tid, _| {
+    let deleted = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, _| {
         let mut tid = tid;
         let mut step = 0;
         loop {
@@ -425,12 +414,12 @@ pub(crate) fn run_delete(
             step += 1;
             match db
                 .heap()
-                .try_delete(&mut s.buf, &table.heap, tid, xid, cid, None)?
+                .try_delete(&mut cx.session.buf, &table.heap, tid, xid, cid, None)?
             {
                 DeleteOutcome::Deleted => return Ok(true),
                 DeleteOutcome::AlreadyOurs => return Ok(false),
                 DeleteOutcome::Changed { by, newer } => {
-                    match follow_update_chain(s, target, ctx, by, newer)? {
+                    match follow_update_chain(cx, target, by, newer)? {
                         Some((next, _)) => tid = next,
                         None => return Ok(false),
                     }

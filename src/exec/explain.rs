@@ -27,7 +27,11 @@
 
 use std::time::Duration;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use super::plan::{Filter, NodeCounts, PlanNode};
+use super::subplan::{SubPlan, SubPlanMode};
 use super::Plan;
 use crate::catalog::TableDef;
 use crate::stream::StreamStats;
@@ -58,35 +62,62 @@ pub struct Timing {
     pub wal: WalUsage,
 }
 
+/// A line of the plan: a node (with its details), or the title of a
+/// subquery's tree ("SubPlan 1").
 struct Node {
-    title: String,
+    /// None for a subquery's title, which is only a detail line.
+    title: Option<String>,
     counts: Option<NodeCounts>,
     details: Vec<String>,
+    /// Spaces before the title's `->  `; `None` for the top node, which
+    /// has no arrow.
+    arrow_at: Option<usize>,
+    /// Spaces before each detail line.
+    detail_indent: usize,
+}
+
+/// The top node's details' indentation.
+const TOP_DETAIL_INDENT: usize = 2;
+
+/// Where a child's arrow and details go, for a parent whose details are at
+/// `detail_indent` (PostgreSQL: the arrow at their column, the child's
+/// details six past it).
+fn child_position(detail_indent: usize) -> (usize, usize) {
+    (detail_indent, detail_indent + 6)
+}
+
+/// The same for a subquery's tree, under its title at `detail_indent`:
+/// two spaces further in, as PostgreSQL indents it.
+fn subplan_position(detail_indent: usize) -> (usize, usize) {
+    (detail_indent + 2, detail_indent + 8)
 }
 
 /// The lines of EXPLAIN's output for `plan`; `timing` is shown if
 /// `summary` is on.
 pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String> {
     let mut nodes = Vec::new();
+    let top = (None, TOP_DETAIL_INDENT);
+    let (arrow, details) = child_position(TOP_DETAIL_INDENT);
+    let under_top = (Some(arrow), details);
     match plan {
-        Plan::Query(q) => tree_nodes(q.root.as_ref(), 0, opts, &mut nodes),
+        Plan::Query(q) => tree_nodes(q.root.as_ref(), top, Vec::new(), opts, &mut nodes),
         Plan::Insert(i) => {
-            nodes.push((0, change_node("Insert", &i.table)));
-            tree_nodes(i.input.as_ref(), 1, opts, &mut nodes);
+            nodes.push(change_node("Insert", &i.table));
+            tree_nodes(i.input.as_ref(), under_top, Vec::new(), opts, &mut nodes);
         }
         Plan::Update(u) => {
-            nodes.push((0, change_node("Update", &u.target.table)));
-            tree_nodes(&u.target, 1, opts, &mut nodes);
+            nodes.push(change_node("Update", &u.target.table));
+            tree_nodes(&u.target, under_top, Vec::new(), opts, &mut nodes);
         }
         Plan::Delete(d) => {
-            nodes.push((0, change_node("Delete", &d.target.table)));
-            tree_nodes(&d.target, 1, opts, &mut nodes);
+            nodes.push(change_node("Delete", &d.target.table));
+            tree_nodes(&d.target, under_top, Vec::new(), opts, &mut nodes);
         }
     }
     // As PostgreSQL, on the top node and only when there is something
     // to show: WAL made by the whole statement, and the flushes it waited
     // for (writing a dirty page evicted ahead of its WAL).
-    if let (true, Some((_, top))) = (opts.analyze, nodes.first_mut()) {
+    if let (true, Some(top)) = (opts.analyze, nodes.first_mut()) {
         let wal = timing.wal;
         if opts.wal && wal.records > 0 {
             top.details.push(format!(
@@ -103,31 +134,26 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
         }
     }
     let mut lines = Vec::new();
-    for &(depth, ref node) in &nodes {
-        // PostgreSQL: a child is "->  " indented two spaces past its
-        // parent's details, and its own details six past that.
-        let (prefix, detail_indent) = if depth == 0 {
-            (String::new(), 2)
-        } else {
-            (
-                format!("{}->  ", " ".repeat(6 * (depth - 1) + 2)),
-                6 * depth + 2,
-            )
-        };
-        let mut line = format!("{prefix}{}", node.title);
-        if opts.analyze {
-            if let Some(c) = node.counts {
-                // As PostgreSQL: rows per run, and the runs.
-                line.push_str(&format!(
-                    " (actual rows={} loops={})",
-                    c.per_loop(c.rows),
-                    c.loops()
-                ));
+    for node in &nodes {
+        if let Some(title) = &node.title {
+            let mut line = match node.arrow_at {
+                None => title.clone(),
+                Some(at) => format!("{}->  {title}", " ".repeat(at)),
+            };
+            if opts.analyze {
+                if let Some(c) = node.counts {
+                    // As PostgreSQL: rows per run, and the runs.
+                    line.push_str(&format!(
+                        " (actual rows={} loops={})",
+                        c.per_loop(c.rows),
+                        c.loops()
+                    ));
+                }
             }
+            lines.push(line);
         }
-        lines.push(line);
         for detail in &node.details {
-            lines.push(format!("{}{detail}", " ".repeat(detail_indent)));
+            lines.push(format!("{}{detail}", " ".repeat(node.detail_indent)));
         }
     }
     if opts.summary {
@@ -144,37 +170,92 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
 /// no rows, as in PostgreSQL without RETURNING).
 fn change_node(verb: &str, table: &TableDef) -> Node {
     Node {
-        title: format!("{verb} on {}", table.name()),
+        title: Some(format!("{verb} on {}", table.name())),
         counts: Some(NodeCounts::default()),
         details: Vec::new(),
+        arrow_at: None,
+        detail_indent: TOP_DETAIL_INDENT,
     }
 }
 
-/// `node` and its subtree, each shown node with its depth (a node
-/// EXPLAIN does not show puts its children at its own depth).
+type SharedSubPlan = Rc<RefCell<SubPlan>>;
+
+/// The subqueries `node`'s expressions run, each once, in order.
+fn node_subplans(node: &dyn PlanNode) -> Vec<SharedSubPlan> {
+    let mut out: Vec<SharedSubPlan> = Vec::new();
+    for e in node.expressions() {
+        for call in e.subplans() {
+            if !out.iter().any(|p| Rc::ptr_eq(p, &call.plan)) {
+                out.push(Rc::clone(&call.plan));
+            }
+        }
+    }
+    out
+}
+
+/// `node` and its subtree at `position` (where its arrow and its details
+/// go). A node EXPLAIN does not show (a projection) puts its children
+/// where it would have been, and hands its subqueries to the first of
+/// them (`inherited`), as PostgreSQL shows a select list's subqueries
+/// under the scan that computes it. As PostgreSQL orders them, a node's
+/// InitPlans come before its children and its SubPlans after.
 fn tree_nodes(
     node: &dyn PlanNode,
-    depth: usize,
+    position: (Option<usize>, usize),
+    inherited: Vec<SharedSubPlan>,
     opts: &ExplainOptions,
-    out: &mut Vec<(usize, Node)>,
+    out: &mut Vec<Node>,
 ) {
-    let child_depth = match node.describe(opts) {
-        Some(d) => {
-            out.push((
-                depth,
-                Node {
-                    title: d.title,
-                    counts: Some(d.counts),
-                    details: d.details,
-                },
-            ));
-            depth + 1
+    let mut subplans = inherited;
+    for p in node_subplans(node) {
+        if !subplans.iter().any(|q| Rc::ptr_eq(&p, q)) {
+            subplans.push(p);
         }
-        None => depth,
-    };
-    for child in node.children() {
-        tree_nodes(child, child_depth, opts, out);
     }
+    let Some(d) = node.describe(opts) else {
+        let mut pass = Some(subplans);
+        for child in node.children() {
+            tree_nodes(child, position, pass.take().unwrap_or_default(), opts, out);
+        }
+        return;
+    };
+    let (arrow_at, detail_indent) = position;
+    out.push(Node {
+        title: Some(d.title),
+        counts: Some(d.counts),
+        details: d.details,
+        arrow_at,
+        detail_indent,
+    });
+    let (init, per_row): (Vec<_>, Vec<_>) = subplans
+        .into_iter()
+        .partition(|p| p.borrow().mode == SubPlanMode::Once);
+    let show_subplans = |plans: Vec<SharedSubPlan>, out: &mut Vec<Node>| {
+        for p in plans {
+            let p = p.borrow();
+            out.push(Node {
+                title: None,
+                counts: None,
+                details: vec![p.title()],
+                arrow_at: None,
+                detail_indent,
+            });
+            let (arrow, details) = subplan_position(detail_indent);
+            tree_nodes(
+                p.root.as_ref(),
+                (Some(arrow), details),
+                Vec::new(),
+                opts,
+                out,
+            );
+        }
+    };
+    show_subplans(init, out);
+    let (arrow, details) = child_position(detail_indent);
+    for child in node.children() {
+        tree_nodes(child, (Some(arrow), details), Vec::new(), opts, out);
+    }
+    show_subplans(per_row, out);
 }
 
 /// A node's filter and, with ANALYZE, the rows it removed.

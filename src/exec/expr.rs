@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hasher};
 
+use super::subplan::SubPlanCall;
 use super::value::like_match;
 use super::ExecError;
 use crate::types::datetime::{date_add_days, date_difference};
@@ -202,9 +203,13 @@ impl Function {
     }
 }
 
-/// Per-statement state of evaluation: the generator behind `random()`.
+/// Per-statement state of evaluation: the generator behind `random()`,
+/// and the values of the statement's parameters (`$n`: a subquery's
+/// references to the columns of the query around it, set by the
+/// [`super::subplan::SubPlanCall`] that runs it before each run).
 pub struct EvalContext {
     rng: u64,
+    params: Vec<Value>,
 }
 
 impl Default for EvalContext {
@@ -220,7 +225,23 @@ impl EvalContext {
         let seed = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
-        EvalContext { rng: seed | 1 }
+        EvalContext {
+            rng: seed | 1,
+            params: Vec::new(),
+        }
+    }
+
+    /// Sets parameter `n` (numbered per statement, from 0).
+    pub fn set_param(&mut self, n: usize, v: Value) {
+        if self.params.len() <= n {
+            self.params.resize(n + 1, Value::Null);
+        }
+        self.params[n] = v;
+    }
+
+    /// Parameter `n`: NULL until set.
+    pub fn param(&self, n: usize) -> &Value {
+        self.params.get(n).unwrap_or(&Value::Null)
     }
 
     /// Uniform in [0, 1), 53 random bits (xorshift64*).
@@ -232,6 +253,30 @@ impl EvalContext {
         self.rng = x;
         let bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
         bits as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Where an expression is evaluated: its [`EvalContext`], and whether a
+/// subquery in it can run there. An [`EvalContext`] alone cannot run one
+/// (it is what a scan evaluates its filter with, under a page's content
+/// lock, where no other page may be read; the planner never puts a
+/// subquery there); an [`super::ExecCx`] can.
+pub trait EvalEnv {
+    fn context(&mut self) -> &mut EvalContext;
+
+    /// The value of subquery `call` for `row`.
+    fn run_subplan(&mut self, call: &SubPlanCall, row: &[Value]) -> Result<Value, ExecError>;
+}
+
+impl EvalEnv for EvalContext {
+    fn context(&mut self) -> &mut EvalContext {
+        self
+    }
+
+    fn run_subplan(&mut self, _: &SubPlanCall, _: &[Value]) -> Result<Value, ExecError> {
+        Err(ExecError::Internal(
+            "a subquery evaluated where no plan can run (a scan's filter)",
+        ))
     }
 }
 
@@ -268,6 +313,11 @@ enum Kind {
     /// text too long for it where a cast would cut it.
     AssignCast(Box<Expr>, ColumnType),
     Call(Function, Vec<Expr>),
+    /// Parameter `$n` of the statement: in a subquery, a column of the
+    /// query around it.
+    Param(usize),
+    /// A subquery's value for the row.
+    SubPlan(Box<SubPlanCall>),
 }
 
 /// Whether `ty` is a date or timestamp.
@@ -290,6 +340,33 @@ fn unify_character_operands(l: Expr, r: Expr) -> Result<(Expr, Expr), ExecError>
     })
 }
 
+/// The operands of an equality that must also hash alike (a hashed
+/// `IN (SELECT …)`): type-checked as `l = r` is, numbers of two types
+/// both in the wider one, a date against a timestamp as timestamps, and
+/// character types as [`unify_character_operands`] makes them.
+pub fn comparison_operands(l: Expr, r: Expr) -> Result<(Expr, Expr), ExecError> {
+    use ColumnType as T;
+    let (Some(a), Some(b)) = (l.ty, r.ty) else {
+        return Ok((l, r));
+    };
+    if category(a) != category(b) {
+        return Err(ExecError::NoOperator {
+            left: a.name(),
+            op: "=",
+            right: b.name(),
+        });
+    }
+    if a != b && is_numeric(a) && is_numeric(b) {
+        let ty = promote(a, b);
+        return Ok((Expr::cast(l, ty)?, Expr::cast(r, ty)?));
+    }
+    match (a, b) {
+        (T::Date, T::Timestamp) => Ok((Expr::cast(l, T::Timestamp)?, r)),
+        (T::Timestamp, T::Date) => Ok((l, Expr::cast(r, T::Timestamp)?)),
+        _ => unify_character_operands(l, r),
+    }
+}
+
 /// The wider of two numeric types.
 fn promote(a: ColumnType, b: ColumnType) -> ColumnType {
     if numeric_rank(a) >= numeric_rank(b) {
@@ -303,7 +380,7 @@ impl Expr {
     /// The expressions directly inside this one.
     fn children(&self) -> Vec<&Expr> {
         match &self.kind {
-            Kind::Const(_) | Kind::Column(_) => Vec::new(),
+            Kind::Const(_) | Kind::Column(_) | Kind::Param(_) => Vec::new(),
             Kind::Arith(_, a, b)
             | Kind::DateArith(_, a, b)
             | Kind::Concat(a, b)
@@ -318,6 +395,10 @@ impl Expr {
             | Kind::AssignCast(a, _) => vec![&**a],
             Kind::InList(a, list, _) => std::iter::once(&**a).chain(list).collect(),
             Kind::Call(_, args) => args.iter().collect(),
+            // What it evaluates over the row: its left operand and the
+            // values it passes in (the subquery's own expressions are
+            // over its rows).
+            Kind::SubPlan(call) => call.outer_exprs().collect(),
         }
     }
 
@@ -342,7 +423,7 @@ impl Expr {
     /// shape as [`Expr::children`]).
     fn children_mut(&mut self) -> Vec<&mut Expr> {
         match &mut self.kind {
-            Kind::Const(_) | Kind::Column(_) => Vec::new(),
+            Kind::Const(_) | Kind::Column(_) | Kind::Param(_) => Vec::new(),
             Kind::Arith(_, a, b)
             | Kind::DateArith(_, a, b)
             | Kind::Concat(a, b)
@@ -357,6 +438,7 @@ impl Expr {
             | Kind::AssignCast(a, _) => vec![&mut **a],
             Kind::InList(a, list, _) => std::iter::once(&mut **a).chain(list.iter_mut()).collect(),
             Kind::Call(_, args) => args.iter_mut().collect(),
+            Kind::SubPlan(call) => call.outer_exprs_mut().collect(),
         }
     }
 
@@ -402,6 +484,42 @@ impl Expr {
             kind: Kind::Column(index),
             ty: Some(ty),
         }
+    }
+
+    /// Parameter `$n`, of type `ty` (`None`: unknown).
+    pub fn param(n: usize, ty: Option<ColumnType>) -> Expr {
+        Expr {
+            kind: Kind::Param(n),
+            ty,
+        }
+    }
+
+    /// A subquery's value (`call` knows its type).
+    pub fn subplan(call: SubPlanCall) -> Expr {
+        Expr {
+            ty: call.ty(),
+            kind: Kind::SubPlan(Box::new(call)),
+        }
+    }
+
+    /// Every subquery this expression runs, outermost first.
+    pub fn subplans(&self) -> Vec<&SubPlanCall> {
+        fn walk<'e>(e: &'e Expr, out: &mut Vec<&'e SubPlanCall>) {
+            if let Kind::SubPlan(call) = &e.kind {
+                out.push(call);
+            }
+            for child in e.children() {
+                walk(child, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+
+    /// Whether it runs a subquery (and so cannot be a scan's filter).
+    pub fn has_subplan(&self) -> bool {
+        matches!(self.kind, Kind::SubPlan(_)) || self.children().into_iter().any(Expr::has_subplan)
     }
 
     /// The result type; `None` for an untyped NULL.
@@ -720,9 +838,15 @@ impl Expr {
     }
 
     /// Evaluates against `row`.
-    pub fn eval(&self, row: &[Value], ctx: &mut EvalContext) -> Result<Value, ExecError> {
+    pub fn eval<E: EvalEnv + ?Sized>(
+        &self,
+        row: &[Value],
+        ctx: &mut E,
+    ) -> Result<Value, ExecError> {
         match &self.kind {
             Kind::Const(_) | Kind::Column(_) => Ok(self.eval_ref(row, ctx)?.into_owned()),
+            Kind::Param(n) => Ok(ctx.context().param(*n).clone()),
+            Kind::SubPlan(call) => ctx.run_subplan(call, row),
             Kind::Arith(op, l, r) => {
                 let a = l.eval_ref(row, ctx)?;
                 let b = r.eval_ref(row, ctx)?;
@@ -845,10 +969,10 @@ impl Expr {
     /// Evaluates against `row`, borrowing a constant or a column of the
     /// row instead of copying it: the per-row path (a WHERE comparing a
     /// text column, `count(note)`) then allocates nothing.
-    pub(crate) fn eval_ref<'a>(
+    pub(crate) fn eval_ref<'a, E: EvalEnv + ?Sized>(
         &'a self,
         row: &'a [Value],
-        ctx: &mut EvalContext,
+        ctx: &mut E,
     ) -> Result<Cow<'a, Value>, ExecError> {
         match &self.kind {
             Kind::Const(v) => Ok(Cow::Borrowed(v)),
@@ -883,16 +1007,16 @@ fn check_text_len(len: usize) -> Result<(), ExecError> {
 /// Most arguments a scalar function takes.
 const MAX_FUNCTION_ARGS: usize = 2;
 
-fn call(
+fn call<E: EvalEnv + ?Sized>(
     f: Function,
     args: &[Expr],
     row: &[Value],
-    ctx: &mut EvalContext,
+    ctx: &mut E,
 ) -> Result<Value, ExecError> {
     let type_check =
         || ExecError::Internal("function called with arguments its type check refused");
     if f == Function::Random {
-        return Ok(Value::Double(ctx.random()));
+        return Ok(Value::Double(ctx.context().random()));
     }
     if args.len() > MAX_FUNCTION_ARGS {
         return Err(type_check());

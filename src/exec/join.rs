@@ -174,7 +174,7 @@ impl PlanNode for NestedLoopNode {
             }
             for inner_row in &inner.rows {
                 let row = joined(outer_row, Some(inner_row), self.inner_width);
-                if passes(self.on.as_ref(), &mut self.counts, &row, cx.eval)? {
+                if passes(self.on.as_ref(), &mut self.counts, &row, cx)? {
                     out.rows.push(row);
                     *matched = true;
                 }
@@ -222,6 +222,10 @@ impl PlanNode for NestedLoopNode {
 
     fn children(&self) -> Vec<&dyn PlanNode> {
         vec![self.outer.as_ref(), self.inner.as_ref()]
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.on.iter().map(|f| &f.predicate).collect()
     }
 }
 
@@ -556,7 +560,7 @@ impl PlanNode for HashJoinNode {
                     let inner_row = &table.rows[matches[c.next]];
                     c.next += 1;
                     let row = joined(&c.row, Some(inner_row), self.inner_width);
-                    if passes(self.extra.as_ref(), &mut self.counts, &row, cx.eval)? {
+                    if passes(self.extra.as_ref(), &mut self.counts, &row, cx)? {
                         out.rows.push(row);
                         c.matched = true;
                     }
@@ -647,6 +651,10 @@ impl PlanNode for HashJoinNode {
 
     fn children(&self) -> Vec<&dyn PlanNode> {
         vec![self.outer.as_ref(), self.inner.as_ref()]
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.extra.iter().map(|f| &f.predicate).collect()
     }
 }
 

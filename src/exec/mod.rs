@@ -70,6 +70,7 @@ pub mod partition;
 pub mod plan;
 pub mod progress;
 pub mod scan;
+pub mod subplan;
 pub mod value;
 pub mod views;
 
@@ -90,12 +91,13 @@ pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
 pub use join::{HashCond, HashJoinNode, JoinKind, NestedLoopNode};
 pub use nodes::{
-    AggregateNode, FilterNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode, SortNode,
-    ValuesNode, ViewNode,
+    AggregateNode, AppendNode, FilterNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode,
+    SetOpKind, SetOpNode, SortNode, SubqueryScanNode, ValuesNode, ViewNode,
 };
 pub use plan::{Batch, ExecCx, Filter, Flow, PlanNode, QueryPlan, Rows, SortKey};
 pub use progress::{NoProgress, Progress, ProgressUnit};
 pub use scan::SeqScanNode;
+pub use subplan::{SubLink, SubPlan, SubPlanCall, SubPlanMode};
 pub use views::{Utility, UtilityCall, View};
 
 /// Errors of executing (and of type-checking expressions while planning).
@@ -154,6 +156,10 @@ pub enum ExecError {
         left: &'static str,
         right: &'static str,
     },
+    /// A scalar subquery (`(SELECT …)` in an expression) that returned a
+    /// second row (PostgreSQL's words).
+    #[error("more than one row returned by a subquery used as an expression")]
+    SubqueryRows,
     #[error("step size of generate_series cannot be zero")]
     ZeroStep,
     #[error("block {block} is beyond the end of table \"{table}\", which has {nblocks} blocks")]
@@ -220,8 +226,13 @@ impl Plan {
                 out.push(Arc::clone(&i.table));
                 i.input.tables(&mut out);
             }
-            Plan::Update(u) => out.push(Arc::clone(&u.target.table)),
-            Plan::Delete(d) => out.push(Arc::clone(&d.target.table)),
+            // The target, and the tables its WHERE's and its assignments'
+            // subqueries read.
+            Plan::Update(u) => {
+                u.target.tables(&mut out);
+                plan::subplan_tables(u.assignments.iter().map(|(_, e)| e).collect(), &mut out);
+            }
+            Plan::Delete(d) => d.target.tables(&mut out),
         }
         out
     }

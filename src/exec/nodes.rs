@@ -10,8 +10,8 @@ use super::explain::{push_filter, ExplainOptions};
 use super::expr::{EvalContext, Expr};
 use super::partition::HashStats;
 use super::plan::{
-    drain, keep_passing, passes, Batch, Described, ExecCx, Filter, Flow, NodeCounts, PlanNode,
-    SortKey, BATCH_ROWS_MAX,
+    drain, keep_passing, passes, subplan_tables, Batch, Described, ExecCx, Filter, Flow,
+    NodeCounts, PlanNode, SortKey, BATCH_ROWS_MAX,
 };
 use super::views::{UtilityCall, View};
 use super::ExecError;
@@ -62,7 +62,7 @@ impl PlanNode for ResultNode {
             self.row = Some(row);
         }
         out.rows.push(self.row.clone().expect("computed above"));
-        keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)
+        keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx)
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
@@ -88,6 +88,10 @@ impl PlanNode for ResultNode {
         Vec::new()
     }
 
+    fn expressions(&self) -> Vec<&Expr> {
+        self.filter.iter().map(|f| &f.predicate).collect()
+    }
+
     fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
         // verify_index holds its table exclusively itself.
         out.extend(
@@ -96,6 +100,7 @@ impl PlanNode for ResultNode {
                 .filter(|c| c.utility != super::views::Utility::VerifyIndex)
                 .map(|c| Arc::clone(&c.table)),
         );
+        subplan_tables(self.expressions(), out);
     }
 }
 
@@ -146,12 +151,12 @@ impl PlanNode for ValuesNode {
             for exprs in &self.rows[self.next..end] {
                 let row = exprs
                     .iter()
-                    .map(|e| e.eval(&[], cx.eval))
+                    .map(|e| e.eval(&[], cx))
                     .collect::<Result<Vec<_>, _>>()?;
                 out.rows.push(row);
             }
             self.next = end;
-            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)?;
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx)?;
         }
         Ok(())
     }
@@ -173,6 +178,14 @@ impl PlanNode for ValuesNode {
 
     fn children(&self) -> Vec<&dyn PlanNode> {
         Vec::new()
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.rows
+            .iter()
+            .flatten()
+            .chain(self.filter.iter().map(|f| &f.predicate))
+            .collect()
     }
 }
 
@@ -281,7 +294,7 @@ impl PlanNode for SeriesNode {
                     SeriesState::Done
                 };
             }
-            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)?;
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx)?;
         }
         Ok(())
     }
@@ -307,6 +320,10 @@ impl PlanNode for SeriesNode {
 
     fn children(&self) -> Vec<&dyn PlanNode> {
         Vec::new()
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.filter.iter().map(|f| &f.predicate).collect()
     }
 }
 
@@ -356,7 +373,7 @@ impl PlanNode for ViewNode {
                 self.done = true;
                 return Ok(());
             }
-            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx.eval)?;
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx)?;
         }
         Ok(())
     }
@@ -379,6 +396,10 @@ impl PlanNode for ViewNode {
 
     fn children(&self) -> Vec<&dyn PlanNode> {
         Vec::new()
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.filter.iter().map(|f| &f.predicate).collect()
     }
 }
 
@@ -413,7 +434,7 @@ impl PlanNode for FilterNode {
             if out.is_empty() {
                 return Ok(());
             }
-            keep_passing(Some(&self.filter), &mut self.counts, out, 0, cx.eval)?;
+            keep_passing(Some(&self.filter), &mut self.counts, out, 0, cx)?;
             if !out.is_empty() {
                 return Ok(());
             }
@@ -441,6 +462,158 @@ impl PlanNode for FilterNode {
 
     fn children(&self) -> Vec<&dyn PlanNode> {
         vec![self.child.as_ref()]
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        vec![&self.filter.predicate]
+    }
+}
+
+/// A subquery in FROM (`(SELECT …) AS s`): its rows without the hidden
+/// columns its tree may add after them (sort keys not selected), filtered
+/// by the conditions that read only it.
+pub struct SubqueryScanNode {
+    pub child: Box<dyn PlanNode>,
+    pub alias: String,
+    /// The subquery's columns: rows are cut to this.
+    pub width: usize,
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+}
+
+impl SubqueryScanNode {
+    pub fn new(
+        child: Box<dyn PlanNode>,
+        alias: String,
+        width: usize,
+        filter: Option<Filter>,
+    ) -> SubqueryScanNode {
+        SubqueryScanNode {
+            child,
+            alias,
+            width,
+            filter,
+            counts: NodeCounts::default(),
+        }
+    }
+}
+
+impl PlanNode for SubqueryScanNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        // Until some row passes or the child ends.
+        loop {
+            self.child.next_batch(cx, out, max_rows)?;
+            if out.is_empty() {
+                return Ok(());
+            }
+            // Its rows are new rows, not a table's.
+            out.tids.clear();
+            for row in &mut out.rows {
+                debug_assert!(row.len() >= self.width, "a subquery's row has its columns");
+                row.truncate(self.width);
+            }
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx)?;
+            if !out.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
+        self.child.rescan(cx)
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.child.close(cx);
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let title = format!("Subquery Scan on {}", self.alias);
+        Some(leaf(title, self.filter.as_ref(), self.counts, opts))
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        vec![self.child.as_ref()]
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.filter.iter().map(|f| &f.predicate).collect()
+    }
+}
+
+/// The rows of each child in turn (UNION ALL); each child is closed as it
+/// ends, so only one child's scan reads at a time.
+pub struct AppendNode {
+    pub inputs: Vec<Box<dyn PlanNode>>,
+    pub counts: NodeCounts,
+    /// The child being read.
+    current: usize,
+}
+
+impl AppendNode {
+    pub fn new(inputs: Vec<Box<dyn PlanNode>>) -> AppendNode {
+        AppendNode {
+            inputs,
+            counts: NodeCounts::default(),
+            current: 0,
+        }
+    }
+}
+
+impl PlanNode for AppendNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        // At most one pass over the children.
+        while let Some(child) = self.inputs.get_mut(self.current) {
+            child.next_batch(cx, out, max_rows)?;
+            if !out.is_empty() {
+                // The children's rows are not one table's.
+                out.tids.clear();
+                self.counts.rows += out.len() as u64;
+                return Ok(());
+            }
+            child.close(cx);
+            self.current += 1;
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
+        self.current = 0;
+        for child in &mut self.inputs {
+            child.rescan(cx)?;
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.current = self.inputs.len();
+        for child in &mut self.inputs {
+            child.close(cx);
+        }
+    }
+
+    fn describe(&self, _: &ExplainOptions) -> Option<Described> {
+        Some(Described {
+            title: "Append".into(),
+            counts: self.counts,
+            details: Vec::new(),
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        self.inputs.iter().map(|c| c.as_ref()).collect()
     }
 }
 
@@ -474,7 +647,7 @@ impl PlanNode for ProjectNode {
             let projected = self
                 .exprs
                 .iter()
-                .map(|e| e.eval(row, cx.eval))
+                .map(|e| e.eval(row, cx))
                 .collect::<Result<Vec<_>, _>>()?;
             out.rows.push(projected);
         }
@@ -498,6 +671,10 @@ impl PlanNode for ProjectNode {
     fn children(&self) -> Vec<&dyn PlanNode> {
         vec![self.child.as_ref()]
     }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.exprs.iter().collect()
+    }
 }
 
 /// Pulls every row of `child`, handing each batch to `f`, and closes it:
@@ -505,12 +682,12 @@ impl PlanNode for ProjectNode {
 fn consume(
     child: &mut dyn PlanNode,
     cx: &mut ExecCx,
-    mut f: impl FnMut(&mut Batch, &mut EvalContext) -> Result<(), ExecError>,
+    mut f: impl FnMut(&mut Batch, &mut ExecCx) -> Result<(), ExecError>,
 ) -> Result<(), ExecError> {
     // `drain` closes it at the end: its scans' streams and pins are not
     // needed while the result is returned.
     drain(child, cx, |cx, batch| {
-        f(batch, cx.eval)?;
+        f(batch, cx)?;
         Ok(Flow::Continue)
     })
 }
@@ -868,7 +1045,7 @@ impl AggregateNode {
         );
         let key_len = self.groups.len();
         while let Some(row) = rows.next_row()? {
-            table.add_spilled(&row, key_len, &self.aggs, cx.eval)?;
+            table.add_spilled(&row, key_len, &self.aggs, cx)?;
         }
         table.finish(&mut self.stats)
     }
@@ -892,7 +1069,7 @@ impl PlanNode for AggregateNode {
                         for (agg, acc) in self.aggs.iter().zip(&accs) {
                             row.push(agg.result(acc)?);
                         }
-                        if passes(self.having.as_ref(), &mut self.counts, &row, cx.eval)? {
+                        if passes(self.having.as_ref(), &mut self.counts, &row, cx)? {
                             out.rows.push(row);
                         }
                     } else if let Some(part) = pending.pop() {
@@ -946,6 +1123,155 @@ impl PlanNode for AggregateNode {
 
     fn children(&self) -> Vec<&dyn PlanNode> {
         vec![self.child.as_ref()]
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        self.having.iter().map(|f| &f.predicate).collect()
+    }
+}
+
+/// Which rows an INTERSECT or EXCEPT keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOpKind {
+    Intersect,
+    Except,
+}
+
+/// INTERSECT [ALL] and EXCEPT [ALL] (PostgreSQL's HashSetOp): its child
+/// returns each row of either side with its side after it (0 for the
+/// left, 1 for the right); rows are counted per side in a hash
+/// aggregation (which spills beyond `work_mem` as GROUP BY does), and
+/// each distinct row is returned as many times as the operation keeps
+/// it: once if on both sides (INTERSECT) or only on the left (EXCEPT);
+/// with ALL, the smaller count, or the left count less the right one.
+pub struct SetOpNode {
+    /// Groups by every column, counting rows (`count(*)`) and right-side
+    /// rows (`sum(side)`).
+    agg: AggregateNode,
+    pub kind: SetOpKind,
+    pub all: bool,
+    pub counts: NodeCounts,
+    /// A row still to be returned, and how many more times.
+    pending: Option<(Vec<Value>, u64)>,
+    input: Batch,
+}
+
+impl SetOpNode {
+    /// Over `child`, whose rows are `keys` (every column) and the side.
+    pub fn new(
+        child: Box<dyn PlanNode>,
+        keys: Vec<Expr>,
+        labels: Vec<String>,
+        kind: SetOpKind,
+        all: bool,
+    ) -> SetOpNode {
+        let side = Expr::column(keys.len(), ColumnType::Integer);
+        let aggs = vec![
+            Aggregate::new(super::agg::AggFunc::CountStar, None).expect("count(*) is valid"),
+            Aggregate::new(super::agg::AggFunc::Sum, Some(side)).expect("sum(integer) is valid"),
+        ];
+        SetOpNode {
+            agg: AggregateNode::new(child, keys, labels, aggs, None),
+            kind,
+            all,
+            counts: NodeCounts::default(),
+            pending: None,
+            input: Batch::default(),
+        }
+    }
+
+    /// How many times a row seen `left` and `right` times is returned.
+    fn copies(&self, left: u64, right: u64) -> u64 {
+        match (self.kind, self.all) {
+            (SetOpKind::Intersect, false) => u64::from(left > 0 && right > 0),
+            (SetOpKind::Intersect, true) => left.min(right),
+            (SetOpKind::Except, false) => u64::from(left > 0 && right == 0),
+            (SetOpKind::Except, true) => left.saturating_sub(right),
+        }
+    }
+}
+
+impl PlanNode for SetOpNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        let want = BATCH_ROWS_MAX.min(max_rows);
+        let width = self.agg.groups.len();
+        // Each pass returns a pending row's copies or reads groups; it ends
+        // when the batch is full or the groups are.
+        loop {
+            if let Some((row, left)) = &mut self.pending {
+                while *left > 0 && out.len() < want {
+                    out.rows.push(row.clone());
+                    *left -= 1;
+                }
+                if *left > 0 {
+                    break;
+                }
+                self.pending = None;
+            }
+            if out.len() >= want {
+                break;
+            }
+            if self.input.is_empty() {
+                self.agg.next_batch(cx, &mut self.input, BATCH_ROWS_MAX)?;
+                if self.input.is_empty() {
+                    break;
+                }
+                // Taken from the end below: keep the groups' order.
+                self.input.rows.reverse();
+            }
+            let Some(mut row) = self.input.rows.pop() else {
+                continue;
+            };
+            let count = |v: Option<&Value>| as_i64(v.unwrap_or(&Value::Null)).unwrap_or(0);
+            let total = count(row.get(width));
+            let right = count(row.get(width + 1));
+            debug_assert!(
+                (0..=total).contains(&right),
+                "right-side rows are some of the rows"
+            );
+            let copies = self.copies((total - right) as u64, right as u64);
+            row.truncate(width);
+            if copies > 0 {
+                self.pending = Some((row, copies));
+            }
+        }
+        self.counts.rows += out.len() as u64;
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
+        self.pending = None;
+        self.input.clear();
+        self.agg.rescan(cx)
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.pending = None;
+        self.input.clear();
+        self.agg.close(cx);
+    }
+
+    fn describe(&self, _: &ExplainOptions) -> Option<Described> {
+        let op = match self.kind {
+            SetOpKind::Intersect => "Intersect",
+            SetOpKind::Except => "Except",
+        };
+        Some(Described {
+            title: format!("HashSetOp {op}{}", if self.all { " All" } else { "" }),
+            counts: self.counts,
+            details: Vec::new(),
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        // The counting aggregation is part of this node.
+        vec![self.agg.child.as_ref()]
     }
 }
 

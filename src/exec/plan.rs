@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::explain::ExplainOptions;
-use super::expr::{EvalContext, Expr};
+use super::expr::{EvalContext, EvalEnv, Expr};
+use super::subplan::SubPlanCall;
 use super::value::is_true;
 use super::ExecError;
 use crate::catalog::TableDef;
@@ -65,6 +66,17 @@ pub struct ExecCx<'a> {
     pub eval: &'a mut EvalContext,
 }
 
+/// Expressions evaluated with an `ExecCx` may run subqueries.
+impl EvalEnv for ExecCx<'_> {
+    fn context(&mut self) -> &mut EvalContext {
+        self.eval
+    }
+
+    fn run_subplan(&mut self, call: &SubPlanCall, row: &[Value]) -> Result<Value, ExecError> {
+        call.evaluate(row, self)
+    }
+}
+
 /// A node of the plan tree, pulled by its parent: PostgreSQL's executor,
 /// a batch at a time instead of a row at a time.
 ///
@@ -101,10 +113,26 @@ pub trait PlanNode {
 
     fn children(&self) -> Vec<&dyn PlanNode>;
 
-    /// Every table the subtree reads.
+    /// The expressions the node evaluates (for the subqueries in them,
+    /// which EXPLAIN shows under the node); none by default.
+    fn expressions(&self) -> Vec<&Expr> {
+        Vec::new()
+    }
+
+    /// Every table the subtree reads, its subqueries' too.
     fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
         for child in self.children() {
             child.tables(out);
+        }
+        subplan_tables(self.expressions(), out);
+    }
+}
+
+/// The tables the subqueries in `exprs` read.
+pub(crate) fn subplan_tables(exprs: Vec<&Expr>, out: &mut Vec<Arc<TableDef>>) {
+    for e in exprs {
+        for call in e.subplans() {
+            call.plan.borrow().root.tables(out);
         }
     }
 }
@@ -125,11 +153,11 @@ pub struct Filter {
 /// Whether `row` passes `filter` (with none, every row does), counted in
 /// `counts` as produced or removed: WHERE, HAVING and the WHERE of UPDATE
 /// and DELETE all keep rows this way.
-pub(crate) fn passes(
+pub(crate) fn passes<E: EvalEnv + ?Sized>(
     filter: Option<&Filter>,
     counts: &mut NodeCounts,
     row: &[Value],
-    ctx: &mut EvalContext,
+    ctx: &mut E,
 ) -> Result<bool, ExecError> {
     if let Some(f) = filter {
         if !is_true(&*f.predicate.eval_ref(row, ctx)?) {
@@ -142,26 +170,34 @@ pub(crate) fn passes(
 }
 
 /// Drops the rows of `batch` (from `from` on) that do not pass `filter`,
-/// counting as [`passes`] does.
-pub(crate) fn keep_passing(
+/// counting as [`passes`] does; a row's tid (rows of a scan, through a
+/// projection) goes with it.
+pub(crate) fn keep_passing<E: EvalEnv + ?Sized>(
     filter: Option<&Filter>,
     counts: &mut NodeCounts,
     batch: &mut Batch,
     from: usize,
-    ctx: &mut EvalContext,
+    ctx: &mut E,
 ) -> Result<(), ExecError> {
+    let with_tids = !batch.tids.is_empty();
     debug_assert!(
-        batch.tids.is_empty(),
-        "only scans give tids, and filter as they decode"
+        !with_tids || batch.tids.len() == batch.rows.len(),
+        "a tid per row, or none"
     );
     let mut kept = from;
     for i in from..batch.rows.len() {
         if passes(filter, counts, &batch.rows[i], ctx)? {
             batch.rows.swap(kept, i);
+            if with_tids {
+                batch.tids.swap(kept, i);
+            }
             kept += 1;
         }
     }
     batch.rows.truncate(kept);
+    if with_tids {
+        batch.tids.truncate(kept);
+    }
     Ok(())
 }
 

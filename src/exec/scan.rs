@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::explain::{push_filter, stream_details, ExplainOptions};
-use super::plan::{passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
+use super::plan::{keep_passing, passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
 use super::ExecError;
 use crate::catalog::TableDef;
 use crate::heap::tuple::decode;
@@ -12,7 +12,9 @@ use crate::heap::{HeapScan, ScanControl, ScanStats};
 use crate::types::Value;
 
 /// A sequential scan of a table, with the filter of the statement's WHERE
-/// applied as each page is read.
+/// applied as each page is read: under the page's content lock as each
+/// row is decoded, or, for a filter that runs a subquery (which reads
+/// other pages), to the page's rows once the lock is released.
 pub struct SeqScanNode {
     pub table: Arc<TableDef>,
     /// The name the statement gave it, if not its own.
@@ -30,6 +32,9 @@ pub struct SeqScanNode {
     ended: bool,
     /// The row being decoded, kept to reuse its allocation.
     row: Vec<Value>,
+    /// The filter runs a subquery: it is applied after the page's lock
+    /// is released.
+    filter_after_page: bool,
 }
 
 impl SeqScanNode {
@@ -42,7 +47,9 @@ impl SeqScanNode {
         filter: Option<Filter>,
     ) -> SeqScanNode {
         debug_assert_eq!(wanted.len(), table.columns.len());
+        let filter_after_page = filter.as_ref().is_some_and(|f| f.predicate.has_subplan());
         SeqScanNode {
+            filter_after_page,
             row: Vec::with_capacity(wanted.len()),
             table,
             alias,
@@ -95,8 +102,14 @@ impl PlanNode for SeqScanNode {
             counts,
             scan,
             row,
+            filter_after_page,
             ..
         } = self;
+        let filter_under_lock = if *filter_after_page {
+            None
+        } else {
+            filter.as_ref()
+        };
         let scan = scan.as_mut().expect("begun above");
         let types = &table.heap.types;
         let decode_any = wanted.iter().any(|&w| w);
@@ -104,6 +117,7 @@ impl PlanNode for SeqScanNode {
         // batch: go on to the next.
         let more = loop {
             let mut failure: Option<ExecError> = None;
+            let page_start = out.len();
             let more =
                 scan.next_page(db.heap(), &mut cx.session.buf, cx.snapshot, |tid, tuple| {
                     // Under the page's content lock: decode and filter only,
@@ -114,7 +128,12 @@ impl PlanNode for SeqScanNode {
                             return ScanControl::Stop;
                         }
                     }
-                    match passes(filter.as_ref(), counts, row, cx.eval) {
+                    let passed = if *filter_after_page {
+                        Ok(true)
+                    } else {
+                        passes(filter_under_lock, counts, row, cx.eval)
+                    };
+                    match passed {
                         Ok(true) => {
                             out.rows.push(row.clone());
                             out.tids.push(tid);
@@ -136,6 +155,10 @@ impl PlanNode for SeqScanNode {
                 return Err(e);
             }
             debug_assert_eq!(out.rows.len(), out.tids.len());
+            if *filter_after_page {
+                // No lock is held now: the filter's subqueries may read.
+                keep_passing(filter.as_ref(), counts, out, page_start, cx)?;
+            }
             if !more || !out.is_empty() {
                 break more;
             }
@@ -181,7 +204,12 @@ impl PlanNode for SeqScanNode {
         Vec::new()
     }
 
+    fn expressions(&self) -> Vec<&super::expr::Expr> {
+        self.filter.iter().map(|f| &f.predicate).collect()
+    }
+
     fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
         out.push(Arc::clone(&self.table));
+        super::plan::subplan_tables(self.expressions(), out);
     }
 }

@@ -133,6 +133,9 @@ fn dispatch(
         viewer: s.current_xid(),
         now: statement_time(s),
         hash_joins: s.settings.hash_joins_allowed(),
+        subplans: Default::default(),
+        params: Default::default(),
+        subquery_depth: Default::default(),
     };
     let statement = match &parsed.statement {
         Stmt::Checkpoint => {

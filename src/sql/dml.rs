@@ -220,6 +220,7 @@ pub(crate) fn plan_insert(
         }
         let scope = Scope::empty();
         let mut planner = ExprPlanner::new(cx, db, &scope, "VALUES");
+        planner.subqueries = true;
         let mut rows = Vec::with_capacity(values.rows.len());
         for row in &values.rows {
             arity(row.content.len())?;
@@ -297,6 +298,9 @@ pub(crate) fn plan_update(
     let columns = target_columns(cx, &table, names.into_iter())?;
     let scope = Scope::of_table(&table, alias.as_deref());
     let mut planner = ExprPlanner::new(cx, db, &scope, "UPDATE");
+    // The scan applies a filter with a subquery after each page, and
+    // the assignments are evaluated outside any page's lock.
+    planner.subqueries = true;
     let mut planned = Vec::with_capacity(assignments.len());
     for (column, a) in columns.into_iter().zip(assignments) {
         planned.push((column, planner.plan_assignment(&a.value, &table, column)?));
@@ -345,6 +349,7 @@ pub(crate) fn plan_delete(
     let (table, alias) = single_table(cx, db, target)?;
     let scope = Scope::of_table(&table, alias.as_deref());
     let mut planner = ExprPlanner::new(cx, db, &scope, "DELETE");
+    planner.subqueries = true;
     let filter = planner.plan_filter(selection.as_ref(), "WHERE")?;
     let wanted = std::mem::take(&mut planner.used);
     Ok(DeletePlan {

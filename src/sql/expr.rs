@@ -21,12 +21,18 @@ use sqlparser::ast::{
 };
 use sqlparser::tokenizer::Span;
 
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
 use super::{Position, SqlError};
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::{AggFunc, Aggregate};
 use crate::exec::expr::Function;
-use crate::exec::{BinaryOp, ExecError, Expr, Filter, Utility, UtilityCall};
+use crate::exec::{
+    BinaryOp, ExecError, Expr, Filter, SubLink, SubPlan, SubPlanCall, SubPlanMode, Utility,
+    UtilityCall,
+};
 use crate::types::{
     as_i64, can_assign, is_numeric, ColumnType, NumericTypmod, TypeError, Value, MAX_CHAR_LENGTH,
 };
@@ -45,9 +51,56 @@ pub(crate) struct StmtCx {
     /// Joins on an equality may be hash joins (`enable_hashjoin`,
     /// `enable_nestloop`).
     pub hash_joins: bool,
+    /// Subqueries numbered so far (PostgreSQL's "SubPlan n", from 1).
+    pub subplans: Cell<usize>,
+    /// Parameters numbered so far (`$n`, from 0): a subquery's
+    /// references to outer columns, and InitPlans' values.
+    pub params: Cell<usize>,
+    /// How deeply the subquery being planned is nested.
+    pub subquery_depth: Cell<usize>,
 }
 
+/// Most levels of subqueries nested in one another's expressions or FROM
+/// (each level's planning and execution recurse through several frames,
+/// far more stack than a level of parentheses).
+pub const MAX_SUBQUERY_DEPTH: usize = 64;
+
 impl StmtCx {
+    /// The number of the next subquery ("SubPlan n").
+    pub fn next_subplan(&self) -> usize {
+        self.subplans.set(self.subplans.get() + 1);
+        self.subplans.get()
+    }
+
+    /// The number of the next parameter (`$n`).
+    pub fn next_param(&self) -> usize {
+        let n = self.params.get();
+        self.params.set(n + 1);
+        n
+    }
+
+    /// Runs `f` one subquery level deeper, refusing more than
+    /// [`MAX_SUBQUERY_DEPTH`] levels.
+    pub fn nested<R>(
+        &self,
+        span: Span,
+        f: impl FnOnce() -> Result<R, SqlError>,
+    ) -> Result<R, SqlError> {
+        let depth = self.subquery_depth.get();
+        if depth >= MAX_SUBQUERY_DEPTH {
+            return Err(SqlError::TooDeep {
+                statement: self.number,
+                at: self.at(span),
+                limit: MAX_SUBQUERY_DEPTH,
+                what: "levels of subqueries",
+            });
+        }
+        self.subquery_depth.set(depth + 1);
+        let result = f();
+        self.subquery_depth.set(depth);
+        result
+    }
+
     /// The table called `name` as this statement sees it.
     pub fn table(
         &self,
@@ -345,7 +398,29 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
             // The parser's own nodes for two functions.
             ast::Expr::Ceil { .. } => Some(("ceil".into(), STRENGTH_NAME)),
             ast::Expr::Floor { .. } => Some(("floor".into(), STRENGTH_NAME)),
+            // `(SELECT max(y) …)` is named as its column; EXISTS `exists`.
+            ast::Expr::Subquery(q) => query_column_name(q).map(|n| (n, STRENGTH_NAME)),
+            ast::Expr::Exists { .. } => Some(("exists".into(), STRENGTH_NAME)),
             _ => None,
+        }
+    }
+    /// The name of a query's first column, as its first SELECT names it.
+    fn query_column_name(q: &ast::Query) -> Option<String> {
+        let mut body = &*q.body;
+        // Bounded by the query's nesting, which the parser bounds.
+        loop {
+            match body {
+                ast::SetExpr::Select(select) => {
+                    return match select.projection.first()? {
+                        ast::SelectItem::UnnamedExpr(e) => name(e).map(|(n, _)| n),
+                        ast::SelectItem::ExprWithAlias { alias, .. } => Some(ident(alias)),
+                        _ => None,
+                    }
+                }
+                ast::SetExpr::Query(inner) => body = &inner.body,
+                ast::SetExpr::SetOperation { left, .. } => body = left,
+                _ => return None,
+            }
         }
     }
     name(e).map_or_else(|| "?column?".to_string(), |(n, _)| n)
@@ -394,7 +469,6 @@ pub(crate) fn function_name(f: &ast::Function) -> Option<String> {
 fn describe(e: &ast::Expr) -> String {
     use ast::Expr as A;
     match e {
-        A::Subquery(_) | A::Exists { .. } | A::InSubquery { .. } => "subqueries".into(),
         A::Case { .. } => "CASE".into(),
         A::IsTrue(_) | A::IsNotTrue(_) | A::IsFalse(_) | A::IsNotFalse(_) => {
             "IS [NOT] TRUE / FALSE".into()
@@ -581,7 +655,68 @@ pub(crate) struct ExprPlanner<'a> {
     /// The FROM items names may refer to, if not all: a JOIN's ON sees
     /// only the items of its comma-separated group joined so far.
     pub visible: Option<std::ops::Range<usize>>,
+    /// Subqueries may appear (where the plan evaluates the expression
+    /// with the executor's context: a SELECT's clauses, VALUES, UPDATE
+    /// and DELETE; not GROUP BY, LIMIT or a function in FROM).
+    pub subqueries: bool,
+    /// The query this one is a subquery of: where a name not found here
+    /// is looked up next.
+    outer: Outer<'a>,
+    /// While a subquery of this query is planned: the parameters it takes
+    /// from this query's row (`$n`, and what gives it here).
+    sub_args: Vec<(usize, Expr)>,
+    /// The subqueries planned here: their text, and how EXPLAIN shows
+    /// them instead (`$0`, `(SubPlan 1)`), for filters' labels.
+    sublinks: Vec<(String, String)>,
     in_aggregate: bool,
+}
+
+/// The query around a subquery, as the subquery's planner sees it.
+pub(crate) trait OuterScope {
+    /// `e`, a column reference the subquery does not have, planned in this
+    /// query (or further out) and passed to the subquery as a new
+    /// parameter, which is returned; None if no query around has it.
+    fn outer_reference(&mut self, e: &ast::Expr) -> Result<Option<Expr>, SqlError>;
+}
+
+/// Where a subquery's planner looks up names it does not have.
+pub(crate) type Outer<'o> = Option<&'o mut dyn OuterScope>;
+
+/// `outer`, lent for a shorter while (to a planner of a part of the
+/// query). The object's lifetime shortens with the loan, which a plain
+/// `as_deref_mut` cannot do behind `&mut`.
+pub(crate) fn reborrow<'s>(outer: &'s mut Outer<'_>) -> Outer<'s> {
+    match outer {
+        Some(o) => {
+            let o: &'s mut dyn OuterScope = &mut **o;
+            Some(o)
+        }
+        None => None,
+    }
+}
+
+impl OuterScope for ExprPlanner<'_> {
+    fn outer_reference(&mut self, e: &ast::Expr) -> Result<Option<Expr>, SqlError> {
+        let planned = match self.plan(e) {
+            Ok(x) => x,
+            Err(SqlError::UnknownColumn { .. } | SqlError::MissingFromItem { .. }) => {
+                return Ok(None)
+            }
+            Err(other) => return Err(other),
+        };
+        let n = self.cx.next_param();
+        let ty = planned.ty();
+        self.sub_args.push((n, planned));
+        Ok(Some(Expr::param(n, ty)))
+    }
+}
+
+/// What kind of subquery an expression holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LinkKind {
+    Exists,
+    Scalar,
+    In,
 }
 
 impl<'a> ExprPlanner<'a> {
@@ -596,8 +731,27 @@ impl<'a> ExprPlanner<'a> {
             utilities: None,
             clause,
             visible: None,
+            subqueries: false,
+            outer: None,
+            sub_args: Vec::new(),
+            sublinks: Vec::new(),
             in_aggregate: false,
         }
+    }
+
+    /// A planner for a query inside another (`outer`), which may itself
+    /// contain subqueries.
+    pub fn nested(
+        cx: &'a StmtCx,
+        db: &'a Database,
+        scope: &'a Scope,
+        clause: &'static str,
+        outer: Outer<'a>,
+    ) -> Self {
+        let mut planner = ExprPlanner::new(cx, db, scope, clause);
+        planner.outer = outer;
+        planner.subqueries = true;
+        planner
     }
 
     /// The scope it plans over.
@@ -630,12 +784,34 @@ impl<'a> ExprPlanner<'a> {
         clause: &'static str,
     ) -> Result<Option<Filter>, SqlError> {
         e.map(|e| {
+            let mark = self.sublinks.len();
+            let predicate = self.plan_predicate(e, clause)?;
             Ok(Filter {
-                predicate: self.plan_predicate(e, clause)?,
-                label: format!("({e})"),
+                predicate,
+                label: self.label(e, mark),
             })
         })
         .transpose()
+    }
+
+    /// EXPLAIN's text for condition `e`, its subqueries planned since
+    /// `mark` shown as PostgreSQL shows them (`(a = $0)`,
+    /// `(NOT (hashed SubPlan 1))`).
+    fn label(&self, e: &ast::Expr, mark: usize) -> String {
+        let sublinks = &self.sublinks[mark..];
+        let whole = e.to_string();
+        if let [(text, shown)] = sublinks {
+            if *text == whole {
+                return shown.clone();
+            }
+        }
+        let mut label = format!("({whole})");
+        for (text, shown) in sublinks {
+            if let Some(at) = label.find(text.as_str()) {
+                label.replace_range(at..at + text.len(), shown);
+            }
+        }
+        label
     }
 
     /// `e` to be stored in column `column` of `table`: converted as an
@@ -674,7 +850,21 @@ impl<'a> ExprPlanner<'a> {
         }
         match e {
             A::Identifier(_) | A::CompoundIdentifier(_) => {
-                let (index, name) = self.resolve(e)?;
+                let (index, name) = match self.resolve(e) {
+                    Ok(found) => found,
+                    Err(
+                        not_here @ (SqlError::UnknownColumn { .. }
+                        | SqlError::MissingFromItem { .. }),
+                    ) => {
+                        // A column of a query around this one (a
+                        // correlated subquery), else the error here.
+                        return match self.outer.as_deref_mut() {
+                            Some(outer) => outer.outer_reference(e)?.ok_or(not_here),
+                            None => Err(not_here),
+                        };
+                    }
+                    Err(other) => return Err(other),
+                };
                 if self.grouping.is_some() {
                     return Err(SqlError::NotGrouped {
                         column: name,
@@ -738,6 +928,15 @@ impl<'a> ExprPlanner<'a> {
                 expr,
                 field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
             } => Ok(Expr::call(Function::Floor, vec![self.plan(expr)?])?),
+            A::Subquery(q) => self.plan_sublink(e, q, LinkKind::Scalar, None, false),
+            A::Exists { subquery, negated } => {
+                self.plan_sublink(e, subquery, LinkKind::Exists, None, *negated)
+            }
+            A::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => self.plan_sublink(e, subquery, LinkKind::In, Some(expr), *negated),
             // `DATE '2026-11-23'`, `TIMESTAMP '…'`: a cast of the string.
             A::TypedString(typed) if !typed.uses_odbc_syntax => {
                 match string_literal(&typed.value.value) {
@@ -839,6 +1038,104 @@ impl<'a> ExprPlanner<'a> {
         let low = self.plan_against(low, ty)?;
         let high = self.plan_against(high, ty)?;
         Ok(Expr::between(x, low, high, negated)?)
+    }
+
+    /// Column `index` of the scope, read by position (a `*`'s column,
+    /// outside an aggregated query).
+    pub fn plan_scope_column(&mut self, index: usize) -> Expr {
+        self.used[index] = true;
+        Expr::column(index, self.scope.columns[index].ty)
+    }
+
+    /// A subquery in an expression (`e`): planned as a query of its own
+    /// whose names not found there resolve here (and further out), each
+    /// such reference becoming a parameter the call passes in. See
+    /// `exec::subplan` for how it runs.
+    fn plan_sublink(
+        &mut self,
+        e: &ast::Expr,
+        q: &ast::Query,
+        kind: LinkKind,
+        left: Option<&ast::Expr>,
+        negated: bool,
+    ) -> Result<Expr, SqlError> {
+        let span = e.span();
+        // Group keys are computed, and spilled groups keyed, where no
+        // subquery runs (and GROUP BY matches the select list's
+        // expressions against its own by text, which would plan a
+        // subquery twice).
+        if !self.subqueries || (self.clause == "GROUP BY" && !self.in_aggregate) {
+            return Err(self
+                .cx
+                .unsupported(span, format!("a subquery in {}", self.clause)));
+        }
+        let left = left
+            .map(|l| Ok::<_, SqlError>((self.plan(l)?, l)))
+            .transpose()?;
+        let (cx, db) = (self.cx, self.db);
+        let saved = std::mem::take(&mut self.sub_args);
+        let planned = cx.nested(span, || {
+            super::query::plan_query_in(cx, db, q, Some(&mut *self as &mut dyn OuterScope))
+        });
+        let args = std::mem::replace(&mut self.sub_args, saved);
+        let planned = planned?;
+        let columns = planned.columns.len();
+        let at = cx.at(q.span());
+        let one_column = |few: &'static str, many: &'static str| match columns {
+            1 => Ok(()),
+            0 => Err(SqlError::SubqueryColumns { problem: few, at }),
+            _ => Err(SqlError::SubqueryColumns { problem: many, at }),
+        };
+        let first = planned.columns.first().map(|c| c.ty);
+        let (link, left) = match kind {
+            LinkKind::Exists => (SubLink::Exists, None),
+            LinkKind::Scalar => {
+                one_column(
+                    "subquery must return a column",
+                    "subquery must return only one column",
+                )?;
+                (SubLink::Scalar, None)
+            }
+            LinkKind::In => {
+                one_column(
+                    "subquery has too few columns",
+                    "subquery has too many columns",
+                )?;
+                let Some((l, l_ast)) = left else {
+                    return Err(ExecError::Internal("IN (SELECT …) without its operand").into());
+                };
+                let right = Expr::column(0, first.unwrap_or(ColumnType::Text));
+                let l = coerce_literal(l, l_ast, first)?;
+                let (l, right) = crate::exec::expr::comparison_operands(l, right)?;
+                (SubLink::Any { right }, Some(l))
+            }
+        };
+        let mode = match (args.is_empty(), kind) {
+            (false, _) => SubPlanMode::PerRow,
+            (true, LinkKind::In) => SubPlanMode::Hashed,
+            (true, _) => SubPlanMode::Once,
+        };
+        let number = cx.next_subplan();
+        let output_param = if mode == SubPlanMode::Once {
+            cx.next_param()
+        } else {
+            0
+        };
+        let plan = SubPlan::new(number, link, mode, planned.query.root, output_param, first);
+        let reference = plan.reference();
+        let call = SubPlanCall {
+            plan: Rc::new(RefCell::new(plan)),
+            left,
+            args,
+        };
+        let value = Expr::subplan(call);
+        let (value, shown) = if negated {
+            (Expr::negation(value)?, format!("(NOT {reference})"))
+        } else {
+            (value, reference)
+        };
+        self.sublinks.push((e.to_string(), shown));
+        Ok(value)
     }
 
     /// Refuses `a < b = c`: PostgreSQL's comparison operators do not

@@ -35,9 +35,10 @@
 //! CREATE TABLE (integer, bigint, double precision, text, varchar(n),
 //! char(n), boolean, date, timestamp; NOT
 //! NULL; `WITH (fillfactor = n)`), DROP TABLE, INSERT (VALUES or SELECT),
-//! UPDATE, DELETE, SELECT over one table, view, `generate_series` or
-//! utility function (WHERE, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET,
-//! count/sum/avg/min/max), EXPLAIN \[ANALYZE\] with `(ANALYZE, BUFFERS, IO)`,
+//! UPDATE, DELETE, SELECT over tables, views, `generate_series`, utility
+//! functions and subqueries, joined (WHERE, GROUP BY, HAVING, ORDER BY,
+//! LIMIT/OFFSET, count/sum/avg/min/max; IN, EXISTS and scalar
+//! subqueries; UNION, INTERSECT, EXCEPT), EXPLAIN \[ANALYZE\] with `(ANALYZE, BUFFERS, IO)`,
 //! BEGIN/START TRANSACTION [ISOLATION LEVEL …], COMMIT/END,
 //! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY and CHECKPOINT.
 //! COPY loads a table from a file or from [`StatementIo::stdin`] and
@@ -89,6 +90,7 @@ mod expr;
 mod format;
 mod parse;
 mod query;
+mod setop;
 
 use std::fmt;
 use std::io::{BufRead, Write};
@@ -210,6 +212,37 @@ pub enum SqlError {
         position: i64,
         columns: usize,
     },
+    #[error(
+        "subquery in FROM must have an alias (at {at}); for example, FROM (SELECT ...) [AS] foo"
+    )]
+    SubqueryAlias { at: Position },
+    #[error(
+        "table \"{name}\" has {available} columns available but {specified} columns specified"
+    )]
+    TooManyColumnAliases {
+        name: String,
+        available: usize,
+        specified: usize,
+    },
+    #[error("invalid UNION/INTERSECT/EXCEPT ORDER BY clause (at {at}): only result column names can be used, not expressions or functions; add the expression to every SELECT, or move the UNION into a FROM clause")]
+    SetOperationOrder { at: Position },
+    #[error("each {op} query must have the same number of columns ({left} and {right})")]
+    SetOperationWidth {
+        op: &'static str,
+        left: usize,
+        right: usize,
+    },
+    #[error("{op} types {left} and {right} cannot be matched")]
+    SetOperationTypes {
+        op: &'static str,
+        left: &'static str,
+        right: &'static str,
+    },
+    /// A subquery of the wrong width for where it is (PostgreSQL's
+    /// words: "subquery must return only one column", "subquery has too
+    /// many columns").
+    #[error("{problem} (at {at})")]
+    SubqueryColumns { problem: &'static str, at: Position },
     #[error("\"{name}\" is a system view and cannot be changed")]
     ReadOnlyView { name: String },
     #[error("{0}")]

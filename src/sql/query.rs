@@ -1,7 +1,8 @@
 //! SELECT: from a `sqlparser` query to an executor pipeline.
 //!
 //! ```text
-//! FROM item ─▶ source (scan, view, generate_series, utility, Result)
+//! FROM item ─▶ source (scan, view, generate_series, utility, Result,
+//!              a subquery's own plan under a Subquery Scan)
 //! FROM a, b / a JOIN b ON … ─▶ joins, left-deep as written: a hash join
 //!              on equalities between the items so far and the next,
 //!              else a nested loop
@@ -11,7 +12,14 @@
 //! GROUP BY / aggregates / HAVING ─▶ Aggregate
 //! select list (+ ORDER BY expressions not in it, hidden) ─▶ Project
 //! ORDER BY   ─▶ Sort          LIMIT / OFFSET ─▶ Limit
+//! a UNION b  ─▶ see `setop`
 //! ```
+//!
+//! A subquery, in FROM or in an expression, is planned by the same
+//! functions (`plan_query_in`), given the planner of the query around it
+//! as its [`Outer`]: a name the subquery does not have is looked up there
+//! (and further out), and becomes a parameter the subquery's SubPlan
+//! passes in (`sql::expr`, `exec::subplan`).
 //!
 //! ORDER BY names resolve as in PostgreSQL: a number is a select-list
 //! position, a bare name matching a select-list item's name is that item,
@@ -27,7 +35,7 @@ use sqlparser::ast::{
 
 use super::expr::{
     constant, function_args, has_aggregate, ident, is_unknown_literal, object_name, output_name,
-    table_function_args, utility_call, ExprPlanner, Grouping, Scope, StmtCx,
+    reborrow, table_function_args, utility_call, ExprPlanner, Grouping, Outer, Scope, StmtCx,
 };
 use super::{ResultColumn, SqlError};
 use crate::catalog::TableDef;
@@ -36,7 +44,7 @@ use crate::exec::agg::Aggregate;
 use crate::exec::{
     AggregateNode, BinaryOp, Expr, Filter, FilterNode, HashCond, HashJoinNode, JoinKind, LimitNode,
     NestedLoopNode, PlanNode, ProjectNode, QueryPlan, ResultNode, SeqScanNode, Series, SeriesNode,
-    SortKey, SortNode, Utility, UtilityCall, View, ViewNode,
+    SortKey, SortNode, SubqueryScanNode, Utility, UtilityCall, View, ViewNode,
 };
 use crate::types::{as_i64, ColumnType, Value};
 
@@ -59,6 +67,13 @@ enum FromItem {
     /// `generate_series`, and the name of its column.
     Series(Series, String),
     Utility(UtilityCall),
+    /// `(SELECT …) AS alias`: the planned query, and its columns' names
+    /// (the column aliases given, else the query's own).
+    Subquery {
+        query: PlannedQuery,
+        alias: String,
+        names: Vec<String>,
+    },
 }
 
 impl FromItem {
@@ -81,6 +96,19 @@ impl FromItem {
                 format!("{}()", call.utility.name()),
                 columns_of(call.utility.columns()),
             ),
+            FromItem::Subquery {
+                query,
+                alias,
+                names,
+            } => Scope::single(
+                alias.clone(),
+                format!("subquery \"{alias}\""),
+                names
+                    .iter()
+                    .zip(&query.columns)
+                    .map(|(name, c)| (name.clone(), c.ty))
+                    .collect(),
+            ),
         }
     }
 
@@ -94,6 +122,16 @@ impl FromItem {
             FromItem::View(view, _) => Box::new(ViewNode::new(view, filter)),
             FromItem::Series(series, _) => Box::new(SeriesNode::new(series, filter)),
             FromItem::Utility(call) => Box::new(ResultNode::new(vec![call], filter)),
+            // It reads what its own select list needs, whatever is wanted.
+            FromItem::Subquery { query, alias, .. } => {
+                let width = query.columns.len();
+                Box::new(SubqueryScanNode::new(
+                    query.query.root,
+                    alias,
+                    width,
+                    filter,
+                ))
+            }
         }
     }
 }
@@ -254,29 +292,204 @@ pub(crate) fn plan_query(
     db: &Database,
     q: &ast::Query,
 ) -> Result<PlannedQuery, SqlError> {
+    plan_query_in(cx, db, q, None)
+}
+
+/// Plans a query, inside the query `outer` if it is a subquery (names it
+/// does not have are looked up there).
+pub(crate) fn plan_query_in(
+    cx: &StmtCx,
+    db: &Database,
+    q: &ast::Query,
+    outer: Outer<'_>,
+) -> Result<PlannedQuery, SqlError> {
     check_query(cx, q)?;
-    let select = match &*q.body {
-        SetExpr::Select(s) => s,
-        SetExpr::SetOperation { op, .. } => {
-            return Err(cx.unsupported(q.body.span(), format!("{op} (set operations)")))
+    if let SetExpr::Select(select) = &*q.body {
+        check_select(cx, select)?;
+        return plan_select(cx, db, Some(q), select, outer);
+    }
+    let body = plan_set_expr(cx, db, &q.body, outer)?;
+    order_set_query(cx, db, q, body)
+}
+
+/// Plans a query's body without its ORDER BY and LIMIT: a SELECT, a
+/// parenthesized query, or a set operation of them.
+pub(crate) fn plan_set_expr(
+    cx: &StmtCx,
+    db: &Database,
+    body: &SetExpr,
+    outer: Outer<'_>,
+) -> Result<PlannedQuery, SqlError> {
+    match body {
+        SetExpr::Select(select) => {
+            check_select(cx, select)?;
+            plan_select(cx, db, None, select, outer)
         }
+        SetExpr::Query(q) => plan_query_in(cx, db, q, outer),
+        SetExpr::SetOperation { .. } => super::setop::plan_set_operation(cx, db, body, outer),
         SetExpr::Values(_) => {
-            return Err(cx.unsupported_hint(
-                q.body.span(),
-                "VALUES as a query",
-                "; use it in INSERT",
-            ))
+            Err(cx.unsupported_hint(body.span(), "VALUES as a query", "; use it in INSERT"))
         }
-        SetExpr::Query(_) => return Err(cx.unsupported(q.body.span(), "parenthesized queries")),
-        other => return Err(cx.unsupported(other.span(), "this kind of query")),
+        other => Err(cx.unsupported(other.span(), "this kind of query")),
+    }
+}
+
+/// ORDER BY, LIMIT and OFFSET over a set operation's result: ORDER BY
+/// names a result column or its position, nothing else (PostgreSQL's
+/// rule).
+fn order_set_query(
+    cx: &StmtCx,
+    db: &Database,
+    q: &ast::Query,
+    body: PlannedQuery,
+) -> Result<PlannedQuery, SqlError> {
+    let order_by = order_by_exprs(cx, q)?;
+    let mut keys = Vec::with_capacity(order_by.len());
+    for o in order_by {
+        let column = match &o.expr {
+            ast::Expr::Identifier(i) => {
+                let name = ident(i);
+                let mut matching = body
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.name == name);
+                match (matching.next(), matching.next()) {
+                    (Some((at, _)), None) => at,
+                    (Some(_), Some(_)) => {
+                        return Err(SqlError::AmbiguousColumn {
+                            column: name,
+                            at: cx.at(o.expr.span()),
+                        })
+                    }
+                    (None, _) => {
+                        return Err(SqlError::UnknownColumn {
+                            column: name,
+                            relation: "the result of the set operation".into(),
+                            at: cx.at(o.expr.span()),
+                        })
+                    }
+                }
+            }
+            e => match constant(e) {
+                Some(v) => {
+                    let k = as_i64(&v).unwrap_or(0);
+                    usize::try_from(k)
+                        .ok()
+                        .and_then(|k| k.checked_sub(1))
+                        .filter(|&k| k < body.columns.len())
+                        .ok_or(SqlError::BadPosition {
+                            clause: "ORDER BY",
+                            position: k,
+                            columns: body.columns.len(),
+                        })?
+                }
+                None => {
+                    return Err(SqlError::SetOperationOrder {
+                        at: cx.at(o.expr.span()),
+                    })
+                }
+            },
+        };
+        keys.push(sort_key(cx, o, column)?);
+    }
+    let (offset, count) = limit_clause(cx, db, q.limit_clause.as_ref())?;
+    let width = body.query.width;
+    let node = sort_and_limit(body.query.root, keys, offset, count);
+    Ok(PlannedQuery {
+        query: QueryPlan::new(node, width),
+        ..body
+    })
+}
+
+/// The ORDER BY items of `q`.
+fn order_by_exprs<'q>(cx: &StmtCx, q: &'q ast::Query) -> Result<&'q [ast::OrderByExpr], SqlError> {
+    match q.order_by.as_ref().map(|o| &o.kind) {
+        None => Ok(&[]),
+        Some(OrderByKind::Expressions(exprs)) => Ok(exprs),
+        Some(OrderByKind::All(_)) => Err(cx.unsupported(q.span(), "ORDER BY ALL")),
+    }
+}
+
+/// A sort key on `column` with the direction ORDER BY item `o` gives.
+fn sort_key(cx: &StmtCx, o: &ast::OrderByExpr, column: usize) -> Result<SortKey, SqlError> {
+    if o.with_fill.is_some() {
+        return Err(cx.unsupported(o.expr.span(), "ORDER BY … WITH FILL"));
+    }
+    let descending = match &o.options.sort {
+        None | Some(OrderBySort::Asc) => false,
+        Some(OrderBySort::Desc) => true,
+        Some(OrderBySort::Using(_)) => {
+            return Err(cx.unsupported(o.expr.span(), "ORDER BY … USING"))
+        }
     };
-    check_select(cx, select)?;
-    plan_select(cx, db, q, select)
+    Ok(SortKey {
+        column,
+        descending,
+        nulls_first: o.options.nulls_first.unwrap_or(descending),
+        label: o.to_string(),
+    })
+}
+
+/// The OFFSET and LIMIT of a query (0 and none without them).
+fn limit_clause(
+    cx: &StmtCx,
+    db: &Database,
+    clause: Option<&LimitClause>,
+) -> Result<(u64, Option<u64>), SqlError> {
+    match clause {
+        None => Ok((0, None)),
+        Some(LimitClause::LimitOffset {
+            limit,
+            offset,
+            limit_by,
+        }) => {
+            if let Some(first) = limit_by.first() {
+                return Err(cx.unsupported(first.span(), "LIMIT BY"));
+            }
+            let count = match limit {
+                Some(e) => limit_value(cx, db, e, "LIMIT")?,
+                None => None,
+            };
+            let offset = match offset {
+                Some(o) => limit_value(cx, db, &o.value, "OFFSET")?.unwrap_or(0),
+                None => 0,
+            };
+            Ok((offset, count))
+        }
+        Some(LimitClause::OffsetCommaLimit { offset, .. }) => {
+            Err(cx.unsupported(offset.span(), "LIMIT offset, count"))
+        }
+    }
+}
+
+/// `node` sorted by `keys` (if any) and cut to `offset` and `count`.
+fn sort_and_limit(
+    mut node: Box<dyn PlanNode>,
+    keys: Vec<SortKey>,
+    offset: u64,
+    count: Option<u64>,
+) -> Box<dyn PlanNode> {
+    if !keys.is_empty() {
+        let mut sort = SortNode::new(node, keys);
+        // A LIMIT above reads only its offset and count of rows.
+        sort.bound = count.map(|c| offset.saturating_add(c).min(usize::MAX as u64) as usize);
+        node = Box::new(sort);
+    }
+    if offset > 0 || count.is_some() {
+        node = Box::new(LimitNode::new(node, offset, count));
+    }
+    node
 }
 
 /// Resolves the FROM clause: comma-separated items (cross joins, whose
 /// WHERE may join them) and `[INNER | LEFT [OUTER] | CROSS] JOIN … ON`.
-fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<FromClause, SqlError> {
+fn plan_from(
+    cx: &StmtCx,
+    db: &Database,
+    from: &[TableWithJoins],
+    mut outer: Outer<'_>,
+) -> Result<FromClause, SqlError> {
     let mut clause = FromClause::default();
     for item in from {
         let group_start = clause.items.len();
@@ -287,7 +500,9 @@ fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<From
                 group_start,
             });
         }
-        clause.items.push(plan_factor(cx, db, &item.relation)?);
+        clause
+            .items
+            .push(plan_factor(cx, db, &item.relation, reborrow(&mut outer))?);
         for join in &item.joins {
             let span = join.relation.span();
             let (kind, constraint) = match &join.join_operator {
@@ -331,16 +546,41 @@ fn plan_from(cx: &StmtCx, db: &Database, from: &[TableWithJoins]) -> Result<From
                 on,
                 group_start,
             });
-            clause.items.push(plan_factor(cx, db, &join.relation)?);
+            clause
+                .items
+                .push(plan_factor(cx, db, &join.relation, reborrow(&mut outer))?);
         }
     }
     debug_assert_eq!(clause.joins.len() + 1, clause.items.len().max(1));
     Ok(clause)
 }
 
-/// Resolves one FROM item: a table, a view, `generate_series` or a
-/// utility.
-fn plan_factor(cx: &StmtCx, db: &Database, relation: &TableFactor) -> Result<FromItem, SqlError> {
+/// Resolves one FROM item: a table, a view, `generate_series`, a utility
+/// or a subquery.
+fn plan_factor(
+    cx: &StmtCx,
+    db: &Database,
+    relation: &TableFactor,
+    outer: Outer<'_>,
+) -> Result<FromItem, SqlError> {
+    if let TableFactor::Derived {
+        lateral,
+        subquery,
+        alias,
+        sample,
+    } = relation
+    {
+        return plan_derived(
+            cx,
+            db,
+            relation,
+            *lateral,
+            subquery,
+            alias.as_ref(),
+            sample,
+            outer,
+        );
+    }
     let TableFactor::Table {
         name,
         alias,
@@ -356,7 +596,7 @@ fn plan_factor(cx: &StmtCx, db: &Database, relation: &TableFactor) -> Result<Fro
     else {
         return Err(cx.unsupported(
             relation.span(),
-            "this FROM item (subqueries, LATERAL, UNNEST, …)",
+            "this FROM item (LATERAL, UNNEST, a parenthesized join, …)",
         ));
     };
     let span = relation.span();
@@ -462,6 +702,55 @@ fn plan_factor(cx: &StmtCx, db: &Database, relation: &TableFactor) -> Result<Fro
         },
         column,
     ))
+}
+
+/// A subquery in FROM: `(SELECT …) AS alias [(column, …)]`. As in
+/// PostgreSQL 15 it must have an alias; its columns are named by the
+/// column aliases given (the first ones, the rest keeping the query's
+/// names), and it sees the queries around its own query (not the other
+/// items of its FROM: that would be LATERAL).
+#[allow(clippy::too_many_arguments)]
+fn plan_derived(
+    cx: &StmtCx,
+    db: &Database,
+    relation: &TableFactor,
+    lateral: bool,
+    subquery: &ast::Query,
+    alias: Option<&ast::TableAlias>,
+    sample: &Option<ast::TableSampleKind>,
+    outer: Outer<'_>,
+) -> Result<FromItem, SqlError> {
+    let span = relation.span();
+    if lateral {
+        return Err(cx.unsupported(span, "LATERAL"));
+    }
+    if sample.is_some() {
+        return Err(cx.unsupported(span, "TABLESAMPLE"));
+    }
+    let Some(alias) = alias else {
+        return Err(SqlError::SubqueryAlias { at: cx.at(span) });
+    };
+    if alias.at.is_some() || alias.columns.iter().any(|c| c.data_type.is_some()) {
+        return Err(cx.unsupported(span, "this form of alias for a subquery"));
+    }
+    let name = ident(&alias.name);
+    let query = cx.nested(span, || plan_query_in(cx, db, subquery, outer))?;
+    if alias.columns.len() > query.columns.len() {
+        return Err(SqlError::TooManyColumnAliases {
+            name,
+            available: query.columns.len(),
+            specified: alias.columns.len(),
+        });
+    }
+    let mut names: Vec<String> = query.columns.iter().map(|c| c.name.clone()).collect();
+    for (slot, given) in names.iter_mut().zip(&alias.columns) {
+        *slot = ident(&given.name);
+    }
+    Ok(FromItem::Subquery {
+        query,
+        alias: name,
+        names,
+    })
 }
 
 /// The planned conditions of a FROM clause of several items.
@@ -616,8 +905,10 @@ impl Slots {
             });
             return Ok(());
         }
-        match self
-            .hash_joins
+        // A condition running a subquery is never a hash key: keys are
+        // computed where no subquery can run (and planning it again would
+        // plan its subquery again).
+        match (self.hash_joins && !f.predicate.has_subplan())
             .then(|| hash_key(planner, conj, at))
             .transpose()?
         {
@@ -771,13 +1062,16 @@ fn build_joins(
 struct Item {
     expr: ast::Expr,
     name: String,
+    /// The scope column a `*` put here: planned by position, since its
+    /// name may be another column's too (`(SELECT 1 AS a, 2 AS a) s`).
+    star: Option<usize>,
 }
 
 /// Every column of `scope` (of its item `only`, if given), as `*` and
 /// `t.*` select them; qualified when several items could have a column of
 /// the name.
 fn expand_star(scope: &Scope, only: Option<usize>, items: &mut Vec<Item>) {
-    for c in &scope.columns {
+    for (at, c) in scope.columns.iter().enumerate() {
         if only.is_some_and(|i| i != c.item) {
             continue;
         }
@@ -791,6 +1085,7 @@ fn expand_star(scope: &Scope, only: Option<usize>, items: &mut Vec<Item>) {
         items.push(Item {
             expr,
             name: c.name.clone(),
+            star: Some(at),
         });
     }
 }
@@ -905,13 +1200,17 @@ fn limit_value(
     }
 }
 
+/// Plans a SELECT, with the ORDER BY and LIMIT of `q` if given (a
+/// branch of a set operation has none of its own), inside `outer` if it
+/// is a subquery.
 fn plan_select(
     cx: &StmtCx,
     db: &Database,
-    q: &ast::Query,
+    q: Option<&ast::Query>,
     select: &Select,
+    mut outer: Outer<'_>,
 ) -> Result<PlannedQuery, SqlError> {
-    let mut from = plan_from(cx, db, &select.from)?;
+    let mut from = plan_from(cx, db, &select.from, reborrow(&mut outer))?;
     let mut star = false;
     if from.items.is_empty() {
         if let Some(call) = lone_row_utility(cx, db, &select.projection)? {
@@ -945,10 +1244,12 @@ fn plan_select(
                 SelectItem::UnnamedExpr(e) => items.push(Item {
                     expr: e.clone(),
                     name: output_name(e),
+                    star: None,
                 }),
                 SelectItem::ExprWithAlias { expr, alias } => items.push(Item {
                     expr: expr.clone(),
                     name: ident(alias),
+                    star: None,
                 }),
                 SelectItem::ExprWithAliases { expr, .. } => {
                     return Err(cx.unsupported(expr.span(), "several aliases for one item"))
@@ -982,17 +1283,16 @@ fn plan_select(
         GroupByExpr::Expressions(exprs, _) => exprs,
         GroupByExpr::All(_) => &[],
     };
-    let order_by: &[ast::OrderByExpr] = match q.order_by.as_ref().map(|o| &o.kind) {
+    let order_by: &[ast::OrderByExpr] = match q {
+        Some(q) => order_by_exprs(cx, q)?,
         None => &[],
-        Some(OrderByKind::Expressions(exprs)) => exprs,
-        Some(OrderByKind::All(_)) => return Err(cx.unsupported(q.span(), "ORDER BY ALL")),
     };
     let aggregated = !group_by.is_empty()
         || select.having.is_some()
         || items.iter().any(|i| has_aggregate(&i.expr))
         || order_by.iter().any(|o| has_aggregate(&o.expr));
 
-    let mut planner = ExprPlanner::new(cx, db, &scope, "WHERE");
+    let mut planner = ExprPlanner::nested(cx, db, &scope, "WHERE", reborrow(&mut outer));
     if from.items.is_empty() {
         planner.utilities = Some(Vec::new());
     }
@@ -1029,23 +1329,16 @@ fn plan_select(
     planner.clause = "the select list";
     let mut outputs = Vec::with_capacity(items.len());
     for item in &items {
-        outputs.push(planner.plan(&item.expr)?);
+        outputs.push(match item.star {
+            Some(column) if planner.grouping.is_none() => planner.plan_scope_column(column),
+            _ => planner.plan(&item.expr)?,
+        });
     }
     let having = planner.plan_filter(select.having.as_ref(), "HAVING")?;
 
     planner.clause = "ORDER BY";
     let mut keys = Vec::with_capacity(order_by.len());
     for o in order_by {
-        if o.with_fill.is_some() {
-            return Err(cx.unsupported(o.expr.span(), "ORDER BY … WITH FILL"));
-        }
-        let descending = match &o.options.sort {
-            None | Some(OrderBySort::Asc) => false,
-            Some(OrderBySort::Desc) => true,
-            Some(OrderBySort::Using(_)) => {
-                return Err(cx.unsupported(o.expr.span(), "ORDER BY … USING"))
-            }
-        };
         let column = match resolve_order(&o.expr, &items) {
             Some(found) => found?,
             None => match items.iter().position(|item| item.expr == o.expr) {
@@ -1057,38 +1350,9 @@ fn plan_select(
                 }
             },
         };
-        keys.push(SortKey {
-            column,
-            descending,
-            nulls_first: o.options.nulls_first.unwrap_or(descending),
-            label: o.to_string(),
-        });
+        keys.push(sort_key(cx, o, column)?);
     }
-
-    let (offset, count) = match &q.limit_clause {
-        None => (0, None),
-        Some(LimitClause::LimitOffset {
-            limit,
-            offset,
-            limit_by,
-        }) => {
-            if let Some(first) = limit_by.first() {
-                return Err(cx.unsupported(first.span(), "LIMIT BY"));
-            }
-            let count = match limit {
-                Some(e) => limit_value(cx, db, e, "LIMIT")?,
-                None => None,
-            };
-            let offset = match offset {
-                Some(o) => limit_value(cx, db, &o.value, "OFFSET")?.unwrap_or(0),
-                None => 0,
-            };
-            (offset, count)
-        }
-        Some(LimitClause::OffsetCommaLimit { offset, .. }) => {
-            return Err(cx.unsupported(offset.span(), "LIMIT offset, count"))
-        }
-    };
+    let (offset, count) = limit_clause(cx, db, q.and_then(|q| q.limit_clause.as_ref()))?;
 
     let columns: Vec<ResultColumn> = items
         .iter()
@@ -1119,15 +1383,7 @@ fn plan_select(
         ));
     }
     node = Box::new(ProjectNode::new(node, outputs));
-    if !keys.is_empty() {
-        let mut sort = SortNode::new(node, keys);
-        // A LIMIT above reads only its offset and count of rows.
-        sort.bound = count.map(|c| offset.saturating_add(c).min(usize::MAX as u64) as usize);
-        node = Box::new(sort);
-    }
-    if offset > 0 || count.is_some() {
-        node = Box::new(LimitNode::new(node, offset, count));
-    }
+    let node = sort_and_limit(node, keys, offset, count);
     Ok(PlannedQuery {
         query: QueryPlan::new(node, items.len()),
         columns,
