@@ -168,7 +168,10 @@ fn a_line_pointer_vacuum_frees_never_brings_back_a_stale_entry() {
             "INSERT INTO t SELECT i + 1, 'new' FROM generate_series(1, 500, 2) AS g(i)",
         );
         assert_eq!(verified(&mut s, "t_k"), 500, "{method:?}");
-        let keys = run(&mut s, "SELECT k FROM t GROUP BY k").pop().unwrap().rows;
+        let keys = run(&mut s, "SELECT k FROM t GROUP BY k")
+            .pop()
+            .unwrap()
+            .rows;
         assert_eq!(keys.len(), 500);
     }
 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use super::protocol::{History, Op, SessionLog, SessionName};
 use super::workload::*;
-use crate::catalog::{COLUMNS_REL, TABLES_REL};
+use crate::catalog::{COLUMNS_REL, INDEXES_REL, TABLES_REL};
 use crate::database::{Database, Session};
 use crate::heap::{vm, TupleHeader};
 use crate::page::{item, line_pointer_count, page_flags, PD_ALL_VISIBLE};
@@ -669,8 +669,9 @@ pub fn judge_ddl(log: &SessionLog, tables: &BTreeMap<i64, i64>) -> Result<Tally,
 /// Checks 3 and 4 of the module comment for the committed `tables` of an
 /// open database: each one's visibility map agrees with its heap, and
 /// (after a checkpoint writes back what recovery left in the pool) every
-/// page of every relation file verifies, every file belongs to a table or
-/// the catalog, and every table has its file. Also for tests of recovery
+/// page of every relation file verifies, every index agrees with its
+/// table, every file belongs to a table, an index or the catalog, and each
+/// of them has its file. Also for tests of recovery
 /// that need no history.
 pub fn check_storage(
     db: &Database,
@@ -688,6 +689,13 @@ pub fn check_storage(
                 table.heap.rel
             )),
         }
+        // An index must agree with its table after a crash as before: the
+        // same structure checks and one entry per row version.
+        for index in db.catalog().indexes_of(table) {
+            if let Err(e) = crate::exec::index::verify_index(s, &index.name) {
+                problems.push(format!("index {} of {}: {e}", index.name, table.name()));
+            }
+        }
     }
     // Recovery may have left its repairs in the pool: the files are
     // checked as the engine leaves them once everything is written back.
@@ -699,6 +707,12 @@ pub fn check_storage(
         .collect();
     tables_by_rel.insert(TABLES_REL, "the catalog's tables".into());
     tables_by_rel.insert(COLUMNS_REL, "the catalog's columns".into());
+    tables_by_rel.insert(INDEXES_REL, "the catalog's indexes".into());
+    for table in tables {
+        for index in db.catalog().indexes_of(table) {
+            tables_by_rel.insert(index.rel, format!("index {}", index.name));
+        }
+    }
     let files = db
         .checkpoint(false)
         .map(drop)
