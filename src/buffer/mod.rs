@@ -420,6 +420,7 @@ impl BufferPool {
             pins: HashMap::new(),
             settings,
             bounce: AlignedBuf::new(BLOCK_SIZE),
+            counts: ReadCounts::default(),
         })
     }
 
@@ -713,6 +714,33 @@ pub struct BufferSession {
     pub settings: SessionSettings,
     /// Where dirty pages are copied and checksummed before being written.
     bounce: AlignedBuf,
+    /// Blocks this session asked for, found or read; a plan node that
+    /// reads without a stream (an index scan) shows the difference over
+    /// its own calls as EXPLAIN's Buffers.
+    pub counts: ReadCounts,
+}
+
+/// Blocks a session's reads found in the pool and blocks they read (or
+/// waited for another session's read of), cumulative.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    pub hits: u64,
+    pub reads: u64,
+}
+
+impl ReadCounts {
+    /// What was counted since `earlier`.
+    pub fn since(self, earlier: ReadCounts) -> ReadCounts {
+        ReadCounts {
+            hits: self.hits - earlier.hits,
+            reads: self.reads - earlier.reads,
+        }
+    }
+
+    pub fn add(&mut self, other: ReadCounts) {
+        self.hits += other.hits;
+        self.reads += other.reads;
+    }
 }
 
 impl BufferSession {

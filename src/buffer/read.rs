@@ -155,6 +155,7 @@ impl BufferSession {
             if pool.state(id) & BM_VALID != 0 {
                 if i == 0 {
                     pool.stats.hits.fetch_add(1, Ordering::Relaxed);
+                    self.counts.hits += 1;
                     return Ok(ReadOp::single(rel, fork, first_block, id, ReadOpKind::Hit));
                 }
                 forwarded.push_front(id);
@@ -171,6 +172,7 @@ impl BufferSession {
             pool.stats
                 .advised
                 .fetch_add(buffers.len() as u64, Ordering::Relaxed);
+            self.counts.reads += buffers.len() as u64;
             return Ok(ReadOp {
                 rel,
                 fork,
@@ -195,6 +197,7 @@ impl BufferSession {
                 StartIo::AlreadyValid => {
                     self.aio.release(token)?;
                     pool.stats.hits.fetch_add(1, Ordering::Relaxed);
+                    self.counts.hits += 1;
                     forward_tail(forwarded, &buffers[1..]);
                     return Ok(ReadOp::single(
                         rel,
@@ -206,6 +209,7 @@ impl BufferSession {
                 }
                 StartIo::InProgress(Some(wref)) => {
                     self.aio.release(token)?;
+                    self.counts.reads += 1;
                     forward_tail(forwarded, &buffers[1..]);
                     let kind = ReadOpKind::Foreign { wref };
                     return Ok(ReadOp::single(rel, fork, first_block, head, kind));
@@ -249,6 +253,7 @@ impl BufferSession {
                 }
                 return Err(e);
             }
+            self.counts.reads += buffers.len() as u64;
             return Ok(ReadOp {
                 rel,
                 fork,

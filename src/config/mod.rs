@@ -112,6 +112,15 @@ pub enum Kind {
     Enum(&'static [&'static str]),
 }
 
+/// Which ways of reading a table the planner may choose. With both off,
+/// as in PostgreSQL, it still reads the table somehow: the choice is only
+/// steered away from the disabled ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanMethods {
+    pub index: bool,
+    pub seq: bool,
+}
+
 /// When a setting may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Context {
@@ -240,6 +249,20 @@ pub static SETTINGS: &[SettingDef] = &[
         kind: Kind::Bool,
         context: Context::Session,
         description: "Lets the planner use hash joins; off joins by nested loop wherever there is another way, to compare the two",
+    },
+    SettingDef {
+        name: "enable_indexscan",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner read tables through their B-tree indexes; off scans them sequentially, to compare the two",
+    },
+    SettingDef {
+        name: "enable_seqscan",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner scan tables sequentially where an index could be used instead; a table with no usable index is still scanned",
     },
     SettingDef {
         name: "enable_nestloop",
@@ -772,6 +795,15 @@ impl Settings {
     /// off, as in PostgreSQL, the planner still picks something).
     pub fn hash_joins_allowed(&self) -> bool {
         self.boolean("enable_hashjoin") || !self.boolean("enable_nestloop")
+    }
+
+    /// Which ways of reading a table the planner may choose
+    /// (`enable_indexscan`, `enable_seqscan`).
+    pub fn scan_methods(&self) -> ScanMethods {
+        ScanMethods {
+            index: self.boolean("enable_indexscan"),
+            seq: self.boolean("enable_seqscan"),
+        }
     }
 
     pub fn ignore_checksum_failure(&self) -> bool {

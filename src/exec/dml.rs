@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use super::expr::EvalContext;
 use super::index::TableIndexes;
-use super::plan::{drain, passes, ExecCx, Flow, NodeCounts, PlanNode};
-use super::scan::SeqScanNode;
+use super::plan::{drain, ExecCx, Flow, PlanNode};
+use super::value::is_true;
 use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
@@ -35,18 +35,26 @@ pub struct InsertPlan {
 
 /// `UPDATE table SET … WHERE …`.
 pub struct UpdatePlan {
-    /// The rows to change: a scan of the table with the WHERE clause as
-    /// its filter, decoding every column (the new version needs them all).
-    pub target: SeqScanNode,
+    /// The rows to change, every column decoded (the new version needs
+    /// them all).
+    pub target: ChangeTarget,
     /// (column, new value over the old row).
     pub assignments: Vec<(usize, Expr)>,
 }
 
 /// `DELETE FROM table WHERE …`.
 pub struct DeletePlan {
-    /// The rows to delete: a scan of the table with the WHERE clause as
-    /// its filter.
-    pub target: SeqScanNode,
+    /// The rows to delete.
+    pub target: ChangeTarget,
+}
+
+/// The rows an UPDATE or DELETE changes: a scan of the table (sequential
+/// or through an index) that returns the rows its WHERE matches, and that
+/// WHERE whole, to check a newer version of a row against.
+pub struct ChangeTarget {
+    pub table: Arc<TableDef>,
+    pub scan: Box<dyn PlanNode>,
+    pub condition: Option<Expr>,
 }
 
 /// Refuses NULL in a NOT NULL column, then encodes `row` as written by
@@ -249,7 +257,7 @@ const UPDATE_CHAIN_MAX: usize = 1000;
 /// is now rather than failing. Under repeatable read it fails, as there.
 fn follow_update_chain(
     cx: &mut ExecCx,
-    target: &SeqScanNode,
+    target: &ChangeTarget,
     by: Xid,
     newer: Option<Tid>,
 ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
@@ -278,8 +286,11 @@ fn follow_update_chain(
         &vec![true; table.columns.len()],
         &mut row,
     )?;
-    let mut scratch = NodeCounts::default();
-    Ok(passes(target.filter.as_ref(), &mut scratch, &row, cx)?.then_some((newer, row)))
+    let matches = match &target.condition {
+        Some(condition) => is_true(&*condition.eval_ref(&row, cx)?),
+        None => true,
+    };
+    Ok(matches.then_some((newer, row)))
 }
 
 /// Refuses to follow a row's update chain past [`UPDATE_CHAIN_MAX`].
@@ -297,11 +308,11 @@ fn chain_step(table: &TableDef, step: usize) -> Result<(), ExecError> {
 /// for each (with the session, its tid and values); returns how many
 /// `change` counted.
 fn change_rows(
-    target: &mut SeqScanNode,
+    target: &mut ChangeTarget,
     s: &mut Session,
     snap: &StatementSnapshot,
     eval: &mut EvalContext,
-    mut change: impl FnMut(&mut ExecCx, &SeqScanNode, Tid, Vec<Value>) -> Result<bool, ExecError>,
+    mut change: impl FnMut(&mut ExecCx, &ChangeTarget, Tid, Vec<Value>) -> Result<bool, ExecError>,
 ) -> Result<u64, ExecError> {
     let mut changed = 0;
     let mut cx = ExecCx {
@@ -313,7 +324,7 @@ fn change_rows(
     let result = loop {
         batch.clear();
         // A page's matching rows at a time.
-        if let Err(e) = target.next_batch(&mut cx, &mut batch, usize::MAX) {
+        if let Err(e) = target.scan.next_batch(&mut cx, &mut batch, usize::MAX) {
             break Err(e);
         }
         if batch.is_empty() {
@@ -330,7 +341,7 @@ fn change_rows(
             break Err(e);
         }
     };
-    target.close(&mut cx);
+    target.scan.close(&mut cx);
     result.map(|()| changed)
 }
 

@@ -107,11 +107,23 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
         }
         Plan::Update(u) => {
             nodes.push(change_node("Update", &u.target.table));
-            tree_nodes(&u.target, under_top, Vec::new(), opts, &mut nodes);
+            tree_nodes(
+                u.target.scan.as_ref(),
+                under_top,
+                Vec::new(),
+                opts,
+                &mut nodes,
+            );
         }
         Plan::Delete(d) => {
             nodes.push(change_node("Delete", &d.target.table));
-            tree_nodes(&d.target, under_top, Vec::new(), opts, &mut nodes);
+            tree_nodes(
+                d.target.scan.as_ref(),
+                under_top,
+                Vec::new(),
+                opts,
+                &mut nodes,
+            );
         }
     }
     // As PostgreSQL, on the top node and only when there is something

@@ -320,6 +320,22 @@ enum Kind {
     SubPlan(Box<SubPlanCall>),
 }
 
+/// A condition an index can search by (see [`Expr::as_index_cond`]); the
+/// columns are those of the rows the condition was planned over.
+#[derive(Debug, Clone, Copy)]
+pub enum IndexCond<'e> {
+    /// `column op value`, op one of = < <= > >=.
+    Compare {
+        column: usize,
+        op: BinaryOp,
+        value: &'e Expr,
+    },
+    /// `column IN (values…)`.
+    In { column: usize, values: &'e [Expr] },
+    /// `column IS NULL`.
+    IsNull { column: usize },
+}
+
 /// Whether `ty` is a date or timestamp.
 fn is_datetime(ty: ColumnType) -> bool {
     category(ty) == Category::DateTime
@@ -835,6 +851,94 @@ impl Expr {
     pub fn is_volatile(&self) -> bool {
         matches!(self.kind, Kind::Call(Function::Random, _))
             || self.children().into_iter().any(Expr::is_volatile)
+    }
+
+    /// The parts of an AND, however nested.
+    pub fn conjuncts(&self) -> Vec<&Expr> {
+        match &self.kind {
+            Kind::And(a, b) => {
+                let mut parts = a.conjuncts();
+                parts.extend(b.conjuncts());
+                parts
+            }
+            _ => vec![self],
+        }
+    }
+
+    /// Whether the expression has one value for the whole of a scan: it
+    /// reads no column, runs no subquery but an InitPlan (computed once)
+    /// and calls nothing volatile (constants, parameters, and what is
+    /// computed from them), so that an index scan can search for it.
+    pub fn is_scan_constant(&self) -> bool {
+        match &self.kind {
+            Kind::Column(_) | Kind::Call(Function::Random, _) => false,
+            Kind::SubPlan(call) => {
+                call.plan
+                    .try_borrow()
+                    .is_ok_and(|p| p.mode == super::subplan::SubPlanMode::Once)
+                    && call.outer_exprs().all(Expr::is_scan_constant)
+            }
+            _ => self.children().into_iter().all(Expr::is_scan_constant),
+        }
+    }
+
+    /// The column this expression is, if it is a bare column, or a
+    /// `char(n)` column cast to text (which compares as the column itself
+    /// does: both ignore the padding).
+    fn as_column(&self) -> Option<(usize, ColumnType)> {
+        match &self.kind {
+            Kind::Column(c) => Some((*c, self.ty?)),
+            Kind::Cast(inner, ColumnType::Text) => match (&inner.kind, inner.ty) {
+                (Kind::Column(c), Some(ty @ ColumnType::Char(_))) => Some((*c, ty)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The condition as an index can search by it: a column compared with
+    /// a scan constant (turned around if the constant came first), a
+    /// column in a list of them, or a column IS NULL.
+    pub fn as_index_cond(&self) -> Option<IndexCond<'_>> {
+        match &self.kind {
+            Kind::Compare(op, l, r) => {
+                let flipped = match op {
+                    BinaryOp::Eq => BinaryOp::Eq,
+                    BinaryOp::Lt => BinaryOp::Gt,
+                    BinaryOp::Le => BinaryOp::Ge,
+                    BinaryOp::Gt => BinaryOp::Lt,
+                    BinaryOp::Ge => BinaryOp::Le,
+                    _ => return None,
+                };
+                if let (Some((column, _)), true) = (l.as_column(), r.is_scan_constant()) {
+                    Some(IndexCond::Compare {
+                        column,
+                        op: *op,
+                        value: r,
+                    })
+                } else if let (Some((column, _)), true) = (r.as_column(), l.is_scan_constant()) {
+                    Some(IndexCond::Compare {
+                        column,
+                        op: flipped,
+                        value: l,
+                    })
+                } else {
+                    None
+                }
+            }
+            Kind::InList(e, list, false) if list.iter().all(Expr::is_scan_constant) => {
+                let (column, _) = e.as_column()?;
+                Some(IndexCond::In {
+                    column,
+                    values: list,
+                })
+            }
+            Kind::IsNull(e, false) => match e.kind {
+                Kind::Column(column) => Some(IndexCond::IsNull { column }),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// Evaluates against `row`.

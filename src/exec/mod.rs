@@ -64,6 +64,7 @@ pub mod dml;
 pub mod explain;
 pub mod expr;
 pub mod index;
+pub mod indexscan;
 pub mod join;
 pub mod nodes;
 pub mod partition;
@@ -86,7 +87,7 @@ use crate::storage::StorageError;
 use crate::types::{TypeError, Value};
 
 pub use copy::{copy_from, copy_to, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo};
-pub use dml::{DeletePlan, InsertPlan, UpdatePlan};
+pub use dml::{ChangeTarget, DeletePlan, InsertPlan, UpdatePlan};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
 pub use join::{HashCond, HashJoinNode, JoinKind, NestedLoopNode};
@@ -229,10 +230,10 @@ impl Plan {
             // The target, and the tables its WHERE's and its assignments'
             // subqueries read.
             Plan::Update(u) => {
-                u.target.tables(&mut out);
+                u.target.scan.tables(&mut out);
                 plan::subplan_tables(u.assignments.iter().map(|(_, e)| e).collect(), &mut out);
             }
-            Plan::Delete(d) => d.target.tables(&mut out),
+            Plan::Delete(d) => d.target.scan.tables(&mut out),
         }
         out
     }

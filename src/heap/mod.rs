@@ -862,6 +862,105 @@ pub struct ScanStats {
     pub stream: StreamStats,
 }
 
+/// Figures of the heap side of an index scan, for EXPLAIN.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FetchStats {
+    /// Tuples looked up by TID.
+    pub fetches: u64,
+    /// Of those, the ones visible to the snapshot.
+    pub visible: u64,
+    /// Heap pages pinned (a run of TIDs on one page pins it once).
+    pub pages: u64,
+}
+
+impl FetchStats {
+    pub fn add(&mut self, other: &FetchStats) {
+        self.fetches += other.fetches;
+        self.visible += other.visible;
+        self.pages += other.pages;
+    }
+}
+
+/// Tuples of one table looked up by TID, as an index scan does: the page
+/// of the last TID stays pinned, so that TIDs one after another on a page
+/// pin it once (PostgreSQL keeps the heap page of the previous tuple
+/// pinned the same way).
+pub struct HeapFetch {
+    rel: u32,
+    /// The page pinned, and its block.
+    pinned: Option<(u32, BufferId)>,
+    /// The table's size when last looked at: a TID beyond it (a page
+    /// truncated away by vacuum after the index gave the TID) is no tuple.
+    nblocks: u32,
+    pub stats: FetchStats,
+}
+
+impl HeapFetch {
+    pub fn new(table: &HeapTable) -> HeapFetch {
+        HeapFetch {
+            rel: table.rel,
+            pinned: None,
+            nblocks: 0,
+            stats: FetchStats::default(),
+        }
+    }
+
+    /// Calls `f` with the tuple at `tid` if it is visible to `snap`,
+    /// under the page's shared content lock (`f` must not touch the pool).
+    /// None if there is no such tuple or it is not visible.
+    ///
+    /// An index scan drops its leaf page before it fetches (its batch is
+    /// a copy), so vacuum may meanwhile remove the entry, free the line
+    /// pointer and let a new tuple take it. That tuple was inserted after
+    /// the vacuum, which ran after the scan's snapshot was taken (vacuum
+    /// removes only what every snapshot sees as dead), so the snapshot
+    /// never sees it: checking visibility is enough, as PostgreSQL
+    /// reasons for MVCC scans that do not hold the leaf page's pin.
+    pub fn fetch<R>(
+        &mut self,
+        heap: &Heap,
+        s: &mut BufferSession,
+        tid: Tid,
+        snap: &Snapshot,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, HeapError> {
+        self.stats.fetches += 1;
+        let id = match self.pinned {
+            Some((block, id)) if block == tid.block => id,
+            _ => {
+                self.release(s);
+                if tid.block >= self.nblocks {
+                    self.nblocks = s.pool().relation(self.rel).nblocks(Fork::Main)?;
+                    if tid.block >= self.nblocks {
+                        return Ok(None);
+                    }
+                }
+                let id = s.read_buffer(self.rel, Fork::Main, tid.block)?;
+                self.stats.pages += 1;
+                self.pinned = Some((tid.block, id));
+                id
+            }
+        };
+        let mut visibility = Visibility::new(&heap.txn, snap);
+        let found = s.with_page(id, |page| {
+            let t = item(page, tid.index as usize)?;
+            let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
+            (all_visible || visibility.is_visible(&TupleHeader::read(t))).then(|| f(t))
+        });
+        if found.is_some() {
+            self.stats.visible += 1;
+        }
+        Ok(found)
+    }
+
+    /// Gives back the pinned page (between batches, and at the end).
+    pub fn release(&mut self, s: &mut BufferSession) {
+        if let Some((_, id)) = self.pinned.take() {
+            s.release(id);
+        }
+    }
+}
+
 /// Pins a scan's read stream leaves to whoever pulls it, who may change
 /// the rows between pulls: an UPDATE holds its insertion target page,
 /// the page of the row it deletes, and a visibility-map page of each.

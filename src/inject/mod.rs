@@ -98,6 +98,12 @@ pub const BTREE_SPLIT_BEFORE_DOWNLINK: &str = "btree-split-before-downlink";
 /// Yao's links are for.
 pub const BTREE_SCAN_BETWEEN_PAGES: &str = "btree-scan-between-pages";
 
+/// Reached in an index scan after it copied a leaf page's matching TIDs
+/// and let the page go, before it fetches the first of their heap tuples;
+/// the context's offset is the leaf's block. Vacuum may meanwhile remove
+/// those entries and free their line pointers for new tuples.
+pub const INDEX_SCAN_BEFORE_HEAP_FETCH: &str = "index-scan-before-heap-fetch";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {

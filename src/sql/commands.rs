@@ -133,6 +133,7 @@ fn dispatch(
         viewer: s.current_xid(),
         now: statement_time(s),
         hash_joins: s.settings.hash_joins_allowed(),
+        scans: s.settings.scan_methods(),
         subplans: Default::default(),
         params: Default::default(),
         subquery_depth: Default::default(),

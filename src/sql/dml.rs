@@ -19,7 +19,8 @@ use super::SqlError;
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::{
-    DeletePlan, Expr, InsertPlan, ProjectNode, SeqScanNode, UpdatePlan, ValuesNode, View,
+    BinaryOp, ChangeTarget, DeletePlan, Expr, Filter, InsertPlan, ProjectNode, UpdatePlan,
+    ValuesNode, View,
 };
 
 /// The user table called `name`; a system view is refused as one that
@@ -305,11 +306,11 @@ pub(crate) fn plan_update(
     for (column, a) in columns.into_iter().zip(assignments) {
         planned.push((column, planner.plan_assignment(&a.value, &table, column)?));
     }
-    let filter = planner.plan_filter(selection.as_ref(), "WHERE")?;
+    let filters = super::query::plan_conditions(&mut planner, selection.as_ref())?;
     // The new version needs every column of the old one.
     let wanted = vec![true; table.columns.len()];
     Ok(UpdatePlan {
-        target: SeqScanNode::new(table, alias, wanted, filter),
+        target: change_target(cx, db, table, alias, wanted, filters)?,
         assignments: planned,
     })
 }
@@ -350,9 +351,36 @@ pub(crate) fn plan_delete(
     let scope = Scope::of_table(&table, alias.as_deref());
     let mut planner = ExprPlanner::new(cx, db, &scope, "DELETE");
     planner.subqueries = true;
-    let filter = planner.plan_filter(selection.as_ref(), "WHERE")?;
+    let filters = super::query::plan_conditions(&mut planner, selection.as_ref())?;
     let wanted = std::mem::take(&mut planner.used);
     Ok(DeletePlan {
-        target: SeqScanNode::new(table, alias, wanted, filter),
+        target: change_target(cx, db, table, alias, wanted, filters)?,
+    })
+}
+
+/// The rows an UPDATE or DELETE of `table` changes: read as a query would
+/// read them (by an index where that is cheaper), and the whole WHERE
+/// kept to check newer versions of rows other transactions changed.
+fn change_target(
+    cx: &StmtCx,
+    db: &Database,
+    table: Arc<TableDef>,
+    alias: Option<String>,
+    wanted: Vec<bool>,
+    filters: Vec<Filter>,
+) -> Result<ChangeTarget, SqlError> {
+    let mut condition: Option<Expr> = None;
+    for f in &filters {
+        let part = f.predicate.clone();
+        condition = Some(match condition {
+            None => part,
+            Some(c) => Expr::binary(BinaryOp::And, c, part)?,
+        });
+    }
+    let scan = super::access::table_scan(cx, db, Arc::clone(&table), alias, wanted, filters)?;
+    Ok(ChangeTarget {
+        table,
+        scan,
+        condition,
     })
 }

@@ -51,6 +51,8 @@ pub(crate) struct StmtCx {
     /// Joins on an equality may be hash joins (`enable_hashjoin`,
     /// `enable_nestloop`).
     pub hash_joins: bool,
+    /// Whether tables may be read through indexes, or sequentially.
+    pub scans: crate::config::ScanMethods,
     /// Subqueries numbered so far (PostgreSQL's "SubPlan n", from 1).
     pub subplans: Cell<usize>,
     /// Parameters numbered so far (`$n`, from 0): a subquery's

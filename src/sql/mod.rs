@@ -81,6 +81,7 @@
 //! # Ok(()) }
 //! ```
 
+mod access;
 mod commands;
 mod copy;
 mod ddl;

@@ -43,8 +43,8 @@ use crate::database::Database;
 use crate::exec::agg::Aggregate;
 use crate::exec::{
     AggregateNode, BinaryOp, Expr, Filter, FilterNode, HashCond, HashJoinNode, JoinKind, LimitNode,
-    NestedLoopNode, PlanNode, ProjectNode, QueryPlan, ResultNode, SeqScanNode, Series, SeriesNode,
-    SortKey, SortNode, SubqueryScanNode, Utility, UtilityCall, View, ViewNode,
+    NestedLoopNode, PlanNode, ProjectNode, QueryPlan, ResultNode, Series, SeriesNode, SortKey,
+    SortNode, SubqueryScanNode, Utility, UtilityCall, View, ViewNode,
 };
 use crate::types::{as_i64, ColumnType, Value};
 
@@ -113,12 +113,21 @@ impl FromItem {
     }
 
     /// The node that reads it, decoding the `wanted` columns, with the
-    /// item's own filter.
-    fn node(self, wanted: Vec<bool>, filter: Option<Filter>) -> Box<dyn PlanNode> {
-        match self {
-            FromItem::Table(table, alias) => {
-                Box::new(SeqScanNode::new(table, alias, wanted, filter))
-            }
+    /// item's own conditions (ANDed): a table chooses how it is read by
+    /// them.
+    fn node(
+        self,
+        cx: &StmtCx,
+        db: &Database,
+        wanted: Vec<bool>,
+        filters: Vec<Filter>,
+    ) -> Result<Box<dyn PlanNode>, SqlError> {
+        if let FromItem::Table(table, alias) = self {
+            return super::access::table_scan(cx, db, table, alias, wanted, filters);
+        }
+        let filter = and_all(filters)?;
+        Ok(match self {
+            FromItem::Table(..) => unreachable!("read above"),
             FromItem::View(view, _) => Box::new(ViewNode::new(view, filter)),
             FromItem::Series(series, _) => Box::new(SeriesNode::new(series, filter)),
             FromItem::Utility(call) => Box::new(ResultNode::new(vec![call], filter)),
@@ -132,7 +141,7 @@ impl FromItem {
                     filter,
                 ))
             }
-        }
+        })
     }
 }
 
@@ -756,8 +765,9 @@ fn plan_derived(
 /// The planned conditions of a FROM clause of several items.
 #[derive(Default)]
 struct PlannedJoins {
-    /// Per item: what its scan filters, over the item's own row.
-    item_filters: Vec<Option<Filter>>,
+    /// Per item: the conditions its scan applies (ANDed), over the
+    /// item's own row.
+    item_filters: Vec<Vec<Filter>>,
     /// Per join (of item k, at k - 1): the equalities it hashes on (an
     /// expression over the items before k, one over item k's row, and the
     /// text), and the rest of its condition, over the joined row.
@@ -785,6 +795,19 @@ fn conjuncts(e: &ast::Expr) -> Vec<&ast::Expr> {
     }
 }
 
+/// A WHERE of one table, each AND-ed condition on its own: the table's
+/// scan may search an index by some of them.
+pub(crate) fn plan_conditions(
+    planner: &mut ExprPlanner,
+    selection: Option<&ast::Expr>,
+) -> Result<Vec<Filter>, SqlError> {
+    let mut filters = Vec::new();
+    for conj in selection.into_iter().flat_map(conjuncts) {
+        filters.extend(planner.plan_filter(Some(conj), "WHERE")?);
+    }
+    Ok(filters)
+}
+
 /// The FROM items whose columns `e` reads, ascending.
 fn items_read(e: &Expr, scope: &Scope) -> Vec<usize> {
     let mut items: Vec<usize> = e
@@ -796,8 +819,10 @@ fn items_read(e: &Expr, scope: &Scope) -> Vec<usize> {
     items
 }
 
-/// `filters` ANDed into one.
-fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> {
+/// `filters` ANDed into one, labelled as PostgreSQL shows an AND of
+/// several: `((a > 1) AND (b < 2))`.
+pub(crate) fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> {
+    let several = filters.len() > 1;
     let mut all: Option<Filter> = None;
     for f in filters {
         all = Some(match all {
@@ -807,6 +832,11 @@ fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> {
                 label: format!("{} AND {}", a.label, f.label),
             },
         });
+    }
+    if several {
+        if let Some(f) = &mut all {
+            f.label = format!("({})", f.label);
+        }
     }
     Ok(all)
 }
@@ -861,11 +891,7 @@ fn plan_joins(
         }
     }
     Ok(PlannedJoins {
-        item_filters: slots
-            .item_filters
-            .into_iter()
-            .map(and_all)
-            .collect::<Result<_, _>>()?,
+        item_filters: slots.item_filters,
         keys: slots.keys,
         conds: slots
             .conds
@@ -1008,11 +1034,13 @@ fn hash_key(
 
 /// The join tree of a FROM clause of several items, left-deep as written.
 fn build_joins(
+    cx: &StmtCx,
+    db: &Database,
     scope: &Scope,
     from: FromClause,
     used: Vec<bool>,
     planned: PlannedJoins,
-) -> Box<dyn PlanNode> {
+) -> Result<Box<dyn PlanNode>, SqlError> {
     let PlannedJoins {
         item_filters,
         keys,
@@ -1033,12 +1061,11 @@ fn build_joins(
                 *first = true;
             }
         }
-        (item.node(wanted, filter), width)
+        Ok::<_, SqlError>((item.node(cx, db, wanted, filter)?, width))
     });
-    let (mut node, _) = items.next().expect("several items");
-    for (((inner, width), spec), (keys, cond)) in
-        items.zip(from.joins).zip(keys.into_iter().zip(conds))
-    {
+    let (mut node, _) = items.next().expect("several items")?;
+    for ((item, spec), (keys, cond)) in items.zip(from.joins).zip(keys.into_iter().zip(conds)) {
+        let (inner, width) = item?;
         node = if keys.is_empty() {
             Box::new(NestedLoopNode::new(node, inner, width, spec.kind, cond))
         } else {
@@ -1052,10 +1079,10 @@ fn build_joins(
             Box::new(HashJoinNode::new(node, inner, width, spec.kind, hash, cond))
         };
     }
-    match top {
+    Ok(match top {
         Some(f) => Box::new(FilterNode::new(node, f)),
         None => node,
-    }
+    })
 }
 
 /// A select-list item before planning.
@@ -1296,14 +1323,14 @@ fn plan_select(
     if from.items.is_empty() {
         planner.utilities = Some(Vec::new());
     }
-    let (filter, joins) = if from.items.len() > 1 {
+    let (filters, joins) = if from.items.len() > 1 {
         (
-            None,
+            Vec::new(),
             plan_joins(cx, &mut planner, &from, select.selection.as_ref())?,
         )
     } else {
         (
-            planner.plan_filter(select.selection.as_ref(), "WHERE")?,
+            plan_conditions(&mut planner, select.selection.as_ref())?,
             PlannedJoins::default(),
         )
     };
@@ -1365,12 +1392,15 @@ fn plan_select(
     let used = std::mem::take(&mut planner.used);
     let utilities = planner.utilities.take();
     let mut node: Box<dyn PlanNode> = if from.items.is_empty() {
-        Box::new(ResultNode::new(utilities.unwrap_or_default(), filter))
+        Box::new(ResultNode::new(
+            utilities.unwrap_or_default(),
+            and_all(filters)?,
+        ))
     } else if from.items.len() == 1 {
         let item = from.items.pop().expect("one item");
-        item.node(used, filter)
+        item.node(cx, db, used, filters)?
     } else {
-        build_joins(&scope, from, used, joins)
+        build_joins(cx, db, &scope, from, used, joins)?
     };
     if let Some(grouping) = planner.grouping.take() {
         let aggs: Vec<Aggregate> = grouping.aggs.into_iter().map(|(_, a)| a).collect();

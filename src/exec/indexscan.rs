@@ -1,0 +1,558 @@
+//! The index scan node: rows of a table found through a B-tree, in the
+//! index's order (or its reverse), a leaf page's matches at a time.
+//!
+//! The node turns its key conditions into the B-tree's [`ScanKeys`] when
+//! it starts (and again on each rescan, when parameters may have changed),
+//! pulls batches of heap TIDs from the B-tree and fetches each tuple that
+//! the statement's snapshot sees. Every condition of the WHERE is checked
+//! on the fetched row, the key conditions too: the ranges searched can be
+//! wider than the conditions (a cross product of `IN` lists cut at
+//! [`KEY_RANGES_MAX`]), never narrower.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::explain::{push_filter, ExplainOptions};
+use super::expr::{BinaryOp, Expr};
+use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
+use super::value::is_true;
+use super::ExecError;
+use crate::btree::{Bound, BtreeScan, Direction, IndexDesc, KeyRange, KeySpec, ScanKeys};
+use crate::buffer::ReadCounts;
+use crate::catalog::{IndexDef, TableDef};
+use crate::heap::tuple::decode;
+use crate::heap::{FetchStats, HeapFetch, Tid};
+use crate::types::{compare, Value};
+
+/// Most ranges one scan searches: the cross product of `IN` lists on
+/// several key columns is cut at the last column that keeps it within
+/// this (the rows are still checked against every condition).
+pub const KEY_RANGES_MAX: usize = 10_000;
+
+/// A condition on one key column of the index.
+#[derive(Debug, Clone)]
+pub enum IndexQual {
+    /// `key op value`, op one of = < <= > >=.
+    Compare {
+        key: usize,
+        op: BinaryOp,
+        value: Expr,
+    },
+    /// `key IN (values…)`.
+    In { key: usize, values: Vec<Expr> },
+    /// `key IS NULL`.
+    IsNull { key: usize },
+}
+
+impl IndexQual {
+    fn key(&self) -> usize {
+        match self {
+            IndexQual::Compare { key, .. }
+            | IndexQual::In { key, .. }
+            | IndexQual::IsNull { key } => *key,
+        }
+    }
+}
+
+/// What the scan searches for: its key conditions, and EXPLAIN's text of
+/// them.
+pub struct IndexSearch {
+    pub quals: Vec<IndexQual>,
+    /// Every key condition, ANDed, checked on each row fetched.
+    pub recheck: Option<Expr>,
+    /// `Index Cond:`'s text; None if the scan reads the whole index (for
+    /// its order).
+    pub label: Option<String>,
+}
+
+/// A scan of a table through one of its B-tree indexes.
+pub struct IndexScanNode {
+    pub table: Arc<TableDef>,
+    pub index: Arc<IndexDef>,
+    /// The name the statement gave the table, if not its own.
+    pub alias: Option<String>,
+    desc: IndexDesc,
+    direction: Direction,
+    search: IndexSearch,
+    /// Columns some expression reads; the others are not decoded.
+    wanted: Vec<bool>,
+    /// The conditions of the WHERE that are not key conditions.
+    pub filter: Option<Filter>,
+    pub counts: NodeCounts,
+    /// Rows the recheck of the key conditions removed (only where the
+    /// ranges searched were wider than the conditions).
+    rechecked_out: u64,
+    scan: Option<BtreeScan>,
+    /// TIDs of the current leaf batch not yet fetched.
+    pending: VecDeque<Tid>,
+    fetch: Option<HeapFetch>,
+    /// Figures over every run, for EXPLAIN ANALYZE.
+    heap: FetchStats,
+    buffers: ReadCounts,
+    leaf_pages: u64,
+    searches: u64,
+    ended: bool,
+}
+
+impl IndexScanNode {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        table: Arc<TableDef>,
+        index: Arc<IndexDef>,
+        alias: Option<String>,
+        direction: Direction,
+        search: IndexSearch,
+        wanted: Vec<bool>,
+        filter: Option<Filter>,
+    ) -> IndexScanNode {
+        debug_assert_eq!(wanted.len(), table.columns.len());
+        debug_assert!(search.quals.iter().all(|q| q.key() < index.columns.len()));
+        // The recheck and the key conditions read the key columns.
+        let mut wanted = wanted;
+        for c in &index.columns {
+            wanted[c.column] = true;
+        }
+        if let Some(f) = &filter {
+            for c in f.predicate.columns_read() {
+                wanted[c] = true;
+            }
+        }
+        IndexScanNode {
+            desc: index.desc(&table),
+            table,
+            index,
+            alias,
+            direction,
+            search,
+            wanted,
+            filter,
+            counts: NodeCounts::default(),
+            rechecked_out: 0,
+            scan: None,
+            pending: VecDeque::new(),
+            fetch: None,
+            heap: FetchStats::default(),
+            buffers: ReadCounts::default(),
+            leaf_pages: 0,
+            searches: 0,
+            ended: false,
+        }
+    }
+
+    /// Starts the B-tree scan with the key conditions' current values.
+    fn begin(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        let keys = scan_keys(&self.search.quals, &self.desc.spec, cx)?;
+        self.scan = Some(BtreeScan::new(
+            self.desc.clone(),
+            keys,
+            self.direction,
+            false,
+        ));
+        self.fetch = Some(HeapFetch::new(&self.table.heap));
+        Ok(())
+    }
+
+    /// Ends the run, keeping its figures.
+    fn end_scan(&mut self, cx: &mut ExecCx) {
+        if let Some(scan) = self.scan.take() {
+            self.leaf_pages += scan.leaf_pages;
+            self.searches += scan.descents;
+        }
+        if let Some(mut fetch) = self.fetch.take() {
+            fetch.release(&mut cx.session.buf);
+            self.heap.add(&fetch.stats);
+        }
+        self.pending.clear();
+    }
+
+    /// Fetches the pending TIDs' rows into `out` (those the snapshot sees
+    /// and the recheck passes) until `max_rows`.
+    fn fetch_pending(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        let db = Arc::clone(cx.session.db());
+        let fetch = self.fetch.as_mut().expect("begun");
+        let types = &self.table.heap.types;
+        while out.len() < max_rows {
+            let Some(tid) = self.pending.pop_front() else {
+                break;
+            };
+            let mut row = Vec::with_capacity(types.len());
+            let decoded =
+                fetch.fetch(db.heap(), &mut cx.session.buf, tid, cx.snapshot, |tuple| {
+                    decode(types, tuple, &self.wanted, &mut row)
+                })?;
+            match decoded {
+                None => continue,
+                Some(result) => result?,
+            }
+            if let Some(recheck) = &self.search.recheck {
+                if !is_true(&*recheck.eval_ref(&row, cx)?) {
+                    self.rechecked_out += 1;
+                    continue;
+                }
+            }
+            out.rows.push(row);
+            out.tids.push(tid);
+        }
+        Ok(())
+    }
+}
+
+impl IndexScanNode {
+    /// Fills `out` from the pending TIDs and the leaf pages after them;
+    /// true once the index has no more.
+    fn fill(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<bool, ExecError> {
+        let db = Arc::clone(cx.session.db());
+        loop {
+            let start = out.len();
+            self.fetch_pending(cx, out, max_rows)?;
+            // The WHERE's other conditions may run subqueries: applied
+            // with no page locked.
+            keep_passing(self.filter.as_ref(), &mut self.counts, out, start, cx)?;
+            if out.len() >= max_rows || (!out.is_empty() && self.pending.is_empty()) {
+                return Ok(false);
+            }
+            if !self.pending.is_empty() {
+                continue;
+            }
+            let scan = self.scan.as_mut().expect("begun");
+            match scan.next_batch(db.btree(), &mut cx.session.buf)? {
+                Some(batch) => {
+                    self.pending.extend(batch.items.iter().map(|i| i.tid));
+                    cx.session.buf.pool().aio().injections().hit(
+                        crate::inject::INDEX_SCAN_BEFORE_HEAP_FETCH,
+                        crate::inject::HitContext {
+                            offset: u64::from(batch.block),
+                        },
+                    );
+                }
+                None => return Ok(true),
+            }
+        }
+    }
+}
+
+impl PlanNode for IndexScanNode {
+    fn next_batch(
+        &mut self,
+        cx: &mut ExecCx,
+        out: &mut Batch,
+        max_rows: usize,
+    ) -> Result<(), ExecError> {
+        debug_assert!(out.is_empty());
+        if self.ended {
+            return Ok(());
+        }
+        if self.scan.is_none() {
+            self.begin(cx)?;
+        }
+        let before = cx.session.buf.counts;
+        let result = self.fill(cx, out, max_rows);
+        self.buffers.add(cx.session.buf.counts.since(before));
+        if result? {
+            self.ended = true;
+            self.end_scan(cx);
+        }
+        Ok(())
+    }
+
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        self.counts.rescans += 1;
+        self.end_scan(cx);
+        self.ended = false;
+        Ok(())
+    }
+
+    fn close(&mut self, cx: &mut ExecCx) {
+        self.end_scan(cx);
+        self.ended = true;
+    }
+
+    fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
+        let backward = if self.direction == Direction::Backward {
+            " Backward"
+        } else {
+            ""
+        };
+        let mut title = format!(
+            "Index Scan{backward} using {} on {}",
+            self.index.name,
+            self.table.name()
+        );
+        if let Some(alias) = &self.alias {
+            title.push(' ');
+            title.push_str(alias);
+        }
+        let mut details = Vec::new();
+        if let Some(label) = &self.search.label {
+            details.push(format!("Index Cond: {label}"));
+        }
+        if opts.analyze && self.rechecked_out > 0 {
+            details.push(format!(
+                "Rows Removed by Index Recheck: {}",
+                self.counts.per_loop(self.rechecked_out)
+            ));
+        }
+        push_filter(&mut details, self.filter.as_ref(), self.counts, opts);
+        if opts.analyze {
+            details.push(format!(
+                "Index Searches: {}",
+                self.counts.per_loop(self.searches)
+            ));
+            if opts.buffers {
+                let mut parts = Vec::new();
+                if self.buffers.hits > 0 {
+                    parts.push(format!("hit={}", self.buffers.hits));
+                }
+                if self.buffers.reads > 0 {
+                    parts.push(format!("read={}", self.buffers.reads));
+                }
+                if !parts.is_empty() {
+                    details.push(format!("Buffers: shared {}", parts.join(" ")));
+                }
+            }
+            if opts.io {
+                details.push(format!(
+                    "Heap: fetches={} visible={} pages={} leaf pages={}",
+                    self.heap.fetches, self.heap.visible, self.heap.pages, self.leaf_pages
+                ));
+            }
+        }
+        Some(Described {
+            title,
+            counts: self.counts,
+            details,
+        })
+    }
+
+    fn children(&self) -> Vec<&dyn PlanNode> {
+        Vec::new()
+    }
+
+    fn expressions(&self) -> Vec<&Expr> {
+        // The key conditions' InitPlans are shown (and their tables
+        // held) through the recheck, which has them all.
+        self.search
+            .recheck
+            .iter()
+            .chain(self.filter.iter().map(|f| &f.predicate))
+            .collect()
+    }
+
+    fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
+        out.push(Arc::clone(&self.table));
+        super::plan::subplan_tables(self.expressions(), out);
+    }
+}
+
+/// One key column's part of the search: the values it must equal (sorted
+/// in the index's order, each once), or a range.
+enum ColumnKeys {
+    Equal(Vec<Value>),
+    Range {
+        lower: Option<(Value, bool)>,
+        upper: Option<(Value, bool)>,
+    },
+}
+
+/// The B-tree search for `quals` with their values now: equalities (and
+/// `IN` lists) on the leading key columns, then a range on the next one.
+pub fn scan_keys(
+    quals: &[IndexQual],
+    spec: &KeySpec,
+    cx: &mut ExecCx,
+) -> Result<ScanKeys, ExecError> {
+    let mut columns: Vec<ColumnKeys> = Vec::new();
+    for key in 0..spec.columns() {
+        let mut equal: Option<Vec<Value>> = None;
+        let mut lower: Option<(Value, bool)> = None;
+        let mut upper: Option<(Value, bool)> = None;
+        for q in quals.iter().filter(|q| q.key() == key) {
+            let (values, range_op) = match q {
+                IndexQual::Compare {
+                    op: BinaryOp::Eq,
+                    value,
+                    ..
+                } => (vec![value.eval(&[], cx)?], None),
+                IndexQual::Compare { op, value, .. } => (vec![value.eval(&[], cx)?], Some(*op)),
+                IndexQual::In { values, .. } => (
+                    values
+                        .iter()
+                        .map(|v| v.eval(&[], cx))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    None,
+                ),
+                IndexQual::IsNull { .. } => (vec![Value::Null], None),
+            };
+            let is_null_qual = matches!(q, IndexQual::IsNull { .. });
+            match range_op {
+                None => {
+                    // A comparison with NULL matches nothing; IS NULL
+                    // matches the NULLs, which the index orders too.
+                    let mut values: Vec<Value> = values
+                        .into_iter()
+                        .filter(|v| is_null_qual || !v.is_null())
+                        .collect();
+                    values.sort_by(|a, b| spec.cmp_column(key, a, b));
+                    values.dedup_by(|a, b| spec.cmp_column(key, a, b) == Ordering::Equal);
+                    equal = Some(match equal {
+                        None => values,
+                        // Both must hold: the values in both lists.
+                        Some(before) => before
+                            .into_iter()
+                            .filter(|v| {
+                                values
+                                    .iter()
+                                    .any(|w| spec.cmp_column(key, v, w) == Ordering::Equal)
+                            })
+                            .collect(),
+                    });
+                }
+                Some(op) => {
+                    let v = values.into_iter().next().expect("one value");
+                    if v.is_null() {
+                        return Ok(ScanKeys::none());
+                    }
+                    let inclusive = matches!(op, BinaryOp::Le | BinaryOp::Ge);
+                    // The tighter of two bounds on one side, in the values'
+                    // own order (the index's may be descending).
+                    let tighter = |old: Option<(Value, bool)>, greater_wins: bool| match old {
+                        None => Some((v.clone(), inclusive)),
+                        Some((o, o_inc)) => match compare(&v, &o) {
+                            Some(Ordering::Equal) => Some((o, o_inc && inclusive)),
+                            Some(Ordering::Greater) if greater_wins => Some((v.clone(), inclusive)),
+                            Some(Ordering::Less) if !greater_wins => Some((v.clone(), inclusive)),
+                            _ => Some((o, o_inc)),
+                        },
+                    };
+                    if matches!(op, BinaryOp::Gt | BinaryOp::Ge) {
+                        lower = tighter(lower, true);
+                    } else {
+                        upper = tighter(upper, false);
+                    }
+                }
+            }
+        }
+        match equal {
+            Some(values) if values.is_empty() => return Ok(ScanKeys::none()),
+            Some(values) => columns.push(ColumnKeys::Equal(values)),
+            None => {
+                if lower.is_some() || upper.is_some() {
+                    columns.push(ColumnKeys::Range { lower, upper });
+                }
+                break;
+            }
+        }
+    }
+    Ok(build_ranges(columns, spec))
+}
+
+/// The ranges, in the index's order, for the leading columns' keys: the
+/// cross product of the equal values (cut where it would pass
+/// [`KEY_RANGES_MAX`]), each with the range on the column after them.
+fn build_ranges(mut columns: Vec<ColumnKeys>, spec: &KeySpec) -> ScanKeys {
+    let mut product = 1usize;
+    for (at, c) in columns.iter().enumerate() {
+        if let ColumnKeys::Equal(values) = c {
+            product = product.saturating_mul(values.len());
+            if product > KEY_RANGES_MAX {
+                columns.truncate(at);
+                break;
+            }
+        }
+    }
+    let mut prefixes: Vec<Vec<Value>> = vec![Vec::new()];
+    let mut range = None;
+    for c in columns {
+        match c {
+            ColumnKeys::Equal(values) => {
+                prefixes = prefixes
+                    .into_iter()
+                    .flat_map(|p| {
+                        values.iter().map(move |v| {
+                            let mut p = p.clone();
+                            p.push(v.clone());
+                            p
+                        })
+                    })
+                    .collect();
+            }
+            ColumnKeys::Range { lower, upper } => range = Some((lower, upper)),
+        }
+    }
+    let key = prefixes[0].len();
+    let ranges = prefixes
+        .into_iter()
+        .map(|prefix| {
+            let bound = |value: Option<(Value, bool)>| -> Option<Bound> {
+                let (v, inclusive) = value?;
+                let mut values = prefix.clone();
+                values.push(v);
+                Some(Bound { values, inclusive })
+            };
+            let Some((lower, upper)) = range.clone() else {
+                let whole = (!prefix.is_empty()).then(|| Bound {
+                    values: prefix.clone(),
+                    inclusive: true,
+                });
+                return KeyRange {
+                    lower: whole.clone(),
+                    upper: whole,
+                };
+            };
+            // In a descending column the values' lower bound is where the
+            // index's order ends.
+            let (mut first, mut last) = if spec.desc[key] {
+                (bound(upper), bound(lower))
+            } else {
+                (bound(lower), bound(upper))
+            };
+            // The NULLs of the column lie at one end of the index's order;
+            // a comparison never matches them, so the open side stops
+            // short of them.
+            let before_nulls = || {
+                let mut values = prefix.clone();
+                values.push(Value::Null);
+                Some(Bound {
+                    values,
+                    inclusive: false,
+                })
+            };
+            let whole_prefix = || {
+                (!prefix.is_empty()).then(|| Bound {
+                    values: prefix.clone(),
+                    inclusive: true,
+                })
+            };
+            if first.is_none() {
+                first = if spec.nulls_first[key] {
+                    before_nulls()
+                } else {
+                    whole_prefix()
+                };
+            }
+            if last.is_none() {
+                last = if spec.nulls_first[key] {
+                    whole_prefix()
+                } else {
+                    before_nulls()
+                };
+            }
+            KeyRange {
+                lower: first,
+                upper: last,
+            }
+        })
+        .collect();
+    ScanKeys { ranges }
+}

@@ -1,0 +1,404 @@
+//! Index scans from SQL: the planner's choice between a sequential scan
+//! and an index scan, the same rows either way for every kind of key
+//! condition (equality, ranges, IN lists, IS NULL, multi-column keys,
+//! descending columns, values of other types), EXPLAIN's lines, and a
+//! scan whose batch of TIDs outlives the entries vacuum removes. Every
+//! I/O method.
+
+mod common;
+
+use aiostore::config::IoMethod;
+use aiostore::database::Session;
+use aiostore::types::Value;
+use common::{new_small_pool_db, run};
+
+const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
+
+/// The rows of a query, sorted (the two plans may return them in
+/// different orders).
+fn sorted_rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
+    let mut rows = run(s, sql).pop().unwrap().rows;
+    rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    rows
+}
+
+/// EXPLAIN's lines for `sql`.
+fn plan(s: &mut Session, sql: &str) -> Vec<String> {
+    run(s, &format!("EXPLAIN {sql}"))
+        .pop()
+        .unwrap()
+        .rows
+        .into_iter()
+        .map(|r| match &r[0] {
+            Value::Text(t) => t.clone(),
+            other => panic!("a plan line, not {other:?}"),
+        })
+        .collect()
+}
+
+/// A table of 20 000 rows over about 150 pages: `id` unique, `a` with 200
+/// distinct values and a NULL in every 50th row, `b` text, `c` a double.
+fn load(s: &mut Session) {
+    run(
+        s,
+        "CREATE TABLE t (id int, a int, b text, c double precision, pad text)",
+    );
+    run(
+        s,
+        "INSERT INTO t SELECT i, i % 200, 'b' || (i % 37), i / 8.0, repeat('x', 20) \
+         FROM generate_series(1, 20000) AS g(i)",
+    );
+    run(s, "UPDATE t SET a = NULL WHERE id % 50 = 0");
+    run(s, "VACUUM t");
+    run(s, "CREATE UNIQUE INDEX t_id ON t (id)");
+    run(s, "CREATE INDEX t_a ON t (a)");
+    run(s, "CREATE INDEX t_b_id ON t (b DESC, id)");
+    run(s, "CREATE INDEX t_c ON t (c DESC NULLS LAST)");
+}
+
+const QUERIES: &[&str] = &[
+    "SELECT id FROM t WHERE id = 777",
+    "SELECT id FROM t WHERE 777 = id",
+    "SELECT id FROM t WHERE id = 0",
+    "SELECT id FROM t WHERE id = NULL",
+    "SELECT id, a FROM t WHERE id < 30",
+    "SELECT id FROM t WHERE id <= 30 AND id > 10",
+    "SELECT id FROM t WHERE id >= 19990",
+    "SELECT id FROM t WHERE id > 19990 AND id < 19980",
+    "SELECT id FROM t WHERE id > 10 AND id >= 12 AND id < 40 AND id <= 39",
+    "SELECT id FROM t WHERE id BETWEEN 100 AND 120",
+    "SELECT id FROM t WHERE id IN (5, 3, 5, 19999, 40000, NULL)",
+    "SELECT id FROM t WHERE id IN (5, 6) AND id = 6",
+    "SELECT id FROM t WHERE id = 5.0",
+    "SELECT id FROM t WHERE id = 5.5",
+    "SELECT id FROM t WHERE id < 5.5",
+    "SELECT id FROM t WHERE id > 19998.5",
+    "SELECT id FROM t WHERE id IN (1.0, 2.5, 3)",
+    "SELECT id FROM t WHERE id = 5 AND b = 'b5'",
+    "SELECT id FROM t WHERE id < 100 AND a = 7",
+    "SELECT id FROM t WHERE a = 7",
+    "SELECT id FROM t WHERE a IS NULL AND id < 1000",
+    "SELECT id FROM t WHERE a IS NULL",
+    "SELECT id FROM t WHERE a > 197",
+    "SELECT id FROM t WHERE a < 2",
+    "SELECT id FROM t WHERE b = 'b3' AND id < 500",
+    "SELECT id FROM t WHERE b = 'b3' AND id BETWEEN 300 AND 900",
+    "SELECT id FROM t WHERE b IN ('b3', 'b30', 'zz') AND id < 200",
+    "SELECT id FROM t WHERE b > 'b35' AND id < 100",
+    "SELECT id FROM t WHERE b < 'b10'",
+    "SELECT id FROM t WHERE c > 2490",
+    "SELECT id FROM t WHERE c < 1.5",
+    "SELECT id FROM t WHERE c >= 10 AND c <= 11",
+    "SELECT id FROM t WHERE c = 12.5",
+    "SELECT id FROM t WHERE c = 12.5 OR id = 3",
+    "SELECT id FROM t WHERE id = (SELECT 42)",
+    // Rescanned with each outer row's value.
+    "SELECT id FROM t WHERE id < 60 AND EXISTS (SELECT 1 FROM t AS n WHERE n.id = t.id * 3)",
+    "SELECT id, (SELECT max(n.c) FROM t AS n WHERE n.b = t.b AND n.id < 100) FROM t WHERE id < 40",
+    "SELECT count(*) FROM t WHERE id < 5000",
+];
+
+#[test]
+fn an_index_scan_returns_what_a_sequential_scan_returns() {
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        load(&mut s);
+        // Two more versions of some rows, and rows deleted: the index has
+        // entries of dead versions that the scan must not return.
+        run(&mut s, "UPDATE t SET a = a + 1 WHERE id % 7 = 0");
+        run(&mut s, "DELETE FROM t WHERE id % 11 = 0");
+        for q in QUERIES {
+            run(&mut s, "SET enable_indexscan = off");
+            let seq = sorted_rows(&mut s, q);
+            run(&mut s, "SET enable_indexscan = on");
+            run(&mut s, "SET enable_seqscan = off");
+            let by_index = sorted_rows(&mut s, q);
+            let shown = plan(&mut s, q).join("\n");
+            run(&mut s, "SET enable_seqscan = on");
+            assert_eq!(by_index, seq, "{method:?}: {q}\n{shown}");
+        }
+    }
+}
+
+#[test]
+fn the_planner_takes_an_index_for_a_selective_condition_and_not_for_a_wide_one() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut s = db.session().unwrap();
+    load(&mut s);
+    assert_eq!(
+        plan(&mut s, "SELECT * FROM t WHERE id = 5"),
+        ["Index Scan using t_id on t", "  Index Cond: (id = 5)"]
+    );
+    assert_eq!(
+        plan(
+            &mut s,
+            "SELECT * FROM t WHERE b = 'b1' AND id = 5 AND c > 0"
+        ),
+        [
+            "Index Scan using t_id on t",
+            "  Index Cond: (id = 5)",
+            "  Filter: ((b = 'b1') AND (c > 0))"
+        ]
+    );
+    // Both columns of the two-column index: it finds one row.
+    let two = plan(
+        &mut s,
+        "SELECT * FROM t WHERE b = 'b1' AND id BETWEEN 5 AND 6",
+    );
+    assert_eq!(two[0], "Index Scan using t_b_id on t", "{two:?}");
+    // A third of the table is better read whole.
+    assert_eq!(
+        plan(&mut s, "SELECT * FROM t WHERE id > 5"),
+        ["Seq Scan on t", "  Filter: (id > 5)"]
+    );
+    // Off, the index is not used; nor where no condition fits it.
+    run(&mut s, "SET enable_indexscan = off");
+    assert_eq!(
+        plan(&mut s, "SELECT * FROM t WHERE id = 5")[0],
+        "Seq Scan on t"
+    );
+    run(&mut s, "SET enable_indexscan = on");
+    assert_eq!(
+        plan(&mut s, "SELECT * FROM t WHERE id + 1 = 5")[0],
+        "Seq Scan on t"
+    );
+    assert_eq!(
+        plan(&mut s, "SELECT * FROM t WHERE id = 5 OR a = 3")[0],
+        "Seq Scan on t"
+    );
+    // A correlated subquery searches the index with each outer row's
+    // value.
+    let correlated = plan(
+        &mut s,
+        "SELECT id FROM t WHERE id < 9 AND EXISTS (SELECT 1 FROM t AS n WHERE n.id = t.id * 3)",
+    );
+    assert!(
+        correlated
+            .iter()
+            .any(|l| l.contains("Index Scan using t_id on t n")),
+        "{correlated:?}"
+    );
+    assert!(
+        correlated
+            .iter()
+            .any(|l| l.trim() == "Index Cond: (n.id = t.id * 3)"),
+        "{correlated:?}"
+    );
+    // A join's inner table filtered by a constant is read by its index.
+    run(&mut s, "CREATE TABLE u (x int)");
+    run(&mut s, "INSERT INTO u VALUES (1), (2)");
+    let join = plan(&mut s, "SELECT * FROM u JOIN t ON t.a = u.x WHERE t.id = 9");
+    assert!(
+        join.iter()
+            .any(|l| l.contains("Index Scan using t_id on t")),
+        "{join:?}"
+    );
+}
+
+#[test]
+fn explain_analyze_shows_the_index_searches_and_buffers() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Worker, false);
+    let mut s = db.session().unwrap();
+    load(&mut s);
+    let lines = plan(
+        &mut s,
+        "(ANALYZE, BUFFERS) SELECT id FROM t WHERE id IN (3, 5000, 9000)",
+    );
+    assert!(
+        lines[0].starts_with("Index Scan using t_id on t (actual rows=3 loops=1)"),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"  Index Cond: (id IN (3, 5000, 9000))".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"  Index Searches: 3".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("  Buffers: shared ")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_scan_holding_tids_that_vacuum_frees_and_new_rows_reuse_returns_only_its_snapshots_rows() {
+    use aiostore::inject::{Injection, INDEX_SCAN_BEFORE_HEAP_FETCH};
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (k int, v text)");
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, 'old' FROM generate_series(1, 2000) AS g(i)",
+        );
+        run(&mut s, "CREATE INDEX t_k ON t (k)");
+        // Dead to everyone before the scan starts: their entries are in
+        // the batch the scan copies, vacuum may free their line pointers.
+        run(&mut s, "DELETE FROM t WHERE k <= 200 AND k % 2 = 0");
+        let points = std::sync::Arc::clone(db.aio());
+        points
+            .injections()
+            .attach(INDEX_SCAN_BEFORE_HEAP_FETCH, Injection::park().times(1));
+        let scanner = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut s = db.session().unwrap();
+                run(&mut s, "SET enable_seqscan = off");
+                sorted_rows(&mut s, "SELECT k, v FROM t WHERE k <= 200")
+            })
+        };
+        assert!(points
+            .injections()
+            .wait_until_parked(INDEX_SCAN_BEFORE_HEAP_FETCH));
+        // The scan holds TIDs of the deleted rows; vacuum removes their
+        // entries and frees their line pointers, and new rows (in range,
+        // committed after the scan's snapshot) take them.
+        run(&mut s, "VACUUM t");
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, 'new' FROM generate_series(1, 200) AS g(i)",
+        );
+        points.injections().release(INDEX_SCAN_BEFORE_HEAP_FETCH);
+        let got = scanner.join().unwrap();
+        let expected: Vec<Vec<Value>> = {
+            let mut rows: Vec<Vec<Value>> = (1..=200)
+                .filter(|k| k % 2 == 1)
+                .map(|k| vec![Value::Integer(k), Value::Text("old".into())])
+                .collect();
+            rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+            rows
+        };
+        assert_eq!(got, expected, "{method:?}");
+        // And the index agrees with the table after all of it.
+        run(&mut s, "SELECT verify_index('t_k')");
+    }
+}
+
+#[test]
+fn update_and_delete_find_their_rows_through_an_index_and_change_each_once() {
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        load(&mut s);
+        assert_eq!(
+            plan(&mut s, "UPDATE t SET c = 0 WHERE id = 5"),
+            [
+                "Update on t",
+                "  ->  Index Scan using t_id on t",
+                "        Index Cond: (id = 5)"
+            ]
+        );
+        assert_eq!(
+            plan(&mut s, "DELETE FROM t WHERE id IN (1, 2) AND a > 0"),
+            [
+                "Delete on t",
+                "  ->  Index Scan using t_id on t",
+                "        Index Cond: (id IN (1, 2))",
+                "        Filter: (a > 0)"
+            ]
+        );
+        run(&mut s, "SET enable_seqscan = off");
+        // Moving keys forward through the index the scan reads: every new
+        // version's entry lands ahead of the scan, and none is changed
+        // again (the Halloween problem).
+        let before = sorted_rows(
+            &mut s,
+            "SELECT count(*), sum(a) FROM t WHERE a >= 100 AND a < 150",
+        );
+        let (n, sum) = (int(&before[0][0]), int(&before[0][1]));
+        let tag = &run(&mut s, "UPDATE t SET a = a + 1 WHERE a >= 100 AND a < 150")[0].tag;
+        assert_eq!(tag, &format!("UPDATE {n}"), "{method:?}");
+        let after = sorted_rows(
+            &mut s,
+            "SELECT count(*), sum(a) FROM t WHERE a >= 101 AND a < 151",
+        );
+        assert_eq!(int(&after[0][0]), n, "{method:?}");
+        assert_eq!(int(&after[0][1]), sum + n, "{method:?}");
+        let tag = &run(&mut s, "UPDATE t SET id = id + 100000 WHERE id <= 1000")[0].tag;
+        assert_eq!(tag, "UPDATE 1000", "{method:?}");
+        let tag = &run(&mut s, "DELETE FROM t WHERE id BETWEEN 100001 AND 100010")[0].tag;
+        assert_eq!(tag, "DELETE 10", "{method:?}");
+        run(&mut s, "SET enable_seqscan = on");
+        assert_eq!(
+            sorted_rows(&mut s, "SELECT count(*), min(id), max(id) FROM t"),
+            [vec![
+                Value::BigInt(19_990),
+                Value::Integer(1001),
+                Value::Integer(101_000)
+            ]],
+            "{method:?}"
+        );
+        for index in ["t_id", "t_a", "t_b_id", "t_c"] {
+            run(&mut s, &format!("SELECT verify_index('{index}')"));
+        }
+    }
+}
+
+#[test]
+fn an_update_through_an_index_racing_a_commit_follows_the_newer_version() {
+    use aiostore::inject::{Injection, TXN_STATUS_BETWEEN_LOOKUPS};
+    // (session 1's change, session 2's statement through the index, its
+    // tag, and the rows afterwards)
+    for (first, second, tag, expected) in [
+        (
+            "UPDATE acc SET balance = balance + 1 WHERE id = 1",
+            "UPDATE acc SET balance = balance + 10 WHERE id = 1",
+            "UPDATE 1",
+            "1:111 2:200",
+        ),
+        (
+            "UPDATE acc SET id = 3 WHERE id = 1",
+            "UPDATE acc SET balance = 0 WHERE id = 1",
+            "UPDATE 0",
+            "2:200 3:100",
+        ),
+        (
+            "UPDATE acc SET balance = balance + 5 WHERE id = 1",
+            "DELETE FROM acc WHERE id = 1 AND balance < 105",
+            "DELETE 0",
+            "1:105 2:200",
+        ),
+    ] {
+        let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+        let mut s1 = db.session().unwrap();
+        run(&mut s1, "CREATE TABLE acc (id integer, balance integer)");
+        run(&mut s1, "INSERT INTO acc VALUES (1, 100), (2, 200)");
+        run(&mut s1, "CREATE UNIQUE INDEX acc_id ON acc (id)");
+        run(&mut s1, &format!("BEGIN; {first}"));
+        let points = db.txn().injections();
+        points.attach(TXN_STATUS_BETWEEN_LOOKUPS, Injection::park().times(1));
+        let racer = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut s2 = db.session().unwrap();
+                run(&mut s2, "SET enable_seqscan = off");
+                let shown = plan(&mut s2, second).join("\n");
+                assert!(shown.contains("Index Scan using acc_id"), "{shown}");
+                aiostore::sql::execute(&mut s2, second)
+            })
+        };
+        assert!(points.wait_until_parked(TXN_STATUS_BETWEEN_LOOKUPS));
+        run(&mut s1, "COMMIT");
+        points.release(TXN_STATUS_BETWEEN_LOOKUPS);
+        let outcome = racer.join().unwrap().unwrap();
+        assert_eq!(outcome[0].tag, tag, "{first} / {second}");
+        let rows = sorted_rows(&mut s1, "SELECT id, balance FROM acc");
+        let shown: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{}:{}", int(&r[0]), int(&r[1])))
+            .collect();
+        assert_eq!(shown.join(" "), expected, "{first} / {second}");
+        run(&mut s1, "SELECT verify_index('acc_id')");
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Integer(i) => i64::from(*i),
+        Value::BigInt(i) => *i,
+        other => panic!("an integer, not {other:?}"),
+    }
+}
