@@ -299,6 +299,21 @@ pub(crate) fn push_filter_named(
     }
 }
 
+/// The `Buffers` line of blocks found in the pool and blocks read, if
+/// there were any, as PostgreSQL leaves out the parts that are zero.
+pub(crate) fn push_buffers(details: &mut Vec<String>, hits: u64, reads: u64) {
+    let mut parts = Vec::new();
+    if hits > 0 {
+        parts.push(format!("hit={hits}"));
+    }
+    if reads > 0 {
+        parts.push(format!("read={reads}"));
+    }
+    if !parts.is_empty() {
+        details.push(format!("Buffers: shared {}", parts.join(" ")));
+    }
+}
+
 /// A scan's `Buffers` and `I/O` lines from its read stream's figures.
 pub(crate) fn stream_details(
     details: &mut Vec<String>,
@@ -306,16 +321,7 @@ pub(crate) fn stream_details(
     opts: &ExplainOptions,
 ) {
     if opts.buffers {
-        let mut parts = Vec::new();
-        if stream.hits > 0 {
-            parts.push(format!("hit={}", stream.hits));
-        }
-        if stream.io_blocks > 0 {
-            parts.push(format!("read={}", stream.io_blocks));
-        }
-        if !parts.is_empty() {
-            details.push(format!("Buffers: shared {}", parts.join(" ")));
-        }
+        push_buffers(details, stream.hits, stream.io_blocks);
     }
     if opts.io {
         let mut line = format!(

@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::explain::{push_filter, ExplainOptions};
+use super::explain::{push_buffers, push_filter, ExplainOptions};
 use super::expr::{BinaryOp, Expr};
 use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
 use super::value::is_true;
@@ -310,16 +310,7 @@ impl PlanNode for IndexScanNode {
                 self.counts.per_loop(self.searches)
             ));
             if opts.buffers {
-                let mut parts = Vec::new();
-                if self.buffers.hits > 0 {
-                    parts.push(format!("hit={}", self.buffers.hits));
-                }
-                if self.buffers.reads > 0 {
-                    parts.push(format!("read={}", self.buffers.reads));
-                }
-                if !parts.is_empty() {
-                    details.push(format!("Buffers: shared {}", parts.join(" ")));
-                }
+                push_buffers(&mut details, self.buffers.hits, self.buffers.reads);
             }
             if opts.io {
                 details.push(format!(
