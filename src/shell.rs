@@ -429,20 +429,62 @@ fn describe(
                 // the longest.
                 let types: Vec<String> = t.columns.iter().map(|c| c.ty.display_name()).collect();
                 let width = types.iter().map(String::len).max().unwrap_or(0).max(18);
+                // A primary key ALTER TABLE added keeps its columns NOT NULL
+                // through its index, not their catalog rows.
+                let indexes = db.catalog().indexes_of(&t);
+                let in_primary_key = |column: usize| {
+                    indexes
+                        .iter()
+                        .any(|i| i.kind.primary() && i.columns.iter().any(|c| c.column == column))
+                };
                 writeln!(out, "{:<30} {:<width$} nullable", "column", "type")?;
-                for (c, ty) in t.columns.iter().zip(&types) {
+                for (i, (c, ty)) in t.columns.iter().zip(&types).enumerate() {
+                    let not_null = c.not_null || in_primary_key(i);
                     writeln!(
                         out,
                         "{:<30} {:<width$} {}",
                         c.name,
                         ty,
-                        if c.not_null { "not null" } else { "" }
+                        if not_null { "not null" } else { "" }
                     )?;
+                }
+                let lines = aiostore::sql::describe_indexes(db.catalog(), &t);
+                if !lines.is_empty() {
+                    writeln!(out, "Indexes:")?;
+                    for line in lines {
+                        writeln!(out, "    {line}")?;
+                    }
                 }
                 Ok(())
             }
         },
     }
+}
+
+/// `\di`: every index a statement of transaction `viewer` may use, by
+/// name, with its table and definition (as [`describe`] shows it under
+/// the table).
+fn describe_indexes(
+    db: &Database,
+    viewer: Option<aiostore::txn::Xid>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut rows = Vec::new();
+    for t in db.catalog().tables_for(viewer) {
+        for def in db.catalog().indexes_of(&t) {
+            let definition = aiostore::sql::describe_index(&def, &t);
+            rows.push((def.name.clone(), t.name().to_string(), definition));
+        }
+    }
+    if rows.is_empty() {
+        return writeln!(out, "Did not find any indexes.");
+    }
+    rows.sort();
+    writeln!(out, "{:<30} {:<30} definition", "index", "table")?;
+    for (index, table, definition) in rows {
+        writeln!(out, "{index:<30} {table:<30} {definition}")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -530,6 +572,51 @@ mod describe_tests {
     }
 
     #[test]
+    fn describe_lists_a_tables_indexes_as_psql_does() {
+        let (_dir, db) = small_db();
+        let mut s = db.session().unwrap();
+        aiostore::sql::execute(
+            &mut s,
+            "CREATE TABLE t (id integer PRIMARY KEY, code text UNIQUE, a integer); \
+             CREATE INDEX ON t (a DESC NULLS LAST); \
+             CREATE TABLE p (k integer, v integer); ALTER TABLE p ADD PRIMARY KEY (k)",
+        )
+        .unwrap();
+        let text = shown(&db, None, Some("t"));
+        let indexes: Vec<&str> = text.lines().skip_while(|l| *l != "Indexes:").collect();
+        assert_eq!(
+            indexes,
+            [
+                "Indexes:",
+                "    \"t_pkey\" PRIMARY KEY, btree (id)",
+                "    \"t_a_idx\" btree (a DESC NULLS LAST)",
+                "    \"t_code_key\" UNIQUE CONSTRAINT, btree (code)",
+            ],
+            "{text}"
+        );
+        // A column of a primary key ALTER TABLE added shows as NOT NULL.
+        let text = shown(&db, None, Some("p"));
+        let nullable: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .take(2)
+            .map(|l| l[50..].trim())
+            .collect();
+        assert_eq!(nullable, ["not null", ""], "{text}");
+        let mut out = Vec::new();
+        super::describe_indexes(&db, None, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            out.lines()
+                .skip(1)
+                .filter_map(|l| l.split_whitespace().next())
+                .collect::<Vec<_>>(),
+            ["p_pkey", "t_a_idx", "t_code_key", "t_pkey"],
+            "{out}"
+        );
+    }
+
+    #[test]
     fn describe_shows_the_sessions_own_uncommitted_table_to_it_alone() {
         let (_dir, db) = small_db();
         let mut s = db.session().unwrap();
@@ -547,7 +634,7 @@ mod describe_tests {
     }
 }
 
-const HELP: &str = "\\d [table]  list tables, or describe one\n\\timing     toggle timing of statements\n\\q          quit\nSQL statements end with ';' and may span lines.";
+const HELP: &str = "\\d [table]  list tables, or describe one (its columns and indexes)\n\\di         list indexes\n\\timing     toggle timing of statements\n\\q          quit\nSQL statements end with ';' and may span lines.";
 
 /// The interactive prompt.
 pub fn shell(db: &Arc<Database>) -> Result<(), String> {
@@ -593,6 +680,9 @@ pub fn shell(db: &Arc<Database>) -> Result<(), String> {
                 }
                 (Some("\\d"), name) => {
                     describe(db, s.current_xid(), name, &mut out).map_err(|e| e.to_string())?
+                }
+                (Some("\\di"), _) => {
+                    describe_indexes(db, s.current_xid(), &mut out).map_err(|e| e.to_string())?
                 }
                 (Some("\\?"), _) => println!("{HELP}"),
                 (Some(other), _) => println!("invalid command {other}; \\? for help"),

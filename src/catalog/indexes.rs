@@ -5,6 +5,11 @@
 //! `f` if NULLs come first (`"2,1d"`: the second column ascending, then
 //! the first descending with NULLs first, PostgreSQL's default for DESC).
 //!
+//! The flags column holds the index's [`IndexKind`]: bit 1 unique, bit 2
+//! primary key, bit 4 a UNIQUE constraint's. A catalog written before bit 4
+//! existed reads as it meant: a unique index without it is CREATE UNIQUE
+//! INDEX's, and a primary key is a constraint either way.
+//!
 //! CREATE INDEX is not transactional here: it runs outside transaction
 //! blocks, builds the index under the table's exclusive `in_use` lock (no
 //! statement uses the table meanwhile), and then inserts its row with the
@@ -13,6 +18,16 @@
 //! committed one does. A crash before leaves a file no row names, which
 //! start-up removes (as it removes the file of a table whose creation did
 //! not commit). DROP INDEX is the reverse, as DROP TABLE is.
+//!
+//! The exception is an index CREATE TABLE makes for a PRIMARY KEY or
+//! UNIQUE constraint: its table is pending (see the catalog's module
+//! comment), so the index is too. Its row carries the creating
+//! transaction's id, like the table's rows, and counts only if that
+//! transaction commits; an abort removes it with the table
+//! ([`Catalog::abort_created`]). Table and indexes so come or go together,
+//! crash or not: start-up removes the files of both if the commit was not
+//! durable. Only the creating transaction sees the table, hence the index;
+//! its name is taken for everyone meanwhile, as the table's is.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +36,7 @@ use crate::btree::{IndexDesc, KeySpec};
 use crate::buffer::BufferSession;
 use crate::heap::tuple::encode;
 use crate::heap::{Heap, HeapError, HeapTable, InsertState, Tid};
-use crate::txn::FROZEN_XID;
+use crate::txn::{CommandId, Xid, FROZEN_XID};
 use crate::types::{ColumnType, Value};
 use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
 
@@ -36,6 +51,63 @@ pub struct IndexColumn {
     pub nulls_first: bool,
 }
 
+/// What an index is for, as PostgreSQL tells them apart: a plain index, a
+/// unique one CREATE UNIQUE INDEX made, and one backing a UNIQUE or
+/// PRIMARY KEY constraint, named after the constraint and dropped only
+/// with it (ALTER TABLE … DROP CONSTRAINT, DROP TABLE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    Plain,
+    Unique,
+    UniqueConstraint,
+    PrimaryKey,
+}
+
+const FLAG_UNIQUE: i32 = 1;
+const FLAG_PRIMARY: i32 = 2;
+const FLAG_CONSTRAINT: i32 = 4;
+
+impl IndexKind {
+    /// Refuses a second live row with an equal key.
+    pub fn unique(self) -> bool {
+        self != IndexKind::Plain
+    }
+
+    pub fn primary(self) -> bool {
+        self == IndexKind::PrimaryKey
+    }
+
+    /// Backs a constraint: DROP INDEX refuses it.
+    pub fn constraint(self) -> bool {
+        matches!(self, IndexKind::UniqueConstraint | IndexKind::PrimaryKey)
+    }
+
+    fn flags(self) -> i32 {
+        match self {
+            IndexKind::Plain => 0,
+            IndexKind::Unique => FLAG_UNIQUE,
+            IndexKind::UniqueConstraint => FLAG_UNIQUE | FLAG_CONSTRAINT,
+            IndexKind::PrimaryKey => FLAG_UNIQUE | FLAG_PRIMARY | FLAG_CONSTRAINT,
+        }
+    }
+
+    /// The kind a catalog row's flags mean (see the module comment), or
+    /// None for a combination no version wrote.
+    fn from_flags(flags: i32) -> Option<IndexKind> {
+        let unique = flags & FLAG_UNIQUE != 0;
+        let primary = flags & FLAG_PRIMARY != 0;
+        let constraint = flags & FLAG_CONSTRAINT != 0;
+        match (unique, primary, constraint) {
+            _ if flags & !(FLAG_UNIQUE | FLAG_PRIMARY | FLAG_CONSTRAINT) != 0 => None,
+            (false, false, false) => Some(IndexKind::Plain),
+            (true, false, false) => Some(IndexKind::Unique),
+            (true, false, true) => Some(IndexKind::UniqueConstraint),
+            (true, true, _) => Some(IndexKind::PrimaryKey),
+            _ => None,
+        }
+    }
+}
+
 /// An index, as the catalog knows it.
 #[derive(Debug)]
 pub struct IndexDef {
@@ -43,15 +115,11 @@ pub struct IndexDef {
     pub name: String,
     pub table_oid: u32,
     pub rel: u32,
-    pub unique: bool,
-    pub primary: bool,
+    pub kind: IndexKind,
     pub columns: Vec<IndexColumn>,
     /// Where its catalog row is (None until published).
     row: parking_lot::Mutex<Option<Tid>>,
 }
-
-const FLAG_UNIQUE: i32 = 1;
-const FLAG_PRIMARY: i32 = 2;
 
 impl IndexDef {
     /// What the B-tree needs to know of the index on `table`.
@@ -68,7 +136,7 @@ impl IndexDef {
                 desc: self.columns.iter().map(|c| c.desc).collect(),
                 nulls_first: self.columns.iter().map(|c| c.nulls_first).collect(),
             },
-            unique: self.unique,
+            unique: self.kind.unique(),
             column_names: self
                 .columns
                 .iter()
@@ -158,6 +226,7 @@ pub(super) fn load(
         numbered_up_to.1 = numbered_up_to.1.max(*rel as u32);
         let table = by_oid.get(&(*table_oid as u32));
         let columns = table.and_then(|t| IndexDef::parse_keys(keys, t.columns.len()));
+        let kind = IndexKind::from_flags(*flags);
         let problem = match (table, &columns) {
             (None, _) => Some(format!(
                 "names table oid {table_oid}, which is not in the catalog"
@@ -171,6 +240,7 @@ pub(super) fn load(
             _ if indexes.contains_key(name) || tables.contains_key(name) => {
                 Some("has a name used twice".into())
             }
+            _ if kind.is_none() => Some(format!("has flags {flags}, which no index has")),
             _ => None,
         };
         if let Some(what) = problem {
@@ -188,8 +258,7 @@ pub(super) fn load(
             name: name.clone(),
             table_oid: *table_oid as u32,
             rel: *rel as u32,
-            unique: flags & FLAG_UNIQUE != 0,
-            primary: flags & FLAG_PRIMARY != 0,
+            kind: kind.expect("checked"),
             columns: columns.expect("checked"),
             row: parking_lot::Mutex::new(Some(tid)),
         };
@@ -222,13 +291,17 @@ impl Catalog {
     }
 
     /// A name for a new index of `table` on `columns` as PostgreSQL
-    /// chooses one: `t_a_b_idx` (`_key` for a unique constraint, `_pkey`
-    /// for a primary key), with a number added if it is taken.
-    pub fn choose_index_name(&self, table: &str, columns: &[&str], suffix: &str) -> String {
-        let base = if suffix == "pkey" {
-            format!("{table}_pkey")
-        } else {
-            format!("{table}_{}_{suffix}", columns.join("_"))
+    /// chooses one (`ChooseIndexName`): `t_pkey` for a primary key,
+    /// `t_a_b_key` for a unique constraint and `t_a_b_idx` for any other
+    /// index (CREATE UNIQUE INDEX's too), with the first number from 1
+    /// that makes it free appended if it is taken (`t_a_key1`). Pending
+    /// tables and indexes (another transaction's CREATE TABLE) count as
+    /// taken.
+    pub fn choose_index_name(&self, table: &str, columns: &[&str], kind: IndexKind) -> String {
+        let base = match kind {
+            IndexKind::PrimaryKey => format!("{table}_pkey"),
+            IndexKind::UniqueConstraint => format!("{table}_{}_key", columns.join("_")),
+            IndexKind::Plain | IndexKind::Unique => format!("{table}_{}_idx", columns.join("_")),
         };
         let taken =
             |n: &str| self.indexes.read().contains_key(n) || self.tables.read().contains_key(n);
@@ -253,8 +326,7 @@ impl Catalog {
         name: &str,
         table: &TableDef,
         columns: Vec<IndexColumn>,
-        unique: bool,
-        primary: bool,
+        kind: IndexKind,
         if_not_exists: bool,
     ) -> Result<Option<Arc<IndexDef>>, CatalogError> {
         let _ddl = self.ddl.lock();
@@ -278,40 +350,59 @@ impl Catalog {
             name: name.to_string(),
             table_oid: table.oid,
             rel,
-            unique,
-            primary,
+            kind,
             columns,
             row: parking_lot::Mutex::new(None),
         })))
     }
 
-    /// Adds a built index to the catalog (see the module comment): its
-    /// row, durable before it returns, and the cache.
+    /// Adds a built index of `table` to the catalog (see the module
+    /// comment): its row and the cache. With `pending`, the transaction
+    /// and command creating `table` itself: the row is that transaction's
+    /// and counts once it commits (an abort removes the index with the
+    /// table, [`Catalog::abort_created`]). Without, the row is frozen and
+    /// durable before this returns.
     pub fn publish_index(
         &self,
         s: &mut BufferSession,
         heap: &Heap,
+        table: &TableDef,
         def: &Arc<IndexDef>,
+        pending: Option<(Xid, CommandId)>,
     ) -> Result<(), CatalogError> {
         let _ddl = self.ddl.lock();
-        let flags =
-            if def.unique { FLAG_UNIQUE } else { 0 } | if def.primary { FLAG_PRIMARY } else { 0 };
-        let table = indexes_heap();
+        assert_eq!(
+            def.table_oid, table.oid,
+            "index {} of another table",
+            def.name
+        );
+        // A table's own creator may add to it in its transaction; anyone
+        // else's index of a pending table would outlive its abort.
+        assert_eq!(
+            table.creator(),
+            pending.map(|(xid, _)| xid),
+            "index {} published by a transaction other than its table's creator",
+            def.name
+        );
+        let (xid, cid) = pending.unwrap_or((FROZEN_XID, 0));
+        let catalog_table = indexes_heap();
         let values = [
             Value::Integer(def.oid as i32),
             Value::Text(def.name.clone()),
             Value::Integer(def.table_oid as i32),
             Value::Integer(def.rel as i32),
-            Value::Integer(flags),
+            Value::Integer(def.kind.flags()),
             Value::Text(def.keys_text()),
         ];
-        let t = encode(&table.types, &values, FROZEN_XID, 0).map_err(HeapError::from)?;
+        let t = encode(&catalog_table.types, &values, xid, cid).map_err(HeapError::from)?;
         let mut state = InsertState::default();
-        let tid = heap.insert(s, &table, &t, &mut state);
+        let tid = heap.insert(s, &catalog_table, &t, &mut state);
         state.finish(s);
         let tid = tid?;
-        let wal = heap.wal();
-        wal.flush(wal.insert_position())?;
+        if pending.is_none() {
+            let wal = heap.wal();
+            wal.flush(wal.insert_position())?;
+        }
         *def.row.lock() = Some(tid);
         self.indexes
             .write()
@@ -366,6 +457,24 @@ impl Catalog {
         Ok(())
     }
 
+    /// Forgets the indexes of a table whose creation rolled back and
+    /// removes their files (their rows stay, invisible, as the table's
+    /// do). The caller holds the DDL lock.
+    pub(super) fn abort_indexes_of(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        table: &TableDef,
+        started: std::time::Instant,
+    ) -> Result<(), CatalogError> {
+        for def in self.indexes_of(table) {
+            self.indexes.write().remove(&def.name);
+            log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
+            Self::remove_relation(s, heap, def.rel, started)?;
+        }
+        Ok(())
+    }
+
     fn remove_index(
         &self,
         s: &mut BufferSession,
@@ -388,5 +497,30 @@ impl Catalog {
         heap.wal().flush(lsn)?;
         self.indexes.write().remove(&def.name);
         Self::remove_relation(s, heap, def.rel, started)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IndexKind;
+
+    #[test]
+    fn every_kind_reads_back_and_flags_written_before_constraints_keep_their_meaning() {
+        for kind in [
+            IndexKind::Plain,
+            IndexKind::Unique,
+            IndexKind::UniqueConstraint,
+            IndexKind::PrimaryKey,
+        ] {
+            assert_eq!(IndexKind::from_flags(kind.flags()), Some(kind));
+        }
+        // Before the constraint bit: CREATE UNIQUE INDEX's, and a primary
+        // key (a constraint either way).
+        assert_eq!(IndexKind::from_flags(1), Some(IndexKind::Unique));
+        assert_eq!(IndexKind::from_flags(3), Some(IndexKind::PrimaryKey));
+        // No version wrote these.
+        for flags in [2, 4, 6, 8, -1] {
+            assert_eq!(IndexKind::from_flags(flags), None, "{flags}");
+        }
     }
 }

@@ -48,7 +48,7 @@ use thiserror::Error;
 
 mod indexes;
 
-pub use indexes::{IndexColumn, IndexDef};
+pub use indexes::{IndexColumn, IndexDef, IndexKind};
 
 use crate::buffer::{BufferError, BufferSession};
 use crate::heap::tuple::{decode, encode};
@@ -657,7 +657,8 @@ impl Catalog {
     }
 
     /// Removes the tables transaction `xid` created, after it aborted:
-    /// from the cache, then their buffers and files, as DROP TABLE does
+    /// from the cache, then their buffers and files and those of their
+    /// indexes (the constraints CREATE TABLE made), as DROP TABLE does
     /// (the removal is logged, so replay removes them too; the catalog
     /// rows stay, invisible, as their inserter aborted).
     pub fn abort_created(
@@ -683,8 +684,12 @@ impl Catalog {
                     tables.remove(def.name());
                 }
             }
-            let removed = log_smgr(heap.wal(), SMGR_DROP, def.heap.rel)
-                .map_err(CatalogError::from)
+            // Its constraints' indexes first: they name the table.
+            let removed = self
+                .abort_indexes_of(s, heap, def, started)
+                .and_then(|()| {
+                    log_smgr(heap.wal(), SMGR_DROP, def.heap.rel).map_err(CatalogError::from)
+                })
                 .and_then(|_| Self::remove_relation(s, heap, def.heap.rel, started));
             if let Err(e) = removed {
                 // Start-up after a crash removes files no table owns; a

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use crate::btree::{BtreeError, IndexDesc, Liveness, SortSpace, UniqueCheck};
 use crate::buffer::BufferSession;
-use crate::catalog::{IndexColumn, IndexDef, TableDef, DROP_WAIT};
+use crate::catalog::{CatalogError, IndexColumn, IndexDef, IndexKind, TableDef, DROP_WAIT};
 use crate::database::{Database, Session};
 use crate::heap::tuple::decode;
 use crate::heap::{HeapTable, Tid};
 use crate::stream::StreamLimits;
-use crate::txn::{TxnManager, Xid, XidStatus, INVALID_XID};
+use crate::txn::{CommandId, TxnManager, Xid, XidStatus, INVALID_XID};
 use crate::types::Value;
 
 use super::progress::{self, Progress, ProgressUnit};
@@ -105,6 +105,10 @@ impl TableIndexes {
     }
 
     /// Adds the entries of a new row version at `tid`, written by `own`.
+    /// A NULL in a primary key column is refused first, before any entry:
+    /// CREATE TABLE made those columns NOT NULL, but a primary key ALTER
+    /// TABLE added is kept only here (the columns' catalog rows stay as
+    /// they were).
     pub(crate) fn insert_row(
         &self,
         db: &Database,
@@ -114,29 +118,47 @@ impl TableIndexes {
         tid: Tid,
         own: Xid,
     ) -> Result<(), ExecError> {
+        for (def, _) in self.indexes.iter().filter(|(d, _)| d.kind.primary()) {
+            if let Some(c) = def.columns.iter().find(|c| row[c.column].is_null()) {
+                return Err(ExecError::NotNull {
+                    table: table.name().to_string(),
+                    column: table.columns[c.column].name.clone(),
+                });
+            }
+        }
         for (def, desc) in &self.indexes {
             let key = def.key_of(row);
             let mut check = RowCheck::new(db, &table.heap, own);
-            let unique: Option<&mut dyn UniqueCheck> =
-                if def.unique { Some(&mut check) } else { None };
+            let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
+                Some(&mut check)
+            } else {
+                None
+            };
             db.btree().insert(s, desc, &key, tid, unique)?;
         }
         Ok(())
     }
 }
 
-/// What CREATE INDEX was asked for.
+/// What CREATE INDEX, or a PRIMARY KEY or UNIQUE constraint, asks for.
 pub struct IndexSpec {
+    /// None: chosen as PostgreSQL chooses it
+    /// ([`crate::catalog::Catalog::choose_index_name`]).
     pub name: Option<String>,
     pub columns: Vec<IndexColumn>,
-    pub unique: bool,
-    pub primary: bool,
+    pub kind: IndexKind,
     pub if_not_exists: bool,
+    /// The transaction and command creating the table in this statement
+    /// (CREATE TABLE's constraints): the index is the table's, counting
+    /// when its transaction commits. None: the index counts once built.
+    pub pending: Option<(Xid, CommandId)>,
 }
 
-/// CREATE INDEX: builds a B-tree of `table` holding it exclusively (see
-/// the module comment) and publishes it. Returns the index's name, or
-/// None if it existed and IF NOT EXISTS was given.
+/// CREATE INDEX, and the index of a PRIMARY KEY or UNIQUE constraint:
+/// builds a B-tree of `table` holding it exclusively (see the module
+/// comment) and publishes it. A primary key is refused if the table has
+/// one, or if a row holds NULL in one of its columns. Returns the index's
+/// name, or None if it existed and IF NOT EXISTS was given.
 pub fn create_index(
     session: &mut Session,
     table: &Arc<TableDef>,
@@ -145,22 +167,28 @@ pub fn create_index(
 ) -> Result<Option<String>, ExecError> {
     let db = Arc::clone(session.db());
     let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
-        return Err(crate::catalog::CatalogError::InUse(table.name().to_string()).into());
+        return Err(CatalogError::InUse(table.name().to_string()).into());
     };
     super::check_not_dropped(&db, table)?;
+    if spec.kind.primary()
+        && db
+            .catalog()
+            .indexes_of(table)
+            .iter()
+            .any(|i| i.kind.primary())
+    {
+        return Err(ExecError::MultiplePrimaryKeys {
+            table: table.name().to_string(),
+        });
+    }
     let name = spec.name.unwrap_or_else(|| {
         let columns: Vec<&str> = spec
             .columns
             .iter()
             .map(|c| table.columns[c.column].name.as_str())
             .collect();
-        let suffix = match (spec.primary, spec.unique) {
-            (true, _) => "pkey",
-            (false, true) => "key",
-            _ => "idx",
-        };
         db.catalog()
-            .choose_index_name(table.name(), &columns, suffix)
+            .choose_index_name(table.name(), &columns, spec.kind)
     });
     let Some(def) = db.catalog().new_index(
         &mut session.buf,
@@ -168,8 +196,7 @@ pub fn create_index(
         &name,
         table,
         spec.columns,
-        spec.unique,
-        spec.primary,
+        spec.kind,
         spec.if_not_exists,
     )?
     else {
@@ -178,7 +205,7 @@ pub fn create_index(
     let built = build(&db, session, table, &def, progress);
     let published = built.and_then(|()| {
         db.catalog()
-            .publish_index(&mut session.buf, db.heap(), &def)
+            .publish_index(&mut session.buf, db.heap(), table, &def, spec.pending)
             .map_err(ExecError::from)
     });
     if let Err(e) = published {
@@ -222,6 +249,10 @@ fn build(
     if let Some(e) = failure {
         return Err(crate::heap::HeapError::from(e).into());
     }
+    let mut check = RowCheck::new(db, &table.heap, INVALID_XID);
+    if def.kind.primary() {
+        refuse_nulls(session, table, def, &entries, &mut check)?;
+    }
     let mut task = progress::Task::begin(
         progress,
         &format!("CREATE INDEX {}", def.name),
@@ -230,8 +261,11 @@ fn build(
     );
     let mut rows = entries.into_iter();
     let mut next = || Ok(rows.next());
-    let mut check = RowCheck::new(db, &table.heap, INVALID_XID);
-    let unique: Option<&mut dyn UniqueCheck> = if def.unique { Some(&mut check) } else { None };
+    let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
+        Some(&mut check)
+    } else {
+        None
+    };
     let temp = db.temp_dir();
     db.btree().build(
         &mut session.buf,
@@ -247,26 +281,115 @@ fn build(
     Ok(())
 }
 
-/// DROP INDEX: holds the index's table exclusively, then drops it.
-pub fn drop_index(session: &mut Session, name: &str, if_exists: bool) -> Result<bool, ExecError> {
-    let db = Arc::clone(session.db());
-    let def = match db.catalog().index(name) {
-        Ok(def) => def,
-        Err(_) if if_exists => return Ok(false),
-        Err(e) => return Err(e.into()),
-    };
-    let table = db
-        .catalog()
+/// A primary key's check before its build, as PostgreSQL's SET NOT NULL
+/// is (and so before duplicates are looked for): no row but a dead one
+/// may hold NULL in a key column. A row whose inserter or deleter is
+/// still running counts, since it may stay.
+fn refuse_nulls(
+    session: &mut Session,
+    table: &TableDef,
+    def: &IndexDef,
+    entries: &[(Vec<Value>, Tid)],
+    check: &mut RowCheck,
+) -> Result<(), ExecError> {
+    for (key, tid) in entries {
+        let Some(i) = key.iter().position(Value::is_null) else {
+            continue;
+        };
+        if !matches!(check.liveness(&mut session.buf, *tid)?, Liveness::Dead) {
+            return Err(ExecError::PrimaryKeyNulls {
+                table: table.name().to_string(),
+                column: table.columns[def.columns[i].column].name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The table index `def` belongs to.
+fn table_of(db: &Database, def: &IndexDef) -> Result<Arc<TableDef>, ExecError> {
+    db.catalog()
         .tables()
         .into_iter()
         .find(|t| t.oid == def.table_oid)
-        .ok_or_else(|| crate::catalog::CatalogError::NoSuchIndex(name.to_string()))?;
+        .ok_or_else(|| CatalogError::NoSuchIndex(def.name.clone()).into())
+}
+
+/// An index and the table it belongs to.
+pub type IndexOfTable = (Arc<IndexDef>, Arc<TableDef>);
+
+/// The index DROP INDEX `name` would drop, with its table: None if there
+/// is none and `if_exists` was given; refused if it backs a constraint
+/// (PostgreSQL's words: drop the constraint instead).
+pub fn index_to_drop(
+    db: &Database,
+    name: &str,
+    if_exists: bool,
+) -> Result<Option<IndexOfTable>, ExecError> {
+    let def = match db.catalog().index(name) {
+        Ok(def) => def,
+        Err(_) if if_exists => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let table = table_of(db, &def)?;
+    if def.kind.constraint() {
+        return Err(ExecError::IndexOfConstraint {
+            index: def.name.clone(),
+            table: table.name().to_string(),
+        });
+    }
+    Ok(Some((def, table)))
+}
+
+/// DROP INDEX: holds the index's table exclusively, then drops it.
+/// Returns false if it did not exist and `if_exists` was given.
+pub fn drop_index(session: &mut Session, name: &str, if_exists: bool) -> Result<bool, ExecError> {
+    let db = Arc::clone(session.db());
+    let Some((def, table)) = index_to_drop(&db, name, if_exists)? else {
+        return Ok(false);
+    };
+    drop_held(session, &def, &table, if_exists)
+}
+
+/// ALTER TABLE … DROP CONSTRAINT `name`: drops the index backing the
+/// PRIMARY KEY or UNIQUE constraint `name` of `table`. Returns false if
+/// there is none and `if_exists` was given.
+pub fn drop_constraint(
+    session: &mut Session,
+    table: &Arc<TableDef>,
+    name: &str,
+    if_exists: bool,
+) -> Result<bool, ExecError> {
+    let db = Arc::clone(session.db());
+    let found = db
+        .catalog()
+        .indexes_of(table)
+        .into_iter()
+        .find(|i| i.name == name && i.kind.constraint());
+    match found {
+        Some(def) => drop_held(session, &def, table, if_exists),
+        None if if_exists => Ok(false),
+        None => Err(ExecError::NoSuchConstraint {
+            constraint: name.to_string(),
+            table: table.name().to_string(),
+        }),
+    }
+}
+
+/// Drops index `def` of `table` once it holds the table exclusively.
+fn drop_held(
+    session: &mut Session,
+    def: &IndexDef,
+    table: &TableDef,
+    if_exists: bool,
+) -> Result<bool, ExecError> {
+    let db = Arc::clone(session.db());
     let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
-        return Err(crate::catalog::CatalogError::InUse(table.name().to_string()).into());
+        return Err(CatalogError::InUse(table.name().to_string()).into());
     };
     let dropped = db
         .catalog()
-        .drop_index(&mut session.buf, db.heap(), name, if_exists)?;
+        .drop_index(&mut session.buf, db.heap(), &def.name, if_exists)?;
     db.btree().forget(def.rel);
     Ok(dropped)
 }
@@ -297,14 +420,9 @@ pub(crate) fn vacuum_indexes(
 pub fn verify_index(session: &mut Session, name: &str) -> Result<u64, ExecError> {
     let db = Arc::clone(session.db());
     let def = db.catalog().index(name)?;
-    let table = db
-        .catalog()
-        .tables()
-        .into_iter()
-        .find(|t| t.oid == def.table_oid)
-        .ok_or_else(|| crate::catalog::CatalogError::NoSuchIndex(name.to_string()))?;
+    let table = table_of(&db, &def)?;
     let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
-        return Err(crate::catalog::CatalogError::InUse(table.name().to_string()).into());
+        return Err(CatalogError::InUse(table.name().to_string()).into());
     };
     let desc = def.desc(&table);
     let report = db.btree().verify(&mut session.buf, &desc)?;

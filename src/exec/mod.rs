@@ -141,8 +141,21 @@ pub enum ExecError {
     TextTooLong { bytes: usize, limit: usize },
     #[error("LIKE pattern must not end with escape character")]
     LikeEscape,
-    #[error("null value in column \"{column}\" of table \"{table}\" violates not-null constraint")]
+    #[error(
+        "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
+    )]
     NotNull { table: String, column: String },
+    /// ALTER TABLE … ADD PRIMARY KEY over a row with a NULL key column.
+    #[error("column \"{column}\" of relation \"{table}\" contains null values")]
+    PrimaryKeyNulls { table: String, column: String },
+    #[error("multiple primary keys for table \"{table}\" are not allowed")]
+    MultiplePrimaryKeys { table: String },
+    /// DROP INDEX of an index a PRIMARY KEY or UNIQUE constraint owns
+    /// (named as the index).
+    #[error("cannot drop index {index} because constraint {index} on table {table} requires it\nHINT:  You can drop constraint {index} on table {table} instead.")]
+    IndexOfConstraint { index: String, table: String },
+    #[error("constraint \"{constraint}\" of relation \"{table}\" does not exist")]
+    NoSuchConstraint { constraint: String, table: String },
     #[error("column \"{column}\" of table \"{table}\" is of type {expected} but the value is of type {found}; add a cast")]
     ColumnType {
         table: String,

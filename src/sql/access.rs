@@ -234,7 +234,7 @@ fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Op
         searched.iter().filter(|&&j| j == i).count() == parts
     });
     let mut rows = selectivity * size.rows;
-    if index.unique && equal_keys == index.columns.len() {
+    if index.kind.unique() && equal_keys == index.columns.len() {
         rows = rows.min(1.0);
     }
     let rows = rows.max(1.0);

@@ -264,6 +264,9 @@ fn dispatch(
         Statement::CreateIndex(ci) => io.with_progress(|progress| {
             utility(s, |s| super::ddl::create_index(&cx, s, ci, progress))
         }),
+        Statement::AlterTable(at) => io.with_progress(|progress| {
+            utility(s, |s| super::ddl::alter_table(&cx, s, at, progress))
+        }),
         Statement::CreateTable(ct) => {
             in_statement(s, |s, snapshot| create_table(&cx, s, snapshot, ct))
         }

@@ -1,27 +1,30 @@
 //! DDL and maintenance: CREATE TABLE, DROP TABLE, CREATE INDEX, DROP
-//! INDEX, VACUUM.
+//! INDEX, ALTER TABLE (PRIMARY KEY and UNIQUE constraints), VACUUM.
 //!
 //! CREATE TABLE is transactional (see `catalog`): inside a block the table
 //! is the block's until it commits, and a COPY into it in the same block
-//! skips the WAL. DROP TABLE, CREATE INDEX, DROP INDEX and VACUUM run
+//! skips the WAL. The indexes of its PRIMARY KEY and UNIQUE constraints
+//! are made in the same transaction, so they come and go with the table.
+//! DROP TABLE, CREATE INDEX, DROP INDEX, ALTER TABLE and VACUUM run
 //! outside transaction blocks
-//! only: a drop takes effect at once, and VACUUM must see the horizon of
-//! the whole system, not of a transaction of its own.
+//! only: a drop takes effect at once, an index counts once built, and
+//! VACUUM must see the horizon of the whole system, not of a transaction
+//! of its own.
 
 use std::sync::Arc;
 
 use sqlparser::ast::{
-    self, helpers::stmt_create_table::CreateTableBuilder, ColumnOption, CreateTable,
-    CreateTableOptions, Spanned, SqlOption,
+    self, helpers::stmt_create_table::CreateTableBuilder, AlterTableOperation, ColumnOption,
+    CreateTable, CreateTableOptions, Spanned, SqlOption, TableConstraint,
 };
 use sqlparser::tokenizer::Span;
 
 use super::dml::user_table;
 use super::expr::{column_type, constant, ident, object_name, StmtCx};
 use super::{SqlError, StatementResult};
-use crate::catalog::ColumnDef;
+use crate::catalog::{ColumnDef, IndexColumn, IndexKind, TableDef};
 use crate::database::{Session, StatementSnapshot};
-use crate::exec::{self, View};
+use crate::exec::{self, ExecError, View};
 use crate::types::Value;
 
 /// Fill factor of a table created without one.
@@ -40,8 +43,6 @@ fn create_table_extra(ct: &CreateTable) -> &'static str {
         "CREATE TABLE … AS"
     } else if ct.like.is_some() {
         "CREATE TABLE … LIKE"
-    } else if !ct.constraints.is_empty() {
-        "table constraints (PRIMARY KEY, UNIQUE, CHECK, FOREIGN KEY)"
     } else if ct.partition_by.is_some() {
         "PARTITION BY"
     } else if ct.inherits.is_some() {
@@ -94,6 +95,196 @@ fn fillfactor(cx: &StmtCx, options: &CreateTableOptions, span: Span) -> Result<u
     Ok(fillfactor)
 }
 
+/// A PRIMARY KEY or UNIQUE constraint of CREATE TABLE or ALTER TABLE …
+/// ADD: its index's name, if given, kind and key columns.
+struct KeyConstraint {
+    name: Option<String>,
+    kind: IndexKind,
+    columns: Vec<ast::Ident>,
+}
+
+impl KeyConstraint {
+    /// PostgreSQL's word for the constraint in its errors.
+    fn what(&self) -> &'static str {
+        if self.kind.primary() {
+            "primary key constraint"
+        } else {
+            "unique constraint"
+        }
+    }
+
+    /// The index columns of `table` the key names, ascending with NULLs
+    /// last (a constraint's index takes no sort options).
+    fn index_columns(&self, cx: &StmtCx, table: &TableDef) -> Result<Vec<IndexColumn>, SqlError> {
+        let mut columns: Vec<IndexColumn> = Vec::with_capacity(self.columns.len());
+        for id in &self.columns {
+            let name = ident(id);
+            let column = table
+                .column_index(&name)
+                .ok_or_else(|| SqlError::KeyColumn {
+                    column: name.clone(),
+                    at: cx.at(id.span),
+                })?;
+            if columns.iter().any(|c| c.column == column) {
+                return Err(SqlError::KeyColumnTwice {
+                    column: name,
+                    constraint: self.what(),
+                });
+            }
+            columns.push(IndexColumn {
+                column,
+                desc: false,
+                nulls_first: false,
+            });
+        }
+        Ok(columns)
+    }
+}
+
+/// Refuses what a PRIMARY KEY or UNIQUE constraint may carry beyond its
+/// columns (MySQL's index names and types, INCLUDE, DEFERRABLE, …).
+fn plain_key_constraint(
+    cx: &StmtCx,
+    span: Span,
+    index_name: &Option<ast::Ident>,
+    index_type: &Option<ast::IndexType>,
+    include: &[ast::Ident],
+    index_options: &[ast::IndexOption],
+    characteristics: &Option<ast::ConstraintCharacteristics>,
+) -> Result<(), SqlError> {
+    let refused = if index_name.is_some() || !index_options.is_empty() {
+        Some("index names and options in a constraint")
+    } else if index_type.is_some() {
+        Some("USING in a constraint")
+    } else if !include.is_empty() {
+        Some("INCLUDE columns")
+    } else if characteristics.is_some() {
+        Some("DEFERRABLE, INITIALLY and ENFORCED constraint attributes")
+    } else {
+        None
+    };
+    match refused {
+        Some(what) => Err(cx.unsupported(span, what)),
+        None => Ok(()),
+    }
+}
+
+/// The PRIMARY KEY or UNIQUE constraint `c` (a table constraint, or one
+/// ALTER TABLE adds); other kinds are refused.
+fn key_constraint(cx: &StmtCx, c: &TableConstraint) -> Result<KeyConstraint, SqlError> {
+    let span = c.span();
+    let (name, kind, columns) = match c {
+        TableConstraint::PrimaryKey(p) => {
+            plain_key_constraint(
+                cx,
+                span,
+                &p.index_name,
+                &p.index_type,
+                &p.include,
+                &p.index_options,
+                &p.characteristics,
+            )?;
+            (&p.name, IndexKind::PrimaryKey, &p.columns)
+        }
+        TableConstraint::Unique(u) => {
+            plain_key_constraint(
+                cx,
+                span,
+                &u.index_name,
+                &u.index_type,
+                &u.include,
+                &u.index_options,
+                &u.characteristics,
+            )?;
+            if u.index_type_display != ast::KeyOrIndexDisplay::None {
+                return Err(cx.unsupported(span, format!("UNIQUE {}", u.index_type_display)));
+            }
+            if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
+                return Err(cx.unsupported(span, "NULLS NOT DISTINCT"));
+            }
+            (&u.name, IndexKind::UniqueConstraint, &u.columns)
+        }
+        TableConstraint::Check(_) => {
+            return Err(cx.unsupported_hint(
+                span,
+                "CHECK constraints",
+                "; PRIMARY KEY and UNIQUE are the constraints there are",
+            ))
+        }
+        TableConstraint::ForeignKey(_) => {
+            return Err(cx.unsupported_hint(
+                span,
+                "FOREIGN KEY constraints",
+                "; PRIMARY KEY and UNIQUE are the constraints there are",
+            ))
+        }
+        other => {
+            return Err(cx.unsupported_hint(
+                span,
+                format!("the constraint {other}"),
+                "; PRIMARY KEY and UNIQUE are the constraints there are",
+            ))
+        }
+    };
+    let mut idents = Vec::with_capacity(columns.len());
+    for c in columns {
+        let ast::Expr::Identifier(id) = &c.column.expr else {
+            return Err(cx.unsupported(span, "expressions in a constraint's key"));
+        };
+        if c.operator_class.is_some()
+            || c.column.options.sort.is_some()
+            || c.column.options.nulls_first.is_some()
+        {
+            return Err(cx.unsupported(
+                id.span,
+                "sort orders and operator classes in a constraint's key",
+            ));
+        }
+        idents.push(id.clone());
+    }
+    Ok(KeyConstraint {
+        name: name.as_ref().map(ident),
+        kind,
+        columns: idents,
+    })
+}
+
+/// The indexes CREATE TABLE makes for `constraints`, as PostgreSQL
+/// decides them (`transformIndexConstraints`): one primary key at most,
+/// first, then the others in order, leaving out one with the same
+/// columns as an earlier one (`UNIQUE PRIMARY KEY`, `UNIQUE (a), UNIQUE
+/// (a)`), whose name the earlier one takes if it has none.
+fn table_indexes(
+    table: &str,
+    constraints: Vec<KeyConstraint>,
+) -> Result<Vec<KeyConstraint>, SqlError> {
+    let (mut primary, others): (Vec<_>, Vec<_>) =
+        constraints.into_iter().partition(|c| c.kind.primary());
+    if primary.len() > 1 {
+        return Err(ExecError::MultiplePrimaryKeys {
+            table: table.to_string(),
+        }
+        .into());
+    }
+    let mut kept = Vec::with_capacity(primary.len() + others.len());
+    kept.append(&mut primary);
+    for c in others {
+        let key: Vec<String> = c.columns.iter().map(ident).collect();
+        match kept
+            .iter_mut()
+            .find(|k| k.columns.iter().map(ident).eq(key.iter().cloned()))
+        {
+            Some(earlier) => {
+                if earlier.name.is_none() {
+                    earlier.name = c.name;
+                }
+            }
+            None => kept.push(c),
+        }
+    }
+    Ok(kept)
+}
+
 pub(crate) fn create_table(
     cx: &StmtCx,
     s: &mut Session,
@@ -104,6 +295,7 @@ pub(crate) fn create_table(
     let canonical = CreateTableBuilder::new(ct.name.clone())
         .if_not_exists(ct.if_not_exists)
         .columns(ct.columns.clone())
+        .constraints(ct.constraints.clone())
         .table_options(ct.table_options.clone())
         .build();
     if canonical != *ct {
@@ -114,20 +306,56 @@ pub(crate) fn create_table(
         return Err(SqlError::ReadOnlyView { name });
     }
     let mut columns = Vec::with_capacity(ct.columns.len());
+    let mut constraints = Vec::new();
     for c in &ct.columns {
         let mut not_null = false;
         for option in &c.options {
-            if option.name.is_some() {
-                return Err(cx.unsupported(c.name.span, "named column constraints"));
-            }
+            let constraint_name = option.name.as_ref().map(ident);
             match &option.option {
+                // PostgreSQL 15 takes a NOT NULL constraint's name and
+                // keeps none.
                 ColumnOption::NotNull => not_null = true,
                 ColumnOption::Null => not_null = false,
+                ColumnOption::PrimaryKey(p) => {
+                    plain_key_constraint(
+                        cx,
+                        c.name.span,
+                        &p.index_name,
+                        &p.index_type,
+                        &p.include,
+                        &p.index_options,
+                        &p.characteristics,
+                    )?;
+                    constraints.push(KeyConstraint {
+                        name: constraint_name,
+                        kind: IndexKind::PrimaryKey,
+                        columns: vec![c.name.clone()],
+                    });
+                }
+                ColumnOption::Unique(u) => {
+                    plain_key_constraint(
+                        cx,
+                        c.name.span,
+                        &u.index_name,
+                        &u.index_type,
+                        &u.include,
+                        &u.index_options,
+                        &u.characteristics,
+                    )?;
+                    if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
+                        return Err(cx.unsupported(c.name.span, "NULLS NOT DISTINCT"));
+                    }
+                    constraints.push(KeyConstraint {
+                        name: constraint_name,
+                        kind: IndexKind::UniqueConstraint,
+                        columns: vec![c.name.clone()],
+                    });
+                }
                 other => {
                     return Err(cx.unsupported_hint(
                         c.name.span,
                         format!("the column option {other}"),
-                        "; columns take a type and NOT NULL",
+                        "; columns take a type, NOT NULL, PRIMARY KEY and UNIQUE",
                     ))
                 }
             }
@@ -137,6 +365,18 @@ pub(crate) fn create_table(
             ty: column_type(&c.data_type)?,
             not_null,
         });
+    }
+    for c in &ct.constraints {
+        constraints.push(key_constraint(cx, c)?);
+    }
+    let constraints = table_indexes(&name, constraints)?;
+    // A primary key's columns are NOT NULL, as PostgreSQL makes them.
+    for key in constraints.iter().filter(|c| c.kind.primary()) {
+        for id in &key.columns {
+            if let Some(column) = columns.iter_mut().find(|c| c.name == ident(id)) {
+                column.not_null = true;
+            }
+        }
     }
     let fillfactor = fillfactor(cx, &ct.table_options, span)?;
     let db = Arc::clone(s.db());
@@ -150,18 +390,112 @@ pub(crate) fn create_table(
         ct.if_not_exists,
         ids,
     )?;
-    let done = created.is_some();
-    if let Some(def) = created {
-        s.created_table(def);
-    }
-    Ok(if done {
-        StatementResult::tag("CREATE TABLE")
-    } else {
-        StatementResult {
+    let Some(table) = created else {
+        return Ok(StatementResult {
             notices: vec![format!("NOTICE: table \"{name}\" already exists, skipping")],
             ..StatementResult::tag("CREATE TABLE")
+        });
+    };
+    // The transaction owns the table from here: if an index below fails,
+    // its end removes the table and the indexes made so far.
+    s.created_table(Arc::clone(&table));
+    for key in &constraints {
+        let spec = exec::index::IndexSpec {
+            name: key.name.clone(),
+            columns: key.index_columns(cx, &table)?,
+            kind: key.kind,
+            if_not_exists: false,
+            pending: Some(ids),
+        };
+        exec::index::create_index(s, &table, spec, &mut exec::NoProgress)?;
+    }
+    Ok(StatementResult::tag("CREATE TABLE"))
+}
+
+/// `ALTER TABLE [IF EXISTS] [ONLY] t` with one action: `ADD [CONSTRAINT
+/// name] PRIMARY KEY (cols)` or `UNIQUE (cols)`, which builds the index
+/// over the rows there are, or `DROP CONSTRAINT [IF EXISTS] name`.
+pub(crate) fn alter_table(
+    cx: &StmtCx,
+    s: &mut Session,
+    at: &ast::AlterTable,
+    progress: &mut dyn exec::Progress,
+) -> Result<StatementResult, SqlError> {
+    let span = at.name.span();
+    if at.table_type.is_some() || at.location.is_some() || at.on_cluster.is_some() {
+        return Err(cx.unsupported(span, "this form of ALTER TABLE"));
+    }
+    let [operation] = at.operations.as_slice() else {
+        return Err(cx.unsupported_hint(
+            span,
+            "more than one ALTER TABLE action in a statement",
+            "; give each action its own ALTER TABLE",
+        ));
+    };
+    s.require_no_block("ALTER TABLE")?;
+    let db = Arc::clone(s.db());
+    let name = object_name(cx, &at.name)?;
+    let table = match user_table(cx, &db, &name) {
+        Ok(table) => table,
+        Err(SqlError::UnknownTable { .. }) if at.if_exists => {
+            return Ok(StatementResult {
+                notices: vec![format!(
+                    "NOTICE: relation \"{name}\" does not exist, skipping"
+                )],
+                ..StatementResult::tag("ALTER TABLE")
+            })
         }
-    })
+        Err(e) => return Err(e),
+    };
+    let mut result = StatementResult::tag("ALTER TABLE");
+    match operation {
+        AlterTableOperation::AddConstraint {
+            constraint,
+            not_valid,
+        } => {
+            if *not_valid {
+                return Err(cx.unsupported(constraint.span(), "NOT VALID"));
+            }
+            let key = key_constraint(cx, constraint)?;
+            let spec = exec::index::IndexSpec {
+                name: key.name.clone(),
+                columns: key.index_columns(cx, &table)?,
+                kind: key.kind,
+                if_not_exists: false,
+                pending: None,
+            };
+            exec::index::create_index(s, &table, spec, progress)?;
+        }
+        AlterTableOperation::DropConstraint {
+            if_exists,
+            name: constraint,
+            drop_behavior,
+        } => {
+            if drop_behavior == &Some(ast::DropBehavior::Cascade) {
+                return Err(cx.unsupported(constraint.span, "DROP CONSTRAINT … CASCADE"));
+            }
+            let constraint = ident(constraint);
+            if !exec::index::drop_constraint(s, &table, &constraint, *if_exists)? {
+                result.notices.push(format!(
+                    "NOTICE: constraint \"{constraint}\" of relation \"{name}\" does not exist, skipping"
+                ));
+            }
+        }
+        other => {
+            let text = other.to_string();
+            let action: Vec<&str> = text
+                .split_whitespace()
+                .take_while(|w| w.chars().all(|c| c.is_ascii_uppercase()))
+                .take(2)
+                .collect();
+            return Err(cx.unsupported_hint(
+                span,
+                format!("ALTER TABLE … {}", action.join(" ")),
+                "; ALTER TABLE can ADD [CONSTRAINT name] PRIMARY KEY or UNIQUE (columns) and DROP CONSTRAINT name",
+            ));
+        }
+    }
+    Ok(result)
 }
 
 pub(crate) fn drop_tables(
@@ -289,7 +623,7 @@ pub(crate) fn create_index(
             Some(ast::OrderBySort::Desc) => true,
             Some(ast::OrderBySort::Using(_)) => return refuse("USING an operator in an index"),
         };
-        columns.push(crate::catalog::IndexColumn {
+        columns.push(IndexColumn {
             column,
             desc,
             // PostgreSQL's default: NULLs sort as larger than any value,
@@ -301,9 +635,13 @@ pub(crate) fn create_index(
     let spec = exec::index::IndexSpec {
         name,
         columns,
-        unique: ci.unique,
-        primary: false,
+        kind: if ci.unique {
+            IndexKind::Unique
+        } else {
+            IndexKind::Plain
+        },
         if_not_exists: ci.if_not_exists,
+        pending: None,
     };
     let mut result = StatementResult::tag("CREATE INDEX");
     let wanted = spec.name.clone();
@@ -332,6 +670,8 @@ pub(crate) fn drop_indexes(
         if db.catalog().index(&name).is_err() && !if_exists {
             return Err(SqlError::UnknownIndex { name });
         }
+        // Refuses a constraint's index.
+        exec::index::index_to_drop(&db, &name, true)?;
         indexes.push(name);
     }
     let mut result = StatementResult::tag("DROP INDEX");

@@ -5,6 +5,7 @@
 //! nothing.
 
 use super::{ResultColumn, StatementResult};
+use crate::catalog::{IndexDef, IndexKind, TableDef};
 use crate::types::{is_numeric, Value};
 
 /// A value as PostgreSQL prints it (NULL as an empty string).
@@ -112,6 +113,66 @@ pub fn format_csv(result: &StatementResult) -> String {
 pub fn format_csv_rows(columns: &[ResultColumn], rows: &[Vec<Value>], header: bool) -> String {
     let names = header.then(|| columns.iter().map(|c| c.name.as_str()));
     crate::exec::copy::csv_rows(names, rows)
+}
+
+/// A name as PostgreSQL's `quote_identifier` writes it: bare if it is
+/// lower case letters, digits and underscores not starting with a digit,
+/// else in double quotes with `"` doubled. (Keywords, which PostgreSQL
+/// quotes too, are not told apart.)
+fn quote_identifier(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// The indexes of `table` as psql's `\d t` lists them under "Indexes:",
+/// in its order (the primary key first, then by name), one line each
+/// without the indentation: `"t_pkey" PRIMARY KEY, btree (id)`, `"t_code_key"
+/// UNIQUE CONSTRAINT, btree (code)`, `"t_u" UNIQUE, btree (u)`, `"t_a_idx"
+/// btree (a DESC NULLS LAST)`.
+pub fn describe_indexes(catalog: &crate::catalog::Catalog, table: &TableDef) -> Vec<String> {
+    let mut indexes = catalog.indexes_of(table);
+    indexes.sort_by(|a, b| (!a.kind.primary(), &a.name).cmp(&(!b.kind.primary(), &b.name)));
+    indexes
+        .iter()
+        .map(|def| format!("\"{}\" {}", def.name, describe_index(def, table)))
+        .collect()
+}
+
+/// What follows an index's name in [`describe_indexes`]: its kind and
+/// `pg_get_indexdef`'s method and key (sort options where they are not
+/// the default: `DESC` is NULLS FIRST, ascending NULLS LAST).
+pub fn describe_index(def: &IndexDef, table: &TableDef) -> String {
+    let kind = match def.kind {
+        IndexKind::PrimaryKey => "PRIMARY KEY, ",
+        IndexKind::UniqueConstraint => "UNIQUE CONSTRAINT, ",
+        IndexKind::Unique => "UNIQUE, ",
+        IndexKind::Plain => "",
+    };
+    let key: Vec<String> = def
+        .columns
+        .iter()
+        .map(|c| {
+            let name = quote_identifier(&table.columns[c.column].name);
+            match (c.desc, c.nulls_first) {
+                (false, false) | (true, true) => {
+                    format!("{name}{}", if c.desc { " DESC" } else { "" })
+                }
+                (false, true) => format!("{name} NULLS FIRST"),
+                (true, false) => format!("{name} DESC NULLS LAST"),
+            }
+        })
+        .collect();
+    format!("{kind}btree ({})", key.join(", "))
 }
 
 #[cfg(test)]

@@ -105,7 +105,8 @@ use crate::exec::{ExecError, Progress};
 use crate::types::{ColumnType, Value};
 
 pub use format::{
-    format_csv, format_csv_rows, format_row_count, format_table, format_table_rows, format_value,
+    describe_index, describe_indexes, format_csv, format_csv_rows, format_row_count, format_table,
+    format_table_rows, format_value,
 };
 pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH};
 
@@ -170,6 +171,15 @@ pub enum SqlError {
     },
     #[error("index \"{name}\" does not exist")]
     UnknownIndex { name: String },
+    /// A PRIMARY KEY or UNIQUE constraint naming a column the table does
+    /// not have (PostgreSQL's words).
+    #[error("column \"{column}\" named in key does not exist (at {at})")]
+    KeyColumn { column: String, at: Position },
+    #[error("column \"{column}\" appears twice in {constraint}")]
+    KeyColumnTwice {
+        column: String,
+        constraint: &'static str,
+    },
     #[error("function {name}() does not exist (at {at}); functions: {known}")]
     UnknownFunction {
         name: String,
