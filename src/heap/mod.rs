@@ -892,6 +892,9 @@ pub struct HeapFetch {
     /// The table's size when last looked at: a TID beyond it (a page
     /// truncated away by vacuum after the index gave the TID) is no tuple.
     nblocks: u32,
+    /// [`Visibility`]'s last committed transaction, kept from one fetch
+    /// to the next as a scan keeps it from one tuple to the next.
+    last_committed: Xid,
     pub stats: FetchStats,
 }
 
@@ -901,6 +904,7 @@ impl HeapFetch {
             rel: table.rel,
             pinned: None,
             nblocks: 0,
+            last_committed: INVALID_XID,
             stats: FetchStats::default(),
         }
     }
@@ -941,12 +945,16 @@ impl HeapFetch {
                 id
             }
         };
-        let mut visibility = Visibility::new(&heap.txn, snap);
+        let mut visibility = Visibility {
+            last_committed: self.last_committed,
+            ..Visibility::new(&heap.txn, snap)
+        };
         let found = s.with_page(id, |page| {
             let t = item(page, tid.index as usize)?;
             let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
             (all_visible || visibility.is_visible(&TupleHeader::read(t))).then(|| f(t))
         });
+        self.last_committed = visibility.last_committed;
         if found.is_some() {
             self.stats.visible += 1;
         }
