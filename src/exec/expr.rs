@@ -336,6 +336,17 @@ pub enum IndexCond<'e> {
     IsNull { column: usize },
 }
 
+impl IndexCond<'_> {
+    /// The column the condition is on.
+    pub fn column(&self) -> usize {
+        match *self {
+            IndexCond::Compare { column, .. }
+            | IndexCond::In { column, .. }
+            | IndexCond::IsNull { column } => column,
+        }
+    }
+}
+
 /// Whether `ty` is a date or timestamp.
 fn is_datetime(ty: ColumnType) -> bool {
     category(ty) == Category::DateTime

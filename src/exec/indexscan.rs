@@ -108,15 +108,17 @@ impl IndexScanNode {
     ) -> IndexScanNode {
         debug_assert_eq!(wanted.len(), table.columns.len());
         debug_assert!(search.quals.iter().all(|q| q.key() < index.columns.len()));
-        // The recheck and the key conditions read the key columns.
-        let mut wanted = wanted;
-        for c in &index.columns {
-            wanted[c.column] = true;
-        }
-        if let Some(f) = &filter {
-            for c in f.predicate.columns_read() {
-                wanted[c] = true;
-            }
+        // The planner marks every column a condition reads as wanted: the
+        // recheck and the filter find them decoded.
+        let read = search
+            .recheck
+            .iter()
+            .chain(filter.iter().map(|f| &f.predicate));
+        for e in read {
+            assert!(
+                e.columns_read().iter().all(|&c| wanted[c]),
+                "a condition of an index scan reads a column the scan does not decode"
+            );
         }
         IndexScanNode {
             desc: index.desc(&table),
@@ -485,63 +487,45 @@ fn build_ranges(mut columns: Vec<ColumnKeys>, spec: &KeySpec) -> ScanKeys {
     let ranges = prefixes
         .into_iter()
         .map(|prefix| {
-            let bound = |value: Option<(Value, bool)>| -> Option<Bound> {
-                let (v, inclusive) = value?;
+            let with = |last: Value, inclusive: bool| {
                 let mut values = prefix.clone();
-                values.push(v);
-                Some(Bound { values, inclusive })
+                values.push(last);
+                Bound { values, inclusive }
             };
-            let Some((lower, upper)) = range.clone() else {
-                let whole = (!prefix.is_empty()).then(|| Bound {
-                    values: prefix.clone(),
-                    inclusive: true,
-                });
-                return KeyRange {
-                    lower: whole.clone(),
-                    upper: whole,
-                };
-            };
-            // In a descending column the values' lower bound is where the
-            // index's order ends.
-            let (mut first, mut last) = if spec.desc[key] {
-                (bound(upper), bound(lower))
-            } else {
-                (bound(lower), bound(upper))
-            };
-            // The NULLs of the column lie at one end of the index's order;
-            // a comparison never matches them, so the open side stops
-            // short of them.
-            let before_nulls = || {
-                let mut values = prefix.clone();
-                values.push(Value::Null);
-                Some(Bound {
-                    values,
-                    inclusive: false,
-                })
-            };
-            let whole_prefix = || {
+            let whole = || {
                 (!prefix.is_empty()).then(|| Bound {
                     values: prefix.clone(),
                     inclusive: true,
                 })
             };
-            if first.is_none() {
-                first = if spec.nulls_first[key] {
-                    before_nulls()
-                } else {
-                    whole_prefix()
+            let Some((lower, upper)) = &range else {
+                return KeyRange {
+                    lower: whole(),
+                    upper: whole(),
                 };
-            }
-            if last.is_none() {
-                last = if spec.nulls_first[key] {
-                    whole_prefix()
+            };
+            // In a descending column the values' lower bound is where the
+            // index's order ends.
+            let (first, last) = if spec.desc[key] {
+                (upper, lower)
+            } else {
+                (lower, upper)
+            };
+            // The NULLs of the column lie at one end of the index's order;
+            // a comparison never matches them, so an open side at that end
+            // stops short of them.
+            let open = |nulls_there: bool| {
+                if nulls_there {
+                    Some(with(Value::Null, false))
                 } else {
-                    before_nulls()
-                };
-            }
+                    whole()
+                }
+            };
+            let bounded =
+                |b: &Option<(Value, bool)>| b.clone().map(|(v, inclusive)| with(v, inclusive));
             KeyRange {
-                lower: first,
-                upper: last,
+                lower: bounded(first).or_else(|| open(spec.nulls_first[key])),
+                upper: bounded(last).or_else(|| open(!spec.nulls_first[key])),
             }
         })
         .collect();

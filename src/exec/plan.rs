@@ -145,6 +145,7 @@ pub struct Described {
 }
 
 /// A predicate with the text EXPLAIN shows for it.
+#[derive(Clone)]
 pub struct Filter {
     pub predicate: Expr,
     pub label: String,

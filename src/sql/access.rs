@@ -55,14 +55,20 @@ pub(crate) fn table_scan(
     wanted: Vec<bool>,
     filters: Vec<Filter>,
 ) -> Result<Box<dyn PlanNode>, super::SqlError> {
+    let indexes = db.catalog().indexes_of(&table);
+    if indexes.is_empty() {
+        // Nothing to choose from: not even the table's size is needed.
+        let filter = super::query::and_all(filters)?;
+        return Ok(Box::new(SeqScanNode::new(table, alias, wanted, filter)));
+    }
     let size = TableSize::of(db, &table);
     let seq_cost = size.pages * SEQ_PAGE_COST
         + size.rows * (CPU_TUPLE_COST + CPU_OPERATOR_COST * filters.len() as f64)
         + if cx.scans.seq { 0.0 } else { DISABLE_COST };
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
     let mut best: Option<(f64, IndexPlan)> = None;
-    for index in db.catalog().indexes_of(&table) {
-        let Some(plan) = index_plan(&index, &filters, &size) else {
+    for index in &indexes {
+        let Some(plan) = index_plan(index, &filters, &size) else {
             continue;
         };
         let cost = plan.cost + index_penalty;
@@ -84,11 +90,13 @@ pub(crate) fn table_scan(
             rest.push(f);
         }
     }
-    let keys = super::query::and_all(keys)?;
+    let (recheck, label) = super::query::and_all(keys)?
+        .map(|k| (k.predicate, k.label))
+        .unzip();
     let search = IndexSearch {
         quals: plan.quals,
-        recheck: keys.as_ref().map(|k| k.predicate.clone()),
-        label: keys.map(|k| k.label),
+        recheck,
+        label,
     };
     Ok(Box::new(IndexScanNode::new(
         table,
@@ -155,12 +163,10 @@ fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Op
         .flat_map(|(i, f)| f.predicate.conjuncts().into_iter().map(move |c| (i, c)))
         .filter_map(|(i, c)| {
             let cond = c.as_index_cond()?;
-            let column = match cond {
-                IndexCond::Compare { column, .. }
-                | IndexCond::In { column, .. }
-                | IndexCond::IsNull { column } => column,
-            };
-            let key = index.columns.iter().position(|c| c.column == column)?;
+            let key = index
+                .columns
+                .iter()
+                .position(|c| c.column == cond.column())?;
             Some((i, key, cond))
         })
         .collect();

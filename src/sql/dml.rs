@@ -19,8 +19,7 @@ use super::SqlError;
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::{
-    BinaryOp, ChangeTarget, DeletePlan, Expr, Filter, InsertPlan, ProjectNode, UpdatePlan,
-    ValuesNode, View,
+    ChangeTarget, DeletePlan, Expr, Filter, InsertPlan, ProjectNode, UpdatePlan, ValuesNode, View,
 };
 
 /// The user table called `name`; a system view is refused as one that
@@ -369,14 +368,7 @@ fn change_target(
     wanted: Vec<bool>,
     filters: Vec<Filter>,
 ) -> Result<ChangeTarget, SqlError> {
-    let mut condition: Option<Expr> = None;
-    for f in &filters {
-        let part = f.predicate.clone();
-        condition = Some(match condition {
-            None => part,
-            Some(c) => Expr::binary(BinaryOp::And, c, part)?,
-        });
-    }
+    let condition = super::query::and_all(filters.clone())?.map(|f| f.predicate);
     let scan = super::access::table_scan(cx, db, Arc::clone(&table), alias, wanted, filters)?;
     Ok(ChangeTarget {
         table,
