@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use aiostore::btree::{
-    Bound, Btree, BtreeError, BtreeScan, Direction, IndexDesc, KeyRange, KeySpec, Liveness,
-    ScanKeys, SortSpace, UniqueCheck,
+    Bound, Btree, BtreeError, BtreeScan, BuildKeys, BuildStats, Direction, IndexDesc, KeyRange,
+    KeySpec, Liveness, ScanKeys, SortSpace, UniqueCheck,
 };
 use aiostore::buffer::BufferSession;
 use aiostore::config::IoMethod;
@@ -51,11 +51,27 @@ fn key(k: i32) -> Vec<Value> {
     vec![Value::Integer(k), Value::Text(format!("{k:0>200}"))]
 }
 
-fn space(mem_bytes: usize, temp_dir: &std::path::Path) -> SortSpace<'_> {
-    SortSpace {
-        mem_bytes,
-        temp_dir,
+/// Builds `idx` (an empty file) from `entries` with `mem_bytes` of sort
+/// memory, spilling into `temp_dir`.
+fn build(
+    bt: &Btree,
+    s: &mut BufferSession,
+    idx: &IndexDesc,
+    entries: impl IntoIterator<Item = (Vec<Value>, Tid)>,
+    mem_bytes: usize,
+    temp_dir: &std::path::Path,
+) -> BuildStats {
+    let mut keys = BuildKeys::new(
+        idx,
+        SortSpace {
+            mem_bytes,
+            temp_dir,
+        },
+    );
+    for (values, tid) in entries {
+        keys.push(values, tid).unwrap();
     }
+    bt.build(s, idx, keys, None).unwrap()
 }
 
 fn tid(n: u32) -> Tid {
@@ -247,19 +263,11 @@ fn a_build_makes_the_same_index_as_inserts() {
         let idx = index(false);
         s.pool().relation(REL).create(Fork::Main).unwrap();
         let bt = Btree::new(Arc::clone(db.wal()));
-        let mut rows = shuffled(5000).into_iter();
-        let mut next = || Ok(rows.next().map(|n| (key((n % 2000) as i32), tid(n))));
+        let rows = shuffled(5000)
+            .into_iter()
+            .map(|n| (key((n % 2000) as i32), tid(n)));
         // 64 KiB of sort memory: the sort spills.
-        let stats = bt
-            .build(
-                s,
-                &idx,
-                &mut next,
-                space(64 << 10, dir.path()),
-                None,
-                &mut |_| {},
-            )
-            .unwrap();
+        let stats = build(&bt, s, &idx, rows, 64 << 10, dir.path());
         assert!(stats.sort_external, "{stats:?}");
         assert_eq!(stats.tuples, 5000);
         let report = bt.verify(s, &idx).unwrap();
@@ -283,15 +291,7 @@ fn a_build_makes_the_same_index_as_inserts() {
             ..index(false)
         };
         s.pool().relation(empty.rel).create(Fork::Main).unwrap();
-        bt.build(
-            s,
-            &empty,
-            &mut || Ok(None),
-            space(1 << 20, dir.path()),
-            None,
-            &mut |_| {},
-        )
-        .unwrap();
+        build(&bt, s, &empty, [], 1 << 20, dir.path());
         assert_eq!(bt.verify(s, &empty).unwrap().entries, vec![]);
         assert_eq!(
             scan(&bt, s, &empty, ScanKeys::all(), Direction::Backward),
@@ -782,31 +782,17 @@ fn a_build_takes_a_large_key_after_small_ones() {
     let idx = index(false);
     s.pool().relation(REL).create(Fork::Main).unwrap();
     let bt = Btree::new(Arc::clone(db.wal()));
-    let mut n = 0u32;
-    let mut next = || {
-        n += 1;
-        Ok(match n {
-            1..=350 => Some((
-                vec![Value::Integer(n as i32), Value::Text("a".into())],
-                tid(n),
-            )),
-            351 => Some((
-                vec![Value::Integer(1_000_000), Value::Text("x".repeat(2000))],
-                tid(n),
-            )),
-            _ => None,
-        })
-    };
-    let stats = bt
-        .build(
-            s,
-            &idx,
-            &mut next,
-            space(1 << 20, dir.path()),
-            None,
-            &mut |_| {},
+    let small = (1..=350u32).map(|n| {
+        (
+            vec![Value::Integer(n as i32), Value::Text("a".into())],
+            tid(n),
         )
-        .unwrap();
+    });
+    let large = (
+        vec![Value::Integer(1_000_000), Value::Text("x".repeat(2000))],
+        tid(351),
+    );
+    let stats = build(&bt, s, &idx, small.chain([large]), 1 << 20, dir.path());
     assert_eq!(stats.tuples, 351);
     assert_eq!(bt.verify(s, &idx).unwrap().entries.len(), 351);
 }
@@ -911,20 +897,8 @@ fn verify_reports_a_downlink_to_the_wrong_level() {
     let idx = index(false);
     s.pool().relation(REL).create(Fork::Main).unwrap();
     let bt = Btree::new(Arc::clone(db.wal()));
-    let mut n = 0u32;
-    let mut next = || {
-        n += 1;
-        Ok((n <= 3000).then(|| (key(n as i32), tid(n))))
-    };
-    bt.build(
-        s,
-        &idx,
-        &mut next,
-        space(1 << 20, dir.path()),
-        None,
-        &mut |_| {},
-    )
-    .unwrap();
+    let rows = (1..=3000u32).map(|n| (key(n as i32), tid(n)));
+    build(&bt, s, &idx, rows, 1 << 20, dir.path());
     assert_eq!(bt.verify(s, &idx).unwrap().levels, 3);
     let read = |s: &mut BufferSession, block: u32| -> Vec<u8> {
         let id = s.read_buffer(REL, Fork::Main, block).unwrap();
