@@ -9,12 +9,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use aiostore::btree::{
-    Bound, Btree, BtreeError, BtreeScan, Direction, IndexDesc, KeyRange, KeySpec, Liveness,
-    ScanKeys, SortSpace, UniqueCheck,
+    Bound, Btree, BtreeError, BtreeScan, BuildKeys, BuildStats, Direction, IndexDesc, KeyRange,
+    KeySpec, Liveness, ScanKeys, SortSpace, UniqueCheck,
 };
 use aiostore::buffer::BufferSession;
 use aiostore::config::IoMethod;
-use aiostore::database::Database;
+use aiostore::database::{Database, Session};
 use aiostore::heap::Tid;
 use aiostore::storage::Fork;
 use aiostore::types::{ColumnType, Value};
@@ -46,16 +46,101 @@ fn create(db: &Arc<Database>, s: &mut BufferSession, idx: &IndexDesc) -> Btree {
     bt
 }
 
+/// A database with a small pool, a session of it, and the index `idx`:
+/// empty (`create`), or only its file (`build` fills it).
+struct Fixture {
+    dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    db: Arc<Database>,
+    sess: Session,
+    idx: IndexDesc,
+    bt: Arc<Btree>,
+}
+
+impl Fixture {
+    /// With an empty index.
+    fn empty(method: IoMethod, idx: IndexDesc) -> Fixture {
+        let (dir, path, db) = new_small_pool_db(method, false);
+        let mut sess = db.session().unwrap();
+        let bt = Arc::new(create(&db, &mut sess.buf, &idx));
+        Fixture {
+            dir,
+            path,
+            db,
+            sess,
+            idx,
+            bt,
+        }
+    }
+
+    /// With the index's file but nothing in it, for [`build`].
+    fn unbuilt(method: IoMethod, idx: IndexDesc) -> Fixture {
+        let (dir, path, db) = new_small_pool_db(method, false);
+        let sess = db.session().unwrap();
+        sess.buf
+            .pool()
+            .relation(idx.rel)
+            .create(Fork::Main)
+            .unwrap();
+        let bt = Arc::new(Btree::new(Arc::clone(db.wal())));
+        Fixture {
+            dir,
+            path,
+            db,
+            sess,
+            idx,
+            bt,
+        }
+    }
+
+    /// Runs `f` in a thread with a session of its own.
+    fn in_session<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Btree, &mut BufferSession, &IndexDesc) -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let (db, bt, idx) = (Arc::clone(&self.db), Arc::clone(&self.bt), self.idx.clone());
+        std::thread::spawn(move || {
+            let mut sess = db.session().unwrap();
+            f(&bt, &mut sess.buf, &idx)
+        })
+    }
+
+    /// Parks the first session to reach injection point `point`.
+    fn park_once_at(&self, point: &'static str) -> Arc<aiostore::aio::Aio> {
+        let points = Arc::clone(self.db.aio());
+        points
+            .injections()
+            .attach(point, aiostore::inject::Injection::park().times(1));
+        points
+    }
+}
+
+/// Builds `idx` (an empty file) from `entries` with `mem_bytes` of sort
+/// memory, spilling into `temp_dir`.
+fn build(
+    bt: &Btree,
+    s: &mut BufferSession,
+    idx: &IndexDesc,
+    entries: impl IntoIterator<Item = (Vec<Value>, Tid)>,
+    mem_bytes: usize,
+    temp_dir: &std::path::Path,
+) -> BuildStats {
+    let mut keys = BuildKeys::new(
+        idx,
+        SortSpace {
+            mem_bytes,
+            temp_dir,
+        },
+    );
+    for (values, tid) in entries {
+        keys.push(values, tid).unwrap();
+    }
+    bt.build(s, idx, keys, None).unwrap()
+}
+
 /// A key whose padding makes pages split often (about 30 tuples a page).
 fn key(k: i32) -> Vec<Value> {
     vec![Value::Integer(k), Value::Text(format!("{k:0>200}"))]
-}
-
-fn space(mem_bytes: usize, temp_dir: &std::path::Path) -> SortSpace<'_> {
-    SortSpace {
-        mem_bytes,
-        temp_dir,
-    }
 }
 
 fn tid(n: u32) -> Tid {
@@ -127,31 +212,28 @@ fn shuffled(n: u32) -> Vec<u32> {
 #[test]
 fn random_inserts_split_into_a_sound_tree_that_scans_in_order_both_ways() {
     for method in METHODS {
-        let (_dir, _path, db) = new_small_pool_db(method, false);
-        let mut sess = db.session().unwrap();
-        let s = &mut sess.buf;
-        let idx = index(false);
-        let bt = create(&db, s, &idx);
+        let mut f = Fixture::empty(method, index(false));
+        let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
         let mut model = BTreeSet::new();
         for n in shuffled(3000) {
             // Keys repeat: 1000 values, three rows each.
             let k = (n % 1000) as i32;
-            bt.insert(s, &idx, &key(k), tid(n), None).unwrap();
+            bt.insert(s, idx, &key(k), tid(n), None).unwrap();
             model.insert((k, tid(n)));
         }
-        let report = bt.verify(s, &idx).unwrap();
+        let report = bt.verify(s, idx).unwrap();
         assert!(report.levels >= 3, "{method:?}: {report:?} levels");
         assert_eq!(report.entries.len(), 3000);
         assert_eq!(report.pages_without_downlink, 0);
         let forward: Vec<_> = model.iter().copied().collect();
         assert_eq!(
-            scan(&bt, s, &idx, ScanKeys::all(), Direction::Forward),
+            scan(bt, s, idx, ScanKeys::all(), Direction::Forward),
             forward
         );
         let mut backward = forward.clone();
         backward.reverse();
         assert_eq!(
-            scan(&bt, s, &idx, ScanKeys::all(), Direction::Backward),
+            scan(bt, s, idx, ScanKeys::all(), Direction::Backward),
             backward
         );
         // Ranges, both directions, inclusive and exclusive ends.
@@ -173,14 +255,14 @@ fn random_inserts_split_into_a_sound_tree_that_scans_in_order_both_ways() {
                 .copied()
                 .collect();
             assert_eq!(
-                scan(&bt, s, &idx, keys.clone(), Direction::Forward),
+                scan(bt, s, idx, keys.clone(), Direction::Forward),
                 want,
                 "{lo:?}..{hi:?}"
             );
             let mut rev = want.clone();
             rev.reverse();
             assert_eq!(
-                scan(&bt, s, &idx, keys, Direction::Backward),
+                scan(bt, s, idx, keys, Direction::Backward),
                 rev,
                 "{lo:?}..{hi:?} backward"
             );
@@ -200,7 +282,7 @@ fn random_inserts_split_into_a_sound_tree_that_scans_in_order_both_ways() {
             .collect();
         let mut sc = BtreeScan::new(idx.clone(), keys.clone(), Direction::Forward, true);
         let mut got = Vec::new();
-        while let Some(b) = sc.next_batch(&bt, s).unwrap() {
+        while let Some(b) = sc.next_batch(bt, s).unwrap() {
             got.extend(b.items.iter().map(|i| i.tid));
         }
         assert_eq!(got, want.iter().map(|w| w.1).collect::<Vec<_>>());
@@ -211,9 +293,9 @@ fn random_inserts_split_into_a_sound_tree_that_scans_in_order_both_ways() {
         );
         let mut rev = want.clone();
         rev.reverse();
-        assert_eq!(scan(&bt, s, &idx, keys, Direction::Backward), rev);
+        assert_eq!(scan(bt, s, idx, keys, Direction::Backward), rev);
         assert_eq!(
-            scan(&bt, s, &idx, ScanKeys::none(), Direction::Forward),
+            scan(bt, s, idx, ScanKeys::none(), Direction::Forward),
             vec![]
         );
     }
@@ -221,15 +303,12 @@ fn random_inserts_split_into_a_sound_tree_that_scans_in_order_both_ways() {
 
 #[test]
 fn ascending_inserts_leave_pages_nearly_full() {
-    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
-    let mut sess = db.session().unwrap();
-    let s = &mut sess.buf;
-    let idx = index(false);
-    let bt = create(&db, s, &idx);
+    let mut f = Fixture::empty(IoMethod::Sync, index(false));
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
     for n in 0..3000 {
-        bt.insert(s, &idx, &key(n as i32), tid(n), None).unwrap();
+        bt.insert(s, idx, &key(n as i32), tid(n), None).unwrap();
     }
-    let report = bt.verify(s, &idx).unwrap();
+    let report = bt.verify(s, idx).unwrap();
     // About 30 tuples of 224 bytes fit a page; at 90 % a page takes ~32.
     let pages = s.pool().relation(REL).nblocks(Fork::Main).unwrap();
     assert!(
@@ -241,60 +320,37 @@ fn ascending_inserts_leave_pages_nearly_full() {
 #[test]
 fn a_build_makes_the_same_index_as_inserts() {
     for method in METHODS {
-        let (dir, _path, db) = new_small_pool_db(method, false);
-        let mut sess = db.session().unwrap();
-        let s = &mut sess.buf;
-        let idx = index(false);
-        s.pool().relation(REL).create(Fork::Main).unwrap();
-        let bt = Btree::new(Arc::clone(db.wal()));
-        let mut rows = shuffled(5000).into_iter();
-        let mut next = || Ok(rows.next().map(|n| (key((n % 2000) as i32), tid(n))));
+        let mut f = Fixture::unbuilt(method, index(false));
+        let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+        let rows = shuffled(5000)
+            .into_iter()
+            .map(|n| (key((n % 2000) as i32), tid(n)));
         // 64 KiB of sort memory: the sort spills.
-        let stats = bt
-            .build(
-                s,
-                &idx,
-                &mut next,
-                space(64 << 10, dir.path()),
-                None,
-                &mut |_| {},
-            )
-            .unwrap();
+        let stats = build(bt, s, idx, rows, 64 << 10, f.dir.path());
         assert!(stats.sort_external, "{stats:?}");
         assert_eq!(stats.tuples, 5000);
-        let report = bt.verify(s, &idx).unwrap();
+        let report = bt.verify(s, idx).unwrap();
         assert_eq!(report.entries.len(), 5000);
         assert!(report.levels >= 2);
         let mut model: Vec<_> = (0..5000).map(|n| ((n % 2000) as i32, tid(n))).collect();
         model.sort();
-        assert_eq!(
-            scan(&bt, s, &idx, ScanKeys::all(), Direction::Forward),
-            model
-        );
+        assert_eq!(scan(bt, s, idx, ScanKeys::all(), Direction::Forward), model);
         // A built index takes inserts and splits like any other.
         for n in 5000..6000 {
-            bt.insert(s, &idx, &key((n % 2000) as i32), tid(n), None)
+            bt.insert(s, idx, &key((n % 2000) as i32), tid(n), None)
                 .unwrap();
         }
-        assert_eq!(bt.verify(s, &idx).unwrap().entries.len(), 6000);
+        assert_eq!(bt.verify(s, idx).unwrap().entries.len(), 6000);
         // An empty build is an empty root leaf.
         let empty = IndexDesc {
             rel: REL + 1,
-            ..index(false)
+            ..idx.clone()
         };
         s.pool().relation(empty.rel).create(Fork::Main).unwrap();
-        bt.build(
-            s,
-            &empty,
-            &mut || Ok(None),
-            space(1 << 20, dir.path()),
-            None,
-            &mut |_| {},
-        )
-        .unwrap();
+        build(bt, s, &empty, [], 1 << 20, f.dir.path());
         assert_eq!(bt.verify(s, &empty).unwrap().entries, vec![]);
         assert_eq!(
-            scan(&bt, s, &empty, ScanKeys::all(), Direction::Backward),
+            scan(bt, s, &empty, ScanKeys::all(), Direction::Backward),
             vec![]
         );
     }
@@ -302,23 +358,20 @@ fn a_build_makes_the_same_index_as_inserts() {
 
 #[test]
 fn bulk_delete_removes_exactly_the_dead_tids() {
-    let (_dir, _path, db) = new_small_pool_db(IoMethod::Worker, false);
-    let mut sess = db.session().unwrap();
-    let limits = sess.stream_limits();
-    let s = &mut sess.buf;
-    let idx = index(false);
-    let bt = create(&db, s, &idx);
+    let mut f = Fixture::empty(IoMethod::Worker, index(false));
+    let limits = f.sess.stream_limits();
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
     for n in shuffled(2000) {
-        bt.insert(s, &idx, &key((n % 500) as i32), tid(n), None)
+        bt.insert(s, idx, &key((n % 500) as i32), tid(n), None)
             .unwrap();
     }
     let dead = |t: Tid| (t.block * 100 + t.index as u32).is_multiple_of(3);
-    let stats = bt.bulk_delete(s, &idx, &dead, limits).unwrap();
+    let stats = bt.bulk_delete(s, idx, &dead, limits).unwrap();
     assert_eq!(
         stats.tuples_removed,
         (0..2000u32).filter(|n| n.is_multiple_of(3)).count() as u64
     );
-    let report = bt.verify(s, &idx).unwrap();
+    let report = bt.verify(s, idx).unwrap();
     assert!(report.entries.iter().all(|(_, t)| !dead(*t)));
     assert_eq!(report.entries.len() as u64, stats.tuples_left);
 }
@@ -350,22 +403,19 @@ impl UniqueCheck for Rows {
 
 #[test]
 fn a_unique_index_refuses_a_live_duplicate_and_waits_for_a_running_one() {
-    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
-    let mut sess = db.session().unwrap();
-    let s = &mut sess.buf;
-    let idx = index(true);
-    let bt = create(&db, s, &idx);
+    let mut f = Fixture::empty(IoMethod::Sync, index(true));
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
     let mut rows = Rows {
         dead: BTreeSet::new(),
         running: None,
         waited: Vec::new(),
     };
     for n in 0..500 {
-        bt.insert(s, &idx, &key(n as i32), tid(n), Some(&mut rows))
+        bt.insert(s, idx, &key(n as i32), tid(n), Some(&mut rows))
             .unwrap();
     }
     let e = bt
-        .insert(s, &idx, &key(7), tid(900), Some(&mut rows))
+        .insert(s, idx, &key(7), tid(900), Some(&mut rows))
         .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -373,61 +423,42 @@ fn a_unique_index_refuses_a_live_duplicate_and_waits_for_a_running_one() {
     );
     // A dead duplicate does not count; a running one is waited for.
     rows.dead.insert(tid(8));
-    bt.insert(s, &idx, &key(8), tid(901), Some(&mut rows))
+    bt.insert(s, idx, &key(8), tid(901), Some(&mut rows))
         .unwrap();
     rows.running = Some((tid(9), 77));
-    bt.insert(s, &idx, &key(9), tid(902), Some(&mut rows))
+    bt.insert(s, idx, &key(9), tid(902), Some(&mut rows))
         .unwrap();
     assert_eq!(rows.waited, vec![77]);
     // NULLs never conflict.
     let null_key = vec![Value::Null, Value::Text("x".into())];
-    bt.insert(s, &idx, &null_key, tid(903), Some(&mut rows))
+    bt.insert(s, idx, &null_key, tid(903), Some(&mut rows))
         .unwrap();
-    bt.insert(s, &idx, &null_key, tid(904), Some(&mut rows))
+    bt.insert(s, idx, &null_key, tid(904), Some(&mut rows))
         .unwrap();
-    assert_eq!(bt.verify(s, &idx).unwrap().entries.len(), 504);
+    assert_eq!(bt.verify(s, idx).unwrap().entries.len(), 504);
 }
 
 #[test]
 fn concurrent_inserters_build_a_sound_tree() {
     for method in METHODS {
-        let (_dir, _path, db) = new_small_pool_db(method, false);
-        let idx = index(false);
-        let bt = {
-            let mut sess = db.session().unwrap();
-            Arc::new(create(&db, &mut sess.buf, &idx))
-        };
+        let mut f = Fixture::empty(method, index(false));
         let threads: Vec<_> = (0..4u32)
             .map(|t| {
-                let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
-                std::thread::spawn(move || {
-                    let mut sess = db.session().unwrap();
+                f.in_session(move |bt, s, idx| {
                     let mut scans = 0;
                     for n in shuffled(1500) {
                         let n = n * 4 + t;
-                        bt.insert(&mut sess.buf, &idx, &key((n % 3000) as i32), tid(n), None)
+                        bt.insert(s, idx, &key((n % 3000) as i32), tid(n), None)
                             .unwrap();
                         if n.is_multiple_of(200) {
                             // A scan while others split: every key it
                             // returns is in order, none twice.
-                            let got = scan(
-                                &bt,
-                                &mut sess.buf,
-                                &idx,
-                                ScanKeys::all(),
-                                Direction::Forward,
-                            );
+                            let got = scan(bt, s, idx, ScanKeys::all(), Direction::Forward);
                             assert!(
                                 got.windows(2).all(|w| w[0] < w[1]),
                                 "a concurrent scan out of order"
                             );
-                            let back = scan(
-                                &bt,
-                                &mut sess.buf,
-                                &idx,
-                                ScanKeys::all(),
-                                Direction::Backward,
-                            );
+                            let back = scan(bt, s, idx, ScanKeys::all(), Direction::Backward);
                             assert!(
                                 back.windows(2).all(|w| w[0] > w[1]),
                                 "a backward scan out of order"
@@ -439,11 +470,12 @@ fn concurrent_inserters_build_a_sound_tree() {
                 })
             })
             .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        let mut sess = db.session().unwrap();
-        let report = bt.verify(&mut sess.buf, &idx).unwrap();
+        let scans: u32 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        // Thread t inserts 4n + t: only thread 0 meets multiples of 200,
+        // every 50th of its 1500.
+        assert_eq!(scans, 30, "{method:?}: scans while others split");
+        let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+        let report = bt.verify(s, idx).unwrap();
         assert_eq!(report.entries.len(), 6000, "{method:?}");
         let tids: BTreeSet<Tid> = report.entries.iter().map(|e| e.1).collect();
         assert_eq!(tids.len(), 6000);
@@ -453,25 +485,29 @@ fn concurrent_inserters_build_a_sound_tree() {
 #[test]
 fn an_index_comes_back_whole_after_a_crash() {
     for method in METHODS {
-        let (_dir, path, db) = new_small_pool_db(method, false);
-        let idx = index(false);
-        {
-            let mut sess = db.session().unwrap();
-            let s = &mut sess.buf;
-            let bt = create(&db, s, &idx);
-            for n in shuffled(2000) {
-                bt.insert(s, &idx, &key((n % 700) as i32), tid(n), None)
-                    .unwrap();
-            }
-            // Half the inserts come after a checkpoint: replay starts there,
-            // with page images for the pages changed first after it.
-            db.checkpoint(false).unwrap();
-            for n in 2000..2600 {
-                bt.insert(s, &idx, &key((n % 700) as i32), tid(n), None)
-                    .unwrap();
-            }
-            db.wal().flush_all().unwrap();
+        let mut f = Fixture::empty(method, index(false));
+        let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+        for n in shuffled(2000) {
+            bt.insert(s, idx, &key((n % 700) as i32), tid(n), None)
+                .unwrap();
         }
+        // Half the inserts come after a checkpoint: replay starts there,
+        // with page images for the pages changed first after it.
+        f.db.checkpoint(false).unwrap();
+        for n in 2000..2600 {
+            bt.insert(s, idx, &key((n % 700) as i32), tid(n), None)
+                .unwrap();
+        }
+        f.db.wal().flush_all().unwrap();
+        let Fixture {
+            dir: _dir,
+            path,
+            db,
+            sess,
+            idx,
+            bt,
+        } = f;
+        drop((sess, bt));
         crash(db);
         let db = Database::open(&path, &common::small_pool_settings(method, false)).unwrap();
         let mut sess = db.session().unwrap();
@@ -523,31 +559,22 @@ fn scan_with_splits_between_pages(
     direction: Direction,
     meanwhile: impl Fn(&Btree, &mut BufferSession, &IndexDesc),
 ) -> (Keys, Keys, u64) {
-    use aiostore::inject::{Injection, BTREE_SCAN_BETWEEN_PAGES};
-    let (_dir, _path, db) = new_small_pool_db(method, false);
-    let idx = index(false);
-    let mut sess = db.session().unwrap();
-    let bt = Arc::new(create(&db, &mut sess.buf, &idx));
-    let loaded = load_spaced(&bt, &mut sess.buf, &idx, 300);
-    let points = Arc::clone(db.aio());
-    points
-        .injections()
-        .attach(BTREE_SCAN_BETWEEN_PAGES, Injection::park().times(1));
-    let scanner = {
-        let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
-        std::thread::spawn(move || {
-            let mut sess = db.session().unwrap();
-            let (got, sc) = scan_counting(&bt, &mut sess.buf, &idx, ScanKeys::all(), direction);
-            (got, sc.left_steps_repaired)
-        })
-    };
+    use aiostore::inject::BTREE_SCAN_BETWEEN_PAGES;
+    let mut f = Fixture::empty(method, index(false));
+    let loaded = load_spaced(&f.bt, &mut f.sess.buf, &f.idx, 300);
+    let points = f.park_once_at(BTREE_SCAN_BETWEEN_PAGES);
+    let scanner = f.in_session(move |bt, s, idx| {
+        let (got, sc) = scan_counting(bt, s, idx, ScanKeys::all(), direction);
+        (got, sc.left_steps_repaired)
+    });
     assert!(points
         .injections()
         .wait_until_parked(BTREE_SCAN_BETWEEN_PAGES));
-    meanwhile(&bt, &mut sess.buf, &idx);
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+    meanwhile(bt, s, idx);
     points.injections().release(BTREE_SCAN_BETWEEN_PAGES);
     let (got, repaired) = scanner.join().unwrap();
-    bt.verify(&mut sess.buf, &idx).unwrap();
+    bt.verify(s, idx).unwrap();
     (loaded, got, repaired)
 }
 
@@ -601,32 +628,22 @@ fn a_backward_scan_finds_its_way_left_when_the_left_page_split() {
 
 #[test]
 fn searches_find_every_key_while_a_split_waits_for_its_downlink() {
-    use aiostore::inject::{Injection, BTREE_SPLIT_BEFORE_DOWNLINK};
+    use aiostore::inject::BTREE_SPLIT_BEFORE_DOWNLINK;
     for method in METHODS {
-        let (_dir, _path, db) = new_small_pool_db(method, false);
-        let idx = index(false);
-        let mut sess = db.session().unwrap();
-        let bt = Arc::new(create(&db, &mut sess.buf, &idx));
-        let loaded = load_spaced(&bt, &mut sess.buf, &idx, 300);
-        let points = Arc::clone(db.aio());
-        points
-            .injections()
-            .attach(BTREE_SPLIT_BEFORE_DOWNLINK, Injection::park().times(1));
+        let mut f = Fixture::empty(method, index(false));
+        let loaded = load_spaced(&f.bt, &mut f.sess.buf, &f.idx, 300);
+        let points = f.park_once_at(BTREE_SPLIT_BEFORE_DOWNLINK);
         // Fill a gap in the middle until a page splits; that insert parks
         // with the left half locked and no downlink for the right half.
-        let splitter = {
-            let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
-            std::thread::spawn(move || {
-                let mut sess = db.session().unwrap();
-                for d in 1..10u32 {
-                    for k in 100..140u32 {
-                        let n = 10_000 + k * 10 + d;
-                        bt.insert(&mut sess.buf, &idx, &key((k * 10 + d) as i32), tid(n), None)
-                            .unwrap();
-                    }
+        let splitter = f.in_session(|bt, s, idx| {
+            for d in 1..10u32 {
+                for k in 100..140u32 {
+                    let n = 10_000 + k * 10 + d;
+                    bt.insert(s, idx, &key((k * 10 + d) as i32), tid(n), None)
+                        .unwrap();
                 }
-            })
-        };
+            }
+        });
         assert!(points
             .injections()
             .wait_until_parked(BTREE_SPLIT_BEFORE_DOWNLINK));
@@ -634,23 +651,20 @@ fn searches_find_every_key_while_a_split_waits_for_its_downlink() {
         // half (the parent has no downlink for the right one yet) and
         // waits for its lock; let go, it must move right to the keys the
         // split moved.
-        let searcher = {
-            let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
-            std::thread::spawn(move || {
-                let mut sess = db.session().unwrap();
-                let keys = ScanKeys {
-                    ranges: vec![range(Some((1000, true)), Some((1400, true)))],
-                };
-                scan(&bt, &mut sess.buf, &idx, keys, Direction::Forward)
-            })
-        };
+        let searcher = f.in_session(|bt, s, idx| {
+            let keys = ScanKeys {
+                ranges: vec![range(Some((1000, true)), Some((1400, true)))],
+            };
+            scan(bt, s, idx, keys, Direction::Forward)
+        });
+        let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
         // Keys right of the split: a backward scan from the end reaches
         // them through right-links and left-links alone (it never needs
         // the locked left half until it gets there).
         let keys = ScanKeys {
             ranges: vec![range(Some((2000, true)), None)],
         };
-        let got = scan(&bt, &mut sess.buf, &idx, keys, Direction::Backward);
+        let got = scan(bt, s, idx, keys, Direction::Backward);
         let mut want: Vec<_> = loaded.iter().filter(|(k, _)| *k >= 2000).copied().collect();
         want.reverse();
         assert_eq!(got, want, "{method:?}");
@@ -665,7 +679,7 @@ fn searches_find_every_key_while_a_split_waits_for_its_downlink() {
             .collect();
         assert_eq!(original(&found), want, "{method:?}");
         splitter.join().unwrap();
-        let report = bt.verify(&mut sess.buf, &idx).unwrap();
+        let report = bt.verify(s, idx).unwrap();
         assert_eq!(report.entries.len(), 300 + 9 * 40);
         assert_eq!(report.pages_without_downlink, 0);
     }
@@ -697,10 +711,6 @@ mod properties {
         /// in the index's order (descending, NULLs first).
         #[test]
         fn random_inserts_and_deletes_keep_the_tree_sound(ops in proptest::collection::vec(op(), 1..600)) {
-            let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
-            let mut sess = db.session().unwrap();
-            let limits = sess.stream_limits();
-            let s = &mut sess.buf;
             let idx = IndexDesc {
                 spec: KeySpec {
                     types: vec![ColumnType::Integer, ColumnType::Text],
@@ -709,7 +719,9 @@ mod properties {
                 },
                 ..index(false)
             };
-            let bt = create(&db, s, &idx);
+            let mut f = Fixture::empty(IoMethod::Sync, idx);
+            let limits = f.sess.stream_limits();
+            let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
             let mut model: Vec<(Option<i32>, u32)> = Vec::new();
             for op in ops {
                 match op {
@@ -722,12 +734,12 @@ mod properties {
                             v.map_or(Value::Null, Value::Integer),
                             Value::Text("p".repeat(300)),
                         ];
-                        bt.insert(s, &idx, &values, tid(n), None).unwrap();
+                        bt.insert(s, idx, &values, tid(n), None).unwrap();
                         model.push((v, n));
                     }
                     Op::Vacuum(m) => {
                         let dead = |t: Tid| (t.block * 100 + t.index as u32).is_multiple_of(m);
-                        bt.bulk_delete(s, &idx, &dead, limits).unwrap();
+                        bt.bulk_delete(s, idx, &dead, limits).unwrap();
                         model.retain(|e| !e.1.is_multiple_of(m));
                     }
                 }
@@ -739,13 +751,13 @@ mod properties {
                 (Some(_), None) => std::cmp::Ordering::Greater,
                 (Some(x), Some(y)) => y.cmp(&x).then(tid(a.1).cmp(&tid(b.1))),
             });
-            let report = bt.verify(s, &idx).unwrap();
+            let report = bt.verify(s, idx).unwrap();
             let got: Vec<Tid> = report.entries.iter().map(|e| e.1).collect();
             let want: Vec<Tid> = model.iter().map(|m| tid(m.1)).collect();
             prop_assert_eq!(&got, &want);
             let mut sc = BtreeScan::new(idx.clone(), ScanKeys::all(), Direction::Backward, false);
             let mut back = Vec::new();
-            while let Some(b) = sc.next_batch(&bt, s).unwrap() {
+            while let Some(b) = sc.next_batch(bt, s).unwrap() {
                 back.extend(b.items.iter().map(|i| i.tid));
             }
             back.reverse();
@@ -755,7 +767,9 @@ mod properties {
 }
 
 // ---------------------------------------------------------------------
-// Review tests (review-btree branch): each fails on 0693046.
+// Cases a review found broken: builds with uneven keys, crashes between
+// a split's steps, vacuum racing splits, damage verify must see, pins
+// left on an error path.
 // ---------------------------------------------------------------------
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
@@ -776,39 +790,21 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// of the *next* tuple: a large key after small ones finds no room.
 #[test]
 fn a_build_takes_a_large_key_after_small_ones() {
-    let (dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
-    let mut sess = db.session().unwrap();
-    let s = &mut sess.buf;
-    let idx = index(false);
-    s.pool().relation(REL).create(Fork::Main).unwrap();
-    let bt = Btree::new(Arc::clone(db.wal()));
-    let mut n = 0u32;
-    let mut next = || {
-        n += 1;
-        Ok(match n {
-            1..=350 => Some((
-                vec![Value::Integer(n as i32), Value::Text("a".into())],
-                tid(n),
-            )),
-            351 => Some((
-                vec![Value::Integer(1_000_000), Value::Text("x".repeat(2000))],
-                tid(n),
-            )),
-            _ => None,
-        })
-    };
-    let stats = bt
-        .build(
-            s,
-            &idx,
-            &mut next,
-            space(1 << 20, dir.path()),
-            None,
-            &mut |_| {},
+    let mut f = Fixture::unbuilt(IoMethod::Sync, index(false));
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+    let small = (1..=350u32).map(|n| {
+        (
+            vec![Value::Integer(n as i32), Value::Text("a".into())],
+            tid(n),
         )
-        .unwrap();
+    });
+    let large = (
+        vec![Value::Integer(1_000_000), Value::Text("x".repeat(2000))],
+        tid(351),
+    );
+    let stats = build(bt, s, idx, small.chain([large]), 1 << 20, f.dir.path());
     assert_eq!(stats.tuples, 351);
-    assert_eq!(bt.verify(s, &idx).unwrap().entries.len(), 351);
+    assert_eq!(bt.verify(s, idx).unwrap().entries.len(), 351);
 }
 
 /// A crash after a root split is logged and before the new root is: the
@@ -817,38 +813,32 @@ fn a_build_takes_a_large_key_after_small_ones() {
 /// insert_downlink, which reports damage.
 #[test]
 fn inserts_go_on_after_a_crash_between_a_root_split_and_its_new_root() {
-    use aiostore::inject::{Injection, BTREE_SPLIT_BEFORE_DOWNLINK};
+    use aiostore::inject::BTREE_SPLIT_BEFORE_DOWNLINK;
     let method = IoMethod::Sync;
-    let (dir, path, db) = new_small_pool_db(method, false);
-    let idx = index(false);
-    let bt = {
-        let mut sess = db.session().unwrap();
-        Arc::new(create(&db, &mut sess.buf, &idx))
-    };
-    let points = Arc::clone(db.aio());
-    points
-        .injections()
-        .attach(BTREE_SPLIT_BEFORE_DOWNLINK, Injection::park().times(1));
-    let inserter = {
-        let (db, bt, idx) = (Arc::clone(&db), Arc::clone(&bt), idx.clone());
-        std::thread::spawn(move || {
-            let mut sess = db.session().unwrap();
-            for n in 0..60u32 {
-                bt.insert(&mut sess.buf, &idx, &key(n as i32), tid(n), None)
-                    .unwrap();
-            }
-        })
-    };
+    let f = Fixture::empty(method, index(false));
+    let points = f.park_once_at(BTREE_SPLIT_BEFORE_DOWNLINK);
+    let inserter = f.in_session(|bt, s, idx| {
+        for n in 0..60u32 {
+            bt.insert(s, idx, &key(n as i32), tid(n), None).unwrap();
+        }
+    });
     assert!(points
         .injections()
         .wait_until_parked(BTREE_SPLIT_BEFORE_DOWNLINK));
-    db.wal().flush_all().unwrap();
-    let image = dir.path().join("crash-image");
-    copy_dir(&path, &image);
+    f.db.wal().flush_all().unwrap();
+    let image = f.dir.path().join("crash-image");
+    copy_dir(&f.path, &image);
     points.injections().release(BTREE_SPLIT_BEFORE_DOWNLINK);
     inserter.join().unwrap();
-    drop(bt);
-    drop(db);
+    let Fixture {
+        dir: _dir,
+        db,
+        sess,
+        idx,
+        bt,
+        ..
+    } = f;
+    drop((sess, bt, db));
     let db = Database::open(&image, &common::small_pool_settings(method, false)).unwrap();
     let mut sess = db.session().unwrap();
     let s = &mut sess.buf;
@@ -868,13 +858,11 @@ fn inserts_go_on_after_a_crash_between_a_root_split_and_its_new_root() {
 /// btvacuumscan re-reads the length and goes on).
 #[test]
 fn bulk_delete_reaches_pages_split_off_while_it_runs() {
-    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
-    let mut sess = db.session().unwrap();
-    let limits = sess.stream_limits();
-    let idx = index(false);
-    let bt = create(&db, &mut sess.buf, &idx);
-    load_spaced(&bt, &mut sess.buf, &idx, 300);
-    let other = std::cell::RefCell::new(db.session().unwrap());
+    let mut f = Fixture::empty(IoMethod::Sync, index(false));
+    let limits = f.sess.stream_limits();
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+    load_spaced(bt, s, idx, 300);
+    let other = std::cell::RefCell::new(f.db.session().unwrap());
     let once = std::cell::Cell::new(false);
     let is_dead = |t: Tid| {
         let n = t.block * 100 + t.index as u32;
@@ -884,12 +872,12 @@ fn bulk_delete_reaches_pages_split_off_while_it_runs() {
         if !once.replace(true) {
             // Another session splits the last leaves while vacuum is on
             // the first one.
-            fill_gaps(&bt, &mut other.borrow_mut().buf, &idx, 200..300);
+            fill_gaps(bt, &mut other.borrow_mut().buf, idx, 200..300);
         }
         is_dead(t)
     };
-    bt.bulk_delete(&mut sess.buf, &idx, &dead, limits).unwrap();
-    let report = bt.verify(&mut sess.buf, &idx).unwrap();
+    bt.bulk_delete(s, idx, &dead, limits).unwrap();
+    let report = bt.verify(s, idx).unwrap();
     let left: Vec<_> = report.entries.iter().filter(|e| is_dead(e.1)).collect();
     assert!(
         left.is_empty(),
@@ -905,27 +893,11 @@ fn bulk_delete_reaches_pages_split_off_while_it_runs() {
 #[test]
 fn verify_reports_a_downlink_to_the_wrong_level() {
     use aiostore::buffer::LockMode;
-    let (dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
-    let mut sess = db.session().unwrap();
-    let s = &mut sess.buf;
-    let idx = index(false);
-    s.pool().relation(REL).create(Fork::Main).unwrap();
-    let bt = Btree::new(Arc::clone(db.wal()));
-    let mut n = 0u32;
-    let mut next = || {
-        n += 1;
-        Ok((n <= 3000).then(|| (key(n as i32), tid(n))))
-    };
-    bt.build(
-        s,
-        &idx,
-        &mut next,
-        space(1 << 20, dir.path()),
-        None,
-        &mut |_| {},
-    )
-    .unwrap();
-    assert_eq!(bt.verify(s, &idx).unwrap().levels, 3);
+    let mut f = Fixture::unbuilt(IoMethod::Sync, index(false));
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+    let rows = (1..=3000u32).map(|n| (key(n as i32), tid(n)));
+    build(bt, s, idx, rows, 1 << 20, f.dir.path());
+    assert_eq!(bt.verify(s, idx).unwrap().levels, 3);
     let read = |s: &mut BufferSession, block: u32| -> Vec<u8> {
         let id = s.read_buffer(REL, Fork::Main, block).unwrap();
         let g = s.lock_page(id, LockMode::Shared);
@@ -960,9 +932,9 @@ fn verify_reports_a_downlink_to_the_wrong_level() {
         Direction::Forward,
         false,
     );
-    let searched = sc.next_batch(&bt, s);
+    let searched = sc.next_batch(bt, s);
     assert!(searched.is_err(), "the search got {searched:?}");
-    let verified = bt.verify(s, &idx).map(|r| r.pages_without_downlink);
+    let verified = bt.verify(s, idx).map(|r| r.pages_without_downlink);
     assert!(
         verified.is_err(),
         "verify passed, pages_without_downlink = {verified:?}"
@@ -992,18 +964,15 @@ impl UniqueCheck for FailsOnLaterPage {
 /// (`right`), whose guard drops but whose pin stays.
 #[test]
 fn a_failed_unique_check_leaves_no_pin() {
-    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
-    let mut sess = db.session().unwrap();
-    let s = &mut sess.buf;
-    let idx = index(true);
-    let bt = create(&db, s, &idx);
+    let mut f = Fixture::empty(IoMethod::Sync, index(true));
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
     // 60 equal keys (dead rows) over two leaves.
     for n in 0..60 {
-        bt.insert(s, &idx, &key(7), tid(n), None).unwrap();
+        bt.insert(s, idx, &key(7), tid(n), None).unwrap();
     }
     assert_eq!(s.pinned_count(), 0);
     let e = bt
-        .insert(s, &idx, &key(7), tid(99), Some(&mut FailsOnLaterPage))
+        .insert(s, idx, &key(7), tid(99), Some(&mut FailsOnLaterPage))
         .unwrap_err();
     assert_eq!(s.pinned_count(), 0, "pins left after: {e}");
 }

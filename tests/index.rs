@@ -194,11 +194,26 @@ fn indexes_come_back_after_a_crash_and_a_half_made_one_goes() {
                 "INSERT INTO t SELECT i, 'w' FROM generate_series(3001, 4000) AS g(i)",
             );
             run(&mut s, "UPDATE t SET v = 'u' WHERE id % 3 = 0");
+            // A table whose transaction never commits, with the index of
+            // its primary key half made: neither is there after the crash.
+            run(&mut s, "BEGIN");
+            run(&mut s, "CREATE TABLE u (id int PRIMARY KEY)");
+            run(
+                &mut s,
+                "INSERT INTO u SELECT i FROM generate_series(1, 500) AS g(i)",
+            );
+            db.wal().flush_all().unwrap();
+            // Killed with the transaction open: the session does not roll
+            // it back as it goes.
+            db.simulate_crash();
         }
         crash(db);
         let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
         let mut s = db.session().unwrap();
         assert_eq!(verified(&mut s, "t_id"), 4000 + 1333, "{method:?}");
         assert!(err(&mut s, "INSERT INTO t VALUES (5, 'dup')").contains("already exists"));
+        assert!(err(&mut s, "SELECT verify_index('u_pkey')").contains("does not exist"));
+        run(&mut s, "CREATE TABLE u (id int PRIMARY KEY)");
+        assert_eq!(verified(&mut s, "u_pkey"), 0);
     }
 }

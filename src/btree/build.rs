@@ -100,42 +100,59 @@ fn special(level: u32, prev: u32, next: u32) -> Special {
     }
 }
 
-impl Btree {
-    /// Builds index `idx` (an empty file) from `entries`, its keys in any
-    /// order, sorting them in `sort` space. A unique index asks `check`
-    /// about rows with equal keys: two live ones fail the build.
-    /// `progress` hears how many keys were read.
-    pub fn build(
-        &self,
-        s: &mut BufferSession,
-        idx: &IndexDesc,
-        entries: &mut dyn FnMut() -> Result<Option<(Vec<Value>, Tid)>, BtreeError>,
-        sort: SortSpace<'_>,
-        mut check: Option<&mut dyn UniqueCheck>,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<BuildStats, BtreeError> {
+/// The keys of an index being built, sorted as they come within the
+/// build's memory (spilling to temporary files beyond it): a caller
+/// pushes every entry, from wherever it reads them, then hands them to
+/// [`Btree::build`]. No other copy of the keys is kept, so a build of any
+/// table needs no more memory than `maintenance_work_mem`.
+pub struct BuildKeys {
+    sorter: Sorter,
+    pushed: u64,
+}
+
+impl BuildKeys {
+    /// Keys of `idx`, sorted in `sort` space.
+    pub fn new(idx: &IndexDesc, sort: SortSpace<'_>) -> BuildKeys {
         let spec = idx.spec.clone();
         let ncols = spec.columns();
-        let order_spec = spec.clone();
-        let mut sorter = Sorter::new(
+        let sorter = Sorter::new(
             Box::new(move |a: &[Value], b: &[Value]| {
-                order_spec
-                    .cmp_values(&a[..ncols], &b[..ncols])
+                spec.cmp_values(&a[..ncols], &b[..ncols])
                     .then_with(|| tid_of(a).cmp(&tid_of(b)))
             }),
             sort.mem_bytes,
             sort.temp_dir,
         );
-        let mut read = 0u64;
-        while let Some((mut values, tid)) = entries()? {
-            values.push(Value::BigInt(((tid.block as i64) << 16) | tid.index as i64));
-            sorter.push(values)?;
-            read += 1;
-            if read.is_multiple_of(10_000) {
-                progress(read);
-            }
-        }
-        let mut sorted = sorter.finish()?;
+        BuildKeys { sorter, pushed: 0 }
+    }
+
+    /// Adds the entry (`values`, `tid`) for a heap row.
+    pub fn push(&mut self, mut values: Vec<Value>, tid: Tid) -> Result<(), BtreeError> {
+        values.push(Value::BigInt(((tid.block as i64) << 16) | tid.index as i64));
+        self.sorter.push(values)?;
+        self.pushed += 1;
+        Ok(())
+    }
+
+    /// How many entries were pushed.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
+    }
+}
+
+impl Btree {
+    /// Builds index `idx` (an empty file) from `keys`. A unique index asks
+    /// `check` about rows with equal keys: two live ones fail the build.
+    pub fn build(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        keys: BuildKeys,
+        mut check: Option<&mut dyn UniqueCheck>,
+    ) -> Result<BuildStats, BtreeError> {
+        let spec = &idx.spec;
+        let pushed = keys.pushed;
+        let mut sorted = keys.sorter.finish()?;
         let mut stats = BuildStats {
             sort_external: sorted.stats().external,
             ..Default::default()
@@ -158,7 +175,7 @@ impl Btree {
                 if let Some(check) = check.as_deref_mut().filter(|_| idx.unique) {
                     unique.add(s, idx, &row, tid, check)?;
                 }
-                let tuple = leaf_tuple(&spec, &row, tid)?;
+                let tuple = leaf_tuple(spec, &row, tid)?;
                 if tuple.len() > MAX_TUPLE_SIZE {
                     return Err(BtreeError::TupleTooLarge {
                         index: idx.name.clone(),
@@ -215,6 +232,11 @@ impl Btree {
                 return Err(e);
             }
         };
+        assert_eq!(
+            stats.tuples, pushed,
+            "the sort of {} gave back another number of keys than it took",
+            idx.name
+        );
         stats.leaf_pages = levels[0].pages.max(1);
         stats.pages = next_block;
         let mut guard = s.lock_page(meta_id, LockMode::Exclusive);
@@ -228,7 +250,6 @@ impl Btree {
         drop(guard);
         s.release(meta_id);
         logged?;
-        progress(read);
         Ok(stats)
     }
 

@@ -203,10 +203,10 @@ impl Btree {
             let (leaf, stack) = self.find(s, idx, &exact, 0, LockMode::Exclusive)?;
             return self.insert_at(s, idx, leaf, stack, &tuple, &exact);
         };
+        let first = Target::before(values.to_vec());
         for _ in 0..UNIQUE_RETRIES_MAX {
-            let first = Target::before(values.to_vec());
             let (leaf, stack) = self.find(s, idx, &first, 0, LockMode::Exclusive)?;
-            match self.find_equal_live(s, idx, &leaf, values, check) {
+            match self.find_equal_live(s, idx, &leaf, &first, check) {
                 Ok(None) => {
                     let leaf = self.move_right(s, idx, &exact, leaf, LockMode::Exclusive, true)?;
                     return self.insert_at(s, idx, leaf, stack, &tuple, &exact);
@@ -227,18 +227,19 @@ impl Btree {
         })
     }
 
-    /// Looks at every tuple equal to `values` from where they start on
-    /// `leaf` (locked exclusively) on, moving right under shared locks.
-    /// A live row is a unique violation; a row whose transaction runs is
-    /// returned to wait for.
+    /// Looks at every tuple whose key equals `first`'s (where they start:
+    /// [`Target::before`] the key) from `leaf` (locked exclusively) on,
+    /// moving right under shared locks. A live row is a unique violation;
+    /// a row whose transaction runs is returned to wait for.
     fn find_equal_live(
         &self,
         s: &mut BufferSession,
         idx: &IndexDesc,
         leaf: &Locked,
-        values: &[Value],
+        first: &Target,
         check: &mut dyn UniqueCheck,
     ) -> Result<Option<crate::txn::Xid>, BtreeError> {
+        let values = &first.values;
         let mut block = leaf.block;
         let mut right: Option<Locked> = None;
         for _ in 0..MOVE_RIGHT_MAX {
@@ -249,7 +250,7 @@ impl Btree {
             let next = Special::read(page).next;
             // Copied under the page's lock, asked about after (a liveness
             // check reads the heap); the page is let go on every path.
-            let verdict = equal_on_page(idx, page, values)
+            let verdict = equal_on_page(idx, page, first)
                 .map_err(|e| e.named(idx, block))
                 .and_then(|(tids, more)| {
                     for tid in tids {
@@ -555,24 +556,20 @@ impl Btree {
     }
 }
 
-/// The heap TIDs of the tuples of `page` whose key equals `values`, and
-/// whether equal keys may go on to the right sibling (the page ends with
-/// one and its high key is not above them).
+/// The heap TIDs of the tuples of `page` whose key equals `first`'s
+/// (a [`Target::before`] the key), and whether equal keys may go on to
+/// the right sibling (the page ends with one and its high key is not
+/// above them).
 fn equal_on_page(
     idx: &IndexDesc,
     page: &crate::page::PageBytes,
-    values: &[Value],
+    first: &Target,
 ) -> Result<(Vec<Tid>, bool), BtreeError> {
-    let spec = &idx.spec;
+    debug_assert!(!first.after_equal && first.tid.is_none(), "{first:?}");
+    let (spec, values) = (&idx.spec, &first.values);
     let mut scratch = Vec::new();
     let sp = Special::read(page);
-    let from = lower_bound(
-        spec,
-        page,
-        sp.first_data(),
-        &Target::before(values.to_vec()),
-        &mut scratch,
-    )?;
+    let from = lower_bound(spec, page, sp.first_data(), first, &mut scratch)?;
     let mut tids = Vec::new();
     for i in from..line_pointer_count(page) {
         let t = page_tuple(page, i)?;

@@ -92,7 +92,7 @@ use crate::txn::Xid;
 use crate::types::Value;
 use crate::wal::{Wal, WalError};
 
-pub use build::{BuildStats, SortSpace};
+pub use build::{BuildKeys, BuildStats, SortSpace};
 pub use page::{KeySpec, Target};
 pub use scan::{Batch, BatchItem, Bound, BtreeScan, Direction, KeyRange, ScanKeys};
 pub use vacuum::BulkDeleteStats;

@@ -119,34 +119,20 @@ impl Btree {
                 Err(e) => break Err(e.into()),
             };
             stats.pages += 1;
-            let seen = s.with_page(id, |page| dead_on(page, dead));
-            let changed = match seen {
-                Ok((gone, left)) if gone.is_empty() => {
-                    stats.tuples_left += left;
-                    Ok(())
+            // Looked at and changed under one exclusive lock (PostgreSQL's
+            // btvacuumpage takes a cleanup lock on every page): what is
+            // dead is decided once, and no insert moves tuples between.
+            let mut guard = s.lock_page(id, LockMode::Exclusive);
+            let changed = dead_on(guard.page(), dead).and_then(|(gone, left)| {
+                stats.tuples_left += left;
+                stats.tuples_removed += gone.len() as u64;
+                if !gone.is_empty() {
+                    let change = BtreeChange::Delete { indexes: gone };
+                    apply_logged(&self.wal, guard.page_mut(), idx.rel, block, &change)?;
                 }
-                Ok(_) => {
-                    // Decided again under the exclusive lock: an insert
-                    // may have moved tuples since.
-                    let mut guard = s.lock_page(id, LockMode::Exclusive);
-                    match dead_on(guard.page(), dead) {
-                        Ok((gone, left)) => {
-                            stats.tuples_left += left;
-                            stats.tuples_removed += gone.len() as u64;
-                            if gone.is_empty() {
-                                Ok(())
-                            } else {
-                                let change = BtreeChange::Delete { indexes: gone };
-                                apply_logged(&self.wal, guard.page_mut(), idx.rel, block, &change)
-                                    .map(|_| ())
-                                    .map_err(BtreeError::from)
-                            }
-                        }
-                        Err(e) => Err(e),
-                    }
-                }
-                Err(e) => Err(e),
-            };
+                Ok(())
+            });
+            drop(guard);
             s.release(id);
             if let Err(e) = changed {
                 break Err(e.named(idx, block));

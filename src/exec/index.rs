@@ -10,18 +10,21 @@
 
 use std::sync::Arc;
 
-use crate::btree::{BtreeError, IndexDesc, Liveness, SortSpace, UniqueCheck};
+use crate::btree::{BtreeError, BuildKeys, IndexDesc, Liveness, SortSpace, UniqueCheck};
 use crate::buffer::BufferSession;
 use crate::catalog::{CatalogError, IndexColumn, IndexDef, IndexKind, TableDef, DROP_WAIT};
 use crate::database::{Database, Session};
 use crate::heap::tuple::decode;
-use crate::heap::{HeapTable, Tid};
+use crate::heap::{HeapError, HeapTable, Tid};
 use crate::stream::StreamLimits;
 use crate::txn::{CommandId, TxnManager, Xid, XidStatus, INVALID_XID};
 use crate::types::Value;
 
 use super::progress::{self, Progress, ProgressUnit};
 use super::ExecError;
+
+/// Rows a CREATE INDEX reads between two reports of its progress.
+const BUILD_PROGRESS_ROWS: u64 = 10_000;
 
 /// A unique index's question about a row with an equal key, answered from
 /// the heap as PostgreSQL's dirty snapshot does: a row whose inserter or
@@ -220,9 +223,47 @@ pub fn create_index(
     Ok(Some(name))
 }
 
+/// Calls `f` with the key of index `def` and the TID of every row of
+/// `table` some transaction may still see ([`Heap::scan_all_not_dead`]):
+/// the entries the index must hold. `f` runs under the heap page's
+/// shared lock; the caller holds the table exclusively, so that lock
+/// keeps out no statement. The first error ends the calls and is
+/// returned.
+///
+/// [`Heap::scan_all_not_dead`]: crate::heap::Heap::scan_all_not_dead
+fn index_entries(
+    db: &Database,
+    session: &mut Session,
+    table: &TableDef,
+    def: &IndexDef,
+    mut f: impl FnMut(Vec<Value>, Tid) -> Result<(), ExecError>,
+) -> Result<(), ExecError> {
+    let mut wanted = vec![false; table.columns.len()];
+    for c in &def.columns {
+        wanted[c.column] = true;
+    }
+    let limits = session.stream_limits();
+    let mut row = Vec::with_capacity(table.columns.len());
+    let mut failure = None;
+    db.heap()
+        .scan_all_not_dead(&mut session.buf, &table.heap, limits, |tid, t| {
+            if failure.is_some() {
+                return;
+            }
+            row.clear();
+            let done = match decode(&table.heap.types, t, &wanted, &mut row) {
+                Ok(()) => f(def.key_of(&row), tid),
+                Err(e) => Err(HeapError::from(e).into()),
+            };
+            failure = done.err();
+        })?;
+    failure.map_or(Ok(()), Err)
+}
+
 /// Builds index `def` from every row of `table` some transaction may
 /// still see (committed or not: an open transaction's rows must be found
-/// if it commits), sorting within `maintenance_work_mem`.
+/// if it commits). The keys go straight into a sort bounded by
+/// `maintenance_work_mem` as the heap is read.
 fn build(
     db: &Arc<Database>,
     session: &mut Session,
@@ -231,72 +272,61 @@ fn build(
     progress: &mut dyn Progress,
 ) -> Result<(), ExecError> {
     let desc = def.desc(table);
-    let mut wanted = vec![false; table.columns.len()];
-    for c in &def.columns {
-        wanted[c.column] = true;
-    }
-    let limits = session.stream_limits();
-    let mut entries = Vec::new();
-    let mut failure = None;
-    db.heap()
-        .scan_all_not_dead(&mut session.buf, &table.heap, limits, |tid, t| {
-            let mut row = Vec::new();
-            match decode(&table.heap.types, t, &wanted, &mut row) {
-                Ok(()) => entries.push((def.key_of(&row), tid)),
-                Err(e) => failure = Some(e),
-            }
-        })?;
-    if let Some(e) = failure {
-        return Err(crate::heap::HeapError::from(e).into());
-    }
-    let mut check = RowCheck::new(db, &table.heap, INVALID_XID);
-    if def.kind.primary() {
-        refuse_nulls(session, table, def, &entries, &mut check)?;
-    }
+    let temp = db.temp_dir();
+    let mut keys = BuildKeys::new(
+        &desc,
+        SortSpace {
+            mem_bytes: session.settings.maintenance_work_mem_bytes(),
+            temp_dir: &temp,
+        },
+    );
+    // A primary key's rows with a NULL in a key column, for
+    // `refuse_nulls` (their liveness is read after the scan).
+    let mut nulls = Vec::new();
     let mut task = progress::Task::begin(
         progress,
         &format!("CREATE INDEX {}", def.name),
-        Some(entries.len() as u64),
+        None,
         ProgressUnit::Rows,
     );
-    let mut rows = entries.into_iter();
-    let mut next = || Ok(rows.next());
+    index_entries(db, session, table, def, |key, tid| {
+        if def.kind.primary() {
+            if let Some(i) = key.iter().position(Value::is_null) {
+                nulls.push((tid, i));
+            }
+        }
+        keys.push(key, tid)?;
+        if keys.pushed().is_multiple_of(BUILD_PROGRESS_ROWS) {
+            task.update(keys.pushed());
+        }
+        Ok(())
+    })?;
+    task.update(keys.pushed());
+    let mut check = RowCheck::new(db, &table.heap, INVALID_XID);
+    refuse_nulls(session, table, def, &nulls, &mut check)?;
     let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
         Some(&mut check)
     } else {
         None
     };
-    let temp = db.temp_dir();
-    db.btree().build(
-        &mut session.buf,
-        &desc,
-        &mut next,
-        SortSpace {
-            mem_bytes: session.settings.maintenance_work_mem_bytes(),
-            temp_dir: &temp,
-        },
-        unique,
-        &mut |done| task.update(done),
-    )?;
+    db.btree().build(&mut session.buf, &desc, keys, unique)?;
     Ok(())
 }
 
 /// A primary key's check before its build, as PostgreSQL's SET NOT NULL
 /// is (and so before duplicates are looked for): no row but a dead one
 /// may hold NULL in a key column. A row whose inserter or deleter is
-/// still running counts, since it may stay.
+/// still running counts, since it may stay. `nulls` are the rows with a
+/// NULL key column, and which column.
 fn refuse_nulls(
     session: &mut Session,
     table: &TableDef,
     def: &IndexDef,
-    entries: &[(Vec<Value>, Tid)],
+    nulls: &[(Tid, usize)],
     check: &mut RowCheck,
 ) -> Result<(), ExecError> {
-    for (key, tid) in entries {
-        let Some(i) = key.iter().position(Value::is_null) else {
-            continue;
-        };
-        if !matches!(check.liveness(&mut session.buf, *tid)?, Liveness::Dead) {
+    for &(tid, i) in nulls {
+        if !matches!(check.liveness(&mut session.buf, tid)?, Liveness::Dead) {
             return Err(ExecError::PrimaryKeyNulls {
                 table: table.name().to_string(),
                 column: table.columns[def.columns[i].column].name.clone(),
@@ -426,26 +456,11 @@ pub fn verify_index(session: &mut Session, name: &str) -> Result<u64, ExecError>
     };
     let desc = def.desc(&table);
     let report = db.btree().verify(&mut session.buf, &desc)?;
-    let mut wanted = vec![false; table.columns.len()];
-    for c in &def.columns {
-        wanted[c.column] = true;
-    }
     let mut rows = std::collections::HashMap::new();
-    let mut failure = None;
-    let limits = session.stream_limits();
-    db.heap()
-        .scan_all_not_dead(&mut session.buf, &table.heap, limits, |tid, t| {
-            let mut row = Vec::new();
-            match decode(&table.heap.types, t, &wanted, &mut row) {
-                Ok(()) => {
-                    rows.insert(tid, def.key_of(&row));
-                }
-                Err(e) => failure = Some(e),
-            }
-        })?;
-    if let Some(e) = failure {
-        return Err(crate::heap::HeapError::from(e).into());
-    }
+    index_entries(&db, session, &table, &def, |key, tid| {
+        rows.insert(tid, key);
+        Ok(())
+    })?;
     let bad = |what: String| -> ExecError {
         BtreeError::Damaged {
             index: name.to_string(),

@@ -1268,9 +1268,7 @@ impl Heap {
         state: &mut InsertState,
     ) -> Result<Tid, HeapError> {
         for _ in 0..INSERT_EXTENSIONS_MAX {
-            if let Some((tid, placed)) =
-                self.insert_once(s, table, &[tuple], state, &mut Vec::new())?
-            {
+            if let Some((tid, placed)) = self.insert_once(s, table, &[tuple], state, None)? {
                 debug_assert_eq!(placed, 1);
                 return Ok(tid);
             }
@@ -1297,7 +1295,7 @@ impl Heap {
         let mut done = 0;
         let mut tries_without_room = 0;
         while done < tuples.len() {
-            match self.insert_once(s, table, &tuples[done..], state, tids)? {
+            match self.insert_once(s, table, &tuples[done..], state, Some(tids))? {
                 Some((_, placed)) => {
                     debug_assert!(placed >= 1 && done + placed <= tuples.len());
                     done += placed;
@@ -1321,14 +1319,15 @@ impl Heap {
     /// as many of those after it as fit on the same page, on one page.
     /// Returns where the first went and how many were placed, or None if
     /// the block it added was filled by other sessions before it could
-    /// use it.
+    /// use it. `placed_tids`, if given, receives where each placed tuple
+    /// went (a single-row insert asks for none: it allocates nothing).
     fn insert_once(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         tuples: &[&[u8]],
         state: &mut InsertState,
-        placed_tids: &mut Vec<Tid>,
+        mut placed_tids: Option<&mut Vec<Tid>>,
     ) -> Result<Option<(Tid, usize)>, HeapError> {
         let rs = self.rel_state(table.rel);
         let need_of = |tuple: &[u8]| tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
@@ -1373,17 +1372,22 @@ impl Heap {
                         xid,
                         &PageChange::Insert { tuple: tuples[0] },
                     )?;
-                    indexes.clear();
-                    indexes.push(applied.index.expect("insert reports its index"));
+                    if let Some(tids) = placed_tids.as_deref_mut() {
+                        let index = applied.index.expect("insert reports its index");
+                        tids.push(Tid { block, index });
+                    }
                     Some((applied, 1))
                 }
-                n => Some((
-                    apply_logged_multi(wal, page, rel, block, xid, &tuples[..n], &mut indexes)?,
-                    n,
-                )),
+                n => {
+                    let applied =
+                        apply_logged_multi(wal, page, rel, block, xid, &tuples[..n], &mut indexes)?;
+                    debug_assert_eq!(indexes.len(), n, "a line pointer for each tuple");
+                    if let Some(tids) = placed_tids.as_deref_mut() {
+                        tids.extend(indexes.iter().map(|&index| Tid { block, index }));
+                    }
+                    Some((applied, n))
+                }
             };
-            let placed_at: Vec<Tid> = indexes.iter().map(|&index| Tid { block, index }).collect();
-            let applied = applied.map(|(a, n)| (a, n, placed_at));
             Ok::<_, WalError>((applied, free_space(page)))
         };
         // The block we hold, then the shared hint, then the free-space
@@ -1428,9 +1432,8 @@ impl Heap {
                 break;
             };
             let (applied, room) = s.modify_page(id, |page| place(page, block))?;
-            if let Some((applied, placed, at)) = applied {
+            if let Some((applied, placed)) = applied {
                 self.clear_vm_bit(s, table.rel, block, applied)?;
-                placed_tids.extend_from_slice(&at);
                 return Ok(Some((
                     Tid {
                         block,
@@ -1503,13 +1506,12 @@ impl Heap {
         };
         state.current = Some((id, block));
         rs.insert_block.store(block, Ordering::Relaxed);
-        let Some((applied, placed, at)) = applied else {
+        let Some((applied, placed)) = applied else {
             state.finish(s);
             fsm::record(s, table.rel, &[(block, room)], &rs.fsm, &rs.extension)?;
             return Ok(None);
         };
         self.clear_vm_bit(s, table.rel, block, applied)?;
-        placed_tids.extend_from_slice(&at);
         Ok(Some((
             Tid {
                 block,
