@@ -715,12 +715,11 @@ impl Numeric {
         Numeric::parse(&format!("{mantissa}e{exponent}"))
     }
 
-    /// The value without the trailing zeros of its scale (equal values
-    /// give one form): what hashing uses.
-    fn normalized(digits: &BigInt, scale: u16) -> (BigInt, u16) {
-        let mut digits = digits.clone();
-        let mut scale = scale;
-        let ten = BigInt::from(10u8);
+    /// Digits and scale without the trailing zeros of the scale (equal
+    /// values give one form): what hashing uses. Generic so that digits
+    /// fitting 64 bits are stripped without allocating.
+    fn normalized<T: Integer + From<u8>>(mut digits: T, mut scale: u16) -> (T, u16) {
+        let ten = T::from(10u8);
         while scale > 0 && !digits.is_zero() {
             let (q, r) = digits.div_rem(&ten);
             if !r.is_zero() {
@@ -926,8 +925,23 @@ impl Hash for Numeric {
             Repr::NegInfinity => state.write_u8(2),
             Repr::Finite(Finite { digits, scale }) => {
                 state.write_u8(3);
-                let (digits, scale) = Numeric::normalized(digits, *scale);
-                digits.hash(state);
+                // Every row a hash join or GROUP BY sees is hashed: digits
+                // that fit 64 bits (nearly all) are normalized there,
+                // without copying the BigInt.
+                if let Some(digits) = digits.to_i64() {
+                    let (digits, scale) = Numeric::normalized(digits, *scale);
+                    state.write_i64(digits);
+                    state.write_u16(scale);
+                    return;
+                }
+                let (digits, scale) = Numeric::normalized(digits.clone(), *scale);
+                // Equal values must hash alike whichever branch they took:
+                // `1.000…0` with digits beyond 64 bits normalizes to 1,
+                // and hashes as the branch above would.
+                match digits.to_i64() {
+                    Some(digits) => state.write_i64(digits),
+                    None => digits.hash(state),
+                }
                 state.write_u16(scale);
             }
         }
@@ -1152,6 +1166,8 @@ mod tests {
         };
         for (a, b) in [
             ("1.0", "1.00"),
+            ("1", "1.00000000000000000000000000000"),
+            ("-12345678901234567890.5", "-12345678901234567890.500"),
             ("100", "100.000"),
             ("0", "-0.00"),
             ("-2.50", "-2.5"),
