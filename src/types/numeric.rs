@@ -403,8 +403,12 @@ impl Numeric {
     /// `apply_typmod`): rounded half away from zero to s digits after the
     /// point (its display scale becomes s, or 0 if s is negative), then
     /// refused with "numeric field overflow" if its magnitude is not below
-    /// 10^(p - s). NaN fits any; an infinity none.
-    pub fn apply_typmod(self, typmod: NumericTypmod) -> Result<Numeric, TypeError> {
+    /// 10^(p - s). NaN fits any; an infinity none. `None` (plain
+    /// `numeric`, PostgreSQL's typmod -1) keeps the value as it is.
+    pub fn apply_typmod(self, typmod: Option<NumericTypmod>) -> Result<Numeric, TypeError> {
+        let Some(typmod) = typmod else {
+            return Ok(self);
+        };
         let overflow = |infinite| TypeError::NumericFieldOverflow {
             precision: typmod.precision,
             scale: typmod.scale,
@@ -1013,7 +1017,7 @@ mod tests {
     #[test]
     fn typmods_round_half_away_from_zero_and_refuse_what_does_not_fit() {
         let t = |p, s| NumericTypmod::new(p, s).unwrap();
-        let fit = |x: &str, p, s| n(x).apply_typmod(t(p, s)).map(|v| v.to_string());
+        let fit = |x: &str, p, s| n(x).apply_typmod(Some(t(p, s))).map(|v| v.to_string());
         assert_eq!(fit("123.456", 5, 2).unwrap(), "123.46");
         assert_eq!(fit("-999.994", 5, 2).unwrap(), "-999.99");
         assert_eq!(fit("2.5", 1, 0).unwrap(), "3");
