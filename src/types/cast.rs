@@ -104,12 +104,7 @@ fn convert(v: &Value, to: ColumnType, explicit: bool) -> Result<Value, TypeError
         }
         (Value::Numeric(x), T::Numeric(typmod)) => Value::Numeric(x.clone().apply_typmod(typmod)?),
         // Rounded half away from zero (a double rounds half to even).
-        (Value::Numeric(x), T::Integer) => {
-            Value::Integer(x.to_integer("integer", i32::MIN.into(), i32::MAX.into())? as i32)
-        }
-        (Value::Numeric(x), T::BigInt) => {
-            Value::BigInt(x.to_integer("bigint", i64::MIN, i64::MAX)?)
-        }
+        (Value::Numeric(x), T::Integer | T::BigInt) => to_int(x.to_integer(to.name())?)?,
         (Value::Numeric(x), T::Double) => Value::Double(x.to_f64()?),
         (Value::Integer(x), T::Boolean) => Value::Boolean(*x != 0),
         (Value::Boolean(b), T::Integer) => Value::Integer(i32::from(*b)),
@@ -152,6 +147,19 @@ mod tests {
             Value::Integer(4)
         );
         assert!(cast_value(&Value::Double(1e19), ColumnType::BigInt).is_err());
+        // A numeric rounds half away from zero, then must fit integer's
+        // range as any integer must.
+        let numeric = |s: &str| Value::Numeric(Numeric::parse(s).unwrap());
+        assert_eq!(
+            cast_value(&numeric("2147483647.5"), ColumnType::Integer)
+                .unwrap_err()
+                .to_string(),
+            "integer out of range"
+        );
+        assert_eq!(
+            cast_value(&numeric("2147483646.5"), ColumnType::Integer).unwrap(),
+            Value::Integer(i32::MAX)
+        );
         assert_eq!(
             cast_value(&Value::Boolean(true), ColumnType::Text).unwrap(),
             text("true")
