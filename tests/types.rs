@@ -60,6 +60,17 @@ fn error(s: &mut Session, text: &str) -> String {
     }
 }
 
+/// Asserts that `query`'s hash aggregation spilled: its EXPLAIN ANALYZE
+/// shows more than one batch.
+fn assert_aggregation_spills(s: &mut Session, query: &str) {
+    let plan = column(s, &format!("EXPLAIN ANALYZE {query}"));
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Batches:") && !l.contains("Batches: 1 ")),
+        "the aggregation did not spill: {plan:#?}"
+    );
+}
+
 /// Runs `text` with `input` as COPY's standard input; what COPY … TO
 /// STDOUT wrote.
 fn run_io(s: &mut Session, text: &str, mut input: &[u8]) -> Result<Vec<u8>, SqlError> {
@@ -383,14 +394,9 @@ fn char_values_differing_in_trailing_spaces_group_together(method: IoMethod) {
     assert_eq!(groups.len(), 5000);
     assert_eq!(groups[0], ["2000-01-01", "8", "0"]);
     assert_eq!(groups[4999], ["2013-09-08", "8", "4999"]);
-    let plan = column(
+    assert_aggregation_spills(
         &mut s,
-        "EXPLAIN ANALYZE SELECT b, count(*) FROM g WHERE c IS NULL GROUP BY b",
-    );
-    assert!(
-        plan.iter()
-            .any(|l| l.contains("Batches:") && !l.contains("Batches: 1 ")),
-        "the aggregation did not spill: {plan:#?}"
+        "SELECT b, count(*) FROM g WHERE c IS NULL GROUP BY b",
     );
     let keys = printed(
         &mut s,
@@ -631,15 +637,7 @@ fn equal_numerics_of_different_scales_group_and_sort_together_when_spilled(metho
     );
     assert_eq!(groups.len(), 20000);
     assert!(groups.iter().all(|g| g[1] == "3"), "{:?}", &groups[..3]);
-    let plan = column(
-        &mut s,
-        "EXPLAIN ANALYZE SELECT x, count(*) FROM ns GROUP BY x",
-    );
-    assert!(
-        plan.iter()
-            .any(|l| l.contains("Batches:") && !l.contains("Batches: 1 ")),
-        "the aggregation did not spill: {plan:#?}"
-    );
+    assert_aggregation_spills(&mut s, "SELECT x, count(*) FROM ns GROUP BY x");
     assert_eq!(
         printed(&mut s, "SELECT min(x), max(x), sum(x), avg(x) FROM ns"),
         [[

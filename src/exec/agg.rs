@@ -124,12 +124,8 @@ impl Aggregate {
                     sxx: 0.0,
                 }
             }
-            AggFunc::Sum | AggFunc::Avg
-                if matches!(
-                    self.arg.as_ref().and_then(Expr::ty),
-                    Some(ColumnType::Numeric(_))
-                ) =>
-            {
+            // `new` gave sum and avg of a numeric a numeric result.
+            AggFunc::Sum | AggFunc::Avg if matches!(self.ty, ColumnType::Numeric(_)) => {
                 Acc::Numeric {
                     sum: Numeric::from_i64(0),
                     n: 0,

@@ -227,13 +227,8 @@ fn decode_row(r: &mut impl Read) -> std::io::Result<Vec<Value>> {
             TAG_BIGINT => Value::BigInt(i64::from_le_bytes(read_array(r)?)),
             TAG_DOUBLE => Value::Double(f64::from_bits(u64::from_le_bytes(read_array(r)?))),
             TAG_TEXT | TAG_CHAR => {
-                let len = u64::from_le_bytes(read_array(r)?);
-                let mut bytes = Vec::new();
-                r.take(len).read_to_end(&mut bytes)?;
-                if bytes.len() as u64 != len {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                let s = String::from_utf8(bytes).map_err(|_| corrupt("text that is not UTF-8"))?;
+                let s = String::from_utf8(read_len_prefixed(r)?)
+                    .map_err(|_| corrupt("text that is not UTF-8"))?;
                 if tag == TAG_CHAR {
                     Value::Char(s)
                 } else {
@@ -244,19 +239,27 @@ fn decode_row(r: &mut impl Read) -> std::io::Result<Vec<Value>> {
             TAG_TIMESTAMP => Value::Timestamp(i64::from_le_bytes(read_array(r)?)),
             TAG_FALSE => Value::Boolean(false),
             TAG_TRUE => Value::Boolean(true),
-            TAG_NUMERIC => {
-                let len = u64::from_le_bytes(read_array(r)?);
-                let mut bytes = Vec::new();
-                r.take(len).read_to_end(&mut bytes)?;
-                if bytes.len() as u64 != len {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                Value::Numeric(Numeric::decode(&bytes).ok_or_else(|| corrupt("a damaged numeric"))?)
-            }
+            TAG_NUMERIC => Value::Numeric(
+                Numeric::decode(&read_len_prefixed(r)?)
+                    .ok_or_else(|| corrupt("a damaged numeric"))?,
+            ),
             _ => return Err(corrupt("an unknown value tag")),
         });
     }
     Ok(row)
+}
+
+/// The bytes after a u64 length, as `encode_row` writes a text or a
+/// numeric. Read through `take`, so a damaged length cannot make it
+/// reserve more than the file holds.
+fn read_len_prefixed(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let len = u64::from_le_bytes(read_array(r)?);
+    let mut bytes = Vec::new();
+    r.take(len).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(bytes)
 }
 
 fn read_array<const N: usize>(r: &mut impl Read) -> std::io::Result<[u8; N]> {

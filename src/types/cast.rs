@@ -4,7 +4,7 @@
 use super::datetime::{date_to_timestamp, timestamp_to_date};
 use super::text::fit_characters;
 use super::{as_f64, as_i64, category, is_numeric, is_text, parse_value, type_name};
-use super::{value_to_text, Category, ColumnType, Numeric, NumericTypmod, TypeError, Value};
+use super::{value_to_text, Category, ColumnType, Numeric, TypeError, Value};
 
 /// Whether `from` can be cast to `to` (explicitly, with `::`): among
 /// numbers, among character types and from or to any of them (their
@@ -60,14 +60,6 @@ pub fn assign_value(v: &Value, to: ColumnType) -> Result<Value, TypeError> {
     convert(v, to, false)
 }
 
-/// `x` as a value of `numeric` or `numeric(p, s)`.
-fn fit_numeric(x: Numeric, typmod: Option<NumericTypmod>) -> Result<Value, TypeError> {
-    Ok(Value::Numeric(match typmod {
-        Some(typmod) => x.apply_typmod(typmod)?,
-        None => x,
-    }))
-}
-
 fn convert(v: &Value, to: ColumnType, explicit: bool) -> Result<Value, TypeError> {
     use ColumnType as T;
     let to_int = |x: i64| -> Result<Value, TypeError> {
@@ -105,17 +97,14 @@ fn convert(v: &Value, to: ColumnType, explicit: bool) -> Result<Value, TypeError
         (Value::Double(x), T::Integer | T::BigInt) => to_int(double_to_integer(*x, to)?)?,
         (Value::Double(x), T::Double) => Value::Double(*x),
         (Value::Integer(_) | Value::BigInt(_), T::Numeric(typmod)) => {
-            fit_numeric(Numeric::from_i64(as_i64(v).unwrap_or(0)), typmod)?
+            Value::Numeric(Numeric::from_i64(as_i64(v).unwrap_or(0)).apply_typmod(typmod)?)
         }
-        (Value::Double(x), T::Numeric(typmod)) => fit_numeric(Numeric::from_f64(*x)?, typmod)?,
-        (Value::Numeric(x), T::Numeric(typmod)) => fit_numeric(x.clone(), typmod)?,
+        (Value::Double(x), T::Numeric(typmod)) => {
+            Value::Numeric(Numeric::from_f64(*x)?.apply_typmod(typmod)?)
+        }
+        (Value::Numeric(x), T::Numeric(typmod)) => Value::Numeric(x.clone().apply_typmod(typmod)?),
         // Rounded half away from zero (a double rounds half to even).
-        (Value::Numeric(x), T::Integer) => {
-            Value::Integer(x.to_integer("integer", i32::MIN.into(), i32::MAX.into())? as i32)
-        }
-        (Value::Numeric(x), T::BigInt) => {
-            Value::BigInt(x.to_integer("bigint", i64::MIN, i64::MAX)?)
-        }
+        (Value::Numeric(x), T::Integer | T::BigInt) => to_int(x.to_integer(to.name())?)?,
         (Value::Numeric(x), T::Double) => Value::Double(x.to_f64()?),
         (Value::Integer(x), T::Boolean) => Value::Boolean(*x != 0),
         (Value::Boolean(b), T::Integer) => Value::Integer(i32::from(*b)),
@@ -158,6 +147,19 @@ mod tests {
             Value::Integer(4)
         );
         assert!(cast_value(&Value::Double(1e19), ColumnType::BigInt).is_err());
+        // A numeric rounds half away from zero, then must fit integer's
+        // range as any integer must.
+        let numeric = |s: &str| Value::Numeric(Numeric::parse(s).unwrap());
+        assert_eq!(
+            cast_value(&numeric("2147483647.5"), ColumnType::Integer)
+                .unwrap_err()
+                .to_string(),
+            "integer out of range"
+        );
+        assert_eq!(
+            cast_value(&numeric("2147483646.5"), ColumnType::Integer).unwrap(),
+            Value::Integer(i32::MAX)
+        );
         assert_eq!(
             cast_value(&Value::Boolean(true), ColumnType::Text).unwrap(),
             text("true")

@@ -184,13 +184,7 @@ pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, TypeError> {
         ),
         ColumnType::BigInt => Value::BigInt(parse_integer(s, ty)?),
         ColumnType::Double => Value::Double(parse_double(s)?),
-        ColumnType::Numeric(typmod) => {
-            let x = Numeric::parse(s)?;
-            Value::Numeric(match typmod {
-                Some(typmod) => x.apply_typmod(typmod)?,
-                None => x,
-            })
-        }
+        ColumnType::Numeric(typmod) => Value::Numeric(Numeric::parse(s)?.apply_typmod(typmod)?),
         ColumnType::Boolean => {
             Value::Boolean(parse_bool(s).ok_or_else(|| TypeError::InvalidInput {
                 ty: "boolean",
