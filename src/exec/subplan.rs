@@ -44,7 +44,7 @@ use std::rc::Rc;
 
 use super::agg::GroupKey;
 use super::expr::Expr;
-use super::plan::{Batch, ExecCx, PlanNode, BATCH_ROWS_MAX};
+use super::plan::{drain_batches_of, ExecCx, Flow, PlanNode, BATCH_ROWS_MAX};
 use super::ExecError;
 use crate::sort::row_bytes;
 use crate::types::{compare, ColumnType, Value};
@@ -307,25 +307,14 @@ fn pull(
     max_rows: usize,
     mut f: impl FnMut(&[Value], &mut ExecCx) -> Result<bool, ExecError>,
 ) -> Result<(), ExecError> {
-    let mut batch = Batch::default();
-    let result = 'run: loop {
-        batch.clear();
-        if let Err(e) = root.next_batch(cx, &mut batch, max_rows) {
-            break Err(e);
-        }
-        if batch.is_empty() {
-            break Ok(());
-        }
+    drain_batches_of(root, cx, max_rows, |cx, batch| {
         for row in &batch.rows {
-            match f(row, cx) {
-                Ok(true) => {}
-                Ok(false) => break 'run Ok(()),
-                Err(e) => break 'run Err(e),
+            if !f(row, cx)? {
+                return Ok(Flow::Stop);
             }
         }
-    };
-    root.close(cx);
-    result
+        Ok(Flow::Continue)
+    })
 }
 
 /// A use of a [`SubPlan`] in an expression: the subquery, the left operand
