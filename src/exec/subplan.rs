@@ -78,6 +78,9 @@ struct HashedRows {
     saw_null: bool,
     /// The subquery returned a row.
     any_rows: bool,
+    /// The key a lookup searches for, kept to reuse its allocation: an
+    /// outer row's lookup allocates nothing.
+    probe: GroupKey,
 }
 
 /// Where a hashed subquery is.
@@ -159,24 +162,24 @@ impl SubPlan {
 
     /// Its value for the current parameters, `left` being `Any`'s left
     /// operand.
-    fn evaluate(&mut self, left: Option<&Value>, cx: &mut ExecCx) -> Result<Value, ExecError> {
+    fn evaluate(&mut self, left: Option<Value>, cx: &mut ExecCx) -> Result<Value, ExecError> {
         match self.mode {
             SubPlanMode::Once => {
                 if let Some(v) = &self.value {
                     return Ok(v.clone());
                 }
-                let v = self.run(left, cx)?;
+                let v = self.run(left.as_ref(), cx)?;
                 self.value = Some(v.clone());
                 Ok(v)
             }
-            SubPlanMode::PerRow => self.run(left, cx),
+            SubPlanMode::PerRow => self.run(left.as_ref(), cx),
             SubPlanMode::Hashed => {
                 if let HashState::NotBuilt = self.hashed {
                     self.hashed = self.build_hash(cx)?;
                 }
-                match &self.hashed {
+                match &mut self.hashed {
                     HashState::Built(rows) => Ok(lookup(rows, left)),
-                    _ => self.run(left, cx),
+                    _ => self.run(left.as_ref(), cx),
                 }
             }
         }
@@ -282,14 +285,19 @@ impl SubPlan {
     }
 }
 
-/// `left IN (…)` over hashed values, with `= ANY`'s NULL rules.
-fn lookup(rows: &HashedRows, left: Option<&Value>) -> Value {
-    let left = left.unwrap_or(&Value::Null);
+/// `left IN (…)` over hashed values, with `= ANY`'s NULL rules; `left`
+/// is moved into the reused probe key, not copied.
+fn lookup(rows: &mut HashedRows, left: Option<Value>) -> Value {
+    let left = left.unwrap_or(Value::Null);
     if !rows.any_rows {
-        Value::Boolean(false)
-    } else if left.is_null() {
-        Value::Null
-    } else if rows.values.contains(&GroupKey(vec![left.clone()])) {
+        return Value::Boolean(false);
+    }
+    if left.is_null() {
+        return Value::Null;
+    }
+    rows.probe.0.clear();
+    rows.probe.0.push(left);
+    if rows.values.contains(&rows.probe) {
         Value::Boolean(true)
     } else if rows.saw_null {
         Value::Null
@@ -368,6 +376,6 @@ impl SubPlanCall {
             .plan
             .try_borrow_mut()
             .map_err(|_| ExecError::Internal("a subquery evaluated inside its own run"))?;
-        plan.evaluate(left.as_ref(), cx)
+        plan.evaluate(left, cx)
     }
 }
