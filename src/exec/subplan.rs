@@ -5,9 +5,11 @@
 //! expression reaches through a [`SubPlanCall`]: `Expr`'s `SubPlan` kind.
 //! Evaluating the expression runs the tree, which needs the session and
 //! the snapshot, so such an expression is evaluated with an
-//! [`ExecCx`] (see [`super::expr::EvalEnv`]); a scan's filter, evaluated
-//! under a page's content lock where no other page may be read, never
-//! holds one (the planner keeps such conditions out of scans).
+//! [`ExecCx`] (see [`super::expr::EvalEnv`]). A scan evaluates its
+//! filter under a page's content lock, where no other page may be read,
+//! with the bare [`EvalContext`]; a filter that runs a subquery is
+//! applied to the page's rows after the lock is released
+//! (`SeqScanNode`), with the [`ExecCx`].
 //!
 //! A subquery that reads columns of the query around it (correlated) gets
 //! them as parameters: the planner numbers each outer reference `$n`,
