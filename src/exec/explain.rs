@@ -192,9 +192,9 @@ fn change_node(verb: &str, table: &TableDef) -> Node {
 
 type SharedSubPlan = Rc<RefCell<SubPlan>>;
 
-/// The subqueries `node`'s expressions run, each once, in order.
-fn node_subplans(node: &dyn PlanNode) -> Vec<SharedSubPlan> {
-    let mut out: Vec<SharedSubPlan> = Vec::new();
+/// Adds to `out` the subqueries `node`'s expressions run that it does not
+/// hold yet, in order: each is shown once.
+fn add_node_subplans(node: &dyn PlanNode, out: &mut Vec<SharedSubPlan>) {
     for e in node.expressions() {
         for call in e.subplans() {
             if !out.iter().any(|p| Rc::ptr_eq(p, &call.plan)) {
@@ -202,7 +202,6 @@ fn node_subplans(node: &dyn PlanNode) -> Vec<SharedSubPlan> {
             }
         }
     }
-    out
 }
 
 /// `node` and its subtree at `position` (where its arrow and its details
@@ -219,11 +218,7 @@ fn tree_nodes(
     out: &mut Vec<Node>,
 ) {
     let mut subplans = inherited;
-    for p in node_subplans(node) {
-        if !subplans.iter().any(|q| Rc::ptr_eq(&p, q)) {
-            subplans.push(p);
-        }
-    }
+    add_node_subplans(node, &mut subplans);
     let Some(d) = node.describe(opts) else {
         let mut pass = Some(subplans);
         for child in node.children() {

@@ -403,6 +403,35 @@ impl PlanNode for ViewNode {
     }
 }
 
+/// The next batch of `child`'s rows (at most `max_rows`) that pass
+/// `filter`, each batch shaped by `prepare` before it is filtered: the
+/// loop of the nodes that filter their child's rows (Filter, Subquery
+/// Scan). It pulls until some row passes or the child ends, so an empty
+/// `out` means the end.
+fn next_passing(
+    child: &mut dyn PlanNode,
+    filter: Option<&Filter>,
+    counts: &mut NodeCounts,
+    cx: &mut ExecCx,
+    out: &mut Batch,
+    max_rows: usize,
+    mut prepare: impl FnMut(&mut Batch),
+) -> Result<(), ExecError> {
+    // Each pass reads a batch of the child; the child ends in a bounded
+    // number of them.
+    loop {
+        child.next_batch(cx, out, max_rows)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        prepare(out);
+        keep_passing(filter, counts, out, 0, cx)?;
+        if !out.is_empty() {
+            return Ok(());
+        }
+    }
+}
+
 /// Returns the rows of its child that pass a filter (a WHERE that
 /// cannot be evaluated in a scan: over a join's rows).
 pub struct FilterNode {
@@ -428,17 +457,15 @@ impl PlanNode for FilterNode {
         out: &mut Batch,
         max_rows: usize,
     ) -> Result<(), ExecError> {
-        // Until some row passes or the child ends.
-        loop {
-            self.child.next_batch(cx, out, max_rows)?;
-            if out.is_empty() {
-                return Ok(());
-            }
-            keep_passing(Some(&self.filter), &mut self.counts, out, 0, cx)?;
-            if !out.is_empty() {
-                return Ok(());
-            }
-        }
+        next_passing(
+            self.child.as_mut(),
+            Some(&self.filter),
+            &mut self.counts,
+            cx,
+            out,
+            max_rows,
+            |_| {},
+        )
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
@@ -505,23 +532,23 @@ impl PlanNode for SubqueryScanNode {
         out: &mut Batch,
         max_rows: usize,
     ) -> Result<(), ExecError> {
-        // Until some row passes or the child ends.
-        loop {
-            self.child.next_batch(cx, out, max_rows)?;
-            if out.is_empty() {
-                return Ok(());
-            }
-            // Its rows are new rows, not a table's.
-            out.tids.clear();
-            for row in &mut out.rows {
-                debug_assert!(row.len() >= self.width, "a subquery's row has its columns");
-                row.truncate(self.width);
-            }
-            keep_passing(self.filter.as_ref(), &mut self.counts, out, 0, cx)?;
-            if !out.is_empty() {
-                return Ok(());
-            }
-        }
+        let width = self.width;
+        next_passing(
+            self.child.as_mut(),
+            self.filter.as_ref(),
+            &mut self.counts,
+            cx,
+            out,
+            max_rows,
+            |batch| {
+                // Its rows are new rows, not a table's.
+                batch.tids.clear();
+                for row in &mut batch.rows {
+                    debug_assert!(row.len() >= width, "a subquery's row has its columns");
+                    row.truncate(width);
+                }
+            },
+        )
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {

@@ -254,12 +254,28 @@ impl QueryPlan {
 pub(crate) fn drain(
     root: &mut dyn PlanNode,
     cx: &mut ExecCx,
+    f: impl FnMut(&mut ExecCx, &mut Batch) -> Result<Flow, ExecError>,
+) -> Result<(), ExecError> {
+    drain_batches_of(root, cx, BATCH_ROWS_MAX, f)
+}
+
+/// [`drain`] in batches of at most `max_rows` rows: a caller that needs
+/// only the first row or two (EXISTS, a scalar subquery) asks for no more,
+/// so the scans below stop there.
+pub(crate) fn drain_batches_of(
+    root: &mut dyn PlanNode,
+    cx: &mut ExecCx,
+    max_rows: usize,
     mut f: impl FnMut(&mut ExecCx, &mut Batch) -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
+    debug_assert!(
+        (1..=BATCH_ROWS_MAX).contains(&max_rows),
+        "a batch holds a row and at most BATCH_ROWS_MAX"
+    );
     let mut batch = Batch::default();
     let result = loop {
         batch.clear();
-        if let Err(e) = root.next_batch(cx, &mut batch, BATCH_ROWS_MAX) {
+        if let Err(e) = root.next_batch(cx, &mut batch, max_rows) {
             break Err(e);
         }
         if batch.is_empty() {

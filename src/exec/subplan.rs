@@ -5,9 +5,11 @@
 //! expression reaches through a [`SubPlanCall`]: `Expr`'s `SubPlan` kind.
 //! Evaluating the expression runs the tree, which needs the session and
 //! the snapshot, so such an expression is evaluated with an
-//! [`ExecCx`] (see [`super::expr::EvalEnv`]); a scan's filter, evaluated
-//! under a page's content lock where no other page may be read, never
-//! holds one (the planner keeps such conditions out of scans).
+//! [`ExecCx`] (see [`super::expr::EvalEnv`]). A scan evaluates its
+//! filter under a page's content lock, where no other page may be read,
+//! with the bare [`EvalContext`]; a filter that runs a subquery is
+//! applied to the page's rows after the lock is released
+//! (`SeqScanNode`), with the [`ExecCx`].
 //!
 //! A subquery that reads columns of the query around it (correlated) gets
 //! them as parameters: the planner numbers each outer reference `$n`,
@@ -44,7 +46,7 @@ use std::rc::Rc;
 
 use super::agg::GroupKey;
 use super::expr::Expr;
-use super::plan::{Batch, ExecCx, PlanNode, BATCH_ROWS_MAX};
+use super::plan::{drain_batches_of, ExecCx, Flow, PlanNode, BATCH_ROWS_MAX};
 use super::ExecError;
 use crate::sort::row_bytes;
 use crate::types::{compare, ColumnType, Value};
@@ -78,6 +80,9 @@ struct HashedRows {
     saw_null: bool,
     /// The subquery returned a row.
     any_rows: bool,
+    /// The key a lookup searches for, kept to reuse its allocation: an
+    /// outer row's lookup allocates nothing.
+    probe: GroupKey,
 }
 
 /// Where a hashed subquery is.
@@ -159,24 +164,24 @@ impl SubPlan {
 
     /// Its value for the current parameters, `left` being `Any`'s left
     /// operand.
-    fn evaluate(&mut self, left: Option<&Value>, cx: &mut ExecCx) -> Result<Value, ExecError> {
+    fn evaluate(&mut self, left: Option<Value>, cx: &mut ExecCx) -> Result<Value, ExecError> {
         match self.mode {
             SubPlanMode::Once => {
                 if let Some(v) = &self.value {
                     return Ok(v.clone());
                 }
-                let v = self.run(left, cx)?;
+                let v = self.run(left.as_ref(), cx)?;
                 self.value = Some(v.clone());
                 Ok(v)
             }
-            SubPlanMode::PerRow => self.run(left, cx),
+            SubPlanMode::PerRow => self.run(left.as_ref(), cx),
             SubPlanMode::Hashed => {
                 if let HashState::NotBuilt = self.hashed {
                     self.hashed = self.build_hash(cx)?;
                 }
-                match &self.hashed {
+                match &mut self.hashed {
                     HashState::Built(rows) => Ok(lookup(rows, left)),
-                    _ => self.run(left, cx),
+                    _ => self.run(left.as_ref(), cx),
                 }
             }
         }
@@ -282,14 +287,19 @@ impl SubPlan {
     }
 }
 
-/// `left IN (…)` over hashed values, with `= ANY`'s NULL rules.
-fn lookup(rows: &HashedRows, left: Option<&Value>) -> Value {
-    let left = left.unwrap_or(&Value::Null);
+/// `left IN (…)` over hashed values, with `= ANY`'s NULL rules; `left`
+/// is moved into the reused probe key, not copied.
+fn lookup(rows: &mut HashedRows, left: Option<Value>) -> Value {
+    let left = left.unwrap_or(Value::Null);
     if !rows.any_rows {
-        Value::Boolean(false)
-    } else if left.is_null() {
-        Value::Null
-    } else if rows.values.contains(&GroupKey(vec![left.clone()])) {
+        return Value::Boolean(false);
+    }
+    if left.is_null() {
+        return Value::Null;
+    }
+    rows.probe.0.clear();
+    rows.probe.0.push(left);
+    if rows.values.contains(&rows.probe) {
         Value::Boolean(true)
     } else if rows.saw_null {
         Value::Null
@@ -307,25 +317,14 @@ fn pull(
     max_rows: usize,
     mut f: impl FnMut(&[Value], &mut ExecCx) -> Result<bool, ExecError>,
 ) -> Result<(), ExecError> {
-    let mut batch = Batch::default();
-    let result = 'run: loop {
-        batch.clear();
-        if let Err(e) = root.next_batch(cx, &mut batch, max_rows) {
-            break Err(e);
-        }
-        if batch.is_empty() {
-            break Ok(());
-        }
+    drain_batches_of(root, cx, max_rows, |cx, batch| {
         for row in &batch.rows {
-            match f(row, cx) {
-                Ok(true) => {}
-                Ok(false) => break 'run Ok(()),
-                Err(e) => break 'run Err(e),
+            if !f(row, cx)? {
+                return Ok(Flow::Stop);
             }
         }
-    };
-    root.close(cx);
-    result
+        Ok(Flow::Continue)
+    })
 }
 
 /// A use of a [`SubPlan`] in an expression: the subquery, the left operand
@@ -379,6 +378,6 @@ impl SubPlanCall {
             .plan
             .try_borrow_mut()
             .map_err(|_| ExecError::Internal("a subquery evaluated inside its own run"))?;
-        plan.evaluate(left.as_ref(), cx)
+        plan.evaluate(left, cx)
     }
 }

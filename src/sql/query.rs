@@ -579,16 +579,14 @@ fn plan_factor(
         sample,
     } = relation
     {
-        return plan_derived(
-            cx,
-            db,
-            relation,
-            *lateral,
-            subquery,
-            alias.as_ref(),
-            sample,
-            outer,
-        );
+        let span = relation.span();
+        if *lateral {
+            return Err(cx.unsupported(span, "LATERAL"));
+        }
+        if sample.is_some() {
+            return Err(cx.unsupported(span, "TABLESAMPLE"));
+        }
+        return plan_derived(cx, db, span, subquery, alias.as_ref(), outer);
     }
     let TableFactor::Table {
         name,
@@ -717,25 +715,16 @@ fn plan_factor(
 /// PostgreSQL 15 it must have an alias; its columns are named by the
 /// column aliases given (the first ones, the rest keeping the query's
 /// names), and it sees the queries around its own query (not the other
-/// items of its FROM: that would be LATERAL).
-#[allow(clippy::too_many_arguments)]
+/// items of its FROM: that would be LATERAL, which `plan_factor` refuses
+/// with TABLESAMPLE before this). `span` is the whole FROM item's.
 fn plan_derived(
     cx: &StmtCx,
     db: &Database,
-    relation: &TableFactor,
-    lateral: bool,
+    span: sqlparser::tokenizer::Span,
     subquery: &ast::Query,
     alias: Option<&ast::TableAlias>,
-    sample: &Option<ast::TableSampleKind>,
     outer: Outer<'_>,
 ) -> Result<FromItem, SqlError> {
-    let span = relation.span();
-    if lateral {
-        return Err(cx.unsupported(span, "LATERAL"));
-    }
-    if sample.is_some() {
-        return Err(cx.unsupported(span, "TABLESAMPLE"));
-    }
     let Some(alias) = alias else {
         return Err(SqlError::SubqueryAlias { at: cx.at(span) });
     };

@@ -150,13 +150,12 @@ pub(crate) fn plan_set_operation(
     let mut sides = Vec::new();
     branches(cx, body, op, &mut sides)?;
     debug_assert!(sides.len() >= 2, "a set operation has two sides");
-    let mut planned: Vec<(PlannedQuery, &SetExpr)> = Vec::with_capacity(sides.len());
+    let mut planned: Vec<PlannedQuery> = Vec::with_capacity(sides.len());
     for side in sides {
-        let query = plan_set_expr(cx, db, side, reborrow(&mut outer))?;
-        planned.push((query, side));
+        planned.push(plan_set_expr(cx, db, side, reborrow(&mut outer))?);
     }
-    let width = planned[0].0.columns.len();
-    for (query, _) in &planned[1..] {
+    let width = planned[0].columns.len();
+    for query in &planned[1..] {
         if query.columns.len() != width {
             return Err(SqlError::SetOperationWidth {
                 op: op.name(),
@@ -169,17 +168,17 @@ pub(crate) fn plan_set_operation(
     for k in 0..width {
         let types: Vec<Option<ColumnType>> = planned
             .iter()
-            .map(|(q, _)| (!q.unknown[k]).then_some(q.columns[k].ty))
+            .map(|q| (!q.unknown[k]).then_some(q.columns[k].ty))
             .collect();
         columns.push(ResultColumn {
-            name: planned[0].0.columns[k].name.clone(),
+            name: planned[0].columns[k].name.clone(),
             ty: common_type(op, &types)?,
         });
     }
     // Each branch cast to the result's types, without hidden columns; for
     // INTERSECT and EXCEPT, with the side it is on after them.
     let mut inputs: Vec<Box<dyn PlanNode>> = Vec::with_capacity(planned.len());
-    for (side, (query, _)) in planned.into_iter().enumerate() {
+    for (side, query) in planned.into_iter().enumerate() {
         let mut exprs = Vec::with_capacity(width + 1);
         for (k, c) in columns.iter().enumerate() {
             let ty = query.columns[k].ty;
