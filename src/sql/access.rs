@@ -61,8 +61,8 @@ pub(crate) fn table_scan(
         + if cx.scans.seq { 0.0 } else { DISABLE_COST };
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
     let mut best: Option<(f64, IndexPlan)> = None;
-    for index in db.catalog().indexes_of(&table) {
-        let Some(plan) = index_plan(&index, &filters, &size) else {
+    for index in db.catalog().indexes_of(&table).iter() {
+        let Some(plan) = index_plan(index, &filters, &size) else {
             continue;
         };
         let cost = plan.cost + index_penalty;
