@@ -12,8 +12,8 @@
 //!
 //! CREATE INDEX is not transactional here: it runs outside transaction
 //! blocks, builds the index under the table's exclusive `in_use` lock (no
-//! statement uses the table meanwhile), and then inserts its row with the
-//! frozen transaction id and makes the log durable up to it before the
+//! statement uses the table meanwhile), and then, if its name is still
+//! free, inserts its row with the frozen transaction id and makes the log durable up to it before the
 //! index is published, so that from then on it survives a crash as a
 //! committed one does. A crash before leaves a file no row names, which
 //! start-up removes (as it removes the file of a table whose creation did
@@ -363,14 +363,19 @@ impl Catalog {
             IndexKind::UniqueConstraint => format!("{table}_{}_key", columns.join("_")),
             IndexKind::Plain | IndexKind::Unique => format!("{table}_{}_idx", columns.join("_")),
         };
-        let taken = |n: &str| self.indexes.read().contains(n) || self.tables.read().contains_key(n);
-        if !taken(&base) {
+        if !self.name_taken(&base) {
             return base;
         }
         (1..)
             .map(|k| format!("{base}{k}"))
-            .find(|n| !taken(n))
+            .find(|n| !self.name_taken(n))
             .expect("some number is free")
+    }
+
+    /// True if a table or an index is called `name` (another
+    /// transaction's pending ones too).
+    fn name_taken(&self, name: &str) -> bool {
+        self.indexes.read().contains(name) || self.tables.read().contains_key(name)
     }
 
     /// Creates the file of a new index of `table` (empty, not yet in the
@@ -389,7 +394,7 @@ impl Catalog {
         if_not_exists: bool,
     ) -> Result<Option<Arc<IndexDef>>, CatalogError> {
         let _ddl = self.ddl.lock();
-        if self.indexes.read().contains(name) || self.tables.read().contains_key(name) {
+        if self.name_taken(name) {
             return if if_not_exists {
                 Ok(None)
             } else {
@@ -443,6 +448,13 @@ impl Catalog {
             "index {} published by a transaction other than its table's creator",
             def.name
         );
+        // The name was free when `new_index` looked, but nothing held it
+        // during the build: a CREATE INDEX of another table, or a CREATE
+        // TABLE, may have taken it since. Two rows of one name would leave
+        // a catalog that does not load; the caller discards this index.
+        if self.name_taken(&def.name) {
+            return Err(CatalogError::RelationExists(def.name.clone()));
+        }
         let (xid, cid) = pending.unwrap_or((FROZEN_XID, 0));
         let catalog_table = indexes_heap();
         let values = [
