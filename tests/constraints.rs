@@ -329,6 +329,12 @@ fn drop_index_refuses_a_constraints_index_and_drop_constraint_drops_it() {
     // A list with one such index drops none of them.
     assert!(err(&mut s, "DROP INDEX t_a_idx, t_code_key").contains("constraint t_code_key"));
     assert_eq!(described(&db, "t").len(), 3);
+    // As does a missing one, unless IF EXISTS passes over it.
+    assert_eq!(
+        err(&mut s, "DROP INDEX t_a_idx, nope"),
+        "index \"nope\" does not exist"
+    );
+    assert_eq!(described(&db, "t").len(), 3);
     assert_eq!(
         err(&mut s, "ALTER TABLE t DROP CONSTRAINT t_a_idx"),
         "constraint \"t_a_idx\" of relation \"t\" does not exist"
@@ -344,7 +350,11 @@ fn drop_index_refuses_a_constraints_index_and_drop_constraint_drops_it() {
     run(&mut s, "INSERT INTO t VALUES (1, 'a', 0), (1, 'b', 0)");
     assert!(err(&mut s, "INSERT INTO t VALUES (2, 'a', 0)").contains("\"t_code_key\""));
     run(&mut s, "ALTER TABLE t DROP CONSTRAINT t_code_key");
-    run(&mut s, "DROP INDEX t_a_idx");
+    let r = run(&mut s, "DROP INDEX IF EXISTS nope, t_a_idx");
+    assert_eq!(
+        r[0].notices,
+        ["NOTICE: index \"nope\" does not exist, skipping"]
+    );
     assert!(described(&db, "t").is_empty());
     // The name is free again (the build leaves out the deleted row).
     run(&mut s, "DELETE FROM t WHERE code = 'b'");
