@@ -169,39 +169,57 @@ fn plain_key_constraint(
     }
 }
 
+/// Refuses what a PRIMARY KEY constraint, of a table or of a column, may
+/// carry beyond its name and columns.
+fn plain_primary_key(
+    cx: &StmtCx,
+    span: Span,
+    p: &ast::PrimaryKeyConstraint,
+) -> Result<(), SqlError> {
+    plain_key_constraint(
+        cx,
+        span,
+        &p.index_name,
+        &p.index_type,
+        &p.include,
+        &p.index_options,
+        &p.characteristics,
+    )
+}
+
+/// Refuses what a UNIQUE constraint, of a table or of a column, may
+/// carry beyond its name and columns (MySQL's `UNIQUE KEY` and NULLS NOT
+/// DISTINCT besides what [`plain_primary_key`] refuses).
+fn plain_unique(cx: &StmtCx, span: Span, u: &ast::UniqueConstraint) -> Result<(), SqlError> {
+    plain_key_constraint(
+        cx,
+        span,
+        &u.index_name,
+        &u.index_type,
+        &u.include,
+        &u.index_options,
+        &u.characteristics,
+    )?;
+    if u.index_type_display != ast::KeyOrIndexDisplay::None {
+        return Err(cx.unsupported(span, format!("UNIQUE {}", u.index_type_display)));
+    }
+    if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
+        return Err(cx.unsupported(span, "NULLS NOT DISTINCT"));
+    }
+    Ok(())
+}
+
 /// The PRIMARY KEY or UNIQUE constraint `c` (a table constraint, or one
 /// ALTER TABLE adds); other kinds are refused.
 fn key_constraint(cx: &StmtCx, c: &TableConstraint) -> Result<KeyConstraint, SqlError> {
     let span = c.span();
     let (name, kind, columns) = match c {
         TableConstraint::PrimaryKey(p) => {
-            plain_key_constraint(
-                cx,
-                span,
-                &p.index_name,
-                &p.index_type,
-                &p.include,
-                &p.index_options,
-                &p.characteristics,
-            )?;
+            plain_primary_key(cx, span, p)?;
             (&p.name, IndexKind::PrimaryKey, &p.columns)
         }
         TableConstraint::Unique(u) => {
-            plain_key_constraint(
-                cx,
-                span,
-                &u.index_name,
-                &u.index_type,
-                &u.include,
-                &u.index_options,
-                &u.characteristics,
-            )?;
-            if u.index_type_display != ast::KeyOrIndexDisplay::None {
-                return Err(cx.unsupported(span, format!("UNIQUE {}", u.index_type_display)));
-            }
-            if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
-                return Err(cx.unsupported(span, "NULLS NOT DISTINCT"));
-            }
+            plain_unique(cx, span, u)?;
             (&u.name, IndexKind::UniqueConstraint, &u.columns)
         }
         TableConstraint::Check(_) => {
@@ -317,15 +335,7 @@ pub(crate) fn create_table(
                 ColumnOption::NotNull => not_null = true,
                 ColumnOption::Null => not_null = false,
                 ColumnOption::PrimaryKey(p) => {
-                    plain_key_constraint(
-                        cx,
-                        c.name.span,
-                        &p.index_name,
-                        &p.index_type,
-                        &p.include,
-                        &p.index_options,
-                        &p.characteristics,
-                    )?;
+                    plain_primary_key(cx, c.name.span, p)?;
                     constraints.push(KeyConstraint {
                         name: constraint_name,
                         kind: IndexKind::PrimaryKey,
@@ -333,18 +343,7 @@ pub(crate) fn create_table(
                     });
                 }
                 ColumnOption::Unique(u) => {
-                    plain_key_constraint(
-                        cx,
-                        c.name.span,
-                        &u.index_name,
-                        &u.index_type,
-                        &u.include,
-                        &u.index_options,
-                        &u.characteristics,
-                    )?;
-                    if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
-                        return Err(cx.unsupported(c.name.span, "NULLS NOT DISTINCT"));
-                    }
+                    plain_unique(cx, c.name.span, u)?;
                     constraints.push(KeyConstraint {
                         name: constraint_name,
                         kind: IndexKind::UniqueConstraint,
