@@ -471,8 +471,8 @@ fn describe_indexes(
 ) -> std::io::Result<()> {
     let mut rows = Vec::new();
     for t in db.catalog().tables_for(viewer) {
-        for def in db.catalog().indexes_of(&t) {
-            let definition = aiostore::sql::describe_index(&def, &t);
+        for def in db.catalog().indexes_of(&t).iter() {
+            let definition = aiostore::sql::describe_index(def, &t);
             rows.push((def.name.clone(), t.name().to_string(), definition));
         }
     }

@@ -6,6 +6,7 @@
 
 mod common;
 
+use aiostore::catalog::{IndexColumn, IndexKind};
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use common::{crash, err, ints, new_small_pool_db, run, small_pool_settings};
@@ -328,6 +329,12 @@ fn drop_index_refuses_a_constraints_index_and_drop_constraint_drops_it() {
     // A list with one such index drops none of them.
     assert!(err(&mut s, "DROP INDEX t_a_idx, t_code_key").contains("constraint t_code_key"));
     assert_eq!(described(&db, "t").len(), 3);
+    // As does a missing one, unless IF EXISTS passes over it.
+    assert_eq!(
+        err(&mut s, "DROP INDEX t_a_idx, nope"),
+        "index \"nope\" does not exist"
+    );
+    assert_eq!(described(&db, "t").len(), 3);
     assert_eq!(
         err(&mut s, "ALTER TABLE t DROP CONSTRAINT t_a_idx"),
         "constraint \"t_a_idx\" of relation \"t\" does not exist"
@@ -343,12 +350,60 @@ fn drop_index_refuses_a_constraints_index_and_drop_constraint_drops_it() {
     run(&mut s, "INSERT INTO t VALUES (1, 'a', 0), (1, 'b', 0)");
     assert!(err(&mut s, "INSERT INTO t VALUES (2, 'a', 0)").contains("\"t_code_key\""));
     run(&mut s, "ALTER TABLE t DROP CONSTRAINT t_code_key");
-    run(&mut s, "DROP INDEX t_a_idx");
+    let r = run(&mut s, "DROP INDEX IF EXISTS nope, t_a_idx");
+    assert_eq!(
+        r[0].notices,
+        ["NOTICE: index \"nope\" does not exist, skipping"]
+    );
     assert!(described(&db, "t").is_empty());
     // The name is free again (the build leaves out the deleted row).
     run(&mut s, "DELETE FROM t WHERE code = 'b'");
     run(&mut s, "ALTER TABLE t ADD PRIMARY KEY (id)");
     assert_eq!(verified(&mut s, "t_pkey"), 1);
+}
+
+#[test]
+fn an_index_name_taken_while_another_index_builds_is_refused_when_it_publishes() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE a (x int); CREATE TABLE b (x int)");
+    let catalog = db.catalog();
+    let (a, b) = (catalog.table("a").unwrap(), catalog.table("b").unwrap());
+    let key = vec![IndexColumn {
+        column: 0,
+        desc: false,
+        nulls_first: false,
+    }];
+    // Two sessions' CREATE INDEX x_idx, of different tables, at once: the
+    // name is free when each begins its build.
+    let mut new = |table| {
+        catalog
+            .new_index(
+                &mut s.buf,
+                db.heap(),
+                "x_idx",
+                table,
+                key.clone(),
+                IndexKind::Plain,
+                false,
+            )
+            .unwrap()
+            .expect("the name is free")
+    };
+    let (first, second) = (new(&a), new(&b));
+    catalog
+        .publish_index(&mut s.buf, db.heap(), &a, &first, None)
+        .unwrap();
+    let e = catalog
+        .publish_index(&mut s.buf, db.heap(), &b, &second, None)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "relation \"x_idx\" already exists");
+    catalog
+        .discard_index(&mut s.buf, db.heap(), &second)
+        .unwrap();
+    assert_eq!(catalog.index("x_idx").unwrap().table_oid, a.oid);
+    assert_eq!(catalog.indexes_of(&a).len(), 1);
+    assert!(catalog.indexes_of(&b).is_empty());
 }
 
 #[test]

@@ -12,8 +12,8 @@
 //!
 //! CREATE INDEX is not transactional here: it runs outside transaction
 //! blocks, builds the index under the table's exclusive `in_use` lock (no
-//! statement uses the table meanwhile), and then inserts its row with the
-//! frozen transaction id and makes the log durable up to it before the
+//! statement uses the table meanwhile), and then, if its name is still
+//! free, inserts its row with the frozen transaction id and makes the log durable up to it before the
 //! index is published, so that from then on it survives a crash as a
 //! committed one does. A crash before leaves a file no row names, which
 //! start-up removes (as it removes the file of a table whose creation did
@@ -29,7 +29,7 @@
 //! durable. Only the creating transaction sees the table, hence the index;
 //! its name is taken for everyone meanwhile, as the table's is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::btree::{IndexDesc, KeySpec};
@@ -184,6 +184,72 @@ impl IndexDef {
     }
 }
 
+/// The cached indexes: by name, and each table's list, oldest first.
+/// Every INSERT, UPDATE, COPY and plan asks for its table's list, so the
+/// list is kept ready (a shared slice, cloned by its reference count)
+/// instead of gathered from every index of the database and sorted on
+/// each statement; DDL, which is rare, rebuilds the one table's list. Both
+/// maps change together, under the one lock the catalog holds this in.
+#[derive(Default)]
+pub(super) struct IndexCache {
+    by_name: BTreeMap<String, Arc<IndexDef>>,
+    by_table: HashMap<u32, Arc<[Arc<IndexDef>]>>,
+}
+
+impl IndexCache {
+    pub(super) fn get(&self, name: &str) -> Option<&Arc<IndexDef>> {
+        self.by_name.get(name)
+    }
+
+    pub(super) fn contains(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    pub(super) fn values(&self) -> impl Iterator<Item = &Arc<IndexDef>> {
+        self.by_name.values()
+    }
+
+    /// The indexes of the table with oid `table_oid`, oldest first.
+    pub(super) fn of(&self, table_oid: u32) -> Arc<[Arc<IndexDef>]> {
+        self.by_table
+            .get(&table_oid)
+            .cloned()
+            .unwrap_or_else(|| Arc::new([]))
+    }
+
+    fn insert(&mut self, def: Arc<IndexDef>) {
+        let table_oid = def.table_oid;
+        let mut list: Vec<Arc<IndexDef>> = self.of(table_oid).to_vec();
+        list.push(Arc::clone(&def));
+        list.sort_by_key(|i| i.oid);
+        let was = self.by_name.insert(def.name.clone(), def);
+        assert!(was.is_none(), "two indexes of one name in the cache");
+        self.by_table.insert(table_oid, list.into());
+    }
+
+    fn remove(&mut self, name: &str) {
+        let Some(def) = self.by_name.remove(name) else {
+            return;
+        };
+        let list: Vec<Arc<IndexDef>> = self
+            .of(def.table_oid)
+            .iter()
+            .filter(|i| !Arc::ptr_eq(i, &def))
+            .cloned()
+            .collect();
+        if list.is_empty() {
+            self.by_table.remove(&def.table_oid);
+        } else {
+            self.by_table.insert(def.table_oid, list.into());
+        }
+        debug_assert_eq!(
+            self.by_table.values().map(|l| l.len()).sum::<usize>(),
+            self.by_name.len(),
+            "the index cache's maps disagree"
+        );
+    }
+}
+
 pub(super) fn indexes_heap() -> HeapTable {
     HeapTable {
         name: "catalog indexes".into(),
@@ -209,13 +275,13 @@ pub(super) fn load(
     numbered_up_to: &mut (u32, u32),
     rels: &mut std::collections::BTreeSet<u32>,
     lenient: bool,
-) -> Result<BTreeMap<String, Arc<IndexDef>>, CatalogError> {
+) -> Result<IndexCache, CatalogError> {
     let relation = s.pool().relation(INDEXES_REL);
     if !relation.exists(crate::storage::Fork::Main) {
         relation.create(crate::storage::Fork::Main)?;
     }
     let by_oid: BTreeMap<u32, &Arc<TableDef>> = tables.values().map(|t| (t.oid, t)).collect();
-    let mut indexes = BTreeMap::new();
+    let mut indexes = IndexCache::default();
     for (tid, v) in scan_rows(s, heap, &indexes_heap())? {
         let [Value::Integer(oid), Value::Text(name), Value::Integer(table_oid), Value::Integer(rel), Value::Integer(flags), Value::Text(keys)] =
             &v[..]
@@ -237,7 +303,7 @@ pub(super) fn load(
             _ if !rels.insert(*rel as u32) => {
                 Some(format!("has relation number {rel}, used twice"))
             }
-            _ if indexes.contains_key(name) || tables.contains_key(name) => {
+            _ if indexes.contains(name) || tables.contains_key(name) => {
                 Some("has a name used twice".into())
             }
             _ if kind.is_none() => Some(format!("has flags {flags}, which no index has")),
@@ -262,23 +328,17 @@ pub(super) fn load(
             columns: columns.expect("checked"),
             row: parking_lot::Mutex::new(Some(tid)),
         };
-        indexes.insert(name.clone(), Arc::new(def));
+        indexes.insert(Arc::new(def));
     }
     Ok(indexes)
 }
 
 impl Catalog {
-    /// The indexes of `table`, oldest first.
-    pub fn indexes_of(&self, table: &TableDef) -> Vec<Arc<IndexDef>> {
-        let mut found: Vec<_> = self
-            .indexes
-            .read()
-            .values()
-            .filter(|i| i.table_oid == table.oid)
-            .cloned()
-            .collect();
-        found.sort_by_key(|i| i.oid);
-        found
+    /// The indexes of `table`, oldest first: the cache's list as it is
+    /// now (a later CREATE or DROP INDEX makes a new one), shared, so
+    /// that asking costs no allocation.
+    pub fn indexes_of(&self, table: &TableDef) -> Arc<[Arc<IndexDef>]> {
+        self.indexes.read().of(table.oid)
     }
 
     /// The index called `name`.
@@ -303,15 +363,19 @@ impl Catalog {
             IndexKind::UniqueConstraint => format!("{table}_{}_key", columns.join("_")),
             IndexKind::Plain | IndexKind::Unique => format!("{table}_{}_idx", columns.join("_")),
         };
-        let taken =
-            |n: &str| self.indexes.read().contains_key(n) || self.tables.read().contains_key(n);
-        if !taken(&base) {
+        if !self.name_taken(&base) {
             return base;
         }
         (1..)
             .map(|k| format!("{base}{k}"))
-            .find(|n| !taken(n))
+            .find(|n| !self.name_taken(n))
             .expect("some number is free")
+    }
+
+    /// True if a table or an index is called `name` (another
+    /// transaction's pending ones too).
+    fn name_taken(&self, name: &str) -> bool {
+        self.indexes.read().contains(name) || self.tables.read().contains_key(name)
     }
 
     /// Creates the file of a new index of `table` (empty, not yet in the
@@ -330,7 +394,7 @@ impl Catalog {
         if_not_exists: bool,
     ) -> Result<Option<Arc<IndexDef>>, CatalogError> {
         let _ddl = self.ddl.lock();
-        if self.indexes.read().contains_key(name) || self.tables.read().contains_key(name) {
+        if self.name_taken(name) {
             return if if_not_exists {
                 Ok(None)
             } else {
@@ -384,6 +448,13 @@ impl Catalog {
             "index {} published by a transaction other than its table's creator",
             def.name
         );
+        // The name was free when `new_index` looked, but nothing held it
+        // during the build: a CREATE INDEX of another table, or a CREATE
+        // TABLE, may have taken it since. Two rows of one name would leave
+        // a catalog that does not load; the caller discards this index.
+        if self.name_taken(&def.name) {
+            return Err(CatalogError::RelationExists(def.name.clone()));
+        }
         let (xid, cid) = pending.unwrap_or((FROZEN_XID, 0));
         let catalog_table = indexes_heap();
         let values = [
@@ -404,9 +475,7 @@ impl Catalog {
             wal.flush(wal.insert_position())?;
         }
         *def.row.lock() = Some(tid);
-        self.indexes
-            .write()
-            .insert(def.name.clone(), Arc::clone(def));
+        self.indexes.write().insert(Arc::clone(def));
         Ok(())
     }
 
@@ -451,8 +520,8 @@ impl Catalog {
         heap: &Heap,
         table: &TableDef,
     ) -> Result<(), CatalogError> {
-        for def in self.indexes_of(table) {
-            self.remove_index(s, heap, &def)?;
+        for def in self.indexes_of(table).iter() {
+            self.remove_index(s, heap, def)?;
         }
         Ok(())
     }
@@ -467,7 +536,7 @@ impl Catalog {
         table: &TableDef,
         started: std::time::Instant,
     ) -> Result<(), CatalogError> {
-        for def in self.indexes_of(table) {
+        for def in self.indexes_of(table).iter() {
             self.indexes.write().remove(&def.name);
             log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
             Self::remove_relation(s, heap, def.rel, started)?;

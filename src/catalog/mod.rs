@@ -204,8 +204,8 @@ fn columns_heap() -> HeapTable {
 /// The cached catalog of one database.
 pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<TableDef>>>,
-    /// Indexes by name (see `indexes.rs`).
-    indexes: RwLock<BTreeMap<String, Arc<IndexDef>>>,
+    /// Indexes by name and by table (see `indexes.rs`).
+    indexes: RwLock<indexes::IndexCache>,
     /// Serialises DDL.
     ddl: Mutex<()>,
     /// The highest oid and relation number any catalog row had at load,
@@ -498,7 +498,7 @@ impl Catalog {
             "a table is created by a transaction"
         );
         let _ddl = self.ddl.lock();
-        if self.indexes.read().contains_key(name) {
+        if self.indexes.read().contains(name) {
             return if if_not_exists {
                 Ok(None)
             } else {

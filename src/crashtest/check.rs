@@ -691,7 +691,7 @@ pub fn check_storage(
         }
         // An index must agree with its table after a crash as before: the
         // same structure checks and one entry per row version.
-        for index in db.catalog().indexes_of(table) {
+        for index in db.catalog().indexes_of(table).iter() {
             if let Err(e) = crate::exec::index::verify_index(s, &index.name) {
                 problems.push(format!("index {} of {}: {e}", index.name, table.name()));
             }
@@ -709,7 +709,7 @@ pub fn check_storage(
     tables_by_rel.insert(COLUMNS_REL, "the catalog's columns".into());
     tables_by_rel.insert(INDEXES_REL, "the catalog's indexes".into());
     for table in tables {
-        for index in db.catalog().indexes_of(table) {
+        for index in db.catalog().indexes_of(table).iter() {
             tables_by_rel.insert(index.rel, format!("index {}", index.name));
         }
     }

@@ -94,10 +94,10 @@ impl TableIndexes {
             indexes: db
                 .catalog()
                 .indexes_of(table)
-                .into_iter()
+                .iter()
                 .map(|def| {
                     let desc = def.desc(table);
-                    (def, desc)
+                    (Arc::clone(def), desc)
                 })
                 .collect(),
         }
@@ -394,8 +394,9 @@ pub fn drop_constraint(
     let found = db
         .catalog()
         .indexes_of(table)
-        .into_iter()
-        .find(|i| i.name == name && i.kind.constraint());
+        .iter()
+        .find(|i| i.name == name && i.kind.constraint())
+        .cloned();
     match found {
         Some(def) => drop_held(session, &def, table, if_exists),
         None if if_exists => Ok(false),
@@ -435,7 +436,7 @@ pub(crate) fn vacuum_indexes(
     limits: StreamLimits,
 ) -> Result<(), ExecError> {
     let is_dead = |tid: Tid| dead.binary_search(&tid).is_ok();
-    for def in db.catalog().indexes_of(table) {
+    for def in db.catalog().indexes_of(table).iter() {
         db.btree()
             .bulk_delete(s, &def.desc(table), &is_dead, limits)?;
     }

@@ -67,7 +67,7 @@ pub(crate) fn table_scan(
         + if cx.scans.seq { 0.0 } else { DISABLE_COST };
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
     let mut best: Option<(f64, IndexPlan)> = None;
-    for index in &indexes {
+    for index in indexes.iter() {
         let Some(plan) = index_plan(index, &filters, &size) else {
             continue;
         };

@@ -23,7 +23,7 @@ use super::dml::user_table;
 use super::expr::{column_type, constant, ident, object_name, StmtCx};
 use super::{SqlError, StatementResult};
 use crate::catalog::{ColumnDef, IndexColumn, IndexKind, TableDef};
-use crate::database::{Session, StatementSnapshot};
+use crate::database::{Database, Session, StatementSnapshot};
 use crate::exec::{self, ExecError, View};
 use crate::types::Value;
 
@@ -169,39 +169,57 @@ fn plain_key_constraint(
     }
 }
 
+/// Refuses what a PRIMARY KEY constraint, of a table or of a column, may
+/// carry beyond its name and columns.
+fn plain_primary_key(
+    cx: &StmtCx,
+    span: Span,
+    p: &ast::PrimaryKeyConstraint,
+) -> Result<(), SqlError> {
+    plain_key_constraint(
+        cx,
+        span,
+        &p.index_name,
+        &p.index_type,
+        &p.include,
+        &p.index_options,
+        &p.characteristics,
+    )
+}
+
+/// Refuses what a UNIQUE constraint, of a table or of a column, may
+/// carry beyond its name and columns (MySQL's `UNIQUE KEY` and NULLS NOT
+/// DISTINCT besides what [`plain_primary_key`] refuses).
+fn plain_unique(cx: &StmtCx, span: Span, u: &ast::UniqueConstraint) -> Result<(), SqlError> {
+    plain_key_constraint(
+        cx,
+        span,
+        &u.index_name,
+        &u.index_type,
+        &u.include,
+        &u.index_options,
+        &u.characteristics,
+    )?;
+    if u.index_type_display != ast::KeyOrIndexDisplay::None {
+        return Err(cx.unsupported(span, format!("UNIQUE {}", u.index_type_display)));
+    }
+    if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
+        return Err(cx.unsupported(span, "NULLS NOT DISTINCT"));
+    }
+    Ok(())
+}
+
 /// The PRIMARY KEY or UNIQUE constraint `c` (a table constraint, or one
 /// ALTER TABLE adds); other kinds are refused.
 fn key_constraint(cx: &StmtCx, c: &TableConstraint) -> Result<KeyConstraint, SqlError> {
     let span = c.span();
     let (name, kind, columns) = match c {
         TableConstraint::PrimaryKey(p) => {
-            plain_key_constraint(
-                cx,
-                span,
-                &p.index_name,
-                &p.index_type,
-                &p.include,
-                &p.index_options,
-                &p.characteristics,
-            )?;
+            plain_primary_key(cx, span, p)?;
             (&p.name, IndexKind::PrimaryKey, &p.columns)
         }
         TableConstraint::Unique(u) => {
-            plain_key_constraint(
-                cx,
-                span,
-                &u.index_name,
-                &u.index_type,
-                &u.include,
-                &u.index_options,
-                &u.characteristics,
-            )?;
-            if u.index_type_display != ast::KeyOrIndexDisplay::None {
-                return Err(cx.unsupported(span, format!("UNIQUE {}", u.index_type_display)));
-            }
-            if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
-                return Err(cx.unsupported(span, "NULLS NOT DISTINCT"));
-            }
+            plain_unique(cx, span, u)?;
             (&u.name, IndexKind::UniqueConstraint, &u.columns)
         }
         TableConstraint::Check(_) => {
@@ -317,15 +335,7 @@ pub(crate) fn create_table(
                 ColumnOption::NotNull => not_null = true,
                 ColumnOption::Null => not_null = false,
                 ColumnOption::PrimaryKey(p) => {
-                    plain_key_constraint(
-                        cx,
-                        c.name.span,
-                        &p.index_name,
-                        &p.index_type,
-                        &p.include,
-                        &p.index_options,
-                        &p.characteristics,
-                    )?;
+                    plain_primary_key(cx, c.name.span, p)?;
                     constraints.push(KeyConstraint {
                         name: constraint_name,
                         kind: IndexKind::PrimaryKey,
@@ -333,18 +343,7 @@ pub(crate) fn create_table(
                     });
                 }
                 ColumnOption::Unique(u) => {
-                    plain_key_constraint(
-                        cx,
-                        c.name.span,
-                        &u.index_name,
-                        &u.index_type,
-                        &u.include,
-                        &u.index_options,
-                        &u.characteristics,
-                    )?;
-                    if u.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
-                        return Err(cx.unsupported(c.name.span, "NULLS NOT DISTINCT"));
-                    }
+                    plain_unique(cx, c.name.span, u)?;
                     constraints.push(KeyConstraint {
                         name: constraint_name,
                         kind: IndexKind::UniqueConstraint,
@@ -498,37 +497,58 @@ pub(crate) fn alter_table(
     Ok(result)
 }
 
+/// DROP TABLE's and DROP INDEX's course: every name is looked at first by
+/// `check` (a missing one, unless IF EXISTS was given, or one refused
+/// drops nothing), then each is dropped by `drop_one`, which says false
+/// for one that was not there.
+fn drop_each(
+    cx: &StmtCx,
+    s: &mut Session,
+    names: &[ast::ObjectName],
+    (tag, noun): (&'static str, &str),
+    check: impl Fn(&Database, &str) -> Result<(), SqlError>,
+    drop_one: impl Fn(&mut Session, &Database, &str) -> Result<bool, SqlError>,
+) -> Result<StatementResult, SqlError> {
+    s.require_no_block(tag)?;
+    let db = Arc::clone(s.db());
+    let mut checked = Vec::with_capacity(names.len());
+    for name in names {
+        let name = object_name(cx, name)?;
+        check(&db, &name)?;
+        checked.push(name);
+    }
+    let mut result = StatementResult::tag(tag);
+    for name in checked {
+        if !drop_one(s, &db, &name)? {
+            result.notices.push(format!(
+                "NOTICE: {noun} \"{name}\" does not exist, skipping"
+            ));
+        }
+    }
+    Ok(result)
+}
+
 pub(crate) fn drop_tables(
     cx: &StmtCx,
     s: &mut Session,
     names: &[ast::ObjectName],
     if_exists: bool,
 ) -> Result<StatementResult, SqlError> {
-    s.require_no_block("DROP TABLE")?;
-    let db = Arc::clone(s.db());
-    let mut tables = Vec::with_capacity(names.len());
-    // Every name first: a missing one drops nothing.
-    for name in names {
-        let name = object_name(cx, name)?;
-        if let Err(e) = user_table(cx, &db, &name) {
-            if !(if_exists && matches!(e, SqlError::UnknownTable { .. })) {
-                return Err(e);
-            }
-        }
-        tables.push(name);
-    }
-    let mut result = StatementResult::tag("DROP TABLE");
-    for name in tables {
-        if !db
-            .catalog()
-            .drop_table(&mut s.buf, db.heap(), &name, if_exists)?
-        {
-            result
-                .notices
-                .push(format!("NOTICE: table \"{name}\" does not exist, skipping"));
-        }
-    }
-    Ok(result)
+    drop_each(
+        cx,
+        s,
+        names,
+        ("DROP TABLE", "table"),
+        |db, name| match user_table(cx, db, name) {
+            Err(SqlError::UnknownTable { .. }) if if_exists => Ok(()),
+            found => found.map(drop),
+        },
+        |s, db, name| {
+            Ok(db
+                .catalog()
+                .drop_table(&mut s.buf, db.heap(), name, if_exists)?)
+        },
+    )
 }
 
 pub(crate) fn vacuum(
@@ -661,26 +681,13 @@ pub(crate) fn drop_indexes(
     names: &[ast::ObjectName],
     if_exists: bool,
 ) -> Result<StatementResult, SqlError> {
-    s.require_no_block("DROP INDEX")?;
-    let db = Arc::clone(s.db());
-    let mut indexes = Vec::with_capacity(names.len());
-    // Every name first: a missing one drops nothing.
-    for name in names {
-        let name = object_name(cx, name)?;
-        if db.catalog().index(&name).is_err() && !if_exists {
-            return Err(SqlError::UnknownIndex { name });
-        }
-        // Refuses a constraint's index.
-        exec::index::index_to_drop(&db, &name, true)?;
-        indexes.push(name);
-    }
-    let mut result = StatementResult::tag("DROP INDEX");
-    for name in indexes {
-        if !exec::index::drop_index(s, &name, if_exists)? {
-            result
-                .notices
-                .push(format!("NOTICE: index \"{name}\" does not exist, skipping"));
-        }
-    }
-    Ok(result)
+    drop_each(
+        cx,
+        s,
+        names,
+        ("DROP INDEX", "index"),
+        // Refuses a constraint's index too.
+        |db, name| Ok(exec::index::index_to_drop(db, name, if_exists).map(drop)?),
+        |s, _, name| Ok(exec::index::drop_index(s, name, if_exists)?),
+    )
 }

@@ -140,7 +140,7 @@ fn quote_identifier(name: &str) -> String {
 /// UNIQUE CONSTRAINT, btree (code)`, `"t_u" UNIQUE, btree (u)`, `"t_a_idx"
 /// btree (a DESC NULLS LAST)`.
 pub fn describe_indexes(catalog: &crate::catalog::Catalog, table: &TableDef) -> Vec<String> {
-    let mut indexes = catalog.indexes_of(table);
+    let mut indexes = catalog.indexes_of(table).to_vec();
     indexes.sort_by(|a, b| (!a.kind.primary(), &a.name).cmp(&(!b.kind.primary(), &b.name)));
     indexes
         .iter()
