@@ -4,7 +4,7 @@
 //! change per page. High keys and internal pages stay: a key range keeps
 //! its page even when no tuple is left in it (pages are not deleted).
 
-use crate::buffer::{BufferSession, LockMode, Strategy, StrategyKind};
+use crate::buffer::{BufferId, BufferSession, LockMode, Strategy, StrategyKind};
 use crate::heap::tuple::Tid;
 use crate::page::{is_new, line_pointer_count, PageBytes};
 use crate::storage::Fork;
@@ -24,6 +24,39 @@ pub struct BulkDeleteStats {
     pub pages: u32,
     pub tuples_removed: u64,
     pub tuples_left: u64,
+}
+
+impl Btree {
+    /// Deletes the tuples of page `block` (pinned as `id`) that `dead`
+    /// names. Looked at under a shared lock first: most pages (every
+    /// internal one, and leaves without dead tuples) are left without ever
+    /// blocking a scan's descent, as PostgreSQL's btvacuumpage takes its
+    /// cleanup lock only on leaves. Decided again under the exclusive lock,
+    /// since an insert may have moved tuples in between.
+    fn vacuum_page(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        id: BufferId,
+        block: u32,
+        dead: &dyn Fn(Tid) -> bool,
+        stats: &mut BulkDeleteStats,
+    ) -> Result<(), BtreeError> {
+        let (gone, left) = s.with_page(id, |page| dead_on(page, dead))?;
+        if gone.is_empty() {
+            stats.tuples_left += left;
+            return Ok(());
+        }
+        let mut guard = s.lock_page(id, LockMode::Exclusive);
+        let (gone, left) = dead_on(guard.page(), dead)?;
+        stats.tuples_left += left;
+        stats.tuples_removed += gone.len() as u64;
+        if !gone.is_empty() {
+            let change = BtreeChange::Delete { indexes: gone };
+            apply_logged(&self.wal, guard.page_mut(), idx.rel, block, &change)?;
+        }
+        Ok(())
+    }
 }
 
 /// The data tuples of a leaf that `dead` names.
@@ -119,20 +152,7 @@ impl Btree {
                 Err(e) => break Err(e.into()),
             };
             stats.pages += 1;
-            // Looked at and changed under one exclusive lock (PostgreSQL's
-            // btvacuumpage takes a cleanup lock on every page): what is
-            // dead is decided once, and no insert moves tuples between.
-            let mut guard = s.lock_page(id, LockMode::Exclusive);
-            let changed = dead_on(guard.page(), dead).and_then(|(gone, left)| {
-                stats.tuples_left += left;
-                stats.tuples_removed += gone.len() as u64;
-                if !gone.is_empty() {
-                    let change = BtreeChange::Delete { indexes: gone };
-                    apply_logged(&self.wal, guard.page_mut(), idx.rel, block, &change)?;
-                }
-                Ok(())
-            });
-            drop(guard);
+            let changed = self.vacuum_page(s, idx, id, block, dead, stats);
             s.release(id);
             if let Err(e) = changed {
                 break Err(e.named(idx, block));

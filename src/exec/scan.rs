@@ -105,11 +105,6 @@ impl PlanNode for SeqScanNode {
             filter_after_page,
             ..
         } = self;
-        let filter_under_lock = if *filter_after_page {
-            None
-        } else {
-            filter.as_ref()
-        };
         let scan = scan.as_mut().expect("begun above");
         let types = &table.heap.types;
         let decode_any = wanted.iter().any(|&w| w);
@@ -131,7 +126,7 @@ impl PlanNode for SeqScanNode {
                     let passed = if *filter_after_page {
                         Ok(true)
                     } else {
-                        passes(filter_under_lock, counts, row, cx.eval)
+                        passes(filter.as_ref(), counts, row, cx.eval)
                     };
                     match passed {
                         Ok(true) => {
