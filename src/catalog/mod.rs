@@ -47,6 +47,7 @@ use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
 mod indexes;
+pub mod statistics;
 
 pub use indexes::{IndexColumn, IndexDef, IndexKind};
 
@@ -458,6 +459,16 @@ impl Catalog {
                     .values()
                     .map(|i| (i.rel, i.name.clone())),
             )
+            .collect()
+    }
+
+    /// The column types of every table, committed or not, by oid (what
+    /// the statistics file is checked against).
+    pub fn column_types_by_oid(&self) -> std::collections::HashMap<u32, Vec<ColumnType>> {
+        self.tables
+            .read()
+            .values()
+            .map(|t| (t.oid, t.heap.types.clone()))
             .collect()
     }
 

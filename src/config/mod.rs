@@ -110,6 +110,11 @@ pub enum Kind {
     },
     Bool,
     Enum(&'static [&'static str]),
+    /// A number with a fraction in `min..=max` (the planner's costs).
+    Real {
+        min: f64,
+        max: f64,
+    },
 }
 
 /// Which ways of reading a table the planner may choose. With both off,
@@ -119,6 +124,19 @@ pub enum Kind {
 pub struct ScanMethods {
     pub index: bool,
     pub seq: bool,
+}
+
+/// The planner's cost parameters, in PostgreSQL's units (a sequential
+/// page read is 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    pub seq_page: f64,
+    pub random_page: f64,
+    pub cpu_tuple: f64,
+    pub cpu_index_tuple: f64,
+    pub cpu_operator: f64,
+    /// `effective_cache_size` in pages.
+    pub effective_cache_pages: f64,
 }
 
 /// When a setting may change.
@@ -265,6 +283,51 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Lets the planner scan tables sequentially where an index could be used instead; a table with no usable index is still scanned",
     },
     SettingDef {
+        name: "seq_page_cost",
+        default: "1",
+        kind: Kind::Real { min: 0.0, max: 1.0e10 },
+        context: Context::Session,
+        description: "The planner's estimate of the cost of a page read as part of a sequential run (PostgreSQL's unit)",
+    },
+    SettingDef {
+        name: "random_page_cost",
+        default: "4",
+        kind: Kind::Real { min: 0.0, max: 1.0e10 },
+        context: Context::Session,
+        description: "The planner's estimate of the cost of a page read out of sequence; lower it towards seq_page_cost for storage where random reads cost little more",
+    },
+    SettingDef {
+        name: "cpu_tuple_cost",
+        default: "0.01",
+        kind: Kind::Real { min: 0.0, max: 1.0e10 },
+        context: Context::Session,
+        description: "The planner's estimate of the cost of processing one row",
+    },
+    SettingDef {
+        name: "cpu_index_tuple_cost",
+        default: "0.005",
+        kind: Kind::Real { min: 0.0, max: 1.0e10 },
+        context: Context::Session,
+        description: "The planner's estimate of the cost of processing one index entry",
+    },
+    SettingDef {
+        name: "cpu_operator_cost",
+        default: "0.0025",
+        kind: Kind::Real { min: 0.0, max: 1.0e10 },
+        context: Context::Session,
+        description: "The planner's estimate of the cost of evaluating one operator or function",
+    },
+    SettingDef {
+        name: "effective_cache_size",
+        default: "4GB",
+        kind: Kind::Blocks {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        context: Context::Session,
+        description: "The planner's assumption of the cache (buffer pool and kernel) a query's repeated page reads find: index scans that revisit pages cost less below it",
+    },
+    SettingDef {
         name: "enable_nestloop",
         default: "on",
         kind: Kind::Bool,
@@ -360,11 +423,12 @@ pub static SETTINGS: &[SettingDef] = &[
 ];
 
 /// A checked value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Integer(i64),
     Bool(bool),
     Enum(&'static str),
+    Real(f64),
 }
 
 impl fmt::Display for Value {
@@ -373,6 +437,7 @@ impl fmt::Display for Value {
             Value::Integer(n) => write!(f, "{n}"),
             Value::Bool(b) => write!(f, "{}", if *b { "on" } else { "off" }),
             Value::Enum(s) => write!(f, "{s}"),
+            Value::Real(x) => write!(f, "{x}"),
         }
     }
 }
@@ -414,6 +479,7 @@ fn expected(def: &SettingDef) -> String {
         ),
         Kind::Bool => "expected on or off (true/false, yes/no, 1/0)".to_string(),
         Kind::Enum(values) => format!("expected one of: {}", values.join(", ")),
+        Kind::Real { min, max } => format!("expected a number from {min} to {max}"),
     }
 }
 
@@ -440,6 +506,10 @@ fn parse_value(def: &SettingDef, raw: &str) -> Result<Value, String> {
             .find(|v| v.eq_ignore_ascii_case(text))
             .map(|v| Value::Enum(v))
             .ok_or_else(|| expected(def)),
+        Kind::Real { min, max } => match text.parse::<f64>() {
+            Ok(x) if x.is_finite() && (min..=max).contains(&x) => Ok(Value::Real(x)),
+            _ => Err(expected(def)),
+        },
     }
 }
 
@@ -695,6 +765,13 @@ impl Settings {
         }
     }
 
+    fn real(&self, name: &str) -> f64 {
+        match self.get(name) {
+            Value::Real(x) => *x,
+            other => panic!("setting {name} is not a number: {other}"),
+        }
+    }
+
     fn enumeration(&self, name: &str) -> &'static str {
         match self.get(name) {
             Value::Enum(s) => s,
@@ -803,6 +880,18 @@ impl Settings {
         ScanMethods {
             index: self.boolean("enable_indexscan"),
             seq: self.boolean("enable_seqscan"),
+        }
+    }
+
+    /// The planner's cost parameters.
+    pub fn costs(&self) -> Costs {
+        Costs {
+            seq_page: self.real("seq_page_cost"),
+            random_page: self.real("random_page_cost"),
+            cpu_tuple: self.real("cpu_tuple_cost"),
+            cpu_index_tuple: self.real("cpu_index_tuple_cost"),
+            cpu_operator: self.real("cpu_operator_cost"),
+            effective_cache_pages: self.integer("effective_cache_size") as f64,
         }
     }
 

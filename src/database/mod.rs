@@ -201,6 +201,8 @@ pub struct Database {
     heap: Heap,
     btree: crate::btree::Btree,
     catalog: Catalog,
+    /// What ANALYZE learnt of each table, for the planner.
+    statistics: crate::catalog::statistics::Statistics,
     wal: Arc<Wal>,
     /// Held shared by a commit from logging its end until the commit log
     /// has it, exclusively (for a moment) by a checkpoint after it chose
@@ -386,6 +388,8 @@ impl Database {
             }
         }
         drop(s);
+        let statistics =
+            crate::catalog::statistics::Statistics::load(dir, &catalog.column_types_by_oid());
         let db = Arc::new(Database {
             dir: dir.to_path_buf(),
             settings,
@@ -395,6 +399,7 @@ impl Database {
             heap,
             btree: crate::btree::Btree::new(Arc::clone(&wal)),
             catalog,
+            statistics,
             wal,
             commit_gate: parking_lot::RwLock::new(()),
             checkpoint_lock: parking_lot::Mutex::new(0.0),
@@ -562,6 +567,10 @@ impl Database {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    pub fn statistics(&self) -> &crate::catalog::statistics::Statistics {
+        &self.statistics
     }
 
     /// Starts a session (a thread's connection to the database).

@@ -876,6 +876,15 @@ impl Expr {
         }
     }
 
+    /// The value, if the expression is a constant (what the planner can
+    /// look up in the statistics).
+    pub fn as_const(&self) -> Option<&Value> {
+        match &self.kind {
+            Kind::Const(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// Whether the expression has one value for the whole of a scan: it
     /// reads no column, runs no subquery but an InitPlan (computed once)
     /// and calls nothing volatile (constants, parameters, and what is

@@ -59,6 +59,7 @@
 //! ```
 
 pub mod agg;
+pub mod analyze;
 pub mod copy;
 pub mod dml;
 pub mod explain;
@@ -216,6 +217,8 @@ pub enum ExecError {
     Index(#[from] crate::btree::BtreeError),
     #[error(transparent)]
     Xact(#[from] XactError),
+    #[error(transparent)]
+    Statistics(#[from] crate::catalog::statistics::StatisticsError),
     /// A broken invariant of the executor itself (never the user's input).
     #[error("internal error in the executor: {0}")]
     Internal(&'static str),
@@ -307,9 +310,23 @@ pub fn execute(
             let (rows, count) = plan::run_query(q, session, snapshot.get(), &mut ctx, rows)?;
             Ok(Outcome { rows, count })
         }
-        Plan::Insert(i) => dml::run_insert(i, session, snapshot, &mut ctx),
-        Plan::Update(u) => dml::run_update(u, session, snapshot, &mut ctx),
-        Plan::Delete(d) => dml::run_delete(d, session, snapshot, &mut ctx),
+        Plan::Insert(i) => {
+            let outcome = dml::run_insert(i, session, snapshot, &mut ctx)?;
+            db.statistics().note_changes(i.table.oid, outcome.count);
+            Ok(outcome)
+        }
+        Plan::Update(u) => {
+            let outcome = dml::run_update(u, session, snapshot, &mut ctx)?;
+            db.statistics()
+                .note_changes(u.target.table.oid, outcome.count);
+            Ok(outcome)
+        }
+        Plan::Delete(d) => {
+            let outcome = dml::run_delete(d, session, snapshot, &mut ctx)?;
+            db.statistics()
+                .note_changes(d.target.table.oid, outcome.count);
+            Ok(outcome)
+        }
     }
 }
 

@@ -35,6 +35,12 @@ pub enum View {
     /// (PostgreSQL's pg_stat_wal with pg_current_wal_insert_lsn and
     /// pg_current_wal_flush_lsn).
     StatWal,
+    /// What ANALYZE learnt of each column, one row per column of an
+    /// analysed table (PostgreSQL's pg_stats).
+    Stats,
+    /// Per table: its size when analysed, when that was, and the rows
+    /// changed since (PostgreSQL's pg_stat_user_tables, in part).
+    StatTables,
 }
 
 const AIO_INFLIGHT: &[ColumnSpec] = &[
@@ -111,6 +117,56 @@ const STAT_WAL: &[ColumnSpec] = &[
     ("redo_lsn", ColumnType::Text),
 ];
 
+/// Lists are in PostgreSQL's array text form (`{1,2,3}`).
+const STATS: &[ColumnSpec] = &[
+    ("tablename", ColumnType::Text),
+    ("attname", ColumnType::Text),
+    ("null_frac", ColumnType::Double),
+    ("avg_width", ColumnType::Integer),
+    ("n_distinct", ColumnType::Double),
+    ("most_common_vals", ColumnType::Text),
+    ("most_common_freqs", ColumnType::Text),
+    ("histogram_bounds", ColumnType::Text),
+    ("correlation", ColumnType::Double),
+];
+
+const STAT_TABLES: &[ColumnSpec] = &[
+    ("relname", ColumnType::Text),
+    ("pages", ColumnType::BigInt),
+    ("rows", ColumnType::Double),
+    ("n_mod_since_analyze", ColumnType::BigInt),
+    ("stale", ColumnType::Boolean),
+    ("last_analyze", ColumnType::Timestamp),
+];
+
+/// `items` as an array literal's text, quoting an element as PostgreSQL
+/// does when it is empty or holds a delimiter, quote, backslash or space.
+fn array_text(items: impl Iterator<Item = String>) -> String {
+    let quoted: Vec<String> = items
+        .map(|item| {
+            let plain = !item.is_empty()
+                && !item.eq_ignore_ascii_case("null")
+                && !item
+                    .chars()
+                    .any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+            if plain {
+                item
+            } else {
+                format!("\"{}\"", item.replace('\\', "\\\\").replace('"', "\\\""))
+            }
+        })
+        .collect();
+    format!("{{{}}}", quoted.join(","))
+}
+
+/// A value's text output, for a list of values.
+fn value_text(v: &Value) -> String {
+    match crate::types::cast_value(v, ColumnType::Text) {
+        Ok(Value::Text(t)) => t,
+        _ => format!("{v:?}"),
+    }
+}
+
 fn int(x: u32) -> Value {
     Value::Integer(i32::try_from(x).unwrap_or(i32::MAX))
 }
@@ -125,11 +181,13 @@ fn text(s: &str) -> Value {
 
 impl View {
     /// Every view.
-    pub const ALL: [View; 4] = [
+    pub const ALL: [View; 6] = [
         View::AioInflight,
         View::StatIo,
         View::Buffers,
         View::StatWal,
+        View::Stats,
+        View::StatTables,
     ];
 
     /// The view called `name`, if any.
@@ -144,6 +202,8 @@ impl View {
             View::StatIo => "stat_io",
             View::Buffers => "buffers",
             View::StatWal => "stat_wal",
+            View::Stats => "stats",
+            View::StatTables => "stat_tables",
         }
     }
 
@@ -154,6 +214,8 @@ impl View {
             View::StatIo => STAT_IO,
             View::Buffers => BUFFERS,
             View::StatWal => STAT_WAL,
+            View::Stats => STATS,
+            View::StatTables => STAT_TABLES,
         }
     }
 
@@ -274,6 +336,68 @@ impl View {
                 debug_assert_eq!(row.len(), STAT_WAL.len());
                 vec![row]
             }
+            View::Stats => {
+                let mut rows = Vec::new();
+                for table in db.catalog().tables() {
+                    let Some(stats) = db.statistics().of(table.oid) else {
+                        continue;
+                    };
+                    for (column, c) in table.columns.iter().zip(&stats.columns) {
+                        let list = |values: &mut dyn Iterator<Item = String>, empty: bool| {
+                            if empty {
+                                Value::Null
+                            } else {
+                                Value::Text(array_text(values))
+                            }
+                        };
+                        rows.push(vec![
+                            text(table.name()),
+                            text(&column.name),
+                            Value::Double(c.null_frac),
+                            Value::Integer(c.avg_width.round() as i32),
+                            Value::Double(c.n_distinct),
+                            list(
+                                &mut c.mcv.iter().map(|(v, _)| value_text(v)),
+                                c.mcv.is_empty(),
+                            ),
+                            list(
+                                &mut c.mcv.iter().map(|(_, f)| format!("{f:.6}")),
+                                c.mcv.is_empty(),
+                            ),
+                            list(
+                                &mut c.histogram.iter().map(value_text),
+                                c.histogram.is_empty(),
+                            ),
+                            c.correlation.map_or(Value::Null, Value::Double),
+                        ]);
+                    }
+                }
+                rows
+            }
+            View::StatTables => db
+                .catalog()
+                .tables()
+                .into_iter()
+                .map(|table| {
+                    let stats = db.statistics().of(table.oid);
+                    vec![
+                        text(table.name()),
+                        stats
+                            .as_ref()
+                            .map_or(Value::Null, |s| big(u64::from(s.pages))),
+                        stats
+                            .as_ref()
+                            .map_or(Value::Null, |s| Value::Double(s.rows)),
+                        stats
+                            .as_ref()
+                            .map_or(Value::Null, |s| big(s.changed_since())),
+                        Value::Boolean(stats.as_ref().is_none_or(|s| s.is_stale())),
+                        stats
+                            .as_ref()
+                            .map_or(Value::Null, |s| Value::Timestamp(s.analyzed_at)),
+                    ]
+                })
+                .collect(),
         }
     }
 }

@@ -1000,8 +1000,6 @@ impl HeapScan {
         limits: StreamLimits,
     ) -> Result<HeapScan, HeapError> {
         let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
-        let look_ahead = limits.look_ahead_blocks(false, s.settings.io_combine_limit);
-        let strategy = Strategy::new(StrategyKind::BulkRead, s.pool().nbuffers(), look_ahead);
         let mut next = 0u32;
         let blocks: ScanBlocks = Box::new(move |data: &mut u32| {
             if next < nblocks {
@@ -1012,12 +1010,49 @@ impl HeapScan {
                 Next::End
             }
         });
+        Ok(Self::over(s, table, limits, true, blocks))
+    }
+
+    /// Begins a scan of the pages `blocks` of `table` only (ascending, as
+    /// ANALYZE's sample of blocks): read ahead through the same kind of
+    /// stream, combining neighbours, but not flagged sequential, since it
+    /// skips.
+    pub fn begin_blocks(
+        s: &mut BufferSession,
+        table: &HeapTable,
+        limits: StreamLimits,
+        blocks: Vec<u32>,
+    ) -> HeapScan {
+        assert!(
+            blocks.windows(2).all(|w| w[0] < w[1]),
+            "a scan of some blocks takes them in ascending order"
+        );
+        let mut blocks = blocks.into_iter();
+        let blocks: ScanBlocks = Box::new(move |data: &mut u32| match blocks.next() {
+            Some(block) => {
+                *data = block;
+                Next::Block(block)
+            }
+            None => Next::End,
+        });
+        Self::over(s, table, limits, false, blocks)
+    }
+
+    fn over(
+        s: &mut BufferSession,
+        table: &HeapTable,
+        limits: StreamLimits,
+        sequential: bool,
+        blocks: ScanBlocks,
+    ) -> HeapScan {
+        let look_ahead = limits.look_ahead_blocks(false, s.settings.io_combine_limit);
+        let strategy = Strategy::new(StrategyKind::BulkRead, s.pool().nbuffers(), look_ahead);
         let stream = ReadStream::begin(
             s,
             table.rel,
             Fork::Main,
             StreamFlags {
-                sequential: true,
+                sequential,
                 pins_reserved: SCAN_PINS_RESERVED,
                 ..Default::default()
             },
@@ -1025,11 +1060,11 @@ impl HeapScan {
             Some(strategy),
             blocks,
         );
-        Ok(HeapScan {
+        HeapScan {
             rel: table.rel,
             stream,
             paused: None,
-        })
+        }
     }
 
     /// Calls `f` with each tuple of the next page visible to `snap` (or of

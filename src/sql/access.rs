@@ -1,20 +1,28 @@
 //! How a table is read: a sequential scan, or an index scan through one of
 //! its B-tree indexes, whichever is estimated to cost less.
 //!
-//! There are no statistics yet (no ANALYZE): the estimates are
-//! PostgreSQL's for a table never analysed. The table's size is its page
-//! count now, its row count what that many pages hold at the width its
-//! column types suggest, and a condition's selectivity PostgreSQL's
-//! defaults: 0.5 % for an equality (or IS NULL, or per value of an `IN`
-//! list), a third for a one-sided range, 0.5 % for a range bounded on
-//! both sides, and one row for equalities on every column of a unique
-//! index. Costs are in PostgreSQL's units: a sequential page read is 1, a
-//! random one 4, a row 0.01 of CPU, an index entry 0.005, an operator
-//! 0.0025.
+//! Estimates follow PostgreSQL's. A table's size is its page count now
+//! and, once ANALYZE has run, its row count from the density it had then;
+//! a condition's selectivity comes from the column's statistics (most
+//! common values, histogram, null fraction, distinct count: see
+//! `catalog::statistics`). A table never analysed is estimated as
+//! PostgreSQL estimates one: as many rows as its pages hold at the width
+//! its column types suggest, 0.5 % for an equality, a third for a
+//! one-sided range, 0.5 % for a range bounded on both sides. An index
+//! scan's heap reads cost between a random read per distinct page
+//! (Mackert–Lohman, with `effective_cache_size`) and a sequential run of
+//! pages, as the leading column's correlation squared says (`cost_index`).
+//! Costs are in PostgreSQL's units and parameters (`seq_page_cost`,
+//! `random_page_cost`, `cpu_tuple_cost`, `cpu_index_tuple_cost`,
+//! `cpu_operator_cost`).
 
 use std::sync::Arc;
 
+use crate::catalog::statistics::{
+    ColumnStats, TableStats, DEFAULT_EQ_SELECTIVITY, DEFAULT_RANGE_SELECTIVITY,
+};
 use crate::catalog::{IndexDef, TableDef};
+use crate::config::Costs;
 use crate::database::Database;
 use crate::exec::indexscan::{IndexQual, IndexScanNode, IndexSearch};
 use crate::exec::{BinaryOp, Filter, PlanNode, SeqScanNode};
@@ -23,26 +31,29 @@ use crate::types::ColumnType;
 
 use super::expr::StmtCx;
 use crate::btree::Direction;
-use crate::exec::expr::IndexCond;
+use crate::exec::expr::{Expr, IndexCond};
 
-const SEQ_PAGE_COST: f64 = 1.0;
-const RANDOM_PAGE_COST: f64 = 4.0;
-const CPU_TUPLE_COST: f64 = 0.01;
-const CPU_INDEX_TUPLE_COST: f64 = 0.005;
-const CPU_OPERATOR_COST: f64 = 0.0025;
 /// What a disabled method costs on top (PostgreSQL's `disable_cost`): it
 /// is chosen only when nothing else can be.
 const DISABLE_COST: f64 = 1.0e10;
-/// Selectivity of an equality, and of a range bounded on both sides.
-const EQ_SELECTIVITY: f64 = 0.005;
-/// Selectivity of a range bounded on one side.
-const RANGE_SELECTIVITY: f64 = 1.0 / 3.0;
-/// Entries of a leaf page, for the number of leaves a scan reads.
+/// Entries of a leaf page, for the height of an index.
 const ENTRIES_PER_LEAF: f64 = 200.0;
+/// Operators a B-tree descent costs per level, besides its comparisons
+/// (PostgreSQL's charge for the page's CPU work in `btcostestimate`).
+const DESCENT_OPERATORS_PER_LEVEL: f64 = 50.0;
+/// How much of the leading column's correlation a multi-column index is
+/// taken to keep (PostgreSQL's factor).
+const MULTI_COLUMN_CORRELATION: f64 = 0.75;
 /// Bytes a row takes besides its columns: tuple header and line pointer.
 const ROW_OVERHEAD: usize = 28;
 /// Bytes assumed for a column of variable width.
 const VARIABLE_WIDTH: usize = 32;
+/// Below this a two-sided range's estimate is taken as nearly empty, not
+/// as the statistics' rounding (PostgreSQL's bound).
+const RANGE_ROUNDING: f64 = -0.01;
+/// A two-sided range the estimate makes empty (PostgreSQL's 1.0e-10):
+/// small, but not zero, so that costs still order.
+const RANGE_NEARLY_EMPTY: f64 = 1.0e-10;
 
 /// The scan node for `table`, decoding `wanted`, with the item's
 /// conditions `filters` (over the table's columns): an index scan if one
@@ -62,13 +73,19 @@ pub(crate) fn table_scan(
         return Ok(Box::new(SeqScanNode::new(table, alias, wanted, filter)));
     }
     let size = TableSize::of(db, &table);
-    let seq_cost = size.pages * SEQ_PAGE_COST
-        + size.rows * (CPU_TUPLE_COST + CPU_OPERATOR_COST * filters.len() as f64)
+    let c = &cx.costs;
+    let seq_cost = size.pages * c.seq_page
+        + size.rows * (c.cpu_tuple + c.cpu_operator * filters.len() as f64)
         + if cx.scans.seq { 0.0 } else { DISABLE_COST };
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
     let mut best: Option<(f64, IndexPlan)> = None;
     for index in indexes.iter() {
-        let Some(plan) = index_plan(index, &filters, &size) else {
+        let index_pages = db
+            .pool()
+            .relation(index.rel)
+            .nblocks(Fork::Main)
+            .unwrap_or(0) as f64;
+        let Some(plan) = index_plan(index, index_pages, &filters, &size, c) else {
             continue;
         };
         let cost = plan.cost + index_penalty;
@@ -109,38 +126,138 @@ pub(crate) fn table_scan(
     )))
 }
 
-/// A table's size as the planner sees it.
-struct TableSize {
-    pages: f64,
-    rows: f64,
+/// A table's size as the planner sees it, with its statistics if it was
+/// analysed.
+pub(crate) struct TableSize {
+    pub pages: f64,
+    pub rows: f64,
+    stats: Option<Arc<TableStats>>,
 }
 
 impl TableSize {
-    fn of(db: &Database, table: &TableDef) -> TableSize {
+    pub(crate) fn of(db: &Database, table: &TableDef) -> TableSize {
         // A table whose size cannot be read is planned as an empty one:
         // the scan will report the error.
         let pages = db
             .pool()
             .relation(table.heap.rel)
             .nblocks(Fork::Main)
-            .unwrap_or(0) as f64;
-        let width: usize = ROW_OVERHEAD
-            + table
-                .columns
-                .iter()
-                .map(|c| match c.ty {
-                    ColumnType::Boolean => 1,
-                    ColumnType::Integer | ColumnType::Date => 4,
-                    ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
-                    _ => VARIABLE_WIDTH,
-                })
-                .sum::<usize>();
-        let per_page = (BLOCK_SIZE / width).max(1) as f64;
+            .unwrap_or(0);
+        let stats = db.statistics().of(table.oid);
+        let rows = match &stats {
+            Some(s) => s.rows_now(pages),
+            None => f64::from(pages) * rows_per_page(table),
+        };
         TableSize {
-            pages,
-            rows: pages * per_page,
+            pages: f64::from(pages),
+            rows,
+            stats,
         }
     }
+
+    /// The statistics of column `column`, if the table was analysed.
+    fn column(&self, column: usize) -> Option<&ColumnStats> {
+        self.stats.as_ref()?.columns.get(column)
+    }
+
+    /// Fraction of the rows passing `cond`.
+    fn selectivity(&self, cond: &IndexCond) -> f64 {
+        let column = self.column(cond.column());
+        let s = match (*cond, column) {
+            (IndexCond::IsNull { .. }, Some(c)) => c.null_frac,
+            (IndexCond::IsNull { .. }, None) => DEFAULT_EQ_SELECTIVITY,
+            (IndexCond::In { values, .. }, _) => values
+                .iter()
+                .map(|v| self.equal(column, v))
+                .sum::<f64>()
+                .min(1.0),
+            (IndexCond::Compare { op, value, .. }, _) => match op {
+                BinaryOp::Eq => self.equal(column, value),
+                op => match (column, value.as_const()) {
+                    (Some(c), Some(v)) => {
+                        let below = |inclusive| c.below(v, inclusive);
+                        match op {
+                            BinaryOp::Lt => below(false),
+                            BinaryOp::Le => below(true),
+                            BinaryOp::Gt => 1.0 - c.null_frac - below(true),
+                            _ => 1.0 - c.null_frac - below(false),
+                        }
+                    }
+                    _ => DEFAULT_RANGE_SELECTIVITY,
+                },
+            },
+        };
+        s.clamp(0.0, 1.0)
+    }
+
+    /// Fraction of the rows equal to `value`.
+    fn equal(&self, column: Option<&ColumnStats>, value: &Expr) -> f64 {
+        match (column, value.as_const()) {
+            (Some(c), Some(v)) => c.eq(v, self.rows),
+            (Some(c), None) => c.eq_unknown(self.rows),
+            (None, _) => DEFAULT_EQ_SELECTIVITY,
+        }
+    }
+
+    /// Fraction of the rows between a lower bound passing `lower` of them
+    /// and an upper one passing `upper` (`clauselist_selectivity`'s range
+    /// pairs: each bound's rows overlap in the range, and NULLs pass
+    /// neither).
+    fn range(&self, column: usize, lower: f64, upper: f64) -> f64 {
+        let null_frac = self.column(column).map_or(0.0, |c| c.null_frac);
+        let s = lower + upper - 1.0 + null_frac;
+        if s > 0.0 {
+            s
+        } else if s < RANGE_ROUNDING || self.stats.is_none() {
+            DEFAULT_EQ_SELECTIVITY
+        } else {
+            RANGE_NEARLY_EMPTY
+        }
+    }
+
+    /// Correlation of column `column`'s values with the rows' order.
+    fn correlation(&self, column: usize) -> f64 {
+        self.column(column)
+            .and_then(|c| c.correlation)
+            .unwrap_or(0.0)
+    }
+}
+
+/// Rows a page holds at the width `table`'s column types suggest (for a
+/// table never analysed).
+fn rows_per_page(table: &TableDef) -> f64 {
+    let width: usize = ROW_OVERHEAD
+        + table
+            .columns
+            .iter()
+            .map(|c| match c.ty {
+                ColumnType::Boolean => 1,
+                ColumnType::Integer | ColumnType::Date => 4,
+                ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
+                _ => VARIABLE_WIDTH,
+            })
+            .sum::<usize>();
+    (BLOCK_SIZE / width).max(1) as f64
+}
+
+/// Distinct pages `tuples` fetches in random order touch in a table of
+/// `pages` pages, counting a page again if the cache of
+/// `effective_cache_size` has let it go (Mackert and Lohman, as
+/// PostgreSQL's `index_pages_fetched`).
+fn pages_fetched(tuples: f64, pages: f64, c: &Costs) -> f64 {
+    let t = pages.max(1.0);
+    let b = c.effective_cache_pages.max(1.0);
+    let fetched = if t <= b {
+        (2.0 * t * tuples / (2.0 * t + tuples)).min(t)
+    } else {
+        let limit = 2.0 * t * b / (2.0 * t - b);
+        if tuples <= limit {
+            2.0 * t * tuples / (2.0 * t + tuples)
+        } else {
+            b + (tuples - limit) * (t - b) / t
+        }
+    };
+    fetched.ceil()
 }
 
 /// An index scan as costed.
@@ -152,9 +269,15 @@ struct IndexPlan {
     cost: f64,
 }
 
-/// The scan of `index` searching by what it can of `filters`, with its
-/// cost; None if it can search by none of them.
-fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Option<IndexPlan> {
+/// The scan of `index` (`index_pages` pages) searching by what it can of
+/// `filters`, with its cost; None if it can search by none of them.
+fn index_plan(
+    index: &Arc<IndexDef>,
+    index_pages: f64,
+    filters: &[Filter],
+    size: &TableSize,
+    c: &Costs,
+) -> Option<IndexPlan> {
     // Each condition on a key column, with the filter it is part of (a
     // BETWEEN is two).
     let conds: Vec<(usize, usize, IndexCond)> = filters
@@ -177,18 +300,22 @@ fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Op
     let mut used = Vec::new();
     let mut quals = Vec::new();
     let mut equal_keys = 0;
+    // Index searches: the product of the IN lists' lengths.
+    let mut searches = 1.0;
     for key in 0..index.columns.len() {
+        let column = index.columns[key].column;
         let here: Vec<&(usize, usize, IndexCond)> =
             conds.iter().filter(|(_, k, _)| *k == key).collect();
-        let mut equal = None;
-        let (mut lower, mut upper) = (false, false);
+        let mut equal: Option<f64> = None;
+        let (mut lower, mut upper): (Option<f64>, Option<f64>) = (None, None);
         for (i, _, cond) in &here {
+            let s = size.selectivity(cond);
             let qual = match *cond {
                 IndexCond::Compare { op, value, .. } => {
                     match op {
-                        BinaryOp::Eq => equal = Some(EQ_SELECTIVITY),
-                        BinaryOp::Gt | BinaryOp::Ge => lower = true,
-                        _ => upper = true,
+                        BinaryOp::Eq => equal = Some(equal.map_or(s, |e| e.min(s))),
+                        BinaryOp::Gt | BinaryOp::Ge => lower = Some(lower.map_or(s, |l| l.min(s))),
+                        _ => upper = Some(upper.map_or(s, |u| u.min(s))),
                     }
                     IndexQual::Compare {
                         key,
@@ -197,15 +324,15 @@ fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Op
                     }
                 }
                 IndexCond::In { values, .. } => {
-                    let s = (values.len() as f64 * EQ_SELECTIVITY).min(1.0);
-                    equal = Some(equal.map_or(s, |e: f64| e.min(s)));
+                    equal = Some(equal.map_or(s, |e| e.min(s)));
+                    searches *= values.len().max(1) as f64;
                     IndexQual::In {
                         key,
                         values: values.to_vec(),
                     }
                 }
                 IndexCond::IsNull { .. } => {
-                    equal = Some(EQ_SELECTIVITY);
+                    equal = Some(equal.map_or(s, |e| e.min(s)));
                     IndexQual::IsNull { key }
                 }
             };
@@ -218,11 +345,11 @@ fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Op
                 equal_keys += 1;
             }
             None => {
-                if lower && upper {
-                    selectivity *= EQ_SELECTIVITY;
-                } else if lower || upper {
-                    selectivity *= RANGE_SELECTIVITY;
-                }
+                selectivity *= match (lower, upper) {
+                    (Some(l), Some(u)) => size.range(column, l, u),
+                    (Some(s), None) | (None, Some(s)) => s,
+                    (None, None) => 1.0,
+                };
                 break;
             }
         }
@@ -239,29 +366,39 @@ fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Op
         let parts = filters[i].predicate.conjuncts().len();
         searched.iter().filter(|&&j| j == i).count() == parts
     });
-    let mut rows = selectivity * size.rows;
+    let mut tuples = selectivity * size.rows;
     if index.kind.unique() && equal_keys == index.columns.len() {
-        rows = rows.min(1.0);
+        tuples = tuples.min(searches);
     }
-    let rows = rows.max(1.0);
-    let height = (size.rows.max(1.0).ln() / ENTRIES_PER_LEAF.ln())
-        .ceil()
-        .max(1.0);
-    let leaves = (rows / ENTRIES_PER_LEAF).ceil();
-    // Distinct heap pages the rows are on, if they lie anywhere (the
-    // Mackert–Lohman estimate PostgreSQL uses, without its cache term).
-    let heap_pages = if size.pages > 0.0 {
-        size.pages * (1.0 - (-rows / size.pages).exp())
-    } else {
-        0.0
-    };
-    let cost = RANDOM_PAGE_COST * (height + leaves + heap_pages)
-        + rows * (CPU_INDEX_TUPLE_COST + CPU_TUPLE_COST)
-        + rows * CPU_OPERATOR_COST * filters.len() as f64;
+    let tuples = tuples.max(1.0);
+    // The index's own part (`genericcostestimate`, `btcostestimate`):
+    // the leaf pages holding the entries, each entry's CPU, and per
+    // search a descent's comparisons and pages' CPU.
+    let entries = size.rows.max(1.0);
+    let index_pages_read = (tuples * index_pages / entries).ceil().max(1.0);
+    let height = (entries.ln() / ENTRIES_PER_LEAF.ln()).ceil().max(1.0);
+    let descent = entries.log2().ceil() * c.cpu_operator
+        + (height + 1.0) * DESCENT_OPERATORS_PER_LEVEL * c.cpu_operator;
+    let index_cost = index_pages_read * c.random_page
+        + tuples * (c.cpu_index_tuple + c.cpu_operator * quals.len() as f64)
+        + searches * descent;
+    // The heap's part (`cost_index`): between a random read of each
+    // distinct page the rows are on, if they lie anywhere, and a
+    // sequential run over the fraction of the table they fill, if the
+    // table is in the index's order, by the correlation squared.
+    let worst = pages_fetched(tuples, size.pages, c) * c.random_page;
+    let run = (selectivity * size.pages).ceil().max(1.0);
+    let best = c.random_page + (run - 1.0) * c.seq_page;
+    let mut correlation = size.correlation(index.columns[0].column);
+    if index.columns.len() > 1 {
+        correlation *= MULTI_COLUMN_CORRELATION;
+    }
+    let heap_io = worst + correlation * correlation * (best - worst);
+    let cpu = tuples * (c.cpu_tuple + c.cpu_operator * filters.len() as f64);
     Some(IndexPlan {
         index: Arc::clone(index),
         quals,
         used,
-        cost,
+        cost: index_cost + heap_io + cpu,
     })
 }

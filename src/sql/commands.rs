@@ -11,7 +11,7 @@ use sqlparser::ast::{
 use sqlparser::tokenizer::Span;
 
 use super::copy::copy;
-use super::ddl::{create_table, drop_tables, vacuum};
+use super::ddl::{analyze, create_table, drop_tables, vacuum};
 use super::dml::{plan_delete, plan_insert, plan_update};
 use super::explain::{explain, explain_options};
 use super::expr::{constant, ident, object_name, StmtCx};
@@ -65,6 +65,19 @@ fn utility(
             drop(snapshot);
             f(s)
         }
+        Err(e) => Err(e.into()),
+    };
+    finish(s, result)
+}
+
+/// [`utility`] for a statement that reads a table: `f` gets the
+/// statement's snapshot.
+fn with_snapshot(
+    s: &mut Session,
+    f: impl FnOnce(&mut Session, &crate::txn::Snapshot) -> Result<StatementResult, SqlError>,
+) -> Result<StatementResult, SqlError> {
+    let result = match s.start_statement() {
+        Ok(snapshot) => f(s, snapshot.get()),
         Err(e) => Err(e.into()),
     };
     finish(s, result)
@@ -134,6 +147,7 @@ fn dispatch(
         now: statement_time(s),
         hash_joins: s.settings.hash_joins_allowed(),
         scans: s.settings.scan_methods(),
+        costs: s.settings.costs(),
         subplans: Default::default(),
         params: Default::default(),
         subquery_depth: Default::default(),
@@ -146,6 +160,22 @@ fn dispatch(
             });
         }
         Stmt::Ast(statement) => &**statement,
+        Stmt::VacuumAnalyze(statement) => {
+            let Statement::Vacuum(v) = &**statement else {
+                return Err(cx.unsupported(statement.span(), statement_kind(statement)));
+            };
+            let table = vacuum_table(&cx, statement, v)?;
+            return io.with_progress(|progress| {
+                with_snapshot(s, |s, snapshot| {
+                    let vacuumed = vacuum(&cx, s, table, progress)?;
+                    let analyzed = analyze(&cx, s, snapshot, table, progress)?;
+                    Ok(StatementResult {
+                        notices: [vacuumed.notices, analyzed.notices].concat(),
+                        ..StatementResult::tag("VACUUM")
+                    })
+                })
+            });
+        }
     };
     match statement {
         Statement::StartTransaction {
@@ -378,29 +408,67 @@ fn dispatch(
             })
         }
         Statement::Vacuum(v) => {
-            let ast::VacuumStatement {
-                full,
-                sort_only,
-                delete_only,
-                reindex,
-                recluster,
+            let table = vacuum_table(&cx, statement, v)?;
+            io.with_progress(|progress| utility(s, |s| vacuum(&cx, s, table, progress)))
+        }
+        Statement::Analyze(a) => {
+            let ast::Analyze {
+                has_table_keyword,
                 table_name,
-                threshold,
-                boost,
-            } = v;
-            if *full {
-                return Err(cx.unsupported_hint(statement.span(), "VACUUM FULL", "; use VACUUM"));
-            }
-            if *sort_only || *delete_only || *reindex || *recluster || threshold.is_some() || *boost
+                for_columns,
+                columns,
+                partitions,
+                cache_metadata,
+                noscan,
+                compute_statistics,
+            } = a;
+            if *has_table_keyword
+                || *for_columns
+                || !columns.is_empty()
+                || partitions.is_some()
+                || *cache_metadata
+                || *noscan
+                || *compute_statistics
             {
-                return Err(cx.unsupported(statement.span(), "this form of VACUUM"));
+                return Err(cx.unsupported_hint(
+                    statement.span(),
+                    "this form of ANALYZE",
+                    "; use ANALYZE or ANALYZE table (every column is analysed)",
+                ));
             }
             io.with_progress(|progress| {
-                utility(s, |s| vacuum(&cx, s, table_name.as_ref(), progress))
+                with_snapshot(s, |s, snapshot| {
+                    analyze(&cx, s, snapshot, table_name.as_ref(), progress)
+                })
             })
         }
         other => Err(cx.unsupported(Span::empty(), statement_kind(other))),
     }
+}
+
+/// The table a VACUUM names, if any; refuses the forms it does not run.
+fn vacuum_table<'a>(
+    cx: &StmtCx,
+    statement: &Statement,
+    v: &'a ast::VacuumStatement,
+) -> Result<Option<&'a ast::ObjectName>, SqlError> {
+    let ast::VacuumStatement {
+        full,
+        sort_only,
+        delete_only,
+        reindex,
+        recluster,
+        table_name,
+        threshold,
+        boost,
+    } = v;
+    if *full {
+        return Err(cx.unsupported_hint(statement.span(), "VACUUM FULL", "; use VACUUM"));
+    }
+    if *sort_only || *delete_only || *reindex || *recluster || threshold.is_some() || *boost {
+        return Err(cx.unsupported(statement.span(), "this form of VACUUM"));
+    }
+    Ok(table_name.as_ref())
 }
 
 /// Puts the session's settings `names` back to the database's values

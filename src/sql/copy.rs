@@ -116,7 +116,7 @@ pub(crate) fn copy(
             columns,
             options: opts,
         };
-        match target {
+        let loaded = match target {
             CopyTarget::Stdin => {
                 let Some(input) = io.stdin.take() else {
                     return Err(SqlError::Copy(
@@ -148,7 +148,9 @@ pub(crate) fn copy(
                     "; copy from a file or STDIN",
                 ))
             }
-        }
+        };
+        db.statistics().note_changes(plan.table.oid, loaded);
+        loaded
     };
     Ok(StatementResult::tag(format!("COPY {count}")))
 }

@@ -586,6 +586,42 @@ pub(crate) fn vacuum(
     })
 }
 
+/// `ANALYZE [t]`: samples the table (every table the statement sees,
+/// without one) and stores its statistics for the planner.
+pub(crate) fn analyze(
+    cx: &StmtCx,
+    s: &mut Session,
+    snapshot: &crate::txn::Snapshot,
+    table: Option<&ast::ObjectName>,
+    progress: &mut dyn exec::Progress,
+) -> Result<StatementResult, SqlError> {
+    let db = Arc::clone(s.db());
+    let tables = match table {
+        Some(name) => vec![user_table(cx, &db, &object_name(cx, name)?)?],
+        None => db.catalog().tables_for(cx.viewer),
+    };
+    let reports = exec::analyze::analyze(s, snapshot, &tables, cx.now, progress)?;
+    let notices = tables
+        .iter()
+        .zip(&reports)
+        .map(|(t, r)| {
+            format!(
+                "INFO: \"{}\": scanned {} of {} pages, containing {} live rows; {} rows in sample, {} estimated total rows",
+                t.name(),
+                r.pages_sampled,
+                r.pages,
+                r.live_rows_seen,
+                r.sample_rows,
+                r.rows
+            )
+        })
+        .collect();
+    Ok(StatementResult {
+        notices,
+        ..StatementResult::tag("ANALYZE")
+    })
+}
+
 /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t [USING btree]
 /// (col [ASC | DESC] [NULLS FIRST | LAST], …)`.
 pub(crate) fn create_index(

@@ -53,6 +53,8 @@ pub(crate) struct StmtCx {
     pub hash_joins: bool,
     /// Whether tables may be read through indexes, or sequentially.
     pub scans: crate::config::ScanMethods,
+    /// The planner's cost parameters.
+    pub costs: crate::config::Costs,
     /// Subqueries numbered so far (PostgreSQL's "SubPlan n", from 1).
     pub subplans: Cell<usize>,
     /// Parameters numbered so far (`$n`, from 0): a subquery's

@@ -94,6 +94,9 @@ pub(crate) struct Parsed {
 pub(crate) enum Stmt {
     Ast(Box<Statement>),
     Checkpoint,
+    /// `VACUUM ANALYZE [t]`, which `sqlparser` does not know: the VACUUM
+    /// without its ANALYZE.
+    VacuumAnalyze(Box<Statement>),
 }
 
 fn position(t: &TokenWithSpan) -> Position {
@@ -495,23 +498,47 @@ fn parse_tokens(
             statement: number,
             message,
         };
+        // VACUUM ANALYZE: parsed as the VACUUM it also is.
+        let words: Vec<(usize, &TokenWithSpan)> = piece
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !is_blank(t))
+            .take(2)
+            .collect();
+        let is_word = |t: &TokenWithSpan, w: &[&str]| matches!(&t.token, Token::Word(x) if w.iter().any(|w| x.value.eq_ignore_ascii_case(w)));
+        let vacuum_analyze = match words[..] {
+            [(_, v), (at, a)] if is_word(v, &["vacuum"]) && is_word(a, &["analyze", "analyse"]) => {
+                Some(at)
+            }
+            _ => None,
+        };
+        let mut tokens = piece.to_vec();
+        if let Some(at) = vacuum_analyze {
+            tokens.remove(at);
+        }
         let mut parser = Parser::new(dialect)
             .with_recursion_limit(MAX_PARSER_RECURSION)
-            .with_tokens_with_locations(piece.to_vec());
+            .with_tokens_with_locations(tokens);
         let statement = match &first.token {
             Token::Word(w) if w.value.eq_ignore_ascii_case("checkpoint") => {
                 parser.next_token();
                 Stmt::Checkpoint
             }
-            _ => Stmt::Ast(Box::new(parser.parse_statement().map_err(|e| match e {
-                ParserError::RecursionLimitExceeded => SqlError::TooDeep {
-                    statement: number,
-                    at: position(first),
-                    limit: MAX_PARSER_RECURSION,
-                    what: "levels of prefix operators, calls and subexpressions",
-                },
-                e => syntax(format!("{e} (the statement starts at {})", position(first))),
-            })?)),
+            _ => {
+                let statement = parser.parse_statement().map_err(|e| match e {
+                    ParserError::RecursionLimitExceeded => SqlError::TooDeep {
+                        statement: number,
+                        at: position(first),
+                        limit: MAX_PARSER_RECURSION,
+                        what: "levels of prefix operators, calls and subexpressions",
+                    },
+                    e => syntax(format!("{e} (the statement starts at {})", position(first))),
+                })?;
+                match vacuum_analyze {
+                    Some(_) => Stmt::VacuumAnalyze(Box::new(statement)),
+                    None => Stmt::Ast(Box::new(statement)),
+                }
+            }
         };
         let next = parser.peek_token();
         if next.token != Token::EOF {
