@@ -74,6 +74,10 @@ pub struct TableStats {
     pub pages: u32,
     /// Live rows estimated when analysed.
     pub rows: f64,
+    /// Pages the visibility map said were all-visible when analysed
+    /// (PostgreSQL's `relallvisible`): the share of an index-only scan's
+    /// rows that need no table read.
+    pub all_visible_pages: u32,
     pub columns: Vec<ColumnStats>,
     /// When it was analysed, microseconds since 2000-01-01.
     pub analyzed_at: i64,
@@ -83,10 +87,18 @@ pub struct TableStats {
 }
 
 impl TableStats {
-    pub fn new(pages: u32, rows: f64, columns: Vec<ColumnStats>, analyzed_at: i64) -> TableStats {
+    pub fn new(
+        pages: u32,
+        rows: f64,
+        all_visible_pages: u32,
+        columns: Vec<ColumnStats>,
+        analyzed_at: i64,
+    ) -> TableStats {
+        assert!(all_visible_pages <= pages, "all-visible pages are pages");
         TableStats {
             pages,
             rows,
+            all_visible_pages,
             columns,
             analyzed_at,
             changed: AtomicU64::new(0),
@@ -102,6 +114,15 @@ impl TableStats {
     /// due (PostgreSQL's autovacuum threshold).
     pub fn is_stale(&self) -> bool {
         self.changed_since() as f64 > STALE_BASE_ROWS + STALE_FRACTION * self.rows
+    }
+
+    /// Fraction of the table's pages all-visible when analysed.
+    pub fn all_visible_fraction(&self) -> f64 {
+        if self.pages == 0 {
+            0.0
+        } else {
+            f64::from(self.all_visible_pages) / f64::from(self.pages)
+        }
     }
 
     /// Rows the table holds now, estimated from its density when analysed
@@ -572,6 +593,7 @@ fn encode_file(
         b.extend_from_slice(&oid.to_le_bytes());
         b.extend_from_slice(&t.pages.to_le_bytes());
         b.extend_from_slice(&t.rows.to_le_bytes());
+        b.extend_from_slice(&t.all_visible_pages.to_le_bytes());
         b.extend_from_slice(&t.analyzed_at.to_le_bytes());
         b.extend_from_slice(&(t.columns.len() as u32).to_le_bytes());
         for (c, &ty) in t.columns.iter().zip(tys) {
@@ -629,6 +651,7 @@ fn decode_file(
         let oid = r.u32()?;
         let pages = r.u32()?;
         let rows = r.f64()?;
+        let all_visible_pages = r.u32()?.min(pages);
         let analyzed_at = r.u64()? as i64;
         let ncolumns = r.u32()? as usize;
         let tys = types.get(&oid);
@@ -657,7 +680,13 @@ fn decode_file(
         if tys.is_some_and(|t| t.len() == ncolumns) {
             tables.insert(
                 oid,
-                Arc::new(TableStats::new(pages, rows, columns, analyzed_at)),
+                Arc::new(TableStats::new(
+                    pages,
+                    rows,
+                    all_visible_pages,
+                    columns,
+                    analyzed_at,
+                )),
             );
         }
     }
@@ -797,13 +826,16 @@ mod tests {
         stats
             .set(
                 7,
-                TableStats::new(3, 5_000.0, vec![s.clone(), int_stats.clone()], 42),
+                TableStats::new(3, 5_000.0, 2, vec![s.clone(), int_stats.clone()], 42),
                 &types,
             )
             .unwrap();
         let again = Statistics::load(dir.path(), &types);
         let t = again.of(7).unwrap();
-        assert_eq!((t.pages, t.rows, t.analyzed_at), (3, 5_000.0, 42));
+        assert_eq!(
+            (t.pages, t.rows, t.all_visible_pages, t.analyzed_at),
+            (3, 5_000.0, 2, 42)
+        );
         assert_eq!(t.columns, vec![s, int_stats]);
         // A table whose columns changed is left out; a damaged file
         // reads as no statistics.
@@ -818,7 +850,7 @@ mod tests {
 
     #[test]
     fn staleness_counts_changes_against_the_size() {
-        let t = TableStats::new(10, 1000.0, Vec::new(), 0);
+        let t = TableStats::new(10, 1000.0, 0, Vec::new(), 0);
         assert!(!t.is_stale());
         t.changed.fetch_add(150, Ordering::Relaxed);
         assert!(!t.is_stale());

@@ -123,6 +123,7 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScanMethods {
     pub index: bool,
+    pub index_only: bool,
     pub seq: bool,
 }
 
@@ -274,6 +275,13 @@ pub static SETTINGS: &[SettingDef] = &[
         kind: Kind::Bool,
         context: Context::Session,
         description: "Lets the planner read tables through their B-tree indexes; off scans them sequentially, to compare the two",
+    },
+    SettingDef {
+        name: "enable_indexonlyscan",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner answer from an index's keys alone where they hold every column a query reads, reading the table only for pages the visibility map does not vouch for; off fetches every row from the table, to compare the two",
     },
     SettingDef {
         name: "enable_seqscan",
@@ -879,6 +887,7 @@ impl Settings {
     pub fn scan_methods(&self) -> ScanMethods {
         ScanMethods {
             index: self.boolean("enable_indexscan"),
+            index_only: self.boolean("enable_indexonlyscan"),
             seq: self.boolean("enable_seqscan"),
         }
     }

@@ -176,9 +176,14 @@ pub fn analyze(
                 column_stats(&values, rows.max(sample.len() as f64), STATISTICS_TARGET)
             })
             .collect();
+        let all_visible =
+            crate::heap::vm::all_visible_bits(&mut session.buf, table.heap.rel, pages)?
+                .into_iter()
+                .filter(|&b| b)
+                .count() as u32;
         db.statistics().set(
             table.oid,
-            TableStats::new(pages, rows, columns, now),
+            TableStats::new(pages, rows, all_visible, columns, now),
             &db.catalog().column_types_by_oid(),
         )?;
         reports.push(AnalyzeReport {

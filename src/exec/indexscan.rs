@@ -18,11 +18,14 @@ use super::expr::{BinaryOp, Expr};
 use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
 use super::value::is_true;
 use super::ExecError;
-use crate::btree::{Bound, BtreeScan, Direction, IndexDesc, KeyRange, KeySpec, ScanKeys};
+use crate::btree::{
+    BatchItem, Bound, BtreeScan, Direction, IndexDesc, KeyRange, KeySpec, ScanKeys,
+};
 use crate::buffer::ReadCounts;
 use crate::catalog::{IndexDef, TableDef};
 use crate::heap::tuple::decode;
-use crate::heap::{FetchStats, HeapFetch, Tid};
+use crate::heap::vm::VisibilityLookup;
+use crate::heap::{FetchStats, HeapFetch};
 use crate::types::{compare, Value};
 
 /// Most ranges one scan searches: the cross product of `IN` lists on
@@ -84,9 +87,17 @@ pub struct IndexScanNode {
     /// ranges searched were wider than the conditions).
     rechecked_out: u64,
     scan: Option<BtreeScan>,
-    /// TIDs of the current leaf batch not yet fetched.
-    pending: VecDeque<Tid>,
+    /// Entries of the current leaf batch not yet returned (with their
+    /// keys in an index-only scan).
+    pending: VecDeque<BatchItem>,
     fetch: Option<HeapFetch>,
+    /// Returns rows from the index's keys where the visibility map says
+    /// every tuple of the page is visible (an index-only scan); every
+    /// wanted column is a key column.
+    index_only: bool,
+    vm: VisibilityLookup,
+    /// Rows an index-only scan had to fetch from the table.
+    heap_fetches: u64,
     /// Figures over every run, for EXPLAIN ANALYZE.
     heap: FetchStats,
     buffers: ReadCounts,
@@ -134,12 +145,30 @@ impl IndexScanNode {
             scan: None,
             pending: VecDeque::new(),
             fetch: None,
+            index_only: false,
+            vm: VisibilityLookup::default(),
+            heap_fetches: 0,
             heap: FetchStats::default(),
             buffers: ReadCounts::default(),
             leaf_pages: 0,
             searches: 0,
             ended: false,
         }
+    }
+
+    /// Makes the scan index-only: rows come from the index's keys, and
+    /// from the table only where the visibility map cannot vouch for a
+    /// page. Every column the scan decodes must be a key column.
+    pub fn index_only(mut self) -> IndexScanNode {
+        assert!(
+            self.wanted
+                .iter()
+                .enumerate()
+                .all(|(c, &w)| !w || self.index.columns.iter().any(|k| k.column == c)),
+            "an index-only scan returns key columns only"
+        );
+        self.index_only = true;
+        self
     }
 
     /// Starts the B-tree scan with the key conditions' current values.
@@ -149,7 +178,7 @@ impl IndexScanNode {
             self.desc.clone(),
             keys,
             self.direction,
-            false,
+            self.index_only,
         ));
         self.fetch = Some(HeapFetch::new(&self.table.heap));
         Ok(())
@@ -165,6 +194,7 @@ impl IndexScanNode {
             fetch.release(&mut cx.session.buf);
             self.heap.add(&fetch.stats);
         }
+        self.vm.release(&mut cx.session.buf);
         self.pending.clear();
     }
 
@@ -180,17 +210,35 @@ impl IndexScanNode {
         let fetch = self.fetch.as_mut().expect("begun");
         let types = &self.table.heap.types;
         while out.len() < max_rows {
-            let Some(tid) = self.pending.pop_front() else {
+            let Some(item) = self.pending.pop_front() else {
                 break;
             };
+            let tid = item.tid;
             let mut row = Vec::with_capacity(types.len());
-            let decoded =
-                fetch.fetch(db.heap(), &mut cx.session.buf, tid, cx.snapshot, |tuple| {
-                    decode(types, tuple, &self.wanted, &mut row)
-                })?;
-            match decoded {
-                None => continue,
-                Some(result) => result?,
+            let from_index = self.index_only
+                && self
+                    .vm
+                    .all_visible(&mut cx.session.buf, self.table.heap.rel, tid.block)?;
+            if from_index {
+                debug_assert_eq!(item.key.len(), self.index.columns.len());
+                row.resize(types.len(), Value::Null);
+                for (key, value) in self.index.columns.iter().zip(item.key) {
+                    if self.wanted[key.column] {
+                        row[key.column] = value;
+                    }
+                }
+            } else {
+                if self.index_only {
+                    self.heap_fetches += 1;
+                }
+                let decoded =
+                    fetch.fetch(db.heap(), &mut cx.session.buf, tid, cx.snapshot, |tuple| {
+                        decode(types, tuple, &self.wanted, &mut row)
+                    })?;
+                match decoded {
+                    None => continue,
+                    Some(result) => result?,
+                }
             }
             if let Some(recheck) = &self.search.recheck {
                 if !is_true(&*recheck.eval_ref(&row, cx)?) {
@@ -230,7 +278,7 @@ impl IndexScanNode {
             let scan = self.scan.as_mut().expect("begun");
             match scan.next_batch(db.btree(), &mut cx.session.buf)? {
                 Some(batch) => {
-                    self.pending.extend(batch.items.iter().map(|i| i.tid));
+                    self.pending.extend(batch.items);
                     cx.session.buf.pool().aio().injections().hit(
                         crate::inject::INDEX_SCAN_BEFORE_HEAP_FETCH,
                         crate::inject::HitContext {
@@ -286,8 +334,9 @@ impl PlanNode for IndexScanNode {
         } else {
             ""
         };
+        let only = if self.index_only { " Only" } else { "" };
         let mut title = format!(
-            "Index Scan{backward} using {} on {}",
+            "Index{only} Scan{backward} using {} on {}",
             self.index.name,
             self.table.name()
         );
@@ -307,6 +356,12 @@ impl PlanNode for IndexScanNode {
         }
         push_filter(&mut details, self.filter.as_ref(), self.counts, opts);
         if opts.analyze {
+            if self.index_only {
+                details.push(format!(
+                    "Heap Fetches: {}",
+                    self.counts.per_loop(self.heap_fetches)
+                ));
+            }
             details.push(format!(
                 "Index Searches: {}",
                 self.counts.per_loop(self.searches)

@@ -277,3 +277,50 @@ pub fn all_visible_bits(
     }
     Ok(bits)
 }
+
+/// Looks up heap pages' bits one at a time, keeping the last map page
+/// pinned (an index-only scan asks about each entry's page, mostly on the
+/// same map page): PostgreSQL's `VM_ALL_VISIBLE` with its `vmbuffer`.
+///
+/// A set bit read after an index entry was read means the entry's tuple
+/// is visible to every snapshot: a change clears the bit before the
+/// change's index entries are inserted, and vacuum sets it only for
+/// tuples older than every snapshot.
+#[derive(Default)]
+pub struct VisibilityLookup {
+    /// The pinned map page: (relation, map block, buffer).
+    pinned: Option<(u32, u32, crate::buffer::BufferId)>,
+}
+
+impl VisibilityLookup {
+    /// Whether heap block `heap_block` of `rel` is all-visible; a block
+    /// the map does not reach is not.
+    pub fn all_visible(
+        &mut self,
+        s: &mut BufferSession,
+        rel: u32,
+        heap_block: u32,
+    ) -> Result<bool, BufferError> {
+        let (vm_block, byte, mask) = locate(heap_block);
+        let id = match self.pinned {
+            Some((r, b, id)) if r == rel && b == vm_block => id,
+            _ => {
+                self.release(s);
+                if vm_block >= s.pool().relation(rel).nblocks(Fork::VisibilityMap)? {
+                    return Ok(false);
+                }
+                let id = read_map_page(s, rel, Fork::VisibilityMap, vm_block)?;
+                self.pinned = Some((rel, vm_block, id));
+                id
+            }
+        };
+        Ok(s.with_page(id, |page| page[byte] & mask != 0))
+    }
+
+    /// Lets go of the pinned map page.
+    pub fn release(&mut self, s: &mut BufferSession) {
+        if let Some((_, _, id)) = self.pinned.take() {
+            s.release(id);
+        }
+    }
+}

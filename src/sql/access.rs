@@ -65,6 +65,7 @@ pub(crate) fn table_scan(
     alias: Option<String>,
     wanted: Vec<bool>,
     filters: Vec<Filter>,
+    purpose: ReadFor,
 ) -> Result<Box<dyn PlanNode>, super::SqlError> {
     let indexes = db.catalog().indexes_of(&table);
     if indexes.is_empty() {
@@ -85,9 +86,20 @@ pub(crate) fn table_scan(
             .relation(index.rel)
             .nblocks(Fork::Main)
             .unwrap_or(0) as f64;
-        let Some(plan) = index_plan(index, index_pages, &filters, &size, c) else {
+        let Some(mut plan) = index_plan(index, index_pages, &filters, &size, c) else {
             continue;
         };
+        // Index-only where the keys hold every column read: the table is
+        // read only for the pages not all-visible (`cost_index`).
+        plan.index_only = cx.scans.index_only
+            && purpose == ReadFor::Query
+            && wanted
+                .iter()
+                .enumerate()
+                .all(|(col, &w)| !w || index.columns.iter().any(|k| k.column == col));
+        if plan.index_only {
+            plan.cost -= plan.heap_io * size.all_visible_fraction();
+        }
         let cost = plan.cost + index_penalty;
         if cost < seq_cost && best.as_ref().is_none_or(|(c, _)| cost < *c) {
             best = Some((cost, plan));
@@ -115,7 +127,7 @@ pub(crate) fn table_scan(
         recheck,
         label,
     };
-    Ok(Box::new(IndexScanNode::new(
+    let node = IndexScanNode::new(
         table,
         plan.index,
         alias,
@@ -123,7 +135,22 @@ pub(crate) fn table_scan(
         search,
         wanted,
         super::query::and_all(rest)?,
-    )))
+    );
+    Ok(Box::new(if plan.index_only {
+        node.index_only()
+    } else {
+        node
+    }))
+}
+
+/// What a table is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadFor {
+    /// A query's rows.
+    Query,
+    /// The rows an UPDATE or DELETE changes: each is locked and changed
+    /// in the table, so it is always read from there (never index-only).
+    Change,
 }
 
 /// A table's size as the planner sees it, with its statistics if it was
@@ -215,6 +242,13 @@ impl TableSize {
         }
     }
 
+    /// Fraction of the pages all-visible when analysed (none if never).
+    fn all_visible_fraction(&self) -> f64 {
+        self.stats
+            .as_ref()
+            .map_or(0.0, |s| s.all_visible_fraction())
+    }
+
     /// Correlation of column `column`'s values with the rows' order.
     fn correlation(&self, column: usize) -> f64 {
         self.column(column)
@@ -267,6 +301,9 @@ struct IndexPlan {
     /// Which of the filters are key conditions.
     used: Vec<usize>,
     cost: f64,
+    /// The table reads' part of `cost`.
+    heap_io: f64,
+    index_only: bool,
 }
 
 /// The scan of `index` (`index_pages` pages) searching by what it can of
@@ -400,5 +437,7 @@ fn index_plan(
         quals,
         used,
         cost: index_cost + heap_io + cpu,
+        heap_io,
+        index_only: false,
     })
 }

@@ -369,7 +369,15 @@ fn change_target(
     filters: Vec<Filter>,
 ) -> Result<ChangeTarget, SqlError> {
     let condition = super::query::and_all(filters.clone())?.map(|f| f.predicate);
-    let scan = super::access::table_scan(cx, db, Arc::clone(&table), alias, wanted, filters)?;
+    let scan = super::access::table_scan(
+        cx,
+        db,
+        Arc::clone(&table),
+        alias,
+        wanted,
+        filters,
+        super::access::ReadFor::Change,
+    )?;
     Ok(ChangeTarget {
         table,
         scan,

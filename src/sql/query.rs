@@ -123,7 +123,15 @@ impl FromItem {
         filters: Vec<Filter>,
     ) -> Result<Box<dyn PlanNode>, SqlError> {
         if let FromItem::Table(table, alias) = self {
-            return super::access::table_scan(cx, db, table, alias, wanted, filters);
+            return super::access::table_scan(
+                cx,
+                db,
+                table,
+                alias,
+                wanted,
+                filters,
+                super::access::ReadFor::Query,
+            );
         }
         let filter = and_all(filters)?;
         Ok(match self {
