@@ -59,6 +59,7 @@
 //! ```
 
 pub mod agg;
+pub mod bitmapscan;
 pub mod copy;
 pub mod dml;
 pub mod explain;
@@ -216,6 +217,8 @@ pub enum ExecError {
     Index(#[from] crate::btree::BtreeError),
     #[error(transparent)]
     Xact(#[from] XactError),
+    #[error(transparent)]
+    Bitmap(#[from] crate::tidbitmap::TidBitmapError),
     /// A broken invariant of the executor itself (never the user's input).
     #[error("internal error in the executor: {0}")]
     Internal(&'static str),
