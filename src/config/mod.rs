@@ -119,6 +119,7 @@ pub enum Kind {
 pub struct ScanMethods {
     pub index: bool,
     pub seq: bool,
+    pub bitmap: bool,
 }
 
 /// When a setting may change.
@@ -256,6 +257,13 @@ pub static SETTINGS: &[SettingDef] = &[
         kind: Kind::Bool,
         context: Context::Session,
         description: "Lets the planner read tables through their B-tree indexes; off scans them sequentially, to compare the two",
+    },
+    SettingDef {
+        name: "enable_bitmapscan",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner read tables through bitmap scans (one or more B-tree indexes, the heap read in block order); off uses a plain index scan or a sequential scan instead, to compare them",
     },
     SettingDef {
         name: "enable_seqscan",
@@ -798,11 +806,12 @@ impl Settings {
     }
 
     /// Which ways of reading a table the planner may choose
-    /// (`enable_indexscan`, `enable_seqscan`).
+    /// (`enable_indexscan`, `enable_seqscan`, `enable_bitmapscan`).
     pub fn scan_methods(&self) -> ScanMethods {
         ScanMethods {
             index: self.boolean("enable_indexscan"),
             seq: self.boolean("enable_seqscan"),
+            bitmap: self.boolean("enable_bitmapscan"),
         }
     }
 

@@ -25,11 +25,11 @@ use super::expr::StmtCx;
 use crate::btree::Direction;
 use crate::exec::expr::IndexCond;
 
-const SEQ_PAGE_COST: f64 = 1.0;
-const RANDOM_PAGE_COST: f64 = 4.0;
-const CPU_TUPLE_COST: f64 = 0.01;
+pub(super) const SEQ_PAGE_COST: f64 = 1.0;
+pub(super) const RANDOM_PAGE_COST: f64 = 4.0;
+pub(super) const CPU_TUPLE_COST: f64 = 0.01;
 const CPU_INDEX_TUPLE_COST: f64 = 0.005;
-const CPU_OPERATOR_COST: f64 = 0.0025;
+pub(super) const CPU_OPERATOR_COST: f64 = 0.0025;
 /// What a disabled method costs on top (PostgreSQL's `disable_cost`): it
 /// is chosen only when nothing else can be.
 const DISABLE_COST: f64 = 1.0e10;
@@ -76,6 +76,15 @@ pub(crate) fn table_scan(
             best = Some((cost, plan));
         }
     }
+    // The bitmap path, beside the index path: taken where it is the
+    // cheapest of the three.
+    let bitmap_penalty = if cx.scans.bitmap { 0.0 } else { DISABLE_COST };
+    let best_cost = best.as_ref().map_or(seq_cost, |(c, _)| *c);
+    if let Some(bitmap) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
+        if bitmap.cost + bitmap_penalty < best_cost {
+            return super::bitmap_path::bitmap_scan_node(table, alias, wanted, filters, bitmap);
+        }
+    }
     let Some((_, plan)) = best else {
         let filter = super::query::and_all(filters)?;
         return Ok(Box::new(SeqScanNode::new(table, alias, wanted, filter)));
@@ -110,9 +119,9 @@ pub(crate) fn table_scan(
 }
 
 /// A table's size as the planner sees it.
-struct TableSize {
-    pages: f64,
-    rows: f64,
+pub(super) struct TableSize {
+    pub pages: f64,
+    pub rows: f64,
 }
 
 impl TableSize {
@@ -144,17 +153,27 @@ impl TableSize {
 }
 
 /// An index scan as costed.
-struct IndexPlan {
-    index: Arc<IndexDef>,
-    quals: Vec<IndexQual>,
+#[derive(Clone)]
+pub(super) struct IndexPlan {
+    pub index: Arc<IndexDef>,
+    pub quals: Vec<IndexQual>,
     /// Which of the filters are key conditions.
-    used: Vec<usize>,
-    cost: f64,
+    pub used: Vec<usize>,
+    pub cost: f64,
+    /// Rows the key conditions are estimated to find (at least 1).
+    pub rows: f64,
+    /// The index's part of `cost`: descent, leaf pages and index tuples
+    /// (what a bitmap index scan costs before its heap is read).
+    pub index_cost: f64,
 }
 
 /// The scan of `index` searching by what it can of `filters`, with its
 /// cost; None if it can search by none of them.
-fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Option<IndexPlan> {
+pub(super) fn index_plan(
+    index: &Arc<IndexDef>,
+    filters: &[Filter],
+    size: &TableSize,
+) -> Option<IndexPlan> {
     // Each condition on a key column, with the filter it is part of (a
     // BETWEEN is two).
     let conds: Vec<(usize, usize, IndexCond)> = filters
@@ -255,13 +274,17 @@ fn index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> Op
     } else {
         0.0
     };
-    let cost = RANDOM_PAGE_COST * (height + leaves + heap_pages)
-        + rows * (CPU_INDEX_TUPLE_COST + CPU_TUPLE_COST)
+    let index_cost = RANDOM_PAGE_COST * (height + leaves) + rows * CPU_INDEX_TUPLE_COST;
+    let cost = index_cost
+        + RANDOM_PAGE_COST * heap_pages
+        + rows * CPU_TUPLE_COST
         + rows * CPU_OPERATOR_COST * filters.len() as f64;
     Some(IndexPlan {
         index: Arc::clone(index),
         quals,
         used,
         cost,
+        rows,
+        index_cost,
     })
 }
