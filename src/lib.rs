@@ -16,6 +16,9 @@
 //!   output (it uses no other module, and every layer above may use it);
 //! - [`txn`]: transaction ids, the commit log, MVCC snapshots;
 //! - [`heap`]: heap tables, visibility, vacuum, the visibility map;
+//! - [`btree`]: B-tree indexes;
+//! - [`tidbitmap`]: TID bitmaps, exact or lossy per page, for bitmap heap
+//!   scans;
 //! - [`catalog`]: tables and columns, stored in heap pages;
 //! - [`database`]: a data directory (lock, version, catalog) and sessions;
 //! - [`exec`]: the executor: scans, filters, aggregates, sorts, data
@@ -44,6 +47,7 @@ pub mod sql;
 pub mod stats;
 pub mod storage;
 pub mod stream;
+pub mod tidbitmap;
 pub mod tools;
 pub mod txn;
 pub mod types;

@@ -152,8 +152,15 @@ fn the_planner_takes_an_index_for_a_selective_condition_and_not_for_a_wide_one()
         plan(&mut s, "SELECT * FROM t WHERE id > 5"),
         ["Seq Scan on t", "  Filter: (id > 5)"]
     );
-    // Off, the index is not used; nor where no condition fits it.
+    // Off, the plain index scan is not used: as in PostgreSQL, a bitmap
+    // scan reads the index instead, and with both off nothing does; nor
+    // is the index used where no condition fits it.
     run(&mut s, "SET enable_indexscan = off");
+    assert_eq!(
+        plan(&mut s, "SELECT * FROM t WHERE id = 5")[0],
+        "Bitmap Heap Scan on t"
+    );
+    run(&mut s, "SET enable_bitmapscan = off");
     assert_eq!(
         plan(&mut s, "SELECT * FROM t WHERE id = 5")[0],
         "Seq Scan on t"
@@ -166,6 +173,16 @@ fn the_planner_takes_an_index_for_a_selective_condition_and_not_for_a_wide_one()
     assert_eq!(
         plan(&mut s, "SELECT * FROM t WHERE id = 5 OR a = 3")[0],
         "Seq Scan on t"
+    );
+    // An OR is served by a bitmap scan, not a plain index scan.
+    run(&mut s, "SET enable_bitmapscan = on");
+    assert_eq!(
+        plan(&mut s, "SELECT * FROM t WHERE id = 5 OR a = 3")[..3],
+        [
+            "Bitmap Heap Scan on t",
+            "  Recheck Cond: ((id = 5) OR (a = 3))",
+            "  ->  BitmapOr"
+        ]
     );
     // A correlated subquery searches the index with each outer row's
     // value.
@@ -246,7 +263,9 @@ fn a_scan_holding_tids_that_vacuum_frees_and_new_rows_reuse_returns_only_its_sna
             let db = std::sync::Arc::clone(&db);
             std::thread::spawn(move || {
                 let mut s = db.session().unwrap();
+                // The plain index scan, whose batches hold copied TIDs.
                 run(&mut s, "SET enable_seqscan = off");
+                run(&mut s, "SET enable_bitmapscan = off");
                 sorted_rows(&mut s, "SELECT k, v FROM t WHERE k <= 200")
             })
         };

@@ -125,6 +125,7 @@ pub struct ScanMethods {
     pub index: bool,
     pub index_only: bool,
     pub seq: bool,
+    pub bitmap: bool,
 }
 
 /// The planner's cost parameters, in PostgreSQL's units (a sequential
@@ -282,6 +283,13 @@ pub static SETTINGS: &[SettingDef] = &[
         kind: Kind::Bool,
         context: Context::Session,
         description: "Lets the planner answer from an index's keys alone where they hold every column a query reads, reading the table only for pages the visibility map does not vouch for; off fetches every row from the table, to compare the two",
+    },
+    SettingDef {
+        name: "enable_bitmapscan",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner read tables through bitmap scans (one or more B-tree indexes, the heap read in block order); off uses a plain index scan or a sequential scan instead, to compare them",
     },
     SettingDef {
         name: "enable_seqscan",
@@ -883,12 +891,13 @@ impl Settings {
     }
 
     /// Which ways of reading a table the planner may choose
-    /// (`enable_indexscan`, `enable_seqscan`).
+    /// (`enable_indexscan`, `enable_seqscan`, `enable_bitmapscan`).
     pub fn scan_methods(&self) -> ScanMethods {
         ScanMethods {
             index: self.boolean("enable_indexscan"),
             index_only: self.boolean("enable_indexonlyscan"),
             seq: self.boolean("enable_seqscan"),
+            bitmap: self.boolean("enable_bitmapscan"),
         }
     }
 

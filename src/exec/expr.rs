@@ -885,6 +885,19 @@ impl Expr {
         }
     }
 
+    /// The parts of an OR, however nested (the expression itself if it
+    /// is no OR).
+    pub fn disjuncts(&self) -> Vec<&Expr> {
+        match &self.kind {
+            Kind::Or(a, b) => {
+                let mut parts = a.disjuncts();
+                parts.extend(b.disjuncts());
+                parts
+            }
+            _ => vec![self],
+        }
+    }
+
     /// Whether the expression has one value for the whole of a scan: it
     /// reads no column, runs no subquery but an InitPlan (computed once)
     /// and calls nothing volatile (constants, parameters, and what is

@@ -713,6 +713,7 @@ mod tests {
 
     fn equal_keys() -> Filter {
         Filter {
+            arm_labels: Vec::new(),
             predicate: Expr::binary(BinaryOp::Eq, key(0), key(2)).unwrap(),
             label: "(o.k = i.k)".into(),
         }

@@ -60,6 +60,7 @@
 
 pub mod agg;
 pub mod analyze;
+pub mod bitmapscan;
 pub mod copy;
 pub mod dml;
 pub mod explain;
@@ -219,6 +220,8 @@ pub enum ExecError {
     Xact(#[from] XactError),
     #[error(transparent)]
     Statistics(#[from] crate::catalog::statistics::StatisticsError),
+    #[error(transparent)]
+    Bitmap(#[from] crate::tidbitmap::TidBitmapError),
     /// A broken invariant of the executor itself (never the user's input).
     #[error("internal error in the executor: {0}")]
     Internal(&'static str),

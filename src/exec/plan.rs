@@ -149,6 +149,10 @@ pub struct Described {
 pub struct Filter {
     pub predicate: Expr,
     pub label: String,
+    /// When the predicate is an OR: each of its parts' text
+    /// ([`Expr::disjuncts`], in order), so that a BitmapOr can show the
+    /// part each index searches by; empty otherwise.
+    pub arm_labels: Vec<String>,
 }
 
 /// Whether `row` passes `filter` (with none, every row does), counted in

@@ -35,6 +35,9 @@ pub mod fsm;
 pub mod tuple;
 pub mod vm;
 
+mod bitmap;
+pub use bitmap::{BitmapScanStats, HeapBitmapScan, PageKind};
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -1106,21 +1109,13 @@ impl HeapScan {
             "a scan's stream read another relation"
         );
         let stopped_after = s.with_page(id, |page| {
-            let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
-            for index in from..line_pointer_count(page) {
-                let Some(t) = item(page, index) else { continue };
-                if !all_visible && !keep(&TupleHeader::read(t)) {
-                    continue;
-                }
-                let tid = Tid {
-                    block,
-                    index: index as u16,
-                };
-                if f(tid, t) == ScanControl::Stop {
-                    return Some(index);
-                }
-            }
-            None
+            visit_page_tuples(
+                page,
+                block,
+                from..line_pointer_count(page),
+                &mut keep,
+                &mut f,
+            )
         });
         match stopped_after {
             Some(index) => self.paused = Some((id, block, index + 1)),
@@ -1139,6 +1134,40 @@ impl HeapScan {
             stream: self.stream.end(s),
         }
     }
+}
+
+/// Calls `f` with each tuple of heap page `page` (block `block`) at the
+/// line pointers `indexes` (ascending) that the page's all-visible flag
+/// or `keep` lets through, and stops after the tuple `f` answers
+/// [`ScanControl::Stop`] for, returning its line pointer. The one loop by
+/// which scans read a page's tuples (sequential and bitmap heap scans), so
+/// that they agree on which tuples a snapshot sees. A line pointer beyond
+/// the page's is no tuple. Runs under the page's shared content lock.
+pub(crate) fn visit_page_tuples(
+    page: &PageBytes,
+    block: u32,
+    indexes: impl Iterator<Item = usize>,
+    mut keep: impl FnMut(&TupleHeader) -> bool,
+    mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
+) -> Option<usize> {
+    let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
+    let mut last = None;
+    for index in indexes {
+        debug_assert!(last.is_none_or(|l| l < index), "line pointers out of order");
+        last = Some(index);
+        let Some(t) = item(page, index) else { continue };
+        if !all_visible && !keep(&TupleHeader::read(t)) {
+            continue;
+        }
+        let tid = Tid {
+            block,
+            index: u16::try_from(index).expect("a page's line pointer fits 16 bits"),
+        };
+        if f(tid, t) == ScanControl::Stop {
+            return Some(index);
+        }
+    }
+    None
 }
 
 /// Dead to every snapshot there is or will be: inserted by an aborted

@@ -73,7 +73,7 @@ pub(crate) fn table_scan(
         let filter = super::query::and_all(filters)?;
         return Ok(Box::new(SeqScanNode::new(table, alias, wanted, filter)));
     }
-    let size = TableSize::of(db, &table);
+    let size = TableSize::of(db, &table, &indexes, cx.costs);
     let c = &cx.costs;
     let seq_cost = size.pages * c.seq_page
         + size.rows * (c.cpu_tuple + c.cpu_operator * filters.len() as f64)
@@ -81,12 +81,7 @@ pub(crate) fn table_scan(
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
     let mut best: Option<(f64, IndexPlan)> = None;
     for index in indexes.iter() {
-        let index_pages = db
-            .pool()
-            .relation(index.rel)
-            .nblocks(Fork::Main)
-            .unwrap_or(0) as f64;
-        let Some(mut plan) = index_plan(index, index_pages, &filters, &size, c) else {
+        let Some(mut plan) = index_plan(index, &filters, &size) else {
             continue;
         };
         // Index-only where the keys hold every column read: the table is
@@ -103,6 +98,15 @@ pub(crate) fn table_scan(
         let cost = plan.cost + index_penalty;
         if cost < seq_cost && best.as_ref().is_none_or(|(c, _)| cost < *c) {
             best = Some((cost, plan));
+        }
+    }
+    // The bitmap path, beside the index path: taken where it is the
+    // cheapest of the three.
+    let bitmap_penalty = if cx.scans.bitmap { 0.0 } else { DISABLE_COST };
+    let best_cost = best.as_ref().map_or(seq_cost, |(c, _)| *c);
+    if let Some(bitmap) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
+        if bitmap.cost + bitmap_penalty < best_cost {
+            return super::bitmap_path::bitmap_scan_node(table, alias, wanted, filters, bitmap);
         }
     }
     let Some((_, plan)) = best else {
@@ -159,10 +163,19 @@ pub(crate) struct TableSize {
     pub pages: f64,
     pub rows: f64,
     stats: Option<Arc<TableStats>>,
+    /// Pages of each of the table's indexes, by relation number.
+    index_pages: Vec<(u32, f64)>,
+    /// The statement's cost parameters.
+    pub costs: Costs,
 }
 
 impl TableSize {
-    pub(crate) fn of(db: &Database, table: &TableDef) -> TableSize {
+    pub(crate) fn of(
+        db: &Database,
+        table: &TableDef,
+        indexes: &[Arc<IndexDef>],
+        costs: Costs,
+    ) -> TableSize {
         // A table whose size cannot be read is planned as an empty one:
         // the scan will report the error.
         let pages = db
@@ -175,11 +188,28 @@ impl TableSize {
             Some(s) => s.rows_now(pages),
             None => f64::from(pages) * rows_per_page(table),
         };
+        let index_pages = indexes
+            .iter()
+            .map(|i| {
+                let pages = db.pool().relation(i.rel).nblocks(Fork::Main).unwrap_or(0);
+                (i.rel, f64::from(pages))
+            })
+            .collect();
         TableSize {
             pages: f64::from(pages),
             rows,
             stats,
+            index_pages,
+            costs,
         }
+    }
+
+    /// Pages of the index with relation number `rel` (one of the table's).
+    fn index_pages(&self, rel: u32) -> f64 {
+        self.index_pages
+            .iter()
+            .find(|(r, _)| *r == rel)
+            .map_or(1.0, |(_, p)| *p)
     }
 
     /// The statistics of column `column`, if the table was analysed.
@@ -278,7 +308,7 @@ fn rows_per_page(table: &TableDef) -> f64 {
 /// `pages` pages, counting a page again if the cache of
 /// `effective_cache_size` has let it go (Mackert and Lohman, as
 /// PostgreSQL's `index_pages_fetched`).
-fn pages_fetched(tuples: f64, pages: f64, c: &Costs) -> f64 {
+pub(super) fn pages_fetched(tuples: f64, pages: f64, c: &Costs) -> f64 {
     let t = pages.max(1.0);
     let b = c.effective_cache_pages.max(1.0);
     let fetched = if t <= b {
@@ -295,26 +325,32 @@ fn pages_fetched(tuples: f64, pages: f64, c: &Costs) -> f64 {
 }
 
 /// An index scan as costed.
-struct IndexPlan {
-    index: Arc<IndexDef>,
-    quals: Vec<IndexQual>,
+#[derive(Clone)]
+pub(super) struct IndexPlan {
+    pub index: Arc<IndexDef>,
+    pub quals: Vec<IndexQual>,
     /// Which of the filters are key conditions.
-    used: Vec<usize>,
-    cost: f64,
+    pub used: Vec<usize>,
+    pub cost: f64,
     /// The table reads' part of `cost`.
     heap_io: f64,
     index_only: bool,
+    /// Rows the key conditions are estimated to find (at least 1).
+    pub rows: f64,
+    /// The index's part of `cost`: descent, leaf pages and index tuples
+    /// (what a bitmap index scan costs before its heap is read).
+    pub index_cost: f64,
 }
 
-/// The scan of `index` (`index_pages` pages) searching by what it can of
-/// `filters`, with its cost; None if it can search by none of them.
-fn index_plan(
+/// The scan of `index` searching by what it can of `filters`, with its
+/// cost; None if it can search by none of them.
+pub(super) fn index_plan(
     index: &Arc<IndexDef>,
-    index_pages: f64,
     filters: &[Filter],
     size: &TableSize,
-    c: &Costs,
 ) -> Option<IndexPlan> {
+    let c = &size.costs;
+    let index_pages = size.index_pages(index.rel);
     // Each condition on a key column, with the filter it is part of (a
     // BETWEEN is two).
     let conds: Vec<(usize, usize, IndexCond)> = filters
@@ -439,5 +475,7 @@ fn index_plan(
         cost: index_cost + heap_io + cpu,
         heap_io,
         index_only: false,
+        rows: tuples,
+        index_cost,
     })
 }

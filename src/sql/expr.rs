@@ -790,9 +790,16 @@ impl<'a> ExprPlanner<'a> {
         e.map(|e| {
             let mark = self.sublinks.len();
             let predicate = self.plan_predicate(e, clause)?;
+            let arms = disjuncts(e);
+            let arm_labels = if arms.len() > 1 {
+                arms.into_iter().map(|a| self.label(a, mark)).collect()
+            } else {
+                Vec::new()
+            };
             Ok(Filter {
                 predicate,
                 label: self.label(e, mark),
+                arm_labels,
             })
         })
         .transpose()
@@ -1565,4 +1572,22 @@ pub(crate) fn utility_call(
         index: None,
         blocks,
     })
+}
+
+/// The ORed parts of a condition, however nested or parenthesised: as
+/// [`Expr::disjuncts`] splits the planned condition, part for part.
+fn disjuncts(e: &ast::Expr) -> Vec<&ast::Expr> {
+    match e {
+        ast::Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Or,
+            right,
+        } => {
+            let mut parts = disjuncts(left);
+            parts.extend(disjuncts(right));
+            parts
+        }
+        ast::Expr::Nested(inner) => disjuncts(inner),
+        other => vec![other],
+    }
 }

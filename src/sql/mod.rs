@@ -82,6 +82,7 @@
 //! ```
 
 mod access;
+mod bitmap_path;
 mod commands;
 mod copy;
 mod ddl;

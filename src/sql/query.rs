@@ -825,6 +825,7 @@ pub(crate) fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> 
         all = Some(match all {
             None => f,
             Some(a) => Filter {
+                arm_labels: Vec::new(),
                 predicate: Expr::binary(BinaryOp::And, a.predicate, f.predicate)?,
                 label: format!("{} AND {}", a.label, f.label),
             },
@@ -923,6 +924,7 @@ impl Slots {
         if items_read(&f.predicate, scope).iter().all(|&i| i == at) {
             let start = scope.item_columns(at).start;
             self.item_filters[at].push(Filter {
+                arm_labels: f.arm_labels,
                 predicate: f.predicate.rebased(start),
                 label: f.label,
             });
