@@ -295,7 +295,7 @@ fn build(
                 nulls.push((tid, i));
             }
         }
-        keys.push(key, tid)?;
+        keys.push(&key, tid)?;
         if keys.pushed().is_multiple_of(BUILD_PROGRESS_ROWS) {
             task.update(keys.pushed());
         }
