@@ -38,6 +38,10 @@ const ARENA_BYTES_MAX: usize = u32::MAX as usize;
 /// The arena's first allocation; it doubles from there up to the memory
 /// limit, so a small build does not take `maintenance_work_mem` at once.
 const ARENA_BYTES_FIRST: usize = 64 * 1024;
+/// Longest record (a B-tree's is at most a third of a page). A run's
+/// length word is only trusted up to this, so that a damaged temporary
+/// file cannot make a read reserve gigabytes.
+pub const RECORD_BYTES_MAX: usize = 1 << 20;
 /// Bytes of an entry, as the memory limit counts it.
 const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
 
@@ -87,7 +91,12 @@ impl RecordSorter {
 
     /// Adds `record` with abbreviated key `abbrev`.
     pub fn push(&mut self, abbrev: u64, record: &[u8]) -> Result<(), SortError> {
-        let len = u32::try_from(record.len()).expect("a record is shorter than 4 GB");
+        assert!(
+            record.len() <= RECORD_BYTES_MAX,
+            "a sort record of {} bytes",
+            record.len()
+        );
+        let len = record.len() as u32;
         let full = !self.entries.is_empty()
             && (self.mem() + record.len() + ENTRY_BYTES > self.mem_limit
                 || self.arena.len() + record.len() > ARENA_BYTES_MAX);
@@ -340,6 +349,12 @@ impl RecordRun {
         let mut head = [0u8; 12];
         let read = self.reader.read_exact(&mut head).and_then(|()| {
             let len = u32::from_le_bytes(head[8..12].try_into().expect("4")) as usize;
+            if len > RECORD_BYTES_MAX {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a record of {len} bytes, more than {RECORD_BYTES_MAX}"),
+                ));
+            }
             out.resize(len, 0);
             self.reader.read_exact(out)
         });
