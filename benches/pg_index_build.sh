@@ -21,6 +21,11 @@
 #   cold   the server stopped, the page cache dropped and the server
 #          started again before each run.
 #
+# COLUMNS (default "a b") chooses the indexes, FIRST_RUN (default 1) the
+# first run's number: `aiostore bench index-build` calls the script once
+# per run (RUNS=1), right after its own run of the same case, so that the
+# two systems' runs alternate on a machine whose load changes.
+#
 # Prints one line per run:
 #   postgresql 15 create-index column=a cache=warm rows=… run=1 ms=…
 # `aiostore bench index-build --pg-script benches/pg_index_build.sh` runs
@@ -33,6 +38,8 @@ DIR=${2:-/var/tmp/aiostore-pg-index-build}
 RUNS=${RUNS:-3}
 MWM=${MAINTENANCE_WORK_MEM:-64MB}
 CACHES=${CACHES:-warm}
+COLUMNS=${COLUMNS:-a b}
+FIRST_RUN=${FIRST_RUN:-1}
 . "$(dirname "$0")/pg_env.sh"
 OPTS="-c maintenance_work_mem=$MWM -c max_parallel_maintenance_workers=0 -c wal_level=replica"
 start() { as_pg "$BIN/pg_ctl -D $DIR -l $DIR/log -o '$OPTS' -w start >/dev/null"; }
@@ -47,12 +54,12 @@ if [ "$HAVE" != "$ROWS" ] || [ "$COLL" != C ]; then
 fi
 VERSION=$(basename "$(dirname "$BIN")")
 for cache in $CACHES; do
-    for col in a b; do
+    for col in $COLUMNS; do
         as_pg "$PSQL -c 'drop index if exists bar_${col}_idx' -c checkpoint"
         if [ "$cache" = warm ]; then
             as_pg "$PSQL -c 'select count(*) from bar'" >/dev/null
         fi
-        for run in $(seq 1 "$RUNS"); do
+        for run in $(seq "$FIRST_RUN" $((FIRST_RUN + RUNS - 1))); do
             if [ "$cache" = cold ]; then
                 stop
                 sync; echo 3 > /proc/sys/vm/drop_caches

@@ -28,7 +28,9 @@
 //!   database (PostgreSQL: restart), so the table comes from the disk.
 //!
 //! Between runs the index is dropped and a checkpoint writes back what the
-//! run left dirty, on both sides.
+//! run left dirty, on both sides. The two systems' runs alternate (ours,
+//! then PostgreSQL's of the same case, then ours again), so that a change
+//! in the machine's load falls on both.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -202,7 +204,7 @@ pub fn run(
         .map_err(|e| e.to_string())?;
         writeln!(
             out,
-            "cache: warm = the table read once before through the page cache (count(*)), cold = page cache dropped and database reopened (PostgreSQL: restarted) before each run; text order: bytes on both (our text comparison is byte order; PostgreSQL's column is COLLATE \"C\"); PostgreSQL: max_parallel_maintenance_workers=0 (we build with one session), wal_level=replica (both log each index page as a full image), same maintenance_work_mem"
+            "runs alternate: each of ours is followed by PostgreSQL's of the same case; cache: warm = the table read once before through the page cache (count(*)), cold = page cache dropped and database reopened (PostgreSQL: restarted) before each run; text order: bytes on both (our text comparison is byte order; PostgreSQL's column is COLLATE \"C\"); PostgreSQL: max_parallel_maintenance_workers=0 (we build with one session), wal_level=replica (both log each index page as a full image), same maintenance_work_mem"
         )
         .map_err(|e| e.to_string())?;
         writeln!(out, "system     column cache run         ms").map_err(|e| e.to_string())?;
@@ -240,47 +242,42 @@ pub fn run(
                 emit(out, json, &r)?;
                 runs.push(r);
                 execute(&mut s, &format!("DROP INDEX {index}; CHECKPOINT"))?;
+                if let Some(script) = &opts.pg_script {
+                    // Our database is idle (its checkpoint done) while
+                    // PostgreSQL runs the same case.
+                    runs.extend(run_pg(script, opts, column, cache, run, json, out)?);
+                }
             }
         }
     }
-    if let Some(script) = &opts.pg_script {
-        // Our database is closed: PostgreSQL gets the machine.
-        if !json {
-            writeln!(
-                out,
-                "load average before PostgreSQL {}",
-                super::load_average()
-            )
+    if !json {
+        writeln!(out, "load average at the end {}", super::load_average())
             .map_err(|e| e.to_string())?;
-        }
-        runs.extend(run_pg(script, opts, json, out)?);
     }
     print_medians(&runs, json, out)?;
     Ok(runs)
 }
 
-/// Runs `script` (`benches/pg_index_build.sh ROWS`) and reads its result
-/// lines (`postgresql 15 create-index column=a cache=warm rows=… run=1
-/// ms=…`), passing them on.
+/// Runs `script` (`benches/pg_index_build.sh ROWS`) for run `run` of one
+/// column and cache state and reads its result line (`postgresql 15
+/// create-index column=a cache=warm rows=… run=1 ms=…`), passing it on.
 fn run_pg(
     script: &Path,
     opts: &IndexBuildOptions,
+    column: &str,
+    cache: Cache,
+    run: u32,
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<IndexBuildRun>, String> {
-    let caches: Vec<&str> = opts.caches.iter().map(|c| c.name()).collect();
-    let _ = writeln!(
-        std::io::stderr(),
-        "running {} {} ...",
-        script.display(),
-        opts.rows
-    );
     let output = std::process::Command::new("sh")
         .arg(script)
         .arg(opts.rows.to_string())
-        .env("RUNS", opts.runs.to_string())
+        .env("RUNS", "1")
+        .env("FIRST_RUN", run.to_string())
+        .env("COLUMNS", column)
         .env("MAINTENANCE_WORK_MEM", &opts.maintenance_work_mem)
-        .env("CACHES", caches.join(" "))
+        .env("CACHES", cache.name())
         .output()
         .map_err(|e| format!("could not run {}: {e}", script.display()))?;
     let text = String::from_utf8_lossy(&output.stdout);
