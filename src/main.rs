@@ -292,6 +292,37 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// CREATE INDEX on the integer column a and the text column b of the
+    /// seqscan benchmark's table (5 M rows), several runs each, against
+    /// PostgreSQL 15's CREATE INDEX of the same data in the same run
+    /// (`--pg-script benches/pg_index_build.sh`): per-run ms, medians and
+    /// the ratio ours / PostgreSQL's.
+    IndexBuild {
+        /// Rows of the table (built in index-build/ in the benchmark
+        /// directory; reused when kept with --keep).
+        #[arg(long, default_value_t = 5_000_000)]
+        rows: u64,
+        /// CREATE INDEX runs per column and cache state, on each system.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        runs: u32,
+        /// The sort's memory on both systems (PostgreSQL's default).
+        #[arg(long, default_value = "64MB")]
+        maintenance_work_mem: String,
+        /// Comma-separated: warm (the table read once before, through the
+        /// page cache), cold (page cache dropped before each run; root).
+        #[arg(long, value_delimiter = ',', default_value = "warm")]
+        cache: Vec<String>,
+        /// The I/O method (default: the io_method setting).
+        #[arg(long)]
+        method: Option<String>,
+        /// Then run this script, `benches/pg_index_build.sh` (PostgreSQL
+        /// 15 on the same data, as many runs; root), and print the
+        /// ratios of the medians.
+        #[arg(long)]
+        pg_script: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Single-row INSERT transactions from 1, 8 and 32 sessions for a
     /// fixed time, buffered and direct WAL, with and without 500 µs of
     /// added I/O latency: commits/s, WAL writes/s and syncs/s (group
@@ -797,6 +828,43 @@ fn run_bench(
             };
             aiostore::bench::seqscan::run_copy(&options, &copy, json, out).map(drop)
         }),
+        Bench::IndexBuild {
+            rows,
+            runs,
+            maintenance_work_mem,
+            cache,
+            method,
+            pg_script,
+            json,
+        } => in_bench_dir(bench_dir, keep, |dir| {
+            let method = match method {
+                Some(m) => parse_methods(&[m])?[0],
+                None => settings.io_method(),
+            };
+            let caches = cache
+                .iter()
+                .map(|c| {
+                    aiostore::bench::index_build::Cache::parse(c.trim()).ok_or_else(|| {
+                        format!("unknown cache state \"{c}\" for --cache; use warm or cold")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            if rows == 0 {
+                return Err("bench index-build needs --rows of at least 1".into());
+            }
+            let options = aiostore::bench::index_build::IndexBuildOptions {
+                dir: dir.join("index-build"),
+                rows,
+                runs,
+                maintenance_work_mem,
+                caches,
+                method: usable_methods(vec![method])?[0],
+                shared_buffers: settings.shared_buffers() as u32,
+                pg_script,
+                extra_settings: forwarded_settings(settings),
+            };
+            aiostore::bench::index_build::run(&options, json, out).map(drop)
+        }),
         Bench::Commit {
             sessions,
             seconds,
@@ -1236,7 +1304,7 @@ fn run_demo(
     let fate = scratch.finish();
     writeln!(
         out,
-        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice; see docs/benchmarks.md",
+        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build; see docs/benchmarks.md",
         started.elapsed().as_secs_f64()
     )
     .map_err(io)?;

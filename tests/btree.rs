@@ -133,7 +133,7 @@ fn build(
         },
     );
     for (values, tid) in entries {
-        keys.push(values, tid).unwrap();
+        keys.push(&values, tid).unwrap();
     }
     bt.build(s, idx, keys, None).unwrap()
 }

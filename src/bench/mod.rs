@@ -9,6 +9,7 @@ pub mod checksum;
 pub mod commit;
 pub mod demo;
 pub mod fio;
+pub mod index_build;
 pub mod rawio;
 pub mod recovery;
 pub mod seqscan;

@@ -148,7 +148,7 @@ pub fn ensure_table(
 }
 
 /// The benchmarks' build progress: a line on standard error per statement.
-fn progress_lines() -> impl FnMut(u64, u64) {
+pub(crate) fn progress_lines() -> impl FnMut(u64, u64) {
     let started = Instant::now();
     move |done, rows| {
         let _ = writeln!(

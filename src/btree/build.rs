@@ -17,15 +17,16 @@ use std::path::Path;
 use crate::buffer::{BufferSession, LockMode, Strategy, StrategyKind};
 use crate::heap::tuple::Tid;
 use crate::page::{free_space, insert_item_at, line_pointer_count, PageBytes};
-use crate::sort::Sorter;
+use crate::sort::RecordSorter;
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::types::Value;
 
 use super::change::{log_rewrite, BTREE_BUILD};
-use super::insert::{space_of, USABLE_BYTES};
+use super::insert::{space_of, space_of_len, USABLE_BYTES};
 use super::page::{
-    init_btree_page, leaf_tuple, minus_infinity, pivot_of, pointer, Meta, Special, FLAG_LEAF,
-    FLAG_ROOT, MAX_TUPLE_SIZE, META_BLOCK, NO_PAGE,
+    abbrev_key, cmp_leaf_tuples, init_btree_page, leaf_tuple_into, minus_infinity, pivot_len,
+    pivot_of, pointer, tuple_values, KeySpec, Meta, Special, FLAG_LEAF, FLAG_ROOT, MAX_TUPLE_SIZE,
+    META_BLOCK, NO_PAGE,
 };
 use super::{key_text, Btree, BtreeError, IndexDesc, Liveness, UniqueCheck};
 
@@ -103,10 +104,16 @@ fn special(level: u32, prev: u32, next: u32) -> Special {
 /// The keys of an index being built, sorted as they come within the
 /// build's memory (spilling to temporary files beyond it): a caller
 /// pushes every entry, from wherever it reads them, then hands them to
-/// [`Btree::build`]. No other copy of the keys is kept, so a build of any
+/// [`Btree::build`]. Each entry is kept as the leaf tuple the build will
+/// write, in the sort's arena ([`RecordSorter`]), compared encoded
+/// ([`cmp_leaf_tuples`]) with its first column abbreviated
+/// ([`abbrev_key`]); no other copy of the keys is kept, so a build of any
 /// table needs no more memory than `maintenance_work_mem`.
 pub struct BuildKeys {
-    sorter: Sorter,
+    sorter: RecordSorter,
+    spec: KeySpec,
+    /// The entry being encoded, reused for each.
+    tuple: Vec<u8>,
     pushed: u64,
 }
 
@@ -114,22 +121,24 @@ impl BuildKeys {
     /// Keys of `idx`, sorted in `sort` space.
     pub fn new(idx: &IndexDesc, sort: SortSpace<'_>) -> BuildKeys {
         let spec = idx.spec.clone();
-        let ncols = spec.columns();
-        let sorter = Sorter::new(
-            Box::new(move |a: &[Value], b: &[Value]| {
-                spec.cmp_values(&a[..ncols], &b[..ncols])
-                    .then_with(|| tid_of(a).cmp(&tid_of(b)))
-            }),
+        let sorter = RecordSorter::new(
+            Box::new(move |a: &[u8], b: &[u8]| cmp_leaf_tuples(&spec, a, b)),
             sort.mem_bytes,
             sort.temp_dir,
         );
-        BuildKeys { sorter, pushed: 0 }
+        BuildKeys {
+            sorter,
+            spec: idx.spec.clone(),
+            tuple: Vec::with_capacity(64),
+            pushed: 0,
+        }
     }
 
     /// Adds the entry (`values`, `tid`) for a heap row.
-    pub fn push(&mut self, mut values: Vec<Value>, tid: Tid) -> Result<(), BtreeError> {
-        values.push(Value::BigInt(((tid.block as i64) << 16) | tid.index as i64));
-        self.sorter.push(values)?;
+    pub fn push(&mut self, values: &[Value], tid: Tid) -> Result<(), BtreeError> {
+        leaf_tuple_into(&self.spec, values, tid, &mut self.tuple)?;
+        self.sorter
+            .push(abbrev_key(&self.spec, &self.tuple), &self.tuple)?;
         self.pushed += 1;
         Ok(())
     }
@@ -152,6 +161,7 @@ impl Btree {
     ) -> Result<BuildStats, BtreeError> {
         let spec = &idx.spec;
         let pushed = keys.pushed;
+        debug_assert_eq!(spec, &keys.spec, "keys sorted for another index");
         let mut sorted = keys.sorter.finish()?;
         let mut stats = BuildStats {
             sort_external: sorted.stats().external,
@@ -168,14 +178,14 @@ impl Btree {
         let mut levels: Vec<LevelWriter> = vec![LevelWriter::new(0, next_block, NO_PAGE)];
         next_block += 1;
         let mut unique = UniqueGroups::default();
+        let mut values = Vec::with_capacity(spec.columns());
         let result = (|| {
-            while let Some(mut row) = sorted.next_row()? {
-                let tid = tid_of(&row);
-                row.pop();
+            while let Some(tuple) = sorted.next_record()? {
+                let tid = pointer(tuple);
                 if let Some(check) = check.as_deref_mut().filter(|_| idx.unique) {
-                    unique.add(s, idx, &row, tid, check)?;
+                    tuple_values(spec, tuple, &mut values)?;
+                    unique.add(s, idx, &values, tid, check)?;
                 }
-                let tuple = leaf_tuple(spec, &row, tid)?;
                 if tuple.len() > MAX_TUPLE_SIZE {
                     return Err(BtreeError::TupleTooLarge {
                         index: idx.name.clone(),
@@ -263,14 +273,14 @@ impl Btree {
         idx: &IndexDesc,
         levels: &mut Vec<LevelWriter>,
         level: usize,
-        tuple: Vec<u8>,
+        tuple: &[u8],
         next_block: &mut u32,
         ring: &mut Strategy,
     ) -> Result<(), BtreeError> {
         let w = &mut levels[level];
         let full = w.first.is_some()
             && free_space(&w.page)
-                < space_of(&tuple) + space_of(&pivot_of(&tuple, 0)) + w.fill_bytes;
+                < space_of(tuple) + space_of_len(pivot_len(tuple)) + w.fill_bytes;
         if full {
             // Finish the page: its high key (first, before the data) is
             // the pivot of the first tuple going right. When that does not
@@ -280,7 +290,7 @@ impl Btree {
             // least one data tuple: a pivot is at most a third of a page.
             let mut carried: Vec<Vec<u8>> = Vec::new();
             let high = loop {
-                let high = pivot_of(carried.first().unwrap_or(&tuple), 0);
+                let high = pivot_of(carried.first().map_or(tuple, Vec::as_slice), 0);
                 if free_space(&w.page) >= space_of(&high) {
                     break high;
                 }
@@ -317,23 +327,25 @@ impl Btree {
             };
             self.add_downlink(s, idx, levels, level, &first, block, next_block, ring)?;
             for t in carried {
-                self.add_to_level(s, idx, levels, level, t, next_block, ring)?;
+                self.add_to_level(s, idx, levels, level, &t, next_block, ring)?;
             }
             return self.add_to_level(s, idx, levels, level, tuple, next_block, ring);
         }
         let w = &mut levels[level];
         // An internal page's first data tuple is minus infinity (its key
         // is the downlink's, one level up).
+        let minus;
         let stored = if w.first.is_none() && w.level > 0 {
-            minus_infinity(pointer(&tuple).block)
+            minus = minus_infinity(pointer(tuple).block);
+            &minus
         } else {
-            tuple.clone()
+            tuple
         };
         let at = line_pointer_count(&w.page);
-        let fits = insert_item_at(&mut w.page, at, &stored);
+        let fits = insert_item_at(&mut w.page, at, stored);
         assert!(fits, "a build overfilled block {} of {}", w.block, idx.name);
         if w.first.is_none() {
-            w.first = Some(tuple);
+            w.first = Some(tuple.to_vec());
         }
         Ok(())
     }
@@ -357,7 +369,7 @@ impl Btree {
             *next_block += 1;
         }
         let downlink = pivot_of(first, child);
-        self.add_to_level(s, idx, levels, level + 1, downlink, next_block, ring)
+        self.add_to_level(s, idx, levels, level + 1, &downlink, next_block, ring)
     }
 
     /// Writes a finished page to block `block` through the pool (added at
@@ -392,17 +404,6 @@ impl Btree {
         s.release(id);
         logged?;
         Ok(())
-    }
-}
-
-/// The heap TID a sort row carries as its last value.
-fn tid_of(row: &[Value]) -> Tid {
-    match row.last() {
-        Some(Value::BigInt(x)) => Tid {
-            block: (*x >> 16) as u32,
-            index: (*x & 0xFFFF) as u16,
-        },
-        other => unreachable!("a build row ends with its TID, not {other:?}"),
     }
 }
 

@@ -43,7 +43,13 @@ impl Locked {
 
 /// Bytes a tuple takes on a page, its line pointer included.
 pub(super) fn space_of(tuple: &[u8]) -> usize {
-    tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE
+    space_of_len(tuple.len())
+}
+
+/// Bytes a tuple of `len` bytes takes on a page, its line pointer
+/// included.
+pub(super) fn space_of_len(len: usize) -> usize {
+    len.next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE
 }
 
 /// The target a pivot stands for (its key and heap TID).

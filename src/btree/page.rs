@@ -40,7 +40,7 @@ use std::cmp::Ordering;
 
 use crate::heap::tuple::{decode_values, encode_values_into, Tid};
 use crate::page::{init_page, item, line_pointer_count, special, special_mut, PageBytes};
-use crate::types::{sort_cmp, ColumnType, Value};
+use crate::types::{cmp_f64, sort_cmp, ColumnType, Numeric, Value};
 
 use super::BtreeError;
 
@@ -222,6 +222,172 @@ pub fn leaf_tuple(spec: &KeySpec, values: &[Value], tid: Tid) -> Result<Vec<u8>,
     Ok(t)
 }
 
+/// Encodes a leaf tuple as [`leaf_tuple`] does, into `out` (cleared
+/// first), so that a caller encoding many reuses one buffer.
+pub fn leaf_tuple_into(
+    spec: &KeySpec,
+    values: &[Value],
+    tid: Tid,
+    out: &mut Vec<u8>,
+) -> Result<(), BtreeError> {
+    out.clear();
+    out.extend_from_slice(&tid.block.to_le_bytes());
+    out.extend_from_slice(&tid.index.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    let has_nulls = encode_values_into(&spec.types, values, out)?;
+    set_info(out, if has_nulls { INFO_HAS_NULLS } else { 0 });
+    Ok(())
+}
+
+/// Compares two leaf tuples in the index's order, key values then heap
+/// TID, as [`KeySpec::cmp_values`] orders their decoded values, without
+/// decoding them: what a build's sort compares millions of times.
+pub fn cmp_leaf_tuples(spec: &KeySpec, a: &[u8], b: &[u8]) -> Ordering {
+    debug_assert!(info(a) & INFO_PIVOT == 0 && info(b) & INFO_PIVOT == 0);
+    let (da, db) = (&a[TUPLE_HEADER_SIZE..], &b[TUPLE_HEADER_SIZE..]);
+    let (nulls_a, nulls_b) = (info(a) & INFO_HAS_NULLS != 0, info(b) & INFO_HAS_NULLS != 0);
+    let bitmap_len = spec.columns().div_ceil(8);
+    let mut at_a = if nulls_a { bitmap_len } else { 0 };
+    let mut at_b = if nulls_b { bitmap_len } else { 0 };
+    for (i, ty) in spec.types.iter().enumerate() {
+        let present_a = !nulls_a || da[i / 8] & (1 << (i % 8)) != 0;
+        let present_b = !nulls_b || db[i / 8] & (1 << (i % 8)) != 0;
+        // As cmp_column orders them: after DESC's reversal, NULLs come
+        // first exactly when the column says NULLS FIRST.
+        let null_side = if spec.nulls_first[i] {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
+        let ord = match (present_a, present_b) {
+            (false, false) => Ordering::Equal,
+            (false, true) => null_side,
+            (true, false) => null_side.reverse(),
+            (true, true) => {
+                let va = encoded_value(ty, da, at_a);
+                let vb = encoded_value(ty, db, at_b);
+                at_a += va.len();
+                at_b += vb.len();
+                let ord = cmp_encoded(ty, va, vb);
+                if spec.desc[i] {
+                    ord.reverse()
+                } else {
+                    ord
+                }
+            }
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+        if present_a && !present_b {
+            at_a += encoded_value(ty, da, at_a).len();
+        } else if present_b && !present_a {
+            at_b += encoded_value(ty, db, at_b).len();
+        }
+    }
+    pointer(a).cmp(&pointer(b))
+}
+
+/// The bytes of a non-null value of type `ty` stored at `at` of a
+/// tuple's values (a variable-length one with its 2-byte length).
+fn encoded_value<'a>(ty: &ColumnType, data: &'a [u8], at: usize) -> &'a [u8] {
+    let width = match ty {
+        ColumnType::Integer | ColumnType::Date => 4,
+        ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
+        ColumnType::Boolean => 1,
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Numeric(_) => 2 + u16::from_le_bytes([data[at], data[at + 1]]) as usize,
+    };
+    &data[at..at + width]
+}
+
+/// Compares two non-null encoded values of type `ty` as
+/// [`crate::types::compare`] compares them decoded.
+fn cmp_encoded(ty: &ColumnType, a: &[u8], b: &[u8]) -> Ordering {
+    let i32_of = |x: &[u8]| i32::from_le_bytes(x.try_into().expect("4"));
+    let i64_of = |x: &[u8]| i64::from_le_bytes(x.try_into().expect("8"));
+    match ty {
+        ColumnType::Integer | ColumnType::Date => i32_of(a).cmp(&i32_of(b)),
+        ColumnType::BigInt | ColumnType::Timestamp => i64_of(a).cmp(&i64_of(b)),
+        ColumnType::Double => cmp_f64(
+            f64::from_bits(i64_of(a) as u64),
+            f64::from_bits(i64_of(b) as u64),
+        ),
+        ColumnType::Boolean => (a[0] != 0).cmp(&(b[0] != 0)),
+        // Text orders by its bytes (str's order, the "C" collation).
+        ColumnType::Text | ColumnType::Varchar(_) => a[2..].cmp(&b[2..]),
+        ColumnType::Char(_) => trim_spaces(&a[2..]).cmp(trim_spaces(&b[2..])),
+        ColumnType::Numeric(_) => {
+            let decoded = |x: &[u8]| Numeric::decode(&x[2..]).expect("a numeric the build encoded");
+            decoded(a).cmp(&decoded(b))
+        }
+    }
+}
+
+/// `char(n)` bytes without their padding, as `trim_char_padding`.
+fn trim_spaces(mut x: &[u8]) -> &[u8] {
+    while let [rest @ .., b' '] = x {
+        x = rest;
+    }
+    x
+}
+
+/// An abbreviated key of a leaf tuple for a build's sort (see
+/// [`crate::sort::RecordSorter`]): its first column's value (an integer's
+/// or timestamp's order, a text's first 8 bytes), so that
+/// `abbrev_key(a) < abbrev_key(b)` implies `a` sorts before `b` in
+/// [`cmp_leaf_tuples`]' order. Equal abbreviated keys say nothing; types
+/// not abbreviated give a constant.
+pub fn abbrev_key(spec: &KeySpec, t: &[u8]) -> u64 {
+    let Some(ty) = spec.types.first() else {
+        return 0;
+    };
+    let data = &t[TUPLE_HEADER_SIZE..];
+    let has_nulls = info(t) & INFO_HAS_NULLS != 0;
+    if has_nulls && data[0] & 1 == 0 {
+        // NULL sorts first or last whatever the direction.
+        return if spec.nulls_first[0] { 0 } else { u64::MAX };
+    }
+    let at = if has_nulls {
+        spec.columns().div_ceil(8)
+    } else {
+        0
+    };
+    let v = encoded_value(ty, data, at);
+    let ascending = match ty {
+        ColumnType::Integer | ColumnType::Date => {
+            let x = i32::from_le_bytes(v.try_into().expect("4"));
+            (((x as u32) ^ (1 << 31)) as u64) << 32
+        }
+        ColumnType::BigInt | ColumnType::Timestamp => {
+            (i64::from_le_bytes(v.try_into().expect("8")) as u64) ^ (1 << 63)
+        }
+        ColumnType::Text | ColumnType::Varchar(_) => {
+            let mut prefix = [0u8; 8];
+            let n = (v.len() - 2).min(8);
+            prefix[..n].copy_from_slice(&v[2..2 + n]);
+            u64::from_be_bytes(prefix)
+        }
+        _ => 0,
+    };
+    if spec.desc[0] {
+        !ascending
+    } else {
+        ascending
+    }
+}
+
+/// The length of [`pivot_of`] of `tuple`, without making it.
+pub fn pivot_len(tuple: &[u8]) -> usize {
+    if info(tuple) & INFO_PIVOT != 0 {
+        tuple.len()
+    } else {
+        tuple.len() + PIVOT_TID_SIZE
+    }
+}
+
 /// A pivot made from a leaf or pivot tuple: the same key and heap TID,
 /// pointing at `child` (0 for a high key).
 pub fn pivot_of(tuple: &[u8], child: u32) -> Vec<u8> {
@@ -238,6 +404,7 @@ pub fn pivot_of(tuple: &[u8], child: u32) -> Vec<u8> {
         t.extend_from_slice(&[0, 0]);
         t.extend_from_slice(&tuple[TUPLE_HEADER_SIZE..]);
     }
+    debug_assert_eq!(t.len(), pivot_len(tuple));
     t
 }
 
@@ -471,6 +638,97 @@ mod tests {
             types: vec![ColumnType::Integer, ColumnType::Text],
             desc: vec![false, true],
             nulls_first: vec![false, false],
+        }
+    }
+
+    /// A value of `ty` from a small range, so that many tie, or NULL.
+    fn some_value(ty: &ColumnType, x: u64) -> Value {
+        let v = (x >> 8) % 7;
+        if x.is_multiple_of(9) {
+            return Value::Null;
+        }
+        let texts = ["", "a", "ab", "ab\u{0}", "abcdefgh", "abcdefghi", "é", "zz"];
+        let text = texts[(x >> 8) as usize % texts.len()].to_string();
+        match ty {
+            ColumnType::Integer => Value::Integer([i32::MIN, -1, 0, 1, 7, i32::MAX, 3][v as usize]),
+            ColumnType::Date => Value::Date(v as i32 - 3),
+            ColumnType::BigInt => {
+                Value::BigInt([i64::MIN, -1, 0, 1, 1 << 40, i64::MAX, 5][v as usize])
+            }
+            ColumnType::Timestamp => Value::Timestamp(v as i64 - 3),
+            ColumnType::Double => {
+                Value::Double([f64::NAN, -0.0, 0.0, -1.5, 2.0, f64::INFINITY, 1e300][v as usize])
+            }
+            ColumnType::Boolean => Value::Boolean(v.is_multiple_of(2)),
+            ColumnType::Text | ColumnType::Varchar(_) => Value::Text(text),
+            ColumnType::Char(_) => Value::Char(format!("{text}{}", " ".repeat(v as usize % 3))),
+            ColumnType::Numeric(_) => Value::Numeric(
+                Numeric::parse(
+                    ["-1.50", "0", "0.000", "1.5", "1.50", "NaN", "-Infinity"][v as usize],
+                )
+                .unwrap(),
+            ),
+        }
+    }
+
+    #[test]
+    fn encoded_leaf_tuples_compare_as_their_values_and_abbreviations_agree() {
+        let types = [
+            ColumnType::Integer,
+            ColumnType::BigInt,
+            ColumnType::Double,
+            ColumnType::Text,
+            ColumnType::Boolean,
+            ColumnType::Date,
+            ColumnType::Timestamp,
+            ColumnType::Varchar(None),
+            ColumnType::Char(None),
+            ColumnType::Numeric(None),
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for first in &types {
+            for second in [ColumnType::Integer, ColumnType::Text] {
+                for flags in 0..16u8 {
+                    let spec = KeySpec {
+                        types: vec![*first, second],
+                        desc: vec![flags & 1 != 0, flags & 2 != 0],
+                        nulls_first: vec![flags & 4 != 0, flags & 8 != 0],
+                    };
+                    let entries: Vec<(Vec<Value>, Tid, Vec<u8>)> = (0..40u32)
+                        .map(|i| {
+                            let values = vec![
+                                some_value(&spec.types[0], next()),
+                                some_value(&spec.types[1], next()),
+                            ];
+                            let tid = Tid {
+                                block: i % 3,
+                                index: (i / 3) as u16,
+                            };
+                            let t = leaf_tuple(&spec, &values, tid).unwrap();
+                            (values, tid, t)
+                        })
+                        .collect();
+                    for (va, ta, a) in &entries {
+                        for (vb, tb, b) in &entries {
+                            let expected = spec.cmp_values(va, vb).then(ta.cmp(tb));
+                            assert_eq!(
+                                cmp_leaf_tuples(&spec, a, b),
+                                expected,
+                                "{spec:?}: {va:?} {ta:?} against {vb:?} {tb:?}"
+                            );
+                            if abbrev_key(&spec, a) < abbrev_key(&spec, b) {
+                                assert_eq!(expected, Ordering::Less, "{spec:?}: {va:?} {vb:?}");
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 

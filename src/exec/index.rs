@@ -236,14 +236,18 @@ fn index_entries(
     session: &mut Session,
     table: &TableDef,
     def: &IndexDef,
-    mut f: impl FnMut(Vec<Value>, Tid) -> Result<(), ExecError>,
+    mut f: impl FnMut(&[Value], Tid) -> Result<(), ExecError>,
 ) -> Result<(), ExecError> {
     let mut wanted = vec![false; table.columns.len()];
     for c in &def.columns {
         wanted[c.column] = true;
     }
+    // Columns after the last key column are not even walked over.
+    let decoded = def.columns.iter().map(|c| c.column + 1).max().unwrap_or(0);
+    let types = &table.heap.types[..decoded];
     let limits = session.stream_limits();
-    let mut row = Vec::with_capacity(table.columns.len());
+    let mut row = Vec::with_capacity(decoded);
+    let mut key = Vec::with_capacity(def.columns.len());
     let mut failure = None;
     db.heap()
         .scan_all_not_dead(&mut session.buf, &table.heap, limits, |tid, t| {
@@ -251,8 +255,21 @@ fn index_entries(
                 return;
             }
             row.clear();
-            let done = match decode(&table.heap.types, t, &wanted, &mut row) {
-                Ok(()) => f(def.key_of(&row), tid),
+            let done = match decode(types, t, &wanted, &mut row) {
+                Ok(()) => {
+                    // The key's values move out of the row (no copy of
+                    // a text), unless a column is in the key twice.
+                    key.clear();
+                    for (i, c) in def.columns.iter().enumerate() {
+                        let again = def.columns[i + 1..].iter().any(|d| d.column == c.column);
+                        key.push(if again {
+                            row[c.column].clone()
+                        } else {
+                            std::mem::replace(&mut row[c.column], Value::Null)
+                        });
+                    }
+                    f(&key, tid)
+                }
                 Err(e) => Err(HeapError::from(e).into()),
             };
             failure = done.err();
@@ -459,7 +476,7 @@ pub fn verify_index(session: &mut Session, name: &str) -> Result<u64, ExecError>
     let report = db.btree().verify(&mut session.buf, &desc)?;
     let mut rows = std::collections::HashMap::new();
     index_entries(&db, session, &table, &def, |key, tid| {
-        rows.insert(tid, key);
+        rows.insert(tid, key.to_vec());
         Ok(())
     })?;
     let bad = |what: String| -> ExecError {

@@ -14,6 +14,9 @@
 //! consecutive stretches of the input and merging prefers the earlier run.
 //! A sort that fits in memory sorts in place and touches no file.
 //!
+//! - `records.rs`: [`RecordSorter`], the same sort for byte records (a
+//!   B-tree build's encoded index tuples) kept in one arena with
+//!   abbreviated keys, without an allocation per record.
 //! - `spill.rs`: nameless temporary files of self-describing rows
 //!   ([`SpillWriter`], [`SpillReader`]), also used by hash aggregation's
 //!   spilled partitions, and [`row_bytes`], how memory is counted.
@@ -25,8 +28,10 @@ use thiserror::Error;
 
 use crate::types::Value;
 
+pub mod records;
 pub mod spill;
 
+pub use records::{RecordOrder, RecordSorter, SortedRecords};
 pub use spill::{row_bytes, SpillReader, SpillWriter, SPILL_BUFFER_BYTES};
 
 /// Fewest runs merged at once, however small the memory limit (each
@@ -42,6 +47,30 @@ pub const MERGE_FAN_IN_MAX: usize = 64;
 /// How many runs one merge reads at a time within `mem_bytes`.
 pub fn merge_fan_in(mem_bytes: usize) -> usize {
     (mem_bytes / SPILL_BUFFER_BYTES).clamp(MERGE_FAN_IN_MIN, MERGE_FAN_IN_MAX)
+}
+
+/// Adds a run just written (level 0) to `runs` (oldest first, with their
+/// levels), then merges the last `fan_in` runs with `merge` into one of the
+/// next level while they share a level: like the digits of a counter, so
+/// that about `fan_in` runs per level stay open however large the input.
+/// Levels never rise along the vector. Both sorters keep their runs so.
+pub(crate) fn add_run<R>(
+    runs: &mut Vec<(R, u32)>,
+    run: R,
+    fan_in: usize,
+    mut merge: impl FnMut(Vec<R>) -> Result<R, SortError>,
+) -> Result<(), SortError> {
+    runs.push((run, 0));
+    while let Some(&(_, level)) = runs.last() {
+        let n = runs.len();
+        if n < fan_in || runs[n - fan_in..].iter().any(|r| r.1 != level) {
+            break;
+        }
+        let group = runs.drain(n - fan_in..).map(|r| r.0).collect();
+        let merged = merge(group)?;
+        runs.push((merged, level + 1));
+    }
+    Ok(())
 }
 
 /// A failure of a temporary file (full disk, directory not writable, a
@@ -156,18 +185,12 @@ impl Sorter {
         self.stats.external = true;
         self.stats.runs += 1;
         self.stats.spilled_bytes += w.bytes();
-        self.runs.push((w.finish()?, 0));
+        let run = w.finish()?;
         let fan_in = merge_fan_in(self.mem_limit);
-        while let Some(&(_, level)) = self.runs.last() {
-            let n = self.runs.len();
-            if n < fan_in || self.runs[n - fan_in..].iter().any(|r| r.1 != level) {
-                break;
-            }
-            let group = self.runs.drain(n - fan_in..).map(|r| r.0).collect();
-            let merged = self.merge_to_run(group)?;
-            self.runs.push((merged, level + 1));
-        }
-        Ok(())
+        let mut runs = std::mem::take(&mut self.runs);
+        let added = add_run(&mut runs, run, fan_in, |group| self.merge_to_run(group));
+        self.runs = runs;
+        added
     }
 
     /// Runs written and not yet merged into others (each an open file).

@@ -9,7 +9,7 @@ use super::{as_f64, as_i64, as_numeric, Value};
 
 /// Orders two doubles as PostgreSQL does: NaN equals NaN and sorts above
 /// every number; -0 equals 0.
-fn cmp_f64(a: f64, b: f64) -> Ordering {
+pub fn cmp_f64(a: f64, b: f64) -> Ordering {
     match (a.is_nan(), b.is_nan()) {
         (true, true) => Ordering::Equal,
         (true, false) => Ordering::Greater,

@@ -63,7 +63,7 @@ mod text;
 use thiserror::Error;
 
 pub use cast::{assign_value, can_assign, can_cast, cast_value};
-pub use compare::{compare, sort_cmp};
+pub use compare::{cmp_f64, compare, sort_cmp};
 pub use double::format_double;
 pub use numeric::{Numeric, NumericTypmod, NUMERIC_DSCALE_MAX, NUMERIC_MAX_INTEGER_DIGITS};
 pub use text::{
