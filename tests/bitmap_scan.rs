@@ -261,7 +261,10 @@ fn the_planner_prefers_a_bitmap_only_where_it_costs_less() {
         plan(&mut s, "", "SELECT * FROM t WHERE id = 5 OR a = 3")[2],
         "  ->  BitmapOr"
     );
-    // A third of the table: read it all.
+    // Nearly all of the table, once ANALYZE says so: read it all. (A
+    // never-analysed table's one-sided range is a third of it, which
+    // PostgreSQL 15 reads by a bitmap scan, as we do.)
+    run(&mut s, "ANALYZE t");
     assert_eq!(
         plan(&mut s, "", "SELECT * FROM t WHERE b > 5")[0],
         "Seq Scan on t"
