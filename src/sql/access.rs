@@ -55,9 +55,28 @@ const RANGE_ROUNDING: f64 = -0.01;
 /// small, but not zero, so that costs still order.
 const RANGE_NEARLY_EMPTY: f64 = 1.0e-10;
 
+/// An order a query wants a table's rows in, which an index may give
+/// (sparing the sort), and how many rows the query takes.
+pub(crate) struct WantedOrder {
+    /// (table column, descending, NULLs first), most significant first.
+    pub keys: Vec<(usize, bool, bool)>,
+    /// OFFSET + LIMIT, if limited: the rows read before the query stops.
+    pub limit: Option<u64>,
+}
+
+/// A table's scan as planned: its node, and whether its rows come in the
+/// order wanted.
+pub(crate) struct TableScan {
+    pub node: Box<dyn PlanNode>,
+    pub ordered: bool,
+}
+
 /// The scan node for `table`, decoding `wanted`, with the item's
-/// conditions `filters` (over the table's columns): an index scan if one
-/// of its indexes can search by some of them and costs less.
+/// conditions `filters` (over the table's columns): a sequential, index,
+/// index-only or bitmap scan, whichever costs least; with `order`, an
+/// index scan giving that order where it costs less than the cheapest
+/// scan and a sort.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn table_scan(
     cx: &StmtCx,
     db: &Database,
@@ -66,12 +85,18 @@ pub(crate) fn table_scan(
     wanted: Vec<bool>,
     filters: Vec<Filter>,
     purpose: ReadFor,
-) -> Result<Box<dyn PlanNode>, super::SqlError> {
+    order: Option<&WantedOrder>,
+) -> Result<TableScan, super::SqlError> {
+    let unordered = |node| TableScan {
+        node,
+        ordered: false,
+    };
     let indexes = db.catalog().indexes_of(&table);
     if indexes.is_empty() {
         // Nothing to choose from: not even the table's size is needed.
         let filter = super::query::and_all(filters)?;
-        return Ok(Box::new(SeqScanNode::new(table, alias, wanted, filter)));
+        let node: Box<dyn PlanNode> = Box::new(SeqScanNode::new(table, alias, wanted, filter));
+        return Ok(unordered(node));
     }
     let size = TableSize::of(db, &table, &indexes, cx.costs);
     let c = &cx.costs;
@@ -79,6 +104,14 @@ pub(crate) fn table_scan(
         + size.rows * (c.cpu_tuple + c.cpu_operator * filters.len() as f64)
         + if cx.scans.seq { 0.0 } else { DISABLE_COST };
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
+    let index_only = |index: &IndexDef| {
+        cx.scans.index_only
+            && purpose == ReadFor::Query
+            && wanted
+                .iter()
+                .enumerate()
+                .all(|(col, &w)| !w || index.columns.iter().any(|k| k.column == col))
+    };
     let mut best: Option<(f64, IndexPlan)> = None;
     for index in indexes.iter() {
         let Some(mut plan) = index_plan(index, &filters, &size) else {
@@ -86,12 +119,7 @@ pub(crate) fn table_scan(
         };
         // Index-only where the keys hold every column read: the table is
         // read only for the pages not all-visible (`cost_index`).
-        plan.index_only = cx.scans.index_only
-            && purpose == ReadFor::Query
-            && wanted
-                .iter()
-                .enumerate()
-                .all(|(col, &w)| !w || index.columns.iter().any(|k| k.column == col));
+        plan.index_only = index_only(index);
         if plan.index_only {
             plan.cost -= plan.heap_io * size.all_visible_fraction();
         }
@@ -100,20 +128,74 @@ pub(crate) fn table_scan(
             best = Some((cost, plan));
         }
     }
-    // The bitmap path, beside the index path: taken where it is the
-    // cheapest of the three.
+    // The bitmap path, beside the index path.
     let bitmap_penalty = if cx.scans.bitmap { 0.0 } else { DISABLE_COST };
-    let best_cost = best.as_ref().map_or(seq_cost, |(c, _)| *c);
-    if let Some(bitmap) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
-        if bitmap.cost + bitmap_penalty < best_cost {
-            return super::bitmap_path::bitmap_scan_node(table, alias, wanted, filters, bitmap);
+    let mut best_cost = best.as_ref().map_or(seq_cost, |(c, _)| *c);
+    let mut bitmap = None;
+    if let Some(plan) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
+        if plan.cost + bitmap_penalty < best_cost {
+            best_cost = plan.cost + bitmap_penalty;
+            bitmap = Some(plan);
         }
+    }
+    // An index giving the order wanted, against the cheapest scan and a
+    // sort of its rows (a LIMIT takes its share of the index scan, and
+    // bounds the sort).
+    if let Some(order) = order {
+        let rows = filtered_rows(&size, &filters);
+        let sorted_cost = best_cost + sort_cost(rows, order.limit, c);
+        let mut ordered: Option<(f64, IndexPlan, Direction)> = None;
+        for index in indexes.iter() {
+            let Some(direction) = gives_order(index, &order.keys) else {
+                continue;
+            };
+            let mut plan = match index_plan(index, &filters, &size) {
+                Some(plan) => plan,
+                None => full_index_plan(index, &filters, &size),
+            };
+            plan.index_only = index_only(index);
+            if plan.index_only {
+                plan.cost -= plan.heap_io * size.all_visible_fraction();
+            }
+            let share = order
+                .limit
+                .map_or(1.0, |k| (k as f64 / rows.max(1.0)).min(1.0));
+            let cost = plan.cost * share + index_penalty;
+            if cost < sorted_cost && ordered.as_ref().is_none_or(|(c, ..)| cost < *c) {
+                ordered = Some((cost, plan, direction));
+            }
+        }
+        if let Some((_, plan, direction)) = ordered {
+            let node = index_scan_node(table, alias, wanted, filters, plan, direction)?;
+            return Ok(TableScan {
+                node,
+                ordered: true,
+            });
+        }
+    }
+    if let Some(plan) = bitmap {
+        let node = super::bitmap_path::bitmap_scan_node(table, alias, wanted, filters, plan)?;
+        return Ok(unordered(node));
     }
     let Some((_, plan)) = best else {
         let filter = super::query::and_all(filters)?;
-        return Ok(Box::new(SeqScanNode::new(table, alias, wanted, filter)));
+        let node: Box<dyn PlanNode> = Box::new(SeqScanNode::new(table, alias, wanted, filter));
+        return Ok(unordered(node));
     };
-    // The key conditions are searched by and rechecked; the rest filter.
+    let node = index_scan_node(table, alias, wanted, filters, plan, Direction::Forward)?;
+    Ok(unordered(node))
+}
+
+/// The index scan node for `plan`: its key conditions are searched by
+/// and rechecked, the other filters filter.
+fn index_scan_node(
+    table: Arc<TableDef>,
+    alias: Option<String>,
+    wanted: Vec<bool>,
+    filters: Vec<Filter>,
+    plan: IndexPlan,
+    direction: Direction,
+) -> Result<Box<dyn PlanNode>, super::SqlError> {
     let mut keys = Vec::new();
     let mut rest = Vec::new();
     for (i, f) in filters.into_iter().enumerate() {
@@ -135,7 +217,7 @@ pub(crate) fn table_scan(
         table,
         plan.index,
         alias,
-        Direction::Forward,
+        direction,
         search,
         wanted,
         super::query::and_all(rest)?,
@@ -145,6 +227,56 @@ pub(crate) fn table_scan(
     } else {
         node
     }))
+}
+
+/// Which way to scan `index` for rows in the order `keys` (column,
+/// descending, NULLs first): forward if they are its leading columns as
+/// it orders them, backward if all reversed (NULLs flipped too); None if
+/// it cannot give that order.
+fn gives_order(index: &IndexDef, keys: &[(usize, bool, bool)]) -> Option<Direction> {
+    if keys.is_empty() || keys.len() > index.columns.len() {
+        return None;
+    }
+    let matches = |reversed: bool| {
+        keys.iter()
+            .zip(&index.columns)
+            .all(|(&(col, desc, nulls_first), k)| {
+                k.column == col
+                    && (k.desc != reversed) == desc
+                    && (k.nulls_first != reversed) == nulls_first
+            })
+    };
+    if matches(false) {
+        Some(Direction::Forward)
+    } else if matches(true) {
+        Some(Direction::Backward)
+    } else {
+        None
+    }
+}
+
+/// Rows left after `filters`, as far as their index-searchable parts can
+/// be estimated (the others are taken to pass every row).
+fn filtered_rows(size: &TableSize, filters: &[Filter]) -> f64 {
+    let selectivity: f64 = filters
+        .iter()
+        .flat_map(|f| f.predicate.conjuncts())
+        .filter_map(|c| c.as_index_cond())
+        .map(|cond| size.selectivity(&cond))
+        .product();
+    (size.rows * selectivity).max(1.0)
+}
+
+/// What sorting `rows` rows costs (PostgreSQL's `cost_sort` in memory:
+/// two operators per comparison, n log n comparisons, or n log 2k for a
+/// bounded sort keeping the first k), and passing each on.
+fn sort_cost(rows: f64, limit: Option<u64>, c: &Costs) -> f64 {
+    let rows = rows.max(2.0);
+    let kept = match limit {
+        Some(k) if (2 * k.max(1)) as f64 <= rows => 2.0 * k.max(1) as f64,
+        _ => rows,
+    };
+    2.0 * c.cpu_operator * rows * kept.log2() + c.cpu_operator * rows
 }
 
 /// What a table is read for.
@@ -342,12 +474,29 @@ pub(super) struct IndexPlan {
     pub index_cost: f64,
 }
 
+/// A scan of the whole of `index`, for its order: every entry, and
+/// every row fetched, filtered by `filters`.
+fn full_index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> IndexPlan {
+    index_plan_with(index, filters, size, true).expect("a whole-index scan is always a plan")
+}
+
 /// The scan of `index` searching by what it can of `filters`, with its
 /// cost; None if it can search by none of them.
 pub(super) fn index_plan(
     index: &Arc<IndexDef>,
     filters: &[Filter],
     size: &TableSize,
+) -> Option<IndexPlan> {
+    index_plan_with(index, filters, size, false)
+}
+
+/// [`index_plan`], or with `whole` a scan of all of the index where no
+/// condition can be searched by.
+fn index_plan_with(
+    index: &Arc<IndexDef>,
+    filters: &[Filter],
+    size: &TableSize,
+    whole: bool,
 ) -> Option<IndexPlan> {
     let c = &size.costs;
     let index_pages = size.index_pages(index.rel);
@@ -427,7 +576,7 @@ pub(super) fn index_plan(
             }
         }
     }
-    if quals.is_empty() {
+    if quals.is_empty() && !whole {
         return None;
     }
     // A filter goes to the index condition only if all of it is searched

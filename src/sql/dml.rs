@@ -377,7 +377,9 @@ fn change_target(
         wanted,
         filters,
         super::access::ReadFor::Change,
-    )?;
+        None,
+    )?
+    .node;
     Ok(ChangeTarget {
         table,
         scan,

@@ -122,6 +122,19 @@ impl FromItem {
         wanted: Vec<bool>,
         filters: Vec<Filter>,
     ) -> Result<Box<dyn PlanNode>, SqlError> {
+        Ok(self.ordered_node(cx, db, wanted, filters, None)?.node)
+    }
+
+    /// [`FromItem::node`], for rows in `order` if a table's index gives
+    /// it cheaply (the scan says whether it does).
+    fn ordered_node(
+        self,
+        cx: &StmtCx,
+        db: &Database,
+        wanted: Vec<bool>,
+        filters: Vec<Filter>,
+        order: Option<&super::access::WantedOrder>,
+    ) -> Result<super::access::TableScan, SqlError> {
         if let FromItem::Table(table, alias) = self {
             return super::access::table_scan(
                 cx,
@@ -131,10 +144,11 @@ impl FromItem {
                 wanted,
                 filters,
                 super::access::ReadFor::Query,
+                order,
             );
         }
         let filter = and_all(filters)?;
-        Ok(match self {
+        let node: Box<dyn PlanNode> = match self {
             FromItem::Table(..) => unreachable!("read above"),
             FromItem::View(view, _) => Box::new(ViewNode::new(view, filter)),
             FromItem::Series(series, _) => Box::new(SeriesNode::new(series, filter)),
@@ -149,6 +163,10 @@ impl FromItem {
                     filter,
                 ))
             }
+        };
+        Ok(super::access::TableScan {
+            node,
+            ordered: false,
         })
     }
 }
@@ -1390,6 +1408,24 @@ fn plan_select(
         .collect();
     let used = std::mem::take(&mut planner.used);
     let utilities = planner.utilities.take();
+    // The order an index of a lone table may give instead of a sort: the
+    // ORDER BY's keys, each a column of the table.
+    let wanted_order = (!aggregated && !keys.is_empty())
+        .then(|| {
+            let columns: Option<Vec<(usize, bool, bool)>> = keys
+                .iter()
+                .map(|k| {
+                    let column = outputs[k.column].column_index()?;
+                    Some((column, k.descending, k.nulls_first))
+                })
+                .collect();
+            columns.map(|keys| super::access::WantedOrder {
+                keys,
+                limit: count.map(|c| c.saturating_add(offset)),
+            })
+        })
+        .flatten();
+    let mut ordered = false;
     let mut node: Box<dyn PlanNode> = if from.items.is_empty() {
         Box::new(ResultNode::new(
             utilities.unwrap_or_default(),
@@ -1397,7 +1433,9 @@ fn plan_select(
         ))
     } else if from.items.len() == 1 {
         let item = from.items.pop().expect("one item");
-        item.node(cx, db, used, filters)?
+        let scan = item.ordered_node(cx, db, used, filters, wanted_order.as_ref())?;
+        ordered = scan.ordered;
+        scan.node
     } else {
         build_joins(cx, db, &scope, from, used, joins)?
     };
@@ -1412,6 +1450,8 @@ fn plan_select(
         ));
     }
     node = Box::new(ProjectNode::new(node, outputs));
+    // Rows the index gives in order need no sort.
+    let keys = if ordered { Vec::new() } else { keys };
     let node = sort_and_limit(node, keys, offset, count);
     Ok(PlannedQuery {
         query: QueryPlan::new(node, items.len()),
