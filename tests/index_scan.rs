@@ -600,3 +600,56 @@ fn the_planner_spares_the_sort_where_an_index_gives_the_order() {
         "Sort"
     );
 }
+
+#[test]
+fn an_index_only_scan_holding_entries_that_vacuum_removes_never_returns_a_deleted_row() {
+    use aiostore::inject::{Injection, INDEX_SCAN_BEFORE_HEAP_FETCH};
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (k int, v text)");
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, 'v' FROM generate_series(1, 2000) AS g(i)",
+        );
+        run(&mut s, "CREATE INDEX t_k ON t (k)");
+        run(&mut s, "VACUUM t");
+        // Dead to everyone before the scan starts: their entries are in
+        // the batch the scan holds.
+        run(&mut s, "DELETE FROM t WHERE k <= 200 AND k % 2 = 0");
+        let points = std::sync::Arc::clone(db.aio());
+        points
+            .injections()
+            .attach(INDEX_SCAN_BEFORE_HEAP_FETCH, Injection::park().times(1));
+        let scanner = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut s = db.session().unwrap();
+                run(&mut s, "SET enable_seqscan = off");
+                run(&mut s, "SET enable_bitmapscan = off");
+                let shown = plan(&mut s, "SELECT k FROM t WHERE k <= 200").join("\n");
+                assert!(shown.contains("Index Only Scan"), "{shown}");
+                sorted_rows(&mut s, "SELECT k FROM t WHERE k <= 200")
+            })
+        };
+        assert!(points
+            .injections()
+            .wait_until_parked(INDEX_SCAN_BEFORE_HEAP_FETCH));
+        // Vacuum removes the deleted rows' entries and line pointers, and
+        // a second pass marks their pages all-visible again: the entries
+        // the parked scan holds must not be vouched for by those bits.
+        run(&mut s, "VACUUM t");
+        run(&mut s, "VACUUM t");
+        points.injections().release(INDEX_SCAN_BEFORE_HEAP_FETCH);
+        let got = scanner.join().unwrap();
+        let expected: Vec<Vec<Value>> = {
+            let mut rows: Vec<Vec<Value>> = (1..=200)
+                .filter(|k| k % 2 == 1)
+                .map(|k| vec![Value::Integer(k)])
+                .collect();
+            rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+            rows
+        };
+        assert_eq!(got, expected, "{method:?}");
+    }
+}

@@ -135,6 +135,12 @@ pub enum BtreeError {
         columns: String,
         values: String,
     },
+    #[error("VACUUM waited {waited:?} for scans to let go of page {block} of index \"{index}\"; run VACUUM again once long queries on the table have ended")]
+    CleanupWait {
+        index: String,
+        block: u32,
+        waited: std::time::Duration,
+    },
     #[error("index row size {size} exceeds btree maximum {max} for index \"{index}\"\nHINT:  Values larger than 1/3 of a buffer page cannot be indexed.")]
     TupleTooLarge {
         index: String,

@@ -71,6 +71,12 @@ pub struct BatchItem {
 pub struct Batch {
     pub block: u32,
     pub items: Vec<BatchItem>,
+    /// The leaf, still pinned (not locked), for a scan that keeps leaf
+    /// pins ([`BtreeScan::keeping_leaf_pins`]): while the pin is held VACUUM cannot remove the batch's
+    /// entries (it waits for a cleanup lock), so their heap tuples' line
+    /// pointers are not freed and what the visibility map says of their
+    /// pages holds for them. The caller releases it.
+    pub pinned: Option<crate::buffer::BufferId>,
 }
 
 /// Where a scan goes on from.
@@ -95,6 +101,8 @@ pub struct BtreeScan {
     keys: ScanKeys,
     direction: Direction,
     want_keys: bool,
+    /// Each batch keeps its leaf pinned ([`Batch::pinned`]).
+    keep_pins: bool,
     /// The range being scanned: its position in scan order.
     range: usize,
     resume: Resume,
@@ -118,12 +126,21 @@ impl BtreeScan {
             keys,
             direction,
             want_keys,
+            keep_pins: false,
             range: 0,
             resume,
             leaf_pages: 0,
             descents: 0,
             left_steps_repaired: 0,
         }
+    }
+
+    /// Makes each batch keep its leaf pinned for the caller to release
+    /// (an index-only scan, which must look its entries up in the
+    /// visibility map while VACUUM cannot remove them).
+    pub fn keeping_leaf_pins(mut self) -> BtreeScan {
+        self.keep_pins = true;
+        self
     }
 
     pub fn direction(&self) -> Direction {
@@ -228,9 +245,15 @@ impl BtreeScan {
             let mut batch = Batch {
                 block: page.block,
                 items: Vec::new(),
+                pinned: None,
             };
             let visited = self.visit(&page, &mut from, &mut batch);
-            page.release(s);
+            if self.keep_pins && visited.is_ok() && !batch.items.is_empty() {
+                drop(page.guard);
+                batch.pinned = Some(page.id);
+            } else {
+                page.release(s);
+            }
             visited?;
             if !batch.items.is_empty() {
                 return Ok(Some(batch));

@@ -14,6 +14,14 @@ use super::change::{apply_logged, BtreeChange};
 use super::page::{page_tuple, pointer, Special, FLAG_LEAF};
 use super::{Btree, BtreeError, IndexDesc};
 
+/// How often a leaf's cleanup lock is tried again while a scan holds the
+/// leaf pinned.
+const CLEANUP_POLL: std::time::Duration = std::time::Duration::from_micros(200);
+/// How long VACUUM waits for a leaf's other pins to go (an index-only
+/// scan holds one only while it looks its batch up in the visibility
+/// map) before it gives up with an error.
+pub const CLEANUP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Most passes [`Btree::bulk_delete`] makes over pages added while it
 /// ran (each needs splits during the one before).
 const BULK_DELETE_PASSES_MAX: u32 = 1000;
@@ -47,7 +55,27 @@ impl Btree {
             stats.tuples_left += left;
             return Ok(());
         }
-        let mut guard = s.lock_page(id, LockMode::Exclusive);
+        // A cleanup lock, as PostgreSQL's btvacuumpage takes: exclusive,
+        // and no other session's pin. An index-only scan pins the leaf
+        // while it looks its batch's entries up in the visibility map;
+        // removing an entry then would let its tuple's line pointer be
+        // freed and its page be marked all-visible under the scan.
+        let started = std::time::Instant::now();
+        let mut guard = loop {
+            let guard = s.lock_page(id, LockMode::Exclusive);
+            if s.pool().pins(id) == 1 {
+                break guard;
+            }
+            drop(guard);
+            if started.elapsed() > CLEANUP_WAIT {
+                return Err(BtreeError::CleanupWait {
+                    index: idx.name.clone(),
+                    block,
+                    waited: CLEANUP_WAIT,
+                });
+            }
+            std::thread::sleep(CLEANUP_POLL);
+        };
         let (gone, left) = dead_on(guard.page(), dead)?;
         stats.tuples_left += left;
         stats.tuples_removed += gone.len() as u64;

@@ -461,6 +461,12 @@ impl BufferPool {
         self.desc(id).state.load(Ordering::SeqCst)
     }
 
+    /// How many pins buffer `id` has now, every session's (a cleanup
+    /// lock waits for its holder's to be the only one).
+    pub fn pins(&self, id: BufferId) -> u64 {
+        refcount(self.state(id))
+    }
+
     /// How many buffers hold a block of `rel`, and how many of those are
     /// pinned by anyone, now (a look at every descriptor: for DDL).
     pub fn relation_buffers(&self, rel: u32) -> (u32, u32) {

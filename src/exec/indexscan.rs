@@ -88,8 +88,9 @@ pub struct IndexScanNode {
     rechecked_out: u64,
     scan: Option<BtreeScan>,
     /// Entries of the current leaf batch not yet returned (with their
-    /// keys in an index-only scan).
-    pending: VecDeque<BatchItem>,
+    /// keys in an index-only scan), and whether the visibility map
+    /// vouched for each one's page when the batch was loaded.
+    pending: VecDeque<(BatchItem, bool)>,
     fetch: Option<HeapFetch>,
     /// Returns rows from the index's keys where the visibility map says
     /// every tuple of the page is visible (an index-only scan); every
@@ -174,12 +175,12 @@ impl IndexScanNode {
     /// Starts the B-tree scan with the key conditions' current values.
     fn begin(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
         let keys = scan_keys(&self.search.quals, &self.desc.spec, cx)?;
-        self.scan = Some(BtreeScan::new(
-            self.desc.clone(),
-            keys,
-            self.direction,
-            self.index_only,
-        ));
+        let scan = BtreeScan::new(self.desc.clone(), keys, self.direction, self.index_only);
+        self.scan = Some(if self.index_only {
+            scan.keeping_leaf_pins()
+        } else {
+            scan
+        });
         self.fetch = Some(HeapFetch::new(&self.table.heap));
         Ok(())
     }
@@ -198,6 +199,25 @@ impl IndexScanNode {
         self.pending.clear();
     }
 
+    /// Whether each of `items`' heap pages is all-visible, for an
+    /// index-only scan (all false for a plain one). Looked up once per
+    /// item while the leaf is still pinned: VACUUM cannot remove the
+    /// entries meanwhile, so a dead tuple one of them points at still
+    /// holds its page's bit clear, and a set bit vouches for the entry's
+    /// tuple to every snapshot there is, this scan's included, however
+    /// long the batch is then held (PostgreSQL's index-only scans keep
+    /// the leaf pinned for the same reason; DESIGN.md §8).
+    fn load_batch(&mut self, cx: &mut ExecCx, items: &[BatchItem]) -> Result<Vec<bool>, ExecError> {
+        if !self.index_only {
+            return Ok(vec![false; items.len()]);
+        }
+        let rel = self.table.heap.rel;
+        items
+            .iter()
+            .map(|i| Ok(self.vm.all_visible(&mut cx.session.buf, rel, i.tid.block)?))
+            .collect()
+    }
+
     /// Fetches the pending TIDs' rows into `out` (those the snapshot sees
     /// and the recheck passes) until `max_rows`.
     fn fetch_pending(
@@ -210,16 +230,13 @@ impl IndexScanNode {
         let fetch = self.fetch.as_mut().expect("begun");
         let types = &self.table.heap.types;
         while out.len() < max_rows {
-            let Some(item) = self.pending.pop_front() else {
+            let Some((item, from_index)) = self.pending.pop_front() else {
                 break;
             };
             let tid = item.tid;
             let mut row = Vec::with_capacity(types.len());
-            let from_index = self.index_only
-                && self
-                    .vm
-                    .all_visible(&mut cx.session.buf, self.table.heap.rel, tid.block)?;
             if from_index {
+                debug_assert!(self.index_only);
                 debug_assert_eq!(item.key.len(), self.index.columns.len());
                 row.resize(types.len(), Value::Null);
                 for (key, value) in self.index.columns.iter().zip(item.key) {
@@ -278,7 +295,11 @@ impl IndexScanNode {
             let scan = self.scan.as_mut().expect("begun");
             match scan.next_batch(db.btree(), &mut cx.session.buf)? {
                 Some(batch) => {
-                    self.pending.extend(batch.items);
+                    let looked_up = self.load_batch(cx, &batch.items);
+                    if let Some(leaf) = batch.pinned {
+                        cx.session.buf.release(leaf);
+                    }
+                    self.pending.extend(batch.items.into_iter().zip(looked_up?));
                     cx.session.buf.pool().aio().injections().hit(
                         crate::inject::INDEX_SCAN_BEFORE_HEAP_FETCH,
                         crate::inject::HitContext {
