@@ -653,3 +653,57 @@ fn an_index_only_scan_holding_entries_that_vacuum_removes_never_returns_a_delete
         assert_eq!(got, expected, "{method:?}");
     }
 }
+
+#[test]
+fn vacuum_waits_for_an_index_only_scan_to_let_go_of_its_leaf() {
+    use aiostore::inject::{Injection, INDEX_ONLY_SCAN_LEAF_PINNED};
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Worker, false);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (k int, v text)");
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'v' FROM generate_series(1, 2000) AS g(i)",
+    );
+    run(&mut s, "CREATE INDEX t_k ON t (k)");
+    run(&mut s, "VACUUM t");
+    run(&mut s, "DELETE FROM t WHERE k <= 200 AND k % 2 = 0");
+    let points = std::sync::Arc::clone(db.aio());
+    points
+        .injections()
+        .attach(INDEX_ONLY_SCAN_LEAF_PINNED, Injection::park().times(1));
+    let scanner = {
+        let db = std::sync::Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            run(&mut s, "SET enable_seqscan = off");
+            run(&mut s, "SET enable_bitmapscan = off");
+            common::ints(&mut s, "SELECT count(k) FROM t WHERE k <= 200")
+        })
+    };
+    assert!(points
+        .injections()
+        .wait_until_parked(INDEX_ONLY_SCAN_LEAF_PINNED));
+    // The scan holds the first leaf pinned: vacuum's index pass cannot
+    // remove the dead rows' entries there until it lets go.
+    let vacuum = {
+        let db = std::sync::Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            run(&mut s, "VACUUM t");
+            run(&mut s, "VACUUM t");
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !vacuum.is_finished(),
+        "vacuum removed entries from a leaf an index-only scan holds"
+    );
+    points.injections().release(INDEX_ONLY_SCAN_LEAF_PINNED);
+    assert_eq!(scanner.join().unwrap(), vec![100]);
+    vacuum.join().unwrap();
+    run(&mut s, "SELECT verify_index('t_k')");
+    assert_eq!(
+        common::ints(&mut s, "SELECT count(k) FROM t WHERE k <= 200"),
+        vec![100]
+    );
+}

@@ -295,6 +295,14 @@ impl IndexScanNode {
             let scan = self.scan.as_mut().expect("begun");
             match scan.next_batch(db.btree(), &mut cx.session.buf)? {
                 Some(batch) => {
+                    if batch.pinned.is_some() {
+                        cx.session.buf.pool().aio().injections().hit(
+                            crate::inject::INDEX_ONLY_SCAN_LEAF_PINNED,
+                            crate::inject::HitContext {
+                                offset: u64::from(batch.block),
+                            },
+                        );
+                    }
                     let looked_up = self.load_batch(cx, &batch.items);
                     if let Some(leaf) = batch.pinned {
                         cx.session.buf.release(leaf);

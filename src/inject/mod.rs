@@ -104,6 +104,12 @@ pub const BTREE_SCAN_BETWEEN_PAGES: &str = "btree-scan-between-pages";
 /// those entries and free their line pointers for new tuples.
 pub const INDEX_SCAN_BEFORE_HEAP_FETCH: &str = "index-scan-before-heap-fetch";
 
+/// Reached in an index-only scan that has read a leaf page's matching
+/// entries and still holds the leaf pinned, before it looks their heap
+/// pages up in the visibility map; the context's offset is the leaf's
+/// block. VACUUM must wait to remove those entries until the pin goes.
+pub const INDEX_ONLY_SCAN_LEAF_PINNED: &str = "index-only-scan-leaf-pinned";
+
 /// What happens when a thread reaches an attached point.
 #[derive(Debug, Clone, Default)]
 pub struct Injection {
