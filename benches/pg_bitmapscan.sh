@@ -16,8 +16,9 @@
 #   bitmap  enable_indexscan=off, enable_seqscan=off
 #   index   enable_bitmapscan=off, enable_seqscan=off
 #   seq     enable_indexscan=off, enable_bitmapscan=off),
-# a plain EXPLAIN of the query (planning only: the catalogs, statistics
-# and index metapage read before the clock, as aiostore's run does) whose
+# a plain EXPLAIN of the query (planning only: the catalogs and statistics
+# read before the clock, as aiostore's run does; PostgreSQL's planner also
+# reads the index metapage, which aiostore's timed query reads) whose
 # plan must name the scan's node, and the timed query, by psql's \timing:
 #   SELECT count(b) FROM btree_test WHERE a = k
 # Settings: benches/pg_env.sh (shared_buffers=128MB, no parallel
