@@ -323,6 +323,42 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// The reference thread's OLTP query, cold: SELECT count(b) FROM
+    /// btree_test WHERE a = k with k = 1, 10, …, 100 000 rows matching,
+    /// spread over the table, forced to a bitmap heap scan, a plain index
+    /// scan and (largest k only) a sequential scan, against PostgreSQL 15's
+    /// same query on the same data in the same run (`--pg-script
+    /// benches/pg_bitmapscan.sh`), runs alternating: per-run ms, medians
+    /// and the ratio ours / PostgreSQL's. Root (drops the page cache).
+    Bitmapscan {
+        /// Rows of the table (built in bitmapscan/ in the benchmark
+        /// directory; reused when kept with --keep).
+        #[arg(long, default_value_t = 5_000_000)]
+        rows: u64,
+        /// Cold runs per matching count and method, on each system.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        runs: u32,
+        /// Comma-separated matching-row counts (of 1,10,100,1000,10000,100000).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1,10,100,1000,10000,100000"
+        )]
+        matching: Vec<u64>,
+        /// Comma-separated: bitmap, index, seq (seq for the largest count only).
+        #[arg(long, value_delimiter = ',', default_value = "bitmap,index,seq")]
+        scan: Vec<String>,
+        /// The I/O method (default: io_uring where the kernel allows it).
+        #[arg(long)]
+        method: Option<String>,
+        /// After each of our runs, run this script,
+        /// `benches/pg_bitmapscan.sh` (PostgreSQL 15 on the same data,
+        /// the same case; root), and print the ratios of the medians.
+        #[arg(long)]
+        pg_script: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Single-row INSERT transactions from 1, 8 and 32 sessions for a
     /// fixed time, buffered and direct WAL, with and without 500 µs of
     /// added I/O latency: commits/s, WAL writes/s and syncs/s (group
@@ -865,6 +901,40 @@ fn run_bench(
             };
             aiostore::bench::index_build::run(&options, json, out).map(drop)
         }),
+        Bench::Bitmapscan {
+            rows,
+            runs,
+            matching,
+            scan,
+            method,
+            pg_script,
+            json,
+        } => in_bench_dir(bench_dir, keep, |dir| {
+            let method = match method {
+                Some(m) => parse_methods(&[m])?[0],
+                None => aiostore::config::IoMethod::IoUring,
+            };
+            let methods = scan
+                .iter()
+                .map(|m| {
+                    aiostore::bench::bitmapscan::ScanMethod::parse(m.trim()).ok_or_else(|| {
+                        format!("unknown scan \"{m}\" for --scan; use bitmap, index or seq")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let options = aiostore::bench::bitmapscan::BitmapscanOptions {
+                dir: dir.join("bitmapscan"),
+                rows,
+                runs,
+                methods,
+                matching,
+                method: usable_methods(vec![method])?[0],
+                shared_buffers: settings.shared_buffers() as u32,
+                pg_script,
+                extra_settings: forwarded_settings(settings),
+            };
+            aiostore::bench::bitmapscan::run(&options, json, out).map(drop)
+        }),
         Bench::Commit {
             sessions,
             seconds,
@@ -1304,7 +1374,7 @@ fn run_demo(
     let fate = scratch.finish();
     writeln!(
         out,
-        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build; see docs/benchmarks.md",
+        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build | bitmapscan; see docs/benchmarks.md",
         started.elapsed().as_secs_f64()
     )
     .map_err(io)?;

@@ -5,6 +5,7 @@
 //! compared as ratios measured in the same run, case by case and next to
 //! each other in time, because the machines we run on are shared and noisy.
 
+pub mod bitmapscan;
 pub mod checksum;
 pub mod commit;
 pub mod demo;
