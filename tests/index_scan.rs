@@ -707,3 +707,92 @@ fn vacuum_waits_for_an_index_only_scan_to_let_go_of_its_leaf() {
         vec![100]
     );
 }
+
+#[test]
+fn every_scan_type_agrees_within_one_snapshot_while_others_change_and_vacuum_the_table() {
+    // One session changes the table and vacuums it without pause; the
+    // other, in a repeatable-read transaction, runs each query by every
+    // scan type and compares: within one snapshot they must agree, and
+    // with its first answer, however the table changes meanwhile.
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::IoUring, false);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (id int, k int, v text)");
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, i % 97, 'v' FROM generate_series(1, 6000) AS g(i)",
+    );
+    run(&mut s, "CREATE INDEX t_id ON t (id)");
+    run(&mut s, "CREATE INDEX t_k ON t (k)");
+    run(&mut s, "VACUUM ANALYZE t");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let db = std::sync::Arc::clone(&db);
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                round += 1;
+                let at = (round * 389) % 6000;
+                run(
+                    &mut s,
+                    &format!(
+                        "UPDATE t SET k = (k + 1) % 97 WHERE id BETWEEN {at} AND {}",
+                        at + 40
+                    ),
+                );
+                run(
+                    &mut s,
+                    &format!("DELETE FROM t WHERE id = {}", (round * 131) % 6000),
+                );
+                run(
+                    &mut s,
+                    &format!(
+                        "INSERT INTO t VALUES ({}, {}, 'n')",
+                        6000 + round,
+                        round % 97
+                    ),
+                );
+                if round % 5 == 0 {
+                    run(&mut s, "VACUUM t");
+                }
+            }
+            round
+        })
+    };
+    let methods = [
+        "SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on",
+        "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = off",
+        "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = on",
+        "SET enable_seqscan = off; SET enable_indexscan = off; SET enable_bitmapscan = on",
+    ];
+    let queries = [
+        "SELECT count(*), sum(id) FROM t WHERE id < 3000",
+        "SELECT count(id), sum(id) FROM t WHERE id BETWEEN 1000 AND 5000",
+        "SELECT count(*), sum(id) FROM t WHERE k = 5",
+        "SELECT count(k), sum(k) FROM t WHERE k < 10",
+        "SELECT id FROM t WHERE id > 5900 ORDER BY id",
+        "SELECT k FROM t WHERE k IN (1, 50, 96) ORDER BY k LIMIT 30",
+    ];
+    let mut s = db.session().unwrap();
+    for round in 0..12 {
+        run(&mut s, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+        for q in queries {
+            let mut first: Option<Vec<Vec<Value>>> = None;
+            // Twice through the methods: the table changes in between.
+            for m in methods.iter().chain(methods.iter()) {
+                run(&mut s, m);
+                let got = run(&mut s, q).pop().unwrap().rows;
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => assert_eq!(&got, f, "round {round}: {q} with {m}"),
+                }
+            }
+        }
+        run(&mut s, "COMMIT");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rounds = writer.join().unwrap();
+    assert!(rounds > 0);
+    run(&mut s, "SELECT verify_index('t_id'), verify_index('t_k')");
+}
