@@ -753,7 +753,7 @@ fn every_scan_type_agrees_within_one_snapshot_while_others_change_and_vacuum_the
                         round % 97
                     ),
                 );
-                if round % 5 == 0 {
+                if round.is_multiple_of(5) {
                     run(&mut s, "VACUUM t");
                 }
             }
