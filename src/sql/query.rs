@@ -842,7 +842,7 @@ pub(crate) fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> 
 /// Where the conditions of a FROM clause of several items are evaluated:
 /// a condition on one item in that item's scan (unless a left join fills
 /// that item with NULLs and the condition is a WHERE); an equality between
-/// the items before a join and the item it joins as the join's hash key;
+/// the items before a join and the item it joins as the join's (hash or merge) key;
 /// anything else in the join that brings in the last item it reads (the
 /// WHERE of a cross or inner join is the same as its ON), except a WHERE
 /// reading the NULL-filled side of a left join, which is evaluated above
@@ -930,7 +930,7 @@ impl Slots {
             });
             return Ok(());
         }
-        // A condition running a subquery is never a hash key: keys are
+        // A condition running a subquery is never a join key: keys are
         // computed where no subquery can run (and planning it again would
         // plan its subquery again).
         match (self.equality_keys && !f.predicate.has_subplan())
@@ -958,7 +958,7 @@ struct JoinKey {
     label: String,
 }
 
-/// `conj` as a hash key of the join of item `k`: an equality between an
+/// `conj` as a (hash or merge) key of the join of item `k`: an equality between an
 /// expression of the items before `k` and one of item `k`, of one type
 /// (integers of either width compare as bigint, an integer and a numeric
 /// as numeric); None otherwise.
