@@ -1801,14 +1801,23 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
             left
         );
     }
-    // Hash joins turned off: the same equalities by nested loop.
-    run(&mut s, "SET enable_hashjoin = off");
+    // Hash and merge joins turned off: the same equalities by nested loop.
+    run(
+        &mut s,
+        "SET enable_hashjoin = off; SET enable_mergejoin = off",
+    );
     let nested = "SELECT a.id, b.id FROM a JOIN b ON a.k = b.k AND b.id % 3 <> 0 WHERE a.id <= 40";
     assert_eq!(
         plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
         "Nested Loop"
     );
     let by_nested_loop = ids(&mut s, nested);
+    run(&mut s, "RESET enable_mergejoin");
+    assert_eq!(
+        plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
+        "Merge Join"
+    );
+    assert_eq!(ids(&mut s, nested), by_nested_loop);
     run(&mut s, "RESET enable_hashjoin");
     assert_eq!(
         plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
@@ -1980,8 +1989,10 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
         );
         assert_eq!(ids(&mut s, query), expected, "{query}");
         run(&mut s, "SET enable_hashjoin = off");
+        assert_eq!(ids(&mut s, query), expected, "{query}, merge join");
+        run(&mut s, "SET enable_mergejoin = off");
         assert_eq!(ids(&mut s, query), expected, "{query}, nested loop");
-        run(&mut s, "RESET enable_hashjoin");
+        run(&mut s, "RESET enable_hashjoin; RESET enable_mergejoin");
     }
     for (text, message) in [
         (

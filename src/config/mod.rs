@@ -117,6 +117,17 @@ pub enum Kind {
     },
 }
 
+/// Which join methods the planner may choose (`enable_hashjoin`,
+/// `enable_mergejoin`, `enable_nestloop`). With all off, as in
+/// PostgreSQL, it still joins somehow: the choice is only steered away
+/// from the disabled ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinMethods {
+    pub hash: bool,
+    pub merge: bool,
+    pub nested_loop: bool,
+}
+
 /// Which ways of reading a table the planner may choose. With both off,
 /// as in PostgreSQL, it still reads the table somehow: the choice is only
 /// steered away from the disabled ones.
@@ -268,7 +279,14 @@ pub static SETTINGS: &[SettingDef] = &[
         default: "on",
         kind: Kind::Bool,
         context: Context::Session,
-        description: "Lets the planner use hash joins; off joins by nested loop wherever there is another way, to compare the two",
+        description: "Lets the planner use hash joins; off joins on an equality by merge join (or, with enable_mergejoin off too, by nested loop), to compare them",
+    },
+    SettingDef {
+        name: "enable_mergejoin",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets the planner use merge joins (both inputs sorted by the join keys) where enable_hashjoin is off; off joins on an equality by nested loop instead, to compare them",
     },
     SettingDef {
         name: "enable_indexscan",
@@ -348,7 +366,7 @@ pub static SETTINGS: &[SettingDef] = &[
         default: "on",
         kind: Kind::Bool,
         context: Context::Session,
-        description: "Lets the planner use nested loops where a hash join is possible; a join without an equality has no other way and still uses one",
+        description: "Lets the planner use nested loops where a hash or merge join is possible; a join without an equality has no other way and still uses one",
     },
     SettingDef {
         name: "ignore_checksum_failure",
@@ -883,11 +901,14 @@ impl Settings {
         self.boolean("zero_damaged_pages")
     }
 
-    /// Whether a join with an equality key may be a hash join: unless
-    /// `enable_hashjoin` is off and nested loops are allowed (with both
-    /// off, as in PostgreSQL, the planner still picks something).
-    pub fn hash_joins_allowed(&self) -> bool {
-        self.boolean("enable_hashjoin") || !self.boolean("enable_nestloop")
+    /// Which join methods the planner may choose (`enable_hashjoin`,
+    /// `enable_mergejoin`, `enable_nestloop`).
+    pub fn join_methods(&self) -> JoinMethods {
+        JoinMethods {
+            hash: self.boolean("enable_hashjoin"),
+            merge: self.boolean("enable_mergejoin"),
+            nested_loop: self.boolean("enable_nestloop"),
+        }
     }
 
     /// Which ways of reading a table the planner may choose

@@ -32,7 +32,7 @@ pub enum JoinKind {
 
 impl JoinKind {
     /// What EXPLAIN adds to a join's name: "Hash Left Join".
-    fn word(self) -> &'static str {
+    pub(super) fn word(self) -> &'static str {
         match self {
             JoinKind::Inner => "",
             JoinKind::Left => " Left",
@@ -41,7 +41,7 @@ impl JoinKind {
 }
 
 /// `outer` followed by `inner` (or by `inner_width` NULLs).
-fn joined(outer: &[Value], inner: Option<&[Value]>, inner_width: usize) -> Vec<Value> {
+pub(super) fn joined(outer: &[Value], inner: Option<&[Value]>, inner_width: usize) -> Vec<Value> {
     let mut row = Vec::with_capacity(outer.len() + inner_width);
     row.extend_from_slice(outer);
     match inner {
@@ -56,7 +56,7 @@ fn joined(outer: &[Value], inner: Option<&[Value]>, inner_width: usize) -> Vec<V
 
 /// Pulls rows of a child one at a time, a batch at a time underneath.
 #[derive(Default)]
-struct RowSource {
+pub(super) struct RowSource {
     batch: std::vec::IntoIter<Vec<Value>>,
     ended: bool,
 }
@@ -64,7 +64,7 @@ struct RowSource {
 impl RowSource {
     /// The next row of `child`, asking it for at most `want` rows when its
     /// batch is used up (so that a LIMIT above reads little below).
-    fn next(
+    pub(super) fn next(
         &mut self,
         child: &mut dyn PlanNode,
         cx: &mut ExecCx,

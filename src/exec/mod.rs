@@ -68,6 +68,7 @@ pub mod expr;
 pub mod index;
 pub mod indexscan;
 pub mod join;
+pub mod mergejoin;
 pub mod nodes;
 pub mod partition;
 pub mod plan;
@@ -93,6 +94,7 @@ pub use dml::{ChangeTarget, DeletePlan, InsertPlan, UpdatePlan};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
 pub use join::{HashCond, HashJoinNode, JoinKind, NestedLoopNode};
+pub use mergejoin::{MergeCond, MergeJoinNode};
 pub use nodes::{
     AggregateNode, AppendNode, FilterNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode,
     SetOpKind, SetOpNode, SortNode, SubqueryScanNode, ValuesNode, ViewNode,

@@ -109,6 +109,7 @@ impl SpillWriter {
             file: Some(file),
             reader: None,
             left: self.rows,
+            rows: self.rows,
         })
     }
 
@@ -131,9 +132,29 @@ pub struct SpillReader {
     reader: Option<BufReader<File>>,
     /// Rows not read yet.
     left: u64,
+    /// Rows in the file.
+    rows: u64,
 }
 
 impl SpillReader {
+    /// Starts reading over from the first row (a merge join replays a
+    /// spilled group of inner rows for each outer row of its key).
+    pub fn rewind(&mut self) -> Result<(), SortError> {
+        let failed = |e| SortError::TempFile {
+            dir: self.dir.clone(),
+            action: "read",
+            source: e,
+        };
+        // Seeking a `BufReader` drops what it had buffered.
+        if let Some(reader) = &mut self.reader {
+            reader.seek(SeekFrom::Start(0)).map_err(failed)?;
+        } else if let Some(file) = &mut self.file {
+            file.seek(SeekFrom::Start(0)).map_err(failed)?;
+        }
+        self.left = self.rows;
+        Ok(())
+    }
+
     /// The next row, or None after the last.
     pub fn next_row(&mut self) -> Result<Option<Vec<Value>>, SortError> {
         if self.left == 0 {

@@ -145,7 +145,7 @@ fn dispatch(
         start: parsed.start,
         viewer: s.current_xid(),
         now: statement_time(s),
-        hash_joins: s.settings.hash_joins_allowed(),
+        joins: s.settings.join_methods(),
         scans: s.settings.scan_methods(),
         costs: s.settings.costs(),
         subplans: Default::default(),

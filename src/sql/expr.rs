@@ -48,9 +48,9 @@ pub(crate) struct StmtCx {
     /// What `now()`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` and (its day)
     /// `CURRENT_DATE` give: the transaction's start, a timestamp.
     pub now: i64,
-    /// Joins on an equality may be hash joins (`enable_hashjoin`,
-    /// `enable_nestloop`).
-    pub hash_joins: bool,
+    /// Which join methods a join on an equality may use
+    /// (`enable_hashjoin`, `enable_mergejoin`, `enable_nestloop`).
+    pub joins: crate::config::JoinMethods,
     /// Whether tables may be read through indexes, or sequentially.
     pub scans: crate::config::ScanMethods,
     /// The planner's cost parameters.

@@ -39,12 +39,13 @@ use super::expr::{
 };
 use super::{ResultColumn, SqlError};
 use crate::catalog::TableDef;
+use crate::config::JoinMethods;
 use crate::database::Database;
 use crate::exec::agg::Aggregate;
 use crate::exec::{
     AggregateNode, BinaryOp, Expr, Filter, FilterNode, HashCond, HashJoinNode, JoinKind, LimitNode,
-    NestedLoopNode, PlanNode, ProjectNode, QueryPlan, ResultNode, Series, SeriesNode, SortKey,
-    SortNode, SubqueryScanNode, Utility, UtilityCall, View, ViewNode,
+    MergeCond, MergeJoinNode, NestedLoopNode, PlanNode, ProjectNode, QueryPlan, ResultNode, Series,
+    SeriesNode, SortKey, SortNode, SubqueryScanNode, Utility, UtilityCall, View, ViewNode,
 };
 use crate::types::{as_i64, ColumnType, Value};
 
@@ -783,10 +784,9 @@ struct PlannedJoins {
     /// Per item: the conditions its scan applies (ANDed), over the
     /// item's own row.
     item_filters: Vec<Vec<Filter>>,
-    /// Per join (of item k, at k - 1): the equalities it hashes on (an
-    /// expression over the items before k, one over item k's row, and the
-    /// text), and the rest of its condition, over the joined row.
-    keys: Vec<Vec<(Expr, Expr, String)>>,
+    /// Per join (of item k, at k - 1): the equalities it hashes or merges
+    /// on, and the rest of its condition, over the joined row.
+    keys: Vec<Vec<JoinKey>>,
     conds: Vec<Option<Filter>>,
     /// What is evaluated over the whole joined row, after every join: a
     /// WHERE on the side a left join fills with NULLs.
@@ -860,7 +860,7 @@ pub(crate) fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> 
 /// Where the conditions of a FROM clause of several items are evaluated:
 /// a condition on one item in that item's scan (unless a left join fills
 /// that item with NULLs and the condition is a WHERE); an equality between
-/// the items before a join and the item it joins as the join's hash key;
+/// the items before a join and the item it joins as the join's (hash or merge) key;
 /// anything else in the join that brings in the last item it reads (the
 /// WHERE of a cross or inner join is the same as its ON), except a WHERE
 /// reading the NULL-filled side of a left join, which is evaluated above
@@ -874,7 +874,7 @@ fn plan_joins(
     let scope = planner.scope();
     let n = from.items.len();
     let mut slots = Slots {
-        hash_joins: cx.hash_joins,
+        equality_keys: equality_join_method(cx.joins) != EqualityJoin::NestedLoop,
         item_filters: (0..n).map(|_| Vec::new()).collect(),
         keys: (1..n).map(|_| Vec::new()).collect(),
         conds: (1..n).map(|_| Vec::new()).collect(),
@@ -920,10 +920,10 @@ fn plan_joins(
 
 /// Conditions gathered per item and per join (see [`plan_joins`]).
 struct Slots {
-    /// Equalities may become hash keys.
-    hash_joins: bool,
+    /// Equalities may become hash or merge keys.
+    equality_keys: bool,
     item_filters: Vec<Vec<Filter>>,
-    keys: Vec<Vec<(Expr, Expr, String)>>,
+    keys: Vec<Vec<JoinKey>>,
     conds: Vec<Vec<Filter>>,
 }
 
@@ -948,10 +948,10 @@ impl Slots {
             });
             return Ok(());
         }
-        // A condition running a subquery is never a hash key: keys are
+        // A condition running a subquery is never a join key: keys are
         // computed where no subquery can run (and planning it again would
         // plan its subquery again).
-        match (self.hash_joins && !f.predicate.has_subplan())
+        match (self.equality_keys && !f.predicate.has_subplan())
             .then(|| hash_key(planner, conj, at))
             .transpose()?
         {
@@ -962,7 +962,21 @@ impl Slots {
     }
 }
 
-/// `conj` as a hash key of the join of item `k`: an equality between an
+/// An equality a join of item `k` matches on, by hash or by merge.
+struct JoinKey {
+    /// Over the rows of the items before `k`.
+    outer: Expr,
+    /// Over item `k`'s row.
+    inner: Expr,
+    /// The type both sides have (cast to it where they differ).
+    ty: ColumnType,
+    /// Each side's text, and the equality's as written.
+    outer_label: String,
+    inner_label: String,
+    label: String,
+}
+
+/// `conj` as a (hash or merge) key of the join of item `k`: an equality between an
 /// expression of the items before `k` and one of item `k`, of one type
 /// (integers of either width compare as bigint, an integer and a numeric
 /// as numeric); None otherwise.
@@ -970,7 +984,7 @@ fn hash_key(
     planner: &mut ExprPlanner,
     conj: &ast::Expr,
     k: usize,
-) -> Result<Option<(Expr, Expr, String)>, SqlError> {
+) -> Result<Option<JoinKey>, SqlError> {
     let ast::Expr::BinaryOp {
         left,
         op: ast::BinaryOperator::Eq,
@@ -984,10 +998,10 @@ fn hash_key(
     let (li, ri) = (items_read(&l, scope), items_read(&r, scope));
     let before = |items: &[usize]| !items.is_empty() && items.iter().all(|&i| i < k);
     let only_k = |items: &[usize]| items == [k];
-    let (outer, inner) = if before(&li) && only_k(&ri) {
-        (l, r)
+    let (outer, inner, outer_label, inner_label) = if before(&li) && only_k(&ri) {
+        (l, r, left.to_string(), right.to_string())
     } else if only_k(&li) && before(&ri) {
-        (r, l)
+        (r, l, right.to_string(), left.to_string())
     } else {
         return Ok(None);
     };
@@ -1045,8 +1059,137 @@ fn hash_key(
         ),
         _ => return Ok(None),
     };
+    let Some(ty) = outer.ty() else {
+        return Ok(None);
+    };
+    debug_assert!(
+        inner.ty().is_some_and(|t| alike(t, ty)),
+        "both sides of a key have one type"
+    );
     let start = scope.item_columns(k).start;
-    Ok(Some((outer, inner.rebased(start), format!("{conj}"))))
+    Ok(Some(JoinKey {
+        outer,
+        inner: inner.rebased(start),
+        ty,
+        outer_label,
+        inner_label,
+        label: format!("{conj}"),
+    }))
+}
+
+/// How a join with equality keys runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EqualityJoin {
+    Hash,
+    /// Both inputs sorted by their keys (Sort nodes), then merged.
+    Merge,
+    /// The equalities are a join filter, evaluated on every pair.
+    NestedLoop,
+}
+
+/// The method for a join that has equality keys, as PostgreSQL's
+/// `enable_*` settings steer it: a hash join unless `enable_hashjoin` is
+/// off; then a merge join unless `enable_mergejoin` is off too; then a
+/// nested loop unless that is off as well, when (as PostgreSQL, which
+/// only penalises disabled methods) a hash join after all. A cost-based
+/// choice would start from the methods this allows.
+fn equality_join_method(methods: JoinMethods) -> EqualityJoin {
+    if methods.hash {
+        EqualityJoin::Hash
+    } else if methods.merge {
+        EqualityJoin::Merge
+    } else if methods.nested_loop {
+        EqualityJoin::NestedLoop
+    } else {
+        EqualityJoin::Hash
+    }
+}
+
+/// A merge join of `outer` (rows of `outer_types`) and `inner` (rows of
+/// `inner_types`) on `keys`: each input gets its keys computed into
+/// columns after its own and is sorted by them (the Sort node spills
+/// beyond `work_mem`); the join cuts those columns off again.
+fn merge_join(
+    outer: Box<dyn PlanNode>,
+    outer_types: &[ColumnType],
+    inner: Box<dyn PlanNode>,
+    inner_types: &[ColumnType],
+    kind: JoinKind,
+    keys: Vec<JoinKey>,
+    extra: Option<Filter>,
+) -> Box<dyn PlanNode> {
+    let (outer_width, inner_width) = (outer_types.len(), inner_types.len());
+    // As PostgreSQL prints it: the outer side first, each equality in
+    // parentheses when there are several, `((a.k = b.k) AND (a.j = b.j))`.
+    let equalities: Vec<String> = keys
+        .iter()
+        .map(|k| format!("({} = {})", k.outer_label, k.inner_label))
+        .collect();
+    let label = match equalities.as_slice() {
+        [one] => one.clone(),
+        several => format!("({})", several.join(" AND ")),
+    };
+    let key_columns = |width: usize| -> Vec<Expr> {
+        keys.iter()
+            .enumerate()
+            .map(|(j, k)| Expr::column(width + j, k.ty))
+            .collect()
+    };
+    let cond = MergeCond {
+        outer_keys: key_columns(outer_width),
+        inner_keys: key_columns(inner_width),
+        label,
+    };
+    let (mut outer_keys, mut inner_keys) = (Vec::new(), Vec::new());
+    let (mut outer_labels, mut inner_labels) = (Vec::new(), Vec::new());
+    for k in keys {
+        outer_keys.push(k.outer);
+        inner_keys.push(k.inner);
+        outer_labels.push(k.outer_label);
+        inner_labels.push(k.inner_label);
+    }
+    let outer = sorted_by_keys(outer, outer_types, outer_keys, outer_labels);
+    let inner = sorted_by_keys(inner, inner_types, inner_keys, inner_labels);
+    Box::new(MergeJoinNode::new(
+        outer,
+        inner,
+        outer_width,
+        inner_width,
+        kind,
+        cond,
+        extra,
+    ))
+}
+
+/// `node` (rows of `types`) with `keys` computed after its columns, and
+/// sorted by them ascending, NULLs last (the order a merge join needs).
+fn sorted_by_keys(
+    node: Box<dyn PlanNode>,
+    types: &[ColumnType],
+    keys: Vec<Expr>,
+    labels: Vec<String>,
+) -> Box<dyn PlanNode> {
+    let width = types.len();
+    let sort_keys = labels
+        .into_iter()
+        .enumerate()
+        .map(|(j, label)| SortKey {
+            column: width + j,
+            descending: false,
+            nulls_first: false,
+            label,
+        })
+        .collect();
+    let mut columns: Vec<Expr> = types
+        .iter()
+        .enumerate()
+        .map(|(i, &ty)| Expr::column(i, ty))
+        .collect();
+    columns.extend(keys);
+    Box::new(SortNode::new(
+        Box::new(ProjectNode::new(node, columns)),
+        sort_keys,
+    ))
 }
 
 /// The join tree of a FROM clause of several items, left-deep as written.
@@ -1081,13 +1224,32 @@ fn build_joins(
         Ok::<_, SqlError>((item.node(cx, db, wanted, filter)?, width))
     });
     let (mut node, _) = items.next().expect("several items")?;
-    for ((item, spec), (keys, cond)) in items.zip(from.joins).zip(keys.into_iter().zip(conds)) {
+    let method = equality_join_method(cx.joins);
+    let types: Vec<ColumnType> = scope.columns.iter().map(|c| c.ty).collect();
+    for (k, ((item, spec), (keys, cond))) in items
+        .zip(from.joins)
+        .zip(keys.into_iter().zip(conds))
+        .enumerate()
+        .map(|(j, joined)| (j + 1, joined))
+    {
         let (inner, width) = item?;
+        let range = scope.item_columns(k);
         node = if keys.is_empty() {
             Box::new(NestedLoopNode::new(node, inner, width, spec.kind, cond))
+        } else if method == EqualityJoin::Merge {
+            merge_join(
+                node,
+                &types[..range.start],
+                inner,
+                &types[range],
+                spec.kind,
+                keys,
+                cond,
+            )
         } else {
-            let labels: Vec<String> = keys.iter().map(|k| k.2.clone()).collect();
-            let (outer_keys, inner_keys) = keys.into_iter().map(|(o, i, _)| (o, i)).unzip();
+            // Keys exist only where the method joins by them: a hash join.
+            let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
+            let (outer_keys, inner_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
             let hash = HashCond {
                 outer_keys,
                 inner_keys,
