@@ -199,23 +199,38 @@ impl IndexScanNode {
         self.pending.clear();
     }
 
-    /// Whether each of `items`' heap pages is all-visible, for an
-    /// index-only scan (all false for a plain one). Looked up once per
-    /// item while the leaf is still pinned: VACUUM cannot remove the
+    /// Queues `batch`'s entries, each with whether its heap page is
+    /// all-visible (an index-only scan's question; false in a plain
+    /// one), then lets the leaf go. Looked up once per entry while the
+    /// leaf is still pinned: VACUUM cannot remove the
     /// entries meanwhile, so a dead tuple one of them points at still
     /// holds its page's bit clear, and a set bit vouches for the entry's
     /// tuple to every snapshot there is, this scan's included, however
     /// long the batch is then held (PostgreSQL's index-only scans keep
     /// the leaf pinned for the same reason; DESIGN.md §8).
-    fn load_batch(&mut self, cx: &mut ExecCx, items: &[BatchItem]) -> Result<Vec<bool>, ExecError> {
-        if !self.index_only {
-            return Ok(vec![false; items.len()]);
-        }
+    fn load_batch(&mut self, cx: &mut ExecCx, batch: crate::btree::Batch) -> Result<(), ExecError> {
         let rel = self.table.heap.rel;
-        items
-            .iter()
-            .map(|i| Ok(self.vm.all_visible(&mut cx.session.buf, rel, i.tid.block)?))
-            .collect()
+        let mut looked_up = Ok(());
+        for item in batch.items {
+            let all_visible = self.index_only
+                && looked_up.is_ok()
+                && match self
+                    .vm
+                    .all_visible(&mut cx.session.buf, rel, item.tid.block)
+                {
+                    Ok(all_visible) => all_visible,
+                    Err(e) => {
+                        looked_up = Err(e);
+                        false
+                    }
+                };
+            self.pending.push_back((item, all_visible));
+        }
+        // Whatever the map said, the leaf goes now.
+        if let Some(leaf) = batch.pinned {
+            cx.session.buf.release(leaf);
+        }
+        Ok(looked_up?)
     }
 
     /// Fetches the pending TIDs' rows into `out` (those the snapshot sees
@@ -303,15 +318,12 @@ impl IndexScanNode {
                             },
                         );
                     }
-                    let looked_up = self.load_batch(cx, &batch.items);
-                    if let Some(leaf) = batch.pinned {
-                        cx.session.buf.release(leaf);
-                    }
-                    self.pending.extend(batch.items.into_iter().zip(looked_up?));
+                    let block = batch.block;
+                    self.load_batch(cx, batch)?;
                     cx.session.buf.pool().aio().injections().hit(
                         crate::inject::INDEX_SCAN_BEFORE_HEAP_FETCH,
                         crate::inject::HitContext {
-                            offset: u64::from(batch.block),
+                            offset: u64::from(block),
                         },
                     );
                 }

@@ -104,33 +104,37 @@ pub(crate) fn table_scan(
         + size.rows * (c.cpu_tuple + c.cpu_operator * filters.len() as f64)
         + if cx.scans.seq { 0.0 } else { DISABLE_COST };
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
-    let index_only = |index: &IndexDef| {
-        cx.scans.index_only
-            && purpose == ReadFor::Query
-            && wanted
-                .iter()
-                .enumerate()
-                .all(|(col, &w)| !w || index.columns.iter().any(|k| k.column == col))
-    };
-    let mut best: Option<(f64, IndexPlan)> = None;
-    for index in indexes.iter() {
-        let Some(mut plan) = index_plan(index, &filters, &size) else {
-            continue;
-        };
-        // Index-only where the keys hold every column read: the table is
-        // read only for the pages not all-visible (`cost_index`).
-        plan.index_only = index_only(index);
-        if plan.index_only {
-            plan.cost -= plan.heap_io * size.all_visible_fraction();
-        }
-        let cost = plan.cost + index_penalty;
-        if cost < seq_cost && best.as_ref().is_none_or(|(c, _)| cost < *c) {
-            best = Some((cost, plan));
-        }
-    }
+    // Each index's plan, costed once: index-only where its keys hold
+    // every column read, the table then read only for the pages not
+    // all-visible (`cost_index`); for an order wanted, a scan of the
+    // whole index where no condition can be searched by.
+    let plans: Vec<IndexPlan> = indexes
+        .iter()
+        .filter_map(|index| {
+            let whole = order.is_some_and(|o| gives_order(index, &o.keys).is_some());
+            let mut plan = index_plan_with(index, &filters, &size, whole)?;
+            plan.index_only = cx.scans.index_only
+                && purpose == ReadFor::Query
+                && wanted
+                    .iter()
+                    .enumerate()
+                    .all(|(col, &w)| !w || index.columns.iter().any(|k| k.column == col));
+            if plan.index_only {
+                plan.cost -= plan.heap_io * size.all_visible_fraction();
+            }
+            Some(plan)
+        })
+        .collect();
+    // The cheapest scan that searches by a condition.
+    let best = plans
+        .iter()
+        .filter(|plan| !plan.quals.is_empty())
+        .map(|plan| (plan.cost + index_penalty, plan))
+        .filter(|(cost, _)| *cost < seq_cost)
+        .min_by(|a, b| a.0.total_cmp(&b.0));
     // The bitmap path, beside the index path.
     let bitmap_penalty = if cx.scans.bitmap { 0.0 } else { DISABLE_COST };
-    let mut best_cost = best.as_ref().map_or(seq_cost, |(c, _)| *c);
+    let mut best_cost = best.map_or(seq_cost, |(c, _)| c);
     let mut bitmap = None;
     if let Some(plan) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
         if plan.cost + bitmap_penalty < best_cost {
@@ -144,29 +148,15 @@ pub(crate) fn table_scan(
     if let Some(order) = order {
         let rows = filtered_rows(&size, &filters);
         let sorted_cost = best_cost + sort_cost(rows, order.limit, c);
-        let mut ordered: Option<(f64, IndexPlan, Direction)> = None;
-        for index in indexes.iter() {
-            let Some(direction) = gives_order(index, &order.keys) else {
-                continue;
-            };
-            let mut plan = match index_plan(index, &filters, &size) {
-                Some(plan) => plan,
-                None => full_index_plan(index, &filters, &size),
-            };
-            plan.index_only = index_only(index);
-            if plan.index_only {
-                plan.cost -= plan.heap_io * size.all_visible_fraction();
-            }
-            let share = order
-                .limit
-                .map_or(1.0, |k| (k as f64 / rows.max(1.0)).min(1.0));
-            let cost = plan.cost * share + index_penalty;
-            if cost < sorted_cost && ordered.as_ref().is_none_or(|(c, ..)| cost < *c) {
-                ordered = Some((cost, plan, direction));
-            }
-        }
-        if let Some((_, plan, direction)) = ordered {
-            let node = index_scan_node(table, alias, wanted, filters, plan, direction)?;
+        let share = order.limit.map_or(1.0, |k| (k as f64 / rows).min(1.0));
+        let ordered = plans
+            .iter()
+            .filter_map(|plan| Some((gives_order(&plan.index, &order.keys)?, plan)))
+            .map(|(direction, plan)| (plan.cost * share + index_penalty, direction, plan))
+            .filter(|(cost, ..)| *cost < sorted_cost)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, direction, plan)) = ordered {
+            let node = index_scan_node(table, alias, wanted, filters, plan.clone(), direction)?;
             return Ok(TableScan {
                 node,
                 ordered: true,
@@ -182,7 +172,14 @@ pub(crate) fn table_scan(
         let node: Box<dyn PlanNode> = Box::new(SeqScanNode::new(table, alias, wanted, filter));
         return Ok(unordered(node));
     };
-    let node = index_scan_node(table, alias, wanted, filters, plan, Direction::Forward)?;
+    let node = index_scan_node(
+        table,
+        alias,
+        wanted,
+        filters,
+        plan.clone(),
+        Direction::Forward,
+    )?;
     Ok(unordered(node))
 }
 
@@ -196,15 +193,7 @@ fn index_scan_node(
     plan: IndexPlan,
     direction: Direction,
 ) -> Result<Box<dyn PlanNode>, super::SqlError> {
-    let mut keys = Vec::new();
-    let mut rest = Vec::new();
-    for (i, f) in filters.into_iter().enumerate() {
-        if plan.used.contains(&i) {
-            keys.push(f);
-        } else {
-            rest.push(f);
-        }
-    }
+    let (keys, rest) = split_filters(filters, &plan.used);
     let (recheck, label) = super::query::and_all(keys)?
         .map(|k| (k.predicate, k.label))
         .unzip();
@@ -227,6 +216,18 @@ fn index_scan_node(
     } else {
         node
     }))
+}
+
+/// `filters` split into those at the positions `used` (an index or
+/// bitmap searches by them, and rechecks them) and the rest (which
+/// filter), each in its order.
+pub(super) fn split_filters(filters: Vec<Filter>, used: &[usize]) -> (Vec<Filter>, Vec<Filter>) {
+    let (keys, rest): (Vec<_>, Vec<_>) = filters
+        .into_iter()
+        .enumerate()
+        .partition(|(i, _)| used.contains(i));
+    let strip = |v: Vec<(usize, Filter)>| v.into_iter().map(|(_, f)| f).collect();
+    (strip(keys), strip(rest))
 }
 
 /// Which way to scan `index` for rows in the order `keys` (column,
@@ -472,12 +473,6 @@ pub(super) struct IndexPlan {
     /// The index's part of `cost`: descent, leaf pages and index tuples
     /// (what a bitmap index scan costs before its heap is read).
     pub index_cost: f64,
-}
-
-/// A scan of the whole of `index`, for its order: every entry, and
-/// every row fetched, filtered by `filters`.
-fn full_index_plan(index: &Arc<IndexDef>, filters: &[Filter], size: &TableSize) -> IndexPlan {
-    index_plan_with(index, filters, size, true).expect("a whole-index scan is always a plan")
 }
 
 /// The scan of `index` searching by what it can of `filters`, with its
