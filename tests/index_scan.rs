@@ -524,16 +524,31 @@ fn an_index_gives_the_order_by_and_a_limit_reads_only_what_it_returns() {
             "SELECT c FROM t ORDER BY c ASC NULLS FIRST LIMIT 20",
             "SELECT id FROM t ORDER BY id",
         ];
+        // The one order no index here gives: `a` is ASC NULLS LAST.
+        let needs_sort = "SELECT a FROM t ORDER BY a NULLS FIRST LIMIT 300";
         for q in queries {
-            let chosen = ordered_rows(&mut s, q);
-            let shown = plan(&mut s, q).join("\n");
             run(&mut s, "SET enable_indexscan = off");
             run(&mut s, "SET enable_indexonlyscan = off");
             let sorted = ordered_rows(&mut s, q);
+            assert!(plan(&mut s, q).iter().any(|l| l.contains("Sort")), "{q}");
             run(&mut s, "SET enable_indexscan = on");
-            run(&mut s, "SET enable_indexonlyscan = on");
-            assert_eq!(chosen, sorted, "{method:?}: {q}\n{shown}");
-            assert!(!chosen.is_empty(), "{q}");
+            assert!(!sorted.is_empty(), "{q}");
+            // As chosen; then with random reads made cheap, so that every
+            // order an index gives is read through it, plain and
+            // index-only.
+            for settings in [
+                "SET enable_indexonlyscan = on",
+                "SET random_page_cost = 0.01",
+                "SET enable_indexonlyscan = off",
+            ] {
+                run(&mut s, settings);
+                let shown = plan(&mut s, q).join("\n");
+                if settings != "SET enable_indexonlyscan = on" {
+                    assert_eq!(shown.contains("Sort"), q == needs_sort, "{q}\n{shown}");
+                }
+                assert_eq!(ordered_rows(&mut s, q), sorted, "{method:?}: {q}\n{shown}");
+            }
+            run(&mut s, "RESET random_page_cost");
         }
     }
 }
@@ -607,16 +622,7 @@ fn an_index_only_scan_holding_entries_that_vacuum_removes_never_returns_a_delete
     for method in METHODS {
         let (_dir, _path, db) = new_small_pool_db(method, false);
         let mut s = db.session().unwrap();
-        run(&mut s, "CREATE TABLE t (k int, v text)");
-        run(
-            &mut s,
-            "INSERT INTO t SELECT i, 'v' FROM generate_series(1, 2000) AS g(i)",
-        );
-        run(&mut s, "CREATE INDEX t_k ON t (k)");
-        run(&mut s, "VACUUM t");
-        // Dead to everyone before the scan starts: their entries are in
-        // the batch the scan holds.
-        run(&mut s, "DELETE FROM t WHERE k <= 200 AND k % 2 = 0");
+        table_with_deleted_rows(&mut s);
         let points = std::sync::Arc::clone(db.aio());
         points
             .injections()
@@ -657,55 +663,50 @@ fn an_index_only_scan_holding_entries_that_vacuum_removes_never_returns_a_delete
 #[test]
 fn vacuum_waits_for_an_index_only_scan_to_let_go_of_its_leaf() {
     use aiostore::inject::{Injection, INDEX_ONLY_SCAN_LEAF_PINNED};
-    let (_dir, _path, db) = new_small_pool_db(IoMethod::Worker, false);
-    let mut s = db.session().unwrap();
-    run(&mut s, "CREATE TABLE t (k int, v text)");
-    run(
-        &mut s,
-        "INSERT INTO t SELECT i, 'v' FROM generate_series(1, 2000) AS g(i)",
-    );
-    run(&mut s, "CREATE INDEX t_k ON t (k)");
-    run(&mut s, "VACUUM t");
-    run(&mut s, "DELETE FROM t WHERE k <= 200 AND k % 2 = 0");
-    let points = std::sync::Arc::clone(db.aio());
-    points
-        .injections()
-        .attach(INDEX_ONLY_SCAN_LEAF_PINNED, Injection::park().times(1));
-    let scanner = {
-        let db = std::sync::Arc::clone(&db);
-        std::thread::spawn(move || {
-            let mut s = db.session().unwrap();
-            run(&mut s, "SET enable_seqscan = off");
-            run(&mut s, "SET enable_bitmapscan = off");
-            common::ints(&mut s, "SELECT count(k) FROM t WHERE k <= 200")
-        })
-    };
-    assert!(points
-        .injections()
-        .wait_until_parked(INDEX_ONLY_SCAN_LEAF_PINNED));
-    // The scan holds the first leaf pinned: vacuum's index pass cannot
-    // remove the dead rows' entries there until it lets go.
-    let vacuum = {
-        let db = std::sync::Arc::clone(&db);
-        std::thread::spawn(move || {
-            let mut s = db.session().unwrap();
-            run(&mut s, "VACUUM t");
-            run(&mut s, "VACUUM t");
-        })
-    };
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(
-        !vacuum.is_finished(),
-        "vacuum removed entries from a leaf an index-only scan holds"
-    );
-    points.injections().release(INDEX_ONLY_SCAN_LEAF_PINNED);
-    assert_eq!(scanner.join().unwrap(), vec![100]);
-    vacuum.join().unwrap();
-    run(&mut s, "SELECT verify_index('t_k')");
-    assert_eq!(
-        common::ints(&mut s, "SELECT count(k) FROM t WHERE k <= 200"),
-        vec![100]
-    );
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        table_with_deleted_rows(&mut s);
+        let points = std::sync::Arc::clone(db.aio());
+        points
+            .injections()
+            .attach(INDEX_ONLY_SCAN_LEAF_PINNED, Injection::park().times(1));
+        let scanner = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut s = db.session().unwrap();
+                run(&mut s, "SET enable_seqscan = off");
+                run(&mut s, "SET enable_bitmapscan = off");
+                common::ints(&mut s, "SELECT count(k) FROM t WHERE k <= 200")
+            })
+        };
+        assert!(points
+            .injections()
+            .wait_until_parked(INDEX_ONLY_SCAN_LEAF_PINNED));
+        // The scan holds the first leaf pinned: vacuum's index pass cannot
+        // remove the dead rows' entries there until it lets go.
+        let vacuum = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut s = db.session().unwrap();
+                run(&mut s, "VACUUM t");
+                run(&mut s, "VACUUM t");
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            !vacuum.is_finished(),
+            "{method:?}: vacuum removed entries from a leaf an index-only scan holds"
+        );
+        points.injections().release(INDEX_ONLY_SCAN_LEAF_PINNED);
+        assert_eq!(scanner.join().unwrap(), vec![100]);
+        vacuum.join().unwrap();
+        run(&mut s, "SELECT verify_index('t_k')");
+        assert_eq!(
+            common::ints(&mut s, "SELECT count(k) FROM t WHERE k <= 200"),
+            vec![100]
+        );
+    }
 }
 
 #[test]
@@ -714,7 +715,13 @@ fn every_scan_type_agrees_within_one_snapshot_while_others_change_and_vacuum_the
     // other, in a repeatable-read transaction, runs each query by every
     // scan type and compares: within one snapshot they must agree, and
     // with its first answer, however the table changes meanwhile.
-    let (_dir, _path, db) = new_small_pool_db(IoMethod::IoUring, false);
+    for method in METHODS {
+        scan_types_agree_while_the_table_changes(method);
+    }
+}
+
+fn scan_types_agree_while_the_table_changes(method: IoMethod) {
+    let (_dir, _path, db) = new_small_pool_db(method, false);
     let mut s = db.session().unwrap();
     run(&mut s, "CREATE TABLE t (id int, k int, v text)");
     run(
@@ -760,11 +767,14 @@ fn every_scan_type_agrees_within_one_snapshot_while_others_change_and_vacuum_the
             round
         })
     };
+    // Each way of reading, and what its plan must show ("Index" covers
+    // an index-only scan, which a query reading a column outside the
+    // index cannot have).
     let methods = [
-        "SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on",
-        "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = off",
-        "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = on",
-        "SET enable_seqscan = off; SET enable_indexscan = off; SET enable_bitmapscan = on",
+        ("SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on", "Seq Scan"),
+        ("SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = off", "Index Scan"),
+        ("SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = on", "Index"),
+        ("SET enable_seqscan = off; SET enable_indexscan = off; SET enable_bitmapscan = on", "Bitmap Heap Scan"),
     ];
     let queries = [
         "SELECT count(*), sum(id) FROM t WHERE id < 3000",
@@ -780,12 +790,14 @@ fn every_scan_type_agrees_within_one_snapshot_while_others_change_and_vacuum_the
         for q in queries {
             let mut first: Option<Vec<Vec<Value>>> = None;
             // Twice through the methods: the table changes in between.
-            for m in methods.iter().chain(methods.iter()) {
+            for (m, scan) in methods.iter().chain(methods.iter()) {
                 run(&mut s, m);
+                let shown = plan(&mut s, q).join("\n");
+                assert!(shown.contains(scan), "{q} with {m}:\n{shown}");
                 let got = run(&mut s, q).pop().unwrap().rows;
                 match &first {
                     None => first = Some(got),
-                    Some(f) => assert_eq!(&got, f, "round {round}: {q} with {m}"),
+                    Some(f) => assert_eq!(&got, f, "{method:?} round {round}: {q} with {m}"),
                 }
             }
         }
@@ -795,4 +807,18 @@ fn every_scan_type_agrees_within_one_snapshot_while_others_change_and_vacuum_the
     let rounds = writer.join().unwrap();
     assert!(rounds > 0);
     run(&mut s, "SELECT verify_index('t_id'), verify_index('t_k')");
+}
+
+/// A table `t (k int, v text)` of 2000 rows indexed on k and vacuumed
+/// (every page all-visible), then the even k up to 200 deleted: dead to
+/// every snapshot taken after, their entries still in the index.
+fn table_with_deleted_rows(s: &mut Session) {
+    run(s, "CREATE TABLE t (k int, v text)");
+    run(
+        s,
+        "INSERT INTO t SELECT i, 'v' FROM generate_series(1, 2000) AS g(i)",
+    );
+    run(s, "CREATE INDEX t_k ON t (k)");
+    run(s, "VACUUM t");
+    run(s, "DELETE FROM t WHERE k <= 200 AND k % 2 = 0");
 }
