@@ -192,8 +192,7 @@ pub fn column_stats(sample: &[&Value], total_rows: f64, target: usize) -> Column
     }
     let distinct = runs.len();
     let repeated = runs.iter().filter(|(_, c)| *c > 1).count();
-    let total_nonnull = (total_rows * (1.0 - null_frac)).max(nonnull as f64);
-    let n_distinct = estimate_distinct(distinct, repeated, nonnull, total_nonnull, total_rows);
+    let n_distinct = estimate_distinct(distinct, repeated, nonnull, null_frac, total_rows);
     // Candidates for the list: values seen more than once, most common
     // first (ties by value, for a stable list).
     let mut candidates: Vec<(usize, usize)> =
@@ -263,18 +262,19 @@ fn correlation(positions: impl ExactSizeIterator<Item = usize>) -> Option<f64> {
 }
 
 /// Distinct non-null values in the table, from `distinct` seen in a
-/// sample of `sampled` non-null values, `repeated` of them more than
-/// once: PostgreSQL's rules, with the Haas–Stokes Duj1 estimator in
-/// between. As a negative fraction of `total_rows` when it is likely to
-/// grow with the table (above a tenth of it).
+/// sample of `sampled` non-null values (a `null_frac` of the rows being
+/// NULL), `repeated` of them more than once: PostgreSQL's rules, with
+/// the Haas–Stokes Duj1 estimator in between. As a negative fraction of
+/// `total_rows` when it is likely to grow with the table (above a tenth
+/// of it).
 fn estimate_distinct(
     distinct: usize,
     repeated: usize,
     sampled: usize,
-    total_nonnull: f64,
+    null_frac: f64,
     total_rows: f64,
 ) -> f64 {
-    let null_frac = 1.0 - total_nonnull / total_rows.max(1.0);
+    let total_nonnull = (total_rows * (1.0 - null_frac)).max(sampled as f64);
     if repeated == 0 {
         // Every value sampled was unique: assume the column is.
         return -(1.0 - null_frac).clamp(0.0, 1.0);

@@ -166,9 +166,14 @@ fn dispatch(
             };
             let table = vacuum_table(&cx, statement, v)?;
             return io.with_progress(|progress| {
-                with_snapshot(s, |s, snapshot| {
+                utility(s, |s| {
                     let vacuumed = vacuum(&cx, s, table, progress)?;
-                    let analyzed = analyze(&cx, s, snapshot, table, progress)?;
+                    // Sampled as the table is after the vacuum, with a
+                    // snapshot the vacuum did not have to respect (VACUUM
+                    // runs in no transaction block, so there are no own
+                    // rows to see).
+                    let snapshot = s.db().txn().snapshot(None, 0);
+                    let analyzed = analyze(&cx, s, snapshot.snapshot(), table, progress)?;
                     Ok(StatementResult {
                         notices: [vacuumed.notices, analyzed.notices].concat(),
                         ..StatementResult::tag("VACUUM")
