@@ -10,31 +10,9 @@ mod common;
 use aiostore::config::IoMethod;
 use aiostore::database::Session;
 use aiostore::types::Value;
-use common::{err, new_small_pool_db, run};
+use common::{err, explain_lines, new_small_pool_db, run, sorted_rows};
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
-
-/// The rows of a query, sorted (plans may return them in different
-/// orders).
-fn sorted_rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
-    let mut rows = run(s, sql).pop().unwrap().rows;
-    rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
-    rows
-}
-
-/// EXPLAIN's lines for `sql` (with `options` in parentheses, if any).
-fn plan(s: &mut Session, options: &str, sql: &str) -> Vec<String> {
-    run(s, &format!("EXPLAIN {options} {sql}"))
-        .pop()
-        .unwrap()
-        .rows
-        .into_iter()
-        .map(|r| match &r[0] {
-            Value::Text(t) => t.clone(),
-            other => panic!("a plan line, not {other:?}"),
-        })
-        .collect()
-}
 
 /// Only bitmap scans where one is possible.
 fn force_bitmap(s: &mut Session) {
@@ -123,7 +101,7 @@ fn a_bitmap_scan_returns_what_a_sequential_scan_returns() {
                 force_seq(&mut s);
                 let seq = sorted_rows(&mut s, &q);
                 force_bitmap(&mut s);
-                let shown = plan(&mut s, "", &q).join("\n");
+                let shown = explain_lines(&mut s, &q).join("\n");
                 if shown.starts_with("Bitmap Heap Scan on t") {
                     bitmap_plans += 1;
                 }
@@ -165,7 +143,7 @@ fn explain_shows_bitmap_heap_scans_with_their_index_scans() {
     load_random(&mut s, &mut Rng(7), 4000);
     force_bitmap(&mut s);
     assert_eq!(
-        plan(&mut s, "", "SELECT * FROM t WHERE a = 5"),
+        explain_lines(&mut s, "SELECT * FROM t WHERE a = 5"),
         [
             "Bitmap Heap Scan on t",
             "  Recheck Cond: (a = 5)",
@@ -174,7 +152,7 @@ fn explain_shows_bitmap_heap_scans_with_their_index_scans() {
         ]
     );
     assert_eq!(
-        plan(&mut s, "", "SELECT * FROM t WHERE a = 5 OR b < 10"),
+        explain_lines(&mut s, "SELECT * FROM t WHERE a = 5 OR b < 10"),
         [
             "Bitmap Heap Scan on t",
             "  Recheck Cond: ((a = 5) OR (b < 10))",
@@ -189,11 +167,7 @@ fn explain_shows_bitmap_heap_scans_with_their_index_scans() {
     run(&mut s, "SET enable_bitmapscan = on");
     run(&mut s, "SET enable_seqscan = on");
     run(&mut s, "SET enable_indexscan = on");
-    let and = plan(
-        &mut s,
-        "",
-        "SELECT * FROM t WHERE a = 5 AND b = 17 AND id > 0",
-    );
+    let and = explain_lines(&mut s, "SELECT * FROM t WHERE a = 5 AND b = 17 AND id > 0");
     assert_eq!(
         and,
         [
@@ -209,10 +183,9 @@ fn explain_shows_bitmap_heap_scans_with_their_index_scans() {
     );
     // With ANALYZE: rows, heap blocks, buffers and the stream's I/O.
     force_bitmap(&mut s);
-    let lines = plan(
+    let lines = explain_lines(
         &mut s,
-        "(ANALYZE, BUFFERS, IO)",
-        "SELECT * FROM t WHERE a = 5 OR b < 10",
+        "(ANALYZE, BUFFERS, IO) SELECT * FROM t WHERE a = 5 OR b < 10",
     );
     let count = &sorted_rows(&mut s, "SELECT count(*) FROM t WHERE a = 5 OR b < 10")[0][0];
     let Value::BigInt(count) = count else {
@@ -253,12 +226,12 @@ fn the_planner_prefers_a_bitmap_only_where_it_costs_less() {
     run(&mut s, "CREATE UNIQUE INDEX t_id_idx ON t (id)");
     // One row by a unique key: a plain index scan.
     assert_eq!(
-        plan(&mut s, "", "SELECT * FROM t WHERE id = 5")[0],
+        explain_lines(&mut s, "SELECT * FROM t WHERE id = 5")[0],
         "Index Scan using t_id_idx on t"
     );
     // An OR of two indexed conditions: only a bitmap can use indexes.
     assert_eq!(
-        plan(&mut s, "", "SELECT * FROM t WHERE id = 5 OR a = 3")[2],
+        explain_lines(&mut s, "SELECT * FROM t WHERE id = 5 OR a = 3")[2],
         "  ->  BitmapOr"
     );
     // Nearly all of the table, once ANALYZE says so: read it all. (A
@@ -266,20 +239,20 @@ fn the_planner_prefers_a_bitmap_only_where_it_costs_less() {
     // PostgreSQL 15 reads by a bitmap scan, as we do.)
     run(&mut s, "ANALYZE t");
     assert_eq!(
-        plan(&mut s, "", "SELECT * FROM t WHERE b > 5")[0],
+        explain_lines(&mut s, "SELECT * FROM t WHERE b > 5")[0],
         "Seq Scan on t"
     );
     // Off, no bitmap; with the plain index path off too, a bitmap is
     // what uses the index.
     run(&mut s, "SET enable_bitmapscan = off");
     assert_eq!(
-        plan(&mut s, "", "SELECT * FROM t WHERE id = 5 OR a = 3")[0],
+        explain_lines(&mut s, "SELECT * FROM t WHERE id = 5 OR a = 3")[0],
         "Seq Scan on t"
     );
     run(&mut s, "SET enable_bitmapscan = on");
     run(&mut s, "SET enable_indexscan = off");
     assert_eq!(
-        plan(&mut s, "", "SELECT * FROM t WHERE id = 5")[0],
+        explain_lines(&mut s, "SELECT * FROM t WHERE id = 5")[0],
         "Bitmap Heap Scan on t"
     );
     assert_eq!(
@@ -322,7 +295,7 @@ fn a_lossy_bitmap_under_the_smallest_work_mem_still_returns_the_right_rows() {
             let got = sorted_rows(&mut s, q);
             assert_eq!(got, seq, "{method:?}: {q}");
         }
-        let lines = plan(&mut s, "(ANALYZE)", "SELECT id FROM w WHERE k < 50");
+        let lines = explain_lines(&mut s, "(ANALYZE) SELECT id FROM w WHERE k < 50");
         let blocks = lines
             .iter()
             .find(|l| l.trim_start().starts_with("Heap Blocks:"))
@@ -336,7 +309,7 @@ fn a_lossy_bitmap_under_the_smallest_work_mem_still_returns_the_right_rows() {
         );
         // With room, the same bitmap stays exact.
         run(&mut s, "SET work_mem = '64MB'");
-        let lines = plan(&mut s, "(ANALYZE)", "SELECT id FROM w WHERE k < 50");
+        let lines = explain_lines(&mut s, "(ANALYZE) SELECT id FROM w WHERE k < 50");
         assert!(!lines.iter().any(|l| l.contains("lossy=")), "{lines:?}");
     }
 }
@@ -353,7 +326,7 @@ fn a_bitmap_scan_inside_a_correlated_subquery_is_rebuilt_for_each_outer_row() {
     force_bitmap(&mut s);
     let got = sorted_rows(&mut s, q);
     assert_eq!(got, seq);
-    let lines = plan(&mut s, "(ANALYZE)", q);
+    let lines = explain_lines(&mut s, &format!("(ANALYZE) {q}"));
     let inner = lines
         .iter()
         .find(|l| l.contains("Bitmap Heap Scan on t n"))

@@ -10,31 +10,9 @@ mod common;
 use aiostore::config::IoMethod;
 use aiostore::database::Session;
 use aiostore::types::Value;
-use common::{new_small_pool_db, run};
+use common::{explain_lines as plan, new_small_pool_db, run, sorted_rows};
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
-
-/// The rows of a query, sorted (the two plans may return them in
-/// different orders).
-fn sorted_rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
-    let mut rows = run(s, sql).pop().unwrap().rows;
-    rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
-    rows
-}
-
-/// EXPLAIN's lines for `sql`.
-fn plan(s: &mut Session, sql: &str) -> Vec<String> {
-    run(s, &format!("EXPLAIN {sql}"))
-        .pop()
-        .unwrap()
-        .rows
-        .into_iter()
-        .map(|r| match &r[0] {
-            Value::Text(t) => t.clone(),
-            other => panic!("a plan line, not {other:?}"),
-        })
-        .collect()
-}
 
 /// A table of 20 000 rows over about 150 pages: `id` unique, `a` with 200
 /// distinct values and a NULL in every 50th row, `b` text, `c` a double.

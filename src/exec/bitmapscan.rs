@@ -383,7 +383,7 @@ impl PlanNode for BitmapHeapScanNode {
             let mut failure: Option<ExecError> = None;
             let scan = self.scan.as_mut().expect("begun above");
             let wanted = &self.wanted;
-            let page =
+            let more =
                 scan.next_page(db.heap(), &mut cx.session.buf, cx.snapshot, |tid, tuple| {
                     // Under the page's content lock: decode only. The recheck
                     // and the filter may run subqueries, which read pages.
@@ -407,8 +407,8 @@ impl PlanNode for BitmapHeapScanNode {
             debug_assert_eq!(out.rows.len(), out.tids.len());
             self.recheck_rows(cx, out, page_start)?;
             keep_passing(self.filter.as_ref(), &mut self.counts, out, page_start, cx)?;
-            if page.is_none() || !out.is_empty() {
-                break page.is_some();
+            if !more || !out.is_empty() {
+                break more;
             }
         };
         if !more {

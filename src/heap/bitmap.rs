@@ -113,15 +113,15 @@ impl HeapBitmapScan {
     /// exact line pointers, or every tuple of a lossy page. `f` runs under
     /// the page's shared content lock: it must copy what it needs and not
     /// touch the pool. When `f` answers [`ScanControl::Stop`] the scan
-    /// pauses after that tuple, keeping the page pinned. Returns the kind
-    /// of page read (exact or lossy), None once the bitmap is done.
+    /// pauses after that tuple, keeping the page pinned. Returns false
+    /// once the bitmap is done (as [`super::HeapScan::next_page`] does).
     pub fn next_page(
         &mut self,
         heap: &Heap,
         s: &mut BufferSession,
         snap: &Snapshot,
         f: impl FnMut(Tid, &[u8]) -> ScanControl,
-    ) -> Result<Option<PageKind>, HeapError> {
+    ) -> Result<bool, HeapError> {
         let Paused { buffer, page, from } = match self.paused.take() {
             Some(paused) => paused,
             None => match self.stream.next_buffer(s)? {
@@ -138,7 +138,7 @@ impl HeapBitmapScan {
                         from: 0,
                     }
                 }
-                None => return Ok(None),
+                None => return Ok(false),
             },
         };
         debug_assert_eq!(
@@ -152,10 +152,10 @@ impl HeapBitmapScan {
             PageTids::Exact(offsets) => visit_page_tuples(
                 p,
                 page.block,
-                offsets
+                // Ascending: a resumed page starts past the offsets done.
+                offsets[offsets.partition_point(|&o| usize::from(o) < from)..]
                     .iter()
-                    .map(|&o| usize::from(o))
-                    .filter(|&o| o >= from),
+                    .map(|&o| usize::from(o)),
                 keep,
                 f,
             ),
@@ -163,10 +163,6 @@ impl HeapBitmapScan {
                 visit_page_tuples(p, page.block, from..line_pointer_count(p), keep, f)
             }
         });
-        let kind = match page.tids {
-            PageTids::Exact(_) => PageKind::Exact,
-            PageTids::Lossy => PageKind::Lossy,
-        };
         match stopped_after {
             Some(index) => {
                 self.paused = Some(Paused {
@@ -177,7 +173,7 @@ impl HeapBitmapScan {
             }
             None => s.release(buffer),
         }
-        Ok(Some(kind))
+        Ok(true)
     }
 
     /// Ends the scan (whatever its stream read ahead is given back) and
@@ -192,13 +188,4 @@ impl HeapBitmapScan {
             stream: self.stream.end(s),
         }
     }
-}
-
-/// What a page of a bitmap heap scan was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageKind {
-    /// Only its exact line pointers were read.
-    Exact,
-    /// Every tuple was read: the conditions must be rechecked.
-    Lossy,
 }

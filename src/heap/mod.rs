@@ -36,7 +36,7 @@ pub mod tuple;
 pub mod vm;
 
 mod bitmap;
-pub use bitmap::{BitmapScanStats, HeapBitmapScan, PageKind};
+pub use bitmap::{BitmapScanStats, HeapBitmapScan};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -142,6 +142,33 @@ pub fn err(s: &mut aiostore::database::Session, text: &str) -> String {
     }
 }
 
+/// The rows of the last statement of `sql`, sorted (plans may return
+/// them in different orders).
+pub fn sorted_rows(
+    s: &mut aiostore::database::Session,
+    sql: &str,
+) -> Vec<Vec<aiostore::types::Value>> {
+    let mut rows = run(s, sql).pop().unwrap().rows;
+    rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    rows
+}
+
+/// EXPLAIN's lines for `sql` (which may begin with EXPLAIN's options in
+/// parentheses).
+pub fn explain_lines(s: &mut aiostore::database::Session, sql: &str) -> Vec<String> {
+    use aiostore::types::Value;
+    run(s, &format!("EXPLAIN {sql}"))
+        .pop()
+        .unwrap()
+        .rows
+        .into_iter()
+        .map(|r| match &r[0] {
+            Value::Text(t) => t.clone(),
+            other => panic!("a plan line, not {other:?}"),
+        })
+        .collect()
+}
+
 /// The first row of the last statement of `text`, as integers; NULL (the
 /// max() of no rows) reads as 0.
 pub fn ints(s: &mut aiostore::database::Session, text: &str) -> Vec<i64> {
