@@ -279,11 +279,13 @@ pub fn cmp_leaf_tuples(spec: &KeySpec, a: &[u8], b: &[u8]) -> Ordering {
         if ord != Ordering::Equal {
             return ord;
         }
-        if present_a && !present_b {
-            at_a += encoded_value(ty, da, at_a).len();
-        } else if present_b && !present_a {
-            at_b += encoded_value(ty, db, at_b).len();
-        }
+        // Only equal columns get here: both NULL (no bytes to step over)
+        // or both present (stepped over above). A NULL against a value
+        // is never equal, so neither offset can be left behind.
+        debug_assert_eq!(
+            present_a, present_b,
+            "a NULL column compares unequal to a value"
+        );
     }
     pointer(a).cmp(&pointer(b))
 }
