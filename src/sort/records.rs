@@ -24,9 +24,10 @@
 
 use std::cmp::Ordering;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::spill::{create_temp_file, rewound};
 use super::{merge_fan_in, SortError, SortStats, SPILL_BUFFER_BYTES};
 
 /// The order records sort by (after their abbreviated keys).
@@ -261,16 +262,9 @@ struct RunWriter {
 
 impl RunWriter {
     fn create(dir: &Path) -> Result<RunWriter, SortError> {
-        let failed = |e| SortError::TempFile {
-            dir: dir.to_path_buf(),
-            action: "create",
-            source: e,
-        };
-        std::fs::create_dir_all(dir).map_err(failed)?;
-        let file = tempfile::tempfile_in(dir).map_err(failed)?;
         Ok(RunWriter {
             dir: dir.to_path_buf(),
-            file: BufWriter::with_capacity(SPILL_BUFFER_BYTES, file),
+            file: create_temp_file(dir)?,
             records: 0,
             bytes: 0,
         })
@@ -294,21 +288,10 @@ impl RunWriter {
     }
 
     fn finish(self) -> Result<RecordRun, SortError> {
-        let dir = self.dir;
-        let failed = |action, e| SortError::TempFile {
-            dir: dir.clone(),
-            action,
-            source: e,
-        };
-        let mut file = self
-            .file
-            .into_inner()
-            .map_err(|e| failed("write to", e.into_error()))?;
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| failed("read", e))?;
+        let file = rewound(self.file, &self.dir)?;
         Ok(RecordRun {
             reader: BufReader::with_capacity(SPILL_BUFFER_BYTES, file),
-            dir,
+            dir: self.dir,
             left: self.records,
         })
     }
