@@ -67,6 +67,30 @@ fn create_index_builds_and_dml_keeps_entries_for_every_row_version() {
 }
 
 #[test]
+fn create_index_on_a_key_too_large_for_a_page_fails_naming_the_index() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (id int, v text)");
+    run(
+        &mut s,
+        "INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, 2000) AS g(i)",
+    );
+    run(&mut s, "INSERT INTO t VALUES (0, repeat('x', 3000))");
+    let e = err(&mut s, "CREATE INDEX t_v ON t (v)");
+    assert!(
+        e.starts_with("index row size ")
+            && e.contains("exceeds btree maximum 2696 for index \"t_v\""),
+        "{e}"
+    );
+    // The failed build left no index behind; a build without the long
+    // key succeeds.
+    run(&mut s, "DELETE FROM t WHERE id = 0");
+    run(&mut s, "VACUUM t");
+    run(&mut s, "CREATE INDEX t_v ON t (v)");
+    assert_eq!(verified(&mut s, "t_v"), 2000);
+}
+
+#[test]
 fn a_unique_index_refuses_duplicates_with_postgresql_words() {
     let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
     let mut s = db.session().unwrap();

@@ -13,9 +13,8 @@ use std::sync::Arc;
 
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
-use aiostore::sql::{self, StatementResult};
 use aiostore::types::Value;
-use common::temp_dir;
+use common::{plan_lines, run, temp_dir};
 
 fn new_db() -> (tempfile::TempDir, Arc<Database>) {
     let dir = temp_dir();
@@ -30,10 +29,6 @@ fn new_db() -> (tempfile::TempDir, Arc<Database>) {
     (dir, db)
 }
 
-fn run(s: &mut Session, text: &str) -> Vec<StatementResult> {
-    sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
-}
-
 fn rows(s: &mut Session, text: &str) -> Vec<Vec<Value>> {
     run(s, text).pop().expect("a statement").rows
 }
@@ -43,16 +38,6 @@ fn sorted_rows(s: &mut Session, text: &str) -> Vec<Vec<Value>> {
     let mut rows = rows(s, text);
     rows.sort_by_key(|r| format!("{r:?}"));
     rows
-}
-
-fn plan_lines(s: &mut Session, text: &str) -> Vec<String> {
-    rows(s, text)
-        .into_iter()
-        .map(|r| match &r[0] {
-            Value::Text(line) => line.clone(),
-            other => panic!("{other:?}"),
-        })
-        .collect()
 }
 
 /// The join nodes of a plan, top down: "Merge Join", "Hash Left Join", ….

@@ -17,7 +17,7 @@ use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
 use aiostore::sql::{self, format_csv, format_table, SqlError, StatementIo, StatementResult};
 use aiostore::storage::Fork;
 use aiostore::types::Value;
-use common::temp_dir;
+use common::{plan_lines, temp_dir};
 use proptest::prelude::{any, prop_oneof, Just, Strategy};
 use proptest::sample::select;
 
@@ -1597,17 +1597,6 @@ fn results_print_as_tables_and_csv(method: IoMethod) {
     assert_eq!(format_csv(&results[1]), "");
     let one = last(&mut s, "SELECT count(*) AS n FROM p");
     assert!(format_table(&one).ends_with("(1 row)\n"));
-}
-
-/// The lines of `EXPLAIN …` as text.
-fn plan_lines(s: &mut Session, text: &str) -> Vec<String> {
-    rows(s, text)
-        .into_iter()
-        .map(|r| match &r[0] {
-            Value::Text(line) => line.clone(),
-            other => panic!("{other:?}"),
-        })
-        .collect()
 }
 
 fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: IoMethod) {

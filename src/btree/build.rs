@@ -112,6 +112,8 @@ fn special(level: u32, prev: u32, next: u32) -> Special {
 pub struct BuildKeys {
     sorter: RecordSorter,
     spec: KeySpec,
+    /// The index's name, for the error of a key too large for it.
+    index: String,
     /// The entry being encoded, reused for each.
     tuple: Vec<u8>,
     pushed: u64,
@@ -129,14 +131,23 @@ impl BuildKeys {
         BuildKeys {
             sorter,
             spec: idx.spec.clone(),
+            index: idx.name.clone(),
             tuple: Vec::with_capacity(64),
             pushed: 0,
         }
     }
 
-    /// Adds the entry (`values`, `tid`) for a heap row.
+    /// Adds the entry (`values`, `tid`) for a heap row; a key too large
+    /// for a page fails here, before the sort spends anything on it.
     pub fn push(&mut self, values: &[Value], tid: Tid) -> Result<(), BtreeError> {
         leaf_tuple_into(&self.spec, values, tid, &mut self.tuple)?;
+        if self.tuple.len() > MAX_TUPLE_SIZE {
+            return Err(BtreeError::TupleTooLarge {
+                index: self.index.clone(),
+                size: self.tuple.len(),
+                max: MAX_TUPLE_SIZE,
+            });
+        }
         self.sorter
             .push(abbrev_key(&self.spec, &self.tuple), &self.tuple)?;
         self.pushed += 1;
@@ -186,13 +197,11 @@ impl Btree {
                     tuple_values(spec, tuple, &mut values)?;
                     unique.add(s, idx, &values, tid, check)?;
                 }
-                if tuple.len() > MAX_TUPLE_SIZE {
-                    return Err(BtreeError::TupleTooLarge {
-                        index: idx.name.clone(),
-                        size: tuple.len(),
-                        max: MAX_TUPLE_SIZE,
-                    });
-                }
+                debug_assert!(
+                    tuple.len() <= MAX_TUPLE_SIZE,
+                    "BuildKeys::push let through a key of {} bytes",
+                    tuple.len()
+                );
                 self.add_to_level(s, idx, &mut levels, 0, tuple, &mut next_block, &mut ring)?;
                 stats.tuples += 1;
             }

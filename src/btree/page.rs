@@ -38,7 +38,7 @@
 
 use std::cmp::Ordering;
 
-use crate::heap::tuple::{decode_values, encode_values_into, Tid};
+use crate::heap::tuple::{decode_values, encode_values_into, fixed_width, Tid};
 use crate::page::{init_page, item, line_pointer_count, special, special_mut, PageBytes};
 use crate::types::{cmp_f64, sort_cmp, ColumnType, Numeric, Value};
 
@@ -279,11 +279,13 @@ pub fn cmp_leaf_tuples(spec: &KeySpec, a: &[u8], b: &[u8]) -> Ordering {
         if ord != Ordering::Equal {
             return ord;
         }
-        if present_a && !present_b {
-            at_a += encoded_value(ty, da, at_a).len();
-        } else if present_b && !present_a {
-            at_b += encoded_value(ty, db, at_b).len();
-        }
+        // Only equal columns get here: both NULL (no bytes to step over)
+        // or both present (stepped over above). A NULL against a value
+        // is never equal, so neither offset can be left behind.
+        debug_assert_eq!(
+            present_a, present_b,
+            "a NULL column compares unequal to a value"
+        );
     }
     pointer(a).cmp(&pointer(b))
 }
@@ -291,15 +293,8 @@ pub fn cmp_leaf_tuples(spec: &KeySpec, a: &[u8], b: &[u8]) -> Ordering {
 /// The bytes of a non-null value of type `ty` stored at `at` of a
 /// tuple's values (a variable-length one with its 2-byte length).
 fn encoded_value<'a>(ty: &ColumnType, data: &'a [u8], at: usize) -> &'a [u8] {
-    let width = match ty {
-        ColumnType::Integer | ColumnType::Date => 4,
-        ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
-        ColumnType::Boolean => 1,
-        ColumnType::Text
-        | ColumnType::Varchar(_)
-        | ColumnType::Char(_)
-        | ColumnType::Numeric(_) => 2 + u16::from_le_bytes([data[at], data[at + 1]]) as usize,
-    };
+    let width = fixed_width(ty)
+        .unwrap_or_else(|| 2 + u16::from_le_bytes([data[at], data[at + 1]]) as usize);
     &data[at..at + width]
 }
 

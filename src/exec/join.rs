@@ -54,6 +54,26 @@ pub(super) fn joined(outer: &[Value], inner: Option<&[Value]>, inner_width: usiz
     row
 }
 
+/// What EXPLAIN shows of a join on equality keys, hash or merge (`method`),
+/// as PostgreSQL prints it: "Hash Left Join", its keys as "Hash Cond:" and
+/// the rest of its condition as "Join Filter:".
+pub(super) fn describe_equality_join(
+    method: &str,
+    kind: JoinKind,
+    cond_label: &str,
+    extra: Option<&Filter>,
+    counts: NodeCounts,
+    opts: &ExplainOptions,
+) -> Described {
+    let mut details = vec![format!("{method} Cond: {cond_label}")];
+    push_filter_named(&mut details, "Join Filter", extra, counts, opts);
+    Described {
+        title: format!("{method}{} Join", kind.word()),
+        counts,
+        details,
+    }
+}
+
 /// Pulls rows of a child one at a time, a batch at a time underneath.
 #[derive(Default)]
 pub(super) struct RowSource {
@@ -631,22 +651,18 @@ impl PlanNode for HashJoinNode {
     }
 
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
-        let mut details = vec![format!("Hash Cond: {}", self.cond.label)];
-        push_filter_named(
-            &mut details,
-            "Join Filter",
+        let mut described = describe_equality_join(
+            "Hash",
+            self.kind,
+            &self.cond.label,
             self.extra.as_ref(),
             self.counts,
             opts,
         );
         if opts.analyze {
-            details.extend(self.stats.explain_line());
+            described.details.extend(self.stats.explain_line());
         }
-        Some(Described {
-            title: format!("Hash{} Join", self.kind.word()),
-            counts: self.counts,
-            details,
-        })
+        Some(described)
     }
 
     fn children(&self) -> Vec<&dyn PlanNode> {

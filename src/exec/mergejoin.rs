@@ -22,9 +22,9 @@
 
 use std::cmp::Ordering;
 
-use super::explain::{push_filter_named, ExplainOptions};
+use super::explain::ExplainOptions;
 use super::expr::{EvalContext, Expr};
-use super::join::{joined, JoinKind, RowSource};
+use super::join::{describe_equality_join, joined, JoinKind, RowSource};
 use super::plan::{passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode, BATCH_ROWS_MAX};
 use super::ExecError;
 use crate::sort::{row_bytes, SpillReader, SpillWriter};
@@ -422,19 +422,14 @@ impl PlanNode for MergeJoinNode {
     }
 
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
-        let mut details = vec![format!("Merge Cond: {}", self.cond.label)];
-        push_filter_named(
-            &mut details,
-            "Join Filter",
+        Some(describe_equality_join(
+            "Merge",
+            self.kind,
+            &self.cond.label,
             self.extra.as_ref(),
             self.counts,
             opts,
-        );
-        Some(Described {
-            title: format!("Merge{} Join", self.kind.word()),
-            counts: self.counts,
-            details,
-        })
+        ))
     }
 
     fn children(&self) -> Vec<&dyn PlanNode> {

@@ -280,6 +280,21 @@ pub fn decode(
     )
 }
 
+/// Bytes a non-null value of type `ty` takes in encoded values, for the
+/// fixed-width types; None for the variable-length ones, which take a
+/// 2-byte length and then that many bytes.
+pub fn fixed_width(ty: &ColumnType) -> Option<usize> {
+    match ty {
+        ColumnType::Integer | ColumnType::Date => Some(4),
+        ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => Some(8),
+        ColumnType::Boolean => Some(1),
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Numeric(_) => None,
+    }
+}
+
 /// Decodes values written by [`encode_values_into`] (`natts` of them,
 /// with a bitmap if `has_nulls`), the columns whose `wanted` flag is set
 /// (others come back as NULL), appending them to `out`.
@@ -311,14 +326,9 @@ pub fn decode_values(
             continue;
         }
         let want = wanted.get(i).copied().unwrap_or(false);
-        let width = match ty {
-            ColumnType::Integer | ColumnType::Date => 4,
-            ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
-            ColumnType::Boolean => 1,
-            ColumnType::Text
-            | ColumnType::Varchar(_)
-            | ColumnType::Char(_)
-            | ColumnType::Numeric(_) => {
+        let width = match fixed_width(ty) {
+            Some(width) => width,
+            None => {
                 need(at, 2)?;
                 2 + u16_at(t, at) as usize
             }

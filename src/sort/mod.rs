@@ -73,6 +73,55 @@ pub(crate) fn add_run<R>(
     Ok(())
 }
 
+/// Merges `runs` (oldest first) with `merge`, `fan_in` neighbouring runs
+/// at a time, in passes until one merge can read every run: each pass
+/// keeps earlier input earlier, so a stable merge stays stable. Both
+/// sorters end their input so.
+pub(crate) fn merge_passes<R>(
+    mut runs: Vec<R>,
+    fan_in: usize,
+    mut merge: impl FnMut(Vec<R>) -> Result<R, SortError>,
+) -> Result<Vec<R>, SortError> {
+    debug_assert!(fan_in >= MERGE_FAN_IN_MIN, "a merge reads several runs");
+    let mut passes = 0;
+    while runs.len() > fan_in {
+        passes += 1;
+        assert!(passes <= 64, "merge passes do not shrink the runs");
+        let mut merged = Vec::with_capacity(runs.len().div_ceil(fan_in));
+        let mut left = runs.into_iter();
+        loop {
+            let group: Vec<R> = left.by_ref().take(fan_in).collect();
+            if group.is_empty() {
+                break;
+            }
+            merged.push(merge(group)?);
+        }
+        runs = merged;
+    }
+    Ok(runs)
+}
+
+/// Restores a binary min-heap `heap` below `at`, where `less(a, b)` says
+/// element `a` goes before `b`: the sift-down of both sorters' merges,
+/// whose heaps hold run numbers ordered by each run's next record.
+pub(crate) fn sift_down(heap: &mut [usize], mut at: usize, less: impl Fn(usize, usize) -> bool) {
+    loop {
+        let (l, r) = (2 * at + 1, 2 * at + 2);
+        let mut least = at;
+        if l < heap.len() && less(heap[l], heap[least]) {
+            least = l;
+        }
+        if r < heap.len() && less(heap[r], heap[least]) {
+            least = r;
+        }
+        if least == at {
+            return;
+        }
+        heap.swap(at, least);
+        at = least;
+    }
+}
+
 /// A failure of a temporary file (full disk, directory not writable, a
 /// file read back short).
 #[derive(Debug, Error)]
@@ -229,25 +278,11 @@ impl Sorter {
         // Merge passes until one merge can read every run; each merges
         // neighbouring runs so that earlier input stays earlier (stable).
         let fan_in = merge_fan_in(self.mem_limit);
-        let mut runs: Vec<SpillReader> = std::mem::take(&mut self.runs)
+        let runs = std::mem::take(&mut self.runs)
             .into_iter()
             .map(|r| r.0)
             .collect();
-        let mut passes = 0;
-        while runs.len() > fan_in {
-            passes += 1;
-            assert!(passes <= 64, "merge passes do not shrink the runs");
-            let mut merged = Vec::with_capacity(runs.len().div_ceil(fan_in));
-            let mut left = runs.into_iter();
-            loop {
-                let group: Vec<SpillReader> = left.by_ref().take(fan_in).collect();
-                if group.is_empty() {
-                    break;
-                }
-                merged.push(self.merge_to_run(group)?);
-            }
-            runs = merged;
-        }
+        let runs = merge_passes(runs, fan_in, |group| self.merge_to_run(group))?;
         let merge = Merge::new(runs, &self.order)?;
         Ok(SortedRows {
             source: Source::Merge(merge, self.order),
@@ -315,30 +350,17 @@ impl Merge {
         Ok(m)
     }
 
-    fn less(&self, a: usize, b: usize, order: &RowOrder) -> bool {
-        let (x, y) = (self.heads[a].as_ref(), self.heads[b].as_ref());
+    fn less(heads: &[Option<Vec<Value>>], a: usize, b: usize, order: &RowOrder) -> bool {
+        let (x, y) = (heads[a].as_ref(), heads[b].as_ref());
         let (Some(x), Some(y)) = (x, y) else {
             unreachable!("only runs with a head are in the heap");
         };
         order(x, y).then(a.cmp(&b)).is_lt()
     }
 
-    fn sift_down(&mut self, mut at: usize, order: &RowOrder) {
-        loop {
-            let (l, r) = (2 * at + 1, 2 * at + 2);
-            let mut least = at;
-            if l < self.heap.len() && self.less(self.heap[l], self.heap[least], order) {
-                least = l;
-            }
-            if r < self.heap.len() && self.less(self.heap[r], self.heap[least], order) {
-                least = r;
-            }
-            if least == at {
-                return;
-            }
-            self.heap.swap(at, least);
-            at = least;
-        }
+    fn sift_down(&mut self, at: usize, order: &RowOrder) {
+        let Merge { heads, heap, .. } = self;
+        sift_down(heap, at, |a, b| Merge::less(heads, a, b, order));
     }
 
     fn next_row(&mut self, order: &RowOrder) -> Result<Option<Vec<Value>>, SortError> {

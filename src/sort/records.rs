@@ -24,9 +24,10 @@
 
 use std::cmp::Ordering;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::spill::{create_temp_file, rewound};
 use super::{merge_fan_in, SortError, SortStats, SPILL_BUFFER_BYTES};
 
 /// The order records sort by (after their abbreviated keys).
@@ -176,30 +177,13 @@ impl RecordSorter {
         self.arena = Vec::new();
         self.entries = Vec::new();
         let fan_in = merge_fan_in(self.mem_limit);
-        let mut runs: Vec<RecordRun> = std::mem::take(&mut self.runs)
+        let runs = std::mem::take(&mut self.runs)
             .into_iter()
             .map(|r| r.0)
             .collect();
-        let mut passes = 0;
-        while runs.len() > fan_in {
-            passes += 1;
-            assert!(passes <= 64, "merge passes do not shrink the runs");
-            let mut merged = Vec::with_capacity(runs.len().div_ceil(fan_in));
-            let mut left = runs.into_iter();
-            loop {
-                let group: Vec<RecordRun> = left.by_ref().take(fan_in).collect();
-                if group.is_empty() {
-                    break;
-                }
-                merged.push(merge_to_run(
-                    group,
-                    &self.order,
-                    &self.dir,
-                    &mut self.stats,
-                )?);
-            }
-            runs = merged;
-        }
+        let (dir, order, stats) = (&self.dir, &self.order, &mut self.stats);
+        let runs =
+            super::merge_passes(runs, fan_in, |group| merge_to_run(group, order, dir, stats))?;
         let merge = RecordMerge::new(runs, &self.order)?;
         Ok(SortedRecords {
             source: RecordSource::Merge {
@@ -278,16 +262,9 @@ struct RunWriter {
 
 impl RunWriter {
     fn create(dir: &Path) -> Result<RunWriter, SortError> {
-        let failed = |e| SortError::TempFile {
-            dir: dir.to_path_buf(),
-            action: "create",
-            source: e,
-        };
-        std::fs::create_dir_all(dir).map_err(failed)?;
-        let file = tempfile::tempfile_in(dir).map_err(failed)?;
         Ok(RunWriter {
             dir: dir.to_path_buf(),
-            file: BufWriter::with_capacity(SPILL_BUFFER_BYTES, file),
+            file: create_temp_file(dir)?,
             records: 0,
             bytes: 0,
         })
@@ -311,21 +288,10 @@ impl RunWriter {
     }
 
     fn finish(self) -> Result<RecordRun, SortError> {
-        let dir = self.dir;
-        let failed = |action, e| SortError::TempFile {
-            dir: dir.clone(),
-            action,
-            source: e,
-        };
-        let mut file = self
-            .file
-            .into_inner()
-            .map_err(|e| failed("write to", e.into_error()))?;
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| failed("read", e))?;
+        let file = rewound(self.file, &self.dir)?;
         Ok(RecordRun {
             reader: BufReader::with_capacity(SPILL_BUFFER_BYTES, file),
-            dir,
+            dir: self.dir,
             left: self.records,
         })
     }
@@ -398,29 +364,16 @@ impl RecordMerge {
         Ok(m)
     }
 
-    fn less(&self, a: usize, b: usize, order: &RecordOrder) -> bool {
-        let ((Some(x), xb), (Some(y), yb)) = (&self.heads[a], &self.heads[b]) else {
+    fn less(heads: &[(Option<u64>, Vec<u8>)], a: usize, b: usize, order: &RecordOrder) -> bool {
+        let ((Some(x), xb), (Some(y), yb)) = (&heads[a], &heads[b]) else {
             unreachable!("only runs with a head are in the heap");
         };
         x.cmp(y).then_with(|| order(xb, yb)).is_lt()
     }
 
-    fn sift_down(&mut self, mut at: usize, order: &RecordOrder) {
-        loop {
-            let (l, r) = (2 * at + 1, 2 * at + 2);
-            let mut least = at;
-            if l < self.heap.len() && self.less(self.heap[l], self.heap[least], order) {
-                least = l;
-            }
-            if r < self.heap.len() && self.less(self.heap[r], self.heap[least], order) {
-                least = r;
-            }
-            if least == at {
-                return;
-            }
-            self.heap.swap(at, least);
-            at = least;
-        }
+    fn sift_down(&mut self, at: usize, order: &RecordOrder) {
+        let RecordMerge { heads, heap, .. } = self;
+        super::sift_down(heap, at, |a, b| RecordMerge::less(heads, a, b, order));
     }
 
     /// Moves the least head into `out` (reusing its buffer) and returns

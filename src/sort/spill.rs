@@ -48,16 +48,9 @@ pub struct SpillWriter {
 impl SpillWriter {
     /// A new, nameless file in `dir` (created if missing).
     pub fn create(dir: &Path) -> Result<SpillWriter, SortError> {
-        let failed = |e| SortError::TempFile {
-            dir: dir.to_path_buf(),
-            action: "create",
-            source: e,
-        };
-        std::fs::create_dir_all(dir).map_err(failed)?;
-        let file = tempfile::tempfile_in(dir).map_err(failed)?;
         Ok(SpillWriter {
             dir: dir.to_path_buf(),
-            file: BufWriter::with_capacity(SPILL_BUFFER_BYTES, file),
+            file: create_temp_file(dir)?,
             rows: 0,
             bytes: 0,
             encoded: Vec::new(),
@@ -92,20 +85,9 @@ impl SpillWriter {
 
     /// Ends writing; the rows read back from the first.
     pub fn finish(self) -> Result<SpillReader, SortError> {
-        let dir = self.dir.clone();
-        let failed = |action, e| SortError::TempFile {
-            dir: dir.clone(),
-            action,
-            source: e,
-        };
-        let mut file = self
-            .file
-            .into_inner()
-            .map_err(|e| failed("write to", e.into_error()))?;
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| failed("read", e))?;
+        let file = rewound(self.file, &self.dir)?;
         Ok(SpillReader {
-            dir,
+            dir: self.dir,
             file: Some(file),
             reader: None,
             left: self.rows,
@@ -120,6 +102,35 @@ impl SpillWriter {
             source: e,
         }
     }
+}
+
+/// A new, nameless temporary file in `dir` (created if missing), buffered
+/// for writing: what every spill of the sort layer writes to.
+pub(crate) fn create_temp_file(dir: &Path) -> Result<BufWriter<File>, SortError> {
+    let failed = |e| SortError::TempFile {
+        dir: dir.to_path_buf(),
+        action: "create",
+        source: e,
+    };
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let file = tempfile::tempfile_in(dir).map_err(failed)?;
+    Ok(BufWriter::with_capacity(SPILL_BUFFER_BYTES, file))
+}
+
+/// `file` (made by [`create_temp_file`] in `dir`) written out and wound
+/// back to its start, to be read.
+pub(crate) fn rewound(file: BufWriter<File>, dir: &Path) -> Result<File, SortError> {
+    let failed = |action, e| SortError::TempFile {
+        dir: dir.to_path_buf(),
+        action,
+        source: e,
+    };
+    let mut file = file
+        .into_inner()
+        .map_err(|e| failed("write to", e.into_error()))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| failed("read", e))?;
+    Ok(file)
 }
 
 /// A finished temporary file, read from its first row to its last.

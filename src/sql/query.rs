@@ -952,7 +952,7 @@ impl Slots {
         // computed where no subquery can run (and planning it again would
         // plan its subquery again).
         match (self.equality_keys && !f.predicate.has_subplan())
-            .then(|| hash_key(planner, conj, at))
+            .then(|| join_key(planner, conj, at))
             .transpose()?
         {
             Some(Some(key)) => self.keys[at - 1].push(key),
@@ -980,7 +980,7 @@ struct JoinKey {
 /// expression of the items before `k` and one of item `k`, of one type
 /// (integers of either width compare as bigint, an integer and a numeric
 /// as numeric); None otherwise.
-fn hash_key(
+fn join_key(
     planner: &mut ExprPlanner,
     conj: &ast::Expr,
     k: usize,

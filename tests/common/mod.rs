@@ -134,6 +134,22 @@ pub fn run(s: &mut aiostore::database::Session, text: &str) -> Vec<aiostore::sql
     aiostore::sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
+/// The lines of `EXPLAIN …` as text: the first column of the rows of the
+/// last statement of `text`.
+pub fn plan_lines(s: &mut aiostore::database::Session, text: &str) -> Vec<String> {
+    use aiostore::types::Value;
+    run(s, text)
+        .pop()
+        .expect("a statement")
+        .rows
+        .into_iter()
+        .map(|r| match &r[0] {
+            Value::Text(line) => line.clone(),
+            other => panic!("{text}: not a plan line: {other:?}"),
+        })
+        .collect()
+}
+
 /// The error `text` fails with (failing the test if it succeeds).
 pub fn err(s: &mut aiostore::database::Session, text: &str) -> String {
     match aiostore::sql::execute(s, text) {
