@@ -46,9 +46,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::{execute, one_count};
 use crate::config::IoMethod;
-use crate::database::{Database, Session};
-use crate::storage::BLOCK_SIZE;
+use crate::database::Database;
 use crate::types::Value;
 
 /// The benchmark table's name, as the reference thread names it.
@@ -231,23 +231,6 @@ pub fn insert_sql(rows: u64, mult: u64, first: u64, last: u64) -> String {
     )
 }
 
-fn execute(s: &mut Session, sql: &str) -> Result<Vec<crate::sql::StatementResult>, String> {
-    crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))
-}
-
-fn one_integer(s: &mut Session, sql: &str) -> Result<u64, String> {
-    let results = execute(s, sql)?;
-    match results
-        .last()
-        .and_then(|r| r.rows.first())
-        .and_then(|row| row.first())
-    {
-        Some(Value::BigInt(n)) => Ok(*n as u64),
-        Some(Value::Integer(n)) => Ok(*n as u64),
-        other => Err(format!("{sql}: returned {other:?}, not a count")),
-    }
-}
-
 /// Creates the data directory and the table unless they hold `rows` rows
 /// and the index, calling `progress(done, rows)` after each statement
 /// that adds rows.
@@ -262,7 +245,7 @@ pub fn ensure_table(
     let mut s = db.session().map_err(|e| e.to_string())?;
     let rows = opts.rows;
     if db.catalog().table(TABLE).is_ok()
-        && one_integer(&mut s, &format!("SELECT count(*) FROM {TABLE}"))? == rows
+        && one_count(&mut s, &format!("SELECT count(*) FROM {TABLE}"))? == rows
         && db.catalog().index(INDEX).is_ok()
     {
         return Ok(());
@@ -294,9 +277,7 @@ pub fn ensure_table(
 /// Opens the table's database with the run's settings and checks the
 /// method.
 fn open(opts: &BitmapscanOptions) -> Result<Arc<Database>, String> {
-    let db = Database::open(&opts.dir, &opts.settings()).map_err(|e| e.to_string())?;
-    super::check_method(db.aio(), opts.method)?;
-    Ok(db)
+    super::open_checked(&opts.dir, &opts.settings(), opts.method)
 }
 
 /// The timed query of `a = k`.
@@ -342,7 +323,7 @@ fn run_ours(
     };
     let (reads_before, ios_before) = (reads(), ios());
     let started = Instant::now();
-    let n = one_integer(&mut s, &sql)?;
+    let n = one_count(&mut s, &sql)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     if n != matching {
         return Err(format!("{sql}: counted {n} rows, expected {matching}"));
@@ -422,7 +403,7 @@ pub fn run(
     // benches/pg_bitmapscan.sh passes it on to PostgreSQL if set.
     let pg_eic =
         std::env::var("EFFECTIVE_IO_CONCURRENCY").unwrap_or_else(|_| "1 (its default)".to_string());
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     let largest = opts.matching.iter().copied().max().unwrap_or(0);
     if !json {
         writeln!(

@@ -42,7 +42,6 @@ use serde::Serialize;
 use super::seqscan::{self, SeqscanOptions, TABLE};
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
-use crate::storage::BLOCK_SIZE;
 
 /// The columns indexed, each with its index's name: the integer column and
 /// the text (md5) column.
@@ -136,17 +135,13 @@ impl IndexBuildOptions {
 }
 
 fn execute(s: &mut Session, sql: &str) -> Result<(), String> {
-    crate::sql::execute(s, sql)
-        .map(drop)
-        .map_err(|e| format!("{sql}: {e}"))
+    super::execute(s, sql).map(drop)
 }
 
 /// Opens the table's database with the run's settings and checks the
 /// method.
 fn open(opts: &IndexBuildOptions) -> Result<Arc<Database>, String> {
-    let db = Database::open(&opts.dir, &opts.settings()).map_err(|e| e.to_string())?;
-    super::check_method(db.aio(), opts.method)?;
-    Ok(db)
+    super::open_checked(&opts.dir, &opts.settings(), opts.method)
 }
 
 fn emit(out: &mut dyn Write, json: bool, r: &IndexBuildRun) -> Result<(), String> {
@@ -189,7 +184,7 @@ pub fn run(
         let db = open(opts)?;
         seqscan::table_blocks(&db, TABLE)?.1
     };
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     if !json {
         writeln!(
             out,

@@ -16,9 +16,14 @@ pub mod recovery;
 pub mod seqscan;
 pub mod streams;
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::IoMethod;
+use crate::database::{Database, Session};
+use crate::storage::BLOCK_SIZE;
+use crate::types::Value;
 
 /// The machine's load averages over 1, 5 and 15 minutes, as
 /// `/proc/loadavg` gives them: the figures' context on a shared machine.
@@ -125,6 +130,47 @@ pub(crate) fn check_method(aio: &crate::aio::Aio, wanted: IoMethod) -> Result<()
         aio.method(),
         aio.fallback_reason().unwrap_or("no reason given")
     ))
+}
+
+/// Opens the database in `dir` with `settings` and checks that it runs
+/// `method` ([`check_method`]): how every benchmark opens the database it
+/// times.
+pub(crate) fn open_checked(
+    dir: &Path,
+    settings: &[String],
+    method: IoMethod,
+) -> Result<Arc<Database>, String> {
+    let db = Database::open(dir, settings).map_err(|e| e.to_string())?;
+    check_method(db.aio(), method)?;
+    Ok(db)
+}
+
+/// MiB in a pool of `shared_buffers` buffers, for the printed settings.
+pub fn pool_mib(shared_buffers: u32) -> u64 {
+    (shared_buffers as u64 * BLOCK_SIZE as u64) >> 20
+}
+
+/// Runs `sql` in `s`; an error names the statement.
+pub(crate) fn execute(
+    s: &mut Session,
+    sql: &str,
+) -> Result<Vec<crate::sql::StatementResult>, String> {
+    crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))
+}
+
+/// The count `sql` returns: the first column of its last statement's
+/// first row, an integer.
+pub(crate) fn one_count(s: &mut Session, sql: &str) -> Result<u64, String> {
+    let results = execute(s, sql)?;
+    match results
+        .last()
+        .and_then(|r| r.rows.first())
+        .and_then(|row| row.first())
+    {
+        Some(Value::BigInt(n)) => Ok(*n as u64),
+        Some(Value::Integer(n)) => Ok(*n as u64),
+        other => Err(format!("{sql}: returned {other:?}, not a count")),
+    }
 }
 
 /// Drops the kernel page cache (root only), for cold buffered runs.

@@ -25,7 +25,6 @@ use super::fio::{self, Pattern};
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
 use crate::storage::BLOCK_SIZE;
-use crate::types::Value;
 
 /// The benchmark table's name.
 pub const TABLE: &str = "bar";
@@ -85,22 +84,8 @@ pub fn settings(method: Option<IoMethod>, combine: usize, opts: &SeqscanOptions)
     settings
 }
 
-fn one_value(s: &mut Session, sql: &str) -> Result<Value, String> {
-    let results = crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))?;
-    results
-        .last()
-        .and_then(|r| r.rows.first())
-        .and_then(|row| row.first())
-        .cloned()
-        .ok_or_else(|| format!("{sql}: no result"))
-}
-
 fn count(s: &mut Session) -> Result<u64, String> {
-    match one_value(s, &format!("SELECT count(*) FROM {TABLE}"))? {
-        Value::BigInt(n) => Ok(n as u64),
-        Value::Integer(n) => Ok(n as u64),
-        other => Err(format!("count(*) returned {other:?}")),
-    }
+    super::one_count(s, &format!("SELECT count(*) FROM {TABLE}"))
 }
 
 /// Creates the data directory and the table unless they hold `rows` rows,
@@ -189,10 +174,7 @@ pub fn open_cold(
     method: IoMethod,
     combine: usize,
 ) -> Result<Arc<Database>, String> {
-    let db = Database::open(&opts.dir, &settings(Some(method), combine, opts))
-        .map_err(|e| e.to_string())?;
-    super::check_method(db.aio(), method)?;
-    Ok(db)
+    super::open_checked(&opts.dir, &settings(Some(method), combine, opts), method)
 }
 
 /// Builds the table unless it is there ([`ensure_table`], `progress` as
@@ -218,7 +200,7 @@ pub fn count_case(
     rows: u64,
     nblocks: u32,
 ) -> Result<SeqscanCase, String> {
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     let db = open_cold(opts, method, combine)?;
     let mut s = db.session().map_err(|e| e.to_string())?;
     let reads = || {
@@ -262,7 +244,7 @@ pub fn run_seqscan(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<SeqscanCase>, String> {
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     if opts.size_mib < 8 * pool_mib {
         return Err(format!(
             "--size-mib {} is less than 8 × shared_buffers ({pool_mib} MiB); the scan would be cached",
@@ -474,7 +456,7 @@ pub fn run_copy(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<CopyCase>, String> {
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     let rows = rows_for_mib(opts.size_mib);
     let _ = writeln!(
         std::io::stderr(),
@@ -560,8 +542,7 @@ pub fn run_copy(
                 *setting = format!("io_direct={io_direct}");
             }
         }
-        let db = Database::open(&opts.dir, &settings).map_err(|e| e.to_string())?;
-        super::check_method(db.aio(), method)?;
+        let db = super::open_checked(&opts.dir, &settings, method)?;
         let mut s = db.session().map_err(|e| e.to_string())?;
         for _ in 0..copy.runs {
             for wal in ["wal", "nowal"] {
