@@ -265,46 +265,32 @@ fn run_pg(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<IndexBuildRun>, String> {
-    let output = std::process::Command::new("sh")
-        .arg(script)
-        .arg(opts.rows.to_string())
-        .env("RUNS", "1")
-        .env("FIRST_RUN", run.to_string())
-        .env("COLUMNS", column)
-        .env("MAINTENANCE_WORK_MEM", &opts.maintenance_work_mem)
-        .env("CACHES", cache.name())
-        .output()
-        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}{}",
-            script.display(),
-            output.status,
-            text,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
+    let first_run = run.to_string();
+    let lines = super::run_pg_script(
+        script,
+        &[opts.rows.to_string()],
+        &[
+            ("RUNS", "1"),
+            ("FIRST_RUN", &first_run),
+            ("COLUMNS", column),
+            ("MAINTENANCE_WORK_MEM", &opts.maintenance_work_mem),
+            ("CACHES", cache.name()),
+        ],
+        "builds",
+    )?;
     let mut runs = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("postgresql ")) {
-        let field = |name: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-                .map(str::to_string)
-        };
-        let parsed = (|| {
+    for line in lines {
+        let run = line.parse(script, |l| {
             Some(IndexBuildRun {
                 bench: "index-build",
                 system: "postgresql",
-                column: field("column")?,
-                cache: Cache::parse(&field("cache")?)?,
-                run: field("run")?.parse().ok()?,
-                ms: field("ms")?.parse().ok()?,
-                rows: field("rows")?.parse().ok()?,
+                column: l.field("column")?.to_string(),
+                cache: Cache::parse(l.field("cache")?)?,
+                run: l.field("run")?.parse().ok()?,
+                ms: l.field("ms")?.parse().ok()?,
+                rows: l.field("rows")?.parse().ok()?,
             })
-        })();
-        let run =
-            parsed.ok_or_else(|| format!("{}: unexpected line {line:?}", script.display()))?;
+        })?;
         if run.rows != opts.rows {
             return Err(format!(
                 "{}: PostgreSQL's table has {} rows, ours {}",
@@ -315,9 +301,6 @@ fn run_pg(
         }
         emit(out, json, &run)?;
         runs.push(run);
-    }
-    if runs.is_empty() {
-        return Err(format!("{} reported no builds: {text}", script.display()));
     }
     Ok(runs)
 }

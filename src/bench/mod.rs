@@ -180,6 +180,69 @@ pub fn drop_page_cache() -> std::io::Result<()> {
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
 }
 
+/// One result line of a `benches/pg_*.sh` script: `postgresql 15 <case>
+/// name=value …`.
+pub(crate) struct PgLine(String);
+
+impl PgLine {
+    /// The value of `name=`, if the line has it.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.0
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+    }
+
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// `parse(self)`, or an error that shows the line and names `script`.
+    pub fn parse<R>(
+        &self,
+        script: &Path,
+        parse: impl FnOnce(&PgLine) -> Option<R>,
+    ) -> Result<R, String> {
+        parse(self).ok_or_else(|| format!("{}: unexpected line {:?}", script.display(), self.0))
+    }
+}
+
+/// Runs `script` (a `benches/pg_*.sh`: PostgreSQL on the same data) with
+/// `args` and the environment `envs` and returns its result lines, those
+/// starting `postgresql `: the one way the benchmarks run PostgreSQL's
+/// side. Fails when the script fails, or reports no `what` (runs, loads …).
+pub(crate) fn run_pg_script(
+    script: &Path,
+    args: &[String],
+    envs: &[(&str, &str)],
+    what: &str,
+) -> Result<Vec<PgLine>, String> {
+    let output = std::process::Command::new("sh")
+        .arg(script)
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}{}",
+            script.display(),
+            output.status,
+            text,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let lines: Vec<PgLine> = text
+        .lines()
+        .filter(|l| l.starts_with("postgresql "))
+        .map(|l| PgLine(l.to_string()))
+        .collect();
+    if lines.is_empty() {
+        return Err(format!("{} reported no {what}: {text}", script.display()));
+    }
+    Ok(lines)
+}
+
 /// Writes one benchmark case: as a JSON object with `--json`, else as the
 /// table row `row` formats.
 pub(crate) fn emit_case<C: serde::Serialize>(

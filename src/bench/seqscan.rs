@@ -616,50 +616,33 @@ fn run_pg_copy(
         script.display(),
         csv.display()
     );
-    let output = std::process::Command::new("sh")
-        .arg(script)
-        .arg(csv)
-        .env("RUNS", runs.to_string())
-        .output()
-        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}{}",
-            script.display(),
-            output.status,
-            text,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
+    let csv = csv
+        .to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", csv.display()))?;
+    let lines = super::run_pg_script(
+        script,
+        &[csv.to_string()],
+        &[("RUNS", &runs.to_string())],
+        "loads",
+    )?;
     let mut runs = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("postgresql ")) {
-        let field = |name: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-                .map(str::to_string)
-        };
-        let parsed = (|| {
+    for line in lines {
+        let run = line.parse(script, |l| {
             Some(PgCopyRun {
                 bench: "copy",
                 case: "postgresql",
-                wal: field("mode")?,
-                run: field("run")?.parse().ok()?,
-                seconds: field("ms")?.parse::<f64>().ok()? / 1000.0,
-                rows: field("rows")?.parse().ok()?,
+                wal: l.field("mode")?.to_string(),
+                run: l.field("run")?.parse().ok()?,
+                seconds: l.field("ms")?.parse::<f64>().ok()? / 1000.0,
+                rows: l.field("rows")?.parse().ok()?,
             })
-        })();
-        let run =
-            parsed.ok_or_else(|| format!("{}: unexpected line {line:?}", script.display()))?;
+        })?;
         if json {
             super::emit_case(out, true, &run, |_| String::new())?;
         } else {
-            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            writeln!(out, "{}", line.text()).map_err(|e| e.to_string())?;
         }
         runs.push(run);
-    }
-    if runs.is_empty() {
-        return Err(format!("{} reported no loads: {text}", script.display()));
     }
     Ok(runs)
 }
