@@ -511,12 +511,6 @@ fn run_pg(
 /// The median of each system's runs per matching count and method, and
 /// the ratio ours / PostgreSQL's (below 1, we are faster).
 fn print_medians(runs: &[BitmapscanRun], json: bool, out: &mut dyn Write) -> Result<(), String> {
-    let mut keys: Vec<(u64, ScanMethod)> = Vec::new();
-    for r in runs {
-        if !keys.contains(&(r.matching, r.method)) {
-            keys.push((r.matching, r.method));
-        }
-    }
     if !json {
         writeln!(
             out,
@@ -530,37 +524,21 @@ fn print_medians(runs: &[BitmapscanRun], json: bool, out: &mut dyn Write) -> Res
         )
         .map_err(|e| e.to_string())?;
     }
-    for (matching, method) in keys {
-        let ms = |system: &str| -> Vec<f64> {
-            runs.iter()
-                .filter(|r| r.system == system && r.matching == matching && r.method == method)
-                .map(|r| r.ms)
-                .collect()
-        };
-        let (ours, theirs) = (ms("aiostore"), ms("postgresql"));
-        let (ours_median, theirs_median) = (super::median(&ours), super::median(&theirs));
-        let ratio = ours_median.zip(theirs_median).map(|(o, t)| o / t);
+    let cases = super::compare_medians(runs, |r| (r.matching, r.method), |r| r.system, |r| r.ms);
+    for ((matching, method), c) in cases {
         let line = if json {
-            serde_json::json!({
-                "bench": "bitmapscan",
-                "case": "median",
-                "matching": matching,
-                "method": method,
-                "aiostore_median_ms": ours_median,
-                "aiostore_runs": ours.len(),
-                "postgresql_median_ms": theirs_median,
-                "postgresql_runs": theirs.len(),
-                "ratio_aiostore_over_postgresql": ratio,
-            })
-            .to_string()
+            c.json(
+                "bitmapscan",
+                serde_json::json!({"matching": matching, "method": method}),
+            )
         } else {
             let fmt = |m: Option<f64>| m.map_or("-".into(), |m| format!("{m:.1}"));
             format!(
                 "{matching:>8} {:<6} {:>10} {:>10} {:>8}",
                 method.name(),
-                fmt(ours_median),
-                fmt(theirs_median),
-                ratio.map_or("-".into(), |r| format!("{r:.2}"))
+                fmt(c.ours_ms),
+                fmt(c.theirs_ms),
+                c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
             )
         };
         writeln!(out, "{line}").map_err(|e| e.to_string())?;

@@ -308,45 +308,28 @@ fn run_pg(
 /// The median of each system's runs per column and cache, and the ratio
 /// ours / PostgreSQL's (below 1, we build faster).
 fn print_medians(runs: &[IndexBuildRun], json: bool, out: &mut dyn Write) -> Result<(), String> {
-    let mut keys: Vec<(&str, Cache)> = Vec::new();
-    for r in runs {
-        if !keys.contains(&(r.column.as_str(), r.cache)) {
-            keys.push((r.column.as_str(), r.cache));
-        }
-    }
-    for (column, cache) in keys {
-        let ms = |system: &str| -> Vec<f64> {
-            runs.iter()
-                .filter(|r| r.system == system && r.column == column && r.cache == cache)
-                .map(|r| r.ms)
-                .collect()
-        };
-        let (ours, theirs) = (ms("aiostore"), ms("postgresql"));
-        let (ours_median, theirs_median) = (super::median(&ours), super::median(&theirs));
-        let ratio = ours_median.zip(theirs_median).map(|(o, t)| o / t);
+    let cases = super::compare_medians(
+        runs,
+        |r| (r.column.as_str(), r.cache),
+        |r| r.system,
+        |r| r.ms,
+    );
+    for ((column, cache), c) in cases {
         let line = if json {
-            serde_json::json!({
-                "bench": "index-build",
-                "case": "median",
-                "column": column,
-                "cache": cache,
-                "aiostore_median_ms": ours_median,
-                "aiostore_runs": ours.len(),
-                "postgresql_median_ms": theirs_median,
-                "postgresql_runs": theirs.len(),
-                "ratio_aiostore_over_postgresql": ratio,
-            })
-            .to_string()
+            c.json(
+                "index-build",
+                serde_json::json!({"column": column, "cache": cache}),
+            )
         } else {
             let fmt = |m: Option<f64>| m.map_or("-".into(), |m| format!("{m:.1} ms"));
             format!(
                 "median {column} {:<5} aiostore {} of {}, postgresql {} of {}: aiostore/postgresql {}",
                 cache.name(),
-                fmt(ours_median),
-                ours.len(),
-                fmt(theirs_median),
-                theirs.len(),
-                ratio.map_or("-".into(), |r| format!("{r:.2}"))
+                fmt(c.ours_ms),
+                c.ours_runs,
+                fmt(c.theirs_ms),
+                c.theirs_runs,
+                c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
             )
         };
         writeln!(out, "{line}").map_err(|e| e.to_string())?;

@@ -243,6 +243,77 @@ pub(crate) fn run_pg_script(
     Ok(lines)
 }
 
+/// Ours against PostgreSQL's runs of one case: each side's median
+/// milliseconds and run count, and the ratio of the medians ours /
+/// PostgreSQL's (below 1, we are faster; None without both sides).
+pub(crate) struct Comparison {
+    pub ours_ms: Option<f64>,
+    pub ours_runs: usize,
+    pub theirs_ms: Option<f64>,
+    pub theirs_runs: usize,
+    pub ratio: Option<f64>,
+}
+
+impl Comparison {
+    /// The case's JSON object: `bench`, `"case": "median"`, the case's
+    /// own `fields` (an object), then the figures.
+    pub fn json(&self, bench: &str, fields: serde_json::Value) -> String {
+        let mut object = serde_json::json!({"bench": bench, "case": "median"});
+        if let (Some(object), serde_json::Value::Object(fields)) = (object.as_object_mut(), fields)
+        {
+            object.extend(fields);
+            object.extend([
+                ("aiostore_median_ms".to_string(), self.ours_ms.into()),
+                ("aiostore_runs".to_string(), self.ours_runs.into()),
+                ("postgresql_median_ms".to_string(), self.theirs_ms.into()),
+                ("postgresql_runs".to_string(), self.theirs_runs.into()),
+                (
+                    "ratio_aiostore_over_postgresql".to_string(),
+                    self.ratio.into(),
+                ),
+            ]);
+        }
+        object.to_string()
+    }
+}
+
+/// Each case's [`Comparison`], the cases (`key`) in the order of their
+/// first run: the runs whose `system` is "aiostore" against those whose
+/// is "postgresql", by their `ms`.
+pub(crate) fn compare_medians<'a, T, K: PartialEq + Copy>(
+    runs: &'a [T],
+    key: impl Fn(&'a T) -> K,
+    system: impl Fn(&T) -> &str,
+    ms: impl Fn(&T) -> f64,
+) -> Vec<(K, Comparison)> {
+    let mut keys: Vec<K> = Vec::new();
+    for r in runs {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.into_iter()
+        .map(|k| {
+            let of = |name: &str| -> Vec<f64> {
+                runs.iter()
+                    .filter(|r| system(r) == name && key(r) == k)
+                    .map(&ms)
+                    .collect()
+            };
+            let (ours, theirs) = (of("aiostore"), of("postgresql"));
+            let (ours_ms, theirs_ms) = (median(&ours), median(&theirs));
+            let comparison = Comparison {
+                ours_ms,
+                ours_runs: ours.len(),
+                theirs_ms,
+                theirs_runs: theirs.len(),
+                ratio: ours_ms.zip(theirs_ms).map(|(o, t)| o / t),
+            };
+            (k, comparison)
+        })
+        .collect()
+}
+
 /// Writes one benchmark case: as a JSON object with `--json`, else as the
 /// table row `row` formats.
 pub(crate) fn emit_case<C: serde::Serialize>(
