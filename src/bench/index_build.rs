@@ -165,8 +165,8 @@ pub fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<IndexBuildRun>, String> {
-    if opts.runs == 0 || opts.caches.is_empty() {
-        return Err("bench index-build needs --runs of at least 1 and a --cache".into());
+    if opts.rows == 0 || opts.runs == 0 || opts.caches.is_empty() {
+        return Err("bench index-build needs --rows and --runs of at least 1 and a --cache".into());
     }
     if opts.caches.contains(&Cache::Cold) {
         super::drop_page_cache().map_err(|e| {
