@@ -552,16 +552,34 @@ mod tests {
 
     #[test]
     fn multiplier_permutes_rows_and_spreads_each_group() {
-        let rows = rows_min() + 7;
-        let mult = multiplier(rows);
-        let mut seen = vec![false; rows as usize];
-        for i in 0..rows {
-            let j = (i as u128 * mult as u128 % rows as u128) as usize;
-            assert!(!seen[j], "j={j} twice");
-            seen[j] = true;
+        // The least table and the default one. The spread is not as good for
+        // every row count (at 1 000 000 rows two of a = 10000's rows are
+        // neighbours), since the step is only near the golden ratio.
+        for rows in [rows_min(), 5_000_000] {
+            let mult = multiplier(rows);
+            // i -> j = i × mult mod rows is a permutation: row_of[j] = i.
+            let mut row_of = vec![u64::MAX; rows as usize];
+            for i in 0..rows {
+                let j = (i as u128 * mult as u128 % rows as u128) as usize;
+                assert_eq!(row_of[j], u64::MAX, "rows={rows}: j={j} twice");
+                row_of[j] = i;
+            }
+            // Each group of k rows (a = k: j in start..start + k) is
+            // spread over the table: no two of its rows are closer than a
+            // fifth of the even spacing rows / k.
+            let mut start = 0;
+            for k in MATCHING_ROWS {
+                let mut group: Vec<u64> = (start..start + k).map(|j| row_of[j as usize]).collect();
+                group.sort_unstable();
+                let wrap = group[0] + rows - group[group.len() - 1];
+                let gap_min = group.windows(2).map(|w| w[1] - w[0]).fold(wrap, u64::min);
+                assert!(
+                    gap_min * k * 5 >= rows,
+                    "rows={rows}: a={k}'s rows as close as {gap_min} rows (even spacing {})",
+                    rows / k
+                );
+                start += k;
+            }
         }
-        // The 10 rows of a = 10 (j in 1..11) lie far apart.
-        let step = inverse_mod(mult, rows);
-        assert!(step > rows / 4 && step < rows * 3 / 4);
     }
 }
