@@ -348,7 +348,7 @@ enum Bench {
         /// Comma-separated: bitmap, index, seq (seq for the largest count only).
         #[arg(long, value_delimiter = ',', default_value = "bitmap,index,seq")]
         scan: Vec<String>,
-        /// The I/O method (default: io_uring where the kernel allows it).
+        /// The I/O method (default: the io_method setting).
         #[arg(long)]
         method: Option<String>,
         /// After each of our runs, run this script,
@@ -873,10 +873,6 @@ fn run_bench(
             pg_script,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
-            let method = match method {
-                Some(m) => parse_methods(&[m])?[0],
-                None => settings.io_method(),
-            };
             let caches = cache
                 .iter()
                 .map(|c| {
@@ -885,16 +881,13 @@ fn run_bench(
                     })
                 })
                 .collect::<Result<_, _>>()?;
-            if rows == 0 {
-                return Err("bench index-build needs --rows of at least 1".into());
-            }
             let options = aiostore::bench::index_build::IndexBuildOptions {
                 dir: dir.join("index-build"),
                 rows,
                 runs,
                 maintenance_work_mem,
                 caches,
-                method: usable_methods(vec![method])?[0],
+                method: bench_method(method, settings)?,
                 shared_buffers: settings.shared_buffers() as u32,
                 pg_script,
                 extra_settings: forwarded_settings(settings),
@@ -910,10 +903,6 @@ fn run_bench(
             pg_script,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
-            let method = match method {
-                Some(m) => parse_methods(&[m])?[0],
-                None => aiostore::config::IoMethod::IoUring,
-            };
             let methods = scan
                 .iter()
                 .map(|m| {
@@ -928,7 +917,7 @@ fn run_bench(
                 runs,
                 methods,
                 matching,
-                method: usable_methods(vec![method])?[0],
+                method: bench_method(method, settings)?,
                 shared_buffers: settings.shared_buffers() as u32,
                 pg_script,
                 extra_settings: forwarded_settings(settings),
@@ -943,10 +932,6 @@ fn run_bench(
             method,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
-            let method = match method {
-                Some(m) => parse_methods(&[m])?[0],
-                None => settings.io_method(),
-            };
             if sessions.is_empty() || sessions.contains(&0) || seconds.is_nan() || seconds <= 0.0 {
                 return Err("bench commit needs session counts of at least 1 (--sessions 1,8,32) and --seconds above 0".into());
             }
@@ -959,7 +944,7 @@ fn run_bench(
             }
             let options = aiostore::bench::commit::CommitOptions {
                 dir: dir.join("commit"),
-                method: usable_methods(vec![method])?[0],
+                method: bench_method(method, settings)?,
                 sessions,
                 seconds,
                 latencies_us: latency_us,
@@ -1087,6 +1072,20 @@ fn parse_methods(methods: &[String]) -> Result<Vec<aiostore::config::IoMethod>, 
             )),
         })
         .collect()
+}
+
+/// `--method` of the benchmarks that run one AIO method: that one, else
+/// the io_method setting; refused where the kernel refuses io_uring
+/// ([`usable_methods`]).
+fn bench_method(
+    method: Option<String>,
+    settings: &Settings,
+) -> Result<aiostore::config::IoMethod, String> {
+    let method = match method {
+        Some(m) => parse_methods(&[m])?[0],
+        None => settings.io_method(),
+    };
+    Ok(usable_methods(vec![method])?[0])
 }
 
 fn stream_bench_options(

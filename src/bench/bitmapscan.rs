@@ -46,9 +46,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::{execute, one_count};
 use crate::config::IoMethod;
-use crate::database::{Database, Session};
-use crate::storage::BLOCK_SIZE;
+use crate::database::Database;
 use crate::types::Value;
 
 /// The benchmark table's name, as the reference thread names it.
@@ -231,23 +231,6 @@ pub fn insert_sql(rows: u64, mult: u64, first: u64, last: u64) -> String {
     )
 }
 
-fn execute(s: &mut Session, sql: &str) -> Result<Vec<crate::sql::StatementResult>, String> {
-    crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))
-}
-
-fn one_integer(s: &mut Session, sql: &str) -> Result<u64, String> {
-    let results = execute(s, sql)?;
-    match results
-        .last()
-        .and_then(|r| r.rows.first())
-        .and_then(|row| row.first())
-    {
-        Some(Value::BigInt(n)) => Ok(*n as u64),
-        Some(Value::Integer(n)) => Ok(*n as u64),
-        other => Err(format!("{sql}: returned {other:?}, not a count")),
-    }
-}
-
 /// Creates the data directory and the table unless they hold `rows` rows
 /// and the index, calling `progress(done, rows)` after each statement
 /// that adds rows.
@@ -262,7 +245,7 @@ pub fn ensure_table(
     let mut s = db.session().map_err(|e| e.to_string())?;
     let rows = opts.rows;
     if db.catalog().table(TABLE).is_ok()
-        && one_integer(&mut s, &format!("SELECT count(*) FROM {TABLE}"))? == rows
+        && one_count(&mut s, &format!("SELECT count(*) FROM {TABLE}"))? == rows
         && db.catalog().index(INDEX).is_ok()
     {
         return Ok(());
@@ -294,9 +277,7 @@ pub fn ensure_table(
 /// Opens the table's database with the run's settings and checks the
 /// method.
 fn open(opts: &BitmapscanOptions) -> Result<Arc<Database>, String> {
-    let db = Database::open(&opts.dir, &opts.settings()).map_err(|e| e.to_string())?;
-    super::check_method(db.aio(), opts.method)?;
-    Ok(db)
+    super::open_checked(&opts.dir, &opts.settings(), opts.method)
 }
 
 /// The timed query of `a = k`.
@@ -342,7 +323,7 @@ fn run_ours(
     };
     let (reads_before, ios_before) = (reads(), ios());
     let started = Instant::now();
-    let n = one_integer(&mut s, &sql)?;
+    let n = one_count(&mut s, &sql)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     if n != matching {
         return Err(format!("{sql}: counted {n} rows, expected {matching}"));
@@ -422,7 +403,7 @@ pub fn run(
     // benches/pg_bitmapscan.sh passes it on to PostgreSQL if set.
     let pg_eic =
         std::env::var("EFFECTIVE_IO_CONCURRENCY").unwrap_or_else(|_| "1 (its default)".to_string());
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     let largest = opts.matching.iter().copied().max().unwrap_or(0);
     if !json {
         writeln!(
@@ -483,50 +464,35 @@ fn run_pg(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<BitmapscanRun>, String> {
-    let output = std::process::Command::new("sh")
-        .arg(script)
-        .arg(opts.rows.to_string())
-        .arg(multiplier(opts.rows).to_string())
-        .env("RUNS", "1")
-        .env("FIRST_RUN", run.to_string())
-        .env("MATCHING", matching.to_string())
-        .env("SCANS", method.name())
-        .output()
-        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}{}",
-            script.display(),
-            output.status,
-            text,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
+    let (first_run, matching) = (run.to_string(), matching.to_string());
+    let lines = super::run_pg_script(
+        script,
+        &[opts.rows.to_string(), multiplier(opts.rows).to_string()],
+        &[
+            ("RUNS", "1"),
+            ("FIRST_RUN", &first_run),
+            ("MATCHING", &matching),
+            ("SCANS", method.name()),
+        ],
+        "runs",
+    )?;
     let mut runs = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("postgresql ")) {
-        let field = |name: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-                .map(str::to_string)
-        };
-        let parsed = (|| {
-            let count: u64 = field("count")?.parse().ok()?;
+    for line in lines {
+        let (r, count) = line.parse(script, |l| {
+            let count: u64 = l.field("count")?.parse().ok()?;
             let r = BitmapscanRun {
                 bench: "bitmapscan",
                 system: "postgresql",
-                matching: field("k")?.parse().ok()?,
-                method: ScanMethod::parse(&field("method")?)?,
-                run: field("run")?.parse().ok()?,
-                ms: field("ms")?.parse().ok()?,
+                matching: l.field("k")?.parse().ok()?,
+                method: ScanMethod::parse(l.field("method")?)?,
+                run: l.field("run")?.parse().ok()?,
+                ms: l.field("ms")?.parse().ok()?,
                 blocks_read: None,
                 ios: None,
-                rows: field("rows")?.parse().ok()?,
+                rows: l.field("rows")?.parse().ok()?,
             };
             Some((r, count))
-        })();
-        let (r, count) =
-            parsed.ok_or_else(|| format!("{}: unexpected line {line:?}", script.display()))?;
+        })?;
         if r.rows != opts.rows || count != r.matching {
             return Err(format!(
                 "{}: PostgreSQL's table has {} rows and counted {count} for k={}; ours has {} rows",
@@ -539,21 +505,12 @@ fn run_pg(
         emit(out, json, &r)?;
         runs.push(r);
     }
-    if runs.is_empty() {
-        return Err(format!("{} reported no runs: {text}", script.display()));
-    }
     Ok(runs)
 }
 
 /// The median of each system's runs per matching count and method, and
 /// the ratio ours / PostgreSQL's (below 1, we are faster).
 fn print_medians(runs: &[BitmapscanRun], json: bool, out: &mut dyn Write) -> Result<(), String> {
-    let mut keys: Vec<(u64, ScanMethod)> = Vec::new();
-    for r in runs {
-        if !keys.contains(&(r.matching, r.method)) {
-            keys.push((r.matching, r.method));
-        }
-    }
     if !json {
         writeln!(
             out,
@@ -567,37 +524,21 @@ fn print_medians(runs: &[BitmapscanRun], json: bool, out: &mut dyn Write) -> Res
         )
         .map_err(|e| e.to_string())?;
     }
-    for (matching, method) in keys {
-        let ms = |system: &str| -> Vec<f64> {
-            runs.iter()
-                .filter(|r| r.system == system && r.matching == matching && r.method == method)
-                .map(|r| r.ms)
-                .collect()
-        };
-        let (ours, theirs) = (ms("aiostore"), ms("postgresql"));
-        let (ours_median, theirs_median) = (super::median(&ours), super::median(&theirs));
-        let ratio = ours_median.zip(theirs_median).map(|(o, t)| o / t);
+    let cases = super::compare_medians(runs, |r| (r.matching, r.method), |r| r.system, |r| r.ms);
+    for ((matching, method), c) in cases {
         let line = if json {
-            serde_json::json!({
-                "bench": "bitmapscan",
-                "case": "median",
-                "matching": matching,
-                "method": method,
-                "aiostore_median_ms": ours_median,
-                "aiostore_runs": ours.len(),
-                "postgresql_median_ms": theirs_median,
-                "postgresql_runs": theirs.len(),
-                "ratio_aiostore_over_postgresql": ratio,
-            })
-            .to_string()
+            c.json(
+                "bitmapscan",
+                serde_json::json!({"matching": matching, "method": method}),
+            )
         } else {
             let fmt = |m: Option<f64>| m.map_or("-".into(), |m| format!("{m:.1}"));
             format!(
                 "{matching:>8} {:<6} {:>10} {:>10} {:>8}",
                 method.name(),
-                fmt(ours_median),
-                fmt(theirs_median),
-                ratio.map_or("-".into(), |r| format!("{r:.2}"))
+                fmt(c.ours_ms),
+                fmt(c.theirs_ms),
+                c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
             )
         };
         writeln!(out, "{line}").map_err(|e| e.to_string())?;
@@ -611,16 +552,34 @@ mod tests {
 
     #[test]
     fn multiplier_permutes_rows_and_spreads_each_group() {
-        let rows = rows_min() + 7;
-        let mult = multiplier(rows);
-        let mut seen = vec![false; rows as usize];
-        for i in 0..rows {
-            let j = (i as u128 * mult as u128 % rows as u128) as usize;
-            assert!(!seen[j], "j={j} twice");
-            seen[j] = true;
+        // The least table and the default one. The spread is not as good for
+        // every row count (at 1 000 000 rows two of a = 10000's rows are
+        // neighbours), since the step is only near the golden ratio.
+        for rows in [rows_min(), 5_000_000] {
+            let mult = multiplier(rows);
+            // i -> j = i × mult mod rows is a permutation: row_of[j] = i.
+            let mut row_of = vec![u64::MAX; rows as usize];
+            for i in 0..rows {
+                let j = (i as u128 * mult as u128 % rows as u128) as usize;
+                assert_eq!(row_of[j], u64::MAX, "rows={rows}: j={j} twice");
+                row_of[j] = i;
+            }
+            // Each group of k rows (a = k: j in start..start + k) is
+            // spread over the table: no two of its rows are closer than a
+            // fifth of the even spacing rows / k.
+            let mut start = 0;
+            for k in MATCHING_ROWS {
+                let mut group: Vec<u64> = (start..start + k).map(|j| row_of[j as usize]).collect();
+                group.sort_unstable();
+                let wrap = group[0] + rows - group[group.len() - 1];
+                let gap_min = group.windows(2).map(|w| w[1] - w[0]).fold(wrap, u64::min);
+                assert!(
+                    gap_min * k * 5 >= rows,
+                    "rows={rows}: a={k}'s rows as close as {gap_min} rows (even spacing {})",
+                    rows / k
+                );
+                start += k;
+            }
         }
-        // The 10 rows of a = 10 (j in 1..11) lie far apart.
-        let step = inverse_mod(mult, rows);
-        assert!(step > rows / 4 && step < rows * 3 / 4);
     }
 }

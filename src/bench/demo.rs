@@ -99,7 +99,7 @@ impl DemoOptions {
 
     /// The pool's size in MiB.
     pub fn pool_mib(&self) -> u64 {
-        (self.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20
+        super::pool_mib(self.shared_buffers)
     }
 
     /// The table's size in MiB ([`TABLE_TIMES_POOL`] × the pool).

@@ -42,7 +42,6 @@ use serde::Serialize;
 use super::seqscan::{self, SeqscanOptions, TABLE};
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
-use crate::storage::BLOCK_SIZE;
 
 /// The columns indexed, each with its index's name: the integer column and
 /// the text (md5) column.
@@ -136,17 +135,13 @@ impl IndexBuildOptions {
 }
 
 fn execute(s: &mut Session, sql: &str) -> Result<(), String> {
-    crate::sql::execute(s, sql)
-        .map(drop)
-        .map_err(|e| format!("{sql}: {e}"))
+    super::execute(s, sql).map(drop)
 }
 
 /// Opens the table's database with the run's settings and checks the
 /// method.
 fn open(opts: &IndexBuildOptions) -> Result<Arc<Database>, String> {
-    let db = Database::open(&opts.dir, &opts.settings()).map_err(|e| e.to_string())?;
-    super::check_method(db.aio(), opts.method)?;
-    Ok(db)
+    super::open_checked(&opts.dir, &opts.settings(), opts.method)
 }
 
 fn emit(out: &mut dyn Write, json: bool, r: &IndexBuildRun) -> Result<(), String> {
@@ -170,8 +165,8 @@ pub fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<IndexBuildRun>, String> {
-    if opts.runs == 0 || opts.caches.is_empty() {
-        return Err("bench index-build needs --runs of at least 1 and a --cache".into());
+    if opts.rows == 0 || opts.runs == 0 || opts.caches.is_empty() {
+        return Err("bench index-build needs --rows and --runs of at least 1 and a --cache".into());
     }
     if opts.caches.contains(&Cache::Cold) {
         super::drop_page_cache().map_err(|e| {
@@ -189,7 +184,7 @@ pub fn run(
         let db = open(opts)?;
         seqscan::table_blocks(&db, TABLE)?.1
     };
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     if !json {
         writeln!(
             out,
@@ -270,46 +265,32 @@ fn run_pg(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<IndexBuildRun>, String> {
-    let output = std::process::Command::new("sh")
-        .arg(script)
-        .arg(opts.rows.to_string())
-        .env("RUNS", "1")
-        .env("FIRST_RUN", run.to_string())
-        .env("COLUMNS", column)
-        .env("MAINTENANCE_WORK_MEM", &opts.maintenance_work_mem)
-        .env("CACHES", cache.name())
-        .output()
-        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}{}",
-            script.display(),
-            output.status,
-            text,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
+    let first_run = run.to_string();
+    let lines = super::run_pg_script(
+        script,
+        &[opts.rows.to_string()],
+        &[
+            ("RUNS", "1"),
+            ("FIRST_RUN", &first_run),
+            ("COLUMNS", column),
+            ("MAINTENANCE_WORK_MEM", &opts.maintenance_work_mem),
+            ("CACHES", cache.name()),
+        ],
+        "builds",
+    )?;
     let mut runs = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("postgresql ")) {
-        let field = |name: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-                .map(str::to_string)
-        };
-        let parsed = (|| {
+    for line in lines {
+        let run = line.parse(script, |l| {
             Some(IndexBuildRun {
                 bench: "index-build",
                 system: "postgresql",
-                column: field("column")?,
-                cache: Cache::parse(&field("cache")?)?,
-                run: field("run")?.parse().ok()?,
-                ms: field("ms")?.parse().ok()?,
-                rows: field("rows")?.parse().ok()?,
+                column: l.field("column")?.to_string(),
+                cache: Cache::parse(l.field("cache")?)?,
+                run: l.field("run")?.parse().ok()?,
+                ms: l.field("ms")?.parse().ok()?,
+                rows: l.field("rows")?.parse().ok()?,
             })
-        })();
-        let run =
-            parsed.ok_or_else(|| format!("{}: unexpected line {line:?}", script.display()))?;
+        })?;
         if run.rows != opts.rows {
             return Err(format!(
                 "{}: PostgreSQL's table has {} rows, ours {}",
@@ -321,54 +302,34 @@ fn run_pg(
         emit(out, json, &run)?;
         runs.push(run);
     }
-    if runs.is_empty() {
-        return Err(format!("{} reported no builds: {text}", script.display()));
-    }
     Ok(runs)
 }
 
 /// The median of each system's runs per column and cache, and the ratio
 /// ours / PostgreSQL's (below 1, we build faster).
 fn print_medians(runs: &[IndexBuildRun], json: bool, out: &mut dyn Write) -> Result<(), String> {
-    let mut keys: Vec<(&str, Cache)> = Vec::new();
-    for r in runs {
-        if !keys.contains(&(r.column.as_str(), r.cache)) {
-            keys.push((r.column.as_str(), r.cache));
-        }
-    }
-    for (column, cache) in keys {
-        let ms = |system: &str| -> Vec<f64> {
-            runs.iter()
-                .filter(|r| r.system == system && r.column == column && r.cache == cache)
-                .map(|r| r.ms)
-                .collect()
-        };
-        let (ours, theirs) = (ms("aiostore"), ms("postgresql"));
-        let (ours_median, theirs_median) = (super::median(&ours), super::median(&theirs));
-        let ratio = ours_median.zip(theirs_median).map(|(o, t)| o / t);
+    let cases = super::compare_medians(
+        runs,
+        |r| (r.column.as_str(), r.cache),
+        |r| r.system,
+        |r| r.ms,
+    );
+    for ((column, cache), c) in cases {
         let line = if json {
-            serde_json::json!({
-                "bench": "index-build",
-                "case": "median",
-                "column": column,
-                "cache": cache,
-                "aiostore_median_ms": ours_median,
-                "aiostore_runs": ours.len(),
-                "postgresql_median_ms": theirs_median,
-                "postgresql_runs": theirs.len(),
-                "ratio_aiostore_over_postgresql": ratio,
-            })
-            .to_string()
+            c.json(
+                "index-build",
+                serde_json::json!({"column": column, "cache": cache}),
+            )
         } else {
             let fmt = |m: Option<f64>| m.map_or("-".into(), |m| format!("{m:.1} ms"));
             format!(
                 "median {column} {:<5} aiostore {} of {}, postgresql {} of {}: aiostore/postgresql {}",
                 cache.name(),
-                fmt(ours_median),
-                ours.len(),
-                fmt(theirs_median),
-                theirs.len(),
-                ratio.map_or("-".into(), |r| format!("{r:.2}"))
+                fmt(c.ours_ms),
+                c.ours_runs,
+                fmt(c.theirs_ms),
+                c.theirs_runs,
+                c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
             )
         };
         writeln!(out, "{line}").map_err(|e| e.to_string())?;

@@ -16,9 +16,14 @@ pub mod recovery;
 pub mod seqscan;
 pub mod streams;
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::IoMethod;
+use crate::database::{Database, Session};
+use crate::storage::BLOCK_SIZE;
+use crate::types::Value;
 
 /// The machine's load averages over 1, 5 and 15 minutes, as
 /// `/proc/loadavg` gives them: the figures' context on a shared machine.
@@ -127,11 +132,186 @@ pub(crate) fn check_method(aio: &crate::aio::Aio, wanted: IoMethod) -> Result<()
     ))
 }
 
+/// Opens the database in `dir` with `settings` and checks that it runs
+/// `method` ([`check_method`]): how every benchmark opens the database it
+/// times.
+pub(crate) fn open_checked(
+    dir: &Path,
+    settings: &[String],
+    method: IoMethod,
+) -> Result<Arc<Database>, String> {
+    let db = Database::open(dir, settings).map_err(|e| e.to_string())?;
+    check_method(db.aio(), method)?;
+    Ok(db)
+}
+
+/// MiB in a pool of `shared_buffers` buffers, for the printed settings.
+pub fn pool_mib(shared_buffers: u32) -> u64 {
+    (shared_buffers as u64 * BLOCK_SIZE as u64) >> 20
+}
+
+/// Runs `sql` in `s`; an error names the statement.
+pub(crate) fn execute(
+    s: &mut Session,
+    sql: &str,
+) -> Result<Vec<crate::sql::StatementResult>, String> {
+    crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))
+}
+
+/// The count `sql` returns: the first column of its last statement's
+/// first row, an integer.
+pub(crate) fn one_count(s: &mut Session, sql: &str) -> Result<u64, String> {
+    let results = execute(s, sql)?;
+    match results
+        .last()
+        .and_then(|r| r.rows.first())
+        .and_then(|row| row.first())
+    {
+        Some(Value::BigInt(n)) => Ok(*n as u64),
+        Some(Value::Integer(n)) => Ok(*n as u64),
+        other => Err(format!("{sql}: returned {other:?}, not a count")),
+    }
+}
+
 /// Drops the kernel page cache (root only), for cold buffered runs.
 pub fn drop_page_cache() -> std::io::Result<()> {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
+}
+
+/// One result line of a `benches/pg_*.sh` script: `postgresql 15 <case>
+/// name=value …`.
+pub(crate) struct PgLine(String);
+
+impl PgLine {
+    /// The value of `name=`, if the line has it.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.0
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+    }
+
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// `parse(self)`, or an error that shows the line and names `script`.
+    pub fn parse<R>(
+        &self,
+        script: &Path,
+        parse: impl FnOnce(&PgLine) -> Option<R>,
+    ) -> Result<R, String> {
+        parse(self).ok_or_else(|| format!("{}: unexpected line {:?}", script.display(), self.0))
+    }
+}
+
+/// Runs `script` (a `benches/pg_*.sh`: PostgreSQL on the same data) with
+/// `args` and the environment `envs` and returns its result lines, those
+/// starting `postgresql `: the one way the benchmarks run PostgreSQL's
+/// side. Fails when the script fails, or reports no `what` (runs, loads …).
+pub(crate) fn run_pg_script(
+    script: &Path,
+    args: &[String],
+    envs: &[(&str, &str)],
+    what: &str,
+) -> Result<Vec<PgLine>, String> {
+    let output = std::process::Command::new("sh")
+        .arg(script)
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}{}",
+            script.display(),
+            output.status,
+            text,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let lines: Vec<PgLine> = text
+        .lines()
+        .filter(|l| l.starts_with("postgresql "))
+        .map(|l| PgLine(l.to_string()))
+        .collect();
+    if lines.is_empty() {
+        return Err(format!("{} reported no {what}: {text}", script.display()));
+    }
+    Ok(lines)
+}
+
+/// Ours against PostgreSQL's runs of one case: each side's median
+/// milliseconds and run count, and the ratio of the medians ours /
+/// PostgreSQL's (below 1, we are faster; None without both sides).
+pub(crate) struct Comparison {
+    pub ours_ms: Option<f64>,
+    pub ours_runs: usize,
+    pub theirs_ms: Option<f64>,
+    pub theirs_runs: usize,
+    pub ratio: Option<f64>,
+}
+
+impl Comparison {
+    /// The case's JSON object: `bench`, `"case": "median"`, the case's
+    /// own `fields` (an object), then the figures.
+    pub fn json(&self, bench: &str, fields: serde_json::Value) -> String {
+        let mut object = serde_json::json!({"bench": bench, "case": "median"});
+        if let (Some(object), serde_json::Value::Object(fields)) = (object.as_object_mut(), fields)
+        {
+            object.extend(fields);
+            object.extend([
+                ("aiostore_median_ms".to_string(), self.ours_ms.into()),
+                ("aiostore_runs".to_string(), self.ours_runs.into()),
+                ("postgresql_median_ms".to_string(), self.theirs_ms.into()),
+                ("postgresql_runs".to_string(), self.theirs_runs.into()),
+                (
+                    "ratio_aiostore_over_postgresql".to_string(),
+                    self.ratio.into(),
+                ),
+            ]);
+        }
+        object.to_string()
+    }
+}
+
+/// Each case's [`Comparison`], the cases (`key`) in the order of their
+/// first run: the runs whose `system` is "aiostore" against those whose
+/// is "postgresql", by their `ms`.
+pub(crate) fn compare_medians<'a, T, K: PartialEq + Copy>(
+    runs: &'a [T],
+    key: impl Fn(&'a T) -> K,
+    system: impl Fn(&T) -> &str,
+    ms: impl Fn(&T) -> f64,
+) -> Vec<(K, Comparison)> {
+    let mut keys: Vec<K> = Vec::new();
+    for r in runs {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.into_iter()
+        .map(|k| {
+            let of = |name: &str| -> Vec<f64> {
+                runs.iter()
+                    .filter(|r| system(r) == name && key(r) == k)
+                    .map(&ms)
+                    .collect()
+            };
+            let (ours, theirs) = (of("aiostore"), of("postgresql"));
+            let (ours_ms, theirs_ms) = (median(&ours), median(&theirs));
+            let comparison = Comparison {
+                ours_ms,
+                ours_runs: ours.len(),
+                theirs_ms,
+                theirs_runs: theirs.len(),
+                ratio: ours_ms.zip(theirs_ms).map(|(o, t)| o / t),
+            };
+            (k, comparison)
+        })
+        .collect()
 }
 
 /// Writes one benchmark case: as a JSON object with `--json`, else as the

@@ -225,7 +225,7 @@ fn prepare(opts: &RecoveryOptions, dir: &Path, out: &mut dyn Write) -> Result<Cr
     let mut s = db.session().map_err(|e| e.to_string())?;
     let (rows, table_mib) = build_table(&db, &mut s, opts.table_mib)?;
     let mut tids = row_tids(&db, &mut s, rows)?;
-    sql(&mut s, "CHECKPOINT")?;
+    super::execute(&mut s, "CHECKPOINT")?;
     let redo = db.wal().redo();
     let updates_start = db.wal().insert_position();
     let target = updates_start + (opts.wal_mib << 20);
@@ -280,14 +280,10 @@ fn prepare(opts: &RecoveryOptions, dir: &Path, out: &mut dyn Write) -> Result<Cr
     Ok(image)
 }
 
-fn sql(s: &mut Session, text: &str) -> Result<Vec<crate::sql::StatementResult>, String> {
-    crate::sql::execute(s, text).map_err(|e| format!("{text}: {e}"))
-}
-
 /// Creates the table and fills it to `table_mib`; returns its rows and
 /// its size in MiB.
 fn build_table(db: &Database, s: &mut Session, table_mib: u64) -> Result<(u64, f64), String> {
-    sql(
+    super::execute(
         s,
         &format!("CREATE TABLE {TABLE} (id integer NOT NULL, v integer NOT NULL, pad text)"),
     )?;
@@ -316,7 +312,7 @@ fn build_table(db: &Database, s: &mut Session, table_mib: u64) -> Result<(u64, f
             rows.div_ceil(nblocks)
         };
         let n = ((target_blocks - nblocks) * per_block).clamp(1, BUILD_ROWS_PER_STATEMENT);
-        sql(
+        super::execute(
             s,
             &format!(
                 "INSERT INTO {TABLE} SELECT g, 0, repeat('x', {PAD_CHARS}) FROM generate_series({}, {}) g",
@@ -473,8 +469,7 @@ fn run_case(
         format!("debug_io_latency_us={latency_us}"),
         format!("recovery_prefetch={}", if prefetch { "on" } else { "off" }),
     ]);
-    let db = Database::open(&path, &settings).map_err(|e| e.to_string())?;
-    super::check_method(db.aio(), method)?;
+    let db = super::open_checked(&path, &settings, method)?;
     let report = db
         .recovery()
         .cloned()

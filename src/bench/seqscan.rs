@@ -25,7 +25,6 @@ use super::fio::{self, Pattern};
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
 use crate::storage::BLOCK_SIZE;
-use crate::types::Value;
 
 /// The benchmark table's name.
 pub const TABLE: &str = "bar";
@@ -85,22 +84,8 @@ pub fn settings(method: Option<IoMethod>, combine: usize, opts: &SeqscanOptions)
     settings
 }
 
-fn one_value(s: &mut Session, sql: &str) -> Result<Value, String> {
-    let results = crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))?;
-    results
-        .last()
-        .and_then(|r| r.rows.first())
-        .and_then(|row| row.first())
-        .cloned()
-        .ok_or_else(|| format!("{sql}: no result"))
-}
-
 fn count(s: &mut Session) -> Result<u64, String> {
-    match one_value(s, &format!("SELECT count(*) FROM {TABLE}"))? {
-        Value::BigInt(n) => Ok(n as u64),
-        Value::Integer(n) => Ok(n as u64),
-        other => Err(format!("count(*) returned {other:?}")),
-    }
+    super::one_count(s, &format!("SELECT count(*) FROM {TABLE}"))
 }
 
 /// Creates the data directory and the table unless they hold `rows` rows,
@@ -189,10 +174,7 @@ pub fn open_cold(
     method: IoMethod,
     combine: usize,
 ) -> Result<Arc<Database>, String> {
-    let db = Database::open(&opts.dir, &settings(Some(method), combine, opts))
-        .map_err(|e| e.to_string())?;
-    super::check_method(db.aio(), method)?;
-    Ok(db)
+    super::open_checked(&opts.dir, &settings(Some(method), combine, opts), method)
 }
 
 /// Builds the table unless it is there ([`ensure_table`], `progress` as
@@ -218,7 +200,7 @@ pub fn count_case(
     rows: u64,
     nblocks: u32,
 ) -> Result<SeqscanCase, String> {
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     let db = open_cold(opts, method, combine)?;
     let mut s = db.session().map_err(|e| e.to_string())?;
     let reads = || {
@@ -262,7 +244,7 @@ pub fn run_seqscan(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<SeqscanCase>, String> {
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     if opts.size_mib < 8 * pool_mib {
         return Err(format!(
             "--size-mib {} is less than 8 × shared_buffers ({pool_mib} MiB); the scan would be cached",
@@ -474,7 +456,7 @@ pub fn run_copy(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<CopyCase>, String> {
-    let pool_mib = (opts.shared_buffers as u64 * BLOCK_SIZE as u64) >> 20;
+    let pool_mib = super::pool_mib(opts.shared_buffers);
     let rows = rows_for_mib(opts.size_mib);
     let _ = writeln!(
         std::io::stderr(),
@@ -560,8 +542,7 @@ pub fn run_copy(
                 *setting = format!("io_direct={io_direct}");
             }
         }
-        let db = Database::open(&opts.dir, &settings).map_err(|e| e.to_string())?;
-        super::check_method(db.aio(), method)?;
+        let db = super::open_checked(&opts.dir, &settings, method)?;
         let mut s = db.session().map_err(|e| e.to_string())?;
         for _ in 0..copy.runs {
             for wal in ["wal", "nowal"] {
@@ -635,50 +616,33 @@ fn run_pg_copy(
         script.display(),
         csv.display()
     );
-    let output = std::process::Command::new("sh")
-        .arg(script)
-        .arg(csv)
-        .env("RUNS", runs.to_string())
-        .output()
-        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}{}",
-            script.display(),
-            output.status,
-            text,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
+    let csv = csv
+        .to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", csv.display()))?;
+    let lines = super::run_pg_script(
+        script,
+        &[csv.to_string()],
+        &[("RUNS", &runs.to_string())],
+        "loads",
+    )?;
     let mut runs = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("postgresql ")) {
-        let field = |name: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-                .map(str::to_string)
-        };
-        let parsed = (|| {
+    for line in lines {
+        let run = line.parse(script, |l| {
             Some(PgCopyRun {
                 bench: "copy",
                 case: "postgresql",
-                wal: field("mode")?,
-                run: field("run")?.parse().ok()?,
-                seconds: field("ms")?.parse::<f64>().ok()? / 1000.0,
-                rows: field("rows")?.parse().ok()?,
+                wal: l.field("mode")?.to_string(),
+                run: l.field("run")?.parse().ok()?,
+                seconds: l.field("ms")?.parse::<f64>().ok()? / 1000.0,
+                rows: l.field("rows")?.parse().ok()?,
             })
-        })();
-        let run =
-            parsed.ok_or_else(|| format!("{}: unexpected line {line:?}", script.display()))?;
+        })?;
         if json {
             super::emit_case(out, true, &run, |_| String::new())?;
         } else {
-            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            writeln!(out, "{}", line.text()).map_err(|e| e.to_string())?;
         }
         runs.push(run);
-    }
-    if runs.is_empty() {
-        return Err(format!("{} reported no loads: {text}", script.display()));
     }
     Ok(runs)
 }
