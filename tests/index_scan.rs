@@ -596,29 +596,14 @@ fn the_planner_spares_the_sort_where_an_index_gives_the_order() {
 
 #[test]
 fn an_index_only_scan_holding_entries_that_vacuum_removes_never_returns_a_deleted_row() {
-    use aiostore::inject::{Injection, INDEX_SCAN_BEFORE_HEAP_FETCH};
+    use aiostore::inject::INDEX_SCAN_BEFORE_HEAP_FETCH;
     for method in METHODS {
         let (_dir, _path, db) = new_small_pool_db(method, false);
         let mut s = db.session().unwrap();
         table_with_deleted_rows(&mut s);
-        let points = std::sync::Arc::clone(db.aio());
-        points
-            .injections()
-            .attach(INDEX_SCAN_BEFORE_HEAP_FETCH, Injection::park().times(1));
-        let scanner = {
-            let db = std::sync::Arc::clone(&db);
-            std::thread::spawn(move || {
-                let mut s = db.session().unwrap();
-                run(&mut s, "SET enable_seqscan = off");
-                run(&mut s, "SET enable_bitmapscan = off");
-                let shown = plan(&mut s, "SELECT k FROM t WHERE k <= 200").join("\n");
-                assert!(shown.contains("Index Only Scan"), "{shown}");
-                sorted_rows(&mut s, "SELECT k FROM t WHERE k <= 200")
-            })
-        };
-        assert!(points
-            .injections()
-            .wait_until_parked(INDEX_SCAN_BEFORE_HEAP_FETCH));
+        let (points, scanner) = parked_index_only_scan(&db, INDEX_SCAN_BEFORE_HEAP_FETCH, |s| {
+            sorted_rows(s, "SELECT k FROM t WHERE k <= 200")
+        });
         // Vacuum removes the deleted rows' entries and line pointers, and
         // a second pass marks their pages all-visible again: the entries
         // the parked scan holds must not be vouched for by those bits.
@@ -640,27 +625,14 @@ fn an_index_only_scan_holding_entries_that_vacuum_removes_never_returns_a_delete
 
 #[test]
 fn vacuum_waits_for_an_index_only_scan_to_let_go_of_its_leaf() {
-    use aiostore::inject::{Injection, INDEX_ONLY_SCAN_LEAF_PINNED};
+    use aiostore::inject::INDEX_ONLY_SCAN_LEAF_PINNED;
     for method in METHODS {
         let (_dir, _path, db) = new_small_pool_db(method, false);
         let mut s = db.session().unwrap();
         table_with_deleted_rows(&mut s);
-        let points = std::sync::Arc::clone(db.aio());
-        points
-            .injections()
-            .attach(INDEX_ONLY_SCAN_LEAF_PINNED, Injection::park().times(1));
-        let scanner = {
-            let db = std::sync::Arc::clone(&db);
-            std::thread::spawn(move || {
-                let mut s = db.session().unwrap();
-                run(&mut s, "SET enable_seqscan = off");
-                run(&mut s, "SET enable_bitmapscan = off");
-                common::ints(&mut s, "SELECT count(k) FROM t WHERE k <= 200")
-            })
-        };
-        assert!(points
-            .injections()
-            .wait_until_parked(INDEX_ONLY_SCAN_LEAF_PINNED));
+        let (points, scanner) = parked_index_only_scan(&db, INDEX_ONLY_SCAN_LEAF_PINNED, |s| {
+            common::ints(s, "SELECT count(k) FROM t WHERE k <= 200")
+        });
         // The scan holds the first leaf pinned: vacuum's index pass cannot
         // remove the dead rows' entries there until it lets go.
         let vacuum = {
@@ -799,4 +771,35 @@ fn table_with_deleted_rows(s: &mut Session) {
     run(s, "CREATE INDEX t_k ON t (k)");
     run(s, "VACUUM t");
     run(s, "DELETE FROM t WHERE k <= 200 AND k % 2 = 0");
+}
+
+/// Starts `query` in a session of its own on `table_with_deleted_rows`'s
+/// table, read by an index-only scan, and returns once it is parked at
+/// injection point `point` (attached for one hit): the points, to
+/// release it, and the thread, for its answer.
+fn parked_index_only_scan<T: Send + 'static>(
+    db: &std::sync::Arc<aiostore::database::Database>,
+    point: &'static str,
+    query: fn(&mut Session) -> T,
+) -> (
+    std::sync::Arc<aiostore::aio::Aio>,
+    std::thread::JoinHandle<T>,
+) {
+    let points = std::sync::Arc::clone(db.aio());
+    points
+        .injections()
+        .attach(point, aiostore::inject::Injection::park().times(1));
+    let scanner = {
+        let db = std::sync::Arc::clone(db);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            run(&mut s, "SET enable_seqscan = off");
+            run(&mut s, "SET enable_bitmapscan = off");
+            let shown = plan(&mut s, "SELECT k FROM t WHERE k <= 200").join("\n");
+            assert!(shown.contains("Index Only Scan"), "{shown}");
+            query(&mut s)
+        })
+    };
+    assert!(points.injections().wait_until_parked(point));
+    (points, scanner)
 }
