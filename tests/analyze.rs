@@ -16,7 +16,7 @@ const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUr
 
 /// EXPLAIN's lines for `sql`, joined.
 fn plan(s: &mut Session, sql: &str) -> String {
-    run(s, &format!("EXPLAIN {sql}"))
+    run(s, &format!("EXPLAIN (COSTS OFF) {sql}"))
         .pop()
         .unwrap()
         .rows

@@ -1019,7 +1019,7 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
     run(&mut s, "CHECKPOINT; SELECT evict_relation('t')");
     let plan: Vec<String> = rows(
         &mut s,
-        "EXPLAIN (ANALYZE, BUFFERS, IO) SELECT count(*) FROM t WHERE id > 10",
+        "EXPLAIN (COSTS OFF, ANALYZE, BUFFERS, IO) SELECT count(*) FROM t WHERE id > 10",
     )
     .into_iter()
     .map(|r| match &r[0] {
@@ -1065,7 +1065,7 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
     let small_blocks = scalar(&mut s, "SELECT prewarm('small')");
     let again = rows(
         &mut s,
-        "EXPLAIN (ANALYZE, BUFFERS) SELECT count(*) FROM small",
+        "EXPLAIN (COSTS OFF, ANALYZE, BUFFERS) SELECT count(*) FROM small",
     );
     let buffers = again.iter().find_map(|r| match &r[0] {
         Value::Text(l) if l.contains("Buffers:") => Some(l.clone()),
@@ -1080,7 +1080,10 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
     );
     // A LIMIT stops the scan: it does not read the whole table, and the
     // scan returns (and counts) only the rows the limit takes.
-    let limited = rows(&mut s, "EXPLAIN ANALYZE SELECT id FROM t LIMIT 3");
+    let limited = rows(
+        &mut s,
+        "EXPLAIN (COSTS OFF, ANALYZE) SELECT id FROM t LIMIT 3",
+    );
     assert_eq!(limited[0][0], text("Limit (actual rows=3 loops=1)"));
     assert_eq!(
         limited[1][0],
@@ -1089,7 +1092,7 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
     run(&mut s, "SELECT evict_relation('t')");
     let limited = rows(
         &mut s,
-        "EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM t LIMIT 10",
+        "EXPLAIN (COSTS OFF, ANALYZE, BUFFERS) SELECT * FROM t LIMIT 10",
     );
     let Value::Text(buffers) = &limited[2][0] else {
         panic!("{limited:?}")
@@ -1107,7 +1110,7 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
     // Plain EXPLAIN shows the plan without running it.
     let plain = rows(
         &mut s,
-        "EXPLAIN SELECT id, count(*) FROM t GROUP BY id ORDER BY 2 DESC LIMIT 1",
+        "EXPLAIN (COSTS OFF) SELECT id, count(*) FROM t GROUP BY id ORDER BY 2 DESC LIMIT 1",
     );
     let plain: Vec<Value> = plain.into_iter().map(|mut r| r.remove(0)).collect();
     assert_eq!(
@@ -1122,7 +1125,10 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
         ]
         .map(text)
     );
-    assert_eq!(last(&mut s, "EXPLAIN DELETE FROM t").tag, "EXPLAIN");
+    assert_eq!(
+        last(&mut s, "EXPLAIN (COSTS OFF) DELETE FROM t").tag,
+        "EXPLAIN"
+    );
     assert_eq!(
         count(&mut s, "t"),
         5000,
@@ -1130,7 +1136,7 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
     );
     assert_fails(
         &mut s,
-        "EXPLAIN (IO) SELECT 1",
+        "EXPLAIN (COSTS OFF, IO) SELECT 1",
         Fails::With("EXPLAIN option IO requires ANALYZE"),
     );
 }
@@ -1148,7 +1154,7 @@ fn explain_analyze_shows_wal_and_flush_waits(method: IoMethod) {
     );
     let plan: Vec<String> = rows(
         &mut s,
-        "EXPLAIN (ANALYZE, WAL, IO) UPDATE w SET note = repeat('y', 200)",
+        "EXPLAIN (COSTS OFF, ANALYZE, WAL, IO) UPDATE w SET note = repeat('y', 200)",
     )
     .into_iter()
     .map(|r| match &r[0] {
@@ -1173,7 +1179,10 @@ fn explain_analyze_shows_wal_and_flush_waits(method: IoMethod) {
     assert!(figure(&plan[2], "waits=") >= 1.0, "{plan:#?}");
     assert!(plan[2].ends_with(" ms"), "{plan:#?}");
     // Without IO, no flush line; a query that logs nothing shows no WAL.
-    let quiet = rows(&mut s, "EXPLAIN (ANALYZE, WAL) SELECT count(*) FROM w");
+    let quiet = rows(
+        &mut s,
+        "EXPLAIN (COSTS OFF, ANALYZE, WAL) SELECT count(*) FROM w",
+    );
     assert!(
         !quiet
             .iter()
@@ -1182,7 +1191,7 @@ fn explain_analyze_shows_wal_and_flush_waits(method: IoMethod) {
     );
     assert_fails(
         &mut s,
-        "EXPLAIN (WAL) SELECT 1",
+        "EXPLAIN (COSTS OFF, WAL) SELECT 1",
         Fails::With("EXPLAIN option WAL requires ANALYZE"),
     );
 }
@@ -1631,13 +1640,13 @@ fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: I
     assert_eq!(spilled_groups, in_memory_groups);
     assert!(in_memory_groups.len() > 1000, "{}", in_memory_groups.len());
 
-    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {sort}"));
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF, ANALYZE) {sort}"));
     assert!(
         plan.iter()
             .any(|l| l.contains("Sort Method: external merge  Disk: ")),
         "{plan:#?}"
     );
-    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {group}"));
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF, ANALYZE) {group}"));
     let batches = plan
         .iter()
         .find_map(|l| l.trim().strip_prefix("Batches: "))
@@ -1669,7 +1678,7 @@ fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: I
     // values spill too.
     let plan = plan_lines(
         &mut s,
-        "EXPLAIN (ANALYZE) SELECT id % 40, max(repeat(k, 300)) FROM t GROUP BY 1",
+        "EXPLAIN (COSTS OFF, ANALYZE) SELECT id % 40, max(repeat(k, 300)) FROM t GROUP BY 1",
     );
     let batches = plan
         .iter()
@@ -1683,7 +1692,7 @@ fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: I
     assert_eq!(first, in_memory_sorted[5..8]);
     let plan = plan_lines(
         &mut s,
-        &format!("EXPLAIN (ANALYZE) {sort} LIMIT 3 OFFSET 5"),
+        &format!("EXPLAIN (COSTS OFF, ANALYZE) {sort} LIMIT 3 OFFSET 5"),
     );
     assert!(
         plan.iter()
@@ -1691,13 +1700,13 @@ fn sorts_and_aggregations_beyond_work_mem_spill_and_give_the_same_rows(method: I
         "{plan:#?}"
     );
     run(&mut s, "SET work_mem = '64MB'");
-    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {sort}"));
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF, ANALYZE) {sort}"));
     assert!(
         plan.iter()
             .any(|l| l.contains("Sort Method: quicksort  Memory: ")),
         "{plan:#?}"
     );
-    let plan = plan_lines(&mut s, &format!("EXPLAIN (ANALYZE) {group}"));
+    let plan = plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF, ANALYZE) {group}"));
     assert!(
         plan.iter()
             .any(|l| l.trim().starts_with("Batches: 1  Memory Usage: ")),
@@ -1797,19 +1806,19 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
     );
     let nested = "SELECT a.id, b.id FROM a JOIN b ON a.k = b.k AND b.id % 3 <> 0 WHERE a.id <= 40";
     assert_eq!(
-        plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
+        plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF) {nested}"))[0],
         "Nested Loop"
     );
     let by_nested_loop = ids(&mut s, nested);
     run(&mut s, "RESET enable_mergejoin");
     assert_eq!(
-        plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
+        plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF) {nested}"))[0],
         "Merge Join"
     );
     assert_eq!(ids(&mut s, nested), by_nested_loop);
     run(&mut s, "RESET enable_hashjoin");
     assert_eq!(
-        plan_lines(&mut s, &format!("EXPLAIN {nested}"))[0],
+        plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF) {nested}"))[0],
         "Hash Join"
     );
     assert_eq!(ids(&mut s, nested), by_nested_loop);
@@ -1849,7 +1858,7 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
     );
     let plan = plan_lines(
         &mut s,
-        "EXPLAIN SELECT a.id FROM a, b WHERE a.k = b.k AND a.id < 5",
+        "EXPLAIN (COSTS OFF) SELECT a.id FROM a, b WHERE a.k = b.k AND a.id < 5",
     );
     assert_eq!(
         plan,
@@ -1861,7 +1870,10 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
             "  ->  Seq Scan on b",
         ]
     );
-    let plan = plan_lines(&mut s, "EXPLAIN SELECT 1 FROM a LEFT JOIN b ON a.id < b.id");
+    let plan = plan_lines(
+        &mut s,
+        "EXPLAIN (COSTS OFF) SELECT 1 FROM a LEFT JOIN b ON a.id < b.id",
+    );
     assert_eq!(
         plan,
         [
@@ -1917,7 +1929,7 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
     // EXPLAIN ANALYZE shows the inner side's runs, and rows per run.
     let plan = plan_lines(
         &mut s,
-        "EXPLAIN (ANALYZE) SELECT count(*) FROM a JOIN b ON a.id < b.id WHERE a.id <= 3",
+        "EXPLAIN (COSTS OFF, ANALYZE) SELECT count(*) FROM a JOIN b ON a.id < b.id WHERE a.id <= 3",
     );
     assert!(
         plan.iter()
@@ -1933,11 +1945,17 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
          INSERT INTO c3 VALUES ('ab ', 'ab'), ('zz', 'x'), ('q', NULL)",
     );
     assert_eq!(
-        plan_lines(&mut s, "EXPLAIN SELECT 1 FROM c5 JOIN c3 ON c5.k = c3.k")[0],
+        plan_lines(
+            &mut s,
+            "EXPLAIN (COSTS OFF) SELECT 1 FROM c5 JOIN c3 ON c5.k = c3.k"
+        )[0],
         "Hash Join"
     );
     assert_eq!(
-        plan_lines(&mut s, "EXPLAIN SELECT 1 FROM c5 JOIN c3 ON c5.t = c3.v")[0],
+        plan_lines(
+            &mut s,
+            "EXPLAIN (COSTS OFF) SELECT 1 FROM c5 JOIN c3 ON c5.t = c3.v"
+        )[0],
         "Hash Join"
     );
     assert_eq!(
@@ -1973,7 +1991,7 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
         ),
     ] {
         assert_eq!(
-            plan_lines(&mut s, &format!("EXPLAIN {query}"))[0],
+            plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF) {query}"))[0],
             "Hash Join"
         );
         assert_eq!(ids(&mut s, query), expected, "{query}");
@@ -2923,7 +2941,9 @@ fn nesting_to_the_bound_runs_in_a_small_stack_and_one_level_more_is_refused(meth
             );
             let plan = rows(
                 &mut s,
-                &format!("EXPLAIN SELECT 1 FROM generate_series(1, 2) g WHERE {deep_id} = 1"),
+                &format!(
+                    "EXPLAIN (COSTS OFF) SELECT 1 FROM generate_series(1, 2) g WHERE {deep_id} = 1"
+                ),
             );
             let filter = plan.iter().find_map(|r| match &r[0] {
                 Value::Text(line) if line.trim_start().starts_with("Filter:") => Some(line.clone()),
@@ -3244,7 +3264,7 @@ fn fuzz_statement() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => plain.clone(),
         3 => grouped.clone(),
-        1 => prop_oneof![plain, grouped].prop_map(|s| format!("EXPLAIN (ANALYZE, BUFFERS, IO) {s}")),
+        1 => prop_oneof![plain, grouped].prop_map(|s| format!("EXPLAIN (COSTS OFF, ANALYZE, BUFFERS, IO) {s}")),
         2 => (int.clone(), text.clone()).prop_map(|(a, b)| format!("INSERT INTO t VALUES ({a}, {b})")),
         1 => (0..100i32).prop_map(|k| format!("INSERT INTO t SELECT x + {k}, md5(x::text) FROM generate_series(0, 7) x")),
         2 => (int, text, boolean.clone())

@@ -59,9 +59,14 @@ fn print(v: &Value) -> String {
     }
 }
 
-/// EXPLAIN's lines for `query`.
+/// EXPLAIN's lines for `query` (which may begin with options in
+/// parentheses), without estimates.
 fn explain(s: &mut Session, query: &str) -> Vec<String> {
-    last(s, &format!("EXPLAIN {query}"))
+    let explain = match query.strip_prefix('(') {
+        Some(options) => format!("EXPLAIN (COSTS OFF, {options}"),
+        None => format!("EXPLAIN (COSTS OFF) {query}"),
+    };
+    last(s, &explain)
         .rows
         .iter()
         .map(|r| format_value(&r[0]))

@@ -63,7 +63,7 @@ fn error(s: &mut Session, text: &str) -> String {
 /// Asserts that `query`'s hash aggregation spilled: its EXPLAIN ANALYZE
 /// shows more than one batch.
 fn assert_aggregation_spills(s: &mut Session, query: &str) {
-    let plan = column(s, &format!("EXPLAIN ANALYZE {query}"));
+    let plan = column(s, &format!("EXPLAIN (COSTS OFF, ANALYZE) {query}"));
     assert!(
         plan.iter()
             .any(|l| l.contains("Batches:") && !l.contains("Batches: 1 ")),
@@ -588,7 +588,7 @@ fn numeric_columns_store_order_group_join_and_survive_reopening(method: IoMethod
     );
     let join = "SELECT k.n, num.id FROM k JOIN num ON num.p = k.n ORDER BY n, id";
     assert_eq!(printed(&mut s, join), [["0", "3"], ["0", "6"], ["2", "7"]]);
-    let plan = column(&mut s, &format!("EXPLAIN {join}"));
+    let plan = column(&mut s, &format!("EXPLAIN (COSTS OFF) {join}"));
     assert!(plan.iter().any(|l| l.contains("Hash Join")), "{plan:#?}");
     // COPY writes what PostgreSQL's COPY writes, and reads it back.
     let copied = run_io(&mut s, "COPY num TO STDOUT", b"").unwrap();

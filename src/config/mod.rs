@@ -150,6 +150,24 @@ pub struct Costs {
     pub cpu_operator: f64,
     /// `effective_cache_size` in pages.
     pub effective_cache_pages: f64,
+    /// `work_mem` in bytes: where sorts and hash tables are expected to
+    /// spill.
+    pub work_mem_bytes: f64,
+}
+
+impl Costs {
+    /// PostgreSQL's defaults (and ours), with `effective_cache_size` of
+    /// 4 GiB and `work_mem` of 4 MiB: what the planner's unit tests cost
+    /// with.
+    pub const DEFAULTS: Costs = Costs {
+        seq_page: 1.0,
+        random_page: 4.0,
+        cpu_tuple: 0.01,
+        cpu_index_tuple: 0.005,
+        cpu_operator: 0.0025,
+        effective_cache_pages: 524_288.0,
+        work_mem_bytes: 4.0 * 1024.0 * 1024.0,
+    };
 }
 
 /// When a setting may change.
@@ -931,6 +949,7 @@ impl Settings {
             cpu_index_tuple: self.real("cpu_index_tuple_cost"),
             cpu_operator: self.real("cpu_operator_cost"),
             effective_cache_pages: self.integer("effective_cache_size") as f64,
+            work_mem_bytes: self.work_mem_bytes() as f64,
         }
     }
 
@@ -1031,6 +1050,7 @@ mod tests {
         assert_eq!(s.io_direct(), IoDirect::default());
         assert!(!s.zero_damaged_pages());
         assert!(s.recovery_prefetch());
+        assert_eq!(s.costs(), Costs::DEFAULTS);
     }
 
     #[test]

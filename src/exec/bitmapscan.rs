@@ -31,6 +31,7 @@
 
 use std::sync::Arc;
 
+use super::estimate::Estimate;
 use super::explain::{push_buffers, push_filter, stream_details, ExplainOptions};
 use super::expr::Expr;
 use super::indexscan::{scan_keys, IndexQual};
@@ -80,6 +81,8 @@ pub struct BitmapIndexScanNode {
     buffers: ReadCounts,
     leaf_pages: u64,
     searches: u64,
+    /// The planner's estimate (the bitmap's cost, its TIDs).
+    pub estimate: Option<Estimate>,
 }
 
 impl BitmapIndexScanNode {
@@ -103,6 +106,7 @@ impl BitmapIndexScanNode {
             buffers: ReadCounts::default(),
             leaf_pages: 0,
             searches: 0,
+            estimate: None,
         }
     }
 
@@ -137,6 +141,10 @@ impl BitmapNode for BitmapIndexScanNode {
 impl PlanNode for BitmapIndexScanNode {
     fn next_batch(&mut self, _: &mut ExecCx, _: &mut Batch, _: usize) -> Result<(), ExecError> {
         no_rows()
+    }
+
+    fn estimate(&self) -> Option<Estimate> {
+        self.estimate
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {
@@ -186,6 +194,8 @@ pub struct BitmapSetNode {
     inputs: Vec<Box<dyn BitmapNode>>,
     counts: NodeCounts,
     built: bool,
+    /// The planner's estimate (the combined bitmap's cost, its TIDs).
+    pub estimate: Option<Estimate>,
 }
 
 impl BitmapSetNode {
@@ -196,6 +206,7 @@ impl BitmapSetNode {
             inputs,
             counts: NodeCounts::default(),
             built: false,
+            estimate: None,
         }
     }
 }
@@ -224,6 +235,10 @@ impl BitmapNode for BitmapSetNode {
 impl PlanNode for BitmapSetNode {
     fn next_batch(&mut self, _: &mut ExecCx, _: &mut Batch, _: usize) -> Result<(), ExecError> {
         no_rows()
+    }
+
+    fn estimate(&self) -> Option<Estimate> {
+        self.estimate
     }
 
     fn rescan(&mut self, _: &mut ExecCx) -> Result<(), ExecError> {

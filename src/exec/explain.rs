@@ -30,6 +30,7 @@ use std::time::Duration;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::estimate::Estimate;
 use super::plan::{Filter, NodeCounts, PlanNode};
 use super::subplan::{SubPlan, SubPlanMode};
 use super::Plan;
@@ -52,6 +53,8 @@ pub struct ExplainOptions {
     pub wal: bool,
     /// Planning and execution time lines (on with `analyze`).
     pub summary: bool,
+    /// The planner's estimate of each node (on unless `COSTS OFF`).
+    pub costs: bool,
 }
 
 /// Times for the summary lines, and what the run cost the log.
@@ -67,6 +70,8 @@ pub struct Timing {
 struct Node {
     /// None for a subquery's title, which is only a detail line.
     title: Option<String>,
+    /// The planner's estimate, if it gave one.
+    estimate: Option<Estimate>,
     counts: Option<NodeCounts>,
     details: Vec<String>,
     /// Spaces before the title's `->  `; `None` for the top node, which
@@ -102,11 +107,15 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
     match plan {
         Plan::Query(q) => tree_nodes(q.root.as_ref(), top, Vec::new(), opts, &mut nodes),
         Plan::Insert(i) => {
-            nodes.push(change_node("Insert", &i.table));
+            nodes.push(change_node("Insert", &i.table, i.input.as_ref()));
             tree_nodes(i.input.as_ref(), under_top, Vec::new(), opts, &mut nodes);
         }
         Plan::Update(u) => {
-            nodes.push(change_node("Update", &u.target.table));
+            nodes.push(change_node(
+                "Update",
+                &u.target.table,
+                u.target.scan.as_ref(),
+            ));
             tree_nodes(
                 u.target.scan.as_ref(),
                 under_top,
@@ -116,7 +125,11 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
             );
         }
         Plan::Delete(d) => {
-            nodes.push(change_node("Delete", &d.target.table));
+            nodes.push(change_node(
+                "Delete",
+                &d.target.table,
+                d.target.scan.as_ref(),
+            ));
             tree_nodes(
                 d.target.scan.as_ref(),
                 under_top,
@@ -152,6 +165,11 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
                 None => title.clone(),
                 Some(at) => format!("{}->  {title}", " ".repeat(at)),
             };
+            if let (true, Some(e)) = (opts.costs, node.estimate) {
+                // Two spaces, as PostgreSQL sets the estimate off.
+                line.push_str("  ");
+                line.push_str(&e.label());
+            }
             if opts.analyze {
                 if let Some(c) = node.counts {
                     // As PostgreSQL: rows per run, and the runs.
@@ -180,9 +198,15 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
 
 /// The top node of a data-changing statement: "Insert on t" (it returns
 /// no rows, as in PostgreSQL without RETURNING).
-fn change_node(verb: &str, table: &TableDef) -> Node {
+/// Its estimate is its input's cost, with no rows returned.
+fn change_node(verb: &str, table: &TableDef, input: &dyn PlanNode) -> Node {
     Node {
         title: Some(format!("{verb} on {}", table.name())),
+        estimate: input.estimate().map(|e| Estimate {
+            rows: 0.0,
+            width: 0,
+            ..e
+        }),
         counts: Some(NodeCounts::default()),
         details: Vec::new(),
         arrow_at: None,
@@ -229,6 +253,7 @@ fn tree_nodes(
     let (arrow_at, detail_indent) = position;
     out.push(Node {
         title: Some(d.title),
+        estimate: node.estimate(),
         counts: Some(d.counts),
         details: d.details,
         arrow_at,
@@ -242,6 +267,7 @@ fn tree_nodes(
             let p = p.borrow();
             out.push(Node {
                 title: None,
+                estimate: None,
                 counts: None,
                 details: vec![p.title()],
                 arrow_at: None,

@@ -489,6 +489,59 @@ impl Expr {
         self
     }
 
+    /// The same expression over the inner rows of a nested loop that
+    /// start at column `start` of the joined rows it was planned for, the
+    /// outer row's columns (those before `start`) read as parameters: each
+    /// such column becomes `$n`, `n` from `params` if the column has one
+    /// there, else from `next_param`, recorded in `params` as (`n`, the
+    /// column over the outer row). The loop sets them from each outer row
+    /// before running its inner side.
+    pub fn parameterized(
+        mut self,
+        start: usize,
+        params: &mut Vec<(usize, Expr)>,
+        next_param: &mut dyn FnMut() -> usize,
+    ) -> Expr {
+        fn visit(
+            e: &mut Expr,
+            start: usize,
+            params: &mut Vec<(usize, Expr)>,
+            next_param: &mut dyn FnMut() -> usize,
+        ) {
+            if let Kind::Column(c) = e.kind {
+                if c >= start {
+                    e.kind = Kind::Column(c - start);
+                } else {
+                    let known = params
+                        .iter()
+                        .find(|(_, outer)| outer.column_index() == Some(c))
+                        .map(|(n, _)| *n);
+                    let n = known.unwrap_or_else(|| {
+                        let n = next_param();
+                        params.push((n, Expr::column(c, e.ty.unwrap_or(ColumnType::Text))));
+                        n
+                    });
+                    debug_assert!(params.iter().any(|(m, _)| *m == n));
+                    e.kind = Kind::Param(n);
+                }
+                return;
+            }
+            for child in e.children_mut() {
+                visit(child, start, params, next_param);
+            }
+        }
+        visit(&mut self, start, params, next_param);
+        self
+    }
+
+    /// The comparison operator, if the expression is a comparison.
+    pub fn comparison_op(&self) -> Option<BinaryOp> {
+        match &self.kind {
+            Kind::Compare(op, ..) => Some(*op),
+            _ => None,
+        }
+    }
+
     /// A constant.
     pub fn constant(v: Value) -> Expr {
         Expr {

@@ -126,6 +126,10 @@ pub struct NestedLoopNode {
     /// The inner side was pulled since it was last (re)started.
     inner_used: bool,
     done: bool,
+    /// Parameters the inner side reads (`$n`), each set from the outer
+    /// row (the expression over it) before the inner side runs for it:
+    /// an inner index scan searching by the outer row's values.
+    params: Vec<(usize, Expr)>,
 }
 
 impl NestedLoopNode {
@@ -148,7 +152,15 @@ impl NestedLoopNode {
             current: None,
             inner_used: false,
             done: false,
+            params: Vec::new(),
         }
+    }
+
+    /// The same join, setting `params` from each outer row before the
+    /// inner side runs for it (a parameterized nested loop).
+    pub fn with_params(mut self, params: Vec<(usize, Expr)>) -> NestedLoopNode {
+        self.params = params;
+        self
     }
 }
 
@@ -171,6 +183,10 @@ impl PlanNode for NestedLoopNode {
                         break;
                     }
                     Some(row) => {
+                        for (n, e) in &self.params {
+                            let v = e.eval(&row, cx)?;
+                            cx.eval.set_param(*n, v);
+                        }
                         if self.inner_used {
                             self.inner.rescan(cx)?;
                         }

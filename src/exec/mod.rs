@@ -63,6 +63,7 @@ pub mod analyze;
 pub mod bitmapscan;
 pub mod copy;
 pub mod dml;
+pub mod estimate;
 pub mod explain;
 pub mod expr;
 pub mod index;
@@ -91,6 +92,7 @@ use crate::types::{TypeError, Value};
 
 pub use copy::{copy_from, copy_to, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo};
 pub use dml::{ChangeTarget, DeletePlan, InsertPlan, UpdatePlan};
+pub use estimate::{estimate_of, Estimate, Estimated};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
 pub use join::{HashCond, HashJoinNode, JoinKind, NestedLoopNode};

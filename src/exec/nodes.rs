@@ -219,6 +219,22 @@ impl Series {
         };
         Ok(Some((first, last, step)))
     }
+
+    /// How many values it makes, if its bounds are constants (what
+    /// PostgreSQL's planner knows of it then); None otherwise.
+    pub fn rows_when_constant(&self) -> Option<f64> {
+        let constant = |e: &Expr| e.as_const().and_then(as_i64);
+        let (first, last) = (constant(&self.start)?, constant(&self.stop)?);
+        let step = match &self.step {
+            Some(e) => constant(e)?,
+            None => 1,
+        };
+        if step == 0 {
+            return None;
+        }
+        let span = (i128::from(last) - i128::from(first)) / i128::from(step);
+        Some(if span < 0 { 0.0 } else { (span + 1) as f64 })
+    }
 }
 
 /// Where a series is.

@@ -119,6 +119,12 @@ pub trait PlanNode {
         Vec::new()
     }
 
+    /// The planner's estimate of the node (see `estimate`); none unless
+    /// it gave one.
+    fn estimate(&self) -> Option<super::estimate::Estimate> {
+        None
+    }
+
     /// Every table the subtree reads, its subqueries' too.
     fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
         for child in self.children() {

@@ -27,15 +27,19 @@ use crate::database::Database;
 use crate::exec::indexscan::{IndexQual, IndexScanNode, IndexSearch};
 use crate::exec::{BinaryOp, Filter, PlanNode, SeqScanNode};
 use crate::storage::{Fork, BLOCK_SIZE};
-use crate::types::ColumnType;
 
+use super::cost;
 use super::expr::StmtCx;
 use crate::btree::Direction;
 use crate::exec::expr::{Expr, IndexCond};
+use crate::exec::Estimate;
 
 /// What a disabled method costs on top (PostgreSQL's `disable_cost`): it
 /// is chosen only when nothing else can be.
-const DISABLE_COST: f64 = 1.0e10;
+pub(super) const DISABLE_COST: f64 = 1.0e10;
+/// Pages a table never analysed is taken to have at the least
+/// (PostgreSQL's 10).
+const UNANALYSED_PAGES_MIN: u32 = 10;
 /// Entries of a leaf page, for the height of an index.
 const ENTRIES_PER_LEAF: f64 = 200.0;
 /// Operators a B-tree descent costs per level, besides its comparisons
@@ -46,8 +50,6 @@ const DESCENT_OPERATORS_PER_LEVEL: f64 = 50.0;
 const MULTI_COLUMN_CORRELATION: f64 = 0.75;
 /// Bytes a row takes besides its columns: tuple header and line pointer.
 const ROW_OVERHEAD: usize = 28;
-/// Bytes assumed for a column of variable width.
-const VARIABLE_WIDTH: usize = 32;
 /// Below this a two-sided range's estimate is taken as nearly empty, not
 /// as the statistics' rounding (PostgreSQL's bound).
 const RANGE_ROUNDING: f64 = -0.01;
@@ -75,7 +77,10 @@ pub(crate) struct TableScan {
 /// conditions `filters` (over the table's columns): a sequential, index,
 /// index-only or bitmap scan, whichever costs least; with `order`, an
 /// index scan giving that order where it costs less than the cheapest
-/// scan and a sort.
+/// scan and a sort. The node carries its estimate; `loops` is how often
+/// it is expected to run (the inner side of a nested loop searching by
+/// each outer row: the pages its runs share are read once, as PostgreSQL
+/// takes them to be).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn table_scan(
     cx: &StmtCx,
@@ -86,23 +91,33 @@ pub(crate) fn table_scan(
     filters: Vec<Filter>,
     purpose: ReadFor,
     order: Option<&WantedOrder>,
+    loops: f64,
 ) -> Result<TableScan, super::SqlError> {
-    let unordered = |node| TableScan {
-        node,
-        ordered: false,
-    };
     let indexes = db.catalog().indexes_of(&table);
-    if indexes.is_empty() {
-        // Nothing to choose from: not even the table's size is needed.
-        let filter = super::query::and_all(filters)?;
-        let node: Box<dyn PlanNode> = Box::new(SeqScanNode::new(table, alias, wanted, filter));
-        return Ok(unordered(node));
-    }
     let size = TableSize::of(db, &table, &indexes, cx.costs);
     let c = &cx.costs;
+    let rows = filtered_rows(&size, &filters);
+    let width = size.width(&table, &wanted);
     let seq_cost = size.pages * c.seq_page
         + size.rows * (c.cpu_tuple + c.cpu_operator * filters.len() as f64)
         + if cx.scans.seq { 0.0 } else { DISABLE_COST };
+    let scan = |node: Box<dyn PlanNode>, startup: f64, total: f64, ordered: bool| TableScan {
+        node: cost::estimated(node, Estimate::new(startup, total, rows, width)),
+        ordered,
+    };
+    let seq_scan = |filters: Vec<Filter>| -> Result<TableScan, super::SqlError> {
+        let filter = super::query::and_all(filters)?;
+        let node: Box<dyn PlanNode> = Box::new(SeqScanNode::new(
+            Arc::clone(&table),
+            alias.clone(),
+            wanted.clone(),
+            filter,
+        ));
+        Ok(scan(node, 0.0, seq_cost, false))
+    };
+    if indexes.is_empty() {
+        return seq_scan(filters);
+    }
     let index_penalty = if cx.scans.index { 0.0 } else { DISABLE_COST };
     // Each index's plan, costed once: index-only where its keys hold
     // every column read, the table then read only for the pages not
@@ -112,7 +127,7 @@ pub(crate) fn table_scan(
         .iter()
         .filter_map(|index| {
             let whole = order.is_some_and(|o| gives_order(index, &o.keys).is_some());
-            let mut plan = index_plan_with(index, &filters, &size, whole)?;
+            let mut plan = index_plan_with(index, &filters, &size, whole, loops)?;
             plan.index_only = cx.scans.index_only
                 && purpose == ReadFor::Query
                 && wanted
@@ -122,6 +137,7 @@ pub(crate) fn table_scan(
             if plan.index_only {
                 plan.cost -= plan.heap_io * size.all_visible_fraction();
             }
+            plan.cost += index_penalty;
             Some(plan)
         })
         .collect();
@@ -129,16 +145,16 @@ pub(crate) fn table_scan(
     let best = plans
         .iter()
         .filter(|plan| !plan.quals.is_empty())
-        .map(|plan| (plan.cost + index_penalty, plan))
-        .filter(|(cost, _)| *cost < seq_cost)
-        .min_by(|a, b| a.0.total_cmp(&b.0));
+        .filter(|plan| plan.cost < seq_cost)
+        .min_by(|a, b| a.cost.total_cmp(&b.cost));
     // The bitmap path, beside the index path.
     let bitmap_penalty = if cx.scans.bitmap { 0.0 } else { DISABLE_COST };
-    let mut best_cost = best.map_or(seq_cost, |(c, _)| c);
+    let mut best_cost = best.map_or(seq_cost, |p| p.cost);
     let mut bitmap = None;
-    if let Some(plan) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
-        if plan.cost + bitmap_penalty < best_cost {
-            best_cost = plan.cost + bitmap_penalty;
+    if let Some(mut plan) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
+        plan.cost += bitmap_penalty;
+        if plan.cost < best_cost {
+            best_cost = plan.cost;
             bitmap = Some(plan);
         }
     }
@@ -146,41 +162,44 @@ pub(crate) fn table_scan(
     // sort of its rows (a LIMIT takes its share of the index scan, and
     // bounds the sort).
     if let Some(order) = order {
-        let rows = filtered_rows(&size, &filters);
-        let sorted_cost = best_cost + sort_cost(rows, order.limit, c);
+        let sorted_cost = best_cost + cost::sort_cost(rows, width, order.limit, c);
         let share = order.limit.map_or(1.0, |k| (k as f64 / rows).min(1.0));
         let ordered = plans
             .iter()
             .filter_map(|plan| Some((gives_order(&plan.index, &order.keys)?, plan)))
-            .map(|(direction, plan)| (plan.cost * share + index_penalty, direction, plan))
-            .filter(|(cost, ..)| *cost < sorted_cost)
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((_, direction, plan)) = ordered {
+            .filter(|(_, plan)| plan.cost * share < sorted_cost)
+            .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+        if let Some((direction, plan)) = ordered {
+            let (startup, total) = (plan.startup, plan.cost);
             let node = index_scan_node(table, alias, wanted, filters, plan.clone(), direction)?;
-            return Ok(TableScan {
-                node,
-                ordered: true,
-            });
+            return Ok(scan(node, startup, total, true));
         }
     }
     if let Some(plan) = bitmap {
-        let node = super::bitmap_path::bitmap_scan_node(table, alias, wanted, filters, plan)?;
-        return Ok(unordered(node));
+        let (startup, total) = (plan.startup, plan.cost);
+        let node = super::bitmap_path::bitmap_scan_node(
+            Arc::clone(&table),
+            alias,
+            wanted.clone(),
+            filters,
+            plan,
+            c,
+        )?;
+        return Ok(scan(node, startup, total, false));
     }
-    let Some((_, plan)) = best else {
-        let filter = super::query::and_all(filters)?;
-        let node: Box<dyn PlanNode> = Box::new(SeqScanNode::new(table, alias, wanted, filter));
-        return Ok(unordered(node));
+    let Some(plan) = best else {
+        return seq_scan(filters);
     };
+    let (startup, total) = (plan.startup, plan.cost);
     let node = index_scan_node(
-        table,
-        alias,
-        wanted,
+        Arc::clone(&table),
+        alias.clone(),
+        wanted.clone(),
         filters,
         plan.clone(),
         Direction::Forward,
     )?;
-    Ok(unordered(node))
+    Ok(scan(node, startup, total, false))
 }
 
 /// The index scan node for `plan`: its key conditions are searched by
@@ -256,28 +275,29 @@ fn gives_order(index: &IndexDef, keys: &[(usize, bool, bool)]) -> Option<Directi
     }
 }
 
-/// Rows left after `filters`, as far as their index-searchable parts can
-/// be estimated (the others are taken to pass every row).
-fn filtered_rows(size: &TableSize, filters: &[Filter]) -> f64 {
+/// Rows left after `filters`: the conditions an index could search by
+/// estimated from the statistics, the others at PostgreSQL's defaults.
+pub(super) fn filtered_rows(size: &TableSize, filters: &[Filter]) -> f64 {
     let selectivity: f64 = filters
         .iter()
         .flat_map(|f| f.predicate.conjuncts())
-        .filter_map(|c| c.as_index_cond())
-        .map(|cond| size.selectivity(&cond))
+        .map(|c| match c.as_index_cond() {
+            Some(cond) => size.selectivity(&cond),
+            None => default_selectivity(c),
+        })
         .product();
-    (size.rows * selectivity).max(1.0)
+    cost::clamp_rows(size.rows * selectivity)
 }
 
-/// What sorting `rows` rows costs (PostgreSQL's `cost_sort` in memory:
-/// two operators per comparison, n log n comparisons, or n log 2k for a
-/// bounded sort keeping the first k), and passing each on.
-fn sort_cost(rows: f64, limit: Option<u64>, c: &Costs) -> f64 {
-    let rows = rows.max(2.0);
-    let kept = match limit {
-        Some(k) if (2 * k.max(1)) as f64 <= rows => 2.0 * k.max(1) as f64,
-        _ => rows,
-    };
-    2.0 * c.cpu_operator * rows * kept.log2() + c.cpu_operator * rows
+/// Fraction of rows a condition nothing is known about passes, as
+/// PostgreSQL assumes: an equality one distinct value's share of the
+/// default, anything else a third.
+pub(super) fn default_selectivity(condition: &Expr) -> f64 {
+    match condition.comparison_op() {
+        Some(BinaryOp::Eq) => DEFAULT_EQ_SELECTIVITY,
+        Some(BinaryOp::Ne) => 1.0 - DEFAULT_EQ_SELECTIVITY,
+        _ => DEFAULT_RANGE_SELECTIVITY,
+    }
 }
 
 /// What a table is read for.
@@ -298,6 +318,8 @@ pub(crate) struct TableSize {
     stats: Option<Arc<TableStats>>,
     /// Pages of each of the table's indexes, by relation number.
     index_pages: Vec<(u32, f64)>,
+    /// Columns that are a unique index's only key.
+    unique_columns: Vec<usize>,
     /// The statement's cost parameters.
     pub costs: Costs,
 }
@@ -317,6 +339,14 @@ impl TableSize {
             .nblocks(Fork::Main)
             .unwrap_or(0);
         let stats = db.statistics().of(table.oid);
+        // A table never analysed and smaller than a few pages is taken to
+        // be that size, as PostgreSQL takes one (`estimate_rel_size`): it
+        // may have just been created and be about to fill, and a plan for
+        // an empty table (a nested loop over it) is ruinous when it is not.
+        let pages = match &stats {
+            Some(_) => pages,
+            None => pages.max(UNANALYSED_PAGES_MIN),
+        };
         let rows = match &stats {
             Some(s) => s.rows_now(pages),
             None => f64::from(pages) * rows_per_page(table),
@@ -328,11 +358,17 @@ impl TableSize {
                 (i.rel, f64::from(pages))
             })
             .collect();
+        let unique_columns = indexes
+            .iter()
+            .filter(|i| i.kind.unique() && i.columns.len() == 1)
+            .map(|i| i.columns[0].column)
+            .collect();
         TableSize {
             pages: f64::from(pages),
             rows,
             stats,
             index_pages,
+            unique_columns,
             costs,
         }
     }
@@ -405,6 +441,40 @@ impl TableSize {
         }
     }
 
+    /// Average bytes of the `wanted` columns of a row: as analysed, or
+    /// as their types suggest.
+    fn width(&self, table: &TableDef, wanted: &[bool]) -> usize {
+        table
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| wanted.get(i).copied().unwrap_or(false))
+            .map(|(i, c)| match self.column(i) {
+                Some(s) => s.avg_width.round() as usize,
+                None => cost::type_width(c.ty),
+            })
+            .sum()
+    }
+
+    /// Distinct values of column `column`: as analysed; unknown, all of
+    /// them for a column a unique index has to itself, else PostgreSQL's
+    /// default (or the rows, in a table of fewer).
+    pub(super) fn distinct(&self, column: usize) -> f64 {
+        if let Some(c) = self.column(column) {
+            return c.distinct_in(self.rows).max(1.0);
+        }
+        if self.unique_columns.contains(&column) {
+            return self.rows.max(1.0);
+        }
+        cost::clamp_rows(self.rows.min(cost::DEFAULT_NUM_DISTINCT))
+    }
+
+    /// Fraction of column `column`'s values that are NULL (none if not
+    /// analysed).
+    pub(super) fn null_frac(&self, column: usize) -> f64 {
+        self.column(column).map_or(0.0, |c| c.null_frac)
+    }
+
     /// Fraction of the pages all-visible when analysed (none if never).
     fn all_visible_fraction(&self) -> f64 {
         self.stats
@@ -423,17 +493,7 @@ impl TableSize {
 /// Rows a page holds at the width `table`'s column types suggest (for a
 /// table never analysed).
 fn rows_per_page(table: &TableDef) -> f64 {
-    let width: usize = ROW_OVERHEAD
-        + table
-            .columns
-            .iter()
-            .map(|c| match c.ty {
-                ColumnType::Boolean => 1,
-                ColumnType::Integer | ColumnType::Date => 4,
-                ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
-                _ => VARIABLE_WIDTH,
-            })
-            .sum::<usize>();
+    let width = ROW_OVERHEAD + cost::row_width(table.columns.iter().map(|c| c.ty));
     (BLOCK_SIZE / width).max(1) as f64
 }
 
@@ -465,6 +525,8 @@ pub(super) struct IndexPlan {
     /// Which of the filters are key conditions.
     pub used: Vec<usize>,
     pub cost: f64,
+    /// The part of `cost` before the first row: one descent.
+    pub startup: f64,
     /// The table reads' part of `cost`.
     heap_io: f64,
     index_only: bool,
@@ -482,17 +544,21 @@ pub(super) fn index_plan(
     filters: &[Filter],
     size: &TableSize,
 ) -> Option<IndexPlan> {
-    index_plan_with(index, filters, size, false)
+    index_plan_with(index, filters, size, false, 1.0)
 }
 
 /// [`index_plan`], or with `whole` a scan of all of the index where no
-/// condition can be searched by.
+/// condition can be searched by; one of `loops` runs, whose pages are
+/// read once for all of them as far as the cache holds them (PostgreSQL's
+/// `loop_count`).
 fn index_plan_with(
     index: &Arc<IndexDef>,
     filters: &[Filter],
     size: &TableSize,
     whole: bool,
+    loops: f64,
 ) -> Option<IndexPlan> {
+    let loops = loops.max(1.0);
     let c = &size.costs;
     let index_pages = size.index_pages(index.rel);
     // Each condition on a key column, with the filter it is part of (a
@@ -592,7 +658,10 @@ fn index_plan_with(
     // the leaf pages holding the entries, each entry's CPU, and per
     // search a descent's comparisons and pages' CPU.
     let entries = size.rows.max(1.0);
-    let index_pages_read = (tuples * index_pages / entries).ceil().max(1.0);
+    let mut index_pages_read = (tuples * index_pages / entries).ceil().max(1.0);
+    if loops > 1.0 {
+        index_pages_read = pages_fetched(index_pages_read * loops, index_pages, c) / loops;
+    }
     let height = (entries.ln() / ENTRIES_PER_LEAF.ln()).ceil().max(1.0);
     let descent = entries.log2().ceil() * c.cpu_operator
         + (height + 1.0) * DESCENT_OPERATORS_PER_LEVEL * c.cpu_operator;
@@ -603,7 +672,7 @@ fn index_plan_with(
     // distinct page the rows are on, if they lie anywhere, and a
     // sequential run over the fraction of the table they fill, if the
     // table is in the index's order, by the correlation squared.
-    let worst = pages_fetched(tuples, size.pages, c) * c.random_page;
+    let worst = pages_fetched(tuples * loops, size.pages, c) / loops * c.random_page;
     let run = (selectivity * size.pages).ceil().max(1.0);
     let best = c.random_page + (run - 1.0) * c.seq_page;
     let mut correlation = size.correlation(index.columns[0].column);
@@ -617,6 +686,7 @@ fn index_plan_with(
         quals,
         used,
         cost: index_cost + heap_io + cpu,
+        startup: descent,
         heap_io,
         index_only: false,
         rows: tuples,

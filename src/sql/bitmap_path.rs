@@ -13,12 +13,13 @@
 use std::sync::Arc;
 
 use super::access::{index_plan, pages_fetched, IndexPlan, TableSize};
+use super::cost;
 use crate::catalog::{IndexDef, TableDef};
 use crate::config::Costs;
 use crate::exec::bitmapscan::{
     BitmapHeapScanNode, BitmapIndexScanNode, BitmapNode, BitmapSetNode, BitmapSetOp,
 };
-use crate::exec::{Expr, Filter, PlanNode};
+use crate::exec::{Estimate, Expr, Filter, PlanNode};
 
 /// PostgreSQL's charge for adding one index tuple to a bitmap, as a
 /// fraction of an operator's cost (`cost_bitmap_tree_node`).
@@ -110,6 +111,10 @@ pub(crate) struct BitmapPlan {
     /// Which of the filters the bitmap searches by, whole: the recheck.
     used: Vec<usize>,
     pub cost: f64,
+    /// The bitmap's part of `cost`, paid before the first row, and the
+    /// rows it finds.
+    pub startup: f64,
+    bitmap_rows: f64,
 }
 
 /// The text of the filters at `used`, ANDed as the index path labels its
@@ -142,7 +147,8 @@ pub(crate) fn best_bitmap_plan(
         .collect();
     let mut candidates: Vec<BitmapPlan> = Vec::new();
     for plan in &singles {
-        let cost = bitmap_heap_cost(bitmap_index_cost(plan, c), plan.rows, size.pages, quals, c);
+        let bitmap_cost = bitmap_index_cost(plan, c);
+        let cost = bitmap_heap_cost(bitmap_cost, plan.rows, size.pages, quals, c);
         candidates.push(BitmapPlan {
             inputs: vec![BitmapInput {
                 label: and_label(filters, &plan.used),
@@ -151,6 +157,8 @@ pub(crate) fn best_bitmap_plan(
             op: None,
             used: plan.used.clone(),
             cost,
+            startup: bitmap_cost,
+            bitmap_rows: plan.rows,
         });
     }
     // Two indexes searching by different filters, ANDed.
@@ -180,6 +188,8 @@ pub(crate) fn best_bitmap_plan(
                 op: Some(BitmapSetOp::And),
                 used,
                 cost: bitmap_heap_cost(bitmap_cost, rows, size.pages, quals, c),
+                startup: bitmap_cost,
+                bitmap_rows: rows,
             });
         }
     }
@@ -234,6 +244,8 @@ fn or_plan(
         op: Some(BitmapSetOp::Or),
         used: vec![at],
         cost: bitmap_heap_cost(bitmap_cost, rows, size.pages, quals, c),
+        startup: bitmap_cost,
+        bitmap_rows: rows,
     })
 }
 
@@ -245,6 +257,7 @@ pub(crate) fn bitmap_scan_node(
     wanted: Vec<bool>,
     filters: Vec<Filter>,
     plan: BitmapPlan,
+    c: &Costs,
 ) -> Result<Box<dyn PlanNode>, super::SqlError> {
     let mut keys = Vec::new();
     let mut rest = Vec::new();
@@ -269,17 +282,32 @@ pub(crate) fn bitmap_scan_node(
         .inputs
         .into_iter()
         .map(|input| {
-            Box::new(BitmapIndexScanNode::new(
-                &table,
-                input.plan.index,
-                input.plan.quals,
-                input.label,
-            )) as Box<dyn BitmapNode>
+            // As PostgreSQL shows a bitmap: its cost from nothing, its
+            // TIDs as rows, no width.
+            let cost = bitmap_index_cost(&input.plan, c);
+            let mut node =
+                BitmapIndexScanNode::new(&table, input.plan.index, input.plan.quals, input.label);
+            node.estimate = Some(Estimate::new(
+                0.0,
+                cost,
+                cost::clamp_rows(input.plan.rows),
+                0,
+            ));
+            Box::new(node) as Box<dyn BitmapNode>
         })
         .collect();
     let input: Box<dyn BitmapNode> = match plan.op {
         None => nodes.pop().expect("one input"),
-        Some(op) => Box::new(BitmapSetNode::new(op, nodes)),
+        Some(op) => {
+            let mut node = BitmapSetNode::new(op, nodes);
+            node.estimate = Some(Estimate::new(
+                plan.startup,
+                plan.startup,
+                cost::clamp_rows(plan.bitmap_rows),
+                0,
+            ));
+            Box::new(node)
+        }
     };
     Ok(Box::new(BitmapHeapScanNode::new(
         table,
@@ -296,14 +324,7 @@ mod tests {
     use super::*;
 
     /// PostgreSQL's default costs, with a cache larger than the tables.
-    const C: Costs = Costs {
-        seq_page: 1.0,
-        random_page: 4.0,
-        cpu_tuple: 0.01,
-        cpu_index_tuple: 0.005,
-        cpu_operator: 0.0025,
-        effective_cache_pages: 524_288.0,
-    };
+    const C: Costs = Costs::DEFAULTS;
     const RANDOM_PAGE_COST: f64 = C.random_page;
     const SEQ_PAGE_COST: f64 = C.seq_page;
     const CPU_TUPLE_COST: f64 = C.cpu_tuple;

@@ -13,11 +13,13 @@ use sqlparser::ast::{
     self, AssignmentTarget, FromTable, SetExpr, Spanned, TableFactor, TableObject, TableWithJoins,
 };
 
+use super::cost;
 use super::expr::{assign, object_name, ExprPlanner, Scope, StmtCx};
 use super::query::plan_query;
 use super::SqlError;
 use crate::catalog::TableDef;
 use crate::database::Database;
+use crate::exec::{estimate_of, Estimate};
 use crate::exec::{
     ChangeTarget, DeletePlan, Expr, Filter, InsertPlan, ProjectNode, UpdatePlan, ValuesNode, View,
 };
@@ -238,9 +240,15 @@ pub(crate) fn plan_insert(
             }
             rows.push(full_row(placed));
         }
+        let estimate = Estimate::new(
+            0.0,
+            cx.costs.cpu_tuple * rows.len() as f64,
+            rows.len() as f64,
+            cost::row_width(table.columns.iter().map(|c| c.ty)),
+        );
         return Ok(InsertPlan {
             table: Arc::clone(&table),
-            input: Box::new(ValuesNode::new(rows, None)),
+            input: cost::estimated(Box::new(ValuesNode::new(rows, None)), estimate),
             bulk: false,
         });
     }
@@ -251,7 +259,14 @@ pub(crate) fn plan_insert(
     for (k, (&column, (output, &unknown))) in targets.iter().zip(outputs).enumerate() {
         placed[column] = Some(assign(Expr::column(k, output.ty), unknown, &table, column)?);
     }
-    let input = Box::new(ProjectNode::new(query.query.root, full_row(placed)));
+    let estimate = cost::project(
+        estimate_of(query.query.root.as_ref()),
+        cost::row_width(table.columns.iter().map(|c| c.ty)),
+    );
+    let input = cost::estimated(
+        Box::new(ProjectNode::new(query.query.root, full_row(placed))),
+        estimate,
+    );
     Ok(InsertPlan {
         table,
         input,
@@ -378,6 +393,7 @@ fn change_target(
         filters,
         super::access::ReadFor::Change,
         None,
+        1.0,
     )?
     .node;
     Ok(ChangeTarget {

@@ -42,6 +42,7 @@ pub(crate) fn explain_options(
 ) -> Result<ExplainOptions, SqlError> {
     let mut analyze = analyze;
     let (mut buffers, mut summary, mut io, mut wal) = (None, None, false, false);
+    let mut costs = true;
     for option in options {
         let name = option.name.value.to_lowercase();
         if name == "format" {
@@ -71,9 +72,10 @@ pub(crate) fn explain_options(
             "io" => io = on,
             "wal" => wal = on,
             "summary" => summary = Some(on),
-            // There are no cost estimates, and no per-node timing, to
-            // switch off.
-            "costs" | "timing" => {}
+            "costs" => costs = on,
+            // There is no per-node timing to switch off: ANALYZE shows
+            // what PostgreSQL's TIMING OFF shows.
+            "timing" => {}
             "verbose" if !on => {}
             "verbose" => return Err(cx.unsupported(statement.span(), "EXPLAIN VERBOSE")),
             other => {
@@ -97,6 +99,7 @@ pub(crate) fn explain_options(
         io,
         wal,
         summary: summary.unwrap_or(analyze),
+        costs,
     })
 }
 

@@ -85,6 +85,7 @@ mod access;
 mod bitmap_path;
 mod commands;
 mod copy;
+mod cost;
 mod ddl;
 mod dml;
 mod explain;

@@ -33,15 +33,19 @@ use sqlparser::ast::{
     WildcardAdditionalOptions,
 };
 
+use super::access::{TableSize, DISABLE_COST};
+use super::cost;
 use super::expr::{
     constant, function_args, has_aggregate, ident, is_unknown_literal, object_name, output_name,
     reborrow, table_function_args, utility_call, ExprPlanner, Grouping, Outer, Scope, StmtCx,
 };
 use super::{ResultColumn, SqlError};
 use crate::catalog::TableDef;
-use crate::config::JoinMethods;
+use crate::config::Costs;
 use crate::database::Database;
 use crate::exec::agg::Aggregate;
+use crate::exec::estimate::UNKNOWN_ROWS;
+use crate::exec::{estimate_of, Estimate};
 use crate::exec::{
     AggregateNode, BinaryOp, Expr, Filter, FilterNode, HashCond, HashJoinNode, JoinKind, LimitNode,
     MergeCond, MergeJoinNode, NestedLoopNode, PlanNode, ProjectNode, QueryPlan, ResultNode, Series,
@@ -114,27 +118,18 @@ impl FromItem {
     }
 
     /// The node that reads it, decoding the `wanted` columns, with the
-    /// item's own conditions (ANDed): a table chooses how it is read by
-    /// them.
-    fn node(
-        self,
-        cx: &StmtCx,
-        db: &Database,
-        wanted: Vec<bool>,
-        filters: Vec<Filter>,
-    ) -> Result<Box<dyn PlanNode>, SqlError> {
-        Ok(self.ordered_node(cx, db, wanted, filters, None)?.node)
-    }
-
-    /// [`FromItem::node`], for rows in `order` if a table's index gives
-    /// it cheaply (the scan says whether it does).
-    fn ordered_node(
+    /// item's own conditions: a table chooses how it is read by them,
+    /// for rows in `order` if an index gives it cheaply (the scan says
+    /// whether it does), run `loops` times (see `access::table_scan`).
+    /// The node carries its estimate.
+    fn scan(
         self,
         cx: &StmtCx,
         db: &Database,
         wanted: Vec<bool>,
         filters: Vec<Filter>,
         order: Option<&super::access::WantedOrder>,
+        loops: f64,
     ) -> Result<super::access::TableScan, SqlError> {
         if let FromItem::Table(table, alias) = self {
             return super::access::table_scan(
@@ -146,27 +141,60 @@ impl FromItem {
                 filters,
                 super::access::ReadFor::Query,
                 order,
+                loops,
             );
         }
+        let c = &cx.costs;
+        let width = cost::row_width(self.scope().columns.iter().map(|c| c.ty));
+        let conjuncts: Vec<&Expr> = filters
+            .iter()
+            .flat_map(|f| f.predicate.conjuncts())
+            .collect();
+        let selectivity: f64 = conjuncts
+            .iter()
+            .map(|e| super::access::default_selectivity(e))
+            .product();
+        let conditions = conjuncts.len();
         let filter = and_all(filters)?;
-        let node: Box<dyn PlanNode> = match self {
+        // Rows it makes, each costing a tuple's CPU (a function scan's
+        // and a subquery scan's in PostgreSQL).
+        let source = |startup: f64, rows: f64| {
+            Estimate::new(startup, startup + c.cpu_tuple * rows, rows, width)
+        };
+        let (node, estimate): (Box<dyn PlanNode>, Estimate) = match self {
             FromItem::Table(..) => unreachable!("read above"),
-            FromItem::View(view, _) => Box::new(ViewNode::new(view, filter)),
-            FromItem::Series(series, _) => Box::new(SeriesNode::new(series, filter)),
-            FromItem::Utility(call) => Box::new(ResultNode::new(vec![call], filter)),
+            FromItem::View(view, _) => (
+                Box::new(ViewNode::new(view, filter)),
+                source(0.0, UNKNOWN_ROWS),
+            ),
+            FromItem::Series(series, _) => {
+                let rows = series.rows_when_constant().unwrap_or(UNKNOWN_ROWS);
+                (Box::new(SeriesNode::new(series, filter)), source(0.0, rows))
+            }
+            FromItem::Utility(call) => (
+                Box::new(ResultNode::new(vec![call], filter)),
+                source(0.0, 1.0),
+            ),
             // It reads what its own select list needs, whatever is wanted.
             FromItem::Subquery { query, alias, .. } => {
                 let width = query.columns.len();
-                Box::new(SubqueryScanNode::new(
-                    query.query.root,
-                    alias,
-                    width,
-                    filter,
-                ))
+                let inner = estimate_of(query.query.root.as_ref());
+                (
+                    Box::new(SubqueryScanNode::new(
+                        query.query.root,
+                        alias,
+                        width,
+                        filter,
+                    )),
+                    Estimate {
+                        total: inner.total + c.cpu_tuple * inner.rows,
+                        ..inner
+                    },
+                )
             }
         };
         Ok(super::access::TableScan {
-            node,
+            node: cost::estimated(node, cost::filter(estimate, conditions, selectivity, c)),
             ordered: false,
         })
     }
@@ -431,7 +459,7 @@ fn order_set_query(
     }
     let (offset, count) = limit_clause(cx, db, q.limit_clause.as_ref())?;
     let width = body.query.width;
-    let node = sort_and_limit(body.query.root, keys, offset, count);
+    let node = sort_and_limit(cx, body.query.root, keys, offset, count);
     Ok(PlannedQuery {
         query: QueryPlan::new(node, width),
         ..body
@@ -499,21 +527,27 @@ fn limit_clause(
     }
 }
 
-/// `node` sorted by `keys` (if any) and cut to `offset` and `count`.
+/// `node` sorted by `keys` (if any) and cut to `offset` and `count`,
+/// each with its estimate.
 fn sort_and_limit(
+    cx: &StmtCx,
     mut node: Box<dyn PlanNode>,
     keys: Vec<SortKey>,
     offset: u64,
     count: Option<u64>,
 ) -> Box<dyn PlanNode> {
+    let limited = offset > 0 || count.is_some();
     if !keys.is_empty() {
+        let input = estimate_of(node.as_ref());
         let mut sort = SortNode::new(node, keys);
         // A LIMIT above reads only its offset and count of rows.
         sort.bound = count.map(|c| offset.saturating_add(c).min(usize::MAX as u64) as usize);
-        node = Box::new(sort);
+        let estimate = cost::sort(input, count.map(|c| c.saturating_add(offset)), &cx.costs);
+        node = cost::estimated(Box::new(sort), estimate);
     }
-    if offset > 0 || count.is_some() {
-        node = Box::new(LimitNode::new(node, offset, count));
+    if limited {
+        let estimate = cost::limit(estimate_of(node.as_ref()), offset, count);
+        node = cost::estimated(Box::new(LimitNode::new(node, offset, count)), estimate);
     }
     node
 }
@@ -784,13 +818,19 @@ struct PlannedJoins {
     /// Per item: the conditions its scan applies (ANDed), over the
     /// item's own row.
     item_filters: Vec<Vec<Filter>>,
-    /// Per join (of item k, at k - 1): the equalities it hashes or merges
-    /// on, and the rest of its condition, over the joined row.
-    keys: Vec<Vec<JoinKey>>,
-    conds: Vec<Option<Filter>>,
+    /// Per join (of item k, at k - 1): its conditions over the joined
+    /// row, each with the key a hash or merge join could match it by.
+    conds: Vec<Vec<JoinCond>>,
     /// What is evaluated over the whole joined row, after every join: a
     /// WHERE on the side a left join fills with NULLs.
     top: Option<Filter>,
+}
+
+/// A condition of a join, over the joined row.
+struct JoinCond {
+    filter: Filter,
+    /// The equality as a hash or merge key, if it is one.
+    key: Option<JoinKey>,
 }
 
 /// The ANDed parts of a condition.
@@ -859,14 +899,13 @@ pub(crate) fn and_all(filters: Vec<Filter>) -> Result<Option<Filter>, SqlError> 
 
 /// Where the conditions of a FROM clause of several items are evaluated:
 /// a condition on one item in that item's scan (unless a left join fills
-/// that item with NULLs and the condition is a WHERE); an equality between
-/// the items before a join and the item it joins as the join's (hash or merge) key;
-/// anything else in the join that brings in the last item it reads (the
-/// WHERE of a cross or inner join is the same as its ON), except a WHERE
-/// reading the NULL-filled side of a left join, which is evaluated above
-/// all joins.
+/// that item with NULLs and the condition is a WHERE); anything else in
+/// the join that brings in the last item it reads (the WHERE of a cross
+/// or inner join is the same as its ON), except a WHERE reading the
+/// NULL-filled side of a left join, which is evaluated above all joins.
+/// Each join's equalities between the items before it and its item are
+/// kept as keys too, for a hash or merge join.
 fn plan_joins(
-    cx: &StmtCx,
     planner: &mut ExprPlanner,
     from: &FromClause,
     selection: Option<&ast::Expr>,
@@ -874,9 +913,7 @@ fn plan_joins(
     let scope = planner.scope();
     let n = from.items.len();
     let mut slots = Slots {
-        equality_keys: equality_join_method(cx.joins) != EqualityJoin::NestedLoop,
         item_filters: (0..n).map(|_| Vec::new()).collect(),
-        keys: (1..n).map(|_| Vec::new()).collect(),
         conds: (1..n).map(|_| Vec::new()).collect(),
     };
     for (j, spec) in from.joins.iter().enumerate() {
@@ -908,23 +945,15 @@ fn plan_joins(
     }
     Ok(PlannedJoins {
         item_filters: slots.item_filters,
-        keys: slots.keys,
-        conds: slots
-            .conds
-            .into_iter()
-            .map(and_all)
-            .collect::<Result<_, _>>()?,
+        conds: slots.conds,
         top: and_all(top)?,
     })
 }
 
 /// Conditions gathered per item and per join (see [`plan_joins`]).
 struct Slots {
-    /// Equalities may become hash or merge keys.
-    equality_keys: bool,
     item_filters: Vec<Vec<Filter>>,
-    keys: Vec<Vec<JoinKey>>,
-    conds: Vec<Vec<Filter>>,
+    conds: Vec<Vec<JoinCond>>,
 }
 
 impl Slots {
@@ -951,13 +980,12 @@ impl Slots {
         // A condition running a subquery is never a join key: keys are
         // computed where no subquery can run (and planning it again would
         // plan its subquery again).
-        match (self.equality_keys && !f.predicate.has_subplan())
-            .then(|| join_key(planner, conj, at))
-            .transpose()?
-        {
-            Some(Some(key)) => self.keys[at - 1].push(key),
-            _ => self.conds[at - 1].push(f),
-        }
+        let key = if f.predicate.has_subplan() {
+            None
+        } else {
+            join_key(planner, conj, at)?
+        };
+        self.conds[at - 1].push(JoinCond { filter: f, key });
         Ok(())
     }
 }
@@ -974,6 +1002,14 @@ struct JoinKey {
     outer_label: String,
     inner_label: String,
     label: String,
+    /// The column of the joined row the outer side is, if it is one
+    /// (for its statistics).
+    outer_column: Option<usize>,
+    /// The column of item `k` the inner side is, if it is one; and
+    /// whether its values in `ty` keep the column's order (an index on
+    /// it then gives a merge join its order).
+    inner_column: Option<usize>,
+    inner_keeps_order: bool,
 }
 
 /// `conj` as a (hash or merge) key of the join of item `k`: an equality between an
@@ -1005,6 +1041,10 @@ fn join_key(
     } else {
         return Ok(None);
     };
+    let start = scope.item_columns(k).start;
+    let outer_column = outer.column_index();
+    let inner_column = inner.column_index().map(|c| c - start);
+    let inner_type = inner.ty();
     let integer =
         |t: Option<ColumnType>| matches!(t, Some(ColumnType::Integer | ColumnType::BigInt));
     // Equal values of these pairs are equal `Value`s that hash alike:
@@ -1066,7 +1106,11 @@ fn join_key(
         inner.ty().is_some_and(|t| alike(t, ty)),
         "both sides of a key have one type"
     );
-    let start = scope.item_columns(k).start;
+    // Uncast, or an integer widened: the same order. (A text cast of a
+    // char, or a char cast of a varchar, can reorder values that differ
+    // in trailing characters.)
+    let inner_keeps_order = inner_type == Some(ty)
+        || (integer(inner_type) && matches!(ty, ColumnType::BigInt | ColumnType::Numeric(_)));
     Ok(Some(JoinKey {
         outer,
         inner: inner.rebased(start),
@@ -1074,49 +1118,455 @@ fn join_key(
         outer_label,
         inner_label,
         label: format!("{conj}"),
+        outer_column,
+        inner_column,
+        inner_keeps_order,
     }))
 }
 
-/// How a join with equality keys runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EqualityJoin {
-    Hash,
-    /// Both inputs sorted by their keys (Sort nodes), then merged.
-    Merge,
-    /// The equalities are a join filter, evaluated on every pair.
-    NestedLoop,
+/// What the planner knows of each FROM item for estimating joins: a
+/// table's size and statistics.
+struct ItemSizes {
+    sizes: Vec<Option<TableSize>>,
 }
 
-/// The method for a join that has equality keys, as PostgreSQL's
-/// `enable_*` settings steer it: a hash join unless `enable_hashjoin` is
-/// off; then a merge join unless `enable_mergejoin` is off too; then a
-/// nested loop unless that is off as well, when (as PostgreSQL, which
-/// only penalises disabled methods) a hash join after all. A cost-based
-/// choice would start from the methods this allows.
-fn equality_join_method(methods: JoinMethods) -> EqualityJoin {
-    if methods.hash {
-        EqualityJoin::Hash
-    } else if methods.merge {
-        EqualityJoin::Merge
-    } else if methods.nested_loop {
-        EqualityJoin::NestedLoop
-    } else {
-        EqualityJoin::Hash
+impl ItemSizes {
+    fn of(cx: &StmtCx, db: &Database, items: &[FromItem]) -> ItemSizes {
+        let sizes = items
+            .iter()
+            .map(|item| match item {
+                FromItem::Table(table, _) => Some(TableSize::of(
+                    db,
+                    table,
+                    &db.catalog().indexes_of(table),
+                    cx.costs,
+                )),
+                _ => None,
+            })
+            .collect();
+        ItemSizes { sizes }
     }
+
+    /// Distinct values and NULL fraction of column `column` of item
+    /// `item` in its table (PostgreSQL's default if it is not a table's,
+    /// or unknown). As in PostgreSQL, the table's conditions do not lower
+    /// the count: the values left are taken to be as spread.
+    fn column(&self, item: usize, column: Option<usize>) -> (f64, f64) {
+        let known = column.and_then(|c| Some((self.sizes.get(item)?.as_ref()?, c)));
+        match known {
+            Some((size, c)) => (size.distinct(c), size.null_frac(c)),
+            None => (cost::DEFAULT_NUM_DISTINCT, 0.0),
+        }
+    }
+
+    /// The fraction of pairs `key` of the join of item `k` matches
+    /// (PostgreSQL's `eqjoinsel` without common values: the non-NULL
+    /// share of both sides over the larger distinct count), and the inner
+    /// side's distinct values.
+    fn key_selectivity(&self, scope: &Scope, k: usize, key: &JoinKey) -> (f64, f64) {
+        let (outer_distinct, outer_nulls) = match key.outer_column {
+            Some(c) => {
+                let item = scope.columns[c].item;
+                self.column(item, Some(c - scope.item_columns(item).start))
+            }
+            None => self.column(0, None),
+        };
+        let (inner_distinct, inner_nulls) = self.column(k, key.inner_column);
+        let selectivity =
+            (1.0 - outer_nulls) * (1.0 - inner_nulls) / outer_distinct.max(inner_distinct).max(1.0);
+        (selectivity, inner_distinct)
+    }
+}
+
+/// Bytes assumed of an aggregate's value.
+const AGGREGATE_WIDTH: usize = 8;
+
+/// Groups `keys` make of `rows` rows (PostgreSQL's `estimate_num_groups`,
+/// without its correlation corrections): the product of the keys'
+/// distinct values, at most the rows.
+fn estimate_groups(scope: &Scope, sizes: &ItemSizes, keys: &[Expr], rows: f64) -> f64 {
+    let distinct: f64 = keys
+        .iter()
+        .map(|key| match key.column_index() {
+            Some(c) if c < scope.columns.len() => {
+                let item = scope.columns[c].item;
+                let column = c - scope.item_columns(item).start;
+                sizes.column(item, Some(column)).0
+            }
+            _ => cost::DEFAULT_NUM_DISTINCT,
+        })
+        .product();
+    cost::clamp_rows(distinct.min(rows))
+}
+
+/// The join tree of a FROM clause of several items, left-deep as written,
+/// each join by the method estimated to cost least.
+fn build_joins(
+    cx: &StmtCx,
+    db: &Database,
+    scope: &Scope,
+    sizes: &ItemSizes,
+    from: FromClause,
+    used: Vec<bool>,
+    planned: PlannedJoins,
+) -> Result<Box<dyn PlanNode>, SqlError> {
+    let PlannedJoins {
+        item_filters,
+        conds,
+        top,
+    } = planned;
+    let wanted = |i: usize| {
+        let mut wanted = used[scope.item_columns(i)].to_vec();
+        // A scan that decodes no column returns empty rows (count(*)'s
+        // fast path); a join needs the item's full width, so that the
+        // columns of the items after it are where the plan expects them.
+        if !wanted.contains(&true) {
+            if let Some(first) = wanted.first_mut() {
+                *first = true;
+            }
+        }
+        wanted
+    };
+    let mut filters = item_filters.into_iter();
+    let mut items = from.items.into_iter();
+    let first = items.next().expect("several items");
+    let first_filters = filters.next().expect("a filter slot per item");
+    let mut node = first
+        .scan(cx, db, wanted(0), first_filters, None, 1.0)?
+        .node;
+    for (k, ((item, spec), conds)) in items
+        .zip(from.joins)
+        .zip(conds)
+        .enumerate()
+        .map(|(j, joined)| (j + 1, joined))
+    {
+        let join = JoinInput {
+            item,
+            kind: spec.kind,
+            conds,
+            wanted: wanted(k),
+            filters: filters.next().expect("a filter slot per item"),
+        };
+        node = join_item(cx, db, scope, sizes, node, k, join)?;
+    }
+    Ok(match top {
+        Some(f) => {
+            let estimate = estimate_of(node.as_ref());
+            let conditions = f.predicate.conjuncts();
+            let selectivity = conditions
+                .iter()
+                .map(|e| super::access::default_selectivity(e))
+                .product();
+            let estimate = cost::filter(estimate, conditions.len(), selectivity, &cx.costs);
+            cost::estimated(Box::new(FilterNode::new(node, f)), estimate)
+        }
+        None => node,
+    })
+}
+
+/// Item `k` of a FROM clause as a join brings it in.
+struct JoinInput {
+    item: FromItem,
+    kind: JoinKind,
+    conds: Vec<JoinCond>,
+    /// The item's columns read.
+    wanted: Vec<bool>,
+    /// Its own conditions, which its scan applies.
+    filters: Vec<Filter>,
+}
+
+/// How a join runs, as costed.
+enum JoinMethod {
+    /// Every pair, the conditions a join filter.
+    NestedLoop,
+    /// The inner side a table scan searching by the outer row's values
+    /// (parameters `params`), under the conditions that could not be
+    /// moved into it.
+    Parameterized {
+        scan: Box<dyn PlanNode>,
+        params: Vec<(usize, Expr)>,
+        remaining: Vec<Filter>,
+    },
+    Hash,
+    /// Both inputs in key order: the inner side's scan, if an index
+    /// gives that order (else it is sorted).
+    Merge {
+        ordered_inner: Option<Box<dyn PlanNode>>,
+    },
+}
+
+/// `outer` (the items before `k` joined) joined with item `k` by the
+/// method estimated to cost least of those the `enable_*` settings
+/// allow (a disabled one costs [`super::access::DISABLE_COST`] more, as
+/// in PostgreSQL, so that it is chosen only if every method is
+/// disabled): a nested loop, a nested loop whose inner side searches an
+/// index by the outer row, a hash join or a merge join.
+fn join_item(
+    cx: &StmtCx,
+    db: &Database,
+    scope: &Scope,
+    sizes: &ItemSizes,
+    outer: Box<dyn PlanNode>,
+    k: usize,
+    join: JoinInput,
+) -> Result<Box<dyn PlanNode>, SqlError> {
+    let JoinInput {
+        item,
+        kind,
+        conds,
+        wanted,
+        filters,
+    } = join;
+    let c = &cx.costs;
+    let methods = cx.joins;
+    let range = scope.item_columns(k);
+    let inner_width = range.len();
+    let types: Vec<ColumnType> = scope.columns.iter().map(|c| c.ty).collect();
+    let table = match &item {
+        FromItem::Table(table, alias) => Some((Arc::clone(table), alias.clone())),
+        _ => None,
+    };
+    let oe = estimate_of(outer.as_ref());
+    let plain = item
+        .scan(cx, db, wanted.clone(), filters.clone(), None, 1.0)?
+        .node;
+    let ie = estimate_of(plain.as_ref());
+
+    // The join's rows, whatever its method.
+    let mut selectivity = 1.0;
+    let mut inner_distinct = 1.0;
+    let mut key_count = 0;
+    for cond in &conds {
+        match &cond.key {
+            Some(key) => {
+                let (s, d) = sizes.key_selectivity(scope, k, key);
+                selectivity *= s;
+                inner_distinct *= d;
+                key_count += 1;
+            }
+            None => {
+                selectivity *= cond
+                    .filter
+                    .predicate
+                    .conjuncts()
+                    .iter()
+                    .map(|e| super::access::default_selectivity(e))
+                    .product::<f64>()
+            }
+        }
+    }
+    let mut rows = cost::clamp_rows(oe.rows * ie.rows * selectivity);
+    if kind == JoinKind::Left {
+        rows = rows.max(oe.rows);
+    }
+    let width = oe.width + ie.width;
+    let shape = |conditions: usize| cost::JoinShape {
+        rows,
+        width,
+        conditions,
+    };
+    let penalty = |allowed: bool| if allowed { 0.0 } else { DISABLE_COST };
+
+    let mut candidates: Vec<(Estimate, JoinMethod)> = vec![(
+        cost::nested_loop(oe, ie, &shape(conds.len()), c),
+        JoinMethod::NestedLoop,
+    )];
+    candidates[0].0.total += penalty(methods.nested_loop);
+    // The inner table searched by each outer row's values: its scan with
+    // the join's conditions over it, the outer columns as parameters.
+    if let (Some((table, alias)), false) = (&table, conds.is_empty()) {
+        let mut params = Vec::new();
+        let mut moved = Vec::new();
+        let mut remaining = Vec::new();
+        for cond in &conds {
+            if cond.filter.predicate.has_subplan() {
+                remaining.push(cond.filter.clone());
+                continue;
+            }
+            let predicate =
+                cond.filter
+                    .predicate
+                    .clone()
+                    .parameterized(range.start, &mut params, &mut || cx.next_param());
+            moved.push(Filter {
+                predicate,
+                ..cond.filter.clone()
+            });
+        }
+        if !moved.is_empty() {
+            let mut inner_filters = filters.clone();
+            inner_filters.extend(moved);
+            let scan = super::access::table_scan(
+                cx,
+                db,
+                Arc::clone(table),
+                alias.clone(),
+                wanted.clone(),
+                inner_filters,
+                super::access::ReadFor::Query,
+                None,
+                oe.rows,
+            )?
+            .node;
+            let mut e =
+                cost::nested_loop(oe, estimate_of(scan.as_ref()), &shape(remaining.len()), c);
+            e.total += penalty(methods.nested_loop);
+            candidates.push((
+                e,
+                JoinMethod::Parameterized {
+                    scan,
+                    params,
+                    remaining,
+                },
+            ));
+        }
+    }
+    if key_count > 0 {
+        let others = conds.len() - key_count;
+        let mut e = cost::hash_join(oe, ie, key_count, inner_distinct, &shape(others), c);
+        e.total += penalty(methods.hash);
+        candidates.push((e, JoinMethod::Hash));
+        // A merge join: the outer side sorted; the inner side read in
+        // key order through an index where one gives it, else sorted.
+        let keys: Vec<&JoinKey> = conds.iter().filter_map(|c| c.key.as_ref()).collect();
+        let key_width = cost::row_width(keys.iter().map(|k| k.ty));
+        let sorted_outer = key_order_estimate(oe, key_width, false, c);
+        let order: Option<Vec<(usize, bool, bool)>> = keys
+            .iter()
+            .map(|k| {
+                Some((
+                    k.inner_column.filter(|_| k.inner_keeps_order)?,
+                    false,
+                    false,
+                ))
+            })
+            .collect();
+        let ordered_inner = match (&table, order) {
+            (Some((table, alias)), Some(keys)) => {
+                let wanted_order = super::access::WantedOrder { keys, limit: None };
+                let scan = super::access::table_scan(
+                    cx,
+                    db,
+                    Arc::clone(table),
+                    alias.clone(),
+                    wanted.clone(),
+                    filters.clone(),
+                    super::access::ReadFor::Query,
+                    Some(&wanted_order),
+                    1.0,
+                )?;
+                scan.ordered.then_some(scan.node)
+            }
+            _ => None,
+        };
+        let inner_in_order = match &ordered_inner {
+            Some(scan) => key_order_estimate(estimate_of(scan.as_ref()), key_width, true, c),
+            None => key_order_estimate(ie, key_width, false, c),
+        };
+        let mut e = cost::merge_join(sorted_outer, inner_in_order, key_count, &shape(others), c);
+        e.total += penalty(methods.merge);
+        candidates.push((e, JoinMethod::Merge { ordered_inner }));
+    }
+    let (estimate, method) = candidates
+        .into_iter()
+        .min_by(|a, b| a.0.total.total_cmp(&b.0.total))
+        .expect("a nested loop at least");
+
+    let node: Box<dyn PlanNode> = match method {
+        JoinMethod::NestedLoop => {
+            let on = and_all(conds.into_iter().map(|c| c.filter).collect())?;
+            Box::new(NestedLoopNode::new(outer, plain, inner_width, kind, on))
+        }
+        JoinMethod::Parameterized {
+            scan,
+            params,
+            remaining,
+        } => Box::new(
+            NestedLoopNode::new(outer, scan, inner_width, kind, and_all(remaining)?)
+                .with_params(params),
+        ),
+        JoinMethod::Hash => {
+            let (keys, others) = split_keys(conds);
+            let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
+            let (outer_keys, inner_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
+            let hash = HashCond {
+                outer_keys,
+                inner_keys,
+                label: format!("({})", labels.join(" AND ")),
+            };
+            Box::new(HashJoinNode::new(
+                outer,
+                plain,
+                inner_width,
+                kind,
+                hash,
+                and_all(others)?,
+            ))
+        }
+        JoinMethod::Merge { ordered_inner } => {
+            let (keys, others) = split_keys(conds);
+            let inner = match ordered_inner {
+                Some(scan) => MergeInput {
+                    node: scan,
+                    ordered: true,
+                },
+                None => MergeInput {
+                    node: plain,
+                    ordered: false,
+                },
+            };
+            merge_join(
+                MergeInput {
+                    node: outer,
+                    ordered: false,
+                },
+                &types[..range.start],
+                inner,
+                &types[range],
+                kind,
+                keys,
+                and_all(others)?,
+                c,
+            )
+        }
+    };
+    Ok(cost::estimated(node, estimate))
+}
+
+/// A join's conditions split into its keys and the rest.
+fn split_keys(conds: Vec<JoinCond>) -> (Vec<JoinKey>, Vec<Filter>) {
+    let mut keys = Vec::new();
+    let mut others = Vec::new();
+    for cond in conds {
+        match cond.key {
+            Some(key) => keys.push(key),
+            None => others.push(cond.filter),
+        }
+    }
+    (keys, others)
+}
+
+/// One input of a merge join, and whether it comes in key order already.
+struct MergeInput {
+    node: Box<dyn PlanNode>,
+    ordered: bool,
 }
 
 /// A merge join of `outer` (rows of `outer_types`) and `inner` (rows of
 /// `inner_types`) on `keys`: each input gets its keys computed into
-/// columns after its own and is sorted by them (the Sort node spills
-/// beyond `work_mem`); the join cuts those columns off again.
+/// columns after its own and is sorted by them unless it comes in their
+/// order (the Sort node spills beyond `work_mem`); the join cuts those
+/// columns off again.
+#[allow(clippy::too_many_arguments)]
 fn merge_join(
-    outer: Box<dyn PlanNode>,
+    outer: MergeInput,
     outer_types: &[ColumnType],
-    inner: Box<dyn PlanNode>,
+    inner: MergeInput,
     inner_types: &[ColumnType],
     kind: JoinKind,
     keys: Vec<JoinKey>,
     extra: Option<Filter>,
+    c: &Costs,
 ) -> Box<dyn PlanNode> {
     let (outer_width, inner_width) = (outer_types.len(), inner_types.len());
     // As PostgreSQL prints it: the outer side first, each equality in
@@ -1148,8 +1598,8 @@ fn merge_join(
         outer_labels.push(k.outer_label);
         inner_labels.push(k.inner_label);
     }
-    let outer = sorted_by_keys(outer, outer_types, outer_keys, outer_labels);
-    let inner = sorted_by_keys(inner, inner_types, inner_keys, inner_labels);
+    let outer = in_key_order(outer, outer_types, outer_keys, outer_labels, c);
+    let inner = in_key_order(inner, inner_types, inner_keys, inner_labels, c);
     Box::new(MergeJoinNode::new(
         outer,
         inner,
@@ -1161,15 +1611,30 @@ fn merge_join(
     ))
 }
 
-/// `node` (rows of `types`) with `keys` computed after its columns, and
-/// sorted by them ascending, NULLs last (the order a merge join needs).
-fn sorted_by_keys(
-    node: Box<dyn PlanNode>,
+/// `input` (rows of `types`) with `keys` computed after its columns, in
+/// their order ascending, NULLs last (the order a merge join needs):
+/// sorted by them unless it comes so.
+fn in_key_order(
+    input: MergeInput,
     types: &[ColumnType],
     keys: Vec<Expr>,
     labels: Vec<String>,
+    c: &Costs,
 ) -> Box<dyn PlanNode> {
     let width = types.len();
+    let estimate = estimate_of(input.node.as_ref());
+    let key_width = cost::row_width(keys.iter().filter_map(Expr::ty));
+    let projected = key_order_estimate(estimate, key_width, true, c);
+    let mut columns: Vec<Expr> = types
+        .iter()
+        .enumerate()
+        .map(|(i, &ty)| Expr::column(i, ty))
+        .collect();
+    columns.extend(keys);
+    let node = cost::estimated(Box::new(ProjectNode::new(input.node, columns)), projected);
+    if input.ordered {
+        return node;
+    }
     let sort_keys = labels
         .into_iter()
         .enumerate()
@@ -1180,88 +1645,22 @@ fn sorted_by_keys(
             label,
         })
         .collect();
-    let mut columns: Vec<Expr> = types
-        .iter()
-        .enumerate()
-        .map(|(i, &ty)| Expr::column(i, ty))
-        .collect();
-    columns.extend(keys);
-    Box::new(SortNode::new(
-        Box::new(ProjectNode::new(node, columns)),
-        sort_keys,
-    ))
+    cost::estimated(
+        Box::new(SortNode::new(node, sort_keys)),
+        key_order_estimate(estimate, key_width, false, c),
+    )
 }
 
-/// The join tree of a FROM clause of several items, left-deep as written.
-fn build_joins(
-    cx: &StmtCx,
-    db: &Database,
-    scope: &Scope,
-    from: FromClause,
-    used: Vec<bool>,
-    planned: PlannedJoins,
-) -> Result<Box<dyn PlanNode>, SqlError> {
-    let PlannedJoins {
-        item_filters,
-        keys,
-        conds,
-        top,
-    } = planned;
-    let mut filters = item_filters.into_iter();
-    let mut items = from.items.into_iter().enumerate().map(|(i, item)| {
-        let range = scope.item_columns(i);
-        let width = range.len();
-        let filter = filters.next().expect("a filter slot per item");
-        let mut wanted = used[range].to_vec();
-        // A scan that decodes no column returns empty rows (count(*)'s
-        // fast path); a join needs the item's full width, so that the
-        // columns of the items after it are where the plan expects them.
-        if !wanted.contains(&true) {
-            if let Some(first) = wanted.first_mut() {
-                *first = true;
-            }
-        }
-        Ok::<_, SqlError>((item.node(cx, db, wanted, filter)?, width))
-    });
-    let (mut node, _) = items.next().expect("several items")?;
-    let method = equality_join_method(cx.joins);
-    let types: Vec<ColumnType> = scope.columns.iter().map(|c| c.ty).collect();
-    for (k, ((item, spec), (keys, cond))) in items
-        .zip(from.joins)
-        .zip(keys.into_iter().zip(conds))
-        .enumerate()
-        .map(|(j, joined)| (j + 1, joined))
-    {
-        let (inner, width) = item?;
-        let range = scope.item_columns(k);
-        node = if keys.is_empty() {
-            Box::new(NestedLoopNode::new(node, inner, width, spec.kind, cond))
-        } else if method == EqualityJoin::Merge {
-            merge_join(
-                node,
-                &types[..range.start],
-                inner,
-                &types[range],
-                spec.kind,
-                keys,
-                cond,
-            )
-        } else {
-            // Keys exist only where the method joins by them: a hash join.
-            let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
-            let (outer_keys, inner_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
-            let hash = HashCond {
-                outer_keys,
-                inner_keys,
-                label: format!("({})", labels.join(" AND ")),
-            };
-            Box::new(HashJoinNode::new(node, inner, width, spec.kind, hash, cond))
-        };
+/// The estimate of a merge join's input of estimate `input` with keys of
+/// `key_width` bytes computed after its columns, sorted by them unless
+/// `ordered` already ([`in_key_order`]).
+fn key_order_estimate(input: Estimate, key_width: usize, ordered: bool, c: &Costs) -> Estimate {
+    let projected = cost::project(input, input.width + key_width);
+    if ordered {
+        projected
+    } else {
+        cost::sort(projected, None, c)
     }
-    Ok(match top {
-        Some(f) => Box::new(FilterNode::new(node, f)),
-        None => node,
-    })
 }
 
 /// A select-list item before planning.
@@ -1505,7 +1904,7 @@ fn plan_select(
     let (filters, joins) = if from.items.len() > 1 {
         (
             Vec::new(),
-            plan_joins(cx, &mut planner, &from, select.selection.as_ref())?,
+            plan_joins(&mut planner, &from, select.selection.as_ref())?,
         )
     } else {
         (
@@ -1588,33 +1987,58 @@ fn plan_select(
         })
         .flatten();
     let mut ordered = false;
+    let c = &cx.costs;
+    let sizes = ItemSizes::of(cx, db, &from.items);
     let mut node: Box<dyn PlanNode> = if from.items.is_empty() {
-        Box::new(ResultNode::new(
-            utilities.unwrap_or_default(),
-            and_all(filters)?,
-        ))
+        let width = cost::row_width(outputs.iter().filter_map(Expr::ty));
+        let filter = and_all(filters)?;
+        // One row, less what a constant WHERE takes (PostgreSQL's Result).
+        let estimate = Estimate::new(0.0, c.cpu_tuple, 1.0, width);
+        cost::estimated(
+            Box::new(ResultNode::new(utilities.unwrap_or_default(), filter)),
+            estimate,
+        )
     } else if from.items.len() == 1 {
         let item = from.items.pop().expect("one item");
-        let scan = item.ordered_node(cx, db, used, filters, wanted_order.as_ref())?;
+        let scan = item.scan(cx, db, used, filters, wanted_order.as_ref(), 1.0)?;
         ordered = scan.ordered;
         scan.node
     } else {
-        build_joins(cx, db, &scope, from, used, joins)?
+        build_joins(cx, db, &scope, &sizes, from, used, joins)?
     };
     if let Some(grouping) = planner.grouping.take() {
         let aggs: Vec<Aggregate> = grouping.aggs.into_iter().map(|(_, a)| a).collect();
-        node = Box::new(AggregateNode::new(
-            node,
-            key_exprs,
-            group_labels,
-            aggs,
-            having,
-        ));
+        let input = estimate_of(node.as_ref());
+        let groups = estimate_groups(&scope, &sizes, &key_exprs, input.rows);
+        let width =
+            cost::row_width(key_exprs.iter().filter_map(Expr::ty)) + aggs.len() * AGGREGATE_WIDTH;
+        let having_conditions = having.as_ref().map_or(0, |h| h.predicate.conjuncts().len());
+        let estimate = cost::aggregate(
+            input,
+            groups,
+            key_exprs.len(),
+            aggs.len(),
+            having_conditions,
+            width,
+            c,
+        );
+        node = cost::estimated(
+            Box::new(AggregateNode::new(
+                node,
+                key_exprs,
+                group_labels,
+                aggs,
+                having,
+            )),
+            estimate,
+        );
     }
-    node = Box::new(ProjectNode::new(node, outputs));
+    let width = cost::row_width(outputs.iter().filter_map(Expr::ty));
+    let estimate = cost::project(estimate_of(node.as_ref()), width);
+    node = cost::estimated(Box::new(ProjectNode::new(node, outputs)), estimate);
     // Rows the index gives in order need no sort.
     let keys = if ordered { Vec::new() } else { keys };
-    let node = sort_and_limit(node, keys, offset, count);
+    let node = sort_and_limit(cx, node, keys, offset, count);
     Ok(PlannedQuery {
         query: QueryPlan::new(node, items.len()),
         columns,

@@ -28,10 +28,12 @@
 
 use sqlparser::ast::{SetExpr, SetOperator, SetQuantifier, Spanned};
 
+use super::cost;
 use super::expr::{reborrow, Outer, StmtCx};
 use super::query::{plan_set_expr, PlannedQuery};
 use super::{ResultColumn, SqlError};
 use crate::database::Database;
+use crate::exec::{estimate_of, Estimate};
 use crate::exec::{
     AggregateNode, AppendNode, Expr, PlanNode, ProjectNode, QueryPlan, SetOpKind, SetOpNode,
 };
@@ -196,9 +198,19 @@ pub(crate) fn plan_set_operation(
                 side > 0,
             ))));
         }
-        inputs.push(Box::new(ProjectNode::new(query.query.root, exprs)));
+        let input = estimate_of(query.query.root.as_ref());
+        let estimate = cost::project(input, cost::row_width(exprs.iter().filter_map(Expr::ty)));
+        inputs.push(cost::estimated(
+            Box::new(ProjectNode::new(query.query.root, exprs)),
+            estimate,
+        ));
     }
-    let append: Box<dyn PlanNode> = Box::new(AppendNode::new(inputs));
+    let c = &cx.costs;
+    let sides: Vec<Estimate> = inputs.iter().map(|i| estimate_of(i.as_ref())).collect();
+    let appended = cost::append(&sides, c);
+    let append = cost::estimated(Box::new(AppendNode::new(inputs)), appended);
+    // Each row's key compared or hashed: an operator per column.
+    let per_row = c.cpu_operator * width as f64 * appended.rows;
     let keys = || -> Vec<Expr> {
         columns
             .iter()
@@ -210,7 +222,14 @@ pub(crate) fn plan_set_operation(
     let root: Box<dyn PlanNode> = match (op.op, op.all) {
         (SetOperator::Union, true) => append,
         (SetOperator::Union, false) => {
-            Box::new(AggregateNode::new(append, keys(), labels, Vec::new(), None))
+            // Distinct rows: PostgreSQL's default per column, at most
+            // every row.
+            let groups = cost::DEFAULT_NUM_DISTINCT.powi(width as i32);
+            let estimate = cost::aggregate(appended, groups, width, 0, 0, appended.width, c);
+            cost::estimated(
+                Box::new(AggregateNode::new(append, keys(), labels, Vec::new(), None)),
+                estimate,
+            )
         }
         (operator, all) => {
             let kind = if operator == SetOperator::Intersect {
@@ -218,7 +237,22 @@ pub(crate) fn plan_set_operation(
             } else {
                 SetOpKind::Except
             };
-            Box::new(SetOpNode::new(append, keys(), labels, kind, all))
+            // As PostgreSQL: at most the smaller side for INTERSECT, the
+            // left side for EXCEPT.
+            let rows = match kind {
+                SetOpKind::Intersect => sides.iter().map(|e| e.rows).fold(f64::MAX, f64::min),
+                SetOpKind::Except => sides[0].rows,
+            };
+            let estimate = Estimate::new(
+                appended.total,
+                appended.total + per_row,
+                cost::clamp_rows(rows),
+                appended.width,
+            );
+            cost::estimated(
+                Box::new(SetOpNode::new(append, keys(), labels, kind, all)),
+                estimate,
+            )
         }
     };
     Ok(PlannedQuery {

@@ -170,10 +170,15 @@ pub fn sorted_rows(
 }
 
 /// EXPLAIN's lines for `sql` (which may begin with EXPLAIN's options in
-/// parentheses).
+/// parentheses), without the planner's estimates (`COSTS OFF`, as
+/// PostgreSQL's own tests compare plans), so that they compare as text.
 pub fn explain_lines(s: &mut aiostore::database::Session, sql: &str) -> Vec<String> {
     use aiostore::types::Value;
-    run(s, &format!("EXPLAIN {sql}"))
+    let explain = match sql.trim_start().strip_prefix('(') {
+        Some(options) => format!("EXPLAIN (COSTS OFF, {options}"),
+        None => format!("EXPLAIN (COSTS OFF) {sql}"),
+    };
+    run(s, &explain)
         .pop()
         .unwrap()
         .rows
