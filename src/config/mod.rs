@@ -297,14 +297,14 @@ pub static SETTINGS: &[SettingDef] = &[
         default: "on",
         kind: Kind::Bool,
         context: Context::Session,
-        description: "Lets the planner use hash joins; off joins on an equality by merge join (or, with enable_mergejoin off too, by nested loop), to compare them",
+        description: "Lets the planner use hash joins; off makes them cost disable_cost more (chosen only where every join method is off), to compare the methods",
     },
     SettingDef {
         name: "enable_mergejoin",
         default: "on",
         kind: Kind::Bool,
         context: Context::Session,
-        description: "Lets the planner use merge joins (both inputs sorted by the join keys) where enable_hashjoin is off; off joins on an equality by nested loop instead, to compare them",
+        description: "Lets the planner use merge joins (both inputs in join-key order, sorted or read from an index); off makes them cost disable_cost more, to compare the methods",
     },
     SettingDef {
         name: "enable_indexscan",
@@ -384,7 +384,7 @@ pub static SETTINGS: &[SettingDef] = &[
         default: "on",
         kind: Kind::Bool,
         context: Context::Session,
-        description: "Lets the planner use nested loops where a hash or merge join is possible; a join without an equality has no other way and still uses one",
+        description: "Lets the planner use nested loops, plain or searching the inner table's index by each outer row; off makes them cost disable_cost more (a join without an equality has no other method)",
     },
     SettingDef {
         name: "ignore_checksum_failure",
