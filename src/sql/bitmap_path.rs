@@ -259,15 +259,7 @@ pub(crate) fn bitmap_scan_node(
     plan: BitmapPlan,
     c: &Costs,
 ) -> Result<Box<dyn PlanNode>, super::SqlError> {
-    let mut keys = Vec::new();
-    let mut rest = Vec::new();
-    for (i, f) in filters.into_iter().enumerate() {
-        if plan.used.contains(&i) {
-            keys.push(f);
-        } else {
-            rest.push(f);
-        }
-    }
+    let (mut keys, rest) = super::access::split_filters(filters, &plan.used);
     let recheck = match plan.op {
         // As PostgreSQL shows an OR: each part parenthesised.
         Some(BitmapSetOp::Or) => {
