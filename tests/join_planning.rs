@@ -247,6 +247,10 @@ const DIFFERENTIAL_QUERIES: &[&str] = &[
     "SELECT o.id, i.id FROM o JOIN i ON o.k = i.k AND o.j = i.j",
     "SELECT o.id, i.id FROM o LEFT JOIN i ON o.k = i.k AND i.j = o.j AND i.id < o.id * 20",
     "SELECT o.id, i.id FROM o JOIN i ON i.t = o.t",
+    // Written with the large table first: run the other way round, the
+    // few rows of o driving (a loop into i's index, or a hash of o).
+    "SELECT i.id, o.id, i.k FROM i JOIN o ON o.k = i.k WHERE o.j = 1",
+    "SELECT i.id, o.id FROM i JOIN o ON o.k = i.k AND o.j = i.j WHERE o.id < 50",
     "SELECT o.id, i.id FROM o, i WHERE i.k = o.k + 1 AND o.j = 2",
     // A range join: only the nested loop can run it; the inner index
     // scan searches by the range.
@@ -420,4 +424,65 @@ fn join_methods_agree_while_the_tables_change(method: IoMethod) {
     let rounds = writer.join().unwrap();
     assert!(rounds > 0);
     run(&mut s, "SELECT verify_index('i_k'), verify_index('i_id')");
+}
+
+#[test]
+fn an_inner_join_of_two_tables_runs_the_other_way_round_where_that_costs_less() {
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut s = db.session().unwrap();
+    load(&mut s);
+    // Written big first: the few rows of small still drive the loop, and
+    // the columns come back in the order written.
+    let few = "SELECT * FROM big JOIN small ON big.id = small.big_id WHERE small.y < 4";
+    assert_eq!(
+        explain_lines(&mut s, few),
+        [
+            "Nested Loop",
+            "  ->  Seq Scan on small",
+            "        Filter: (small.y < 4)",
+            "  ->  Index Scan using big_pkey on big",
+            "        Index Cond: (big.id = small.big_id)",
+        ]
+    );
+    let rows = run(&mut s, few).pop().unwrap().rows;
+    let by_hash = {
+        run(
+            &mut s,
+            "SET enable_nestloop = off; SET enable_mergejoin = off",
+        );
+        let rows = run(&mut s, few).pop().unwrap().rows;
+        run(&mut s, "RESET enable_nestloop; RESET enable_mergejoin");
+        rows
+    };
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let mut sorted = rows.clone();
+    sorted.sort_by_key(|r| format!("{r:?}"));
+    let mut hashed = by_hash;
+    hashed.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(sorted, hashed);
+    // big's columns (id, x, pad) first, then small's (id, big_id, y).
+    for r in &rows {
+        assert_eq!(r.len(), 6);
+        assert_eq!(r[0], r[4], "big.id = small.big_id: {r:?}");
+    }
+    // A hash join builds from the smaller side whichever is written
+    // first.
+    let both = "SELECT count(*) FROM small JOIN big ON big.id = small.big_id";
+    assert_eq!(
+        explain_lines(&mut s, both)
+            .iter()
+            .map(|l| l.trim_start().trim_start_matches("->  ").to_string())
+            .filter(|l| l.contains("Scan"))
+            .collect::<Vec<_>>(),
+        ["Seq Scan on big", "Seq Scan on small"]
+    );
+    // A left join keeps its sides.
+    let left = "SELECT count(*) FROM big LEFT JOIN small ON big.id = small.big_id";
+    assert_eq!(
+        explain_lines(&mut s, left)
+            .iter()
+            .find(|l| l.contains("Scan"))
+            .map(|l| l.trim_start().trim_start_matches("->  ")),
+        Some("Seq Scan on big")
+    );
 }

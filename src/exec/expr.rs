@@ -489,36 +489,44 @@ impl Expr {
         self
     }
 
-    /// The same expression over the inner rows of a nested loop that
-    /// start at column `start` of the joined rows it was planned for, the
-    /// outer row's columns (those before `start`) read as parameters: each
-    /// such column becomes `$n`, `n` from `params` if the column has one
-    /// there, else from `next_param`, recorded in `params` as (`n`, the
-    /// column over the outer row). The loop sets them from each outer row
-    /// before running its inner side.
+    /// The same expression over the inner rows of a nested loop, which
+    /// are the columns `inner` of the joined rows it was planned for; the
+    /// outer row's columns (all the others, the outer row's column `c -
+    /// outer_start` for joined column `c`) read as parameters: each such
+    /// column becomes `$n`, `n` from `params` if the column has one there,
+    /// else from `next_param`, recorded in `params` as (`n`, the column
+    /// over the outer row). The loop sets them from each outer row before
+    /// running its inner side.
     pub fn parameterized(
         mut self,
-        start: usize,
+        inner: std::ops::Range<usize>,
+        outer_start: usize,
         params: &mut Vec<(usize, Expr)>,
         next_param: &mut dyn FnMut() -> usize,
     ) -> Expr {
         fn visit(
             e: &mut Expr,
-            start: usize,
+            inner: &std::ops::Range<usize>,
+            outer_start: usize,
             params: &mut Vec<(usize, Expr)>,
             next_param: &mut dyn FnMut() -> usize,
         ) {
             if let Kind::Column(c) = e.kind {
-                if c >= start {
-                    e.kind = Kind::Column(c - start);
+                if inner.contains(&c) {
+                    e.kind = Kind::Column(c - inner.start);
                 } else {
+                    assert!(
+                        c >= outer_start,
+                        "column {c} is neither the inner rows' nor the outer row's"
+                    );
+                    let outer = c - outer_start;
                     let known = params
                         .iter()
-                        .find(|(_, outer)| outer.column_index() == Some(c))
+                        .find(|(_, o)| o.column_index() == Some(outer))
                         .map(|(n, _)| *n);
                     let n = known.unwrap_or_else(|| {
                         let n = next_param();
-                        params.push((n, Expr::column(c, e.ty.unwrap_or(ColumnType::Text))));
+                        params.push((n, Expr::column(outer, e.ty.unwrap_or(ColumnType::Text))));
                         n
                     });
                     debug_assert!(params.iter().any(|(m, _)| *m == n));
@@ -527,10 +535,10 @@ impl Expr {
                 return;
             }
             for child in e.children_mut() {
-                visit(child, start, params, next_param);
+                visit(child, inner, outer_start, params, next_param);
             }
         }
-        visit(&mut self, start, params, next_param);
+        visit(&mut self, &inner, outer_start, params, next_param);
         self
     }
 

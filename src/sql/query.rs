@@ -1162,8 +1162,8 @@ impl ItemSizes {
     /// The fraction of pairs `key` of the join of item `k` matches
     /// (PostgreSQL's `eqjoinsel` without common values: the non-NULL
     /// share of both sides over the larger distinct count), and the inner
-    /// side's distinct values.
-    fn key_selectivity(&self, scope: &Scope, k: usize, key: &JoinKey) -> (f64, f64) {
+    /// side's distinct values and the outer side's.
+    fn key_selectivity(&self, scope: &Scope, k: usize, key: &JoinKey) -> (f64, f64, f64) {
         let (outer_distinct, outer_nulls) = match key.outer_column {
             Some(c) => {
                 let item = scope.columns[c].item;
@@ -1174,7 +1174,7 @@ impl ItemSizes {
         let (inner_distinct, inner_nulls) = self.column(k, key.inner_column);
         let selectivity =
             (1.0 - outer_nulls) * (1.0 - inner_nulls) / outer_distinct.max(inner_distinct).max(1.0);
-        (selectivity, inner_distinct)
+        (selectivity, inner_distinct, outer_distinct)
     }
 }
 
@@ -1231,6 +1231,17 @@ fn build_joins(
     let mut items = from.items.into_iter();
     let first = items.next().expect("several items");
     let first_filters = filters.next().expect("a filter slot per item");
+    // The first item, if a table, may be the inner side of the first
+    // join instead (an inner join's sides commute).
+    let mut first_table = match &first {
+        FromItem::Table(table, alias) => Some(FirstTable {
+            table: Arc::clone(table),
+            alias: alias.clone(),
+            wanted: wanted(0),
+            filters: first_filters.clone(),
+        }),
+        _ => None,
+    };
     let mut node = first
         .scan(cx, db, wanted(0), first_filters, None, 1.0)?
         .node;
@@ -1246,6 +1257,7 @@ fn build_joins(
             conds,
             wanted: wanted(k),
             filters: filters.next().expect("a filter slot per item"),
+            first: first_table.take(),
         };
         node = join_item(cx, db, scope, sizes, node, k, join)?;
     }
@@ -1273,6 +1285,17 @@ struct JoinInput {
     wanted: Vec<bool>,
     /// Its own conditions, which its scan applies.
     filters: Vec<Filter>,
+    /// For the first join, the first item if it is a table: the join may
+    /// run the other way round.
+    first: Option<FirstTable>,
+}
+
+/// The first item of a FROM clause, a table, as its scan reads it.
+struct FirstTable {
+    table: Arc<TableDef>,
+    alias: Option<String>,
+    wanted: Vec<bool>,
+    filters: Vec<Filter>,
 }
 
 /// How a join runs, as costed.
@@ -1292,6 +1315,15 @@ enum JoinMethod {
     /// gives that order (else it is sorted).
     Merge {
         ordered_inner: Option<Box<dyn PlanNode>>,
+    },
+    /// An inner join of the first two items run the other way round (the
+    /// second item outer), its columns put back in order above: a hash
+    /// join building from the first item, or a nested loop searching the
+    /// first item's table by each row of the second.
+    SwappedHash,
+    SwappedParameterized {
+        scan: Box<dyn PlanNode>,
+        params: Vec<(usize, Expr)>,
     },
 }
 
@@ -1316,6 +1348,7 @@ fn join_item(
         conds,
         wanted,
         filters,
+        first,
     } = join;
     let c = &cx.costs;
     let methods = cx.joins;
@@ -1335,13 +1368,15 @@ fn join_item(
     // The join's rows, whatever its method.
     let mut selectivity = 1.0;
     let mut inner_distinct = 1.0;
+    let mut outer_distinct = 1.0;
     let mut key_count = 0;
     for cond in &conds {
         match &cond.key {
             Some(key) => {
-                let (s, d) = sizes.key_selectivity(scope, k, key);
+                let (s, d, o) = sizes.key_selectivity(scope, k, key);
                 selectivity *= s;
                 inner_distinct *= d;
+                outer_distinct *= o;
                 key_count += 1;
             }
             None => {
@@ -1383,11 +1418,12 @@ fn join_item(
                 remaining.push(cond.filter.clone());
                 continue;
             }
-            let predicate =
-                cond.filter
-                    .predicate
-                    .clone()
-                    .parameterized(range.start, &mut params, &mut || cx.next_param());
+            let predicate = cond.filter.predicate.clone().parameterized(
+                range.clone(),
+                0,
+                &mut params,
+                &mut || cx.next_param(),
+            );
             moved.push(Filter {
                 predicate,
                 ..cond.filter.clone()
@@ -1467,6 +1503,51 @@ fn join_item(
         e.total += penalty(methods.merge);
         candidates.push((e, JoinMethod::Merge { ordered_inner }));
     }
+    // The first join, inner, run the other way round: only where every
+    // condition is a key (for a hash join) or can be searched by (for a
+    // nested loop), so that nothing is left to evaluate over the joined
+    // row in the other order.
+    let swappable =
+        kind == JoinKind::Inner && !conds.iter().any(|c| c.filter.predicate.has_subplan());
+    if let (Some(first), true) = (&first, swappable) {
+        debug_assert_eq!(k, 1);
+        if key_count == conds.len() && key_count > 0 {
+            let mut e = cost::hash_join(ie, oe, key_count, outer_distinct, &shape(0), c);
+            e.total += penalty(methods.hash);
+            candidates.push((e, JoinMethod::SwappedHash));
+        }
+        if !conds.is_empty() {
+            let mut params = Vec::new();
+            let mut inner_filters = first.filters.clone();
+            for cond in &conds {
+                let predicate = cond.filter.predicate.clone().parameterized(
+                    0..range.start,
+                    range.start,
+                    &mut params,
+                    &mut || cx.next_param(),
+                );
+                inner_filters.push(Filter {
+                    predicate,
+                    ..cond.filter.clone()
+                });
+            }
+            let scan = super::access::table_scan(
+                cx,
+                db,
+                Arc::clone(&first.table),
+                first.alias.clone(),
+                first.wanted.clone(),
+                inner_filters,
+                super::access::ReadFor::Query,
+                None,
+                ie.rows,
+            )?
+            .node;
+            let mut e = cost::nested_loop(ie, estimate_of(scan.as_ref()), &shape(0), c);
+            e.total += penalty(methods.nested_loop);
+            candidates.push((e, JoinMethod::SwappedParameterized { scan, params }));
+        }
+    }
     let (estimate, method) = candidates
         .into_iter()
         .min_by(|a, b| a.0.total.total_cmp(&b.0.total))
@@ -1529,8 +1610,51 @@ fn join_item(
                 c,
             )
         }
+        JoinMethod::SwappedHash => {
+            let (keys, _) = split_keys(conds);
+            let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
+            let (inner_keys, outer_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
+            let hash = HashCond {
+                outer_keys,
+                inner_keys,
+                label: format!("({})", labels.join(" AND ")),
+            };
+            let join: Box<dyn PlanNode> = Box::new(HashJoinNode::new(
+                plain,
+                outer,
+                range.start,
+                kind,
+                hash,
+                None,
+            ));
+            return Ok(in_scope_order(join, estimate, &types, range));
+        }
+        JoinMethod::SwappedParameterized { scan, params } => {
+            let join: Box<dyn PlanNode> = Box::new(
+                NestedLoopNode::new(plain, scan, range.start, kind, None).with_params(params),
+            );
+            return Ok(in_scope_order(join, estimate, &types, range));
+        }
     };
     Ok(cost::estimated(node, estimate))
+}
+
+/// A join of the first items run the other way round, `join`'s rows being
+/// item `range`'s columns then the items' before it, with `estimate`: its
+/// columns put back in the order of `types` (the scope's).
+fn in_scope_order(
+    join: Box<dyn PlanNode>,
+    estimate: Estimate,
+    types: &[ColumnType],
+    range: std::ops::Range<usize>,
+) -> Box<dyn PlanNode> {
+    let (before, width) = (range.start, range.len());
+    let columns: Vec<Expr> = (0..before)
+        .map(|c| Expr::column(width + c, types[c]))
+        .chain((0..width).map(|c| Expr::column(c, types[before + c])))
+        .collect();
+    let join = cost::estimated(join, estimate);
+    cost::estimated(Box::new(ProjectNode::new(join, columns)), estimate)
 }
 
 /// A join's conditions split into its keys and the rest.
