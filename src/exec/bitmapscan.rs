@@ -32,7 +32,7 @@
 use std::sync::Arc;
 
 use super::estimate::Estimate;
-use super::explain::{push_buffers, push_filter, stream_details, ExplainOptions};
+use super::explain::{push_buffers, push_filter, scan_title, stream_details, ExplainOptions};
 use super::expr::Expr;
 use super::indexscan::{scan_keys, IndexQual};
 use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
@@ -446,11 +446,10 @@ impl PlanNode for BitmapHeapScanNode {
     }
 
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
-        let mut title = format!("Bitmap Heap Scan on {}", self.table.name());
-        if let Some(alias) = &self.alias {
-            title.push(' ');
-            title.push_str(alias);
-        }
+        let title = scan_title(
+            format!("Bitmap Heap Scan on {}", self.table.name()),
+            self.alias.as_deref(),
+        );
         let mut details = vec![format!("Recheck Cond: {}", self.recheck.label)];
         if opts.analyze && self.rechecked_out > 0 {
             details.push(format!(

@@ -291,6 +291,15 @@ fn tree_nodes(
     show_subplans(per_row, out);
 }
 
+/// A scan's title: `what` ("Seq Scan on t"), then the alias the statement
+/// gave the table, if any, as PostgreSQL shows it ("Seq Scan on t x").
+pub(crate) fn scan_title(what: String, alias: Option<&str>) -> String {
+    match alias {
+        Some(alias) => format!("{what} {alias}"),
+        None => what,
+    }
+}
+
 /// A node's filter and, with ANALYZE, the rows it removed.
 pub(crate) fn push_filter(
     details: &mut Vec<String>,

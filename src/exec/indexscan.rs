@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::explain::{push_buffers, push_filter, ExplainOptions};
+use super::explain::{push_buffers, push_filter, scan_title, ExplainOptions};
 use super::expr::{BinaryOp, Expr};
 use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
 use super::value::is_true;
@@ -376,15 +376,14 @@ impl PlanNode for IndexScanNode {
             ""
         };
         let only = if self.index_only { " Only" } else { "" };
-        let mut title = format!(
-            "Index{only} Scan{backward} using {} on {}",
-            self.index.name,
-            self.table.name()
+        let title = scan_title(
+            format!(
+                "Index{only} Scan{backward} using {} on {}",
+                self.index.name,
+                self.table.name()
+            ),
+            self.alias.as_deref(),
         );
-        if let Some(alias) = &self.alias {
-            title.push(' ');
-            title.push_str(alias);
-        }
         let mut details = Vec::new();
         if let Some(label) = &self.search.label {
             details.push(format!("Index Cond: {label}"));

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::explain::{push_filter, stream_details, ExplainOptions};
+use super::explain::{push_filter, scan_title, stream_details, ExplainOptions};
 use super::plan::{keep_passing, passes, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
 use super::ExecError;
 use crate::catalog::TableDef;
@@ -178,11 +178,10 @@ impl PlanNode for SeqScanNode {
     }
 
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
-        let mut title = format!("Seq Scan on {}", self.table.name());
-        if let Some(alias) = &self.alias {
-            title.push(' ');
-            title.push_str(alias);
-        }
+        let title = scan_title(
+            format!("Seq Scan on {}", self.table.name()),
+            self.alias.as_deref(),
+        );
         let mut details = Vec::new();
         push_filter(&mut details, self.filter.as_ref(), self.counts, opts);
         if let (true, Some(stats)) = (opts.analyze, &self.stats) {

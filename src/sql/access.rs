@@ -80,7 +80,8 @@ pub(crate) struct TableScan {
 /// scan and a sort. The node carries its estimate; `loops` is how often
 /// it is expected to run (the inner side of a nested loop searching by
 /// each outer row: the pages its runs share are read once, as PostgreSQL
-/// takes them to be).
+/// takes them to be). `size` is the table's, if the caller has it
+/// already (a join estimating its size); else it is read here.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn table_scan(
     cx: &StmtCx,
@@ -92,11 +93,19 @@ pub(crate) fn table_scan(
     purpose: ReadFor,
     order: Option<&WantedOrder>,
     loops: f64,
+    size: Option<&TableSize>,
 ) -> Result<TableScan, super::SqlError> {
     let indexes = db.catalog().indexes_of(&table);
-    let size = TableSize::of(db, &table, &indexes, cx.costs);
+    let read;
+    let size = match size {
+        Some(size) => size,
+        None => {
+            read = TableSize::of(db, &table, &indexes, cx.costs);
+            &read
+        }
+    };
     let c = &cx.costs;
-    let rows = filtered_rows(&size, &filters);
+    let rows = filtered_rows(size, &filters);
     let width = size.width(&table, &wanted);
     let seq_cost = size.pages * c.seq_page
         + size.rows * (c.cpu_tuple + c.cpu_operator * filters.len() as f64)
@@ -127,7 +136,7 @@ pub(crate) fn table_scan(
         .iter()
         .filter_map(|index| {
             let whole = order.is_some_and(|o| gives_order(index, &o.keys).is_some());
-            let mut plan = index_plan_with(index, &filters, &size, whole, loops)?;
+            let mut plan = index_plan_with(index, &filters, size, whole, loops)?;
             plan.index_only = cx.scans.index_only
                 && purpose == ReadFor::Query
                 && wanted
@@ -151,7 +160,7 @@ pub(crate) fn table_scan(
     let bitmap_penalty = if cx.scans.bitmap { 0.0 } else { DISABLE_COST };
     let mut best_cost = best.map_or(seq_cost, |p| p.cost);
     let mut bitmap = None;
-    if let Some(mut plan) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, &size) {
+    if let Some(mut plan) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, size) {
         plan.cost += bitmap_penalty;
         if plan.cost < best_cost {
             best_cost = plan.cost;

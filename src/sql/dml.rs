@@ -394,6 +394,7 @@ fn change_target(
         super::access::ReadFor::Change,
         None,
         1.0,
+        None,
     )?
     .node;
     Ok(ChangeTarget {

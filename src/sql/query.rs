@@ -120,8 +120,10 @@ impl FromItem {
     /// The node that reads it, decoding the `wanted` columns, with the
     /// item's own conditions: a table chooses how it is read by them,
     /// for rows in `order` if an index gives it cheaply (the scan says
-    /// whether it does), run `loops` times (see `access::table_scan`).
+    /// whether it does), run `loops` times, of `size` if known (see
+    /// `access::table_scan`).
     /// The node carries its estimate.
+    #[allow(clippy::too_many_arguments)]
     fn scan(
         self,
         cx: &StmtCx,
@@ -130,6 +132,7 @@ impl FromItem {
         filters: Vec<Filter>,
         order: Option<&super::access::WantedOrder>,
         loops: f64,
+        size: Option<&TableSize>,
     ) -> Result<super::access::TableScan, SqlError> {
         if let FromItem::Table(table, alias) = self {
             return super::access::table_scan(
@@ -142,6 +145,7 @@ impl FromItem {
                 super::access::ReadFor::Query,
                 order,
                 loops,
+                size,
             );
         }
         let c = &cx.costs;
@@ -1126,6 +1130,7 @@ fn join_key(
 
 /// What the planner knows of each FROM item for estimating joins: a
 /// table's size and statistics.
+#[derive(Default)]
 struct ItemSizes {
     sizes: Vec<Option<TableSize>>,
 }
@@ -1147,12 +1152,17 @@ impl ItemSizes {
         ItemSizes { sizes }
     }
 
+    /// Item `item`'s size, if it is a table.
+    fn table(&self, item: usize) -> Option<&TableSize> {
+        self.sizes.get(item)?.as_ref()
+    }
+
     /// Distinct values and NULL fraction of column `column` of item
     /// `item` in its table (PostgreSQL's default if it is not a table's,
     /// or unknown). As in PostgreSQL, the table's conditions do not lower
     /// the count: the values left are taken to be as spread.
     fn column(&self, item: usize, column: Option<usize>) -> (f64, f64) {
-        let known = column.and_then(|c| Some((self.sizes.get(item)?.as_ref()?, c)));
+        let known = column.and_then(|c| Some((self.table(item)?, c)));
         match known {
             Some((size, c)) => (size.distinct(c), size.null_frac(c)),
             None => (cost::DEFAULT_NUM_DISTINCT, 0.0),
@@ -1243,7 +1253,7 @@ fn build_joins(
         _ => None,
     };
     let mut node = first
-        .scan(cx, db, wanted(0), first_filters, None, 1.0)?
+        .scan(cx, db, wanted(0), first_filters, None, 1.0, sizes.table(0))?
         .node;
     for (k, ((item, spec), conds)) in items
         .zip(from.joins)
@@ -1361,7 +1371,15 @@ fn join_item(
     };
     let oe = estimate_of(outer.as_ref());
     let plain = item
-        .scan(cx, db, wanted.clone(), filters.clone(), None, 1.0)?
+        .scan(
+            cx,
+            db,
+            wanted.clone(),
+            filters.clone(),
+            None,
+            1.0,
+            sizes.table(k),
+        )?
         .node;
     let ie = estimate_of(plain.as_ref());
 
@@ -1442,6 +1460,7 @@ fn join_item(
                 super::access::ReadFor::Query,
                 None,
                 oe.rows,
+                sizes.table(k),
             )?
             .node;
             let mut e =
@@ -1490,6 +1509,7 @@ fn join_item(
                     super::access::ReadFor::Query,
                     Some(&wanted_order),
                     1.0,
+                    sizes.table(k),
                 )?;
                 scan.ordered.then_some(scan.node)
             }
@@ -1541,6 +1561,7 @@ fn join_item(
                 super::access::ReadFor::Query,
                 None,
                 ie.rows,
+                sizes.table(0),
             )?
             .node;
             let mut e = cost::nested_loop(ie, estimate_of(scan.as_ref()), &shape(0), c);
@@ -1568,13 +1589,7 @@ fn join_item(
         ),
         JoinMethod::Hash => {
             let (keys, others) = split_keys(conds);
-            let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
-            let (outer_keys, inner_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
-            let hash = HashCond {
-                outer_keys,
-                inner_keys,
-                label: format!("({})", labels.join(" AND ")),
-            };
+            let hash = hash_cond(keys, false);
             Box::new(HashJoinNode::new(
                 outer,
                 plain,
@@ -1611,14 +1626,9 @@ fn join_item(
             )
         }
         JoinMethod::SwappedHash => {
-            let (keys, _) = split_keys(conds);
-            let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
-            let (inner_keys, outer_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
-            let hash = HashCond {
-                outer_keys,
-                inner_keys,
-                label: format!("({})", labels.join(" AND ")),
-            };
+            let (keys, others) = split_keys(conds);
+            debug_assert!(others.is_empty(), "a join is commuted only if all keys");
+            let hash = hash_cond(keys, true);
             let join: Box<dyn PlanNode> = Box::new(HashJoinNode::new(
                 plain,
                 outer,
@@ -1655,6 +1665,23 @@ fn in_scope_order(
         .collect();
     let join = cost::estimated(join, estimate);
     cost::estimated(Box::new(ProjectNode::new(join, columns)), estimate)
+}
+
+/// The hash join's condition over `keys`: each key's outer side probes
+/// and its inner side builds, or the other way round if `swapped` (the
+/// join commuted).
+fn hash_cond(keys: Vec<JoinKey>, swapped: bool) -> HashCond {
+    let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
+    let (mut outer_keys, mut inner_keys): (Vec<Expr>, Vec<Expr>) =
+        keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
+    if swapped {
+        std::mem::swap(&mut outer_keys, &mut inner_keys);
+    }
+    HashCond {
+        outer_keys,
+        inner_keys,
+        label: format!("({})", labels.join(" AND ")),
+    }
 }
 
 /// A join's conditions split into its keys and the rest.
@@ -2112,7 +2139,14 @@ fn plan_select(
         .flatten();
     let mut ordered = false;
     let c = &cx.costs;
-    let sizes = ItemSizes::of(cx, db, &from.items);
+    // What joins and groups are estimated from: the tables' sizes and
+    // statistics, read once (a lone table's scan reads them itself when
+    // nothing else needs them).
+    let sizes = if from.items.len() > 1 || !key_exprs.is_empty() {
+        ItemSizes::of(cx, db, &from.items)
+    } else {
+        ItemSizes::default()
+    };
     let mut node: Box<dyn PlanNode> = if from.items.is_empty() {
         let width = cost::row_width(outputs.iter().filter_map(Expr::ty));
         let filter = and_all(filters)?;
@@ -2124,7 +2158,15 @@ fn plan_select(
         )
     } else if from.items.len() == 1 {
         let item = from.items.pop().expect("one item");
-        let scan = item.scan(cx, db, used, filters, wanted_order.as_ref(), 1.0)?;
+        let scan = item.scan(
+            cx,
+            db,
+            used,
+            filters,
+            wanted_order.as_ref(),
+            1.0,
+            sizes.table(0),
+        )?;
         ordered = scan.ordered;
         scan.node
     } else {
