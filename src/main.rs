@@ -379,6 +379,11 @@ enum Bench {
         /// others run at 1.
         #[arg(long, value_delimiter = ',', default_value = "1,8")]
         wal_io_concurrency: Vec<usize>,
+        /// Times through every case, one case after the other each round,
+        /// so that a change in the device's speed falls on every case;
+        /// the ratios are of the medians.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
         /// The I/O method (default: the io_method setting).
         #[arg(long)]
         method: Option<String>,
@@ -929,11 +934,15 @@ fn run_bench(
             seconds,
             latency_us,
             wal_io_concurrency,
+            rounds,
             method,
             json,
         } => in_bench_dir(bench_dir, keep, |dir| {
             if sessions.is_empty() || sessions.contains(&0) || seconds.is_nan() || seconds <= 0.0 {
                 return Err("bench commit needs session counts of at least 1 (--sessions 1,8,32) and --seconds above 0".into());
+            }
+            if rounds == 0 {
+                return Err("bench commit needs --rounds of at least 1".into());
             }
             if wal_io_concurrency.is_empty()
                 || wal_io_concurrency.iter().any(|&c| !(1..=64).contains(&c))
@@ -950,6 +959,7 @@ fn run_bench(
                 latencies_us: latency_us,
                 direct: vec![false, true],
                 concurrency: wal_io_concurrency,
+                rounds,
                 extra_settings: forwarded_settings(settings)
                     .into_iter()
                     .filter(|s| {

@@ -643,3 +643,66 @@ fn bench_recovery_replays_one_crash_with_prefetching_off_and_on() {
         assert!(off["ratio"].is_null(), "{text}");
     }
 }
+
+#[test]
+fn bench_commit_runs_every_case_each_round_and_compares_medians() {
+    let tmp = common::temp_dir();
+    let bench_dir = tmp.path().join("bench");
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &[
+            "bench",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+            "commit",
+            "--sessions",
+            "1,2",
+            "--seconds",
+            "0.2",
+            "--latency-us",
+            "0",
+            "--rounds",
+            "2",
+            "--method",
+            "sync",
+        ],
+    );
+    assert!(ok, "{text}");
+    // Buffered WAL at concurrency 1, direct at 1 and 8, each at 1 and 2
+    // sessions: six cases, twice.
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(rows.len(), 12, "{text}");
+    // The same cases in the same order each round.
+    let case = |row: &str| row.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    for (a, b) in rows[..6].iter().zip(&rows[6..]) {
+        assert_eq!(case(a), case(b), "{text}");
+    }
+    for row in &rows {
+        let commits: f64 = row
+            .split_whitespace()
+            .nth(4)
+            .expect("a rate")
+            .parse()
+            .expect("a number");
+        assert!(commits > 0.0, "every case commits: {text}");
+    }
+    assert!(
+        text.contains("wal_io_concurrency=8 = ") && text.contains("(medians of 2 rounds)"),
+        "{text}"
+    );
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &[
+            "bench",
+            "--dir",
+            bench_dir.to_str().expect("UTF-8 path"),
+            "commit",
+            "--rounds",
+            "0",
+        ],
+    );
+    assert!(!ok && text.contains("--rounds of at least 1"), "{text}");
+}

@@ -30,12 +30,16 @@ pub struct CommitOptions {
     pub direct: Vec<bool>,
     /// `wal_io_concurrency` values: 1 is one WAL write in flight.
     pub concurrency: Vec<usize>,
+    /// Times through every case, interleaved (see [`run`]).
+    pub rounds: usize,
     pub extra_settings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CommitCase {
     pub bench: &'static str,
+    /// Which time through the cases (from 1).
+    pub round: usize,
     pub method: &'static str,
     pub sessions: usize,
     pub wal_direct: bool,
@@ -62,10 +66,12 @@ pub fn run(
     let max_sessions = opts.sessions.iter().copied().max().unwrap_or(1) + 8;
     writeln!(
         out,
-        "bench commit: io_method={} sessions={:?} {} s per case, single-row INSERT transactions, synchronous_commit=on",
+        "bench commit: io_method={} sessions={:?} {} s per case, {} round(s) through the cases, single-row INSERT transactions, synchronous_commit=on; load average {}",
         opts.method.name(),
         opts.sessions,
-        opts.seconds
+        opts.seconds,
+        opts.rounds,
+        super::load_average()
     )
     .map_err(|e| e.to_string())?;
     if !json {
@@ -99,44 +105,29 @@ pub fn run(
         })
         .collect::<Result<Vec<_>, String>>()?;
     let mut cases = Vec::new();
-    for &latency_us in &opts.latencies_us {
-        for (&direct, concurrencies) in opts.direct.iter().zip(&concurrencies_of) {
-            for (&concurrency, &sessions) in concurrencies
-                .iter()
-                .flat_map(|c| opts.sessions.iter().map(move |s| (c, s)))
-            {
-                let case = run_case(
-                    opts,
-                    sessions,
-                    direct,
-                    concurrency,
-                    latency_us,
-                    max_sessions,
-                )?;
-                if json {
-                    writeln!(
-                        out,
-                        "{}",
-                        serde_json::to_string(&case).map_err(|e| e.to_string())?
-                    )
-                } else {
-                    writeln!(
-                        out,
-                        "{:>8} {:>10} {:>8} {:>10} {:>10.0} {:>12.0} {:>12.0} {:>12} {:>8.1} {:>12.0}",
-                        case.sessions,
-                        if direct { "direct" } else { "buffered" },
+    // Round after round through every case: the disk's speed swings
+    // within seconds on a shared machine (an O_DSYNC write took 0.15 ms
+    // and 3.7 ms a minute apart), so cases compared are run close
+    // together, many times, and their medians compared.
+    for round in 1..=opts.rounds {
+        for &latency_us in &opts.latencies_us {
+            for (&direct, concurrencies) in opts.direct.iter().zip(&concurrencies_of) {
+                for (&concurrency, &sessions) in concurrencies
+                    .iter()
+                    .flat_map(|c| opts.sessions.iter().map(move |s| (c, s)))
+                {
+                    let mut case = run_case(
+                        opts,
+                        sessions,
+                        direct,
                         concurrency,
                         latency_us,
-                        case.commits_per_s,
-                        case.wal_writes_per_s,
-                        case.wal_syncs_per_s,
-                        case.flushes_shared,
-                        case.wal_mib,
-                        case.wal_write_us
-                    )
+                        max_sessions,
+                    )?;
+                    case.round = round;
+                    print_case(&case, json, out)?;
+                    cases.push(case);
                 }
-                .map_err(|e| e.to_string())?;
-                cases.push(case);
             }
         }
     }
@@ -144,6 +135,37 @@ pub fn run(
         summarize(opts, &cases, out).map_err(|e| e.to_string())?;
     }
     Ok(cases)
+}
+
+/// One case's line (or JSON object).
+fn print_case(case: &CommitCase, json: bool, out: &mut dyn Write) -> Result<(), String> {
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(case).map_err(|e| e.to_string())?
+        )
+    } else {
+        writeln!(
+            out,
+            "{:>8} {:>10} {:>8} {:>10} {:>10.0} {:>12.0} {:>12.0} {:>12} {:>8.1} {:>12.0}",
+            case.sessions,
+            if case.wal_direct {
+                "direct"
+            } else {
+                "buffered"
+            },
+            case.wal_io_concurrency,
+            case.latency_us,
+            case.commits_per_s,
+            case.wal_writes_per_s,
+            case.wal_syncs_per_s,
+            case.flushes_shared,
+            case.wal_mib,
+            case.wal_write_us
+        )
+    }
+    .map_err(|e| e.to_string())
 }
 
 /// Whether a completed WAL write is durable with these settings (the
@@ -157,24 +179,27 @@ fn writes_are_durable(opts: &CommitOptions, direct: bool) -> Result<bool, String
     Ok(method.durable_on_write())
 }
 
-/// The ratios the issue sets targets for: group commit (most sessions
-/// against fewest) and concurrent WAL writes (most against fewest writes
-/// in flight, at the most sessions).
+/// The ratios the issue sets targets for, of the medians over the rounds:
+/// group commit (most sessions against fewest) and concurrent WAL writes
+/// (most against fewest writes in flight, at the most sessions).
 fn summarize(
     opts: &CommitOptions,
     cases: &[CommitCase],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    // The median over the rounds.
     let rate = |sessions: usize, direct: bool, concurrency: usize, latency_us: u64| {
-        cases
+        let rates: Vec<f64> = cases
             .iter()
-            .find(|c| {
+            .filter(|c| {
                 c.sessions == sessions
                     && c.wal_direct == direct
                     && c.wal_io_concurrency == concurrency
                     && c.latency_us == latency_us
             })
             .map(|c| c.commits_per_s.max(1e-9))
+            .collect();
+        super::median(&rates)
     };
     let (Some(&lo), Some(&hi)) = (opts.sessions.iter().min(), opts.sessions.iter().max()) else {
         return Ok(());
@@ -199,8 +224,9 @@ fn summarize(
                 ) {
                     writeln!(
                         out,
-                        "group commit, {wal} WAL, latency {latency_us} µs, wal_io_concurrency={c_hi}: {hi} sessions = {:.1}× the commits/s of {lo}",
-                        b / a
+                        "group commit, {wal} WAL, latency {latency_us} µs, wal_io_concurrency={c_hi}: {hi} sessions = {:.1}× the commits/s of {lo} (medians of {} rounds)",
+                        b / a,
+                        opts.rounds
                     )?;
                 }
             }
@@ -211,8 +237,9 @@ fn summarize(
                 ) {
                     writeln!(
                         out,
-                        "concurrent WAL writes, {wal} WAL, latency {latency_us} µs, {hi} sessions: wal_io_concurrency={c_hi} = {:.2}× the commits/s of {c_lo}",
-                        b / a
+                        "concurrent WAL writes, {wal} WAL, latency {latency_us} µs, {hi} sessions: wal_io_concurrency={c_hi} = {:.2}× the commits/s of {c_lo} (medians of {} rounds)",
+                        b / a,
+                        opts.rounds
                     )?;
                 }
             }
@@ -321,6 +348,7 @@ fn run_case(
     let _ = std::fs::remove_dir_all(&path);
     Ok(CommitCase {
         bench: "commit",
+        round: 1,
         method: opts.method.name(),
         sessions,
         wal_direct: direct,
