@@ -1118,7 +1118,7 @@ fn explain_analyze_shows_buffers_and_io_per_scan(method: IoMethod) {
         [
             "Limit",
             "  ->  Sort",
-            "        Sort Key: 2 DESC",
+            "        Sort Key: count(*) DESC",
             "        ->  HashAggregate",
             "              Group Key: id",
             "              ->  Seq Scan on t",
@@ -3448,4 +3448,34 @@ proptest::proptest! {
             }
         });
     }
+}
+
+#[test]
+fn explain_shows_a_sort_key_given_by_position_as_its_column() {
+    let (_dir, db) = new_db(IoMethod::Sync);
+    let mut s = db.session().unwrap();
+    run(&mut s, "CREATE TABLE t (a int, b int)");
+    let sort_key = |s: &mut Session, query: &str| -> String {
+        common::explain_lines(s, query)
+            .into_iter()
+            .find_map(|l| l.trim().strip_prefix("Sort Key: ").map(str::to_string))
+            .expect("a Sort node")
+    };
+    assert_eq!(
+        sort_key(
+            &mut s,
+            "SELECT a, b + 1 FROM t ORDER BY 2 DESC NULLS LAST, 1"
+        ),
+        "b + 1 DESC NULLS LAST, a"
+    );
+    assert_eq!(sort_key(&mut s, "SELECT * FROM t ORDER BY 2"), "b");
+    // Written as an expression, it shows as written.
+    assert_eq!(sort_key(&mut s, "SELECT a FROM t ORDER BY b * 2"), "b * 2");
+    assert_eq!(
+        sort_key(
+            &mut s,
+            "SELECT a FROM t UNION SELECT b FROM t ORDER BY 1 DESC"
+        ),
+        "a DESC"
+    );
 }

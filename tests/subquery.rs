@@ -231,7 +231,7 @@ fn explain_shows_subplans_initplans_and_set_operations_as_postgresql_does() {
         [
             "Limit",
             "  ->  Sort",
-            "        Sort Key: 1",
+            "        Sort Key: a",
             "        ->  Append",
             "              ->  Seq Scan on t",
             "              ->  Seq Scan on u",

@@ -459,7 +459,8 @@ fn order_set_query(
                 }
             },
         };
-        keys.push(sort_key(cx, o, column)?);
+        let shown = body.columns[column].name.clone();
+        keys.push(sort_key(cx, o, column, Some(shown))?);
     }
     let (offset, count) = limit_clause(cx, db, q.limit_clause.as_ref())?;
     let width = body.query.width;
@@ -480,7 +481,14 @@ fn order_by_exprs<'q>(cx: &StmtCx, q: &'q ast::Query) -> Result<&'q [ast::OrderB
 }
 
 /// A sort key on `column` with the direction ORDER BY item `o` gives.
-fn sort_key(cx: &StmtCx, o: &ast::OrderByExpr, column: usize) -> Result<SortKey, SqlError> {
+/// EXPLAIN shows it as written, except a position (`ORDER BY 2`), which
+/// shows as `shown`, the column's own text, as PostgreSQL shows it.
+fn sort_key(
+    cx: &StmtCx,
+    o: &ast::OrderByExpr,
+    column: usize,
+    shown: Option<String>,
+) -> Result<SortKey, SqlError> {
     if o.with_fill.is_some() {
         return Err(cx.unsupported(o.expr.span(), "ORDER BY … WITH FILL"));
     }
@@ -491,11 +499,20 @@ fn sort_key(cx: &StmtCx, o: &ast::OrderByExpr, column: usize) -> Result<SortKey,
             return Err(cx.unsupported(o.expr.span(), "ORDER BY … USING"))
         }
     };
+    let written = o.to_string();
+    let label = match shown.filter(|_| constant(&o.expr).is_some()) {
+        // The direction and NULLS placement as written after the key.
+        Some(text) => {
+            let rest = written.strip_prefix(&o.expr.to_string()).unwrap_or("");
+            format!("{text}{rest}")
+        }
+        None => written,
+    };
     Ok(SortKey {
         column,
         descending,
         nulls_first: o.options.nulls_first.unwrap_or(descending),
-        label: o.to_string(),
+        label,
     })
 }
 
@@ -2106,7 +2123,11 @@ fn plan_select(
                 }
             },
         };
-        keys.push(sort_key(cx, o, column)?);
+        let shown = items.get(column).map(|item| match item.star {
+            Some(c) => planner.scope().columns[c].name.clone(),
+            None => item.expr.to_string(),
+        });
+        keys.push(sort_key(cx, o, column, shown)?);
     }
     let (offset, count) = limit_clause(cx, db, q.and_then(|q| q.limit_clause.as_ref()))?;
 
