@@ -221,6 +221,30 @@ fn explain_analyze_shows_the_index_searches_and_buffers() {
         lines.iter().any(|l| l.starts_with("  Buffers: shared ")),
         "{lines:?}"
     );
+    // Rescanned once per outer row: the searches of every loop, as
+    // PostgreSQL 18 counts them, where rows are per loop.
+    run(
+        &mut s,
+        "SET enable_hashjoin = off; SET enable_mergejoin = off",
+    );
+    let lines = plan(
+        &mut s,
+        "(ANALYZE, BUFFERS OFF) SELECT t.a FROM generate_series(1, 4) k JOIN t ON t.id = k * 1000",
+    );
+    let inner = lines
+        .iter()
+        .position(|l| l.contains("Index Scan using t_id on t"))
+        .expect("the inner index scan");
+    assert!(
+        lines[inner].ends_with("(actual rows=1 loops=4)"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[inner + 1..]
+            .iter()
+            .any(|l| l.trim() == "Index Searches: 4"),
+        "{lines:?}"
+    );
 }
 
 #[test]

@@ -402,10 +402,9 @@ impl PlanNode for IndexScanNode {
                     self.counts.per_loop(self.heap_fetches)
                 ));
             }
-            details.push(format!(
-                "Index Searches: {}",
-                self.counts.per_loop(self.searches)
-            ));
+            // Over every loop, as PostgreSQL 18 counts them (rows and
+            // heap fetches are per loop).
+            details.push(format!("Index Searches: {}", self.searches));
             if opts.buffers {
                 push_buffers(&mut details, self.buffers.hits, self.buffers.reads);
             }
