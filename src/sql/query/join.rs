@@ -1,6 +1,62 @@
 //! A FROM clause of several items: where each condition is evaluated,
-//! and the join tree over the items, each join by the method estimated
-//! to cost least.
+//! the order the items join in, and each join's method, chosen by
+//! estimated cost as PostgreSQL's planner chooses them.
+//!
+//! **Conditions** (`plan_joins`). ON and WHERE are split into their
+//! ANDed parts. A part reading one item is evaluated by that item's
+//! scan; any other part by the first join that has every item it needs
+//! (a [`JoinCond`]'s `items`). An equality between an expression of some
+//! items and one of another item is kept with its two sides planned
+//! ([`Equality`]): wherever one side's items are joined and the other
+//! side's item is the one joining them, it is that join's hash or merge
+//! key and a condition its parameterized scan can search an index by. A
+//! WHERE part reading the side a left join fills with NULLs is
+//! evaluated above every join.
+//!
+//! **Order** (`JoinSearch`). The items before the first LEFT JOIN are
+//! joined by inner joins (a comma or CROSS JOIN is one whose WHERE may
+//! join it), which may run in any order. The planner searches it as
+//! PostgreSQL's `standard_join_search` does, by dynamic programming
+//! over the sets of those items: each set's cheapest plan is the
+//! cheapest, over its items `k`, of the set's plan without `k` joined
+//! with `k` by each join method (left-deep: the inner side of a join is
+//! always one item, as a parameterized scan and an index-ordered merge
+//! input need). A set grows only by an item a condition links it to,
+//! unless it or the item has no condition to anything outside it
+//! (PostgreSQL's `join_search_one_level`: no cartesian product while a
+//! join by a condition is possible). Each set's rows are estimated once,
+//! from the set alone ([`SubsetRows`]), so that every order building it
+//! is costed against the same rows. The items from the first LEFT JOIN
+//! on then join on top in the order written, each as it is written:
+//! PostgreSQL's rules for moving outer joins are subtle, and a left join
+//! must keep its NULL-filled side after its outer side. With more items
+//! than `join_collapse_limit` before the first LEFT JOIN, with the
+//! setting at 1, or with a condition between items that runs a subquery
+//! (kept where it was written), the items join in the order written,
+//! except that the first two may run the other way round (PostgreSQL
+//! tries every join both ways round; here only the first join can be
+//! turned, as any other's inner side would be a join).
+//!
+//! **Rows.** An executor join returns the outer row's columns followed
+//! by the inner row's, so a joined row holds its items' columns in the
+//! order joined. Conditions are planned over the scope's row (the items
+//! in the order written) and moved onto the joined row at the join that
+//! evaluates them (`Expr::remapped`); a `ProjectNode` above the last join
+//! puts the columns back in the order written where the order differs.
+//!
+//! ```text
+//! FROM big b1 JOIN big b2 ON b2.x = b1.x JOIN small s ON s.id = b2.id WHERE s.y < 10
+//!   {s}          Seq Scan on small, Filter: (s.y < 10)
+//!   {b2, s}      {s} ⋈ b2: a nested loop searching big_pkey by s.id
+//!   {b1, b2}     {b1} ⋈ b2 or {b2} ⋈ b1: a hash join
+//!   {b1, s}      not made: no condition links them, and each has others
+//!   {b1, b2, s}  the cheapest of {b2, s} ⋈ b1 and {b1, b2} ⋈ s
+//!   Project      the columns back as b1, b2, s
+//! ```
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
 
 use sqlparser::ast;
 
@@ -13,13 +69,15 @@ use crate::exec::{
     Expr, Filter, FilterNode, HashCond, HashJoinNode, JoinKind, MergeCond, MergeJoinNode,
     NestedLoopNode, PlanNode, ProjectNode, SortKey, SortNode,
 };
-use crate::sql::access::{TableSize, DISABLE_COST};
+use crate::sql::access::{self, TableSize, DISABLE_COST};
 use crate::sql::cost;
 use crate::sql::expr::{ExprPlanner, Scope, StmtCx};
 use crate::sql::SqlError;
 use crate::types::ColumnType;
 
-use std::sync::Arc;
+/// Most items whose join order is searched: the search's sets are bits
+/// of a `u32` (and `config::JOIN_COLLAPSE_LIMIT_MAX` is far below).
+const SEARCHED_ITEMS_MAX: usize = 32;
 
 /// The planned conditions of a FROM clause of several items.
 #[derive(Default)]
@@ -27,19 +85,59 @@ pub(super) struct PlannedJoins {
     /// Per item: the conditions its scan applies (ANDed), over the
     /// item's own row.
     item_filters: Vec<Vec<Filter>>,
-    /// Per join (of item k, at k - 1): its conditions over the joined
-    /// row, each with the key a hash or merge join could match it by.
-    conds: Vec<Vec<JoinCond>>,
+    /// The conditions joins evaluate, over the scope's row.
+    conds: Vec<JoinCond>,
     /// What is evaluated over the whole joined row, after every join: a
-    /// WHERE on the side a left join fills with NULLs.
+    /// WHERE on the side a left join fills with NULLs (over the scope's
+    /// row).
     top: Option<Filter>,
+    /// How many items come before the first left join (all, if there is
+    /// none): they join by inner joins, in an order searched.
+    inner_items: usize,
 }
 
-/// A condition of a join, over the joined row.
+/// A condition a join evaluates, over the scope's row.
 struct JoinCond {
     filter: Filter,
-    /// The equality as a hash or merge key, if it is one.
-    key: Option<JoinKey>,
+    /// The items joined before it can be evaluated, ascending, at least
+    /// two: those it reads, and for a condition of a join from the first
+    /// left join on, the item that join brings in (those joins keep the
+    /// order written and their conditions: a left join's ON must not run
+    /// below it).
+    items: Vec<usize>,
+    /// Its sides, if it is an equality between expressions of separate
+    /// items (and runs no subquery).
+    equality: Option<Equality>,
+}
+
+/// An equality between expressions of separate items, `a = b`, each
+/// side cast to one type in which equal values hash alike (integers of
+/// either width compare as bigint, an integer and a numeric as numeric).
+/// At a join that brings in one side's only item after the other side's
+/// items it is a key: hashed, merged, or searched by.
+struct Equality {
+    sides: [KeySide; 2],
+    ty: ColumnType,
+    /// As written.
+    label: String,
+}
+
+/// One side of an [`Equality`].
+struct KeySide {
+    /// Over the scope's row, cast to the equality's type.
+    expr: Expr,
+    /// As written.
+    label: String,
+    /// The items it reads, ascending; never empty, none of the other
+    /// side's.
+    items: Vec<usize>,
+    /// The (item, column of the item) it is, if it is a bare column: for
+    /// its statistics, and for an index that may give its order.
+    column: Option<(usize, usize)>,
+    /// Whether its values in the equality's type keep the column's order
+    /// (uncast, or an integer widened): an index on the column then
+    /// gives a merge join its order.
+    keeps_order: bool,
 }
 
 /// The FROM items whose columns `e` reads, ascending.
@@ -53,14 +151,15 @@ fn items_read(e: &Expr, scope: &Scope) -> Vec<usize> {
     items
 }
 
-/// Where the conditions of a FROM clause of several items are evaluated:
-/// a condition on one item in that item's scan (unless a left join fills
-/// that item with NULLs and the condition is a WHERE); anything else in
-/// the join that brings in the last item it reads (the WHERE of a cross
-/// or inner join is the same as its ON), except a WHERE reading the
+/// Where the conditions of a FROM clause of several items are evaluated.
+/// Before the first left join, every join is inner: a condition reading
+/// one item filters that item's scan (an ON reading an item joined
+/// earlier too), and any other is evaluated wherever its items first
+/// meet. From the first left join on, the joins keep the order written
+/// and a condition stays where it is written: in the scan of the item a
+/// join brings in if it reads nothing else, else in that join (the WHERE
+/// of an inner join is the same as its ON), except a WHERE reading the
 /// NULL-filled side of a left join, which is evaluated above all joins.
-/// Each join's equalities between the items before it and its item are
-/// kept as keys too, for a hash or merge join.
 pub(super) fn plan_joins(
     planner: &mut ExprPlanner,
     from: &FromClause,
@@ -68,9 +167,15 @@ pub(super) fn plan_joins(
 ) -> Result<PlannedJoins, SqlError> {
     let scope = planner.scope();
     let n = from.items.len();
+    let inner_items = from
+        .joins
+        .iter()
+        .position(|j| j.kind == JoinKind::Left)
+        .map_or(n, |j| j + 1);
     let mut slots = Slots {
         item_filters: (0..n).map(|_| Vec::new()).collect(),
-        conds: (1..n).map(|_| Vec::new()).collect(),
+        conds: Vec::new(),
+        inner_items,
     };
     for (j, spec) in from.joins.iter().enumerate() {
         let k = j + 1;
@@ -81,8 +186,7 @@ pub(super) fn plan_joins(
                 .plan_filter(Some(conj), "JOIN/ON")?
                 .expect("a condition");
             // An ON reading only the item joined filters that item's rows
-            // (for a left join too: its outer rows are kept either way);
-            // one reading earlier items stays in the join.
+            // (for a left join too: its outer rows are kept either way).
             slots.place(planner, conj, f, k)?;
         }
     }
@@ -103,19 +207,20 @@ pub(super) fn plan_joins(
         item_filters: slots.item_filters,
         conds: slots.conds,
         top: and_all(top)?,
+        inner_items,
     })
 }
 
-/// Conditions gathered per item and per join (see [`plan_joins`]).
+/// Conditions gathered per item and for the joins (see [`plan_joins`]).
 struct Slots {
     item_filters: Vec<Vec<Filter>>,
-    conds: Vec<Vec<JoinCond>>,
+    conds: Vec<JoinCond>,
+    inner_items: usize,
 }
 
 impl Slots {
-    /// Places condition `f` (`conj` planned) that may be evaluated once
-    /// items up to `at` are joined: in item `at`'s scan if it reads
-    /// nothing else, else in the join of item `at`.
+    /// Places condition `f` (`conj` planned) written at item `at` (the
+    /// item whose ON it is, or the last a WHERE reads).
     fn place(
         &mut self,
         planner: &mut ExprPlanner,
@@ -124,59 +229,48 @@ impl Slots {
         at: usize,
     ) -> Result<(), SqlError> {
         let scope = planner.scope();
-        if items_read(&f.predicate, scope).iter().all(|&i| i == at) {
-            let start = scope.item_columns(at).start;
-            self.item_filters[at].push(Filter {
+        let read = items_read(&f.predicate, scope);
+        let inner = at < self.inner_items;
+        let own = match read.as_slice() {
+            [] => Some(at),
+            &[i] if i == at || inner => Some(i),
+            _ => None,
+        };
+        if let Some(item) = own {
+            let start = scope.item_columns(item).start;
+            self.item_filters[item].push(Filter {
                 arm_labels: f.arm_labels,
                 predicate: f.predicate.rebased(start),
                 label: f.label,
             });
             return Ok(());
         }
+        let mut items = read;
+        if !inner && !items.contains(&at) {
+            items.push(at);
+            items.sort_unstable();
+        }
+        debug_assert!(items.len() >= 2, "a join condition needs two items");
         // A condition running a subquery is never a join key: keys are
         // computed where no subquery can run (and planning it again would
         // plan its subquery again).
-        let key = if f.predicate.has_subplan() {
+        let equality = if f.predicate.has_subplan() {
             None
         } else {
-            join_key(planner, conj, at)?
+            equality(planner, conj)?
         };
-        self.conds[at - 1].push(JoinCond { filter: f, key });
+        self.conds.push(JoinCond {
+            filter: f,
+            items,
+            equality,
+        });
         Ok(())
     }
 }
 
-/// An equality a join of item `k` matches on, by hash or by merge.
-struct JoinKey {
-    /// Over the rows of the items before `k`.
-    outer: Expr,
-    /// Over item `k`'s row.
-    inner: Expr,
-    /// The type both sides have (cast to it where they differ).
-    ty: ColumnType,
-    /// Each side's text, and the equality's as written.
-    outer_label: String,
-    inner_label: String,
-    label: String,
-    /// The column of the joined row the outer side is, if it is one
-    /// (for its statistics).
-    outer_column: Option<usize>,
-    /// The column of item `k` the inner side is, if it is one; and
-    /// whether its values in `ty` keep the column's order (an index on
-    /// it then gives a merge join its order).
-    inner_column: Option<usize>,
-    inner_keeps_order: bool,
-}
-
-/// `conj` as a (hash or merge) key of the join of item `k`: an equality between an
-/// expression of the items before `k` and one of item `k`, of one type
-/// (integers of either width compare as bigint, an integer and a numeric
-/// as numeric); None otherwise.
-fn join_key(
-    planner: &mut ExprPlanner,
-    conj: &ast::Expr,
-    k: usize,
-) -> Result<Option<JoinKey>, SqlError> {
+/// `conj` as an [`Equality`]: an equality between expressions of
+/// separate items, of one type; None otherwise.
+fn equality(planner: &mut ExprPlanner, conj: &ast::Expr) -> Result<Option<Equality>, SqlError> {
     let ast::Expr::BinaryOp {
         left,
         op: ast::BinaryOperator::Eq,
@@ -186,21 +280,18 @@ fn join_key(
         return Ok(None);
     };
     let scope = planner.scope();
-    let (l, r) = (planner.plan(left)?, planner.plan(right)?);
-    let (li, ri) = (items_read(&l, scope), items_read(&r, scope));
-    let before = |items: &[usize]| !items.is_empty() && items.iter().all(|&i| i < k);
-    let only_k = |items: &[usize]| items == [k];
-    let (outer, inner, outer_label, inner_label) = if before(&li) && only_k(&ri) {
-        (l, r, left.to_string(), right.to_string())
-    } else if only_k(&li) && before(&ri) {
-        (r, l, right.to_string(), left.to_string())
-    } else {
+    let (a, b) = (planner.plan(left)?, planner.plan(right)?);
+    let (a_items, b_items) = (items_read(&a, scope), items_read(&b, scope));
+    if a_items.is_empty() || b_items.is_empty() || a_items.iter().any(|i| b_items.contains(i)) {
         return Ok(None);
+    }
+    let column = |e: &Expr| {
+        let c = e.column_index()?;
+        let item = scope.columns[c].item;
+        Some((item, c - scope.item_columns(item).start))
     };
-    let start = scope.item_columns(k).start;
-    let outer_column = outer.column_index();
-    let inner_column = inner.column_index().map(|c| c - start);
-    let inner_type = inner.ty();
+    let (a_column, b_column) = (column(&a), column(&b));
+    let (a_type, b_type) = (a.ty(), b.ty());
     let integer =
         |t: Option<ColumnType>| matches!(t, Some(ColumnType::Integer | ColumnType::BigInt));
     // Equal values of these pairs are equal `Value`s that hash alike:
@@ -222,61 +313,72 @@ fn join_key(
             ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_)
         )
     };
-    let (outer, inner) = match (outer.ty(), inner.ty()) {
-        (Some(a), Some(b)) if alike(a, b) => (outer, inner),
-        (a, b) if integer(a) && integer(b) => (
-            Expr::cast(outer, ColumnType::BigInt)?,
-            Expr::cast(inner, ColumnType::BigInt)?,
+    // Every rule below is symmetric: the sides' order does not matter.
+    let (a, b) = match (a_type, b_type) {
+        (Some(x), Some(y)) if alike(x, y) => (a, b),
+        (x, y) if integer(x) && integer(y) => (
+            Expr::cast(a, ColumnType::BigInt)?,
+            Expr::cast(b, ColumnType::BigInt)?,
         ),
         // An integer against a numeric compares as numeric: hash both so.
-        (a, b) if (integer(a) && numeric(b)) || (numeric(a) && integer(b)) => (
-            Expr::cast(outer, ColumnType::Numeric(None))?,
-            Expr::cast(inner, ColumnType::Numeric(None))?,
+        (x, y) if (integer(x) && numeric(y)) || (numeric(x) && integer(y)) => (
+            Expr::cast(a, ColumnType::Numeric(None))?,
+            Expr::cast(b, ColumnType::Numeric(None))?,
         ),
         // Mixed with char, as PostgreSQL resolves the operator: against
         // varchar both compare as char (padding ignored on both sides),
         // against text both as text (the char's padding cut). Hash both
         // sides in that type.
-        (Some(a @ (ColumnType::Char(_) | ColumnType::Varchar(_))), Some(b))
+        (Some(x @ (ColumnType::Char(_) | ColumnType::Varchar(_))), Some(y))
             if matches!(
-                (a, b),
+                (x, y),
                 (ColumnType::Char(_), ColumnType::Varchar(_))
                     | (ColumnType::Varchar(_), ColumnType::Char(_))
             ) =>
         {
             (
-                Expr::cast(outer, ColumnType::Char(None))?,
-                Expr::cast(inner, ColumnType::Char(None))?,
+                Expr::cast(a, ColumnType::Char(None))?,
+                Expr::cast(b, ColumnType::Char(None))?,
             )
         }
-        (Some(a), Some(b)) if textual(a) && textual(b) => (
-            Expr::cast(outer, ColumnType::Text)?,
-            Expr::cast(inner, ColumnType::Text)?,
+        (Some(x), Some(y)) if textual(x) && textual(y) => (
+            Expr::cast(a, ColumnType::Text)?,
+            Expr::cast(b, ColumnType::Text)?,
         ),
         _ => return Ok(None),
     };
-    let Some(ty) = outer.ty() else {
+    let Some(ty) = a.ty() else {
         return Ok(None);
     };
     debug_assert!(
-        inner.ty().is_some_and(|t| alike(t, ty)),
+        b.ty().is_some_and(|t| alike(t, ty)),
         "both sides of a key have one type"
     );
     // Uncast, or an integer widened: the same order. (A text cast of a
     // char, or a char cast of a varchar, can reorder values that differ
     // in trailing characters.)
-    let inner_keeps_order = inner_type == Some(ty)
-        || (integer(inner_type) && matches!(ty, ColumnType::BigInt | ColumnType::Numeric(_)));
-    Ok(Some(JoinKey {
-        outer,
-        inner: inner.rebased(start),
+    let keeps_order = |t: Option<ColumnType>| {
+        t == Some(ty) || (integer(t) && matches!(ty, ColumnType::BigInt | ColumnType::Numeric(_)))
+    };
+    Ok(Some(Equality {
+        sides: [
+            KeySide {
+                expr: a,
+                label: left.to_string(),
+                items: a_items,
+                column: a_column,
+                keeps_order: keeps_order(a_type),
+            },
+            KeySide {
+                expr: b,
+                label: right.to_string(),
+                items: b_items,
+                column: b_column,
+                keeps_order: keeps_order(b_type),
+            },
+        ],
         ty,
-        outer_label,
-        inner_label,
         label: format!("{conj}"),
-        outer_column,
-        inner_column,
-        inner_keeps_order,
     }))
 }
 
@@ -321,27 +423,72 @@ impl ItemSizes {
         }
     }
 
-    /// The fraction of pairs `key` of the join of item `k` matches
-    /// (PostgreSQL's `eqjoinsel` without common values: the non-NULL
-    /// share of both sides over the larger distinct count), and the inner
-    /// side's distinct values and the outer side's.
-    fn key_selectivity(&self, scope: &Scope, k: usize, key: &JoinKey) -> (f64, f64, f64) {
-        let (outer_distinct, outer_nulls) = match key.outer_column {
-            Some(c) => {
-                let item = scope.columns[c].item;
-                self.column(item, Some(c - scope.item_columns(item).start))
-            }
-            None => self.column(0, None),
-        };
-        let (inner_distinct, inner_nulls) = self.column(k, key.inner_column);
-        let selectivity =
-            (1.0 - outer_nulls) * (1.0 - inner_nulls) / outer_distinct.max(inner_distinct).max(1.0);
-        (selectivity, inner_distinct, outer_distinct)
+    /// Distinct values and NULL fraction of an equality's side.
+    fn side(&self, side: &KeySide) -> (f64, f64) {
+        match side.column {
+            Some((item, column)) => self.column(item, Some(column)),
+            None => (cost::DEFAULT_NUM_DISTINCT, 0.0),
+        }
+    }
+
+    /// The fraction of pairs `equality` matches (PostgreSQL's `eqjoinsel`
+    /// without common values: the non-NULL share of both sides over the
+    /// larger distinct count), whichever side is joined first.
+    fn equality_selectivity(&self, equality: &Equality) -> f64 {
+        let [a, b] = equality.sides.each_ref().map(|s| self.side(s));
+        (1.0 - a.1) * (1.0 - b.1) / a.0.max(b.0).max(1.0)
+    }
+
+    /// The fraction of pairs `cond` keeps: an equality's, else
+    /// PostgreSQL's default for each of its parts.
+    fn selectivity(&self, cond: &JoinCond) -> f64 {
+        match &cond.equality {
+            Some(equality) => self.equality_selectivity(equality),
+            None => cond
+                .filter
+                .predicate
+                .conjuncts()
+                .iter()
+                .map(|e| access::default_selectivity(e))
+                .product(),
+        }
     }
 }
 
-/// The join tree of a FROM clause of several items, left-deep as written,
-/// each join by the method estimated to cost least.
+/// Row estimates of sets of items joined by inner joins, each from the
+/// set alone: the product of its items' rows and of the selectivities of
+/// the conditions among them, taken in one order whatever the order
+/// joined, and rounded once. PostgreSQL likewise estimates a join
+/// relation's rows once, whichever pair of relations first makes it, so
+/// that the plans it compares for a set return the same rows.
+struct SubsetRows {
+    /// Per item, its scan's rows.
+    items: Vec<f64>,
+    /// Each condition among the items: the items it needs, and the
+    /// fraction of rows it keeps.
+    conds: Vec<(Vec<usize>, f64)>,
+}
+
+impl SubsetRows {
+    /// The rows of the set of items `contains` says are in it.
+    fn rows(&self, contains: impl Fn(usize) -> bool) -> f64 {
+        let items: f64 = (0..self.items.len())
+            .filter(|&i| contains(i))
+            .map(|i| self.items[i])
+            .product();
+        let kept: f64 = self
+            .conds
+            .iter()
+            .filter(|(needs, _)| needs.iter().all(|&i| contains(i)))
+            .map(|(_, selectivity)| selectivity)
+            .product();
+        cost::clamp_rows(items * kept)
+    }
+}
+
+/// The join tree of a FROM clause of several items: the order found by
+/// [`JoinSearch`], each join by the method estimated to cost least, its
+/// rows in the order written.
 pub(super) fn build_joins(
     cx: &StmtCx,
     db: &Database,
@@ -355,468 +502,813 @@ pub(super) fn build_joins(
         item_filters,
         conds,
         top,
+        inner_items,
     } = planned;
-    let wanted = |i: usize| {
-        let mut wanted = used[scope.item_columns(i)].to_vec();
-        // A scan that decodes no column returns empty rows (count(*)'s
-        // fast path); a join needs the item's full width, so that the
-        // columns of the items after it are where the plan expects them.
-        if !wanted.contains(&true) {
-            if let Some(first) = wanted.first_mut() {
-                *first = true;
-            }
-        }
-        wanted
-    };
-    let mut filters = item_filters.into_iter();
-    let mut items = from.items.into_iter();
-    let first = items.next().expect("several items");
-    let first_filters = filters.next().expect("a filter slot per item");
-    // The first item, if a table, may be the inner side of the first
-    // join instead (an inner join's sides commute).
-    let mut first_table = match &first {
-        FromItem::Table(table, alias) => Some(FirstTable {
-            table: Arc::clone(table),
-            alias: alias.clone(),
-            wanted: wanted(0),
-            filters: first_filters.clone(),
-        }),
-        _ => None,
-    };
-    let mut node = first
-        .scan(cx, db, wanted(0), first_filters, None, 1.0, sizes.table(0))?
-        .node;
-    for (k, ((item, spec), conds)) in items
-        .zip(from.joins)
-        .zip(conds)
-        .enumerate()
-        .map(|(j, joined)| (j + 1, joined))
-    {
-        let join = JoinInput {
-            item,
-            kind: spec.kind,
-            conds,
-            wanted: wanted(k),
-            filters: filters.next().expect("a filter slot per item"),
-            first: first_table.take(),
-        };
-        node = join_item(cx, db, scope, sizes, node, k, join)?;
-    }
-    Ok(match top {
-        Some(f) => {
-            let estimate = estimate_of(node.as_ref());
-            let conditions = f.predicate.conjuncts();
-            let selectivity = conditions
-                .iter()
-                .map(|e| crate::sql::access::default_selectivity(e))
-                .product();
-            let estimate = cost::filter(estimate, conditions.len(), selectivity, &cx.costs);
-            cost::estimated(Box::new(FilterNode::new(node, f)), estimate)
-        }
-        None => node,
-    })
+    let mut search = JoinSearch::new(
+        cx,
+        db,
+        scope,
+        sizes,
+        from,
+        used,
+        item_filters,
+        conds,
+        inner_items,
+    )?;
+    let path = search.search()?;
+    search.build(&path, top)
 }
 
-/// Item `k` of a FROM clause as a join brings it in.
-struct JoinInput {
-    item: FromItem,
+/// A FROM item as the search joins it.
+struct SearchItem {
+    /// Its table, if it is one: a nested loop may search it by the outer
+    /// row, a merge join read it in key order through an index.
+    table: Option<(Arc<TableDef>, Option<String>)>,
+    /// Its columns read, and its own conditions.
+    wanted: Vec<bool>,
+    filters: Vec<Filter>,
+    /// Its scan with its own conditions, built once; the plan takes it.
+    plain: Option<Box<dyn PlanNode>>,
+    /// That scan's estimate.
+    estimate: Estimate,
+    /// Its columns in the scope's row.
+    columns: Range<usize>,
+    /// How it joins the items written before it (the first: inner).
     kind: JoinKind,
-    conds: Vec<JoinCond>,
-    /// The item's columns read.
-    wanted: Vec<bool>,
-    /// Its own conditions, which its scan applies.
-    filters: Vec<Filter>,
-    /// For the first join, the first item if it is a table: the join may
-    /// run the other way round.
-    first: Option<FirstTable>,
 }
 
-/// The first item of a FROM clause, a table, as its scan reads it.
-struct FirstTable {
-    table: Arc<TableDef>,
-    alias: Option<String>,
-    wanted: Vec<bool>,
-    filters: Vec<Filter>,
-}
-
-/// How a join runs, as costed.
+/// How a join runs, as costed; the plan builds its nodes once the order
+/// is chosen.
+#[derive(Clone, Copy, Debug)]
 enum JoinMethod {
     /// Every pair, the conditions a join filter.
     NestedLoop,
-    /// The inner side a table scan searching by the outer row's values
-    /// (parameters `params`), under the conditions that could not be
-    /// moved into it.
+    /// The inner side the item's table scan searching by the outer row's
+    /// values, each run estimated as `inner`; the conditions that cannot
+    /// move into it (running a subquery) a join filter.
     Parameterized {
-        scan: Box<dyn PlanNode>,
-        params: Vec<(usize, Expr)>,
-        remaining: Vec<Filter>,
+        inner: Estimate,
     },
     Hash,
-    /// Both inputs in key order: the inner side's scan, if an index
-    /// gives that order (else it is sorted).
+    /// Both inputs in key order: the inner side read in it through an
+    /// index (its scan estimated as given), else sorted.
     Merge {
-        ordered_inner: Option<Box<dyn PlanNode>>,
-    },
-    /// An inner join of the first two items run the other way round (the
-    /// second item outer), its columns put back in order above: a hash
-    /// join building from the first item, or a nested loop searching the
-    /// first item's table by each row of the second.
-    SwappedHash,
-    SwappedParameterized {
-        scan: Box<dyn PlanNode>,
-        params: Vec<(usize, Expr)>,
+        ordered_inner: Option<Estimate>,
     },
 }
 
-/// `outer` (the items before `k` joined) joined with item `k` by the
-/// method estimated to cost least of those the `enable_*` settings
-/// allow (a disabled one costs [`crate::sql::access::DISABLE_COST`] more, as
-/// in PostgreSQL, so that it is chosen only if every method is
-/// disabled): a nested loop, a nested loop whose inner side searches an
-/// index by the outer row, a hash join or a merge join.
-fn join_item(
-    cx: &StmtCx,
-    db: &Database,
-    scope: &Scope,
-    sizes: &ItemSizes,
-    outer: Box<dyn PlanNode>,
-    k: usize,
-    join: JoinInput,
-) -> Result<Box<dyn PlanNode>, SqlError> {
-    let JoinInput {
-        item,
-        kind,
-        conds,
-        wanted,
-        filters,
-        first,
-    } = join;
-    let c = &cx.costs;
-    let methods = cx.joins;
-    let range = scope.item_columns(k);
-    let inner_width = range.len();
-    let types: Vec<ColumnType> = scope.columns.iter().map(|c| c.ty).collect();
-    let table = match &item {
-        FromItem::Table(table, alias) => Some((Arc::clone(table), alias.clone())),
-        _ => None,
-    };
-    let oe = estimate_of(outer.as_ref());
-    let plain = item
-        .scan(
+/// A left-deep join of some of the items, as costed.
+#[derive(Clone)]
+struct JoinPath {
+    /// The items in the order joined: the joined row holds their columns
+    /// in this order.
+    order: Vec<usize>,
+    /// For each item after the first, how it joins the items before it,
+    /// and that join's estimate.
+    steps: Vec<(JoinMethod, Estimate)>,
+    /// The whole join's estimate.
+    estimate: Estimate,
+}
+
+/// A condition at the join that evaluates it.
+struct PlacedCond {
+    /// Over the joined row.
+    filter: Filter,
+    /// The condition as a key of this join, if it is one here.
+    key: Option<JoinKey>,
+}
+
+/// An equality a join matches on, by hash or by merge.
+struct JoinKey {
+    /// Over the outer rows (the items joined before).
+    outer: Expr,
+    /// Over the inner item's row.
+    inner: Expr,
+    /// The type both sides have (cast to it where they differ).
+    ty: ColumnType,
+    /// Each side's text, and the equality's as written.
+    outer_label: String,
+    inner_label: String,
+    label: String,
+    /// The column of the inner item the inner side is, if it is one; and
+    /// whether its values in `ty` keep the column's order (an index on
+    /// it then gives a merge join its order).
+    inner_column: Option<usize>,
+    inner_keeps_order: bool,
+    /// The inner side's distinct values (the hash table's buckets used).
+    inner_distinct: f64,
+}
+
+/// Item `k`'s table scan searching by the outer row (see
+/// [`JoinSearch::parameterized_scan`]).
+struct ParameterizedScan {
+    node: Box<dyn PlanNode>,
+    /// The parameters the loop sets from each outer row: (`$n`, the
+    /// outer row's column).
+    params: Vec<(usize, Expr)>,
+    /// The conditions left to the join.
+    remaining: Vec<Filter>,
+}
+
+/// The search for the cheapest join order of a FROM clause, and the plan
+/// of the order found (see the module comment).
+struct JoinSearch<'a> {
+    cx: &'a StmtCx,
+    db: &'a Database,
+    sizes: &'a ItemSizes,
+    items: Vec<SearchItem>,
+    conds: Vec<JoinCond>,
+    /// Per condition, the fraction of rows it keeps.
+    selectivity: Vec<f64>,
+    /// The types of the scope's columns.
+    types: Vec<ColumnType>,
+    /// The row estimates of sets of the items joined by inner joins.
+    rows: SubsetRows,
+    /// How many items come before the first left join.
+    inner_items: usize,
+    /// Estimates of an item's scan in the order of some of its columns,
+    /// by (item, columns): None where no index gives that order. A merge
+    /// join is costed with the same inner item and keys from many sets.
+    ordered_scans: HashMap<(usize, Vec<usize>), Option<Estimate>>,
+}
+
+impl<'a> JoinSearch<'a> {
+    /// The search over `from`'s items, the first `inner_items` joined by
+    /// inner joins, each item's scan with its own conditions
+    /// `item_filters` built (and estimated) once, decoding the columns
+    /// `used` of the scope.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        cx: &'a StmtCx,
+        db: &'a Database,
+        scope: &Scope,
+        sizes: &'a ItemSizes,
+        from: FromClause,
+        used: Vec<bool>,
+        item_filters: Vec<Vec<Filter>>,
+        conds: Vec<JoinCond>,
+        inner_items: usize,
+    ) -> Result<JoinSearch<'a>, SqlError> {
+        debug_assert!((1..=from.items.len()).contains(&inner_items));
+        let kinds = std::iter::once(JoinKind::Inner).chain(from.joins.iter().map(|j| j.kind));
+        let mut items = Vec::with_capacity(from.items.len());
+        for (i, ((item, filters), kind)) in from
+            .items
+            .into_iter()
+            .zip(item_filters)
+            .zip(kinds)
+            .enumerate()
+        {
+            let columns = scope.item_columns(i);
+            let mut wanted = used[columns.clone()].to_vec();
+            // A scan that decodes no column returns empty rows (count(*)'s
+            // fast path); a join needs the item's full width, so that the
+            // columns of the items after it are where the plan expects
+            // them.
+            if !wanted.contains(&true) {
+                if let Some(first) = wanted.first_mut() {
+                    *first = true;
+                }
+            }
+            let table = match &item {
+                FromItem::Table(table, alias) => Some((Arc::clone(table), alias.clone())),
+                _ => None,
+            };
+            let plain = item
+                .scan(
+                    cx,
+                    db,
+                    wanted.clone(),
+                    filters.clone(),
+                    None,
+                    1.0,
+                    sizes.table(i),
+                )?
+                .node;
+            items.push(SearchItem {
+                table,
+                wanted,
+                filters,
+                estimate: estimate_of(plain.as_ref()),
+                plain: Some(plain),
+                columns,
+                kind,
+            });
+        }
+        let selectivity: Vec<f64> = conds.iter().map(|c| sizes.selectivity(c)).collect();
+        // Only the sets of inner-joined items have a row estimate of
+        // their own; a left join's rows follow from its outer side's.
+        let rows = SubsetRows {
+            items: items[..inner_items]
+                .iter()
+                .map(|i| i.estimate.rows)
+                .collect(),
+            conds: conds
+                .iter()
+                .zip(&selectivity)
+                .filter(|(c, _)| c.items.iter().all(|&i| i < inner_items))
+                .map(|(c, &s)| (c.items.clone(), s))
+                .collect(),
+        };
+        Ok(JoinSearch {
             cx,
             db,
-            wanted.clone(),
-            filters.clone(),
-            None,
-            1.0,
-            sizes.table(k),
-        )?
-        .node;
-    let ie = estimate_of(plain.as_ref());
+            sizes,
+            items,
+            conds,
+            selectivity,
+            types: scope.columns.iter().map(|c| c.ty).collect(),
+            rows,
+            inner_items,
+            ordered_scans: HashMap::new(),
+        })
+    }
 
-    // The join's rows, whatever its method.
-    let mut selectivity = 1.0;
-    let mut inner_distinct = 1.0;
-    let mut outer_distinct = 1.0;
-    let mut key_count = 0;
-    for cond in &conds {
-        match &cond.key {
-            Some(key) => {
-                let (s, d, o) = sizes.key_selectivity(scope, k, key);
-                selectivity *= s;
-                inner_distinct *= d;
-                outer_distinct *= o;
-                key_count += 1;
-            }
-            None => {
-                selectivity *= cond
-                    .filter
-                    .predicate
-                    .conjuncts()
-                    .iter()
-                    .map(|e| crate::sql::access::default_selectivity(e))
-                    .product::<f64>()
+    /// The cheapest order found for the items, the first `inner_items`
+    /// joined by inner joins (see the module comment).
+    fn search(&mut self) -> Result<JoinPath, SqlError> {
+        let inner_items = self.inner_items;
+        let searched = (3..=self.cx.join_collapse_limit.min(SEARCHED_ITEMS_MAX))
+            .contains(&inner_items)
+            && !self.conds.iter().any(|c| c.filter.predicate.has_subplan());
+        let mut path = if searched {
+            self.cheapest_order()?
+        } else {
+            self.written_order()?
+        };
+        for k in inner_items..self.items.len() {
+            path = self.join(&path, k)?;
+        }
+        Ok(path)
+    }
+
+    /// The items before the first left join in the order written, the
+    /// first two the other way round where that costs less (unless a
+    /// condition between them runs a subquery).
+    fn written_order(&mut self) -> Result<JoinPath, SqlError> {
+        let mut path = self.single(0);
+        if self.inner_items < 2 {
+            return Ok(path);
+        }
+        path = self.join(&path, 1)?;
+        let turnable = !self
+            .placed(&[1], 0)
+            .iter()
+            .any(|&c| self.conds[c].filter.predicate.has_subplan());
+        if turnable {
+            let turned = self.join(&self.single(1), 0)?;
+            if turned.estimate.total < path.estimate.total {
+                path = turned;
             }
         }
+        for k in 2..self.inner_items {
+            path = self.join(&path, k)?;
+        }
+        Ok(path)
     }
-    let mut rows = cost::clamp_rows(oe.rows * ie.rows * selectivity);
-    if kind == JoinKind::Left {
-        rows = rows.max(oe.rows);
-    }
-    let width = oe.width + ie.width;
-    let shape = |conditions: usize| cost::JoinShape {
-        rows,
-        width,
-        conditions,
-    };
-    let penalty = |allowed: bool| if allowed { 0.0 } else { DISABLE_COST };
 
-    let mut candidates: Vec<(Estimate, JoinMethod)> = vec![(
-        cost::nested_loop(oe, ie, &shape(conds.len()), c),
-        JoinMethod::NestedLoop,
-    )];
-    candidates[0].0.total += penalty(methods.nested_loop);
-    // The inner table searched by each outer row's values: its scan with
-    // the join's conditions over it, the outer columns as parameters.
-    if let (Some((table, alias)), false) = (&table, conds.is_empty()) {
+    /// The cheapest left-deep order of the items before the first left
+    /// join: dynamic programming over their sets, smallest first.
+    fn cheapest_order(&mut self) -> Result<JoinPath, SqlError> {
+        let m = self.inner_items;
+        assert!(
+            m <= SEARCHED_ITEMS_MAX,
+            "{m} items exceed the search's sets"
+        );
+        let bit = |i: usize| 1u32 << i;
+        let full = (1u32 << m) - 1;
+        // The items each condition among them links, as sets.
+        let links: Vec<u32> = self
+            .conds
+            .iter()
+            .filter(|c| c.items.iter().all(|&i| i < m))
+            .map(|c| c.items.iter().fold(0, |set, &i| set | bit(i)))
+            .collect();
+        let mut best: Vec<Option<JoinPath>> = vec![None; 1 << m];
+        for i in 0..m {
+            best[bit(i) as usize] = Some(self.single(i));
+        }
+        for size in 2..=m as u32 {
+            let sets: Vec<u32> = (1..=full).filter(|s| s.count_ones() == size).collect();
+            // First by conditions only; where that makes no set of this
+            // size, by cartesian products too (PostgreSQL's fallback).
+            for cartesian in [false, true] {
+                let mut made = false;
+                for &set in &sets {
+                    let mut cheapest: Option<JoinPath> = None;
+                    // The highest item first: among equal costs the order
+                    // nearest the written one stays.
+                    for k in (0..m).rev().filter(|&k| set & bit(k) != 0) {
+                        let rest = set & !bit(k);
+                        let Some(outer) = &best[rest as usize] else {
+                            continue;
+                        };
+                        if !cartesian && !joins_by_condition(rest, k, &links) {
+                            continue;
+                        }
+                        let path = self.join(outer, k)?;
+                        if cheapest
+                            .as_ref()
+                            .is_none_or(|c| path.estimate.total < c.estimate.total)
+                        {
+                            cheapest = Some(path);
+                        }
+                    }
+                    if cheapest.is_some() {
+                        made = true;
+                        best[set as usize] = cheapest;
+                    }
+                }
+                if made {
+                    break;
+                }
+            }
+        }
+        Ok(best[full as usize]
+            .take()
+            .expect("each size makes a set, and the largest is the only one"))
+    }
+
+    /// Item `i` alone: its scan.
+    fn single(&self, i: usize) -> JoinPath {
+        JoinPath {
+            order: vec![i],
+            steps: Vec::new(),
+            estimate: self.items[i].estimate,
+        }
+    }
+
+    /// Where each column of the scope is in the rows of the items
+    /// `order` joined in that order (None: an item not joined).
+    fn layout(&self, order: &[usize]) -> Vec<Option<usize>> {
+        let mut layout = vec![None; self.types.len()];
+        let mut at = 0;
+        for &i in order {
+            for c in self.items[i].columns.clone() {
+                layout[c] = Some(at);
+                at += 1;
+            }
+        }
+        layout
+    }
+
+    /// The conditions the join of item `k` to the items `joined`
+    /// evaluates: those needing `k` and otherwise only items joined.
+    fn placed(&self, joined: &[usize], k: usize) -> Vec<usize> {
+        (0..self.conds.len())
+            .filter(|&c| {
+                let items = &self.conds[c].items;
+                items.contains(&k) && items.iter().all(|&i| i == k || joined.contains(&i))
+            })
+            .collect()
+    }
+
+    /// The conditions `placed` of the join of item `k` to the items
+    /// `joined`, moved onto its joined row, each with its key if it is
+    /// one there: an equality whose one side reads `k` alone (the other
+    /// then reads only items joined).
+    fn placed_conds(&self, joined: &[usize], k: usize, placed: &[usize]) -> Vec<PlacedCond> {
+        let mut order = joined.to_vec();
+        order.push(k);
+        let outer_layout = self.layout(joined);
+        let layout = self.layout(&order);
+        let item = &self.items[k];
+        placed
+            .iter()
+            .map(|&c| {
+                let cond = &self.conds[c];
+                let key = cond.equality.as_ref().and_then(|eq| {
+                    let inner_at = eq.sides.iter().position(|s| s.items == [k])?;
+                    let (inner, outer) = (&eq.sides[inner_at], &eq.sides[1 - inner_at]);
+                    debug_assert!(outer.items.iter().all(|i| joined.contains(i)));
+                    Some(JoinKey {
+                        outer: outer.expr.clone().remapped(&outer_layout),
+                        inner: inner.expr.clone().rebased(item.columns.start),
+                        ty: eq.ty,
+                        outer_label: outer.label.clone(),
+                        inner_label: inner.label.clone(),
+                        label: eq.label.clone(),
+                        inner_column: inner.column.map(|(_, column)| column),
+                        inner_keeps_order: inner.keeps_order,
+                        inner_distinct: self.sizes.side(inner).0,
+                    })
+                });
+                PlacedCond {
+                    filter: Filter {
+                        predicate: cond.filter.predicate.clone().remapped(&layout),
+                        ..cond.filter.clone()
+                    },
+                    key,
+                }
+            })
+            .collect()
+    }
+
+    /// The rows of `outer` joined with item `k`, `placed` the join's
+    /// conditions: among the inner-joined items, the set's own estimate;
+    /// from the first left join on, the outer rows times the item's times
+    /// the conditions' selectivities, a left join's at least the outer
+    /// rows.
+    fn join_rows(&self, outer: &JoinPath, k: usize, placed: &[usize]) -> f64 {
+        if k < self.inner_items {
+            return self.rows.rows(|i| i == k || outer.order.contains(&i));
+        }
+        let (oe, ie) = (outer.estimate, self.items[k].estimate);
+        let kept: f64 = placed.iter().map(|&c| self.selectivity[c]).product();
+        let rows = cost::clamp_rows(oe.rows * ie.rows * kept);
+        match self.items[k].kind {
+            JoinKind::Left => rows.max(oe.rows),
+            _ => rows,
+        }
+    }
+
+    /// `outer` joined with item `k` by the method estimated to cost least
+    /// of those the `enable_*` settings allow (a disabled one costs
+    /// [`DISABLE_COST`] more, as in PostgreSQL, so that it is chosen only
+    /// if every method is disabled): a nested loop, a nested loop whose
+    /// inner side searches an index by the outer row, a hash join or a
+    /// merge join.
+    fn join(&mut self, outer: &JoinPath, k: usize) -> Result<JoinPath, SqlError> {
+        let cx = self.cx;
+        let c = &cx.costs;
+        let methods = cx.joins;
+        let placed = self.placed(&outer.order, k);
+        let conds = self.placed_conds(&outer.order, k, &placed);
+        let rows = self.join_rows(outer, k, &placed);
+        let oe = outer.estimate;
+        let ie = self.items[k].estimate;
+        let shape = |conditions: usize| cost::JoinShape {
+            rows,
+            width: oe.width + ie.width,
+            conditions,
+        };
+        let penalty = |allowed: bool| if allowed { 0.0 } else { DISABLE_COST };
+
+        let mut candidates: Vec<(Estimate, JoinMethod)> = vec![(
+            cost::nested_loop(oe, ie, &shape(conds.len()), c),
+            JoinMethod::NestedLoop,
+        )];
+        candidates[0].0.total += penalty(methods.nested_loop);
+        // The scan is built for its estimate only, its parameters
+        // numbered from a scratch counter: the plan numbers them when it
+        // builds the scan again, so that the candidates not taken use no
+        // numbers (an InitPlan's `$n` after the join stays as it was).
+        let mut scratch = cx.params.get();
+        let mut next = || {
+            scratch += 1;
+            scratch - 1
+        };
+        let outer_width = self.width(&outer.order);
+        if let Some(scan) = self.parameterized_scan(&conds, outer_width, k, oe.rows, &mut next)? {
+            let inner = estimate_of(scan.node.as_ref());
+            let mut e = cost::nested_loop(oe, inner, &shape(scan.remaining.len()), c);
+            e.total += penalty(methods.nested_loop);
+            candidates.push((e, JoinMethod::Parameterized { inner }));
+        }
+        let keys: Vec<&JoinKey> = conds.iter().filter_map(|c| c.key.as_ref()).collect();
+        if !keys.is_empty() {
+            let others = conds.len() - keys.len();
+            let inner_distinct = keys.iter().map(|k| k.inner_distinct).product();
+            let mut e = cost::hash_join(oe, ie, keys.len(), inner_distinct, &shape(others), c);
+            e.total += penalty(methods.hash);
+            candidates.push((e, JoinMethod::Hash));
+            // A merge join: the outer side sorted; the inner side read in
+            // key order through an index where one gives it, else sorted.
+            let key_width = cost::row_width(keys.iter().map(|k| k.ty));
+            let sorted_outer = key_order_estimate(oe, key_width, false, c);
+            let order: Option<Vec<usize>> = keys
+                .iter()
+                .map(|k| k.inner_column.filter(|_| k.inner_keeps_order))
+                .collect();
+            let ordered_inner = match order {
+                Some(columns) => self.ordered_scan_estimate(k, columns)?,
+                None => None,
+            };
+            let inner_in_order = match ordered_inner {
+                Some(scan) => key_order_estimate(scan, key_width, true, c),
+                None => key_order_estimate(ie, key_width, false, c),
+            };
+            let mut e =
+                cost::merge_join(sorted_outer, inner_in_order, keys.len(), &shape(others), c);
+            e.total += penalty(methods.merge);
+            candidates.push((e, JoinMethod::Merge { ordered_inner }));
+        }
+        let (estimate, method) = candidates
+            .into_iter()
+            .min_by(|a, b| a.0.total.total_cmp(&b.0.total))
+            .expect("a nested loop at least");
+        debug_assert_eq!(estimate.rows, rows);
+        let mut path = outer.clone();
+        path.order.push(k);
+        path.steps.push((method, estimate));
+        path.estimate = estimate;
+        Ok(path)
+    }
+
+    /// The width of the rows of the items `order` joined.
+    fn width(&self, order: &[usize]) -> usize {
+        order.iter().map(|&i| self.items[i].columns.len()).sum()
+    }
+
+    /// Item `k`'s table scan searching by the outer row, run `loops`
+    /// times: its own conditions and the join's `conds` (over the joined
+    /// row, the outer row's `outer_width` columns first), the outer row's
+    /// columns made parameters numbered by `next_param`. None if the item
+    /// is no table or no condition can move into its scan (a condition
+    /// running a subquery stays in the join).
+    fn parameterized_scan(
+        &self,
+        conds: &[PlacedCond],
+        outer_width: usize,
+        k: usize,
+        loops: f64,
+        next_param: &mut dyn FnMut() -> usize,
+    ) -> Result<Option<ParameterizedScan>, SqlError> {
+        let item = &self.items[k];
+        let Some((table, alias)) = &item.table else {
+            return Ok(None);
+        };
+        let inner = outer_width..outer_width + item.columns.len();
         let mut params = Vec::new();
-        let mut moved = Vec::new();
+        let mut filters = item.filters.clone();
         let mut remaining = Vec::new();
-        for cond in &conds {
+        for cond in conds {
             if cond.filter.predicate.has_subplan() {
                 remaining.push(cond.filter.clone());
                 continue;
             }
             let predicate = cond.filter.predicate.clone().parameterized(
-                range.clone(),
+                inner.clone(),
                 0,
                 &mut params,
-                &mut || cx.next_param(),
+                next_param,
             );
-            moved.push(Filter {
+            filters.push(Filter {
                 predicate,
                 ..cond.filter.clone()
             });
         }
-        if !moved.is_empty() {
-            let mut inner_filters = filters.clone();
-            inner_filters.extend(moved);
-            let scan = crate::sql::access::table_scan(
-                cx,
-                db,
-                Arc::clone(table),
-                alias.clone(),
-                wanted.clone(),
-                inner_filters,
-                crate::sql::access::ReadFor::Query,
-                None,
-                oe.rows,
-                sizes.table(k),
-            )?
-            .node;
-            let mut e =
-                cost::nested_loop(oe, estimate_of(scan.as_ref()), &shape(remaining.len()), c);
-            e.total += penalty(methods.nested_loop);
-            candidates.push((
-                e,
-                JoinMethod::Parameterized {
-                    scan,
-                    params,
-                    remaining,
-                },
-            ));
+        if filters.len() == item.filters.len() {
+            return Ok(None);
         }
-    }
-    if key_count > 0 {
-        let others = conds.len() - key_count;
-        let mut e = cost::hash_join(oe, ie, key_count, inner_distinct, &shape(others), c);
-        e.total += penalty(methods.hash);
-        candidates.push((e, JoinMethod::Hash));
-        // A merge join: the outer side sorted; the inner side read in
-        // key order through an index where one gives it, else sorted.
-        let keys: Vec<&JoinKey> = conds.iter().filter_map(|c| c.key.as_ref()).collect();
-        let key_width = cost::row_width(keys.iter().map(|k| k.ty));
-        let sorted_outer = key_order_estimate(oe, key_width, false, c);
-        let order: Option<Vec<(usize, bool, bool)>> = keys
-            .iter()
-            .map(|k| {
-                Some((
-                    k.inner_column.filter(|_| k.inner_keeps_order)?,
-                    false,
-                    false,
-                ))
-            })
-            .collect();
-        let ordered_inner = match (&table, order) {
-            (Some((table, alias)), Some(keys)) => {
-                let wanted_order = crate::sql::access::WantedOrder { keys, limit: None };
-                let scan = crate::sql::access::table_scan(
-                    cx,
-                    db,
-                    Arc::clone(table),
-                    alias.clone(),
-                    wanted.clone(),
-                    filters.clone(),
-                    crate::sql::access::ReadFor::Query,
-                    Some(&wanted_order),
-                    1.0,
-                    sizes.table(k),
-                )?;
-                scan.ordered.then_some(scan.node)
-            }
-            _ => None,
-        };
-        let inner_in_order = match &ordered_inner {
-            Some(scan) => key_order_estimate(estimate_of(scan.as_ref()), key_width, true, c),
-            None => key_order_estimate(ie, key_width, false, c),
-        };
-        let mut e = cost::merge_join(sorted_outer, inner_in_order, key_count, &shape(others), c);
-        e.total += penalty(methods.merge);
-        candidates.push((e, JoinMethod::Merge { ordered_inner }));
-    }
-    // The first join, inner, run the other way round: only where every
-    // condition is a key (for a hash join) or can be searched by (for a
-    // nested loop), so that nothing is left to evaluate over the joined
-    // row in the other order.
-    let swappable =
-        kind == JoinKind::Inner && !conds.iter().any(|c| c.filter.predicate.has_subplan());
-    if let (Some(first), true) = (&first, swappable) {
-        debug_assert_eq!(k, 1);
-        if key_count == conds.len() && key_count > 0 {
-            let mut e = cost::hash_join(ie, oe, key_count, outer_distinct, &shape(0), c);
-            e.total += penalty(methods.hash);
-            candidates.push((e, JoinMethod::SwappedHash));
-        }
-        if !conds.is_empty() {
-            let mut params = Vec::new();
-            let mut inner_filters = first.filters.clone();
-            for cond in &conds {
-                let predicate = cond.filter.predicate.clone().parameterized(
-                    0..range.start,
-                    range.start,
-                    &mut params,
-                    &mut || cx.next_param(),
-                );
-                inner_filters.push(Filter {
-                    predicate,
-                    ..cond.filter.clone()
-                });
-            }
-            let scan = crate::sql::access::table_scan(
-                cx,
-                db,
-                Arc::clone(&first.table),
-                first.alias.clone(),
-                first.wanted.clone(),
-                inner_filters,
-                crate::sql::access::ReadFor::Query,
-                None,
-                ie.rows,
-                sizes.table(0),
-            )?
-            .node;
-            let mut e = cost::nested_loop(ie, estimate_of(scan.as_ref()), &shape(0), c);
-            e.total += penalty(methods.nested_loop);
-            candidates.push((e, JoinMethod::SwappedParameterized { scan, params }));
-        }
-    }
-    let (estimate, method) = candidates
-        .into_iter()
-        .min_by(|a, b| a.0.total.total_cmp(&b.0.total))
-        .expect("a nested loop at least");
-
-    let node: Box<dyn PlanNode> = match method {
-        JoinMethod::NestedLoop => {
-            let on = and_all(conds.into_iter().map(|c| c.filter).collect())?;
-            Box::new(NestedLoopNode::new(outer, plain, inner_width, kind, on))
-        }
-        JoinMethod::Parameterized {
-            scan,
+        let node = access::table_scan(
+            self.cx,
+            self.db,
+            Arc::clone(table),
+            alias.clone(),
+            item.wanted.clone(),
+            filters,
+            access::ReadFor::Query,
+            None,
+            loops,
+            self.sizes.table(k),
+        )?
+        .node;
+        Ok(Some(ParameterizedScan {
+            node,
             params,
             remaining,
-        } => Box::new(
-            NestedLoopNode::new(outer, scan, inner_width, kind, and_all(remaining)?)
-                .with_params(params),
-        ),
-        JoinMethod::Hash => {
-            let (keys, others) = split_keys(conds);
-            let hash = hash_cond(keys, false);
-            Box::new(HashJoinNode::new(
-                outer,
-                plain,
-                inner_width,
-                kind,
-                hash,
-                and_all(others)?,
-            ))
+        }))
+    }
+
+    /// Item `k`'s table scan in the order of its `columns` (ascending,
+    /// NULLs last), if an index gives that order.
+    fn ordered_scan(
+        &self,
+        k: usize,
+        columns: &[usize],
+    ) -> Result<Option<Box<dyn PlanNode>>, SqlError> {
+        let item = &self.items[k];
+        let Some((table, alias)) = &item.table else {
+            return Ok(None);
+        };
+        let wanted_order = access::WantedOrder {
+            keys: columns.iter().map(|&c| (c, false, false)).collect(),
+            limit: None,
+        };
+        let scan = access::table_scan(
+            self.cx,
+            self.db,
+            Arc::clone(table),
+            alias.clone(),
+            item.wanted.clone(),
+            item.filters.clone(),
+            access::ReadFor::Query,
+            Some(&wanted_order),
+            1.0,
+            self.sizes.table(k),
+        )?;
+        Ok(scan.ordered.then_some(scan.node))
+    }
+
+    /// The estimate of [`JoinSearch::ordered_scan`], built once per item
+    /// and columns.
+    fn ordered_scan_estimate(
+        &mut self,
+        k: usize,
+        columns: Vec<usize>,
+    ) -> Result<Option<Estimate>, SqlError> {
+        if self.items[k].table.is_none() {
+            return Ok(None);
         }
-        JoinMethod::Merge { ordered_inner } => {
-            let (keys, others) = split_keys(conds);
-            let inner = match ordered_inner {
-                Some(scan) => MergeInput {
-                    node: scan,
-                    ordered: true,
-                },
-                None => MergeInput {
-                    node: plain,
-                    ordered: false,
-                },
+        if let Some(&known) = self.ordered_scans.get(&(k, columns.clone())) {
+            return Ok(known);
+        }
+        let estimate = self
+            .ordered_scan(k, &columns)?
+            .map(|scan| estimate_of(scan.as_ref()));
+        self.ordered_scans.insert((k, columns), estimate);
+        Ok(estimate)
+    }
+
+    /// Item `k`'s plain scan, which only one join takes.
+    fn take_plain(&mut self, k: usize) -> Box<dyn PlanNode> {
+        self.items[k]
+            .plain
+            .take()
+            .expect("each item joins once, its plain scan taken at most once")
+    }
+
+    /// The plan of `path`, which joins every item: its joins, `top` (over
+    /// the scope's row) evaluated above them, and the columns put back in
+    /// the scope's order if they are not in it.
+    fn build(
+        &mut self,
+        path: &JoinPath,
+        top: Option<Filter>,
+    ) -> Result<Box<dyn PlanNode>, SqlError> {
+        debug_assert_eq!(path.order.len(), self.items.len());
+        let mut node = self.take_plain(path.order[0]);
+        let mut evaluated = 0;
+        for (j, &(method, estimate)) in path.steps.iter().enumerate() {
+            let (joined, k) = (&path.order[..=j], path.order[j + 1]);
+            let placed = self.placed(joined, k);
+            evaluated += placed.len();
+            let conds = self.placed_conds(joined, k, &placed);
+            node = self.join_node(node, joined, k, conds, method, estimate)?;
+        }
+        debug_assert_eq!(evaluated, self.conds.len(), "each condition evaluated once");
+        let layout = self.layout(&path.order);
+        if let Some(f) = top {
+            let estimate = estimate_of(node.as_ref());
+            let conditions = f.predicate.conjuncts().len();
+            let selectivity = f
+                .predicate
+                .conjuncts()
+                .iter()
+                .map(|e| access::default_selectivity(e))
+                .product();
+            let estimate = cost::filter(estimate, conditions, selectivity, &self.cx.costs);
+            let f = Filter {
+                predicate: f.predicate.remapped(&layout),
+                ..f
             };
-            merge_join(
-                MergeInput {
-                    node: outer,
-                    ordered: false,
-                },
-                &types[..range.start],
-                inner,
-                &types[range],
-                kind,
-                keys,
-                and_all(others)?,
-                c,
-            )
+            node = cost::estimated(Box::new(FilterNode::new(node, f)), estimate);
         }
-        JoinMethod::SwappedHash => {
-            let (keys, others) = split_keys(conds);
-            debug_assert!(others.is_empty(), "a join is commuted only if all keys");
-            let hash = hash_cond(keys, true);
-            let join: Box<dyn PlanNode> = Box::new(HashJoinNode::new(
-                plain,
-                outer,
-                range.start,
-                kind,
-                hash,
-                None,
-            ));
-            return Ok(in_scope_order(join, estimate, &types, range));
+        if path.order.iter().enumerate().all(|(at, &i)| at == i) {
+            return Ok(node);
         }
-        JoinMethod::SwappedParameterized { scan, params } => {
-            let join: Box<dyn PlanNode> = Box::new(
-                NestedLoopNode::new(plain, scan, range.start, kind, None).with_params(params),
-            );
-            return Ok(in_scope_order(join, estimate, &types, range));
-        }
-    };
-    Ok(cost::estimated(node, estimate))
+        // The columns back in the order written.
+        let columns: Vec<Expr> = layout
+            .iter()
+            .zip(&self.types)
+            .map(|(at, &ty)| Expr::column(at.expect("every item joined"), ty))
+            .collect();
+        let estimate = estimate_of(node.as_ref());
+        Ok(cost::estimated(
+            Box::new(ProjectNode::new(node, columns)),
+            estimate,
+        ))
+    }
+
+    /// The node joining `outer` (the items `joined`) with item `k` by
+    /// `method`, on `conds`, with `estimate`.
+    fn join_node(
+        &mut self,
+        outer: Box<dyn PlanNode>,
+        joined: &[usize],
+        k: usize,
+        conds: Vec<PlacedCond>,
+        method: JoinMethod,
+        estimate: Estimate,
+    ) -> Result<Box<dyn PlanNode>, SqlError> {
+        let cx = self.cx;
+        let kind = self.items[k].kind;
+        let inner_width = self.items[k].columns.len();
+        let node: Box<dyn PlanNode> = match method {
+            JoinMethod::NestedLoop => {
+                let on = and_all(conds.into_iter().map(|c| c.filter).collect())?;
+                let inner = self.take_plain(k);
+                Box::new(NestedLoopNode::new(outer, inner, inner_width, kind, on))
+            }
+            JoinMethod::Parameterized { inner } => {
+                let loops = estimate_of(outer.as_ref()).rows;
+                let scan = self
+                    .parameterized_scan(&conds, self.width(joined), k, loops, &mut || {
+                        cx.next_param()
+                    })?
+                    .expect("costed as a parameterized scan, so one");
+                debug_assert_eq!(estimate_of(scan.node.as_ref()), inner, "the scan costed");
+                Box::new(
+                    NestedLoopNode::new(
+                        outer,
+                        scan.node,
+                        inner_width,
+                        kind,
+                        and_all(scan.remaining)?,
+                    )
+                    .with_params(scan.params),
+                )
+            }
+            JoinMethod::Hash => {
+                let (keys, others) = split_keys(conds);
+                let inner = self.take_plain(k);
+                Box::new(HashJoinNode::new(
+                    outer,
+                    inner,
+                    inner_width,
+                    kind,
+                    hash_cond(keys),
+                    and_all(others)?,
+                ))
+            }
+            JoinMethod::Merge { ordered_inner } => {
+                let (keys, others) = split_keys(conds);
+                let inner = match ordered_inner {
+                    Some(costed) => {
+                        let columns: Vec<usize> = keys
+                            .iter()
+                            .map(|k| k.inner_column.expect("an ordered key is a column"))
+                            .collect();
+                        let scan = self
+                            .ordered_scan(k, &columns)?
+                            .expect("costed as read in order, so an index gives it");
+                        debug_assert_eq!(estimate_of(scan.as_ref()), costed, "the scan costed");
+                        MergeInput {
+                            node: scan,
+                            ordered: true,
+                        }
+                    }
+                    None => MergeInput {
+                        node: self.take_plain(k),
+                        ordered: false,
+                    },
+                };
+                let outer_types: Vec<ColumnType> = joined
+                    .iter()
+                    .flat_map(|&i| self.types[self.items[i].columns.clone()].iter().copied())
+                    .collect();
+                merge_join(
+                    MergeInput {
+                        node: outer,
+                        ordered: false,
+                    },
+                    &outer_types,
+                    inner,
+                    &self.types[self.items[k].columns.clone()],
+                    kind,
+                    keys,
+                    and_all(others)?,
+                    &cx.costs,
+                )
+            }
+        };
+        Ok(cost::estimated(node, estimate))
+    }
 }
 
-/// A join of the first items run the other way round, `join`'s rows being
-/// item `range`'s columns then the items' before it, with `estimate`: its
-/// columns put back in the order of `types` (the scope's).
-fn in_scope_order(
-    join: Box<dyn PlanNode>,
-    estimate: Estimate,
-    types: &[ColumnType],
-    range: std::ops::Range<usize>,
-) -> Box<dyn PlanNode> {
-    let (before, width) = (range.start, range.len());
-    let columns: Vec<Expr> = (0..before)
-        .map(|c| Expr::column(width + c, types[c]))
-        .chain((0..width).map(|c| Expr::column(c, types[before + c])))
-        .collect();
-    let join = cost::estimated(join, estimate);
-    cost::estimated(Box::new(ProjectNode::new(join, columns)), estimate)
+/// Whether the search joins item `k` to the set `rest` without a
+/// cartesian product's excuse: where a condition links them, or where
+/// there is nothing to wait for, no condition linking `rest` to any item
+/// outside it, or `k` to any other item (PostgreSQL's
+/// `join_search_one_level` makes a join without a condition only then).
+/// `links` holds the set of items each condition needs.
+fn joins_by_condition(rest: u32, k: usize, links: &[u32]) -> bool {
+    let k = 1u32 << k;
+    let linked = links.iter().any(|&l| l & k != 0 && l & rest != 0);
+    let rest_links_out = links.iter().any(|&l| l & rest != 0 && l & !rest != 0);
+    let k_links = links.iter().any(|&l| l & k != 0);
+    linked || !rest_links_out || !k_links
 }
 
 /// The hash join's condition over `keys`: each key's outer side probes
-/// and its inner side builds, or the other way round if `swapped` (the
-/// join commuted).
-fn hash_cond(keys: Vec<JoinKey>, swapped: bool) -> HashCond {
-    let labels: Vec<String> = keys.iter().map(|k| k.label.clone()).collect();
-    let (mut outer_keys, mut inner_keys): (Vec<Expr>, Vec<Expr>) =
-        keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
-    if swapped {
-        std::mem::swap(&mut outer_keys, &mut inner_keys);
-    }
+/// and its inner side builds.
+fn hash_cond(keys: Vec<JoinKey>) -> HashCond {
+    let label = keys
+        .iter()
+        .map(|k| k.label.as_str())
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let (outer_keys, inner_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
     HashCond {
         outer_keys,
         inner_keys,
-        label: format!("({})", labels.join(" AND ")),
+        label: format!("({label})"),
     }
 }
 
 /// A join's conditions split into its keys and the rest.
-fn split_keys(conds: Vec<JoinCond>) -> (Vec<JoinKey>, Vec<Filter>) {
+fn split_keys(conds: Vec<PlacedCond>) -> (Vec<JoinKey>, Vec<Filter>) {
     let mut keys = Vec::new();
     let mut others = Vec::new();
     for cond in conds {
@@ -942,5 +1434,102 @@ fn key_order_estimate(input: Estimate, key_width: usize, ordered: bool, c: &Cost
         projected
     } else {
         cost::sort(projected, None, c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Items a (1 000 rows), b (50), c (20 000), d (7): conditions a–b,
+    /// b–c, one reading a, b and c, and c–d.
+    fn chain() -> SubsetRows {
+        SubsetRows {
+            items: vec![1000.0, 50.0, 20_000.0, 7.0],
+            conds: vec![
+                (vec![0, 1], 0.01),
+                (vec![1, 2], 0.002),
+                (vec![0, 1, 2], 1.0 / 3.0),
+                (vec![2, 3], 0.2),
+            ],
+        }
+    }
+
+    fn members(set: u32) -> Vec<usize> {
+        (0..4).filter(|&i| set & (1 << i) != 0).collect()
+    }
+
+    #[test]
+    fn a_sets_rows_are_the_same_whichever_item_joins_it_last() {
+        let rows = chain();
+        for set in 1u32..16 {
+            let estimate = rows.rows(|i| set & (1 << i) != 0);
+            // What the search asks when it joins item k last to the rest:
+            // the same figure for every k.
+            for k in members(set) {
+                let rest = set & !(1 << k);
+                let joined = rows.rows(|i| i == k || rest & (1 << i) != 0);
+                assert_eq!(
+                    joined.to_bits(),
+                    estimate.to_bits(),
+                    "set {set:b}, {k} last"
+                );
+            }
+            // And it is what a left-deep order meets, multiplying in each
+            // condition at the join that completes it (before rounding).
+            let mut product = 1.0;
+            let mut joined: Vec<usize> = Vec::new();
+            for k in members(set).into_iter().rev() {
+                product *= rows.items[k];
+                for (needs, s) in &rows.conds {
+                    if needs.contains(&k) && needs.iter().all(|&i| i == k || joined.contains(&i)) {
+                        product *= s;
+                    }
+                }
+                joined.push(k);
+            }
+            assert!(
+                (cost::clamp_rows(product) - estimate).abs() <= 1.0,
+                "set {set:b}: {product} against {estimate}"
+            );
+        }
+        // a ⋈ b: 1 000 × 50 × 0.01; with c too, the three-item condition's
+        // third; a ⋈ c, no condition between them: their product.
+        assert_eq!(rows.rows(|i| i < 2), 500.0);
+        assert_eq!(rows.rows(|i| i < 3), 6667.0);
+        assert_eq!(rows.rows(|i| i == 0 || i == 2), 20_000_000.0);
+    }
+
+    #[test]
+    fn a_set_is_rounded_once_not_at_each_join() {
+        // Joined one by one, a ⋈ b would round 0.5 rows up to 1 before c
+        // multiplies it; the set's estimate rounds the product once.
+        let rows = SubsetRows {
+            items: vec![10.0, 10.0, 10.0],
+            conds: vec![(vec![0, 1], 0.005), (vec![1, 2], 0.01)],
+        };
+        assert_eq!(rows.rows(|i| i < 2), 1.0);
+        assert_eq!(rows.rows(|_| true), 1.0);
+        let rows = SubsetRows {
+            items: vec![10.0, 10.0, 1000.0],
+            conds: vec![(vec![0, 1], 0.005), (vec![1, 2], 0.01)],
+        };
+        // 0.5 × 1 000 × 0.01 = 5 (joined one by one: 1 × 1 000 × 0.01 =
+        // 10).
+        assert_eq!(rows.rows(|_| true), 5.0);
+    }
+
+    #[test]
+    fn a_cartesian_product_waits_until_no_condition_can_join() {
+        // a–b, b–c; d linked to nothing.
+        let links = [0b0011, 0b0110];
+        assert!(joins_by_condition(0b0001, 1, &links));
+        // a has a condition to b: not joined to c first.
+        assert!(!joins_by_condition(0b0001, 2, &links));
+        // d has none: it may join anything, and anything it.
+        assert!(joins_by_condition(0b0001, 3, &links));
+        assert!(joins_by_condition(0b1000, 0, &links));
+        // {a, b, c} links to nothing outside: it may join d.
+        assert!(joins_by_condition(0b0111, 3, &links));
     }
 }
