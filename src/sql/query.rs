@@ -3,9 +3,10 @@
 //! ```text
 //! FROM item ─▶ source (scan, view, generate_series, utility, Result,
 //!              a subquery's own plan under a Subquery Scan)
-//! FROM a, b / a JOIN b ON … ─▶ joins, left-deep as written: a hash join
-//!              on equalities between the items so far and the next,
-//!              else a nested loop
+//! FROM a, b / a JOIN b ON … ─▶ joins (see `join`): left-deep, the
+//!              items before the first LEFT JOIN in the cheapest order
+//!              found, each join a nested loop (maybe searching the
+//!              inner table's index), a hash or a merge join, by cost
 //! WHERE      ─▶ the source's filter (with joins: each condition in the
 //!              scan or join that first has its columns; over the
 //!              NULL-filled side of a left join, in a Filter above)
