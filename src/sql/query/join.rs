@@ -32,10 +32,11 @@
 //! must keep its NULL-filled side after its outer side. With more items
 //! than `join_collapse_limit` before the first LEFT JOIN, with the
 //! setting at 1, or with a condition between items that runs a subquery
-//! (kept where it was written), the items join in the order written,
-//! except that the first two may run the other way round (PostgreSQL
-//! tries every join both ways round; here only the first join can be
-//! turned, as any other's inner side would be a join).
+//! (left at the join written, as before the search), the items join in
+//! the order written, except that the first two may run the other way
+//! round unless such a condition is between them (PostgreSQL tries every
+//! join both ways round; here only the first join can be turned, as any
+//! other's inner side would be a join).
 //!
 //! **Rows.** An executor join returns the outer row's columns followed
 //! by the inner row's, so a joined row holds its items' columns in the
@@ -46,12 +47,16 @@
 //!
 //! ```text
 //! FROM big b1 JOIN big b2 ON b2.x = b1.x JOIN small s ON s.id = b2.id WHERE s.y < 10
-//!   {s}          Seq Scan on small, Filter: (s.y < 10)
-//!   {b2, s}      {s} ⋈ b2: a nested loop searching big_pkey by s.id
-//!   {b1, b2}     {b1} ⋈ b2 or {b2} ⋈ b1: a hash join
-//!   {b1, s}      not made: no condition links them, and each has others
-//!   {b1, b2, s}  the cheapest of {b2, s} ⋈ b1 and {b1, b2} ⋈ s
-//!   Project      the columns back as b1, b2, s
+//!   {b1} {b2} {s}  each item's scan (s's with its Filter: (s.y < 10))
+//!   {b1, b2}       the cheaper of {b1} ⋈ b2 and {b2} ⋈ b1, each by its
+//!                  cheapest method (a hash join, say)
+//!   {b2, s}        the cheaper of {b2} ⋈ s and {s} ⋈ b2 (a nested loop
+//!                  from s's few rows searching big_pkey, say)
+//!   {b1, s}        not made: no condition links them, and each has one
+//!                  to b2
+//!   {b1, b2, s}    the cheaper of {b2, s} ⋈ b1 and {b1, b2} ⋈ s
+//!   Project        the columns back as written (b1, b2, s) if they are
+//!                  not so
 //! ```
 
 use std::collections::HashMap;
@@ -62,7 +67,7 @@ use sqlparser::ast;
 
 use super::{and_all, conjuncts, FromClause, FromItem};
 use crate::catalog::TableDef;
-use crate::config::Costs;
+use crate::config::{Costs, JOIN_COLLAPSE_LIMIT_MAX};
 use crate::database::Database;
 use crate::exec::{estimate_of, Estimate};
 use crate::exec::{
@@ -75,9 +80,11 @@ use crate::sql::expr::{ExprPlanner, Scope, StmtCx};
 use crate::sql::SqlError;
 use crate::types::ColumnType;
 
-/// Most items whose join order is searched: the search's sets are bits
-/// of a `u32` (and `config::JOIN_COLLAPSE_LIMIT_MAX` is far below).
-const SEARCHED_ITEMS_MAX: usize = 32;
+/// Most items whose join order is searched (`join_collapse_limit` at
+/// most).
+const SEARCHED_ITEMS_MAX: usize = JOIN_COLLAPSE_LIMIT_MAX as usize;
+// The search's sets of items are the bits of a `u32`.
+const _: () = assert!(SEARCHED_ITEMS_MAX < u32::BITS as usize);
 
 /// The planned conditions of a FROM clause of several items.
 #[derive(Default)]
