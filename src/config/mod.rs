@@ -31,6 +31,13 @@ pub const BLOCK_SIZE_BYTES: u64 = 8192;
 /// session.
 pub const MIN_PINS_PER_SESSION: usize = 4;
 
+/// Largest `join_collapse_limit`: the planner's join-order search costs
+/// up to 2^n × n joins for n items, about 49 000 at 12, already a
+/// noticeable share of a short query's time (PostgreSQL searches 12
+/// items or more genetically instead, `geqo_threshold`; we join more
+/// than the limit in the order written).
+pub const JOIN_COLLAPSE_LIMIT_MAX: i64 = 12;
+
 /// Name of the configuration file inside the data directory.
 pub const CONFIG_FILE_NAME: &str = "aiostore.toml";
 
@@ -385,6 +392,16 @@ pub static SETTINGS: &[SettingDef] = &[
         kind: Kind::Bool,
         context: Context::Session,
         description: "Lets the planner use nested loops, plain or searching the inner table's index by each outer row; off makes them cost disable_cost more (a join without an equality has no other method)",
+    },
+    SettingDef {
+        name: "join_collapse_limit",
+        default: "8",
+        kind: Kind::Integer {
+            min: 1,
+            max: JOIN_COLLAPSE_LIMIT_MAX,
+        },
+        context: Context::Session,
+        description: "FROM items (up to the first LEFT JOIN) whose join order the planner searches for the cheapest; beyond that many, or at 1, they join in the order written",
     },
     SettingDef {
         name: "ignore_checksum_failure",
@@ -927,6 +944,12 @@ impl Settings {
             merge: self.boolean("enable_mergejoin"),
             nested_loop: self.boolean("enable_nestloop"),
         }
+    }
+
+    /// FROM items whose join order the planner searches
+    /// (`join_collapse_limit`; 1: the order written).
+    pub fn join_collapse_limit(&self) -> usize {
+        self.integer("join_collapse_limit") as usize
     }
 
     /// Which ways of reading a table the planner may choose

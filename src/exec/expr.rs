@@ -489,6 +489,25 @@ impl Expr {
         self
     }
 
+    /// The same expression over rows laid out otherwise: column `c` of
+    /// the rows it was planned for is column `layout[c]` of the new rows
+    /// (a join run in another order than its items are written, whose
+    /// rows hold the items' columns in the order joined). Every column it
+    /// reads must have a place in `layout`.
+    pub fn remapped(mut self, layout: &[Option<usize>]) -> Expr {
+        fn visit(e: &mut Expr, layout: &[Option<usize>]) {
+            if let Kind::Column(c) = &mut e.kind {
+                let moved = layout.get(*c).copied().flatten();
+                *c = moved.unwrap_or_else(|| panic!("column {c} has no place in the new rows"));
+            }
+            for child in e.children_mut() {
+                visit(child, layout);
+            }
+        }
+        visit(&mut self, layout);
+        self
+    }
+
     /// The same expression over the inner rows of a nested loop, which
     /// are the columns `inner` of the joined rows it was planned for; the
     /// outer row's columns (all the others, the outer row's column `c -
@@ -1457,6 +1476,54 @@ mod tests {
                 .contains("argument of AND must be type boolean, not type integer"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn remapped_moves_every_column_read_and_nothing_else() {
+        let col = |c: usize| Expr::column(c, ColumnType::Integer);
+        // (c0 + c3 = c1) AND c3 IN (c0, $2, 7), planned over rows of
+        // items (c0 c1 | c2 c3) now joined second item first.
+        let sum = Expr::binary(BinaryOp::Add, col(0), col(3)).unwrap();
+        let eq = Expr::binary(BinaryOp::Eq, sum, col(1)).unwrap();
+        let list = Expr::in_list(
+            col(3),
+            vec![col(0), Expr::param(2, Some(ColumnType::Integer)), int(7)],
+            false,
+        )
+        .unwrap();
+        let e = Expr::binary(BinaryOp::And, eq, list).unwrap();
+        assert_eq!(e.columns_read(), [0, 1, 3]);
+        let layout = [Some(2), Some(3), Some(0), Some(1)];
+        let moved = e.clone().remapped(&layout);
+        assert_eq!(moved.columns_read(), [1, 2, 3]);
+        // Evaluated over the moved row, it gives what the original gives
+        // over the original row.
+        let mut cx = EvalContext::new();
+        cx.set_param(2, Value::Integer(9));
+        for row in [[1, 8, 5, 7], [2, 9, 0, 7], [3, 3, 0, 0], [4, 5, 6, 9]] {
+            let original: Vec<Value> = row.iter().map(|&v| Value::Integer(v)).collect();
+            let mut permuted = vec![Value::Null; 4];
+            for (c, &to) in layout.iter().enumerate() {
+                permuted[to.unwrap()] = original[c].clone();
+            }
+            assert_eq!(
+                moved.eval(&permuted, &mut cx).unwrap(),
+                e.eval(&original, &mut cx).unwrap(),
+                "{row:?}"
+            );
+        }
+        let same = e.clone().remapped(&[Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(same.columns_read(), e.columns_read());
+    }
+
+    /// A column left without a place is a planner bug, never a silently
+    /// wrong column.
+    #[test]
+    #[should_panic(expected = "column 2 has no place in the new rows")]
+    fn remapped_refuses_a_column_without_a_place() {
+        let col = |c: usize| Expr::column(c, ColumnType::Integer);
+        let e = Expr::binary(BinaryOp::Lt, col(0), col(2)).unwrap();
+        e.remapped(&[Some(1), Some(0), None]);
     }
 
     #[test]

@@ -146,6 +146,7 @@ fn dispatch(
         viewer: s.current_xid(),
         now: statement_time(s),
         joins: s.settings.join_methods(),
+        join_collapse_limit: s.settings.join_collapse_limit(),
         scans: s.settings.scan_methods(),
         costs: s.settings.costs(),
         subplans: Default::default(),

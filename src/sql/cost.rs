@@ -4,7 +4,7 @@
 //! [`super::access`]).
 //!
 //! The join methods' costs decide which one a join runs with
-//! (`query::build_joins`):
+//! (`query::join`, for each order it compares):
 //!
 //! ```text
 //! nested loop  outer + outer rows × (inner's cost per run)       + pairs × conditions

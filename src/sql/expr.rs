@@ -51,6 +51,8 @@ pub(crate) struct StmtCx {
     /// Which join methods a join on an equality may use
     /// (`enable_hashjoin`, `enable_mergejoin`, `enable_nestloop`).
     pub joins: crate::config::JoinMethods,
+    /// FROM items whose join order is searched (`join_collapse_limit`).
+    pub join_collapse_limit: usize,
     /// Whether tables may be read through indexes, or sequentially.
     pub scans: crate::config::ScanMethods,
     /// The planner's cost parameters.
