@@ -166,6 +166,72 @@ const DIFFERENTIAL_QUERIES: &[&str] = &[
     "SELECT count(*), count(b.id), sum(a.id + b.id) FROM a LEFT JOIN b ON a.k = b.k",
 ];
 
+/// Runs `query` with each method forced and asserts that all return the
+/// hash join's rows. Returns the merge join's plan.
+fn compare_methods(s: &mut Session, query: &str) -> Vec<String> {
+    let mut results = Vec::new();
+    let mut merge_plan = Vec::new();
+    for (name, node, settings) in METHODS {
+        run(s, settings);
+        let joins = join_nodes(s, query);
+        assert!(
+            !joins.is_empty() && joins.iter().all(|j| j.starts_with(node)),
+            "{query}: {name} planned {joins:?}"
+        );
+        if node == "Merge" {
+            merge_plan = plan_lines(s, &format!("EXPLAIN (COSTS OFF) {query}"));
+        }
+        results.push((name, sorted_rows(s, query)));
+    }
+    let (_, by_hash) = &results[0];
+    // (An aggregate's one row counts the pairs itself.)
+    assert!(
+        by_hash.len() > 20 || query.contains("count(*)"),
+        "{query}: a join worth comparing, {} rows",
+        by_hash.len()
+    );
+    for (name, got) in &results[1..] {
+        assert!(
+            got == by_hash,
+            "{query}: {name} returned {} rows against the hash join's {}; first difference {:?}",
+            got.len(),
+            by_hash.len(),
+            got.iter().zip(by_hash).find(|(g, h)| g != h)
+        );
+    }
+    merge_plan
+}
+
+/// Whether a merge join of `plan` reads its outer (first) input, and
+/// whether its inner input, straight from an index scan in key order.
+fn merge_inputs_from_indexes(plan: &[String]) -> (bool, bool) {
+    // Where a line's node title starts: after its indent and its arrow.
+    let title_at = |l: &str| {
+        let indent = l.len() - l.trim_start().len();
+        indent
+            + if l.trim_start().starts_with("->") {
+                4
+            } else {
+                0
+            }
+    };
+    let Some(at) = plan
+        .iter()
+        .position(|l| l.contains("Merge Join") || l.contains("Merge Left Join"))
+    else {
+        return (false, false);
+    };
+    let children_at = title_at(&plan[at]) + 2;
+    let inputs: Vec<&String> = plan[at + 1..]
+        .iter()
+        .filter(|l| {
+            l.trim_start().starts_with("->") && l.len() - l.trim_start().len() == children_at
+        })
+        .collect();
+    let from_index = |l: Option<&&String>| l.is_some_and(|l| l.contains("Index"));
+    (from_index(inputs.first()), from_index(inputs.get(1)))
+}
+
 #[test]
 fn merge_join_returns_the_rows_of_hash_join_and_nested_loop_on_random_tables() {
     let (_dir, db) = new_db();
@@ -173,38 +239,79 @@ fn merge_join_returns_the_rows_of_hash_join_and_nested_loop_on_random_tables() {
     for seed in [0x9e37_79b9_7f4a_7c15u64, 0x2545_f491_4f6c_dd1d] {
         random_tables(&mut s, seed);
         for query in DIFFERENTIAL_QUERIES {
-            let mut results = Vec::new();
-            for (name, node, settings) in METHODS {
-                run(&mut s, settings);
-                let joins = join_nodes(&mut s, query);
-                assert!(
-                    !joins.is_empty() && joins.iter().all(|j| j.starts_with(node)),
-                    "{query}: {name} planned {joins:?}"
-                );
-                results.push((name, sorted_rows(&mut s, query)));
-            }
-            let (_, by_hash) = &results[0];
-            // (An aggregate's one row counts the pairs itself.)
-            assert!(
-                by_hash.len() > 20 || query.contains("count(*)"),
-                "{query}: a join worth comparing, {} rows",
-                by_hash.len()
-            );
-            for (name, got) in &results[1..] {
-                assert!(
-                    got == by_hash,
-                    "{query}: {name} returned {} rows against the hash join's {}; first difference {:?}",
-                    got.len(),
-                    by_hash.len(),
-                    got.iter().zip(by_hash).find(|(g, h)| g != h)
-                );
-            }
+            compare_methods(&mut s, query);
+        }
+        // Again with indexes on the keys (the nested loops then search
+        // them; at this size the merge joins still sort).
+        run(
+            &mut s,
+            "CREATE INDEX ON a (k); CREATE INDEX ON b (k); CREATE INDEX ON a (j, k);
+             CREATE INDEX ON b (j, k); CREATE INDEX ON c (k); CREATE INDEX ON a (v, j);
+             CREATE INDEX ON b (v, j); ANALYZE",
+        );
+        for query in DIFFERENTIAL_QUERIES {
+            compare_methods(&mut s, query);
         }
         run(
             &mut s,
             "RESET enable_hashjoin; RESET enable_mergejoin; DROP TABLE a; DROP TABLE b; DROP TABLE c; DROP TABLE d",
         );
     }
+}
+
+/// Large enough that an index scan in key order costs less than a sort:
+/// a forced merge join reads both sides from their indexes, outer side
+/// too (PostgreSQL 15's plan for it), and returns the hash join's rows,
+/// NULL and duplicate keys included, inner and left.
+#[test]
+fn a_merge_join_reads_both_sides_in_key_order_from_their_indexes() {
+    let (_dir, db) = new_db();
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE p (id int PRIMARY KEY, v text);
+         CREATE TABLE q (id int, p_id bigint, w int);
+         INSERT INTO p SELECT i, 'p' || i FROM generate_series(1, 20000) i;
+         INSERT INTO q SELECT i, (i * 7) % 25000, i % 10 FROM generate_series(1, 40000) i;
+         UPDATE q SET p_id = NULL WHERE id % 97 = 0;
+         CREATE INDEX ON q (p_id);
+         VACUUM ANALYZE",
+    );
+    // (outer side, inner side) read from an index. A tenth of q, filtered,
+    // costs less sorted than read whole in key order.
+    let queries = [
+        (
+            "SELECT p.id, q.id FROM p JOIN q ON q.p_id = p.id",
+            (true, true),
+        ),
+        (
+            "SELECT p.id, q.id, q.w FROM p LEFT JOIN q ON q.p_id = p.id AND q.w < 5",
+            (true, true),
+        ),
+        (
+            "SELECT q.id, p.v FROM q JOIN p ON p.id = q.p_id WHERE q.w = 3",
+            (false, true),
+        ),
+    ];
+    for (query, from_indexes) in queries {
+        let plan = compare_methods(&mut s, query);
+        assert_eq!(
+            merge_inputs_from_indexes(&plan),
+            from_indexes,
+            "{query}: {plan:#?}"
+        );
+    }
+    let (_, _, merge_only) = METHODS[1];
+    run(&mut s, merge_only);
+    assert_eq!(
+        plan_lines(&mut s, &format!("EXPLAIN (COSTS OFF) {}", queries[0].0)),
+        [
+            "Merge Join",
+            "  Merge Cond: (p.id = q.p_id)",
+            "  ->  Index Only Scan using p_pkey on p",
+            "  ->  Index Scan using q_p_id_idx on q",
+        ]
+    );
 }
 
 #[test]

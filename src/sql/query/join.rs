@@ -557,9 +557,11 @@ enum JoinMethod {
         inner: Estimate,
     },
     Hash,
-    /// Both inputs in key order: the inner side read in it through an
-    /// index (its scan estimated as given), else sorted.
+    /// Both inputs in key order: each side read in it through an index
+    /// (its scan estimated as given), else sorted. Only a lone item's
+    /// scan can be the outer side read in order.
     Merge {
+        ordered_outer: Option<Estimate>,
         ordered_inner: Option<Estimate>,
     },
 }
@@ -602,6 +604,9 @@ struct JoinKey {
     /// it then gives a merge join its order).
     inner_column: Option<usize>,
     inner_keeps_order: bool,
+    /// The (item, column of the item) the outer side is, if it is a bare
+    /// column whose values in `ty` keep the column's order.
+    outer_ordered_column: Option<(usize, usize)>,
     /// The inner side's distinct values (the hash table's buckets used).
     inner_distinct: f64,
 }
@@ -897,6 +902,7 @@ impl<'a> JoinSearch<'a> {
                         label: eq.label.clone(),
                         inner_column: inner.column.map(|(_, column)| column),
                         inner_keeps_order: inner.keeps_order,
+                        outer_ordered_column: outer.column.filter(|_| outer.keeps_order),
                         inner_distinct: self.sizes.side(inner).0,
                     })
                 });
@@ -979,10 +985,30 @@ impl<'a> JoinSearch<'a> {
             let mut e = cost::hash_join(oe, ie, keys.len(), inner_distinct, &shape(others), c);
             e.total += penalty(methods.hash);
             candidates.push((e, JoinMethod::Hash));
-            // A merge join: the outer side sorted; the inner side read in
-            // key order through an index where one gives it, else sorted.
+            // A merge join: each side read in key order through an index
+            // where one gives it, else sorted. The outer side can be read
+            // so only while it is one item's scan.
             let key_width = cost::row_width(keys.iter().map(|k| k.ty));
-            let sorted_outer = key_order_estimate(oe, key_width, false, c);
+            let ordered_outer = match outer.order[..] {
+                [o] => {
+                    let columns: Option<Vec<usize>> = keys
+                        .iter()
+                        .map(|k| match k.outer_ordered_column {
+                            Some((item, column)) if item == o => Some(column),
+                            _ => None,
+                        })
+                        .collect();
+                    match columns {
+                        Some(columns) => self.ordered_scan_estimate(o, columns)?,
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            let sorted_outer = match ordered_outer {
+                Some(scan) => key_order_estimate(scan, key_width, true, c),
+                None => key_order_estimate(oe, key_width, false, c),
+            };
             let order: Option<Vec<usize>> = keys
                 .iter()
                 .map(|k| k.inner_column.filter(|_| k.inner_keeps_order))
@@ -998,7 +1024,13 @@ impl<'a> JoinSearch<'a> {
             let mut e =
                 cost::merge_join(sorted_outer, inner_in_order, keys.len(), &shape(others), c);
             e.total += penalty(methods.merge);
-            candidates.push((e, JoinMethod::Merge { ordered_inner }));
+            candidates.push((
+                e,
+                JoinMethod::Merge {
+                    ordered_outer,
+                    ordered_inner,
+                },
+            ));
         }
         let (estimate, method) = candidates
             .into_iter()
@@ -1106,6 +1138,24 @@ impl<'a> JoinSearch<'a> {
             self.sizes.table(k),
         )?;
         Ok(scan.ordered.then_some(scan.node))
+    }
+
+    /// Item `item`'s scan in the order of `columns`, costed by the search
+    /// as `costed`, as a merge join's input.
+    fn ordered_input(
+        &self,
+        item: usize,
+        columns: &[usize],
+        costed: Estimate,
+    ) -> Result<MergeInput, SqlError> {
+        let scan = self
+            .ordered_scan(item, columns)?
+            .expect("costed as read in order, so an index gives it");
+        debug_assert_eq!(estimate_of(scan.as_ref()), costed, "the scan costed");
+        Ok(MergeInput {
+            node: scan,
+            ordered: true,
+        })
     }
 
     /// The estimate of [`JoinSearch::ordered_scan`], built once per item
@@ -1239,22 +1289,40 @@ impl<'a> JoinSearch<'a> {
                     and_all(others)?,
                 ))
             }
-            JoinMethod::Merge { ordered_inner } => {
+            JoinMethod::Merge {
+                ordered_outer,
+                ordered_inner,
+            } => {
                 let (keys, others) = split_keys(conds);
+                let outer = match ordered_outer {
+                    // The lone item's plain scan, never opened, gives way
+                    // to its scan in key order.
+                    Some(costed) => {
+                        let [o] = joined[..] else {
+                            unreachable!("only a lone item's scan is read in order")
+                        };
+                        let columns: Vec<usize> = keys
+                            .iter()
+                            .map(|k| {
+                                k.outer_ordered_column
+                                    .expect("an ordered outer key is a column")
+                                    .1
+                            })
+                            .collect();
+                        self.ordered_input(o, &columns, costed)?
+                    }
+                    None => MergeInput {
+                        node: outer,
+                        ordered: false,
+                    },
+                };
                 let inner = match ordered_inner {
                     Some(costed) => {
                         let columns: Vec<usize> = keys
                             .iter()
                             .map(|k| k.inner_column.expect("an ordered key is a column"))
                             .collect();
-                        let scan = self
-                            .ordered_scan(k, &columns)?
-                            .expect("costed as read in order, so an index gives it");
-                        debug_assert_eq!(estimate_of(scan.as_ref()), costed, "the scan costed");
-                        MergeInput {
-                            node: scan,
-                            ordered: true,
-                        }
+                        self.ordered_input(k, &columns, costed)?
                     }
                     None => MergeInput {
                         node: self.take_plain(k),
@@ -1266,10 +1334,7 @@ impl<'a> JoinSearch<'a> {
                     .flat_map(|&i| self.types[self.items[i].columns.clone()].iter().copied())
                     .collect();
                 merge_join(
-                    MergeInput {
-                        node: outer,
-                        ordered: false,
-                    },
+                    outer,
                     &outer_types,
                     inner,
                     &self.types[self.items[k].columns.clone()],
