@@ -391,7 +391,7 @@ impl TableSize {
     }
 
     /// The statistics of column `column`, if the table was analysed.
-    fn column(&self, column: usize) -> Option<&ColumnStats> {
+    pub(super) fn column(&self, column: usize) -> Option<&ColumnStats> {
         self.stats.as_ref()?.columns.get(column)
     }
 

@@ -66,6 +66,7 @@ use std::sync::Arc;
 use sqlparser::ast;
 
 use super::{and_all, conjuncts, FromClause, FromItem};
+use crate::catalog::statistics::ColumnStats;
 use crate::catalog::TableDef;
 use crate::config::{Costs, JOIN_COLLAPSE_LIMIT_MAX};
 use crate::database::Database;
@@ -438,12 +439,26 @@ impl ItemSizes {
         }
     }
 
-    /// The fraction of pairs `equality` matches (PostgreSQL's `eqjoinsel`
-    /// without common values: the non-NULL share of both sides over the
-    /// larger distinct count), whichever side is joined first.
+    /// The fraction of pairs `equality` matches, whichever side is joined
+    /// first (PostgreSQL's `eqjoinsel`): where both sides are analysed
+    /// columns with most common values, matching those values
+    /// ([`ColumnStats::join_selectivity`]); else the non-NULL share of
+    /// both sides over the larger distinct count.
     fn equality_selectivity(&self, equality: &Equality) -> f64 {
         let [a, b] = equality.sides.each_ref().map(|s| self.side(s));
+        let [a_stats, b_stats] = equality.sides.each_ref().map(|s| self.stats(s));
+        if let (Some(a_stats), Some(b_stats)) = (a_stats, b_stats) {
+            if let Some(s) = a_stats.join_selectivity(a.0, b_stats, b.0) {
+                return s;
+            }
+        }
         (1.0 - a.1) * (1.0 - b.1) / a.0.max(b.0).max(1.0)
+    }
+
+    /// The statistics of an equality's side, if it is an analysed column.
+    fn stats(&self, side: &KeySide) -> Option<&ColumnStats> {
+        let (item, column) = side.column?;
+        self.table(item)?.column(column)
     }
 
     /// The fraction of pairs `cond` keeps: an equality's, else
