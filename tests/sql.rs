@@ -1863,10 +1863,11 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
     assert_eq!(
         plan,
         // The few rows of a hashed, b probing them (the sides commute,
-        // as PostgreSQL commutes them).
+        // as PostgreSQL commutes them), the probing side first in the
+        // condition as PostgreSQL prints it.
         [
             "Hash Join",
-            "  Hash Cond: (a.k = b.k)",
+            "  Hash Cond: (b.k = a.k)",
             "  ->  Seq Scan on b",
             "  ->  Seq Scan on a",
             "        Filter: (a.id < 5)",

@@ -253,10 +253,11 @@ fn explain_shows_subplans_initplans_and_set_operations_as_postgresql_does() {
         ),
         // The hash table built from the subquery's few rows, u probing
         // it (the sides commute, as in PostgreSQL's plan, which pulls the
-        // subquery up and shows no Subquery Scan).
+        // subquery up and shows no Subquery Scan); the condition shows
+        // the probing side first.
         [
             "Hash Join",
-            "  Hash Cond: (s.a = u.x)",
+            "  Hash Cond: (u.x = s.a)",
             "  ->  Seq Scan on u",
             "  ->  Subquery Scan on s",
             "        Filter: (s.a < 3)",

@@ -126,8 +126,6 @@ struct JoinCond {
 struct Equality {
     sides: [KeySide; 2],
     ty: ColumnType,
-    /// As written.
-    label: String,
 }
 
 /// One side of an [`Equality`].
@@ -386,7 +384,6 @@ fn equality(planner: &mut ExprPlanner, conj: &ast::Expr) -> Result<Option<Equali
             },
         ],
         ty,
-        label: format!("{conj}"),
     }))
 }
 
@@ -610,10 +607,9 @@ struct JoinKey {
     inner: Expr,
     /// The type both sides have (cast to it where they differ).
     ty: ColumnType,
-    /// Each side's text, and the equality's as written.
+    /// Each side's text as written.
     outer_label: String,
     inner_label: String,
-    label: String,
     /// The column of the inner item the inner side is, if it is one; and
     /// whether its values in `ty` keep the column's order (an index on
     /// it then gives a merge join its order).
@@ -914,7 +910,6 @@ impl<'a> JoinSearch<'a> {
                         ty: eq.ty,
                         outer_label: outer.label.clone(),
                         inner_label: inner.label.clone(),
-                        label: eq.label.clone(),
                         inner_column: inner.column.map(|(_, column)| column),
                         inner_keeps_order: inner.keeps_order,
                         outer_ordered_column: outer.column.filter(|_| outer.keeps_order),
@@ -1381,16 +1376,26 @@ fn joins_by_condition(rest: u32, k: usize, links: &[u32]) -> bool {
 /// The hash join's condition over `keys`: each key's outer side probes
 /// and its inner side builds.
 fn hash_cond(keys: Vec<JoinKey>) -> HashCond {
-    let label = keys
-        .iter()
-        .map(|k| k.label.as_str())
-        .collect::<Vec<_>>()
-        .join(" AND ");
+    let label = keys_label(&keys);
     let (outer_keys, inner_keys) = keys.into_iter().map(|k| (k.outer, k.inner)).unzip();
     HashCond {
         outer_keys,
         inner_keys,
-        label: format!("({label})"),
+        label,
+    }
+}
+
+/// A hash or merge join's keys as PostgreSQL prints them: each equality
+/// outer side first, in parentheses when there are several, `((a.k =
+/// b.k) AND (a.j = b.j))`.
+fn keys_label(keys: &[JoinKey]) -> String {
+    let equalities: Vec<String> = keys
+        .iter()
+        .map(|k| format!("({} = {})", k.outer_label, k.inner_label))
+        .collect();
+    match equalities.as_slice() {
+        [one] => one.clone(),
+        several => format!("({})", several.join(" AND ")),
     }
 }
 
@@ -1430,16 +1435,7 @@ fn merge_join(
     c: &Costs,
 ) -> Box<dyn PlanNode> {
     let (outer_width, inner_width) = (outer_types.len(), inner_types.len());
-    // As PostgreSQL prints it: the outer side first, each equality in
-    // parentheses when there are several, `((a.k = b.k) AND (a.j = b.j))`.
-    let equalities: Vec<String> = keys
-        .iter()
-        .map(|k| format!("({} = {})", k.outer_label, k.inner_label))
-        .collect();
-    let label = match equalities.as_slice() {
-        [one] => one.clone(),
-        several => format!("({})", several.join(" AND ")),
-    };
+    let label = keys_label(&keys);
     let key_columns = |width: usize| -> Vec<Expr> {
         keys.iter()
             .enumerate()
