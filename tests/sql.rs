@@ -2029,6 +2029,15 @@ fn joins_give_the_rows_of_their_definition_by_every_method(method: IoMethod) {
             "SELECT 1 FROM a JOIN b USING (id)",
             "JOIN … USING is not supported",
         ),
+        // No cross join by omission, as in PostgreSQL.
+        (
+            "SELECT 1 FROM a JOIN b",
+            "syntax error in statement 1: JOIN without ON at line 1, column 22; give the join its condition with ON, or write CROSS JOIN",
+        ),
+        (
+            "SELECT 1 FROM a LEFT JOIN b WHERE a.id = 1",
+            "JOIN without ON at line 1, column 27",
+        ),
     ] {
         let e = err(&mut s, text).to_string();
         assert!(e.contains(message), "{text}: {e}");

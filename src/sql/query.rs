@@ -601,6 +601,20 @@ fn plan_from(
         for join in &item.joins {
             let span = join.relation.span();
             let (kind, constraint) = match &join.join_operator {
+                // `a JOIN b` without ON is no cross join: PostgreSQL
+                // refuses it, and so do we, saying what to write.
+                ast::JoinOperator::Join(ast::JoinConstraint::None)
+                | ast::JoinOperator::Inner(ast::JoinConstraint::None)
+                | ast::JoinOperator::Left(ast::JoinConstraint::None)
+                | ast::JoinOperator::LeftOuter(ast::JoinConstraint::None) => {
+                    return Err(SqlError::Syntax {
+                        statement: cx.number,
+                        message: format!(
+                            "JOIN without ON at {}; give the join its condition with ON, or write CROSS JOIN for every pair",
+                            cx.at(span)
+                        ),
+                    })
+                }
                 ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (JoinKind::Inner, c),
                 ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
                 ast::JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
