@@ -995,9 +995,6 @@ impl Expr {
         }
     }
 
-    /// The column this expression is, if it is a bare column, or a
-    /// `char(n)` column cast to text (which compares as the column itself
-    /// does: both ignore the padding).
     /// The column, if the expression is just one column of its row.
     pub fn column_index(&self) -> Option<usize> {
         match self.kind {
@@ -1006,6 +1003,9 @@ impl Expr {
         }
     }
 
+    /// The column this expression is, with its type, if it is a bare
+    /// column, or a `char(n)` column cast to text (which compares as the
+    /// column itself does: both ignore the padding).
     fn as_column(&self) -> Option<(usize, ColumnType)> {
         match &self.kind {
             Kind::Column(c) => Some((*c, self.ty?)),
