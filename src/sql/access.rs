@@ -309,6 +309,16 @@ pub(super) fn default_selectivity(condition: &Expr) -> f64 {
     }
 }
 
+/// Fraction of rows `predicate` passes where nothing is known of it: the
+/// product of [`default_selectivity`] over its ANDed parts.
+pub(super) fn default_predicate_selectivity(predicate: &Expr) -> f64 {
+    predicate
+        .conjuncts()
+        .iter()
+        .map(|c| default_selectivity(c))
+        .product()
+}
+
 /// What a table is read for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadFor {

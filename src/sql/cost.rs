@@ -206,9 +206,7 @@ pub(super) fn nested_loop(
     let startup = outer.startup + inner.startup;
     let pairs = loops * inner.rows;
     let total = outer.total
-        + inner.startup
-        + loops * (inner.total - inner.startup)
-        + (loops - 1.0) * inner.startup
+        + loops * inner.total
         + c.cpu_operator * shape.conditions as f64 * pairs
         + c.cpu_tuple * shape.rows;
     Estimate::new(startup, total, shape.rows, shape.width)

@@ -154,15 +154,11 @@ impl FromItem {
         }
         let c = &cx.costs;
         let width = cost::row_width(self.scope().columns.iter().map(|c| c.ty));
-        let conjuncts: Vec<&Expr> = filters
+        let conditions = filters.iter().map(|f| f.predicate.conjuncts().len()).sum();
+        let selectivity: f64 = filters
             .iter()
-            .flat_map(|f| f.predicate.conjuncts())
-            .collect();
-        let selectivity: f64 = conjuncts
-            .iter()
-            .map(|e| super::access::default_selectivity(e))
+            .map(|f| super::access::default_predicate_selectivity(&f.predicate))
             .product();
-        let conditions = conjuncts.len();
         let filter = and_all(filters)?;
         // Rows it makes, each costing a tuple's CPU (a function scan's
         // and a subquery scan's in PostgreSQL).

@@ -86,6 +86,10 @@ use crate::types::ColumnType;
 const SEARCHED_ITEMS_MAX: usize = JOIN_COLLAPSE_LIMIT_MAX as usize;
 // The search's sets of items are the bits of a `u32`.
 const _: () = assert!(SEARCHED_ITEMS_MAX < u32::BITS as usize);
+/// Costs of two orders this close (relatively) are equal: they differ
+/// only by floating-point rounding (orders mirroring each other cost the
+/// same), and the order tried first, nearest the written one, stays.
+const COST_TIE_FRACTION: f64 = 1e-9;
 
 /// The planned conditions of a FROM clause of several items.
 #[derive(Default)]
@@ -463,13 +467,7 @@ impl ItemSizes {
     fn selectivity(&self, cond: &JoinCond) -> f64 {
         match &cond.equality {
             Some(equality) => self.equality_selectivity(equality),
-            None => cond
-                .filter
-                .predicate
-                .conjuncts()
-                .iter()
-                .map(|e| access::default_selectivity(e))
-                .product(),
+            None => access::default_predicate_selectivity(&cond.filter.predicate),
         }
     }
 }
@@ -830,10 +828,9 @@ impl<'a> JoinSearch<'a> {
                             continue;
                         }
                         let path = self.join(outer, k)?;
-                        if cheapest
-                            .as_ref()
-                            .is_none_or(|c| path.estimate.total < c.estimate.total)
-                        {
+                        if cheapest.as_ref().is_none_or(|c| {
+                            path.estimate.total < c.estimate.total * (1.0 - COST_TIE_FRACTION)
+                        }) {
                             cheapest = Some(path);
                         }
                     }
@@ -1219,12 +1216,7 @@ impl<'a> JoinSearch<'a> {
         if let Some(f) = top {
             let estimate = estimate_of(node.as_ref());
             let conditions = f.predicate.conjuncts().len();
-            let selectivity = f
-                .predicate
-                .conjuncts()
-                .iter()
-                .map(|e| access::default_selectivity(e))
-                .product();
+            let selectivity = access::default_predicate_selectivity(&f.predicate);
             let estimate = cost::filter(estimate, conditions, selectivity, &self.cx.costs);
             let f = Filter {
                 predicate: f.predicate.remapped(&layout),
