@@ -10,7 +10,7 @@ mod common;
 use aiostore::config::IoMethod;
 use aiostore::database::Session;
 use aiostore::types::Value;
-use common::{err, explain_lines, new_small_pool_db, run, sorted_rows};
+use common::{err, explain_lines, new_small_pool_db, run, sorted_rows, Rng};
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
 
@@ -26,18 +26,6 @@ fn force_seq(s: &mut Session) {
     run(s, "SET enable_seqscan = on");
     run(s, "SET enable_indexscan = off");
     run(s, "SET enable_bitmapscan = off");
-}
-
-/// A small deterministic generator (xorshift), so that a failure repeats.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 /// `rows` rows with random `a` (0..100), `b` (0..1000), `c` text of 20

@@ -15,7 +15,7 @@ mod common;
 
 use aiostore::config::IoMethod;
 use aiostore::database::Session;
-use common::{err, explain_lines, new_small_pool_db, plan_lines, run, sorted_rows};
+use common::{err, explain_lines, new_small_pool_db, plan_lines, run, sorted_rows, Rng};
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
 
@@ -189,27 +189,6 @@ fn estimate(line: &str) -> Option<(f64, f64, f64, u64)> {
 fn top_estimate(s: &mut Session, query: &str) -> (f64, f64, f64, u64) {
     let lines = plan_lines(s, &format!("EXPLAIN {query}"));
     estimate(&lines[0]).unwrap_or_else(|| panic!("{lines:#?}"))
-}
-
-/// A small deterministic generator (xorshift), so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A value below `n`, or NULL one time in `null_one_in`.
-    fn key(&mut self, n: u64, null_one_in: u64) -> String {
-        if self.next().is_multiple_of(null_one_in) {
-            "NULL".into()
-        } else {
-            (self.next() % n).to_string()
-        }
-    }
 }
 
 /// Random tables: `o` (outer, 300 rows), `i` (inner, 4 000 rows with
@@ -805,13 +784,6 @@ fn random_join(rng: &mut Rng) -> (String, usize) {
     (sql, items)
 }
 
-/// The rows of `query`, sorted by their text (each formatted once).
-fn rows_sorted(s: &mut Session, query: &str) -> Vec<Vec<aiostore::types::Value>> {
-    let mut rows = run(s, query).pop().unwrap().rows;
-    rows.sort_by_cached_key(|r| format!("{r:?}"));
-    rows
-}
-
 #[test]
 fn random_joins_return_the_same_rows_in_any_order_and_by_any_method() {
     const QUERIES: usize = 30;
@@ -824,7 +796,7 @@ fn random_joins_return_the_same_rows_in_any_order_and_by_any_method() {
             let mut reordered = 0;
             for _ in 0..QUERIES {
                 let (query, items) = random_join(&mut rng);
-                let searched = rows_sorted(&mut s, &query);
+                let searched = sorted_rows(&mut s, &query);
                 let plan = explain_lines(&mut s, &query);
                 // Every item's columns, in the order written.
                 let width = 5 * items;
@@ -834,7 +806,7 @@ fn random_joins_return_the_same_rows_in_any_order_and_by_any_method() {
                 );
                 run(&mut s, "SET join_collapse_limit = 1");
                 let written_plan = explain_lines(&mut s, &query);
-                let written = rows_sorted(&mut s, &query);
+                let written = sorted_rows(&mut s, &query);
                 run(&mut s, "RESET join_collapse_limit");
                 reordered += usize::from(plan != written_plan);
                 assert!(
@@ -847,7 +819,7 @@ fn random_joins_return_the_same_rows_in_any_order_and_by_any_method() {
                 for (name, settings) in FORCED {
                     run(&mut s, settings);
                     let forced_plan = explain_lines(&mut s, &query);
-                    let got = rows_sorted(&mut s, &query);
+                    let got = sorted_rows(&mut s, &query);
                     assert!(
                         got == searched,
                         "{method:?} {query}: {name} returned {} rows against {}; first difference {:?}\n{forced_plan:#?}\n{plan:#?}",

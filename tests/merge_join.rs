@@ -14,7 +14,7 @@ use std::sync::Arc;
 use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::types::Value;
-use common::{plan_lines, run, temp_dir};
+use common::{plan_lines, run, sorted_rows, temp_dir, Rng};
 
 fn new_db() -> (tempfile::TempDir, Arc<Database>) {
     let dir = temp_dir();
@@ -33,13 +33,6 @@ fn rows(s: &mut Session, text: &str) -> Vec<Vec<Value>> {
     run(s, text).pop().expect("a statement").rows
 }
 
-/// The rows as a sorted multiset (a join promises no order).
-fn sorted_rows(s: &mut Session, text: &str) -> Vec<Vec<Value>> {
-    let mut rows = rows(s, text);
-    rows.sort_by_key(|r| format!("{r:?}"));
-    rows
-}
-
 /// The join nodes of a plan, top down: "Merge Join", "Hash Left Join", ….
 fn join_nodes(s: &mut Session, query: &str) -> Vec<String> {
     plan_lines(s, &format!("EXPLAIN (COSTS OFF) {query}"))
@@ -47,31 +40,6 @@ fn join_nodes(s: &mut Session, query: &str) -> Vec<String> {
         .map(|l| l.trim_start().trim_start_matches("->  ").to_string())
         .filter(|l| l.ends_with("Join") || l.starts_with("Nested Loop"))
         .collect()
-}
-
-/// A small deterministic generator (xorshift), so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// A key in `0..range`, NULL about one time in `null_one_in`.
-    fn key(&mut self, range: u64, null_one_in: u64) -> String {
-        if self.below(null_one_in) == 0 {
-            "NULL".into()
-        } else {
-            self.below(range).to_string()
-        }
-    }
 }
 
 /// Tables a, b, c, d with random keys: duplicates on every side, NULLs,

@@ -158,6 +158,34 @@ pub fn err(s: &mut aiostore::database::Session, text: &str) -> String {
     }
 }
 
+/// A small deterministic generator (xorshift), so that a failure repeats
+/// from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A key below `range` as SQL text, or NULL about one time in
+    /// `null_one_in`.
+    pub fn key(&mut self, range: u64, null_one_in: u64) -> String {
+        if self.below(null_one_in) == 0 {
+            "NULL".into()
+        } else {
+            self.below(range).to_string()
+        }
+    }
+}
+
 /// The rows of the last statement of `sql`, sorted (plans may return
 /// them in different orders).
 pub fn sorted_rows(
@@ -165,7 +193,8 @@ pub fn sorted_rows(
     sql: &str,
 ) -> Vec<Vec<aiostore::types::Value>> {
     let mut rows = run(s, sql).pop().unwrap().rows;
-    rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    // Each row formatted once, not once per comparison.
+    rows.sort_by_cached_key(|r| format!("{r:?}"));
     rows
 }
 
