@@ -1097,19 +1097,7 @@ impl<'a> JoinSearch<'a> {
         if filters.len() == item.filters.len() {
             return Ok(None);
         }
-        let node = access::table_scan(
-            self.cx,
-            self.db,
-            Arc::clone(table),
-            alias.clone(),
-            item.wanted.clone(),
-            filters,
-            access::ReadFor::Query,
-            None,
-            loops,
-            self.sizes.table(k),
-        )?
-        .node;
+        let node = self.table_scan(k, table, alias, filters, None, loops)?.node;
         Ok(Some(ParameterizedScan {
             node,
             params,
@@ -1132,19 +1120,41 @@ impl<'a> JoinSearch<'a> {
             keys: columns.iter().map(|&c| (c, false, false)).collect(),
             limit: None,
         };
-        let scan = access::table_scan(
+        let scan = self.table_scan(
+            k,
+            table,
+            alias,
+            item.filters.clone(),
+            Some(&wanted_order),
+            1.0,
+        )?;
+        Ok(scan.ordered.then_some(scan.node))
+    }
+
+    /// Item `k`'s table (`table`, named `alias`) read for the query with
+    /// `filters`, in `order` if given, run `loops` times: the scan
+    /// `access::table_scan` chooses, of the size the search read.
+    fn table_scan(
+        &self,
+        k: usize,
+        table: &Arc<TableDef>,
+        alias: &Option<String>,
+        filters: Vec<Filter>,
+        order: Option<&access::WantedOrder>,
+        loops: f64,
+    ) -> Result<access::TableScan, SqlError> {
+        access::table_scan(
             self.cx,
             self.db,
             Arc::clone(table),
             alias.clone(),
-            item.wanted.clone(),
-            item.filters.clone(),
+            self.items[k].wanted.clone(),
+            filters,
             access::ReadFor::Query,
-            Some(&wanted_order),
-            1.0,
+            order,
+            loops,
             self.sizes.table(k),
-        )?;
-        Ok(scan.ordered.then_some(scan.node))
+        )
     }
 
     /// Item `item`'s scan in the order of `columns`, costed by the search
