@@ -335,6 +335,13 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Lets the planner read tables through bitmap scans (one or more B-tree indexes, the heap read in block order); off uses a plain index scan or a sequential scan instead, to compare them",
     },
     SettingDef {
+        name: "enable_indexscan_prefetch",
+        default: "on",
+        kind: Kind::Bool,
+        context: Context::Session,
+        description: "Lets index scans and index-only scans read the table's pages ahead of need through a read stream, once a scan has touched a few pages; off reads each page when its first row is wanted, to compare the two",
+    },
+    SettingDef {
         name: "enable_seqscan",
         default: "on",
         kind: Kind::Bool,
@@ -961,6 +968,12 @@ impl Settings {
             seq: self.boolean("enable_seqscan"),
             bitmap: self.boolean("enable_bitmapscan"),
         }
+    }
+
+    /// Whether index scans read the table's pages ahead of need
+    /// (`enable_indexscan_prefetch`).
+    pub fn indexscan_prefetch(&self) -> bool {
+        self.boolean("enable_indexscan_prefetch")
     }
 
     /// The planner's cost parameters.
