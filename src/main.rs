@@ -359,6 +359,68 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// The reference thread's index prefetching experiments (issue 12),
+    /// cold: tables (a integer, b text) WITH (fillfactor = 20) of random,
+    /// sequential and cyclic data where each value matches 1, 10, …,
+    /// 100 000 rows; WHERE a = v and WHERE a >= v ORDER BY a LIMIT m read
+    /// by a bitmap scan, an index scan without and with prefetching
+    /// (enable_indexscan_prefetch) and a sequential scan, on the local
+    /// disk and with added I/O latency; against PostgreSQL 15 on the same
+    /// data in the same run (`--pg-script benches/pg_indexscan.sh`), runs
+    /// alternating: per-run figures, medians, the ratios the issue's
+    /// targets name and a verdict per target.
+    Indexscan {
+        /// Rows of each table (built in indexscan/ in the benchmark
+        /// directory when its cases come; kept for the next run with
+        /// --keep, else dropped when its cases are done).
+        #[arg(long, default_value_t = 5_000_000)]
+        rows: u64,
+        /// Cold runs per case and scan, on each system (a run over 20 s is
+        /// not repeated).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        runs: u32,
+        /// Comma-separated: random, sequential, cyclic.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "random,sequential,cyclic"
+        )]
+        datasets: Vec<String>,
+        /// Comma-separated rows each value matches (the reference's
+        /// 1,10,100,1000,10000,100000; each at most half of --rows).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1,10,100,1000,10000,100000"
+        )]
+        matching: Vec<u64>,
+        /// Comma-separated: point (WHERE a = v), order (WHERE a >= v
+        /// ORDER BY a LIMIT m).
+        #[arg(long, value_delimiter = ',', default_value = "point,order")]
+        queries: Vec<String>,
+        /// Comma-separated: bitmap, index-noprefetch, index-prefetch, seq
+        /// (seq at the largest count and no added latency only).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "bitmap,index-noprefetch,index-prefetch,seq"
+        )]
+        scans: Vec<String>,
+        /// Comma-separated added I/O latencies in µs (debug_io_latency_us;
+        /// PostgreSQL runs at 0 only).
+        #[arg(long, value_delimiter = ',', default_value = "0,500")]
+        latency_us: Vec<u64>,
+        /// The I/O method (default: the io_method setting).
+        #[arg(long)]
+        method: Option<String>,
+        /// After each of our runs at 0 µs, run this script,
+        /// `benches/pg_indexscan.sh` (PostgreSQL 15 on the same data, the
+        /// same case; root), and print the ratios.
+        #[arg(long)]
+        pg_script: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Single-row INSERT transactions from 1, 8 and 32 sessions for a
     /// fixed time, buffered and direct WAL, with and without 500 µs of
     /// added I/O latency: commits/s, WAL writes/s and syncs/s (group
@@ -783,6 +845,23 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
+/// A comma-separated option's values, each one of the choices `parse`
+/// knows; an unknown one is refused naming the option and the choices.
+fn parse_choices<T>(
+    values: &[String],
+    option: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    choices: &str,
+) -> Result<Vec<T>, String> {
+    values
+        .iter()
+        .map(|v| {
+            parse(v.trim())
+                .ok_or_else(|| format!("unknown value \"{v}\" for {option}; use {choices}"))
+        })
+        .collect()
+}
+
 /// `--workload`, with the choices in the error.
 fn parse_workload(text: &str) -> Result<Workload, String> {
     Workload::from_name(text)
@@ -929,6 +1008,55 @@ fn run_bench(
             };
             aiostore::bench::bitmapscan::run(&options, json, out).map(drop)
         }),
+        Bench::Indexscan {
+            rows,
+            runs,
+            datasets,
+            matching,
+            queries,
+            scans,
+            latency_us,
+            method,
+            pg_script,
+            json,
+        } => {
+            use aiostore::bench::indexscan::{self, Dataset, Query, Scan};
+            // Every choice is checked before the directory is made.
+            let datasets = parse_choices(
+                &datasets,
+                "--datasets",
+                Dataset::parse,
+                "random, sequential or cyclic",
+            )?;
+            let queries = parse_choices(&queries, "--queries", Query::parse, "point or order")?;
+            let scans = parse_choices(
+                &scans,
+                "--scans",
+                Scan::parse,
+                "bitmap, index-noprefetch, index-prefetch or seq",
+            )?;
+            let method = bench_method(method, settings)?;
+            in_bench_dir(bench_dir, keep, |dir| {
+                let options = indexscan::IndexscanOptions {
+                    db: indexscan::IndexscanDb {
+                        dir: dir.join("indexscan"),
+                        method,
+                        shared_buffers: settings.shared_buffers() as u32,
+                        extra_settings: forwarded_settings(settings),
+                    },
+                    rows,
+                    runs,
+                    datasets,
+                    matching,
+                    queries,
+                    scans,
+                    latencies_us: latency_us,
+                    pg_script,
+                    keep_tables: keep,
+                };
+                indexscan::run(&options, json, out).map(drop)
+            })
+        }
         Bench::Commit {
             sessions,
             seconds,
@@ -1383,7 +1511,7 @@ fn run_demo(
     let fate = scratch.finish();
     writeln!(
         out,
-        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build | bitmapscan; see docs/benchmarks.md",
+        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build | bitmapscan | indexscan; see docs/benchmarks.md",
         started.elapsed().as_secs_f64()
     )
     .map_err(io)?;

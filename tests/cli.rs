@@ -706,3 +706,119 @@ fn bench_commit_runs_every_case_each_round_and_compares_medians() {
     );
     assert!(!ok && text.contains("--rounds of at least 1"), "{text}");
 }
+
+/// `bench indexscan` at a tiny size: every case's scans appear as JSON
+/// cells with the fields, all scans of a case return the same
+/// answer (the count the data set gives), the cold runs read the heap, and
+/// a bad choice is refused before anything is built.
+#[test]
+fn bench_indexscan_reports_every_cell_and_its_scans_agree() {
+    let tmp = common::temp_dir();
+    let bench_dir = tmp.path().join("bench");
+    let dir_arg = bench_dir.to_str().expect("UTF-8 path");
+    let args = |extra: &[&'static str]| -> Vec<&str> {
+        let mut args = vec!["bench", "--dir", dir_arg, "indexscan", "--rows", "15000"];
+        args.extend_from_slice(extra);
+        args
+    };
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &args(&[
+            "--datasets",
+            "random,cyclic",
+            "--matching",
+            "1,10,100",
+            "--latency-us",
+            "0,100",
+            "--runs",
+            "1",
+            "--json",
+        ]),
+    );
+    assert!(ok, "{text}");
+    let objects: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let cells: Vec<&serde_json::Value> = objects.iter().filter(|o| o["case"] == "cell").collect();
+    for dataset in ["random", "cyclic"] {
+        for matches in [1u64, 10, 100] {
+            for query in ["point", "order"] {
+                for latency in [0u64, 100] {
+                    let case: Vec<&&serde_json::Value> = cells
+                        .iter()
+                        .filter(|c| {
+                            c["dataset"] == dataset
+                                && c["matches"] == matches
+                                && c["query"] == query
+                                && c["latency_us"] == latency
+                        })
+                        .collect();
+                    let scans: Vec<String> = case
+                        .iter()
+                        .map(|c| format!("{}/{}", c["scan"], c["prefetch"]))
+                        .collect();
+                    // The sequential scan runs at the largest count and
+                    // no added latency only.
+                    let seq = matches == 100 && latency == 0;
+                    let mut want = vec!["\"bitmap\"/null", "\"index\"/true", "\"index\"/false"];
+                    if seq {
+                        want.push("\"seq\"/null");
+                    }
+                    assert_eq!(scans, want, "{dataset} {matches} {query} {latency}: {text}");
+                    for c in &case {
+                        for field in ["ms", "heap_reads", "heap_hits", "ios"] {
+                            assert!(c[field].is_number(), "{field} of {c}");
+                        }
+                        assert!(c["ms"].as_f64().unwrap() > 0.0, "{c}");
+                        // The same answer from every scan.
+                        assert_eq!(c["result"], case[0]["result"], "{text}");
+                    }
+                    let result = case[0]["result"].as_str().expect("count|sum");
+                    let count: u64 = result.split('|').next().unwrap().parse().expect("a count");
+                    // Cyclic values match exactly m rows, and LIMIT m
+                    // takes m; the random set's counts vary about m.
+                    if dataset == "cyclic" || query == "order" {
+                        assert_eq!(count, matches, "{result}");
+                    } else {
+                        assert!(count > 0 && count <= 2 * matches, "{result}");
+                    }
+                    // Cold: the bitmap heap scan read its pages from disk,
+                    // the sequential scan every page.
+                    let reads = |scan: &str| {
+                        case.iter()
+                            .find(|c| c["scan"] == scan)
+                            .map(|c| c["heap_reads"].as_u64().unwrap())
+                    };
+                    assert!(reads("bitmap").unwrap() >= 1, "{text}");
+                    if seq {
+                        assert!(reads("seq").unwrap() > 500, "{text}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cells.len(), 2 * 3 * 2 * 2 * 3 + 2 * 2, "{text}");
+    let verdicts = objects.iter().filter(|o| o["case"] == "verdict").count();
+    assert_eq!(verdicts, 6, "{text}");
+    assert!(!bench_dir.exists(), "removed without --keep");
+
+    // A bad choice names the option and the choices, before any build.
+    let (ok, text) = aiostore(&tmp.path().join("data"), &args(&["--datasets", "zipf"]));
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("unknown value \"zipf\" for --datasets; use random, sequential or cyclic"),
+        "{text}"
+    );
+    assert!(
+        !bench_dir.exists() && !text.contains("preparing table"),
+        "{text}"
+    );
+    let (ok, text) = aiostore(&tmp.path().join("data"), &args(&["--matching", "10000"]));
+    assert!(
+        !ok && text
+            .contains("--matching 10000: each count must be from 1 to half of --rows (7500)"),
+        "{text}"
+    );
+}
