@@ -354,17 +354,22 @@ pub(crate) fn stream_details(
         push_buffers(details, stream.hits, stream.io_blocks);
     }
     if opts.io {
-        let mut line = format!(
-            "I/O: ios={} blocks/io={:.1} in-flight={:.1} waits={} wait time={:.3} ms",
-            stream.ios,
-            stream.blocks_per_io(),
-            stream.avg_in_flight(),
-            stream.waits,
-            stream.wait_time.as_secs_f64() * 1000.0
-        );
-        if stream.foreign_ios > 0 {
-            line.push_str(&format!(" joined={}", stream.foreign_ios));
-        }
-        details.push(line);
+        push_io(details, stream);
     }
+}
+
+/// EXPLAIN's `I/O:` line for a read stream's figures.
+pub(crate) fn push_io(details: &mut Vec<String>, stream: &StreamStats) {
+    let mut line = format!(
+        "I/O: ios={} blocks/io={:.1} in-flight={:.1} waits={} wait time={:.3} ms",
+        stream.ios,
+        stream.blocks_per_io(),
+        stream.avg_in_flight(),
+        stream.waits,
+        stream.wait_time.as_secs_f64() * 1000.0
+    );
+    if stream.foreign_ios > 0 {
+        line.push_str(&format!(" joined={}", stream.foreign_ios));
+    }
+    details.push(line);
 }

@@ -964,6 +964,20 @@ impl HeapFetch {
         Ok(found)
     }
 
+    /// Takes `id`, a pinned buffer of block `block` (read ahead by the
+    /// caller's read stream), as the page later fetches of TIDs on it
+    /// use, giving back the page pinned before.
+    pub fn adopt(&mut self, s: &mut BufferSession, block: u32, id: BufferId) {
+        debug_assert_eq!(
+            s.pool().tag(id).map(|t| (t.rel, t.block)),
+            Some((self.rel, block)),
+            "a buffer adopted for another page"
+        );
+        self.release(s);
+        self.stats.pages += 1;
+        self.pinned = Some((block, id));
+    }
+
     /// Gives back the pinned page (between batches, and at the end).
     pub fn release(&mut self, s: &mut BufferSession) {
         if let Some((_, id)) = self.pinned.take() {

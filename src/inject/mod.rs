@@ -99,10 +99,20 @@ pub const BTREE_SPLIT_BEFORE_DOWNLINK: &str = "btree-split-before-downlink";
 pub const BTREE_SCAN_BETWEEN_PAGES: &str = "btree-scan-between-pages";
 
 /// Reached in an index scan after it copied a leaf page's matching TIDs
-/// and let the page go, before it fetches the first of their heap tuples;
+/// and let the page go, before it fetches the first of their heap tuples
+/// (a batch it returns next; one loaded ahead of that reaches
+/// [`INDEX_SCAN_LOADED_AHEAD`] instead);
 /// the context's offset is the leaf's block. Vacuum may meanwhile remove
 /// those entries and free their line pointers for new tuples.
 pub const INDEX_SCAN_BEFORE_HEAP_FETCH: &str = "index-scan-before-heap-fetch";
+
+/// Reached in an index scan that prefetches, after it loaded a leaf
+/// page's batch ahead of the batch it is returning and fed the batch's
+/// heap pages to its read stream; the context's offset is the leaf's
+/// block. Vacuum may meanwhile remove the entries of this batch and of
+/// those before it, and free their line pointers for new tuples, while
+/// the stream holds their pages pinned or reads them.
+pub const INDEX_SCAN_LOADED_AHEAD: &str = "index-scan-loaded-ahead";
 
 /// Reached in an index-only scan that has read a leaf page's matching
 /// entries and still holds the leaf pinned, before it looks their heap

@@ -9,23 +9,23 @@
 //! wider than the conditions (a cross product of `IN` lists cut at
 //! [`KEY_RANGES_MAX`]), never narrower.
 
+mod fetch;
+
 use std::cmp::Ordering;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::explain::{push_buffers, push_filter, scan_title, ExplainOptions};
+use fetch::{Fetched, IndexFetch};
+pub use fetch::{PrefetchStats, BATCHES_WITHOUT_PAGE_MAX, PREFETCH_AFTER_PAGES, RING_BATCHES};
+
+use super::explain::{push_buffers, push_filter, push_io, scan_title, ExplainOptions};
 use super::expr::{BinaryOp, Expr};
 use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
 use super::value::is_true;
 use super::ExecError;
-use crate::btree::{
-    BatchItem, Bound, BtreeScan, Direction, IndexDesc, KeyRange, KeySpec, ScanKeys,
-};
+use crate::btree::{Bound, BtreeScan, Direction, IndexDesc, KeyRange, KeySpec, ScanKeys};
 use crate::buffer::ReadCounts;
 use crate::catalog::{IndexDef, TableDef};
 use crate::heap::tuple::decode;
-use crate::heap::vm::VisibilityLookup;
-use crate::heap::{FetchStats, HeapFetch};
 use crate::types::{compare, Value};
 
 /// Most ranges one scan searches: the cross product of `IN` lists on
@@ -86,24 +86,20 @@ pub struct IndexScanNode {
     /// Rows the recheck of the key conditions removed (only where the
     /// ranges searched were wider than the conditions).
     rechecked_out: u64,
-    scan: Option<BtreeScan>,
-    /// Entries of the current leaf batch not yet returned (with their
-    /// keys in an index-only scan), and whether the visibility map
-    /// vouched for each one's page when the batch was loaded.
-    pending: VecDeque<(BatchItem, bool)>,
-    fetch: Option<HeapFetch>,
+    /// The index and heap reading, kept from run to run (a rescan resets
+    /// it, so its read stream is set up once).
+    fetch: Option<IndexFetch>,
+    /// The next pull starts a run: searches with the conditions' values
+    /// then.
+    run_begun: bool,
     /// Returns rows from the index's keys where the visibility map says
     /// every tuple of the page is visible (an index-only scan); every
     /// wanted column is a key column.
     index_only: bool,
-    vm: VisibilityLookup,
     /// Rows an index-only scan had to fetch from the table.
     heap_fetches: u64,
     /// Figures over every run, for EXPLAIN ANALYZE.
-    heap: FetchStats,
     buffers: ReadCounts,
-    leaf_pages: u64,
-    searches: u64,
     ended: bool,
 }
 
@@ -143,16 +139,11 @@ impl IndexScanNode {
             filter,
             counts: NodeCounts::default(),
             rechecked_out: 0,
-            scan: None,
-            pending: VecDeque::new(),
             fetch: None,
+            run_begun: false,
             index_only: false,
-            vm: VisibilityLookup::default(),
             heap_fetches: 0,
-            heap: FetchStats::default(),
             buffers: ReadCounts::default(),
-            leaf_pages: 0,
-            searches: 0,
             ended: false,
         }
     }
@@ -172,106 +163,68 @@ impl IndexScanNode {
         self
     }
 
-    /// Starts the B-tree scan with the key conditions' current values.
+    /// Starts a run: the B-tree searched with the key conditions' values
+    /// now, through the scan's fetch (made on the first run).
     fn begin(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
         let keys = scan_keys(&self.search.quals, &self.desc.spec, cx)?;
-        let scan = BtreeScan::new(self.desc.clone(), keys, self.direction, self.index_only);
-        self.scan = Some(if self.index_only {
-            scan.keeping_leaf_pins()
-        } else {
-            scan
-        });
-        self.fetch = Some(HeapFetch::new(&self.table.heap));
+        match &mut self.fetch {
+            Some(fetch) => fetch.rescan(cx, keys),
+            None => {
+                let scan = BtreeScan::new(self.desc.clone(), keys, self.direction, self.index_only);
+                let scan = if self.index_only {
+                    scan.keeping_leaf_pins()
+                } else {
+                    scan
+                };
+                let prefetch = cx.session.settings.indexscan_prefetch();
+                self.fetch = Some(IndexFetch::new(
+                    &self.table.heap,
+                    scan,
+                    self.index_only,
+                    prefetch,
+                ));
+            }
+        }
+        self.run_begun = true;
         Ok(())
     }
 
-    /// Ends the run, keeping its figures.
-    fn end_scan(&mut self, cx: &mut ExecCx) {
-        if let Some(scan) = self.scan.take() {
-            self.leaf_pages += scan.leaf_pages;
-            self.searches += scan.descents;
-        }
-        if let Some(mut fetch) = self.fetch.take() {
-            fetch.release(&mut cx.session.buf);
-            self.heap.add(&fetch.stats);
-        }
-        self.vm.release(&mut cx.session.buf);
-        self.pending.clear();
-    }
-
-    /// Queues `batch`'s entries, each with whether its heap page is
-    /// all-visible (an index-only scan's question; false in a plain
-    /// one), then lets the leaf go. Looked up once per entry while the
-    /// leaf is still pinned: VACUUM cannot remove the
-    /// entries meanwhile, so a dead tuple one of them points at still
-    /// holds its page's bit clear, and a set bit vouches for the entry's
-    /// tuple to every snapshot there is, this scan's included, however
-    /// long the batch is then held (PostgreSQL's index-only scans keep
-    /// the leaf pinned for the same reason; DESIGN.md §8).
-    fn load_batch(&mut self, cx: &mut ExecCx, batch: crate::btree::Batch) -> Result<(), ExecError> {
-        let rel = self.table.heap.rel;
-        let mut looked_up = Ok(());
-        for item in batch.items {
-            let all_visible = self.index_only
-                && looked_up.is_ok()
-                && match self
-                    .vm
-                    .all_visible(&mut cx.session.buf, rel, item.tid.block)
-                {
-                    Ok(all_visible) => all_visible,
-                    Err(e) => {
-                        looked_up = Err(e);
-                        false
-                    }
-                };
-            self.pending.push_back((item, all_visible));
-        }
-        // Whatever the map said, the leaf goes now.
-        if let Some(leaf) = batch.pinned {
-            cx.session.buf.release(leaf);
-        }
-        Ok(looked_up?)
-    }
-
-    /// Fetches the pending TIDs' rows into `out` (those the snapshot sees
-    /// and the recheck passes) until `max_rows`.
-    fn fetch_pending(
+    /// Fills `out` with rows (those the snapshot sees and the recheck
+    /// passes) until `max_rows`; true once the index has no more.
+    fn fetch_rows(
         &mut self,
         cx: &mut ExecCx,
         out: &mut Batch,
         max_rows: usize,
-    ) -> Result<(), ExecError> {
-        let db = Arc::clone(cx.session.db());
+    ) -> Result<bool, ExecError> {
         let fetch = self.fetch.as_mut().expect("begun");
         let types = &self.table.heap.types;
+        let wanted = &self.wanted;
+        let mut decode_wanted =
+            |tuple: &[u8], row: &mut Vec<Value>| decode(types, tuple, wanted, row);
         while out.len() < max_rows {
-            let Some((item, from_index)) = self.pending.pop_front() else {
-                break;
-            };
-            let tid = item.tid;
-            let mut row = Vec::with_capacity(types.len());
-            if from_index {
-                debug_assert!(self.index_only);
-                debug_assert_eq!(item.key.len(), self.index.columns.len());
-                row.resize(types.len(), Value::Null);
-                for (key, value) in self.index.columns.iter().zip(item.key) {
-                    if self.wanted[key.column] {
-                        row[key.column] = value;
+            let (tid, row) = match fetch.next(cx, &mut decode_wanted)? {
+                None => return Ok(true),
+                Some(Fetched::Key(tid, key)) => {
+                    debug_assert!(self.index_only);
+                    debug_assert_eq!(key.len(), self.index.columns.len());
+                    let mut row = vec![Value::Null; types.len()];
+                    for (column, value) in self.index.columns.iter().zip(key) {
+                        if wanted[column.column] {
+                            row[column.column] = value;
+                        }
                     }
+                    (tid, row)
                 }
-            } else {
-                if self.index_only {
-                    self.heap_fetches += 1;
+                Some(Fetched::Row(tid, row)) => {
+                    self.heap_fetches += u64::from(self.index_only);
+                    (tid, row)
                 }
-                let decoded =
-                    fetch.fetch(db.heap(), &mut cx.session.buf, tid, cx.snapshot, |tuple| {
-                        decode(types, tuple, &self.wanted, &mut row)
-                    })?;
-                match decoded {
-                    None => continue,
-                    Some(result) => result?,
+                Some(Fetched::Invisible) => {
+                    self.heap_fetches += u64::from(self.index_only);
+                    continue;
                 }
-            }
+            };
             if let Some(recheck) = &self.search.recheck {
                 if !is_true(&*recheck.eval_ref(&row, cx)?) {
                     self.rechecked_out += 1;
@@ -281,54 +234,46 @@ impl IndexScanNode {
             out.rows.push(row);
             out.tids.push(tid);
         }
-        Ok(())
+        Ok(false)
     }
-}
 
-impl IndexScanNode {
-    /// Fills `out` from the pending TIDs and the leaf pages after them;
-    /// true once the index has no more.
+    /// Fills `out` with rows that pass the filter too; true once the
+    /// index has no more.
     fn fill(
         &mut self,
         cx: &mut ExecCx,
         out: &mut Batch,
         max_rows: usize,
     ) -> Result<bool, ExecError> {
-        let db = Arc::clone(cx.session.db());
         loop {
             let start = out.len();
-            self.fetch_pending(cx, out, max_rows)?;
+            let done = self.fetch_rows(cx, out, max_rows)?;
             // The WHERE's other conditions may run subqueries: applied
             // with no page locked.
             keep_passing(self.filter.as_ref(), &mut self.counts, out, start, cx)?;
-            if out.len() >= max_rows || (!out.is_empty() && self.pending.is_empty()) {
-                return Ok(false);
+            if done || out.len() >= max_rows {
+                return Ok(done);
             }
-            if !self.pending.is_empty() {
-                continue;
+        }
+    }
+
+    /// Ends the run: its pins go, the fetch stays for a rescan.
+    fn end_run(&mut self, cx: &mut ExecCx) {
+        if let Some(fetch) = &mut self.fetch {
+            fetch.release(cx);
+        }
+        self.run_begun = false;
+    }
+
+    /// Figures over every run: (heap and prefetching, leaf pages read,
+    /// index searches).
+    fn figures(&self) -> (PrefetchStats, u64, u64) {
+        match &self.fetch {
+            Some(fetch) => {
+                let (leaf_pages, searches) = fetch.index_figures();
+                (fetch.stats(), leaf_pages, searches)
             }
-            let scan = self.scan.as_mut().expect("begun");
-            match scan.next_batch(db.btree(), &mut cx.session.buf)? {
-                Some(batch) => {
-                    if batch.pinned.is_some() {
-                        cx.session.buf.pool().aio().injections().hit(
-                            crate::inject::INDEX_ONLY_SCAN_LEAF_PINNED,
-                            crate::inject::HitContext {
-                                offset: u64::from(batch.block),
-                            },
-                        );
-                    }
-                    let block = batch.block;
-                    self.load_batch(cx, batch)?;
-                    cx.session.buf.pool().aio().injections().hit(
-                        crate::inject::INDEX_SCAN_BEFORE_HEAP_FETCH,
-                        crate::inject::HitContext {
-                            offset: u64::from(block),
-                        },
-                    );
-                }
-                None => return Ok(true),
-            }
+            None => (PrefetchStats::default(), 0, 0),
         }
     }
 }
@@ -344,7 +289,7 @@ impl PlanNode for IndexScanNode {
         if self.ended {
             return Ok(());
         }
-        if self.scan.is_none() {
+        if !self.run_begun {
             self.begin(cx)?;
         }
         let before = cx.session.buf.counts;
@@ -352,20 +297,23 @@ impl PlanNode for IndexScanNode {
         self.buffers.add(cx.session.buf.counts.since(before));
         if result? {
             self.ended = true;
-            self.end_scan(cx);
+            self.end_run(cx);
         }
         Ok(())
     }
 
     fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
         self.counts.rescans += 1;
-        self.end_scan(cx);
+        self.end_run(cx);
         self.ended = false;
         Ok(())
     }
 
     fn close(&mut self, cx: &mut ExecCx) {
-        self.end_scan(cx);
+        self.end_run(cx);
+        if let Some(fetch) = &mut self.fetch {
+            fetch.end_stream(cx);
+        }
         self.ended = true;
     }
 
@@ -402,17 +350,30 @@ impl PlanNode for IndexScanNode {
                     self.counts.per_loop(self.heap_fetches)
                 ));
             }
+            let (stats, leaf_pages, searches) = self.figures();
             // Over every loop, as PostgreSQL 18 counts them (rows and
             // heap fetches are per loop).
-            details.push(format!("Index Searches: {}", self.searches));
+            details.push(format!("Index Searches: {searches}"));
             if opts.buffers {
                 push_buffers(&mut details, self.buffers.hits, self.buffers.reads);
             }
             if opts.io {
                 details.push(format!(
-                    "Heap: fetches={} visible={} pages={} leaf pages={}",
-                    self.heap.fetches, self.heap.visible, self.heap.pages, self.leaf_pages
+                    "Heap: fetches={} visible={} pages={} hit={} read={} leaf pages={}",
+                    stats.heap.fetches,
+                    stats.heap.visible,
+                    stats.heap.pages,
+                    stats.heap_buffers.hits,
+                    stats.heap_buffers.reads,
+                    leaf_pages
                 ));
+                if stats.streams > 0 {
+                    details.push(format!(
+                        "Prefetch: streams={} distance={}",
+                        stats.streams, stats.max_distance
+                    ));
+                    push_io(&mut details, &stats.stream);
+                }
             }
         }
         Some(Described {

@@ -1,0 +1,581 @@
+//! The heap side of an index scan: the B-tree's batches (one leaf page's
+//! matches each) in a ring, each batch's heap pages read once, and, once
+//! a scan has shown it reads many pages, those pages read ahead through a
+//! read stream (DESIGN.md §8; issue 12).
+//!
+//! # Positions
+//!
+//! The ring's front batch is the one being returned: the *scan position*
+//! is its next item. Batches behind it were loaded ahead, and their heap
+//! pages handed to the read stream's *feed*, a queue of blocks the
+//! stream's callback takes from: how far the callback has taken is the
+//! *prefetch position*. When the callback finds the feed empty it pauses
+//! the stream; before the reader next pulls a buffer, more batches are
+//! loaded (leaf pages read) and their pages fed, so the prefetch position
+//! runs ahead of the scan position across leaf pages, as far as the
+//! stream's distance asks and at most [`RING_BATCHES`] batches.
+//!
+//! # Each heap page once per batch
+//!
+//! A batch lists its distinct heap pages in the order its items first
+//! need them. When an item needs a page not yet visited, the page is
+//! pinned (from the stream, or read) and every item of the batch on it is
+//! fetched under that one pin, their rows kept until their turn: items
+//! still come out in index order, but a page is pinned once per batch
+//! however its items interleave with others (PostgreSQL pins it again at
+//! every change of page). A batch's first page equal to the previous
+//! batch's last is not requested again either: it is still pinned.
+//!
+//! # No cost where it cannot help
+//!
+//! A run reads its first [`PREFETCH_AFTER_PAGES`] pages without a stream:
+//! a point lookup, or the inner side of a nested loop finding one row per
+//! outer row, never sets one up. The stream's distances start at 1 and
+//! grow only when the reader really waits, so cached pages and correlated
+//! data (consecutive items on one page) cost no look-ahead.
+//!
+//! # Why holding batches is safe
+//!
+//! A batch is a copy: its leaf is not pinned (except while an index-only
+//! scan looks its items up in the visibility map, see `load`), so VACUUM
+//! may remove an entry and free its tuple's line pointer before the
+//! entry's turn, and a new tuple may take it. That tuple was inserted
+//! after the vacuum, which ran after this scan's snapshot was taken, so
+//! the snapshot does not see it (see `HeapFetch::fetch`): fetching checks
+//! visibility, however long the batch was held. A page truncated away by
+//! vacuum is no page: the fetch finds the table shorter and the item
+//! gone, and such a page is never fed to the stream.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::super::plan::ExecCx;
+use super::super::ExecError;
+use crate::btree::{BatchItem, BtreeScan, ScanKeys};
+use crate::buffer::ReadCounts;
+use crate::heap::tuple::{Tid, TupleError};
+use crate::heap::vm::VisibilityLookup;
+use crate::heap::{FetchStats, HeapFetch, HeapTable, SCAN_PINS_RESERVED};
+use crate::storage::Fork;
+use crate::stream::{Next, ReadStream, StreamFlags, StreamStats};
+use crate::types::Value;
+
+/// Batches the ring holds: the one being returned and those loaded ahead
+/// of it (the issue's ring of 64).
+pub const RING_BATCHES: usize = 64;
+/// Heap pages a run reads on its own before it starts a read stream:
+/// single-row and few-row lookups pay nothing for prefetching. Counted in
+/// pages, not batches: a `LIMIT 100` inside one leaf still prefetches.
+pub const PREFETCH_AFTER_PAGES: u64 = 2;
+/// Batches loaded in a row without a page to feed (all their items on
+/// pages already fed, or all-visible in an index-only scan), after which
+/// loading waits for the reader to catch up rather than read leaves on.
+pub const BATCHES_WITHOUT_PAGE_MAX: usize = 4;
+/// Pins the scan takes beside the stream's and its consumer's: the leaf
+/// being loaded and the visibility-map page.
+const FETCH_PINS: usize = 2;
+/// `page_of` for an item an index-only scan answers from its key.
+const FROM_INDEX: u32 = u32::MAX;
+
+/// What the scan returns for one index entry, in index order.
+pub enum Fetched {
+    /// An index-only scan's entry on an all-visible page: its key.
+    Key(Tid, Vec<Value>),
+    /// The row at the entry's TID that the snapshot sees (its wanted
+    /// columns decoded).
+    Row(Tid, Vec<Value>),
+    /// No tuple at the entry's TID that the snapshot sees.
+    Invisible,
+}
+
+/// Blocks for the stream, in the order the reader will want them.
+#[derive(Default)]
+struct Feed {
+    blocks: VecDeque<u32>,
+    /// The index has no more batches: an empty feed is the end.
+    index_done: bool,
+    /// The callback found the feed empty and paused the stream.
+    starved: bool,
+}
+
+type FeedBlocks = Box<dyn FnMut(&mut u32) -> Next>;
+
+/// Copies a visible tuple's wanted columns into the row (under the
+/// page's content lock: it must not touch the pool).
+pub type DecodeTuple<'a> = dyn FnMut(&[u8], &mut Vec<Value>) -> Result<(), TupleError> + 'a;
+
+/// A heap page some items of a batch are on.
+struct Page {
+    block: u32,
+    /// Handed to the stream (else read when visited: before the stream
+    /// started, past the table's end, or the previous batch's last page).
+    fed: bool,
+    /// The previous batch's last page: still pinned, not requested again.
+    carried: bool,
+}
+
+/// One leaf page's matches, with their heap pages.
+struct LoadedBatch {
+    items: Vec<BatchItem>,
+    /// Each item's page in `pages`, or [`FROM_INDEX`].
+    page_of: Vec<u32>,
+    /// Distinct pages, in the order items first need them.
+    pages: Vec<Page>,
+    /// Item numbers grouped by page (each group in index order); page
+    /// `p`'s are `grouped[group_start[p]..group_start[p + 1]]`.
+    grouped: Vec<u32>,
+    group_start: Vec<u32>,
+    /// Rows fetched when their page was visited, taken in turn.
+    rows: Vec<Option<Vec<Value>>>,
+    next_item: usize,
+    pages_visited: usize,
+}
+
+impl LoadedBatch {
+    fn done(&self) -> bool {
+        self.next_item == self.items.len()
+    }
+}
+
+/// Figures over every run of one scan, for EXPLAIN.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrefetchStats {
+    /// TIDs fetched from the table, pages pinned for them (a page once per
+    /// batch), and whether the snapshot saw them.
+    pub heap: FetchStats,
+    /// Buffer hits and reads of those pages (the index's are not in).
+    pub heap_buffers: ReadCounts,
+    /// Read streams started (once per scan node at most: rescans reset it).
+    pub streams: u64,
+    /// The furthest the stream looked ahead, in buffers.
+    pub max_distance: usize,
+    pub stream: StreamStats,
+}
+
+/// The heap side of one index scan (see the module comment).
+pub struct IndexFetch {
+    table_rel: u32,
+    scan: BtreeScan,
+    /// Answers items from the index where the visibility map vouches for
+    /// their page.
+    index_only: bool,
+    prefetch: bool,
+    heap: HeapFetch,
+    vm: VisibilityLookup,
+    ring: VecDeque<LoadedBatch>,
+    index_done: bool,
+    /// The block of the last page in need order over every batch loaded.
+    last_page: Option<u32>,
+    /// The table's size when last looked at: pages past it are not fed.
+    nblocks: u32,
+    /// Pages this run read without the stream.
+    pages_read: u64,
+    feed: Rc<RefCell<Feed>>,
+    stream: Option<ReadStream<u32, FeedBlocks>>,
+    /// Scratch: a batch's distinct pages while it is loaded.
+    page_numbers: HashMap<u32, u32>,
+    stats: PrefetchStats,
+}
+
+impl IndexFetch {
+    /// Begins reading the table `table` through `scan`; `prefetch` lets
+    /// it start a read stream.
+    pub fn new(table: &HeapTable, scan: BtreeScan, index_only: bool, prefetch: bool) -> Self {
+        IndexFetch {
+            table_rel: table.rel,
+            scan,
+            index_only,
+            prefetch,
+            heap: HeapFetch::new(table),
+            vm: VisibilityLookup::default(),
+            ring: VecDeque::new(),
+            index_done: false,
+            last_page: None,
+            nblocks: 0,
+            pages_read: 0,
+            feed: Rc::new(RefCell::new(Feed::default())),
+            stream: None,
+            page_numbers: HashMap::new(),
+            stats: PrefetchStats::default(),
+        }
+    }
+
+    /// Leaf pages read and descents from the root, so far.
+    pub fn index_figures(&self) -> (u64, u64) {
+        (self.scan.leaf_pages, self.scan.descents)
+    }
+
+    /// Figures so far (the stream's up to its last reset or end).
+    pub fn stats(&self) -> PrefetchStats {
+        let mut stats = self.stats;
+        stats.heap.add(&self.heap.stats);
+        if let Some(stream) = &self.stream {
+            stats.stream.add(stream.stats());
+        }
+        stats
+    }
+
+    /// The next entry's answer, in index order; None when the index has
+    /// no more. `decode` copies a visible tuple's wanted columns (it runs
+    /// under the page's content lock and must not touch the pool).
+    pub fn next(
+        &mut self,
+        cx: &mut ExecCx,
+        decode: &mut DecodeTuple,
+    ) -> Result<Option<Fetched>, ExecError> {
+        loop {
+            if self.ring.front().is_some_and(LoadedBatch::done) {
+                self.ring.pop_front();
+            }
+            if self.ring.is_empty() {
+                if self.index_done {
+                    return Ok(None);
+                }
+                self.load(cx)?;
+                continue;
+            }
+            let batch = self.ring.front_mut().expect("not empty");
+            let i = batch.next_item;
+            batch.next_item += 1;
+            let page = batch.page_of[i];
+            if page == FROM_INDEX {
+                let item = &mut batch.items[i];
+                return Ok(Some(Fetched::Key(item.tid, std::mem::take(&mut item.key))));
+            }
+            if page as usize >= batch.pages_visited {
+                // Pages are listed in the order items first need them.
+                assert_eq!(
+                    page as usize, batch.pages_visited,
+                    "a page visited out of turn"
+                );
+                self.visit(cx, page as usize, decode)?;
+            }
+            let batch = self.ring.front_mut().expect("not empty");
+            let tid = batch.items[i].tid;
+            return Ok(Some(match batch.rows[i].take() {
+                Some(row) => Fetched::Row(tid, row),
+                None => Fetched::Invisible,
+            }));
+        }
+    }
+
+    /// Pins page `p` of the front batch and fetches every item of the
+    /// batch on it.
+    fn visit(
+        &mut self,
+        cx: &mut ExecCx,
+        p: usize,
+        decode: &mut DecodeTuple,
+    ) -> Result<(), ExecError> {
+        let fed = self.ring[0].pages[p].fed;
+        if !fed && !self.ring[0].pages[p].carried && self.stream.is_none() {
+            if self.prefetch
+                && self.pages_read >= PREFETCH_AFTER_PAGES
+                && cx.session.settings.effective_io_concurrency() > 0
+            {
+                self.start_stream(cx, p);
+            } else {
+                self.pages_read += 1;
+            }
+        }
+        if self.ring[0].pages[p].fed {
+            self.top_up(cx)?;
+        }
+        let db = Arc::clone(cx.session.db());
+        let before = cx.session.buf.counts;
+        let batch = &mut self.ring[0];
+        let block = batch.pages[p].block;
+        if batch.pages[p].fed {
+            let stream = self.stream.as_mut().expect("a fed page has a stream");
+            let (id, streamed) = stream
+                .next_buffer(&mut cx.session.buf)?
+                .expect("a page fed to the stream comes out of it");
+            assert_eq!(streamed, block, "the stream returned pages out of turn");
+            self.stats.max_distance = self.stats.max_distance.max(stream.distances().0);
+            self.heap.adopt(&mut cx.session.buf, block, id);
+        }
+        let (start, end) = (
+            batch.group_start[p] as usize,
+            batch.group_start[p + 1] as usize,
+        );
+        for g in start..end {
+            let j = batch.grouped[g] as usize;
+            let tid = batch.items[j].tid;
+            debug_assert_eq!(tid.block, block);
+            let mut row = Vec::new();
+            let found =
+                self.heap
+                    .fetch(db.heap(), &mut cx.session.buf, tid, cx.snapshot, |tuple| {
+                        decode(tuple, &mut row)
+                    })?;
+            batch.rows[j] = match found {
+                None => None,
+                Some(decoded) => {
+                    decoded?;
+                    Some(row)
+                }
+            };
+        }
+        batch.pages_visited += 1;
+        self.stats
+            .heap_buffers
+            .add(cx.session.buf.counts.since(before));
+        Ok(())
+    }
+
+    /// Starts the read stream, feeding it the pages from page `p` of the
+    /// front batch on, in the order they will be wanted.
+    fn start_stream(&mut self, cx: &mut ExecCx, p: usize) {
+        debug_assert!(self.stream.is_none());
+        let feed = Rc::clone(&self.feed);
+        let blocks: FeedBlocks = Box::new(move |data: &mut u32| {
+            let mut feed = feed.borrow_mut();
+            match feed.blocks.pop_front() {
+                Some(block) => {
+                    *data = block;
+                    Next::Block(block)
+                }
+                None if feed.index_done => Next::End,
+                None => {
+                    feed.starved = true;
+                    Next::Pause
+                }
+            }
+        });
+        // No strategy ring: an index scan reads the pages it needs, as a
+        // bitmap heap scan does. Not sequential: the stream advises the
+        // kernel of its jumps.
+        let stream = ReadStream::begin(
+            &cx.session.buf,
+            self.table_rel,
+            Fork::Main,
+            StreamFlags {
+                pins_reserved: SCAN_PINS_RESERVED + FETCH_PINS,
+                ..Default::default()
+            },
+            cx.session.stream_limits(),
+            None,
+            blocks,
+        );
+        self.stream = Some(stream);
+        self.stats.streams += 1;
+        let mut feed = self.feed.borrow_mut();
+        for (b, batch) in self.ring.iter_mut().enumerate() {
+            let from = if b == 0 { p } else { 0 };
+            for page in &mut batch.pages[from..] {
+                feed_page(&mut feed, page, self.nblocks);
+            }
+        }
+    }
+
+    /// Loads batches ahead while the stream waits for blocks, the ring
+    /// has room, and loading keeps finding pages to feed.
+    fn top_up(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        let mut without_page = 0;
+        while self.ring.len() < RING_BATCHES && !self.index_done {
+            {
+                let feed = self.feed.borrow();
+                if !(feed.starved && feed.blocks.is_empty()) {
+                    break;
+                }
+            }
+            if self.load(cx)? == 0 {
+                without_page += 1;
+                if without_page >= BATCHES_WITHOUT_PAGE_MAX {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the next leaf's batch into the ring; returns how many pages
+    /// it fed the stream.
+    fn load(&mut self, cx: &mut ExecCx) -> Result<usize, ExecError> {
+        let db = Arc::clone(cx.session.db());
+        let Some(batch) = self.scan.next_batch(db.btree(), &mut cx.session.buf)? else {
+            self.index_done = true;
+            self.feed.borrow_mut().index_done = true;
+            return Ok(0);
+        };
+        if batch.pinned.is_some() {
+            cx.session.buf.pool().aio().injections().hit(
+                crate::inject::INDEX_ONLY_SCAN_LEAF_PINNED,
+                crate::inject::HitContext {
+                    offset: u64::from(batch.block),
+                },
+            );
+        }
+        let leaf = batch.block;
+        let looked_up = self.place_items(cx, &batch.items);
+        // Whatever the map said, the leaf goes now.
+        if let Some(pinned) = batch.pinned {
+            cx.session.buf.release(pinned);
+        }
+        let (page_of, pages) = looked_up?;
+        let mut loaded = group(batch.items, page_of, pages);
+        // A page past the table's end as last seen may be new: look again
+        // once, and never feed one still past it (vacuum truncated it
+        // after the index gave its TIDs; the fetch finds no tuple there).
+        if loaded.pages.iter().any(|p| p.block >= self.nblocks) {
+            self.nblocks = cx
+                .session
+                .buf
+                .pool()
+                .relation(self.table_rel)
+                .nblocks(Fork::Main)?;
+        }
+        if let Some(first) = loaded.pages.first_mut() {
+            first.carried = Some(first.block) == self.last_page;
+        }
+        if let Some(last) = loaded.pages.last() {
+            self.last_page = Some(last.block);
+        }
+        let mut fed = 0;
+        if let Some(stream) = &mut self.stream {
+            let mut feed = self.feed.borrow_mut();
+            for page in &mut loaded.pages {
+                fed += usize::from(feed_page(&mut feed, page, self.nblocks));
+            }
+            if fed > 0 {
+                feed.starved = false;
+                stream.resume();
+            }
+        }
+        self.ring.push_back(loaded);
+        let point = if self.stream.is_some() && self.ring.len() > 1 {
+            crate::inject::INDEX_SCAN_LOADED_AHEAD
+        } else {
+            crate::inject::INDEX_SCAN_BEFORE_HEAP_FETCH
+        };
+        cx.session.buf.pool().aio().injections().hit(
+            point,
+            crate::inject::HitContext {
+                offset: u64::from(leaf),
+            },
+        );
+        Ok(fed)
+    }
+
+    /// Each item's page (numbered in order of first need) and the pages'
+    /// blocks; an index-only scan's items on all-visible pages need none.
+    /// Looked up in the visibility map once per item while the leaf is
+    /// still pinned: VACUUM cannot remove the entries meanwhile, so a
+    /// dead tuple one of them points at still holds its page's bit clear,
+    /// and a set bit vouches for the entry's tuple to every snapshot there
+    /// is, this scan's included, however long the batch is then held
+    /// (PostgreSQL's index-only scans keep the leaf pinned for the same
+    /// reason). The answer is the reader's and the prefetcher's both.
+    fn place_items(
+        &mut self,
+        cx: &mut ExecCx,
+        items: &[BatchItem],
+    ) -> Result<(Vec<u32>, Vec<u32>), ExecError> {
+        self.page_numbers.clear();
+        let mut page_of = Vec::with_capacity(items.len());
+        let mut pages = Vec::new();
+        for item in items {
+            let block = item.tid.block;
+            if self.index_only
+                && self
+                    .vm
+                    .all_visible(&mut cx.session.buf, self.table_rel, block)?
+            {
+                page_of.push(FROM_INDEX);
+                continue;
+            }
+            let next = pages.len() as u32;
+            let p = *self.page_numbers.entry(block).or_insert(next);
+            if p == next {
+                pages.push(block);
+            }
+            page_of.push(p);
+        }
+        Ok((page_of, pages))
+    }
+
+    /// Ends the run, keeping the stream (reset) for the next.
+    pub fn rescan(&mut self, cx: &mut ExecCx, keys: ScanKeys) {
+        self.release(cx);
+        self.scan.rescan(keys);
+        self.index_done = false;
+        self.last_page = None;
+        self.pages_read = 0;
+        *self.feed.borrow_mut() = Feed::default();
+        if let Some(stream) = &mut self.stream {
+            stream.reset(&mut cx.session.buf);
+        }
+    }
+
+    /// Lets go of every pin the run holds (the stream's too).
+    pub fn release(&mut self, cx: &mut ExecCx) {
+        self.heap.release(&mut cx.session.buf);
+        self.vm.release(&mut cx.session.buf);
+        self.ring.clear();
+        if let Some(stream) = &mut self.stream {
+            stream.reset(&mut cx.session.buf);
+        }
+    }
+
+    /// Ends the read stream (after [`IndexFetch::release`]), keeping its
+    /// figures; a later run would start another.
+    pub fn end_stream(&mut self, cx: &mut ExecCx) {
+        self.release(cx);
+        if let Some(stream) = self.stream.take() {
+            self.stats.stream.add(&stream.end(&mut cx.session.buf));
+        }
+    }
+}
+
+/// Hands `page` to the stream's feed unless it is carried over or past
+/// the table's end; true if it was.
+fn feed_page(feed: &mut Feed, page: &mut Page, nblocks: u32) -> bool {
+    debug_assert!(!page.fed);
+    if page.carried || page.block >= nblocks {
+        return false;
+    }
+    page.fed = true;
+    feed.blocks.push_back(page.block);
+    true
+}
+
+/// A batch with its items grouped by page (a counting sort by page
+/// number, which keeps index order within each page).
+fn group(items: Vec<BatchItem>, page_of: Vec<u32>, pages: Vec<u32>) -> LoadedBatch {
+    debug_assert_eq!(items.len(), page_of.len());
+    let mut group_start = vec![0u32; pages.len() + 1];
+    for &p in page_of.iter().filter(|&&p| p != FROM_INDEX) {
+        group_start[p as usize + 1] += 1;
+    }
+    for p in 0..pages.len() {
+        group_start[p + 1] += group_start[p];
+    }
+    let mut at = group_start.clone();
+    let mut grouped = vec![0u32; group_start[pages.len()] as usize];
+    for (i, &p) in page_of.iter().enumerate() {
+        if p != FROM_INDEX {
+            grouped[at[p as usize] as usize] = i as u32;
+            at[p as usize] += 1;
+        }
+    }
+    let rows = (0..items.len()).map(|_| None).collect();
+    LoadedBatch {
+        items,
+        page_of,
+        pages: pages
+            .into_iter()
+            .map(|block| Page {
+                block,
+                fed: false,
+                carried: false,
+            })
+            .collect(),
+        grouped,
+        group_start,
+        rows,
+        next_item: 0,
+        pages_visited: 0,
+    }
+}
