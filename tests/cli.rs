@@ -727,7 +727,7 @@ fn bench_indexscan_reports_every_cell_and_its_scans_agree() {
             "--datasets",
             "random,cyclic",
             "--matching",
-            "1,10,100",
+            "1,100",
             "--latency-us",
             "0,100",
             "--runs",
@@ -743,7 +743,7 @@ fn bench_indexscan_reports_every_cell_and_its_scans_agree() {
         .collect();
     let cells: Vec<&serde_json::Value> = objects.iter().filter(|o| o["case"] == "cell").collect();
     for dataset in ["random", "cyclic"] {
-        for matches in [1u64, 10, 100] {
+        for matches in [1u64, 100] {
             for query in ["point", "order"] {
                 for latency in [0u64, 100] {
                     let case: Vec<&&serde_json::Value> = cells
@@ -799,7 +799,7 @@ fn bench_indexscan_reports_every_cell_and_its_scans_agree() {
             }
         }
     }
-    assert_eq!(cells.len(), 2 * 3 * 2 * 2 * 3 + 2 * 2, "{text}");
+    assert_eq!(cells.len(), 2 * 2 * 2 * 2 * 3 + 2 * 2, "{text}");
     let verdicts = objects.iter().filter(|o| o["case"] == "verdict").count();
     assert_eq!(verdicts, 6, "{text}");
     assert!(!bench_dir.exists(), "removed without --keep");
