@@ -104,14 +104,17 @@ enum Command {
         json: bool,
     },
     /// The first command to run: builds a small database in a directory of
-    /// its own and shows, in about 20 s, what the engine's I/O does
-    /// (combining, prewarm, repeated blocks, look-ahead), each run cold.
+    /// its own and shows, in under a minute, what the engine's I/O does
+    /// (combining, prewarm, repeated blocks, look-ahead, index scans with
+    /// and without prefetching against bitmap and sequential scans), each
+    /// run cold.
     Demo {
         /// Directory for the demo database, created and removed at the end
-        /// (unless --keep).
+        /// (unless --keep); one an earlier --keep run left is reused, its
+        /// tables not built again.
         #[arg(long, default_value = "./aiostore-demo")]
         dir: PathBuf,
-        /// Keep the demo directory afterwards.
+        /// Keep the demo directory afterwards, for the next run.
         #[arg(long)]
         keep: bool,
         /// Where to write the chart (SVG). Default: the directory's name
@@ -1350,6 +1353,8 @@ fn non_default_setting(settings: &Settings, name: &str) -> Option<String> {
 /// Marks a directory as aiostore bench's, so that a later run may reuse
 /// and remove it.
 const BENCH_DIR_MARKER: &str = "AIOSTORE_BENCH_DIR";
+/// The same for the demo's directory.
+const DEMO_DIR_MARKER: &str = "AIOSTORE_DEMO_DIR";
 
 /// A directory this command uses for its files, removed at the end (also
 /// on an error) unless it is to be kept. Only what this command made is
@@ -1363,6 +1368,8 @@ struct ScratchDir {
     ours: bool,
     /// Set by [`ScratchDir::finish`], so that drop does not remove twice.
     finished: bool,
+    /// An earlier run left it (with --keep), and its files are reused.
+    reused: bool,
 }
 
 impl ScratchDir {
@@ -1388,29 +1395,50 @@ impl ScratchDir {
             keep,
             ours: !existed,
             finished: false,
+            reused: false,
         })
     }
 
-    /// The benchmark directory: made (with a marker file) if missing or
-    /// empty, reused if an earlier run left it with --keep. Anything else
-    /// is refused, because the directory is removed at the end.
+    /// The benchmark directory ([`ScratchDir::open_marked`]), marked at
+    /// once.
     fn open_bench(path: &std::path::Path, keep: bool) -> Result<ScratchDir, String> {
-        let marker = path.join(BENCH_DIR_MARKER);
-        if marker.exists() {
+        let dir = ScratchDir::open_marked(path, keep, "benchmark", BENCH_DIR_MARKER)?;
+        dir.mark(BENCH_DIR_MARKER, "aiostore bench")?;
+        Ok(dir)
+    }
+
+    /// A directory a command keeps its files in: reused if it holds the
+    /// file `marker` (an earlier run left it with --keep), else made if
+    /// missing or empty. Anything else is refused, because the directory
+    /// is removed at the end. The caller marks a new one
+    /// ([`ScratchDir::mark`]) once what it put there may be reused.
+    fn open_marked(
+        path: &std::path::Path,
+        keep: bool,
+        what: &str,
+        marker: &str,
+    ) -> Result<ScratchDir, String> {
+        if path.join(marker).exists() {
             return Ok(ScratchDir {
                 path: path.to_path_buf(),
                 keep,
                 ours: true,
                 finished: false,
+                reused: true,
             });
         }
-        let dir = ScratchDir::create(path, keep, "benchmark")?;
+        ScratchDir::create(path, keep, what)
+    }
+
+    /// Writes the file `marker` that lets a later run of `maker` reuse the
+    /// directory.
+    fn mark(&self, marker: &str, maker: &str) -> Result<(), String> {
+        let marker = self.path.join(marker);
         std::fs::write(
             &marker,
-            "Made by aiostore bench; removed at the end of a run without --keep.\n",
+            format!("Made by {maker}; removed at the end of a run without --keep.\n"),
         )
-        .map_err(|e| format!("could not write {}: {e}", marker.display()))?;
-        Ok(dir)
+        .map_err(|e| format!("could not write {}: {e}", marker.display()))
     }
 
     /// Where the files go, for the output.
@@ -1482,7 +1510,7 @@ fn run_demo(
 ) -> Result<(), String> {
     use aiostore::bench::demo;
     let started = std::time::Instant::now();
-    let scratch = ScratchDir::create(dir, keep, "demo")?;
+    let scratch = ScratchDir::open_marked(dir, keep, "demo", DEMO_DIR_MARKER)?;
     let mut opts = if quick {
         demo::DemoOptions::quick(scratch.path.clone())
     } else {
@@ -1503,8 +1531,23 @@ fn run_demo(
             .collect::<String>()
     )
     .map_err(io)?;
+    writeln!(
+        out,
+        "{}",
+        if scratch.reused {
+            "reusing the demo database an earlier --keep run built: its tables are not built again"
+        } else if keep {
+            "building the demo database (kept with --keep: the next run reuses it and skips the build)"
+        } else {
+            "building the demo database (run with --keep to keep it: the next run then skips the build)"
+        }
+    )
+    .map_err(io)?;
     out.flush().map_err(io)?;
     let report = demo::run(&opts, &mut std::io::stderr())?;
+    // The database is whole now (it was made in the empty directory, which
+    // the marker could not share before): a later run may reuse it.
+    scratch.mark(DEMO_DIR_MARKER, "aiostore demo")?;
     writeln!(out).map_err(io)?;
     demo::print_report(out, &report).map_err(io)?;
     demo::write_chart(chart, &report)?;

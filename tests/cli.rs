@@ -163,19 +163,16 @@ fn large_results_print_in_aligned_groups_and_small_failing_ones_print_only_the_e
 }
 
 #[test]
-fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
+fn quick_demo_prints_a_table_verdicts_and_a_chart_and_reuses_a_kept_directory() {
     let tmp = common::temp_dir();
     let dir = tmp.path().join("demo");
     let chart = tmp.path().join("demo.svg");
-    let (ok, text) = aiostore(
-        &tmp.path().join("unused-data"),
-        &[
-            "demo",
-            "--quick",
-            "--dir",
-            dir.to_str().expect("UTF-8 path"),
-        ],
-    );
+    let quick_demo = |extra: &[&str]| {
+        let dir = dir.to_str().expect("UTF-8 path");
+        let args = [&["demo", "--quick", "--dir", dir][..], extra].concat();
+        aiostore(&tmp.path().join("unused-data"), &args)
+    };
+    let (ok, text) = quick_demo(&[]);
     assert!(ok, "{text}");
     assert!(
         text.contains(&format!("aiostore demo in \"{}\"", dir.display())),
@@ -183,7 +180,14 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
     );
     assert!(text.contains("every run is cold"), "{text}");
     // The rows carry their verdict's name ("combining", not "seqscan").
-    for row in ["combining ", "prewarm ", "repeated blocks ", "look-ahead "] {
+    for row in [
+        "combining ",
+        "prewarm ",
+        "repeated blocks ",
+        "look-ahead ",
+        "index 1 row ",
+        "ORDER BY LIMIT 1000 ",
+    ] {
         assert!(
             text.lines().any(|l| l.starts_with(row)),
             "no {row} row: {text}"
@@ -214,11 +218,28 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
         let method = line.split_whitespace().nth(1).expect("a method");
         assert!(line.ends_with(&format!("{method} 8 KiB reads")), "{line}");
     }
+    // Each index experiment reads the table four ways, against the index
+    // scan without prefetching, and says what prefetching did.
+    for experiment in ["index 1 row ", "index 100 rows ", "ORDER BY LIMIT 1000 "] {
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(experiment)).collect();
+        assert_eq!(rows.len(), 4, "{experiment}: {text}");
+        for (row, variant) in rows.iter().zip([
+            "bitmap scan",
+            "index scan, no prefetch",
+            "index scan, prefetch",
+            "seq scan",
+        ]) {
+            assert!(row.contains(variant), "{row}");
+            assert!(row.ends_with(" index scan, no prefetch"), "{row}");
+        }
+    }
     for verdict in [
         "combining: ",
         "prewarm: ",
         "repeated blocks: ",
         "look-ahead: ",
+        "index scans: with prefetching the cold index scan was ",
+        "ORDER BY … LIMIT 1000: the index scan was ",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(verdict)),
@@ -231,7 +252,10 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
     );
     let svg = std::fs::read_to_string(&chart).expect("the chart was written");
     assert!(
-        svg.starts_with("<svg") && svg.contains("look-ahead"),
+        svg.starts_with("<svg")
+            && svg.contains("look-ahead")
+            && svg.contains("cold index experiments")
+            && svg.contains("index scan, prefetch"),
         "{svg}"
     );
     assert!(text.contains("aiostore bench"), "{text}");
@@ -240,33 +264,29 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
         "the demo directory is removed without --keep"
     );
 
-    // With --keep it stays; a second run refuses the non-empty directory.
-    let (ok, text) = aiostore(
-        &tmp.path().join("unused-data"),
-        &[
-            "demo",
-            "--quick",
-            "--keep",
-            "--dir",
-            dir.to_str().expect("UTF-8 path"),
-        ],
-    );
+    // With --keep it stays, and the next run reuses its tables (and,
+    // without --keep, removes it at the end).
+    let (ok, text) = quick_demo(&["--keep"]);
     assert!(ok && dir.join("AIOSTORE_VERSION").exists(), "{text}");
-    let (ok, text) = aiostore(
-        &tmp.path().join("unused-data"),
-        &[
-            "demo",
-            "--quick",
-            "--dir",
-            dir.to_str().expect("UTF-8 path"),
-        ],
+    assert!(text.contains("the next run reuses it"), "{text}");
+    let (ok, text) = quick_demo(&[]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("reusing the demo database an earlier --keep run built"),
+        "{text}"
     );
+    assert!(!dir.exists(), "removed without --keep: {text}");
+
+    // A non-empty directory the demo did not make is refused, untouched.
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("mine.txt"), "keep me").expect("write");
+    let (ok, text) = quick_demo(&[]);
     assert!(
         !ok && text.contains("already exists and is not empty"),
         "{text}"
     );
     assert!(
-        dir.join("AIOSTORE_VERSION").exists(),
+        dir.join("mine.txt").exists(),
         "a refused run removes nothing"
     );
 }
