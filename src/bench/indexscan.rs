@@ -320,9 +320,11 @@ pub struct TableInfo {
     pub rows: u64,
     /// Rows each value matches (about, for the random set).
     pub matching: u64,
-    /// The value queried, and the rows `a = v` matches.
+    /// The value queried, the rows `a = v` matches and the rows `a >= v`
+    /// does (what a `LIMIT` above can take).
     pub v: u64,
     pub v_rows: u64,
+    pub rows_from_v: u64,
     pub blocks: u32,
 }
 
@@ -336,7 +338,7 @@ impl TableInfo {
     fn expected_count(&self, query: Query) -> u64 {
         match query {
             Query::Point => self.v_rows,
-            Query::Order => self.matching,
+            Query::Order => self.matching.min(self.rows_from_v),
         }
     }
 }
@@ -391,21 +393,23 @@ pub fn ensure_table(
     let mut s = database.session().map_err(|e| e.to_string())?;
     execute(
         &mut s,
-        &format!("CREATE TABLE IF NOT EXISTS {META_TABLE} (name text, rows bigint, v bigint, v_rows bigint)"),
+        &format!("CREATE TABLE IF NOT EXISTS {META_TABLE} (name text, rows bigint, v bigint, v_rows bigint, rows_from_v bigint)"),
     )?;
     let built = execute(
         &mut s,
-        &format!("SELECT v, v_rows FROM {META_TABLE} WHERE name = '{name}' AND rows = {rows}"),
+        &format!("SELECT v, v_rows, rows_from_v FROM {META_TABLE} WHERE name = '{name}' AND rows = {rows}"),
     )?;
     let built = match built
         .last()
         .and_then(|r| r.rows.first())
         .map(|r| r.as_slice())
     {
-        Some([Value::BigInt(v), Value::BigInt(v_rows)]) => Some((*v as u64, *v_rows as u64)),
+        Some([Value::BigInt(v), Value::BigInt(v_rows), Value::BigInt(from_v)]) => {
+            Some((*v as u64, *v_rows as u64, *from_v as u64))
+        }
         _ => None,
     };
-    let (v, v_rows) = match built {
+    let (v, v_rows, rows_from_v) = match built {
         Some(found) if database.catalog().index(&format!("{name}_a_idx")).is_ok() => found,
         _ => build(&mut s, &name, dataset, rows, matching, progress)?,
     };
@@ -417,11 +421,13 @@ pub fn ensure_table(
         matching,
         v,
         v_rows,
+        rows_from_v,
         blocks,
     })
 }
 
-/// Builds the table, picks the queried value and records both.
+/// Builds the table, picks the queried value and records them: the
+/// value, its rows and the rows from it up.
 fn build(
     s: &mut Session,
     name: &str,
@@ -429,7 +435,7 @@ fn build(
     rows: u64,
     matching: u64,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64, u64), String> {
     execute(
         s,
         &format!(
@@ -472,11 +478,14 @@ fn build(
     let &(v, v_rows) = candidates.first().ok_or_else(|| {
         format!("{name}: no value of a from {low} up; the table is too small for {matching} matching rows")
     })?;
+    let from_v = super::one_count(s, &format!("SELECT count(*) FROM {name} WHERE a >= {v}"))?;
     execute(
         s,
-        &format!("INSERT INTO {META_TABLE} VALUES ('{name}', {rows}, {v}, {v_rows}); CHECKPOINT"),
+        &format!(
+            "INSERT INTO {META_TABLE} VALUES ('{name}', {rows}, {v}, {v_rows}, {from_v}); CHECKPOINT"
+        ),
     )?;
-    Ok((v, v_rows))
+    Ok((v, v_rows, from_v))
 }
 
 /// Drops a table whose cases are done (and its record), so that a run
