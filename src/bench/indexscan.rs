@@ -78,9 +78,8 @@ use crate::config::IoMethod;
 use crate::database::{Database, Session};
 use crate::types::Value;
 
-/// The reference's matching-row counts, the default.
-pub const MATCHING_ROWS: [u64; 6] = [1, 10, 100, 1_000, 10_000, 100_000];
-/// The reference's table fill: about 23 rows of `(int, md5 text)` a page.
+/// The reference's fillfactor: about 23 rows of `(integer, md5 text)` a
+/// page, so that matching rows spread over many pages.
 pub const FILLFACTOR: u32 = 20;
 /// Rows of `(integer, md5 text)` a block holds at [`FILLFACTOR`]
 /// (measured: 100 000 rows in 4 348 blocks).
@@ -978,9 +977,10 @@ pub fn verdicts(cells: &[Cell]) -> Vec<Verdict> {
         .collect()
 }
 
-/// The runs of one case's scan, ours then PostgreSQL's where it runs, for
-/// each of the options' runs: cold, alternating, skipped where the options
-/// say so (the notes say why).
+/// Runs the cases: each scan of a case, ours then PostgreSQL's where it
+/// runs, cold, run after run; checks that every answer is the case's
+/// first; keeps the runs, and notes where it ran a scan less often or not
+/// at all.
 struct CaseRunner<'a> {
     opts: &'a IndexscanOptions,
     /// The options' database with the pool sized for the current table.
@@ -993,7 +993,12 @@ struct CaseRunner<'a> {
 
 impl CaseRunner<'_> {
     /// Runs every scan of `query` at `latency_us` on `table`.
-    fn run_case(&mut self, table: &TableInfo, query: Query, latency_us: u64) -> Result<(), String> {
+    fn run_scans(
+        &mut self,
+        table: &TableInfo,
+        query: Query,
+        latency_us: u64,
+    ) -> Result<(), String> {
         let largest = self.opts.matching.iter().copied().max().unwrap_or(0);
         let scans: Vec<Scan> = Scan::ALL
             .into_iter()
@@ -1299,7 +1304,7 @@ pub fn run(opts: &IndexscanOptions, json: bool, out: &mut dyn Write) -> Result<V
             }
             for &query in &opts.queries {
                 for &latency_us in &opts.latencies_us {
-                    runner.run_case(&table, query, latency_us)?;
+                    runner.run_scans(&table, query, latency_us)?;
                 }
             }
             if !opts.keep_tables {
