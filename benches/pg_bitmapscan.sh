@@ -41,12 +41,7 @@ FIRST_RUN=${FIRST_RUN:-1}
 MATCHING=${MATCHING:-1 10 100 1000 10000 100000}
 SCANS=${SCANS:-bitmap index}
 . "$(dirname "$0")/pg_env.sh"
-OPTS=""
-if [ -n "${EFFECTIVE_IO_CONCURRENCY:-}" ]; then
-    OPTS="-c effective_io_concurrency=$EFFECTIVE_IO_CONCURRENCY"
-fi
-start() { as_pg "$BIN/pg_ctl -D $DIR -l $DIR/log -o '$OPTS' -w start >/dev/null"; }
-stop() { as_pg "$BIN/pg_ctl -D $DIR -w stop >/dev/null"; }
+OPTS=${EFFECTIVE_IO_CONCURRENCY:+-c effective_io_concurrency=$EFFECTIVE_IO_CONCURRENCY}
 start
 trap stop EXIT
 WANT="rows=$ROWS mult=$MULT"
@@ -59,25 +54,10 @@ fi
 VERSION=$(basename "$(dirname "$BIN")")
 for k in $MATCHING; do
     for scan in $SCANS; do
-        case $scan in
-            bitmap) SET="set enable_indexscan = off; set enable_seqscan = off"; NODE="Bitmap Heap Scan" ;;
-            index) SET="set enable_bitmapscan = off; set enable_seqscan = off"; NODE="Index Scan using" ;;
-            seq) SET="set enable_indexscan = off; set enable_bitmapscan = off"; NODE="Seq Scan" ;;
-            *) echo "unknown scan $scan (bitmap, index or seq)" >&2; exit 1 ;;
-        esac
         Q="select count(b) from btree_test where a = $k"
         for run in $(seq "$FIRST_RUN" $((FIRST_RUN + RUNS - 1))); do
-            stop
-            sync; echo 3 > /proc/sys/vm/drop_caches
-            start
-            OUT=$(as_pg "$PSQL -c '$SET' -c 'explain $Q' -c '\\timing on' -c '$Q'")
-            if ! echo "$OUT" | grep -q "$NODE"; then
-                echo "$scan scan asked for, but PostgreSQL's plan is: $OUT" >&2
-                exit 1
-            fi
-            COUNT=$(echo "$OUT" | grep -v "^Time:" | tail -1)
-            T=$(echo "$OUT" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1)
-            echo "postgresql $VERSION bitmapscan k=$k method=$scan rows=$ROWS run=$run count=$COUNT ms=$T"
+            cold_query "$scan" "$Q"
+            echo "postgresql $VERSION bitmapscan k=$k method=$scan rows=$ROWS run=$run count=$RESULT ms=$MS"
         done
     done
 done

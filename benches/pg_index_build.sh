@@ -42,8 +42,6 @@ COLUMNS=${COLUMNS:-a b}
 FIRST_RUN=${FIRST_RUN:-1}
 . "$(dirname "$0")/pg_env.sh"
 OPTS="-c maintenance_work_mem=$MWM -c max_parallel_maintenance_workers=0 -c wal_level=replica"
-start() { as_pg "$BIN/pg_ctl -D $DIR -l $DIR/log -o '$OPTS' -w start >/dev/null"; }
-stop() { as_pg "$BIN/pg_ctl -D $DIR -w stop >/dev/null"; }
 start
 trap stop EXIT
 HAVE=$(as_pg "$PSQL -c \"select count(*) from bar\"" 2>/dev/null || echo 0)

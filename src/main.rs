@@ -104,14 +104,17 @@ enum Command {
         json: bool,
     },
     /// The first command to run: builds a small database in a directory of
-    /// its own and shows, in about 20 s, what the engine's I/O does
-    /// (combining, prewarm, repeated blocks, look-ahead), each run cold.
+    /// its own and shows, in under a minute, what the engine's I/O does
+    /// (combining, prewarm, repeated blocks, look-ahead, index scans with
+    /// and without prefetching against bitmap and sequential scans), each
+    /// run cold.
     Demo {
         /// Directory for the demo database, created and removed at the end
-        /// (unless --keep).
+        /// (unless --keep); one an earlier --keep run left is reused, its
+        /// tables not built again.
         #[arg(long, default_value = "./aiostore-demo")]
         dir: PathBuf,
-        /// Keep the demo directory afterwards.
+        /// Keep the demo directory afterwards, for the next run.
         #[arg(long)]
         keep: bool,
         /// Where to write the chart (SVG). Default: the directory's name
@@ -354,6 +357,69 @@ enum Bench {
         /// After each of our runs, run this script,
         /// `benches/pg_bitmapscan.sh` (PostgreSQL 15 on the same data,
         /// the same case; root), and print the ratios of the medians.
+        #[arg(long)]
+        pg_script: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The reference thread's index prefetching experiments (issue 12),
+    /// cold: tables (a integer, b text) WITH (fillfactor = 20) of random,
+    /// sequential and cyclic data where each value matches 1, 10, …,
+    /// 100 000 rows; WHERE a = v and WHERE a >= v ORDER BY a LIMIT m read
+    /// by a bitmap scan, an index scan without and with prefetching
+    /// (enable_indexscan_prefetch) and a sequential scan, on the local
+    /// disk and with added I/O latency; against PostgreSQL 15 on the same
+    /// data in the same run (`--pg-script benches/pg_indexscan.sh`), runs
+    /// alternating: per-run figures, medians, the ratios the issue's
+    /// targets name and a verdict per target.
+    Indexscan {
+        /// Rows of each table (built in indexscan/ in the benchmark
+        /// directory when its cases come; kept for the next run with
+        /// --keep, else dropped when its cases are done).
+        #[arg(long, default_value_t = 5_000_000)]
+        rows: u64,
+        /// Cold runs per case and scan, on each system (ours three times
+        /// as many where every scan of the case takes under 20 ms; a run
+        /// over 20 s is not repeated).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        runs: u32,
+        /// Comma-separated: random, sequential, cyclic.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "random,sequential,cyclic"
+        )]
+        datasets: Vec<String>,
+        /// Comma-separated rows each value matches (the reference's
+        /// 1,10,100,1000,10000,100000; each at most half of --rows).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1,10,100,1000,10000,100000"
+        )]
+        matching: Vec<u64>,
+        /// Comma-separated: point (WHERE a = v), order (WHERE a >= v
+        /// ORDER BY a LIMIT m).
+        #[arg(long, value_delimiter = ',', default_value = "point,order")]
+        queries: Vec<String>,
+        /// Comma-separated: bitmap, index-noprefetch, index-prefetch, seq
+        /// (seq at the largest count and no added latency only).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "bitmap,index-noprefetch,index-prefetch,seq"
+        )]
+        scans: Vec<String>,
+        /// Comma-separated added I/O latencies in µs (debug_io_latency_us;
+        /// PostgreSQL runs at 0 only).
+        #[arg(long, value_delimiter = ',', default_value = "0,500")]
+        latency_us: Vec<u64>,
+        /// The I/O method (default: the io_method setting).
+        #[arg(long)]
+        method: Option<String>,
+        /// After each of our runs at 0 µs, run this script,
+        /// `benches/pg_indexscan.sh` (PostgreSQL 15 on the same data, the
+        /// same case; root), and print the ratios.
         #[arg(long)]
         pg_script: Option<PathBuf>,
         #[arg(long)]
@@ -783,6 +849,23 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
+/// A comma-separated option's values, each one of the choices `parse`
+/// knows; an unknown one is refused naming the option and the choices.
+fn parse_choices<T>(
+    values: &[String],
+    option: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    choices: &str,
+) -> Result<Vec<T>, String> {
+    values
+        .iter()
+        .map(|v| {
+            parse(v.trim())
+                .ok_or_else(|| format!("unknown value \"{v}\" for {option}; use {choices}"))
+        })
+        .collect()
+}
+
 /// `--workload`, with the choices in the error.
 fn parse_workload(text: &str) -> Result<Workload, String> {
     Workload::from_name(text)
@@ -929,6 +1012,55 @@ fn run_bench(
             };
             aiostore::bench::bitmapscan::run(&options, json, out).map(drop)
         }),
+        Bench::Indexscan {
+            rows,
+            runs,
+            datasets,
+            matching,
+            queries,
+            scans,
+            latency_us,
+            method,
+            pg_script,
+            json,
+        } => {
+            use aiostore::bench::indexscan::{self, Dataset, Query, Scan};
+            // Every choice is checked before the directory is made.
+            let datasets = parse_choices(
+                &datasets,
+                "--datasets",
+                Dataset::parse,
+                "random, sequential or cyclic",
+            )?;
+            let queries = parse_choices(&queries, "--queries", Query::parse, "point or order")?;
+            let scans = parse_choices(
+                &scans,
+                "--scans",
+                Scan::parse,
+                "bitmap, index-noprefetch, index-prefetch or seq",
+            )?;
+            let method = bench_method(method, settings)?;
+            in_bench_dir(bench_dir, keep, |dir| {
+                let options = indexscan::IndexscanOptions {
+                    db: indexscan::IndexscanDb {
+                        dir: dir.join("indexscan"),
+                        method,
+                        shared_buffers: settings.shared_buffers() as u32,
+                        extra_settings: forwarded_settings(settings),
+                    },
+                    rows,
+                    runs,
+                    datasets,
+                    matching,
+                    queries,
+                    scans,
+                    latencies_us: latency_us,
+                    pg_script,
+                    keep_tables: keep,
+                };
+                indexscan::run(&options, json, out).map(drop)
+            })
+        }
         Bench::Commit {
             sessions,
             seconds,
@@ -1221,6 +1353,8 @@ fn non_default_setting(settings: &Settings, name: &str) -> Option<String> {
 /// Marks a directory as aiostore bench's, so that a later run may reuse
 /// and remove it.
 const BENCH_DIR_MARKER: &str = "AIOSTORE_BENCH_DIR";
+/// The same for the demo's directory.
+const DEMO_DIR_MARKER: &str = "AIOSTORE_DEMO_DIR";
 
 /// A directory this command uses for its files, removed at the end (also
 /// on an error) unless it is to be kept. Only what this command made is
@@ -1234,6 +1368,8 @@ struct ScratchDir {
     ours: bool,
     /// Set by [`ScratchDir::finish`], so that drop does not remove twice.
     finished: bool,
+    /// An earlier run left it (with --keep), and its files are reused.
+    reused: bool,
 }
 
 impl ScratchDir {
@@ -1259,29 +1395,50 @@ impl ScratchDir {
             keep,
             ours: !existed,
             finished: false,
+            reused: false,
         })
     }
 
-    /// The benchmark directory: made (with a marker file) if missing or
-    /// empty, reused if an earlier run left it with --keep. Anything else
-    /// is refused, because the directory is removed at the end.
+    /// The benchmark directory ([`ScratchDir::open_marked`]), marked at
+    /// once.
     fn open_bench(path: &std::path::Path, keep: bool) -> Result<ScratchDir, String> {
-        let marker = path.join(BENCH_DIR_MARKER);
-        if marker.exists() {
+        let dir = ScratchDir::open_marked(path, keep, "benchmark", BENCH_DIR_MARKER)?;
+        dir.mark(BENCH_DIR_MARKER, "aiostore bench")?;
+        Ok(dir)
+    }
+
+    /// A directory a command keeps its files in: reused if it holds the
+    /// file `marker` (an earlier run left it with --keep), else made if
+    /// missing or empty. Anything else is refused, because the directory
+    /// is removed at the end. The caller marks a new one
+    /// ([`ScratchDir::mark`]) once what it put there may be reused.
+    fn open_marked(
+        path: &std::path::Path,
+        keep: bool,
+        what: &str,
+        marker: &str,
+    ) -> Result<ScratchDir, String> {
+        if path.join(marker).exists() {
             return Ok(ScratchDir {
                 path: path.to_path_buf(),
                 keep,
                 ours: true,
                 finished: false,
+                reused: true,
             });
         }
-        let dir = ScratchDir::create(path, keep, "benchmark")?;
+        ScratchDir::create(path, keep, what)
+    }
+
+    /// Writes the file `marker` that lets a later run of `maker` reuse the
+    /// directory.
+    fn mark(&self, marker: &str, maker: &str) -> Result<(), String> {
+        let marker = self.path.join(marker);
         std::fs::write(
             &marker,
-            "Made by aiostore bench; removed at the end of a run without --keep.\n",
+            format!("Made by {maker}; removed at the end of a run without --keep.\n"),
         )
-        .map_err(|e| format!("could not write {}: {e}", marker.display()))?;
-        Ok(dir)
+        .map_err(|e| format!("could not write {}: {e}", marker.display()))
     }
 
     /// Where the files go, for the output.
@@ -1353,7 +1510,7 @@ fn run_demo(
 ) -> Result<(), String> {
     use aiostore::bench::demo;
     let started = std::time::Instant::now();
-    let scratch = ScratchDir::create(dir, keep, "demo")?;
+    let scratch = ScratchDir::open_marked(dir, keep, "demo", DEMO_DIR_MARKER)?;
     let mut opts = if quick {
         demo::DemoOptions::quick(scratch.path.clone())
     } else {
@@ -1374,8 +1531,23 @@ fn run_demo(
             .collect::<String>()
     )
     .map_err(io)?;
+    writeln!(
+        out,
+        "{}",
+        if scratch.reused {
+            "reusing the demo database an earlier --keep run built: its tables are not built again"
+        } else if keep {
+            "building the demo database (kept with --keep: the next run reuses it and skips the build)"
+        } else {
+            "building the demo database (run with --keep to keep it: the next run then skips the build)"
+        }
+    )
+    .map_err(io)?;
     out.flush().map_err(io)?;
     let report = demo::run(&opts, &mut std::io::stderr())?;
+    // The database is whole now (it was made in the empty directory, which
+    // the marker could not share before): a later run may reuse it.
+    scratch.mark(DEMO_DIR_MARKER, "aiostore demo")?;
     writeln!(out).map_err(io)?;
     demo::print_report(out, &report).map_err(io)?;
     demo::write_chart(chart, &report)?;
@@ -1383,7 +1555,7 @@ fn run_demo(
     let fate = scratch.finish();
     writeln!(
         out,
-        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build | bitmapscan; see docs/benchmarks.md",
+        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build | bitmapscan | indexscan; see docs/benchmarks.md",
         started.elapsed().as_secs_f64()
     )
     .map_err(io)?;

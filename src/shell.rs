@@ -91,6 +91,7 @@ fn run_in(
         stdout: Some(&mut copy_out),
         rows: Some(&mut printer),
         progress: Some(&mut progress),
+        explained_rows: None,
     };
     let result = aiostore::sql::execute_each(s, text, &mut io, |r| {
         // After COPY … TO STDOUT the output is data: its "COPY n" goes to

@@ -249,6 +249,39 @@ fn the_planner_prefers_a_bitmap_only_where_it_costs_less() {
     );
 }
 
+#[test]
+fn a_limit_does_not_discount_a_disabled_index_scan() {
+    // The disabled scan's penalty is a startup cost, as in PostgreSQL: a
+    // LIMIT pays its share of a scan's run, but all of its startup. Taken
+    // as run cost, 10^10 over a million rows came to less than a bitmap
+    // scan and a sort, and ORDER BY … LIMIT 1 read a disabled index.
+    let (_dir, _path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE l (a int, b int); INSERT INTO l SELECT i % 1000, i FROM generate_series(1, 1000000) AS g(i); CREATE INDEX l_a_idx ON l (a); ANALYZE l",
+    );
+    let query = "SELECT * FROM l WHERE a >= 10 ORDER BY a LIMIT 1";
+    force_bitmap(&mut s);
+    let lines = explain_lines(&mut s, query);
+    assert!(
+        lines.iter().any(|l| l.contains("Bitmap Heap Scan on l")),
+        "{lines:?}"
+    );
+    force_seq(&mut s);
+    let lines = explain_lines(&mut s, query);
+    assert!(
+        lines.iter().any(|l| l.contains("Seq Scan on l")),
+        "{lines:?}"
+    );
+    // Allowed, the index gives the order and the limit stops it early.
+    run(&mut s, "SET enable_indexscan = on");
+    assert_eq!(
+        explain_lines(&mut s, query)[1],
+        "  ->  Index Scan using l_a_idx on l"
+    );
+}
+
 /// A table of about 2 300 pages whose rows with `k < 50` lie on every
 /// page: more exact pages than 64 kB of bitmap holds.
 fn load_wide(s: &mut Session) {

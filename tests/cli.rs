@@ -163,19 +163,16 @@ fn large_results_print_in_aligned_groups_and_small_failing_ones_print_only_the_e
 }
 
 #[test]
-fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
+fn quick_demo_prints_a_table_verdicts_and_a_chart_and_reuses_a_kept_directory() {
     let tmp = common::temp_dir();
     let dir = tmp.path().join("demo");
     let chart = tmp.path().join("demo.svg");
-    let (ok, text) = aiostore(
-        &tmp.path().join("unused-data"),
-        &[
-            "demo",
-            "--quick",
-            "--dir",
-            dir.to_str().expect("UTF-8 path"),
-        ],
-    );
+    let quick_demo = |extra: &[&str]| {
+        let dir = dir.to_str().expect("UTF-8 path");
+        let args = [&["demo", "--quick", "--dir", dir][..], extra].concat();
+        aiostore(&tmp.path().join("unused-data"), &args)
+    };
+    let (ok, text) = quick_demo(&[]);
     assert!(ok, "{text}");
     assert!(
         text.contains(&format!("aiostore demo in \"{}\"", dir.display())),
@@ -183,7 +180,14 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
     );
     assert!(text.contains("every run is cold"), "{text}");
     // The rows carry their verdict's name ("combining", not "seqscan").
-    for row in ["combining ", "prewarm ", "repeated blocks ", "look-ahead "] {
+    for row in [
+        "combining ",
+        "prewarm ",
+        "repeated blocks ",
+        "look-ahead ",
+        "index 1 row ",
+        "ORDER BY LIMIT 1000 ",
+    ] {
         assert!(
             text.lines().any(|l| l.starts_with(row)),
             "no {row} row: {text}"
@@ -214,11 +218,28 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
         let method = line.split_whitespace().nth(1).expect("a method");
         assert!(line.ends_with(&format!("{method} 8 KiB reads")), "{line}");
     }
+    // Each index experiment reads the table four ways, against the index
+    // scan without prefetching, and says what prefetching did.
+    for experiment in ["index 1 row ", "index 100 rows ", "ORDER BY LIMIT 1000 "] {
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(experiment)).collect();
+        assert_eq!(rows.len(), 4, "{experiment}: {text}");
+        for (row, variant) in rows.iter().zip([
+            "bitmap scan",
+            "index scan, no prefetch",
+            "index scan, prefetch",
+            "seq scan",
+        ]) {
+            assert!(row.contains(variant), "{row}");
+            assert!(row.ends_with(" index scan, no prefetch"), "{row}");
+        }
+    }
     for verdict in [
         "combining: ",
         "prewarm: ",
         "repeated blocks: ",
         "look-ahead: ",
+        "index scans: with prefetching the cold index scan was ",
+        "ORDER BY … LIMIT 1000: the index scan was ",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(verdict)),
@@ -231,7 +252,10 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
     );
     let svg = std::fs::read_to_string(&chart).expect("the chart was written");
     assert!(
-        svg.starts_with("<svg") && svg.contains("look-ahead"),
+        svg.starts_with("<svg")
+            && svg.contains("look-ahead")
+            && svg.contains("cold index experiments")
+            && svg.contains("index scan, prefetch"),
         "{svg}"
     );
     assert!(text.contains("aiostore bench"), "{text}");
@@ -240,33 +264,29 @@ fn quick_demo_prints_a_table_verdicts_and_a_chart_and_removes_its_directory() {
         "the demo directory is removed without --keep"
     );
 
-    // With --keep it stays; a second run refuses the non-empty directory.
-    let (ok, text) = aiostore(
-        &tmp.path().join("unused-data"),
-        &[
-            "demo",
-            "--quick",
-            "--keep",
-            "--dir",
-            dir.to_str().expect("UTF-8 path"),
-        ],
-    );
+    // With --keep it stays, and the next run reuses its tables (and,
+    // without --keep, removes it at the end).
+    let (ok, text) = quick_demo(&["--keep"]);
     assert!(ok && dir.join("AIOSTORE_VERSION").exists(), "{text}");
-    let (ok, text) = aiostore(
-        &tmp.path().join("unused-data"),
-        &[
-            "demo",
-            "--quick",
-            "--dir",
-            dir.to_str().expect("UTF-8 path"),
-        ],
+    assert!(text.contains("the next run reuses it"), "{text}");
+    let (ok, text) = quick_demo(&[]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("reusing the demo database an earlier --keep run built"),
+        "{text}"
     );
+    assert!(!dir.exists(), "removed without --keep: {text}");
+
+    // A non-empty directory the demo did not make is refused, untouched.
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("mine.txt"), "keep me").expect("write");
+    let (ok, text) = quick_demo(&[]);
     assert!(
         !ok && text.contains("already exists and is not empty"),
         "{text}"
     );
     assert!(
-        dir.join("AIOSTORE_VERSION").exists(),
+        dir.join("mine.txt").exists(),
         "a refused run removes nothing"
     );
 }
@@ -705,4 +725,120 @@ fn bench_commit_runs_every_case_each_round_and_compares_medians() {
         ],
     );
     assert!(!ok && text.contains("--rounds of at least 1"), "{text}");
+}
+
+/// `bench indexscan` at a tiny size: every case's scans appear as JSON
+/// cells with the fields, all scans of a case return the same
+/// answer (the count the data set gives), the cold runs read the heap, and
+/// a bad choice is refused before anything is built.
+#[test]
+fn bench_indexscan_reports_every_cell_and_its_scans_agree() {
+    let tmp = common::temp_dir();
+    let bench_dir = tmp.path().join("bench");
+    let dir_arg = bench_dir.to_str().expect("UTF-8 path");
+    let args = |extra: &[&'static str]| -> Vec<&str> {
+        let mut args = vec!["bench", "--dir", dir_arg, "indexscan", "--rows", "15000"];
+        args.extend_from_slice(extra);
+        args
+    };
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &args(&[
+            "--datasets",
+            "random,cyclic",
+            "--matching",
+            "1,100",
+            "--latency-us",
+            "0,100",
+            "--runs",
+            "1",
+            "--json",
+        ]),
+    );
+    assert!(ok, "{text}");
+    let objects: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let cells: Vec<&serde_json::Value> = objects.iter().filter(|o| o["case"] == "cell").collect();
+    for dataset in ["random", "cyclic"] {
+        for matches in [1u64, 100] {
+            for query in ["point", "order"] {
+                for latency in [0u64, 100] {
+                    let case: Vec<&&serde_json::Value> = cells
+                        .iter()
+                        .filter(|c| {
+                            c["dataset"] == dataset
+                                && c["matches"] == matches
+                                && c["query"] == query
+                                && c["latency_us"] == latency
+                        })
+                        .collect();
+                    let scans: Vec<String> = case
+                        .iter()
+                        .map(|c| format!("{}/{}", c["scan"], c["prefetch"]))
+                        .collect();
+                    // The sequential scan runs at the largest count and
+                    // no added latency only.
+                    let seq = matches == 100 && latency == 0;
+                    let mut want = vec!["\"bitmap\"/null", "\"index\"/true", "\"index\"/false"];
+                    if seq {
+                        want.push("\"seq\"/null");
+                    }
+                    assert_eq!(scans, want, "{dataset} {matches} {query} {latency}: {text}");
+                    for c in &case {
+                        for field in ["ms", "heap_reads", "heap_hits", "ios"] {
+                            assert!(c[field].is_number(), "{field} of {c}");
+                        }
+                        assert!(c["ms"].as_f64().unwrap() > 0.0, "{c}");
+                        // The same answer from every scan.
+                        assert_eq!(c["result"], case[0]["result"], "{text}");
+                    }
+                    let result = case[0]["result"].as_str().expect("count|sum");
+                    let count: u64 = result.split('|').next().unwrap().parse().expect("a count");
+                    // Cyclic values match exactly m rows, and LIMIT m
+                    // takes m; the random set's counts vary about m.
+                    if dataset == "cyclic" || query == "order" {
+                        assert_eq!(count, matches, "{result}");
+                    } else {
+                        assert!(count > 0 && count <= 2 * matches, "{result}");
+                    }
+                    // Cold: the bitmap heap scan read its pages from disk,
+                    // the sequential scan every page.
+                    let reads = |scan: &str| {
+                        case.iter()
+                            .find(|c| c["scan"] == scan)
+                            .map(|c| c["heap_reads"].as_u64().unwrap())
+                    };
+                    assert!(reads("bitmap").unwrap() >= 1, "{text}");
+                    if seq {
+                        assert!(reads("seq").unwrap() > 500, "{text}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cells.len(), 2 * 2 * 2 * 2 * 3 + 2 * 2, "{text}");
+    let verdicts = objects.iter().filter(|o| o["case"] == "verdict").count();
+    assert_eq!(verdicts, 6, "{text}");
+    assert!(!bench_dir.exists(), "removed without --keep");
+
+    // A bad choice names the option and the choices, before any build.
+    let (ok, text) = aiostore(&tmp.path().join("data"), &args(&["--datasets", "zipf"]));
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("unknown value \"zipf\" for --datasets; use random, sequential or cyclic"),
+        "{text}"
+    );
+    assert!(
+        !bench_dir.exists() && !text.contains("preparing table"),
+        "{text}"
+    );
+    let (ok, text) = aiostore(&tmp.path().join("data"), &args(&["--matching", "10000"]));
+    assert!(
+        !ok && text
+            .contains("--matching 10000: each count must be from 1 to half of --rows (7500)"),
+        "{text}"
+    );
 }

@@ -2175,6 +2175,7 @@ fn try_io(
         stdout: Some(&mut out),
         rows: None,
         progress: None,
+        explained_rows: None,
     };
     let r = sql::execute_each(s, text, &mut io, |r| results.push(r));
     (out, r.map(|()| results))

@@ -80,6 +80,7 @@ fn run_io(s: &mut Session, text: &str, mut input: &[u8]) -> Result<Vec<u8>, SqlE
         stdout: Some(&mut out),
         rows: None,
         progress: None,
+        explained_rows: None,
     };
     sql::execute_each(s, text, &mut io, |_| {}).map(|()| out)
 }

@@ -40,7 +40,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,7 +48,6 @@ use serde::Serialize;
 use super::{execute, one_count};
 use crate::config::IoMethod;
 use crate::database::Database;
-use crate::types::Value;
 
 /// The benchmark table's name, as the reference thread names it.
 pub const TABLE: &str = "btree_test";
@@ -298,33 +296,17 @@ fn run_ours(
     let mut s = db.session().map_err(|e| e.to_string())?;
     execute(&mut s, method.settings())?;
     let sql = query(matching);
-    let plan = execute(&mut s, &format!("EXPLAIN {sql}"))?;
-    let plan: Vec<String> = plan
-        .iter()
-        .flat_map(|r| r.rows.iter())
-        .filter_map(|row| match row.first() {
-            Some(Value::Text(line)) => Some(line.to_string()),
-            _ => None,
-        })
-        .collect();
-    if !plan.iter().any(|l| l.contains(method.node())) {
-        return Err(format!(
-            "{} scan asked for, but our plan is:\n{}",
-            method.name(),
-            plan.join("\n")
-        ));
-    }
-    let reads = || db.pool().stats().reads.load(Ordering::Relaxed);
-    let ios = || {
-        db.aio()
-            .stats()
-            .row(opts.method, crate::stats::IoOp::Read)
-            .map_or(0, |r| r.ios)
-    };
-    let (reads_before, ios_before) = (reads(), ios());
+    super::check_plan(
+        &mut s,
+        &sql,
+        method.node(),
+        &format!("{} scan", method.name()),
+    )?;
+    let (reads_before, ios_before) = super::read_counters(&db, opts.method);
     let started = Instant::now();
     let n = one_count(&mut s, &sql)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
+    let (reads_after, ios_after) = super::read_counters(&db, opts.method);
     if n != matching {
         return Err(format!("{sql}: counted {n} rows, expected {matching}"));
     }
@@ -335,8 +317,8 @@ fn run_ours(
         method,
         run,
         ms,
-        blocks_read: Some(reads() - reads_before),
-        ios: Some(ios() - ios_before),
+        blocks_read: Some(reads_after - reads_before),
+        ios: Some(ios_after - ios_before),
         rows: opts.rows,
     })
 }

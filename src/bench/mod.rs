@@ -11,14 +11,17 @@ pub mod commit;
 pub mod demo;
 pub mod fio;
 pub mod index_build;
+pub mod indexscan;
 pub mod rawio;
 pub mod recovery;
 pub mod seqscan;
 pub mod streams;
 
+use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
@@ -170,6 +173,116 @@ pub(crate) fn one_count(s: &mut Session, sql: &str) -> Result<u64, String> {
         Some(Value::BigInt(n)) => Ok(*n as u64),
         Some(Value::Integer(n)) => Ok(*n as u64),
         other => Err(format!("{sql}: returned {other:?}, not a count")),
+    }
+}
+
+/// The text lines of an EXPLAIN's result (its last statement's).
+pub(crate) fn plan_lines(results: &[crate::sql::StatementResult]) -> Vec<String> {
+    results
+        .iter()
+        .flat_map(|r| r.rows.iter())
+        .filter_map(|row| match row.first() {
+            Some(Value::Text(line)) => Some(line.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Plans `sql` with a plain EXPLAIN (planning only: the catalogs and the
+/// statistics are read before a timed run) and checks that the plan has
+/// `node`; `what` names the scan asked for in the error.
+pub(crate) fn check_plan(s: &mut Session, sql: &str, node: &str, what: &str) -> Result<(), String> {
+    let plan = plan_lines(&execute(s, &format!("EXPLAIN {sql}"))?);
+    if plan.iter().any(|l| l.contains(node)) {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} asked for, but our plan is:\n{}",
+        plan.join("\n")
+    ))
+}
+
+/// Runs `EXPLAIN (ANALYZE, BUFFERS, IO) sql` and returns the rows the
+/// query returned in that run and the plan's lines with its figures.
+pub(crate) fn explain_analyze(
+    s: &mut Session,
+    sql: &str,
+) -> Result<(Vec<Vec<Value>>, Vec<String>), String> {
+    let text = format!("EXPLAIN (ANALYZE, BUFFERS, IO) {sql}");
+    let mut rows = Vec::new();
+    let mut io = crate::sql::StatementIo {
+        explained_rows: Some(&mut rows),
+        ..Default::default()
+    };
+    let mut results = Vec::new();
+    crate::sql::execute_each(s, &text, &mut io, |r| results.push(r))
+        .map_err(|e| format!("{text}: {e}"))?;
+    Ok((rows, plan_lines(&results)))
+}
+
+/// Blocks the pool has read from disk and read I/Os `method` has
+/// completed, since the database opened: a case's figures are the
+/// difference across it.
+pub(crate) fn read_counters(db: &Database, method: IoMethod) -> (u64, u64) {
+    let reads = db.pool().stats().reads.load(Ordering::Relaxed);
+    let ios = db
+        .aio()
+        .stats()
+        .row(method, crate::stats::IoOp::Read)
+        .map_or(0, |r| r.ios);
+    (reads, ios)
+}
+
+/// A table build's progress, `done` of `total` rows: a bar on a terminal,
+/// else a line on standard error per step if `lines`, else nothing.
+pub(crate) struct BuildProgress {
+    bar: Option<indicatif::ProgressBar>,
+    lines: bool,
+    started: Instant,
+}
+
+impl BuildProgress {
+    /// A progress display for building `what` (`total` rows).
+    pub fn new(what: &str, total: u64, lines: bool) -> BuildProgress {
+        let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(total),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            let template =
+                format!("{what} {{bar:30}} {{human_pos}}/{{human_len}} rows ({{elapsed}})");
+            if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        BuildProgress {
+            bar,
+            lines,
+            started: Instant::now(),
+        }
+    }
+
+    /// `done` of `total` rows are in.
+    pub fn set(&mut self, done: u64, total: u64) {
+        match &self.bar {
+            Some(bar) => bar.set_position(done),
+            None if self.lines => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "  built {done} of {total} rows ({:.0} s)",
+                    self.started.elapsed().as_secs_f64()
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// Clears the bar.
+    pub fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
     }
 }
 

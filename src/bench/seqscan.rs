@@ -203,22 +203,11 @@ pub fn count_case(
     let pool_mib = super::pool_mib(opts.shared_buffers);
     let db = open_cold(opts, method, combine)?;
     let mut s = db.session().map_err(|e| e.to_string())?;
-    let reads = || {
-        db.pool()
-            .stats()
-            .reads
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
-    let ios = || {
-        db.aio()
-            .stats()
-            .row(method, crate::stats::IoOp::Read)
-            .map_or(0, |r| r.ios)
-    };
-    let (reads_before, ios_before) = (reads(), ios());
+    let (reads_before, ios_before) = super::read_counters(&db, method);
     let started = Instant::now();
     let n = count(&mut s)?;
     let seconds = started.elapsed().as_secs_f64();
+    let (reads_after, ios_after) = super::read_counters(&db, method);
     if n != rows {
         return Err(format!("count(*) returned {n}, expected {rows}"));
     }
@@ -232,8 +221,8 @@ pub fn count_case(
         seconds,
         mib_s: blocks_mib(nblocks) / seconds,
         rows: n,
-        reads: reads() - reads_before,
-        ios: ios() - ios_before,
+        reads: reads_after - reads_before,
+        ios: ios_after - ios_before,
         ratio: None,
     })
 }

@@ -743,12 +743,16 @@ fn decode_file(
             let avg_width = r.f64()?;
             let n_distinct = r.f64()?;
             let correlation = Some(r.f64()?).filter(|c| !c.is_nan());
-            let values = r.values(ty)?;
-            let mut mcv = Vec::with_capacity(values.len());
-            for v in values {
-                mcv.push((v, r.f64()?));
+            let (count, values) = r.values(ty)?;
+            // Each common value's frequency follows, also where the values
+            // are skipped (a table that is gone): reading `values.len()`
+            // of them there lost the place in the file.
+            let mut frequencies = Vec::with_capacity(count);
+            for _ in 0..count {
+                frequencies.push(r.f64()?);
             }
-            let histogram = r.values(ty)?;
+            let mcv = values.into_iter().zip(frequencies).collect();
+            let histogram = r.values(ty)?.1;
             columns.push(ColumnStats {
                 null_frac,
                 avg_width,
@@ -799,20 +803,20 @@ impl Reader<'_> {
     fn f64(&mut self) -> Result<f64, String> {
         Ok(f64::from_bits(self.u64()?))
     }
-    /// An encoded row of values of type `ty`; with no type (a table that
-    /// is gone) it is skipped and read as none.
-    fn values(&mut self, ty: Option<ColumnType>) -> Result<Vec<Value>, String> {
+    /// An encoded row of values of type `ty` and how many it holds; with
+    /// no type (a table that is gone) it is skipped and read as none.
+    fn values(&mut self, ty: Option<ColumnType>) -> Result<(usize, Vec<Value>), String> {
         let n = self.u32()? as usize;
         let len = self.u32()? as usize;
         let row = self.take(len)?;
         let Some(ty) = ty else {
-            return Ok(Vec::new());
+            return Ok((n, Vec::new()));
         };
         let types = vec![ty; n];
         let mut out = Vec::with_capacity(n);
         decode_values(&types, row, n, false, &vec![true; n], &mut out)
             .map_err(|e| format!("values: {e}"))?;
-        Ok(out)
+        Ok((n, out))
     }
 }
 
@@ -966,6 +970,32 @@ mod tests {
         bytes[20] ^= 1;
         std::fs::write(&path, bytes).unwrap();
         assert!(Statistics::load(dir.path(), &types).of(7).is_none());
+    }
+
+    #[test]
+    fn a_dropped_tables_common_values_do_not_hide_the_others_statistics() {
+        // DROP TABLE leaves a table's entry in the file until the next
+        // ANALYZE rewrites it; loading must skip the entry whole.
+        let dir = tempfile::tempdir().unwrap();
+        let both: HashMap<u32, Vec<ColumnType>> = [
+            (7, vec![ColumnType::Integer]),
+            (8, vec![ColumnType::Integer]),
+        ]
+        .into();
+        let stats = Statistics::load(dir.path(), &both);
+        let common = stats_of(&ints(&[1, 1, 1, 2, 2, 3]), 6.0);
+        assert!(!common.mcv.is_empty());
+        for oid in [7, 8] {
+            let t = TableStats::new(1, 6.0, 1, vec![common.clone()], 0);
+            stats.set(oid, t, &both).unwrap();
+        }
+        let after_drop: HashMap<u32, Vec<ColumnType>> = [(8, vec![ColumnType::Integer])].into();
+        let again = Statistics::load(dir.path(), &after_drop);
+        assert!(again.of(7).is_none());
+        assert_eq!(
+            again.of(8).expect("table 8's statistics").columns,
+            vec![common]
+        );
     }
 
     #[test]

@@ -35,7 +35,9 @@ use crate::exec::expr::{Expr, IndexCond};
 use crate::exec::Estimate;
 
 /// What a disabled method costs on top (PostgreSQL's `disable_cost`): it
-/// is chosen only when nothing else can be.
+/// is chosen only when nothing else can be. A scan's is a startup cost, as
+/// in PostgreSQL, so that a LIMIT, which pays only its share of a scan's
+/// run, still pays all of it.
 pub(super) const DISABLE_COST: f64 = 1.0e10;
 /// Pages a table never analysed is taken to have at the least
 /// (PostgreSQL's 10).
@@ -107,9 +109,10 @@ pub(crate) fn table_scan(
     let c = &cx.costs;
     let rows = filtered_rows(size, &filters);
     let width = size.width(&table, &wanted);
+    let seq_penalty = if cx.scans.seq { 0.0 } else { DISABLE_COST };
     let seq_cost = size.pages * c.seq_page
         + size.rows * (c.cpu_tuple + c.cpu_operator * filters.len() as f64)
-        + if cx.scans.seq { 0.0 } else { DISABLE_COST };
+        + seq_penalty;
     let scan = |node: Box<dyn PlanNode>, startup: f64, total: f64, ordered: bool| TableScan {
         node: cost::estimated(node, Estimate::new(startup, total, rows, width)),
         ordered,
@@ -122,7 +125,7 @@ pub(crate) fn table_scan(
             wanted.clone(),
             filter,
         ));
-        Ok(scan(node, 0.0, seq_cost, false))
+        Ok(scan(node, seq_penalty, seq_cost, false))
     };
     if indexes.is_empty() {
         return seq_scan(filters);
@@ -146,6 +149,7 @@ pub(crate) fn table_scan(
             if plan.index_only {
                 plan.cost -= plan.heap_io * size.all_visible_fraction();
             }
+            plan.startup += index_penalty;
             plan.cost += index_penalty;
             Some(plan)
         })
@@ -161,6 +165,7 @@ pub(crate) fn table_scan(
     let mut best_cost = best.map_or(seq_cost, |p| p.cost);
     let mut bitmap = None;
     if let Some(mut plan) = super::bitmap_path::best_bitmap_plan(&indexes, &filters, size) {
+        plan.startup += bitmap_penalty;
         plan.cost += bitmap_penalty;
         if plan.cost < best_cost {
             best_cost = plan.cost;
@@ -168,15 +173,15 @@ pub(crate) fn table_scan(
         }
     }
     // An index giving the order wanted, against the cheapest scan and a
-    // sort of its rows (a LIMIT takes its share of the index scan, and
-    // bounds the sort).
+    // sort of its rows (a LIMIT takes its share of the index scan's run,
+    // after its startup, and bounds the sort).
     if let Some(order) = order {
         let sorted_cost = best_cost + cost::sort_cost(rows, width, order.limit, c);
         let share = order.limit.map_or(1.0, |k| (k as f64 / rows).min(1.0));
         let ordered = plans
             .iter()
             .filter_map(|plan| Some((gives_order(&plan.index, &order.keys)?, plan)))
-            .filter(|(_, plan)| plan.cost * share < sorted_cost)
+            .filter(|(_, plan)| plan.startup + (plan.cost - plan.startup) * share < sorted_cost)
             .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
         if let Some((direction, plan)) = ordered {
             let (startup, total) = (plan.startup, plan.cost);

@@ -295,7 +295,10 @@ fn dispatch(
             }
             let opts =
                 explain_options(&cx, statement, *analyze, options.as_deref().unwrap_or(&[]))?;
-            in_statement(s, |s, snapshot| explain(&cx, s, snapshot, inner, &opts))
+            let rows = io.explained_rows.as_deref_mut();
+            in_statement(s, |s, snapshot| {
+                explain(&cx, s, snapshot, inner, &opts, rows)
+            })
         }
         Statement::CreateIndex(ci) => io.with_progress(|progress| {
             utility(s, |s| super::ddl::create_index(&cx, s, ci, progress))

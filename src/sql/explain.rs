@@ -103,12 +103,15 @@ pub(crate) fn explain_options(
     })
 }
 
+/// Plans `inner` and, for ANALYZE, runs it; the rows it returns are
+/// counted, and appended to `rows` if given ([`super::StatementIo::explained_rows`]).
 pub(crate) fn explain(
     cx: &StmtCx,
     s: &mut Session,
     snapshot: &mut StatementSnapshot,
     inner: &Statement,
     opts: &ExplainOptions,
+    rows: Option<&mut Vec<Vec<Value>>>,
 ) -> Result<StatementResult, SqlError> {
     let db = Arc::clone(s.db());
     let planning_started = Instant::now();
@@ -119,9 +122,17 @@ pub(crate) fn explain(
     if opts.analyze {
         let started = Instant::now();
         let wal_before = wal_usage();
-        // The rows are only counted: an EXPLAIN ANALYZE of any size runs in
-        // bounded memory.
-        exec::execute(&mut plan, s, snapshot, exec::Rows::Discard)?;
+        // Unless asked for, the rows are only counted: an EXPLAIN ANALYZE
+        // of any size runs in bounded memory.
+        match rows {
+            None => {
+                exec::execute(&mut plan, s, snapshot, exec::Rows::Discard)?;
+            }
+            Some(rows) => {
+                let outcome = exec::execute(&mut plan, s, snapshot, exec::Rows::Collect)?;
+                rows.extend(outcome.rows);
+            }
+        }
         execution = started.elapsed();
         wal = wal_usage().since(&wal_before);
     }

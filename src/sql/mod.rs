@@ -319,8 +319,9 @@ impl StatementResult {
 
 /// What statements may use besides the database: the input of COPY …
 /// FROM STDIN, the output of COPY … TO STDOUT, the receiver of a
-/// query's rows, and where long statements (COPY FROM, VACUUM) report
-/// their progress. Each is optional; a COPY that needs a missing one fails
+/// query's rows, where long statements (COPY FROM, VACUUM) report
+/// their progress, and where EXPLAIN ANALYZE puts the rows of the query
+/// it ran. Each is optional; a COPY that needs a missing one fails
 /// with an error saying so, and without a row receiver a query's rows are
 /// collected in its [`StatementResult`].
 #[derive(Default)]
@@ -329,6 +330,11 @@ pub struct StatementIo<'a> {
     pub stdout: Option<&'a mut dyn Write>,
     pub rows: Option<&'a mut dyn RowSink>,
     pub progress: Option<&'a mut dyn Progress>,
+    /// EXPLAIN ANALYZE appends the rows of the statement it explains here
+    /// (collected in memory) instead of only counting them, so that a
+    /// benchmark can check the answer of the very run whose figures it
+    /// reports: a cold run cannot be repeated to ask for the rows.
+    pub explained_rows: Option<&'a mut Vec<Vec<Value>>>,
 }
 
 /// Receives the rows of a query (SELECT, VALUES) as the executor produces
@@ -442,6 +448,42 @@ mod tests {
         let e = execute(&mut s, "SELECT +'a'::text").unwrap_err();
         assert_eq!(e.to_string(), "operator does not exist: + text");
         assert_eq!(rows(&mut s, "SELECT +2"), [vec![Value::Integer(2)]]);
+    }
+
+    #[test]
+    fn explain_analyze_hands_the_rows_it_ran_to_a_caller_that_asks() {
+        let (mut s, _dir) = session();
+        execute(
+            &mut s,
+            "CREATE TABLE t (a integer); INSERT INTO t SELECT i FROM generate_series(1, 5) i",
+        )
+        .unwrap();
+        let text = "EXPLAIN ANALYZE SELECT sum(a), count(*) FROM t WHERE a > 1";
+        let mut rows = Vec::new();
+        let mut io = StatementIo {
+            explained_rows: Some(&mut rows),
+            ..Default::default()
+        };
+        let mut results = Vec::new();
+        execute_each(&mut s, text, &mut io, |r| results.push(r)).unwrap();
+        assert_eq!(rows, [vec![Value::BigInt(14), Value::BigInt(4)]]);
+        // The result is still the plan, with the run's row counts.
+        let plan: Vec<String> = results[0]
+            .rows
+            .iter()
+            .filter_map(|r| match r.first() {
+                Some(Value::Text(line)) => Some(line.to_string()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            plan.iter()
+                .any(|l| l.contains("Seq Scan on t") && l.contains("rows=4")),
+            "{plan:?}"
+        );
+        // Without the receiver the rows are only counted, as before.
+        assert_eq!(rows.len(), 1);
+        assert_eq!(self::rows(&mut s, text).len(), plan.len());
     }
 
     #[test]
