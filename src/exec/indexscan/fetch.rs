@@ -429,17 +429,25 @@ impl IndexFetch {
         self.stats.streams += 1;
     }
 
-    /// Loads batches ahead while the stream waits for blocks, the ring
-    /// has room, and loading keeps finding pages to feed.
+    /// Once the stream has run out of blocks to look ahead at, loads
+    /// batches until the feed holds as many blocks as the stream's
+    /// distance (one batch of neighbouring pages is a single read, and
+    /// the stream should have its distance's worth to combine and keep in
+    /// flight), while the ring has room and loading keeps finding pages
+    /// to feed.
     fn top_up(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        let Some(stream) = &self.stream else {
+            return Ok(());
+        };
+        let wanted = stream.distances().0.max(1);
+        if !self.feed.borrow().starved {
+            return Ok(());
+        }
         let mut without_page = 0;
-        while self.ring.len() < RING_BATCHES && !self.index_done {
-            {
-                let feed = self.feed.borrow();
-                if !(feed.starved && feed.blocks.is_empty()) {
-                    break;
-                }
-            }
+        while self.ring.len() < RING_BATCHES
+            && !self.index_done
+            && self.feed.borrow().blocks.len() < wanted
+        {
             if self.load(cx)? == 0 {
                 without_page += 1;
                 if without_page >= BATCHES_WITHOUT_PAGE_MAX {
