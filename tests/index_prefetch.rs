@@ -236,6 +236,7 @@ fn prefetching_index_scans_return_the_sequential_scans_rows_for_random_queries()
             let (sql, ordered_on) = random_query(&mut rng);
             force_seq(&mut s);
             let expected = rows(&mut s, &without_limit(&sql));
+            let mut without_prefetch = None;
             for prefetch in [false, true] {
                 force_index(&mut s, prefetch, false);
                 let plan = explain_lines(&mut s, &sql);
@@ -251,6 +252,12 @@ fn prefetching_index_scans_return_the_sequential_scans_rows_for_random_queries()
                     &expected,
                     &format!("{method:?} query {q} prefetch {prefetch}"),
                 );
+                // The same index read the same way: the same rows in the
+                // same order, ties included.
+                match &without_prefetch {
+                    None => without_prefetch = Some(got),
+                    Some(off) => assert_eq!(&got, off, "{method:?} query {q}: {sql}"),
+                }
             }
         }
         // A wide range reads through the stream, and only with
@@ -606,4 +613,97 @@ fn order_by_limit_reads_little_beyond_what_it_returns() {
             );
         }
     }
+}
+
+/// UPDATE and DELETE through a prefetching index scan change each row
+/// once, a leaf's rows at a time, with the stream's pins beside their
+/// own on a small pool.
+#[test]
+fn update_and_delete_through_a_prefetching_index_scan_change_each_row_once() {
+    for method in METHODS {
+        let (_dir, db) = open(method);
+        let mut s = db.session().unwrap();
+        load(&mut s, 21);
+        force_seq(&mut s);
+        let before = rows(
+            &mut s,
+            "SELECT count(*), sum(b) FROM t WHERE a BETWEEN 200 AND 900",
+        );
+        let deleted = rows(
+            &mut s,
+            "SELECT count(*) FROM t WHERE a BETWEEN 1000 AND 1300",
+        );
+        force_index(&mut s, true, false);
+        let plan = explain_lines(
+            &mut s,
+            "UPDATE t SET b = b + 1000 WHERE a BETWEEN 200 AND 900",
+        );
+        assert!(
+            plan.iter().any(|l| l.contains("Index Scan using t_a")),
+            "{plan:?}"
+        );
+        let lines = explain_lines(
+            &mut s,
+            "(ANALYZE, IO) UPDATE t SET b = b + 1000 WHERE a BETWEEN 200 AND 900",
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("Prefetch: streams=1")),
+            "{method:?}: {lines:?}"
+        );
+        run(&mut s, "DELETE FROM t WHERE a BETWEEN 1000 AND 1300");
+        force_seq(&mut s);
+        let after = rows(
+            &mut s,
+            "SELECT count(*), sum(b) FROM t WHERE a BETWEEN 200 AND 900",
+        );
+        let (Value::BigInt(n), Value::BigInt(sum)) = (&before[0][0], &before[0][1]) else {
+            panic!("{before:?}")
+        };
+        assert_eq!(
+            after,
+            vec![vec![Value::BigInt(*n), Value::BigInt(sum + n * 1000)]],
+            "{method:?}"
+        );
+        assert!(
+            matches!(deleted[0][0], Value::BigInt(d) if d > 1000),
+            "{deleted:?}"
+        );
+        assert_eq!(
+            rows(
+                &mut s,
+                "SELECT count(*) FROM t WHERE a BETWEEN 1000 AND 1300"
+            ),
+            vec![vec![Value::BigInt(0)]]
+        );
+        run(&mut s, "SELECT verify_index('t_a')");
+        run(&mut s, "SELECT verify_index('t_b_a')");
+    }
+}
+
+/// A scan closed by a LIMIT (or a subquery) and run again keeps its
+/// stream: a correlated subquery run for many outer rows sets up one.
+#[test]
+fn a_subquery_scan_run_for_many_outer_rows_sets_up_one_stream() {
+    let (_dir, db) = open(IoMethod::Worker);
+    let mut s = db.session().unwrap();
+    load(&mut s, 5);
+    force_index(&mut s, true, false);
+    let sql = "SELECT o.a, (SELECT sum(b) FROM (SELECT b FROM t WHERE t.a >= o.a * 40 \
+               ORDER BY t.a LIMIT 40) x) FROM (SELECT a FROM t WHERE a < 30 GROUP BY a) o";
+    let lines = explain_lines(&mut s, &format!("(ANALYZE, IO) {sql}"));
+    let subplan = lines.iter().position(|l| l.contains("SubPlan 1")).unwrap();
+    assert!(
+        lines[subplan..].iter().any(|l| l.contains("loops=30")),
+        "{lines:?}"
+    );
+    let prefetch: Vec<&String> = lines[subplan..]
+        .iter()
+        .filter(|l| l.contains("Prefetch:"))
+        .collect();
+    assert_eq!(prefetch.len(), 1, "{lines:?}");
+    assert_eq!(figure(prefetch[0], "streams="), 1, "{lines:?}");
+    // And its answers are those of the scan without prefetching.
+    let on = sorted_rows(&mut s, sql);
+    force_index(&mut s, false, false);
+    assert_eq!(sorted_rows(&mut s, sql), on);
 }

@@ -19,18 +19,22 @@
 //!
 //! A batch lists its distinct heap pages in the order its items first
 //! need them. When an item needs a page not yet visited, the page is
-//! pinned (from the stream, or read) and every item of the batch on it is
-//! fetched under that one pin, their rows kept until their turn: items
-//! still come out in index order, but a page is pinned once per batch
-//! however its items interleave with others (PostgreSQL pins it again at
-//! every change of page). A batch's first page equal to the previous
+//! pinned (from the stream, or read); the item and those right after it
+//! on the page are fetched in turn under that pin, and the batch's later
+//! items on the page (items on other pages come before them) are fetched
+//! now, their rows kept until their turn. Items still come out in index
+//! order, a LIMIT stopping among items on one page fetched no more than
+//! it returned, and a page is pinned once per batch however its items
+//! interleave with others (PostgreSQL pins it again at every change of
+//! page). A batch's first page equal to the previous
 //! batch's last is not requested again either: it is still pinned.
 //!
 //! # No cost where it cannot help
 //!
 //! A run reads its first [`PREFETCH_AFTER_PAGES`] pages without a stream:
 //! a point lookup, or the inner side of a nested loop finding one row per
-//! outer row, never sets one up. The stream's distances start at 1 and
+//! outer row, never sets one up, nor uses the one an earlier run set up
+//! (a rescan resets the stream and keeps it). The stream's distances start at 1 and
 //! grow only when the reader really waits, so cached pages and correlated
 //! data (consecutive items on one page) cost no look-ahead.
 //!
@@ -116,6 +120,18 @@ struct Page {
     carried: bool,
 }
 
+/// An item's row, fetched when its turn comes or ahead of it.
+enum Slot {
+    /// Fetched in its turn: its page is pinned then (it is the item's
+    /// own page visit, or it follows that item with only items on the
+    /// same page, or answered from the index, in between).
+    InTurn,
+    /// Fetched when its page was visited for an earlier item, because
+    /// items on other pages come between: the row the snapshot saw, if
+    /// any.
+    Ahead(Option<Vec<Value>>),
+}
+
 /// One leaf page's matches, with their heap pages.
 struct LoadedBatch {
     items: Vec<BatchItem>,
@@ -127,8 +143,8 @@ struct LoadedBatch {
     /// `p`'s are `grouped[group_start[p]..group_start[p + 1]]`.
     grouped: Vec<u32>,
     group_start: Vec<u32>,
-    /// Rows fetched when their page was visited, taken in turn.
-    rows: Vec<Option<Vec<Value>>>,
+    /// Each item's row: fetched in turn, or ahead and kept until then.
+    rows: Vec<Slot>,
     next_item: usize,
     pages_visited: usize,
 }
@@ -172,6 +188,12 @@ pub struct IndexFetch {
     nblocks: u32,
     /// Pages this run read without the stream.
     pages_read: u64,
+    /// This run reads through the stream: its pages are fed. Each run
+    /// starts without, so that a lookup of a page or two never uses the
+    /// stream, even where an earlier run of the node set one up.
+    streaming: bool,
+    /// Columns of the table (the capacity of a decoded row).
+    columns: usize,
     feed: Rc<RefCell<Feed>>,
     stream: Option<ReadStream<u32, FeedBlocks>>,
     /// Scratch: a batch's distinct pages while it is loaded.
@@ -195,6 +217,8 @@ impl IndexFetch {
             last_page: None,
             nblocks: 0,
             pages_read: 0,
+            streaming: false,
+            columns: table.types.len(),
             feed: Rc::new(RefCell::new(Feed::default())),
             stream: None,
             page_numbers: HashMap::new(),
@@ -250,27 +274,38 @@ impl IndexFetch {
                     page as usize, batch.pages_visited,
                     "a page visited out of turn"
                 );
-                self.visit(cx, page as usize, decode)?;
+                self.visit(cx, page as usize, i, decode)?;
             }
             let batch = self.ring.front_mut().expect("not empty");
             let tid = batch.items[i].tid;
-            return Ok(Some(match batch.rows[i].take() {
+            let row = match std::mem::replace(&mut batch.rows[i], Slot::InTurn) {
+                Slot::Ahead(row) => row,
+                Slot::InTurn => {
+                    debug_assert!(page as usize == batch.pages_visited - 1);
+                    self.fetch_row(cx, tid, decode)?
+                }
+            };
+            return Ok(Some(match row {
                 Some(row) => Fetched::Row(tid, row),
                 None => Fetched::Invisible,
             }));
         }
     }
 
-    /// Pins page `p` of the front batch and fetches every item of the
-    /// batch on it.
+    /// Pins page `p` of the front batch, which item `first` needs first,
+    /// and fetches the batch's items on it that items on other pages
+    /// come before: the rest (`first` and the items right after it on the
+    /// same page) are fetched in turn under the same pin, so a LIMIT that
+    /// stops among them has fetched no more than it returned.
     fn visit(
         &mut self,
         cx: &mut ExecCx,
         p: usize,
+        first: usize,
         decode: &mut DecodeTuple,
     ) -> Result<(), ExecError> {
         let fed = self.ring[0].pages[p].fed;
-        if !fed && !self.ring[0].pages[p].carried && self.stream.is_none() {
+        if !fed && !self.ring[0].pages[p].carried && !self.streaming {
             if self.prefetch
                 && self.pages_read >= PREFETCH_AFTER_PAGES
                 && cx.session.settings.effective_io_concurrency() > 0
@@ -296,27 +331,26 @@ impl IndexFetch {
             self.stats.max_distance = self.stats.max_distance.max(stream.distances().0);
             self.heap.adopt(&mut cx.session.buf, block, id);
         }
+        let mut in_turn = first + 1;
+        while in_turn < batch.items.len()
+            && (batch.page_of[in_turn] == p as u32 || batch.page_of[in_turn] == FROM_INDEX)
+        {
+            in_turn += 1;
+        }
         let (start, end) = (
             batch.group_start[p] as usize,
             batch.group_start[p + 1] as usize,
         );
+        debug_assert_eq!(batch.grouped[start] as usize, first);
         for g in start..end {
             let j = batch.grouped[g] as usize;
+            if j < in_turn {
+                continue;
+            }
             let tid = batch.items[j].tid;
             debug_assert_eq!(tid.block, block);
-            let mut row = Vec::new();
-            let found =
-                self.heap
-                    .fetch(db.heap(), &mut cx.session.buf, tid, cx.snapshot, |tuple| {
-                        decode(tuple, &mut row)
-                    })?;
-            batch.rows[j] = match found {
-                None => None,
-                Some(decoded) => {
-                    decoded?;
-                    Some(row)
-                }
-            };
+            let row = fetch_row(&mut self.heap, db.heap(), cx, tid, self.columns, decode)?;
+            batch.rows[j] = Slot::Ahead(row);
         }
         batch.pages_visited += 1;
         self.stats
@@ -325,10 +359,42 @@ impl IndexFetch {
         Ok(())
     }
 
+    /// Fetches the row at `tid` in its turn (its page is the one pinned).
+    fn fetch_row(
+        &mut self,
+        cx: &mut ExecCx,
+        tid: Tid,
+        decode: &mut DecodeTuple,
+    ) -> Result<Option<Vec<Value>>, ExecError> {
+        let db = Arc::clone(cx.session.db());
+        let before = cx.session.buf.counts;
+        let row = fetch_row(&mut self.heap, db.heap(), cx, tid, self.columns, decode);
+        self.stats
+            .heap_buffers
+            .add(cx.session.buf.counts.since(before));
+        row
+    }
+
     /// Starts the read stream, feeding it the pages from page `p` of the
     /// front batch on, in the order they will be wanted.
     fn start_stream(&mut self, cx: &mut ExecCx, p: usize) {
-        debug_assert!(self.stream.is_none());
+        debug_assert!(!self.streaming);
+        self.streaming = true;
+        if self.stream.is_none() {
+            self.begin_stream(cx);
+        }
+        let mut feed = self.feed.borrow_mut();
+        for (b, batch) in self.ring.iter_mut().enumerate() {
+            let from = if b == 0 { p } else { 0 };
+            for page in &mut batch.pages[from..] {
+                feed_page(&mut feed, page, self.nblocks);
+            }
+        }
+    }
+
+    /// Sets the read stream up (once per scan node: later runs reset and
+    /// reuse it, sized as it was sized then).
+    fn begin_stream(&mut self, cx: &mut ExecCx) {
         let feed = Rc::clone(&self.feed);
         let blocks: FeedBlocks = Box::new(move |data: &mut u32| {
             let mut feed = feed.borrow_mut();
@@ -361,26 +427,27 @@ impl IndexFetch {
         );
         self.stream = Some(stream);
         self.stats.streams += 1;
-        let mut feed = self.feed.borrow_mut();
-        for (b, batch) in self.ring.iter_mut().enumerate() {
-            let from = if b == 0 { p } else { 0 };
-            for page in &mut batch.pages[from..] {
-                feed_page(&mut feed, page, self.nblocks);
-            }
-        }
     }
 
-    /// Loads batches ahead while the stream waits for blocks, the ring
-    /// has room, and loading keeps finding pages to feed.
+    /// Once the stream has run out of blocks to look ahead at, loads
+    /// batches until the feed holds as many blocks as the stream's
+    /// distance (one batch of neighbouring pages is a single read, and
+    /// the stream should have its distance's worth to combine and keep in
+    /// flight), while the ring has room and loading keeps finding pages
+    /// to feed.
     fn top_up(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        let Some(stream) = &self.stream else {
+            return Ok(());
+        };
+        let wanted = stream.distances().0.max(1);
+        if !self.feed.borrow().starved {
+            return Ok(());
+        }
         let mut without_page = 0;
-        while self.ring.len() < RING_BATCHES && !self.index_done {
-            {
-                let feed = self.feed.borrow();
-                if !(feed.starved && feed.blocks.is_empty()) {
-                    break;
-                }
-            }
+        while self.ring.len() < RING_BATCHES
+            && !self.index_done
+            && self.feed.borrow().blocks.len() < wanted
+        {
             if self.load(cx)? == 0 {
                 without_page += 1;
                 if without_page >= BATCHES_WITHOUT_PAGE_MAX {
@@ -434,7 +501,7 @@ impl IndexFetch {
             self.last_page = Some(last.block);
         }
         let mut fed = 0;
-        if let Some(stream) = &mut self.stream {
+        if let (true, Some(stream)) = (self.streaming, &mut self.stream) {
             let mut feed = self.feed.borrow_mut();
             for page in &mut loaded.pages {
                 fed += usize::from(feed_page(&mut feed, page, self.nblocks));
@@ -445,7 +512,7 @@ impl IndexFetch {
             }
         }
         self.ring.push_back(loaded);
-        let point = if self.stream.is_some() && self.ring.len() > 1 {
+        let point = if self.streaming && self.ring.len() > 1 {
             crate::inject::INDEX_SCAN_LOADED_AHEAD
         } else {
             crate::inject::INDEX_SCAN_BEFORE_HEAP_FETCH
@@ -476,6 +543,8 @@ impl IndexFetch {
         self.page_numbers.clear();
         let mut page_of = Vec::with_capacity(items.len());
         let mut pages = Vec::new();
+        // The last item's block and page number.
+        let mut previous: Option<(u32, u32)> = None;
         for item in items {
             let block = item.tid.block;
             if self.index_only
@@ -486,8 +555,16 @@ impl IndexFetch {
                 page_of.push(FROM_INDEX);
                 continue;
             }
+            // Items in a row on one page (data in key order) skip the map.
+            if let Some((previous, p)) = previous {
+                if previous == block {
+                    page_of.push(p);
+                    continue;
+                }
+            }
             let next = pages.len() as u32;
             let p = *self.page_numbers.entry(block).or_insert(next);
+            previous = Some((block, p));
             if p == next {
                 pages.push(block);
             }
@@ -503,6 +580,7 @@ impl IndexFetch {
         self.index_done = false;
         self.last_page = None;
         self.pages_read = 0;
+        self.streaming = false;
         *self.feed.borrow_mut() = Feed::default();
         if let Some(stream) = &mut self.stream {
             stream.reset(&mut cx.session.buf);
@@ -519,12 +597,32 @@ impl IndexFetch {
         }
     }
 
-    /// Ends the read stream (after [`IndexFetch::release`]), keeping its
-    /// figures; a later run would start another.
-    pub fn end_stream(&mut self, cx: &mut ExecCx) {
-        self.release(cx);
-        if let Some(stream) = self.stream.take() {
-            self.stats.stream.add(&stream.end(&mut cx.session.buf));
+    /// Whether the batch being returned is done (a caller that takes a
+    /// leaf's rows at a time stops here).
+    pub fn at_batch_end(&self) -> bool {
+        self.ring.front().is_none_or(LoadedBatch::done)
+    }
+}
+
+/// Fetches the row at `tid` that the snapshot sees, decoded by `decode`
+/// into a row of `columns` values.
+fn fetch_row(
+    heap: &mut HeapFetch,
+    table: &crate::heap::Heap,
+    cx: &mut ExecCx,
+    tid: Tid,
+    columns: usize,
+    decode: &mut DecodeTuple,
+) -> Result<Option<Vec<Value>>, ExecError> {
+    let mut row = Vec::with_capacity(columns);
+    let found = heap.fetch(table, &mut cx.session.buf, tid, cx.snapshot, |tuple| {
+        decode(tuple, &mut row)
+    })?;
+    match found {
+        None => Ok(None),
+        Some(decoded) => {
+            decoded?;
+            Ok(Some(row))
         }
     }
 }
@@ -560,7 +658,7 @@ fn group(items: Vec<BatchItem>, page_of: Vec<u32>, pages: Vec<u32>) -> LoadedBat
             at[p as usize] += 1;
         }
     }
-    let rows = (0..items.len()).map(|_| None).collect();
+    let rows = (0..items.len()).map(|_| Slot::InTurn).collect();
     LoadedBatch {
         items,
         page_of,

@@ -203,6 +203,11 @@ impl IndexScanNode {
         let mut decode_wanted =
             |tuple: &[u8], row: &mut Vec<Value>| decode(types, tuple, wanted, row);
         while out.len() < max_rows {
+            // A leaf's rows at a time at most: a caller asking for every
+            // row (an UPDATE) changes them a batch at a time.
+            if !out.is_empty() && fetch.at_batch_end() {
+                return Ok(false);
+            }
             let (tid, row) = match fetch.next(cx, &mut decode_wanted)? {
                 None => return Ok(true),
                 Some(Fetched::Key(tid, key)) => {
@@ -251,7 +256,7 @@ impl IndexScanNode {
             // The WHERE's other conditions may run subqueries: applied
             // with no page locked.
             keep_passing(self.filter.as_ref(), &mut self.counts, out, start, cx)?;
-            if done || out.len() >= max_rows {
+            if done || !out.is_empty() {
                 return Ok(done);
             }
         }
@@ -310,10 +315,10 @@ impl PlanNode for IndexScanNode {
     }
 
     fn close(&mut self, cx: &mut ExecCx) {
+        // The fetch and its stream stay, pins released, for a rescan
+        // after the close (a LIMIT or a subquery closes its scan and may
+        // run it again).
         self.end_run(cx);
-        if let Some(fetch) = &mut self.fetch {
-            fetch.end_stream(cx);
-        }
         self.ended = true;
     }
 
