@@ -576,41 +576,67 @@ fn a_nested_loops_inner_index_scan_sets_up_no_stream_for_single_row_lookups() {
     assert_eq!(figure(prefetch, "streams="), 1, "{lines:?}");
 }
 
-/// `ORDER BY … LIMIT 10` on cold pages reads a little beyond the ten
-/// rows' pages: the stream's distance ramps up from 1.
+/// `ORDER BY … LIMIT n` on cold pages reads the pages of its `n` rows
+/// and no others, with prefetching as without: the LIMIT bounds what the
+/// scan feeds its stream, however far the stream's distance would look.
 #[test]
-fn order_by_limit_reads_little_beyond_what_it_returns() {
+fn order_by_limit_reads_only_the_pages_of_the_rows_it_returns() {
     for method in METHODS {
         let (_dir, db) = open(method);
         let mut s = db.session().unwrap();
         load(&mut s, 11);
         drop(s);
-        // A fresh pool: the scan's pages come from the disk.
         let path = db.dir().to_path_buf();
         drop(db);
-        let db = Database::open(
-            &path,
-            &[
-                format!("io_method={}", method.name()),
-                "shared_buffers=512".into(),
-                "io_direct=data".into(),
-            ],
-        )
-        .unwrap();
-        let mut s = db.session().unwrap();
-        force_index(&mut s, true, false);
         for (sql, limit) in [
             ("SELECT a, c FROM t WHERE a >= 500 ORDER BY a LIMIT 10", 10),
             (
                 "SELECT a, c FROM t WHERE a <= 1500 ORDER BY a DESC LIMIT 10",
                 10,
             ),
+            ("SELECT a, c FROM t WHERE a >= 500 ORDER BY a LIMIT 300", 300),
+            (
+                "SELECT a, c FROM t WHERE a <= 1500 ORDER BY a DESC LIMIT 300",
+                300,
+            ),
+            // The OFFSET's rows are read too; a LIMIT of a LIMIT bounds
+            // by the tighter.
+            (
+                "SELECT a, c FROM t WHERE a >= 500 ORDER BY a LIMIT 100 OFFSET 200",
+                300,
+            ),
+            (
+                "SELECT * FROM (SELECT a, c FROM t WHERE a >= 500 ORDER BY a LIMIT 1000) AS s LIMIT 300",
+                300,
+            ),
         ] {
-            let (read, _) = heap_figures(&mut s, sql);
+            // A fresh pool each time: the scan's pages come from the disk.
+            let cold = |prefetch: bool| {
+                let db = Database::open(
+                    &path,
+                    &[
+                        format!("io_method={}", method.name()),
+                        "shared_buffers=512".into(),
+                        "io_direct=data".into(),
+                    ],
+                )
+                .unwrap();
+                let mut s = db.session().unwrap();
+                force_index(&mut s, prefetch, false);
+                (heap_figures(&mut s, sql), rows(&mut s, sql))
+            };
+            let ((read_without, _), rows_without) = cold(false);
+            let ((read, streams), rows_with) = cold(true);
+            assert_eq!(rows_with, rows_without, "{method:?} {sql}");
             assert!(
-                read >= limit / 2 && read <= 4 * limit,
-                "{method:?} {sql}: {read} heap pages read"
+                read_without > limit / 2 && read_without <= limit,
+                "{method:?} {sql}: {read_without} heap pages read without prefetching"
             );
+            assert_eq!(
+                read, read_without,
+                "{method:?} {sql}: heap pages read with prefetching and without"
+            );
+            assert_eq!(streams, 1, "{method:?} {sql}: streams started");
         }
     }
 }

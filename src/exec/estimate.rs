@@ -94,6 +94,10 @@ impl PlanNode for Estimated {
         self.node.close(cx)
     }
 
+    fn bound_rows(&mut self, rows: u64) {
+        self.node.bound_rows(rows)
+    }
+
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
         self.node.describe(opts)
     }

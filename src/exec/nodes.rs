@@ -576,6 +576,13 @@ impl PlanNode for SubqueryScanNode {
         self.child.close(cx);
     }
 
+    fn bound_rows(&mut self, rows: u64) {
+        // Row for row unless a filter drops some.
+        if self.filter.is_none() {
+            self.child.bound_rows(rows);
+        }
+    }
+
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
         let title = format!("Subquery Scan on {}", self.alias);
         Some(leaf(title, self.filter.as_ref(), self.counts, opts))
@@ -705,6 +712,11 @@ impl PlanNode for ProjectNode {
 
     fn close(&mut self, cx: &mut ExecCx) {
         self.child.close(cx);
+    }
+
+    fn bound_rows(&mut self, rows: u64) {
+        // One row out for each row in.
+        self.child.bound_rows(rows);
     }
 
     fn describe(&self, _: &ExplainOptions) -> Option<Described> {
@@ -894,7 +906,10 @@ pub struct LimitNode {
 }
 
 impl LimitNode {
-    pub fn new(child: Box<dyn PlanNode>, offset: u64, count: Option<u64>) -> LimitNode {
+    pub fn new(mut child: Box<dyn PlanNode>, offset: u64, count: Option<u64>) -> LimitNode {
+        if let Some(count) = count {
+            child.bound_rows(offset.saturating_add(count));
+        }
         LimitNode {
             child,
             offset,
@@ -913,6 +928,14 @@ impl LimitNode {
 }
 
 impl PlanNode for LimitNode {
+    fn bound_rows(&mut self, rows: u64) {
+        // The tighter of the two: a LIMIT of a LIMIT.
+        let within = self.offset.saturating_add(rows);
+        let own = self.count.map(|c| self.offset.saturating_add(c));
+        self.child
+            .bound_rows(own.map_or(within, |own| own.min(within)));
+    }
+
     fn next_batch(
         &mut self,
         cx: &mut ExecCx,

@@ -107,6 +107,15 @@ pub trait PlanNode {
     /// scan stops reading there. A closed node may be rescanned.
     fn close(&mut self, cx: &mut ExecCx);
 
+    /// A parent will take at most `rows` rows from each run of this node
+    /// (a LIMIT above it, its OFFSET included), said once, before the
+    /// first pull: a node that reads ahead need read no further than they
+    /// take (an index scan's heap prefetching), and one that returns its
+    /// child's rows one for one passes it on. A hint, as PostgreSQL's
+    /// tuple bound: a node that cannot use it ignores it (the default),
+    /// and the rows it returns are the same either way.
+    fn bound_rows(&mut self, _rows: u64) {}
+
     /// What EXPLAIN shows for the node; `None` for a node EXPLAIN does not
     /// show (a projection, as in PostgreSQL).
     fn describe(&self, opts: &ExplainOptions) -> Option<Described>;

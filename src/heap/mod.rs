@@ -932,21 +932,8 @@ impl HeapFetch {
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, HeapError> {
         self.stats.fetches += 1;
-        let id = match self.pinned {
-            Some((block, id)) if block == tid.block => id,
-            _ => {
-                self.release(s);
-                if tid.block >= self.nblocks {
-                    self.nblocks = s.pool().relation(self.rel).nblocks(Fork::Main)?;
-                    if tid.block >= self.nblocks {
-                        return Ok(None);
-                    }
-                }
-                let id = s.read_buffer(self.rel, Fork::Main, tid.block)?;
-                self.stats.pages += 1;
-                self.pinned = Some((tid.block, id));
-                id
-            }
+        let Some(id) = self.pin(s, tid.block)? else {
+            return Ok(None);
         };
         let mut visibility = Visibility {
             last_committed: self.last_committed,
@@ -962,6 +949,69 @@ impl HeapFetch {
             self.stats.visible += 1;
         }
         Ok(found)
+    }
+
+    /// Calls `f(k, tuple)` for each line pointer `items[k]` of page
+    /// `block` whose tuple `snap` sees, all under one shared content lock
+    /// (`f` must not touch the pool): what [`HeapFetch::fetch`] does for
+    /// each, without locking the page and setting up visibility again for
+    /// every tuple (an index scan on data in key order finds tens of its
+    /// rows on each page). Returns how many were visible.
+    pub fn fetch_on_page(
+        &mut self,
+        heap: &Heap,
+        s: &mut BufferSession,
+        block: u32,
+        items: impl ExactSizeIterator<Item = u16>,
+        snap: &Snapshot,
+        mut f: impl FnMut(usize, &[u8]),
+    ) -> Result<usize, HeapError> {
+        self.stats.fetches += items.len() as u64;
+        let Some(id) = self.pin(s, block)? else {
+            return Ok(0);
+        };
+        let mut visibility = Visibility {
+            last_committed: self.last_committed,
+            ..Visibility::new(&heap.txn, snap)
+        };
+        let visible = s.with_page(id, |page| {
+            let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
+            let mut visible = 0;
+            for (k, index) in items.enumerate() {
+                let Some(t) = item(page, index as usize) else {
+                    continue;
+                };
+                if all_visible || visibility.is_visible(&TupleHeader::read(t)) {
+                    f(k, t);
+                    visible += 1;
+                }
+            }
+            visible
+        });
+        self.last_committed = visibility.last_committed;
+        self.stats.visible += visible as u64;
+        Ok(visible)
+    }
+
+    /// The buffer of page `block`, pinned (kept from the last fetch if it
+    /// was the same page); None if the table has no such page.
+    fn pin(&mut self, s: &mut BufferSession, block: u32) -> Result<Option<BufferId>, HeapError> {
+        if let Some((pinned, id)) = self.pinned {
+            if pinned == block {
+                return Ok(Some(id));
+            }
+        }
+        self.release(s);
+        if block >= self.nblocks {
+            self.nblocks = s.pool().relation(self.rel).nblocks(Fork::Main)?;
+            if block >= self.nblocks {
+                return Ok(None);
+            }
+        }
+        let id = s.read_buffer(self.rel, Fork::Main, block)?;
+        self.stats.pages += 1;
+        self.pinned = Some((block, id));
+        Ok(Some(id))
     }
 
     /// Takes `id`, a pinned buffer of block `block` (read ahead by the

@@ -19,15 +19,25 @@
 //!
 //! A batch lists its distinct heap pages in the order its items first
 //! need them. When an item needs a page not yet visited, the page is
-//! pinned (from the stream, or read); the item and those right after it
-//! on the page are fetched in turn under that pin, and the batch's later
-//! items on the page (items on other pages come before them) are fetched
-//! now, their rows kept until their turn. Items still come out in index
-//! order, a LIMIT stopping among items on one page fetched no more than
-//! it returned, and a page is pinned once per batch however its items
-//! interleave with others (PostgreSQL pins it again at every change of
-//! page). A batch's first page equal to the previous
-//! batch's last is not requested again either: it is still pinned.
+//! pinned (from the stream, or read) and locked once, and the batch's
+//! items on it are fetched together, their rows kept until their turn:
+//! so items still come out in index order, and a page is pinned and
+//! locked once per batch however its items interleave with others
+//! (PostgreSQL pins it again at every change of page, and locks it for
+//! every tuple). A batch's first page equal to the previous batch's last
+//! is not requested again either: it is still pinned.
+//!
+//! # A LIMIT above the scan
+//!
+//! A parent that will take at most `n` rows says so ([`IndexFetch::
+//! set_row_bound`], from `PlanNode::bound_rows`). The scan then fetches
+//! and feeds the stream only for items that can be among them: the next
+//! `n − returned` items from the scan position (an item whose tuple the
+//! snapshot does not see moves that end on by one). So `ORDER BY a LIMIT
+//! 10` reads the pages of 10 rows, not of the leaf's 400 items, nor of
+//! the batches the stream's distance would otherwise load ahead. An item
+//! past that end whose turn comes all the same (rows were invisible) is
+//! fetched then, its page pinned again if need be.
 //!
 //! # No cost where it cannot help
 //!
@@ -122,12 +132,10 @@ struct Page {
 
 /// An item's row, fetched when its turn comes or ahead of it.
 enum Slot {
-    /// Fetched in its turn: its page is pinned then (it is the item's
-    /// own page visit, or it follows that item with only items on the
-    /// same page, or answered from the index, in between).
+    /// Fetched in its turn (an index-only scan's item answered from the
+    /// index, or an item past a LIMIT's end when its page was visited).
     InTurn,
-    /// Fetched when its page was visited for an earlier item, because
-    /// items on other pages come between: the row the snapshot saw, if
+    /// Fetched when its page was visited: the row the snapshot saw, if
     /// any.
     Ahead(Option<Vec<Value>>),
 }
@@ -147,6 +155,11 @@ struct LoadedBatch {
     rows: Vec<Slot>,
     next_item: usize,
     pages_visited: usize,
+    /// Pages decided for the feed (fed, or carried or past the table's
+    /// end), a prefix of `pages`.
+    feed_next: usize,
+    /// The run's count of items in batches before this one.
+    first_item: u64,
 }
 
 impl LoadedBatch {
@@ -192,6 +205,13 @@ pub struct IndexFetch {
     /// starts without, so that a lookup of a page or two never uses the
     /// stream, even where an earlier run of the node set one up.
     streaming: bool,
+    /// Rows a parent will take from this run at most (a LIMIT), if said.
+    row_bound: Option<u64>,
+    /// This run's rows returned (items the snapshot sees), items whose
+    /// turn has come and gone, and items loaded.
+    rows_returned: u64,
+    items_taken: u64,
+    items_loaded: u64,
     /// Columns of the table (the capacity of a decoded row).
     columns: usize,
     feed: Rc<RefCell<Feed>>,
@@ -218,12 +238,40 @@ impl IndexFetch {
             nblocks: 0,
             pages_read: 0,
             streaming: false,
+            row_bound: None,
+            rows_returned: 0,
+            items_taken: 0,
+            items_loaded: 0,
             columns: table.types.len(),
             feed: Rc::new(RefCell::new(Feed::default())),
             stream: None,
             page_numbers: HashMap::new(),
             stats: PrefetchStats::default(),
         }
+    }
+
+    /// Limits this run's fetching and reading ahead to the items that can
+    /// be among the parent's next `bound` rows (None: every item may be).
+    /// Set before the run's first [`IndexFetch::next`].
+    pub fn set_row_bound(&mut self, bound: Option<u64>) {
+        debug_assert_eq!(self.items_taken, 0, "a bound set in the middle of a run");
+        self.row_bound = bound;
+    }
+
+    /// The caller dropped the row it was last given (a recheck failed):
+    /// it does not count against the bound.
+    pub fn row_dropped(&mut self) {
+        debug_assert!(self.rows_returned > 0);
+        self.rows_returned -= 1;
+    }
+
+    /// The run's count of items past which nothing is fetched or fed yet
+    /// (see "A LIMIT above the scan"); None without a bound. Never before
+    /// the next item's end, and it never moves back: a row returned moves
+    /// both counts on by one, an invisible item only `items_taken`.
+    fn items_allowed_end(&self) -> Option<u64> {
+        self.row_bound
+            .map(|bound| self.items_taken + bound.saturating_sub(self.rows_returned).max(1))
     }
 
     /// Leaf pages read and descents from the root, so far.
@@ -266,7 +314,10 @@ impl IndexFetch {
             let page = batch.page_of[i];
             if page == FROM_INDEX {
                 let item = &mut batch.items[i];
-                return Ok(Some(Fetched::Key(item.tid, std::mem::take(&mut item.key))));
+                let key = Fetched::Key(item.tid, std::mem::take(&mut item.key));
+                self.items_taken += 1;
+                self.rows_returned += 1;
+                return Ok(Some(key));
             }
             if page as usize >= batch.pages_visited {
                 // Pages are listed in the order items first need them.
@@ -280,23 +331,23 @@ impl IndexFetch {
             let tid = batch.items[i].tid;
             let row = match std::mem::replace(&mut batch.rows[i], Slot::InTurn) {
                 Slot::Ahead(row) => row,
-                Slot::InTurn => {
-                    debug_assert!(page as usize == batch.pages_visited - 1);
-                    self.fetch_row(cx, tid, decode)?
-                }
+                // Past the LIMIT's end when its page was visited.
+                Slot::InTurn => self.fetch_row(cx, tid, decode)?,
             };
+            self.items_taken += 1;
             return Ok(Some(match row {
-                Some(row) => Fetched::Row(tid, row),
+                Some(row) => {
+                    self.rows_returned += 1;
+                    Fetched::Row(tid, row)
+                }
                 None => Fetched::Invisible,
             }));
         }
     }
 
     /// Pins page `p` of the front batch, which item `first` needs first,
-    /// and fetches the batch's items on it that items on other pages
-    /// come before: the rest (`first` and the items right after it on the
-    /// same page) are fetched in turn under the same pin, so a LIMIT that
-    /// stops among them has fetched no more than it returned.
+    /// and fetches the batch's items on it under one lock (those within a
+    /// LIMIT's reach), keeping their rows until their turn.
     fn visit(
         &mut self,
         cx: &mut ExecCx,
@@ -304,8 +355,8 @@ impl IndexFetch {
         first: usize,
         decode: &mut DecodeTuple,
     ) -> Result<(), ExecError> {
-        let fed = self.ring[0].pages[p].fed;
-        if !fed && !self.ring[0].pages[p].carried && !self.streaming {
+        let page = &self.ring[0].pages[p];
+        if !page.fed && !page.carried && !self.streaming {
             if self.prefetch
                 && self.pages_read >= PREFETCH_AFTER_PAGES
                 && cx.session.settings.effective_io_concurrency() > 0
@@ -315,9 +366,15 @@ impl IndexFetch {
                 self.pages_read += 1;
             }
         }
-        if self.ring[0].pages[p].fed {
+        if self.streaming {
             self.top_up(cx)?;
+            // Feeding runs at least to the item being returned.
+            assert!(
+                self.ring[0].feed_next > p,
+                "a page visited before it was fed"
+            );
         }
+        let allowed_end = self.items_allowed_end();
         let db = Arc::clone(cx.session.db());
         let before = cx.session.buf.counts;
         let batch = &mut self.ring[0];
@@ -331,27 +388,48 @@ impl IndexFetch {
             self.stats.max_distance = self.stats.max_distance.max(stream.distances().0);
             self.heap.adopt(&mut cx.session.buf, block, id);
         }
-        let mut in_turn = first + 1;
-        while in_turn < batch.items.len()
-            && (batch.page_of[in_turn] == p as u32 || batch.page_of[in_turn] == FROM_INDEX)
-        {
-            in_turn += 1;
-        }
         let (start, end) = (
             batch.group_start[p] as usize,
             batch.group_start[p + 1] as usize,
         );
         debug_assert_eq!(batch.grouped[start] as usize, first);
-        for g in start..end {
-            let j = batch.grouped[g] as usize;
-            if j < in_turn {
-                continue;
+        // The page's items within the LIMIT's reach (a group is in index
+        // order): `first` is, being the one whose turn it is.
+        let reach = match allowed_end {
+            None => end,
+            Some(allowed_end) => {
+                let within =
+                    |g: &usize| batch.first_item + u64::from(batch.grouped[*g]) < allowed_end;
+                (start..end)
+                    .take_while(within)
+                    .last()
+                    .expect("the item in turn is")
+                    + 1
             }
-            let tid = batch.items[j].tid;
-            debug_assert_eq!(tid.block, block);
-            let row = fetch_row(&mut self.heap, db.heap(), cx, tid, self.columns, decode)?;
-            batch.rows[j] = Slot::Ahead(row);
+        };
+        let group = &batch.grouped[start..reach];
+        for &j in group {
+            debug_assert_eq!(batch.items[j as usize].tid.block, block);
+            batch.rows[j as usize] = Slot::Ahead(None);
         }
+        let mut decoded = Ok(());
+        let (items, rows, columns) = (&batch.items, &mut batch.rows, self.columns);
+        self.heap.fetch_on_page(
+            db.heap(),
+            &mut cx.session.buf,
+            block,
+            group.iter().map(|&j| items[j as usize].tid.index),
+            cx.snapshot,
+            |k, tuple| {
+                let mut row = Vec::with_capacity(columns);
+                match decode(tuple, &mut row) {
+                    Ok(()) => rows[group[k] as usize] = Slot::Ahead(Some(row)),
+                    Err(e) if decoded.is_ok() => decoded = Err(e),
+                    Err(_) => {}
+                }
+            },
+        )?;
+        decoded?;
         batch.pages_visited += 1;
         self.stats
             .heap_buffers
@@ -375,21 +453,42 @@ impl IndexFetch {
         row
     }
 
-    /// Starts the read stream, feeding it the pages from page `p` of the
-    /// front batch on, in the order they will be wanted.
+    /// Starts the read stream, to be fed the pages from page `p` of the
+    /// front batch on, in the order they will be wanted (the pages before
+    /// it were visited).
     fn start_stream(&mut self, cx: &mut ExecCx, p: usize) {
         debug_assert!(!self.streaming);
         self.streaming = true;
         if self.stream.is_none() {
             self.begin_stream(cx);
         }
+        debug_assert!(self.ring.iter().all(|b| b.feed_next == 0));
+        self.ring[0].feed_next = p;
+    }
+
+    /// Hands the stream the loaded batches' pages not yet decided, in
+    /// order, as far as a LIMIT's reach; returns how many it fed.
+    fn feed_more(&mut self) -> usize {
+        debug_assert!(self.streaming);
+        let allowed_end = self.items_allowed_end();
         let mut feed = self.feed.borrow_mut();
-        for (b, batch) in self.ring.iter_mut().enumerate() {
-            let from = if b == 0 { p } else { 0 };
-            for page in &mut batch.pages[from..] {
-                feed_page(&mut feed, page, self.nblocks);
+        let mut fed = 0;
+        'batches: for batch in &mut self.ring {
+            while batch.feed_next < batch.pages.len() {
+                let p = batch.feed_next;
+                let first_need = batch.grouped[batch.group_start[p] as usize];
+                if allowed_end.is_some_and(|end| batch.first_item + u64::from(first_need) >= end) {
+                    break 'batches;
+                }
+                fed += usize::from(feed_page(&mut feed, &mut batch.pages[p], self.nblocks));
+                batch.feed_next += 1;
             }
         }
+        if fed > 0 {
+            feed.starved = false;
+            self.stream.as_mut().expect("streaming").resume();
+        }
+        fed
     }
 
     /// Sets the read stream up (once per scan node: later runs reset and
@@ -435,18 +534,27 @@ impl IndexFetch {
     /// the stream should have its distance's worth to combine and keep in
     /// flight), while the ring has room and loading keeps finding pages
     /// to feed.
+    /// Under a LIMIT, no batch is loaded past its reach.
     fn top_up(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
-        let Some(stream) = &self.stream else {
-            return Ok(());
-        };
-        let wanted = stream.distances().0.max(1);
-        if !self.feed.borrow().starved {
+        let starved = self.feed.borrow().starved;
+        self.feed_more();
+        if !starved {
             return Ok(());
         }
+        let wanted = self
+            .stream
+            .as_ref()
+            .expect("streaming")
+            .distances()
+            .0
+            .max(1);
         let mut without_page = 0;
         while self.ring.len() < RING_BATCHES
             && !self.index_done
             && self.feed.borrow().blocks.len() < wanted
+            && self
+                .items_allowed_end()
+                .is_none_or(|end| self.items_loaded < end)
         {
             if self.load(cx)? == 0 {
                 without_page += 1;
@@ -482,7 +590,8 @@ impl IndexFetch {
             cx.session.buf.release(pinned);
         }
         let (page_of, pages) = looked_up?;
-        let mut loaded = group(batch.items, page_of, pages);
+        let mut loaded = group(batch.items, page_of, pages, self.items_loaded);
+        self.items_loaded += loaded.items.len() as u64;
         // A page past the table's end as last seen may be new: look again
         // once, and never feed one still past it (vacuum truncated it
         // after the index gave its TIDs; the fetch finds no tuple there).
@@ -500,18 +609,8 @@ impl IndexFetch {
         if let Some(last) = loaded.pages.last() {
             self.last_page = Some(last.block);
         }
-        let mut fed = 0;
-        if let (true, Some(stream)) = (self.streaming, &mut self.stream) {
-            let mut feed = self.feed.borrow_mut();
-            for page in &mut loaded.pages {
-                fed += usize::from(feed_page(&mut feed, page, self.nblocks));
-            }
-            if fed > 0 {
-                feed.starved = false;
-                stream.resume();
-            }
-        }
         self.ring.push_back(loaded);
+        let fed = if self.streaming { self.feed_more() } else { 0 };
         let point = if self.streaming && self.ring.len() > 1 {
             crate::inject::INDEX_SCAN_LOADED_AHEAD
         } else {
@@ -581,6 +680,9 @@ impl IndexFetch {
         self.last_page = None;
         self.pages_read = 0;
         self.streaming = false;
+        self.rows_returned = 0;
+        self.items_taken = 0;
+        self.items_loaded = 0;
         *self.feed.borrow_mut() = Feed::default();
         if let Some(stream) = &mut self.stream {
             stream.reset(&mut cx.session.buf);
@@ -641,7 +743,12 @@ fn feed_page(feed: &mut Feed, page: &mut Page, nblocks: u32) -> bool {
 
 /// A batch with its items grouped by page (a counting sort by page
 /// number, which keeps index order within each page).
-fn group(items: Vec<BatchItem>, page_of: Vec<u32>, pages: Vec<u32>) -> LoadedBatch {
+fn group(
+    items: Vec<BatchItem>,
+    page_of: Vec<u32>,
+    pages: Vec<u32>,
+    first_item: u64,
+) -> LoadedBatch {
     debug_assert_eq!(items.len(), page_of.len());
     let mut group_start = vec![0u32; pages.len() + 1];
     for &p in page_of.iter().filter(|&&p| p != FROM_INDEX) {
@@ -675,5 +782,7 @@ fn group(items: Vec<BatchItem>, page_of: Vec<u32>, pages: Vec<u32>) -> LoadedBat
         rows,
         next_item: 0,
         pages_visited: 0,
+        feed_next: 0,
+        first_item,
     }
 }

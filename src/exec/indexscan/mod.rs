@@ -101,6 +101,8 @@ pub struct IndexScanNode {
     /// Figures over every run, for EXPLAIN ANALYZE.
     buffers: ReadCounts,
     ended: bool,
+    /// Rows a parent takes from a run at most (a LIMIT above).
+    row_bound: Option<u64>,
 }
 
 impl IndexScanNode {
@@ -145,6 +147,7 @@ impl IndexScanNode {
             heap_fetches: 0,
             buffers: ReadCounts::default(),
             ended: false,
+            row_bound: None,
         }
     }
 
@@ -185,6 +188,10 @@ impl IndexScanNode {
                 ));
             }
         }
+        // Rows the filter removes do not count against a LIMIT: which
+        // items it needs is not known then.
+        let bound = self.row_bound.filter(|_| self.filter.is_none());
+        self.fetch.as_mut().expect("made").set_row_bound(bound);
         self.run_begun = true;
         Ok(())
     }
@@ -233,6 +240,7 @@ impl IndexScanNode {
             if let Some(recheck) = &self.search.recheck {
                 if !is_true(&*recheck.eval_ref(&row, cx)?) {
                     self.rechecked_out += 1;
+                    fetch.row_dropped();
                     continue;
                 }
             }
@@ -312,6 +320,10 @@ impl PlanNode for IndexScanNode {
         self.end_run(cx);
         self.ended = false;
         Ok(())
+    }
+
+    fn bound_rows(&mut self, rows: u64) {
+        self.row_bound = Some(rows);
     }
 
     fn close(&mut self, cx: &mut ExecCx) {
