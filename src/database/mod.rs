@@ -119,6 +119,12 @@ pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Erro
     move |source| DbError::Io { op, path, source }
 }
 
+/// Times to try the data directory's lock while its holder is letting
+/// go (see [`DirLock::take`]), [`DIR_LOCK_RETRY_DELAY`] apart: half a
+/// second in all.
+const DIR_LOCK_ATTEMPTS_MAX: u32 = 20;
+const DIR_LOCK_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(25);
+
 /// The exclusive lock on a data directory, held while it is open: an
 /// `flock` on the directory itself, which cannot be removed from under a
 /// running process as a lock file can (deleting `aiostore.pid` let a second
@@ -132,17 +138,33 @@ struct DirLock {
 impl DirLock {
     fn take(dir: &Path) -> Result<DirLock, DbError> {
         let dir_file = File::open(dir).map_err(io_err("open", dir))?;
-        // SAFETY: plain system call on a descriptor we own.
-        let rc = unsafe { libc::flock(dir_file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        let locked = if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        };
         let path = dir.join(LOCK_FILE);
-        let previous = std::fs::read_to_string(&path)
-            .map(|p| p.trim().to_string())
-            .unwrap_or_default();
+        let mut attempts = 0;
+        let (locked, previous) = loop {
+            // SAFETY: plain system call on a descriptor we own.
+            let rc = unsafe { libc::flock(dir_file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            let locked = if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            };
+            let previous = std::fs::read_to_string(&path)
+                .map(|p| p.trim().to_string())
+                .unwrap_or_default();
+            // Held, but its holder emptied the pid file or is no longer
+            // running: it is letting go. The lock lives as long as any
+            // copy of the descriptor, and a process forking at that moment
+            // (any thread starting a program) holds a copy until its child
+            // execs: wait a little rather than report a holder that has
+            // gone.
+            let releasing = matches!(&locked, Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK))
+                && !process_running(&previous);
+            attempts += 1;
+            if !releasing || attempts == DIR_LOCK_ATTEMPTS_MAX {
+                break (locked, previous);
+            }
+            std::thread::sleep(DIR_LOCK_RETRY_DELAY);
+        };
         match locked {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
@@ -181,6 +203,17 @@ impl DirLock {
             pid_file,
         })
     }
+}
+
+/// Whether `pid` (a pid file's text) names a running process.
+fn process_running(pid: &str) -> bool {
+    let Ok(pid) = pid.parse::<libc::pid_t>() else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 impl Drop for DirLock {
