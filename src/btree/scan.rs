@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use crate::buffer::{BufferSession, LockMode};
 use crate::heap::tuple::Tid;
-use crate::page::line_pointer_count;
+use crate::page::{line_pointer_count, PageBytes};
 use crate::types::Value;
 
 use super::insert::Locked;
@@ -322,7 +322,7 @@ impl BtreeScan {
                     }
                 }
             }
-            if !range_done {
+            if !range_done && !self.high_key_past_end(p, &sp, &mut values).map_err(named)? {
                 // The page ended before the range did.
                 let next = match self.direction {
                     Direction::Forward => sp.next,
@@ -367,6 +367,25 @@ impl BtreeScan {
                 }
             }
         }
+    }
+
+    /// True if a forward scan's range ends before `p`'s right sibling:
+    /// the high key, a lower bound of every key to the right, lies past
+    /// its end. A range ending with the page's last tuple then does not
+    /// read the next leaf to find that out (PostgreSQL's forward scans
+    /// check the high key so too); going backward a page has no such
+    /// bound.
+    fn high_key_past_end(
+        &self,
+        p: &PageBytes,
+        sp: &Special,
+        scratch: &mut Vec<Value>,
+    ) -> Result<bool, BtreeError> {
+        if self.direction == Direction::Backward || sp.is_rightmost() {
+            return Ok(false);
+        }
+        tuple_values(&self.idx.spec, page_tuple(p, 0)?, scratch)?;
+        Ok(self.past_end(scratch))
     }
 
     fn push(&self, batch: &mut Batch, tid: Tid, values: &[Value]) {
