@@ -318,6 +318,11 @@ impl LeafReadAhead {
                 });
             let sp = Special::read(page.guard.page());
             page.release(s);
+            if found.is_err() {
+                // A damaged page may have given some blocks before the
+                // error: `Idle` holds none.
+                self.feed.borrow_mut().blocks.clear();
+            }
             match found.map_err(|e| e.named(idx, parent))? {
                 Some(downlinks) => {
                     self.parent_hint = Some(parent);
