@@ -17,6 +17,7 @@ use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::heap::Tid;
 use aiostore::storage::Fork;
+use aiostore::stream::StreamLimits;
 use aiostore::types::{ColumnType, Value};
 use common::{crash, new_small_pool_db};
 
@@ -168,7 +169,11 @@ fn scan_counting(
     keys: ScanKeys,
     dir: Direction,
 ) -> (Vec<(i32, Tid)>, BtreeScan) {
-    let mut sc = BtreeScan::new(idx.clone(), keys, dir, true);
+    drain(bt, s, BtreeScan::new(idx.clone(), keys, dir, true))
+}
+
+/// Every batch of `sc` as (key, TID) pairs, and the scan for its figures.
+fn drain(bt: &Btree, s: &mut BufferSession, mut sc: BtreeScan) -> (Vec<(i32, Tid)>, BtreeScan) {
     let mut out = Vec::new();
     while let Some(batch) = sc.next_batch(bt, s).unwrap() {
         assert!(!batch.items.is_empty(), "an empty batch");
@@ -623,6 +628,190 @@ fn a_backward_scan_finds_its_way_left_when_the_left_page_split() {
         let mut want = loaded;
         want.reverse();
         assert_eq!(original(&got), want, "{method:?}");
+    }
+}
+
+/// A scan of `keys` that reads leaves ahead (see `scan_counting`); it
+/// holds no pin once it has returned its last batch.
+fn scan_reading_ahead(
+    bt: &Btree,
+    s: &mut BufferSession,
+    idx: &IndexDesc,
+    keys: ScanKeys,
+    dir: Direction,
+) -> (Keys, BtreeScan) {
+    let sc =
+        BtreeScan::new(idx.clone(), keys, dir, true).reading_leaves_ahead(StreamLimits::default());
+    let (got, sc) = drain(bt, s, sc);
+    assert_eq!(s.pinned_count(), 0, "leaves read ahead left pinned");
+    (got, sc)
+}
+
+#[test]
+fn a_scan_reading_leaves_ahead_returns_what_one_reading_them_one_by_one_returns() {
+    use aiostore::btree::LEAF_READ_AHEAD_AFTER_PAGES;
+    for method in METHODS {
+        let mut f = Fixture::empty(method, index(false));
+        let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+        for n in shuffled(3000) {
+            bt.insert(s, idx, &key((n % 1000) as i32), tid(n), None)
+                .unwrap();
+        }
+        // Three levels: the leaves' parents are several pages, so
+        // read-ahead feeds from one after another.
+        assert!(bt.verify(s, idx).unwrap().levels >= 3, "{method:?}");
+        let one = |k: i32| range(Some((k, true)), Some((k, true)));
+        let cases = [
+            ("all", ScanKeys::all(), true),
+            (
+                "a range",
+                ScanKeys {
+                    ranges: vec![range(Some((100, true)), Some((900, false)))],
+                },
+                true,
+            ),
+            (
+                "a key",
+                ScanKeys {
+                    ranges: vec![one(500)],
+                },
+                false,
+            ),
+            (
+                "a short range",
+                ScanKeys {
+                    ranges: vec![range(Some((20, false)), Some((25, true)))],
+                },
+                false,
+            ),
+            (
+                "keys spread out",
+                ScanKeys {
+                    ranges: (0..1000).step_by(37).map(one).collect(),
+                },
+                false,
+            ),
+            // Wide ranges, some starting on the page where the one
+            // before ended.
+            (
+                "wide ranges",
+                ScanKeys {
+                    ranges: vec![
+                        range(Some((0, true)), Some((150, true))),
+                        range(Some((150, false)), Some((400, true))),
+                        range(Some((401, true)), Some((402, true))),
+                        range(Some((700, false)), None),
+                    ],
+                },
+                true,
+            ),
+        ];
+        for (what, keys, wide) in cases {
+            for dir in [Direction::Forward, Direction::Backward] {
+                let want = scan(bt, s, idx, keys.clone(), dir);
+                let (got, sc) = scan_reading_ahead(bt, s, idx, keys.clone(), dir);
+                assert_eq!(got, want, "{method:?} {what} {dir:?}");
+                assert_eq!(
+                    sc.leaf_read_ahead_abandoned(),
+                    0,
+                    "{method:?} {what} {dir:?}"
+                );
+                let ahead = sc.leaf_pages_read_ahead;
+                if wide {
+                    assert!(ahead > 0, "{method:?} {what} {dir:?}");
+                } else {
+                    assert_eq!(ahead, 0, "{method:?} {what} {dir:?}");
+                }
+                if what == "all" {
+                    // All but the leaves read before read-ahead starts.
+                    assert_eq!(
+                        ahead + LEAF_READ_AHEAD_AFTER_PAGES,
+                        sc.leaf_pages,
+                        "{method:?} {dir:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// [`scan_with_splits_between_pages`] for a scan reading leaves ahead,
+/// parked when it has taken its first leaf from its stream: the
+/// scanner's keys, and how often it gave read-ahead up and how many
+/// leaves it read ahead.
+fn scan_reading_ahead_with_splits(
+    method: IoMethod,
+    direction: Direction,
+    meanwhile: impl Fn(&Btree, &mut BufferSession, &IndexDesc),
+) -> (Keys, Keys, u64, u64) {
+    use aiostore::inject::BTREE_SCAN_READING_AHEAD;
+    let mut f = Fixture::empty(method, index(false));
+    let loaded = load_spaced(&f.bt, &mut f.sess.buf, &f.idx, 300);
+    let points = f.park_once_at(BTREE_SCAN_READING_AHEAD);
+    let scanner = f.in_session(move |bt, s, idx| {
+        let (got, sc) = scan_reading_ahead(bt, s, idx, ScanKeys::all(), direction);
+        (
+            got,
+            sc.leaf_read_ahead_abandoned(),
+            sc.leaf_pages_read_ahead,
+        )
+    });
+    assert!(points
+        .injections()
+        .wait_until_parked(BTREE_SCAN_READING_AHEAD));
+    let (s, idx, bt) = (&mut f.sess.buf, &f.idx, &*f.bt);
+    meanwhile(bt, s, idx);
+    points.injections().release(BTREE_SCAN_READING_AHEAD);
+    let (got, abandoned, ahead) = scanner.join().unwrap();
+    bt.verify(s, idx).unwrap();
+    (loaded, got, abandoned, ahead)
+}
+
+#[test]
+fn a_scan_reading_ahead_follows_the_links_when_the_leaves_ahead_split() {
+    for method in METHODS {
+        // The scan took its third leaf (keys from about 660) from its
+        // stream, the next ones fed as the parent named them; that leaf
+        // and those after it split before it locks it.
+        let (loaded, got, abandoned, ahead) =
+            scan_reading_ahead_with_splits(method, Direction::Forward, |bt, s, idx| {
+                fill_gaps(bt, s, idx, 60..200)
+            });
+        assert!(
+            got.windows(2).all(|w| w[0] < w[1]),
+            "{method:?}: out of order or repeated"
+        );
+        assert_eq!(original(&got), loaded, "{method:?}");
+        assert!(ahead > 0, "{method:?}");
+        assert_eq!(
+            abandoned, 1,
+            "{method:?}: the chain left the downlinks once"
+        );
+    }
+}
+
+#[test]
+fn a_backward_scan_reading_ahead_follows_the_links_when_the_leaves_ahead_split() {
+    for method in METHODS {
+        // The scan took its third leaf from the end from its stream; it
+        // and the leaves left of it split, so the page it took no longer
+        // links to where the scan was.
+        let (loaded, got, abandoned, ahead) =
+            scan_reading_ahead_with_splits(method, Direction::Backward, |bt, s, idx| {
+                fill_gaps(bt, s, idx, 100..250)
+            });
+        assert!(
+            got.windows(2).all(|w| w[0] > w[1]),
+            "{method:?}: out of order or repeated"
+        );
+        let mut want = loaded;
+        want.reverse();
+        assert_eq!(original(&got), want, "{method:?}");
+        assert!(ahead > 0, "{method:?}");
+        assert_eq!(
+            abandoned, 1,
+            "{method:?}: the chain left the downlinks once"
+        );
     }
 }
 

@@ -49,6 +49,12 @@
 //! the shape a read stream fed from a queue of batches needs (the next
 //! issue's heap prefetching).
 //!
+//! A range that moves across more than a couple of leaves reads the ones
+//! ahead through a read stream of its own, fed with their downlinks from
+//! the level-1 pages (`readahead.rs`). The link chain stays the truth: a
+//! leaf is taken from the stream only if it is the page the chain names
+//! next, else read-ahead stops for the range.
+//!
 //! # Uniqueness
 //!
 //! An insertion into a unique index first locks the leaf where its key
@@ -66,6 +72,8 @@
 //! - `change.rs`: the page-change path and WAL records;
 //! - `insert.rs`: descent, insertion, splits;
 //! - `scan.rs`: range and equality scans in batches, both directions;
+//! - `readahead.rs`: reading a scan's leaves ahead from their parents'
+//!   downlinks;
 //! - `build.rs`: building bottom-up from sorted keys;
 //! - `vacuum.rs`: removing the tuples of dead rows;
 //! - `verify.rs`: [`Btree::verify`], the structure's invariants.
@@ -74,6 +82,7 @@ mod build;
 pub mod change;
 mod insert;
 pub mod page;
+mod readahead;
 mod scan;
 mod vacuum;
 mod verify;
@@ -84,7 +93,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use thiserror::Error;
 
-use crate::buffer::{BufferError, BufferId, BufferSession, LockMode, PageGuard};
+use crate::buffer::{BufferError, BufferId, BufferSession, BufferTag, LockMode, PageGuard};
 use crate::heap::tuple::{Tid, TupleError};
 use crate::heap::HeapError;
 use crate::storage::Fork;
@@ -94,6 +103,9 @@ use crate::wal::{Wal, WalError};
 
 pub use build::{BuildKeys, BuildStats, SortSpace};
 pub use page::{KeySpec, Target};
+pub use readahead::{
+    LEAF_READ_AHEAD_AFTER_PAGES, LEAF_READ_AHEAD_PINS_MAX, LEAF_STREAM_PINS_RESERVED,
+};
 pub use scan::{Batch, BatchItem, Bound, BtreeScan, Direction, KeyRange, ScanKeys};
 pub use vacuum::BulkDeleteStats;
 pub use verify::VerifyReport;
@@ -292,6 +304,32 @@ impl Btree {
     ) -> Result<insert::Locked, BtreeError> {
         let (id, guard) = self.lock_block(s, rel, block, mode)?;
         Ok(insert::Locked { block, id, guard })
+    }
+
+    /// Locks `block` of the index, which the caller already pinned as
+    /// `id` (a buffer a read stream read), as [`Btree::lock_at`] locks a
+    /// block it reads.
+    fn lock_pinned(
+        &self,
+        s: &BufferSession,
+        rel: u32,
+        block: u32,
+        id: BufferId,
+        mode: LockMode,
+    ) -> insert::Locked {
+        // A pinned buffer keeps its tag: a buffer holding another page
+        // would hand the scan a page the link chain did not name.
+        assert_eq!(
+            s.pool().tag(id),
+            Some(BufferTag {
+                rel,
+                fork: Fork::Main,
+                block
+            }),
+            "a buffer read ahead holds another page than block {block} of relation {rel}"
+        );
+        let guard = s.lock_page(id, mode);
+        insert::Locked { block, id, guard }
     }
 
     /// The metapage's fields.

@@ -1,17 +1,22 @@
 //! Scans: ranges of keys, in either direction, delivered in batches of
-//! one leaf page's matches (see the module comment in `mod.rs`).
+//! one leaf page's matches (see the module comment in `mod.rs`), the
+//! leaves read ahead once a range moves across several
+//! (`readahead.rs`).
 
 use std::cmp::Ordering;
 
 use crate::buffer::{BufferSession, LockMode};
 use crate::heap::tuple::Tid;
-use crate::page::line_pointer_count;
+use crate::page::{line_pointer_count, PageBytes};
+use crate::stream::StreamLimits;
 use crate::types::Value;
 
 use super::insert::Locked;
 use super::page::{
-    beyond_high_key, lower_bound, page_tuple, pointer, tuple_values, Special, Target, NO_PAGE,
+    beyond_high_key, lower_bound, page_tuple, pointer, tuple_values, KeySpec, Special, Target,
+    NO_PAGE,
 };
+use super::readahead::LeafReadAhead;
 use super::{Btree, BtreeError, IndexDesc, MOVE_RIGHT_MAX};
 
 /// Which way a scan goes through the index's order.
@@ -95,98 +100,20 @@ enum Resume {
     Done,
 }
 
-/// A scan of one index.
-pub struct BtreeScan {
-    idx: IndexDesc,
-    keys: ScanKeys,
-    direction: Direction,
-    want_keys: bool,
-    /// Each batch keeps its leaf pinned ([`Batch::pinned`]).
-    keep_pins: bool,
-    /// The range being scanned: its position in scan order.
-    range: usize,
-    resume: Resume,
-    /// Leaf pages read, and descents from the root.
-    pub leaf_pages: u64,
-    pub descents: u64,
-    /// Pages a backward step moved right over because the page on its
-    /// left had split since (see [`BtreeScan::step_left`]).
-    pub left_steps_repaired: u64,
+/// The far end of a range in a scan's order: what says a key is past it.
+pub(super) struct RangeEnd<'a> {
+    pub spec: &'a KeySpec,
+    pub range: &'a KeyRange,
+    pub direction: Direction,
 }
 
-impl BtreeScan {
-    pub fn new(idx: IndexDesc, keys: ScanKeys, direction: Direction, want_keys: bool) -> BtreeScan {
-        let resume = if keys.ranges.is_empty() {
-            Resume::Done
-        } else {
-            Resume::Descend
-        };
-        BtreeScan {
-            idx,
-            keys,
-            direction,
-            want_keys,
-            keep_pins: false,
-            range: 0,
-            resume,
-            leaf_pages: 0,
-            descents: 0,
-            left_steps_repaired: 0,
-        }
-    }
-
-    /// Makes each batch keep its leaf pinned for the caller to release
-    /// (an index-only scan, which must look its entries up in the
-    /// visibility map while VACUUM cannot remove them).
-    pub fn keeping_leaf_pins(mut self) -> BtreeScan {
-        self.keep_pins = true;
-        self
-    }
-
-    pub fn direction(&self) -> Direction {
-        self.direction
-    }
-
-    /// Starts again, with new keys (the inner side of a nested loop).
-    pub fn rescan(&mut self, keys: ScanKeys) {
-        self.resume = if keys.ranges.is_empty() {
-            Resume::Done
-        } else {
-            Resume::Descend
-        };
-        self.keys = keys;
-        self.range = 0;
-    }
-
-    /// The current range, in scan order.
-    fn current(&self) -> &KeyRange {
-        match self.direction {
-            Direction::Forward => &self.keys.ranges[self.range],
-            Direction::Backward => &self.keys.ranges[self.keys.ranges.len() - 1 - self.range],
-        }
-    }
-
-    /// Where the current range starts in scan order, as a target.
-    fn start_target(&self) -> Target {
-        let r = self.current();
-        match self.direction {
-            Direction::Forward => match &r.lower {
-                None => Target::before(Vec::new()),
-                Some(b) if b.inclusive => Target::before(b.values.clone()),
-                Some(b) => Target::after(b.values.clone()),
-            },
-            Direction::Backward => match &r.upper {
-                None => Target::after(Vec::new()),
-                Some(b) if b.inclusive => Target::after(b.values.clone()),
-                Some(b) => Target::before(b.values.clone()),
-            },
-        }
-    }
-
-    /// True if `values` lie past the current range's far end.
-    fn past_end(&self, values: &[Value]) -> bool {
-        let r = self.current();
-        let spec = &self.idx.spec;
+impl RangeEnd<'_> {
+    /// True if `values` (a key, or a prefix of one) lie past the range's
+    /// far end. Monotone in key order: if a key is past it, so is every
+    /// key after it in the scan's direction.
+    pub fn past(&self, values: &[Value]) -> bool {
+        let r = self.range;
+        let spec = self.spec;
         match self.direction {
             Direction::Forward => {
                 r.upper
@@ -208,12 +135,164 @@ impl BtreeScan {
             }
         }
     }
+}
 
-    /// The next batch of matches, or None when the scan is done. Pages
-    /// without a match are passed over: the loop ends because each turn
-    /// moves to another page in the scan's direction (links never loop:
-    /// `verify` checks it) or descends for a later range.
+/// A scan of one index.
+pub struct BtreeScan {
+    idx: IndexDesc,
+    keys: ScanKeys,
+    direction: Direction,
+    want_keys: bool,
+    /// Each batch keeps its leaf pinned ([`Batch::pinned`]).
+    keep_pins: bool,
+    /// The range being scanned: its position in scan order.
+    range: usize,
+    resume: Resume,
+    /// Leaf pages read, and descents from the root.
+    pub leaf_pages: u64,
+    pub descents: u64,
+    /// Pages a backward step moved right over because the page on its
+    /// left had split since (see [`BtreeScan::step_left`]).
+    pub left_steps_repaired: u64,
+    /// Leaf pages taken from the read-ahead stream (of `leaf_pages`).
+    pub leaf_pages_read_ahead: u64,
+    /// None: each leaf is read when the scan gets there.
+    read_ahead: Option<LeafReadAhead>,
+}
+
+impl BtreeScan {
+    pub fn new(idx: IndexDesc, keys: ScanKeys, direction: Direction, want_keys: bool) -> BtreeScan {
+        let resume = if keys.ranges.is_empty() {
+            Resume::Done
+        } else {
+            Resume::Descend
+        };
+        BtreeScan {
+            idx,
+            keys,
+            direction,
+            want_keys,
+            keep_pins: false,
+            range: 0,
+            resume,
+            leaf_pages: 0,
+            descents: 0,
+            left_steps_repaired: 0,
+            leaf_pages_read_ahead: 0,
+            read_ahead: None,
+        }
+    }
+
+    /// Makes the scan read leaf pages ahead through a read stream sized
+    /// by `limits` once a range has moved across a few (see
+    /// `readahead.rs`); with an `effective_io_concurrency` of 0 it reads
+    /// none ahead. The caller then ends the scan with
+    /// [`BtreeScan::release`] if it stops before the scan's end.
+    pub fn reading_leaves_ahead(mut self, limits: StreamLimits) -> BtreeScan {
+        if limits.effective_io_concurrency > 0 {
+            self.read_ahead = Some(LeafReadAhead::new(limits));
+        }
+        self
+    }
+
+    /// Times read-ahead stopped for the rest of a range because the link
+    /// chain named another leaf than its stream held next (a split).
+    pub fn leaf_read_ahead_abandoned(&self) -> u64 {
+        self.read_ahead.as_ref().map_or(0, |a| a.abandoned)
+    }
+
+    /// Lets go of the leaves read ahead. The scan does so itself at its
+    /// end and when it fails; a caller that stops earlier (a LIMIT, a
+    /// rescan) calls this. The scan may still go on afterwards, and read
+    /// ahead again.
+    pub fn release(&mut self, s: &mut BufferSession) {
+        if let Some(ahead) = &mut self.read_ahead {
+            ahead.release(s);
+        }
+    }
+
+    /// Makes each batch keep its leaf pinned for the caller to release
+    /// (an index-only scan, which must look its entries up in the
+    /// visibility map while VACUUM cannot remove them).
+    pub fn keeping_leaf_pins(mut self) -> BtreeScan {
+        self.keep_pins = true;
+        self
+    }
+
+    pub fn direction(&self) -> Direction {
+        self.direction
+    }
+
+    /// Starts again, with new keys (the inner side of a nested loop).
+    /// Leaves read ahead for the last run are let go by
+    /// [`BtreeScan::release`] or, at the latest, by the first descent.
+    pub fn rescan(&mut self, keys: ScanKeys) {
+        self.resume = if keys.ranges.is_empty() {
+            Resume::Done
+        } else {
+            Resume::Descend
+        };
+        self.keys = keys;
+        self.range = 0;
+    }
+
+    /// The current range, in scan order.
+    fn current(&self) -> &KeyRange {
+        current_range(&self.keys, self.range, self.direction)
+    }
+
+    /// Where the current range starts in scan order, as a target.
+    fn start_target(&self) -> Target {
+        let r = self.current();
+        match self.direction {
+            Direction::Forward => match &r.lower {
+                None => Target::before(Vec::new()),
+                Some(b) if b.inclusive => Target::before(b.values.clone()),
+                Some(b) => Target::after(b.values.clone()),
+            },
+            Direction::Backward => match &r.upper {
+                None => Target::after(Vec::new()),
+                Some(b) if b.inclusive => Target::after(b.values.clone()),
+                Some(b) => Target::before(b.values.clone()),
+            },
+        }
+    }
+
+    /// The current range's far end.
+    fn range_end(&self) -> RangeEnd<'_> {
+        RangeEnd {
+            spec: &self.idx.spec,
+            range: self.current(),
+            direction: self.direction,
+        }
+    }
+
+    /// True if `values` lie past the current range's far end.
+    fn past_end(&self, values: &[Value]) -> bool {
+        self.range_end().past(values)
+    }
+
+    /// The next batch of matches, or None when the scan is done.
     pub fn next_batch(
+        &mut self,
+        bt: &Btree,
+        s: &mut BufferSession,
+    ) -> Result<Option<Batch>, BtreeError> {
+        let batch = self.next_batch_inner(bt, s);
+        // At the scan's end, and when it failed (its caller will not go
+        // on), nothing read ahead stays pinned: only a batch's own leaf,
+        // for a scan keeping leaf pins.
+        if batch.is_err() || self.resume == Resume::Done {
+            self.release(s);
+        }
+        batch
+    }
+
+    /// [`BtreeScan::next_batch`]. Pages without a match are passed over:
+    /// the loop ends because each turn moves to another page in the
+    /// scan's direction (links never loop: `verify` checks it) or descends
+    /// for a later range.
+    fn next_batch_inner(
         &mut self,
         bt: &Btree,
         s: &mut BufferSession,
@@ -232,16 +311,36 @@ impl BtreeScan {
                 Resume::Descend => {
                     self.descents += 1;
                     let target = self.start_target();
-                    let (leaf, _) = bt.find(s, &self.idx, &target, 0, LockMode::Shared)?;
+                    if let Some(ahead) = &mut self.read_ahead {
+                        // Before any page is locked: letting go of what
+                        // the last range read ahead may wait for reads.
+                        ahead.new_range(s, 0);
+                    }
+                    let (leaf, stack) = bt.find(s, &self.idx, &target, 0, LockMode::Shared)?;
+                    if let Some(ahead) = &mut self.read_ahead {
+                        // The last page passed on the way down is the
+                        // leaf's parent, whose downlinks it feeds from.
+                        ahead.descended_through(stack.last().copied());
+                    }
                     let at = self.position(&leaf, &target);
                     (leaf, Some(at))
                 }
-                Resume::Right(block) => {
-                    (bt.lock_at(s, self.idx.rel, block, LockMode::Shared)?, None)
-                }
+                Resume::Right(block) => (self.lock_leaf(bt, s, block)?, None),
                 Resume::Left { left, from } => (self.step_left(bt, s, left, from)?, None),
             };
+            if !Special::read(page.guard.page()).is_leaf() {
+                let block = page.block;
+                page.release(s);
+                return Err(BtreeError::damaged(
+                    "a leaf's sibling link leads to a page that is not a leaf",
+                )
+                .named(&self.idx, block));
+            }
             self.leaf_pages += 1;
+            if let Some(ahead) = &mut self.read_ahead {
+                ahead.leaf_read();
+            }
+            let range = self.range;
             let mut batch = Batch {
                 block: page.block,
                 items: Vec::new(),
@@ -255,10 +354,40 @@ impl BtreeScan {
                 page.release(s);
             }
             visited?;
+            if self.range != range && self.resume != Resume::Done {
+                if let Some(ahead) = &mut self.read_ahead {
+                    // The next range starts on this page (or descends, which
+                    // counts again): the leaves read ahead were the last
+                    // range's.
+                    ahead.new_range(s, 1);
+                }
+            }
             if !batch.items.is_empty() {
                 return Ok(Some(batch));
             }
         }
+    }
+
+    /// Locks leaf `block`, which the link chain names next: the buffer
+    /// read ahead, if read-ahead has it, else read now.
+    fn lock_leaf(
+        &mut self,
+        bt: &Btree,
+        s: &mut BufferSession,
+        block: u32,
+    ) -> Result<Locked, BtreeError> {
+        if let Some(ahead) = &mut self.read_ahead {
+            let end = RangeEnd {
+                spec: &self.idx.spec,
+                range: current_range(&self.keys, self.range, self.direction),
+                direction: self.direction,
+            };
+            if let Some(id) = ahead.next_leaf(bt, s, &self.idx, &end, block)? {
+                self.leaf_pages_read_ahead += 1;
+                return Ok(bt.lock_pinned(s, self.idx.rel, block, id, LockMode::Shared));
+            }
+        }
+        bt.lock_at(s, self.idx.rel, block, LockMode::Shared)
     }
 
     /// Where on `leaf` the range that `target` starts begins: the first
@@ -322,7 +451,7 @@ impl BtreeScan {
                     }
                 }
             }
-            if !range_done {
+            if !range_done && !self.high_key_past_end(p, &sp, &mut values).map_err(named)? {
                 // The page ended before the range did.
                 let next = match self.direction {
                     Direction::Forward => sp.next,
@@ -369,6 +498,25 @@ impl BtreeScan {
         }
     }
 
+    /// True if a forward scan's range ends before `p`'s right sibling:
+    /// the high key, a lower bound of every key to the right, lies past
+    /// its end. A range ending with the page's last tuple then does not
+    /// read the next leaf to find that out (PostgreSQL's forward scans
+    /// check the high key so too); going backward a page has no such
+    /// bound.
+    fn high_key_past_end(
+        &self,
+        p: &PageBytes,
+        sp: &Special,
+        scratch: &mut Vec<Value>,
+    ) -> Result<bool, BtreeError> {
+        if self.direction == Direction::Backward || sp.is_rightmost() {
+            return Ok(false);
+        }
+        tuple_values(&self.idx.spec, page_tuple(p, 0)?, scratch)?;
+        Ok(self.past_end(scratch))
+    }
+
     fn push(&self, batch: &mut Batch, tid: Tid, values: &[Value]) {
         batch.items.push(BatchItem {
             tid,
@@ -390,7 +538,8 @@ impl BtreeScan {
         left: u32,
         from: u32,
     ) -> Result<Locked, BtreeError> {
-        let mut at = bt.lock_at(s, self.idx.rel, left, LockMode::Shared)?;
+        // Read ahead only if it is `left` itself, the page locked first.
+        let mut at = self.lock_leaf(bt, s, left)?;
         for _ in 0..MOVE_RIGHT_MAX {
             let next = Special::read(at.guard.page()).next;
             if next == from {
@@ -413,5 +562,13 @@ impl BtreeScan {
             BtreeError::damaged("moved right too often looking for a left sibling")
                 .named(&self.idx, block),
         )
+    }
+}
+
+/// Range `range` of `keys` in scan order.
+fn current_range(keys: &ScanKeys, range: usize, direction: Direction) -> &KeyRange {
+    match direction {
+        Direction::Forward => &keys.ranges[range],
+        Direction::Backward => &keys.ranges[keys.ranges.len() - 1 - range],
     }
 }

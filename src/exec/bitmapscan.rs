@@ -32,7 +32,9 @@
 use std::sync::Arc;
 
 use super::estimate::Estimate;
-use super::explain::{push_buffers, push_filter, scan_title, stream_details, ExplainOptions};
+use super::explain::{
+    leaf_pages_text, push_buffers, push_filter, scan_title, stream_details, ExplainOptions,
+};
 use super::expr::Expr;
 use super::indexscan::{scan_keys, IndexQual};
 use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
@@ -80,6 +82,8 @@ pub struct BitmapIndexScanNode {
     built: bool,
     buffers: ReadCounts,
     leaf_pages: u64,
+    /// Of `leaf_pages`, those taken from the scan's read-ahead stream.
+    leaf_pages_read_ahead: u64,
     searches: u64,
     /// The planner's estimate (the bitmap's cost, its TIDs).
     pub estimate: Option<Estimate>,
@@ -105,6 +109,7 @@ impl BitmapIndexScanNode {
             built: false,
             buffers: ReadCounts::default(),
             leaf_pages: 0,
+            leaf_pages_read_ahead: 0,
             searches: 0,
             estimate: None,
         }
@@ -113,7 +118,8 @@ impl BitmapIndexScanNode {
     fn fill(&mut self, cx: &mut ExecCx, bitmap: &mut TidBitmap) -> Result<(), ExecError> {
         let db = Arc::clone(cx.session.db());
         let keys = scan_keys(&self.quals, &self.desc.spec, cx)?;
-        let mut scan = BtreeScan::new(self.desc.clone(), keys, Direction::Forward, false);
+        let mut scan = BtreeScan::new(self.desc.clone(), keys, Direction::Forward, false)
+            .reading_leaves_ahead(cx.session.stream_limits());
         let result = (|| {
             while let Some(batch) = scan.next_batch(db.btree(), &mut cx.session.buf)? {
                 self.counts.rows += batch.items.len() as u64;
@@ -121,7 +127,11 @@ impl BitmapIndexScanNode {
             }
             Ok(())
         })();
+        // A bitmap that failed to grow stops the scan before its end,
+        // with leaves read ahead still pinned.
+        scan.release(&mut cx.session.buf);
         self.leaf_pages += scan.leaf_pages;
+        self.leaf_pages_read_ahead += scan.leaf_pages_read_ahead;
         self.searches += scan.descents;
         result
     }
@@ -164,7 +174,10 @@ impl PlanNode for BitmapIndexScanNode {
                 push_buffers(&mut details, self.buffers.hits, self.buffers.reads);
             }
             if opts.io {
-                details.push(format!("Index: leaf pages={}", self.leaf_pages));
+                details.push(format!(
+                    "Index: {}",
+                    leaf_pages_text(self.leaf_pages, self.leaf_pages_read_ahead)
+                ));
             }
         }
         Some(Described {

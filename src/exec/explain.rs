@@ -344,6 +344,21 @@ pub(crate) fn push_buffers(details: &mut Vec<String>, hits: u64, reads: u64) {
     }
 }
 
+/// An index scan's leaf figures for its IO line: `leaf pages=N`, and
+/// `read ahead=M` where the scan took some from its read-ahead stream (as
+/// `Buffers` leaves out its zero parts).
+pub(crate) fn leaf_pages_text(leaf_pages: u64, read_ahead: u64) -> String {
+    debug_assert!(
+        read_ahead <= leaf_pages,
+        "leaves read ahead are leaves read"
+    );
+    if read_ahead > 0 {
+        format!("leaf pages={leaf_pages} read ahead={read_ahead}")
+    } else {
+        format!("leaf pages={leaf_pages}")
+    }
+}
+
 /// A scan's `Buffers` and `I/O` lines from its read stream's figures.
 pub(crate) fn stream_details(
     details: &mut Vec<String>,

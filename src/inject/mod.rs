@@ -98,6 +98,14 @@ pub const BTREE_SPLIT_BEFORE_DOWNLINK: &str = "btree-split-before-downlink";
 /// Yao's links are for.
 pub const BTREE_SCAN_BETWEEN_PAGES: &str = "btree-scan-between-pages";
 
+/// Reached in a B-tree scan that reads leaf pages ahead, after it took
+/// the leaf its link chain names next from its read stream and before it
+/// locks it (the stream holds leaves after it pinned or being read, as
+/// their parent's downlinks named them); the context's offset is the
+/// leaf's block. A split of these leaves meanwhile puts pages the
+/// downlinks did not name into the chain.
+pub const BTREE_SCAN_READING_AHEAD: &str = "btree-scan-reading-ahead";
+
 /// Reached in an index scan after it copied a leaf page's matching TIDs
 /// and let the page go, before it fetches the first of their heap tuples
 /// (a batch it returns next; one loaded ahead of that reaches

@@ -88,8 +88,11 @@ pub const PREFETCH_AFTER_PAGES: u64 = 2;
 /// loading waits for the reader to catch up rather than read leaves on.
 pub const BATCHES_WITHOUT_PAGE_MAX: usize = 4;
 /// Pins the scan takes beside the stream's and its consumer's: the leaf
-/// being loaded and the visibility-map page.
-const FETCH_PINS: usize = 2;
+/// being loaded, the visibility-map page, and the B-tree scan's own
+/// stream reading leaves ahead, which may be set up after this one and
+/// must find its pins free (else the two together could pass the
+/// session's pin limit).
+const FETCH_PINS: usize = 2 + crate::btree::LEAF_READ_AHEAD_PINS_MAX;
 /// `page_of` for an item an index-only scan answers from its key.
 const FROM_INDEX: u32 = u32::MAX;
 
@@ -274,9 +277,10 @@ impl IndexFetch {
             .map(|bound| self.items_taken + bound.saturating_sub(self.rows_returned).max(1))
     }
 
-    /// Leaf pages read and descents from the root, so far.
-    pub fn index_figures(&self) -> (u64, u64) {
-        (self.scan.leaf_pages, self.scan.descents)
+    /// The B-tree scan, for its figures (leaf pages read, read ahead,
+    /// descents).
+    pub fn index_scan(&self) -> &BtreeScan {
+        &self.scan
     }
 
     /// Figures so far (the stream's up to its last reset or end).
@@ -691,6 +695,7 @@ impl IndexFetch {
 
     /// Lets go of every pin the run holds (the stream's too).
     pub fn release(&mut self, cx: &mut ExecCx) {
+        self.scan.release(&mut cx.session.buf);
         self.heap.release(&mut cx.session.buf);
         self.vm.release(&mut cx.session.buf);
         self.ring.clear();

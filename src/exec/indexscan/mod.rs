@@ -17,7 +17,9 @@ use std::sync::Arc;
 use fetch::{Fetched, IndexFetch};
 pub use fetch::{PrefetchStats, BATCHES_WITHOUT_PAGE_MAX, PREFETCH_AFTER_PAGES, RING_BATCHES};
 
-use super::explain::{push_buffers, push_filter, push_io, scan_title, ExplainOptions};
+use super::explain::{
+    leaf_pages_text, push_buffers, push_filter, push_io, scan_title, ExplainOptions,
+};
 use super::expr::{BinaryOp, Expr};
 use super::plan::{keep_passing, Batch, Described, ExecCx, Filter, NodeCounts, PlanNode};
 use super::value::is_true;
@@ -173,13 +175,18 @@ impl IndexScanNode {
         match &mut self.fetch {
             Some(fetch) => fetch.rescan(cx, keys),
             None => {
-                let scan = BtreeScan::new(self.desc.clone(), keys, self.direction, self.index_only);
-                let scan = if self.index_only {
-                    scan.keeping_leaf_pins()
-                } else {
-                    scan
-                };
+                let mut scan =
+                    BtreeScan::new(self.desc.clone(), keys, self.direction, self.index_only);
+                // `enable_indexscan_prefetch = off` is an index scan as it
+                // was before any prefetching, leaves read one by one too:
+                // what the benchmarks compare with.
                 let prefetch = cx.session.settings.indexscan_prefetch();
+                if prefetch {
+                    scan = scan.reading_leaves_ahead(cx.session.stream_limits());
+                }
+                if self.index_only {
+                    scan = scan.keeping_leaf_pins();
+                }
                 self.fetch = Some(IndexFetch::new(
                     &self.table.heap,
                     scan,
@@ -278,15 +285,19 @@ impl IndexScanNode {
         self.run_begun = false;
     }
 
-    /// Figures over every run: (heap and prefetching, leaf pages read,
-    /// index searches).
-    fn figures(&self) -> (PrefetchStats, u64, u64) {
+    /// Figures over every run: heap and prefetching, and the index's.
+    fn figures(&self) -> (PrefetchStats, IndexFigures) {
         match &self.fetch {
             Some(fetch) => {
-                let (leaf_pages, searches) = fetch.index_figures();
-                (fetch.stats(), leaf_pages, searches)
+                let scan = fetch.index_scan();
+                let index = IndexFigures {
+                    leaf_pages: scan.leaf_pages,
+                    leaf_pages_read_ahead: scan.leaf_pages_read_ahead,
+                    searches: scan.descents,
+                };
+                (fetch.stats(), index)
             }
-            None => (PrefetchStats::default(), 0, 0),
+            None => (PrefetchStats::default(), IndexFigures::default()),
         }
     }
 }
@@ -367,22 +378,22 @@ impl PlanNode for IndexScanNode {
                     self.counts.per_loop(self.heap_fetches)
                 ));
             }
-            let (stats, leaf_pages, searches) = self.figures();
+            let (stats, index) = self.figures();
             // Over every loop, as PostgreSQL 18 counts them (rows and
             // heap fetches are per loop).
-            details.push(format!("Index Searches: {searches}"));
+            details.push(format!("Index Searches: {}", index.searches));
             if opts.buffers {
                 push_buffers(&mut details, self.buffers.hits, self.buffers.reads);
             }
             if opts.io {
                 details.push(format!(
-                    "Heap: fetches={} visible={} pages={} hit={} read={} leaf pages={}",
+                    "Heap: fetches={} visible={} pages={} hit={} read={} {}",
                     stats.heap.fetches,
                     stats.heap.visible,
                     stats.heap.pages,
                     stats.heap_buffers.hits,
                     stats.heap_buffers.reads,
-                    leaf_pages
+                    leaf_pages_text(index.leaf_pages, index.leaf_pages_read_ahead)
                 ));
                 if stats.streams > 0 {
                     details.push(format!(
@@ -418,6 +429,16 @@ impl PlanNode for IndexScanNode {
         out.push(Arc::clone(&self.table));
         super::plan::subplan_tables(self.expressions(), out);
     }
+}
+
+/// The index's side of an index scan's figures, over every run.
+#[derive(Debug, Clone, Copy, Default)]
+struct IndexFigures {
+    leaf_pages: u64,
+    /// Of `leaf_pages`, those taken from the scan's read-ahead stream.
+    leaf_pages_read_ahead: u64,
+    /// Descents from the root.
+    searches: u64,
 }
 
 /// One key column's part of the search: the values it must equal (sorted
