@@ -26,12 +26,26 @@
 //! See `read.rs`: `start_read_buffers` / `wait_read_buffers` as
 //! DESIGN.md §5 describes them, with I/O already in progress joined as a
 //! *foreign* I/O instead of waited for synchronously.
+//!
+//! # Files
+//!
+//! - `mod.rs`: descriptors and their state word, the mapping table, pins,
+//!   sessions, content locks, extension, and dropping a relation's buffers;
+//! - `replace.rs`: the clock sweep and strategy rings (which buffer a new
+//!   page takes);
+//! - `read.rs`: reads, started and waited for;
+//! - `write.rs`: writes: the steps every write takes, synchronous
+//!   write-back (`flush_*`) and write-behind.
 
 mod read;
+mod replace;
 mod write;
 
 pub use read::{ReadFlags, ReadOp, ReadOpKind, WaitOutcome};
-pub use write::{WriteBehind, WriteBehindStats, WRITE_BEHIND_WRITES_MAX};
+pub use replace::{
+    Strategy, StrategyKind, BULK_READ_RING_BYTES, BULK_WRITE_RING_BYTES, VACUUM_RING_BYTES,
+};
+pub use write::{WriteBehind, WriteBehindStats, WRITE_BEHIND_WRITES_MAX, WRITE_COMBINE_BLOCKS};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -146,69 +160,6 @@ pub(crate) struct BufferDesc {
 
 /// Partitions of the mapping table.
 pub const MAPPING_PARTITIONS: usize = 128;
-
-/// Ring sizes of the access strategies (PostgreSQL's).
-pub const BULK_READ_RING_BYTES: usize = 256 * 1024;
-pub const BULK_WRITE_RING_BYTES: usize = 16 * 1024 * 1024;
-/// Most blocks one write-back writes (128 KiB, io_combine_limit's
-/// default), when a ring's victims continue each other's blocks.
-pub const WRITE_COMBINE_BLOCKS: usize = 16;
-pub const VACUUM_RING_BYTES: usize = 256 * 1024;
-
-/// Which kind of bulk work a strategy ring serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StrategyKind {
-    BulkRead,
-    BulkWrite,
-    Vacuum,
-}
-
-/// A ring of buffers reused by one large operation, so that it does not
-/// evict the whole pool.
-#[derive(Debug)]
-pub struct Strategy {
-    pub kind: StrategyKind,
-    ring: Vec<Option<BufferId>>,
-    current: usize,
-}
-
-impl Strategy {
-    /// A ring of the kind's size, or of `look_ahead + 1` buffers if that
-    /// is more, at most an eighth of the pool. `look_ahead` is what a read
-    /// stream using the ring pins ahead of its consumer (0 for writes): a
-    /// 256 KiB ring holds two 128 KiB reads, so a stream in it could keep
-    /// only one read in flight. PostgreSQL 18 grows its bulk-read ring with
-    /// io_combine_limit and effective_io_concurrency for the same reason.
-    pub fn new(kind: StrategyKind, nbuffers: u32, look_ahead: usize) -> Strategy {
-        let bytes = match kind {
-            StrategyKind::BulkRead => BULK_READ_RING_BYTES,
-            StrategyKind::BulkWrite => BULK_WRITE_RING_BYTES,
-            StrategyKind::Vacuum => VACUUM_RING_BYTES,
-        };
-        let size = (bytes / BLOCK_SIZE)
-            .max(look_ahead + 1)
-            .min(nbuffers as usize / 8)
-            .max(1);
-        Strategy {
-            kind,
-            ring: vec![None; size],
-            current: 0,
-        }
-    }
-
-    /// Buffers in the ring.
-    pub fn size(&self) -> usize {
-        self.ring.len()
-    }
-
-    /// The buffers the ring will offer next, at most `n` (fewer where a
-    /// slot is still empty).
-    fn upcoming(&self, n: usize) -> Vec<BufferId> {
-        (1..=n.min(self.ring.len() - 1))
-            .map_while(|k| self.ring[(self.current + k) % self.ring.len()])
-            .collect()
-    }
-}
 
 /// Start-up parameters of the pool.
 #[derive(Debug, Clone)]
@@ -518,62 +469,6 @@ impl BufferPool {
     /// never reused even if its issuer gives up.
     pub(crate) fn pin_for_io(&self, id: BufferId) {
         self.desc(id).state.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Finds a victim with the clock sweep and pins it (shared count 0 → 1).
-    fn clock_sweep(&self) -> Result<BufferId, BufferError> {
-        // Every buffer's usage count falls to zero within MAX_USAGE_COUNT + 1
-        // passes unless it is pinned; then the pool is full of pins.
-        let limit = self.nbuffers as u64 * (MAX_USAGE_COUNT + 2);
-        for _ in 0..limit {
-            let id =
-                (self.clock.fetch_add(1, Ordering::Relaxed) % self.nbuffers as u64) as BufferId;
-            let d = self.desc(id);
-            let st = d.state.load(Ordering::SeqCst);
-            if refcount(st) != 0 {
-                continue;
-            }
-            let next = if usage(st) > 0 {
-                st - USAGE_ONE
-            } else {
-                st + 1
-            };
-            if d.state
-                .compare_exchange(st, next, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-                && usage(st) == 0
-            {
-                return Ok(id);
-            }
-        }
-        Err(BufferError::NoUnpinnedBuffers {
-            nbuffers: self.nbuffers,
-        })
-    }
-
-    /// A victim from the strategy ring if its buffer is reusable (unpinned,
-    /// used at most once since), else from the clock sweep, recorded in the
-    /// ring.
-    fn victim(&self, strategy: Option<&mut Strategy>) -> Result<BufferId, BufferError> {
-        let Some(strategy) = strategy else {
-            return self.clock_sweep();
-        };
-        strategy.current = (strategy.current + 1) % strategy.ring.len();
-        if let Some(id) = strategy.ring[strategy.current] {
-            let d = self.desc(id);
-            let st = d.state.load(Ordering::SeqCst);
-            if refcount(st) == 0
-                && usage(st) <= 1
-                && d.state
-                    .compare_exchange(st, st + 1, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-            {
-                return Ok(id);
-            }
-        }
-        let id = self.clock_sweep()?;
-        strategy.ring[strategy.current] = Some(id);
-        Ok(id)
     }
 
     /// One row per buffer that holds a page, for `buffers` listings.
@@ -1043,96 +938,6 @@ impl BufferSession {
         }
     }
 
-    /// Writes a dirty buffer back: copied under a shared content lock into
-    /// a bounce buffer, checksummed for its block, written through AIO. A
-    /// change made while it was being written keeps it dirty.
-    pub fn flush_buffer(&mut self, id: BufferId) -> Result<(), BufferError> {
-        self.flush_buffers(id, &[])
-    }
-
-    /// Like [`BufferSession::flush_buffer`], writing in the same I/O the
-    /// buffers of `after` that hold the blocks following `id`'s, as long
-    /// as they are dirty and nobody uses them: a ring's next victims, so
-    /// that a bulk load writes runs of pages instead of one at a time. The
-    /// run stops at the first that does not qualify, at a segment's end,
-    /// and at [`WRITE_COMBINE_BLOCKS`].
-    pub fn flush_buffers(&mut self, id: BufferId, after: &[BufferId]) -> Result<(), BufferError> {
-        let pool = Arc::clone(&self.pool);
-        let d = pool.desc(id);
-        // Take the buffer's I/O for the write.
-        let tag = loop {
-            let mut header = d.header.lock();
-            let st = d.state.load(Ordering::SeqCst);
-            if st & BM_DIRTY == 0 {
-                return Ok(());
-            }
-            if st & BM_IO_IN_PROGRESS == 0 {
-                d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
-                d.state.fetch_and(!BM_JUST_DIRTIED, Ordering::SeqCst);
-                break header.tag.expect("a dirty buffer has a tag");
-            }
-            d.io_done
-                .wait_for(&mut header, std::time::Duration::from_millis(10));
-        };
-        let rel = pool.relation(tag.rel);
-        let loc = match rel.locate(tag.fork, tag.block) {
-            Ok(loc) => loc,
-            Err(e) => {
-                self.terminate_buffer_io(id, BM_IO_ERROR, 0);
-                return Err(e.into());
-            }
-        };
-        let room = (loc.blocks_left_in_segment as usize).min(WRITE_COMBINE_BLOCKS);
-        let mut run = vec![id];
-        for (k, &next) in after.iter().enumerate().take(room.saturating_sub(1)) {
-            let want = BufferTag {
-                block: tag.block + 1 + k as u32,
-                ..tag
-            };
-            let d = pool.desc(next);
-            let header = d.header.lock();
-            let st = d.state.load(Ordering::SeqCst);
-            if header.tag != Some(want)
-                || refcount(st) != 0
-                || st & BM_DIRTY == 0
-                || st & BM_IO_IN_PROGRESS != 0
-            {
-                break;
-            }
-            // A pin without a usage count (the ring may still reuse it),
-            // and the I/O, under the header lock eviction checks under.
-            pool.pin_for_io(next);
-            d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
-            d.state.fetch_and(!BM_JUST_DIRTIED, Ordering::SeqCst);
-            drop(header);
-            run.push(next);
-        }
-        if self.bounce.len() < run.len() * BLOCK_SIZE {
-            self.bounce = AlignedBuf::new(WRITE_COMBINE_BLOCKS * BLOCK_SIZE);
-        }
-        let newest = write::copy_for_write(&pool, &run, tag.block, &mut self.bounce[..]);
-        // The WAL rule: the log up to the newest change in the run is
-        // durable before any of its pages is written.
-        let wal_ok = write::wal_before_write(&pool, tag, newest);
-        let len = run.len() * BLOCK_SIZE;
-        let result = wal_ok.and_then(|()| {
-            match write::injected_write_failure(&pool, tag, &loc.file, loc.offset, len) {
-                Some(failure) => Err(failure),
-                None => crate::aio::write_blocks(
-                    &mut self.aio,
-                    &loc.file,
-                    loc.offset,
-                    &self.bounce[..len],
-                ),
-            }
-            .map_err(|source| write::write_failed(&loc.file, source))
-        });
-        // The first buffer's pin is the caller's; the others' are the
-        // write's own.
-        self.end_write(tag, &run, result.is_ok(), 1);
-        result
-    }
-
     /// Adds `count` new zeroed blocks to the end of the fork, returning them
     /// pinned, valid and dirty-free (they are written as zeros first, as
     /// PostgreSQL's zero-extend does). With a strategy, their buffers come
@@ -1197,75 +1002,6 @@ impl BufferSession {
             }
         }
         Ok(id)
-    }
-
-    /// Writes back every dirty buffer of the pool (a simple checkpoint,
-    /// until the checkpointer exists).
-    pub fn flush_all(&mut self) -> Result<(), BufferError> {
-        self.flush_matching(|_| true)
-    }
-
-    /// Writes back the dirty buffers of `fork` of `rel`.
-    pub fn flush_fork(&mut self, rel: u32, fork: Fork) -> Result<(), BufferError> {
-        self.flush_matching(|t| t.rel == rel && t.fork == fork)
-    }
-
-    /// Writes back the dirty buffers of every fork of `rel`, in block
-    /// order, combining neighbours into one write as eviction from a ring
-    /// does: what a table that skipped the WAL does before its creator
-    /// commits (its files are synced next).
-    pub fn flush_relation(&mut self, rel: u32) -> Result<(), BufferError> {
-        let pool = Arc::clone(&self.pool);
-        let mut dirty: Vec<(BufferTag, BufferId)> = (0..pool.nbuffers)
-            .filter(|&id| pool.state(id) & BM_DIRTY != 0)
-            .filter_map(|id| pool.tag(id).filter(|t| t.rel == rel).map(|t| (t, id)))
-            .collect();
-        dirty.sort_unstable_by_key(|(t, _)| (t.fork as u8, t.block));
-        for (i, &(tag, id)) in dirty.iter().enumerate() {
-            // Written already as a follower of an earlier one in the run,
-            // or written by someone else meanwhile: flush_buffers returns
-            // at once for a clean buffer.
-            self.pin(id)?;
-            let result = if pool.tag(id) == Some(tag) {
-                let followers: Vec<BufferId> = dirty[i + 1..]
-                    .iter()
-                    .zip(1u32..)
-                    .take(WRITE_COMBINE_BLOCKS - 1)
-                    .take_while(|((t, _), k)| t.fork == tag.fork && t.block == tag.block + k)
-                    .map(|(&(_, next), _)| next)
-                    .collect();
-                self.flush_buffers(id, &followers)
-            } else {
-                Ok(())
-            };
-            self.release(id);
-            result?;
-        }
-        debug_assert!(
-            (0..pool.nbuffers).all(|id| pool.state(id) & BM_DIRTY == 0
-                || pool.tag(id).is_none_or(|t| t.rel != rel)
-                || refcount(pool.state(id)) > 0),
-            "a dirty unpinned buffer of relation {rel} is left after flushing it"
-        );
-        Ok(())
-    }
-
-    fn flush_matching(&mut self, wanted: impl Fn(&BufferTag) -> bool) -> Result<(), BufferError> {
-        for id in 0..self.pool.nbuffers {
-            if self.pool.state(id) & BM_DIRTY != 0 && self.pool.tag(id).is_some_and(|t| wanted(&t))
-            {
-                self.pin(id)?;
-                // The frame may have changed hands before the pin.
-                let result = if self.pool.tag(id).is_some_and(|t| wanted(&t)) {
-                    self.flush_buffer(id)
-                } else {
-                    Ok(())
-                };
-                self.release(id);
-                result?;
-            }
-        }
-        Ok(())
     }
 
     /// Drops every buffer of `rel` from the pool, writing dirty ones back

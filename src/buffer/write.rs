@@ -1,6 +1,7 @@
 //! Writing dirty buffers: the steps every write takes (copy under the
 //! content lock, checksum, the WAL rule, ending the buffers' I/O), shared
-//! by the synchronous `flush_buffers` and by *write-behind*.
+//! by the synchronous write-back (`flush_buffers` and the `flush_*` of a
+//! relation or the pool, at the end of this file) and by *write-behind*.
 //!
 //! # Write-behind
 //!
@@ -37,7 +38,11 @@ use super::{
 };
 use crate::aio::{AioError, IoReturnCell, IoVec, WaitRef};
 use crate::page::PageBytes;
-use crate::storage::{AlignedBuf, SegmentFile, BLOCK_SIZE};
+use crate::storage::{AlignedBuf, Fork, SegmentFile, BLOCK_SIZE};
+
+/// Most blocks one write-back writes (128 KiB, io_combine_limit's
+/// default), when a ring's victims continue each other's blocks.
+pub const WRITE_COMBINE_BLOCKS: usize = 16;
 
 /// Most writes write-behind keeps in flight. Handles come from the
 /// session's share (`io_max_concurrency`) next to its reads; a write is
@@ -413,5 +418,168 @@ impl Drop for WriteBehind {
             "write-behind dropped with {} writes in flight",
             self.in_flight.len()
         );
+    }
+}
+
+/// Synchronous write-back: one buffer, a run of a ring's victims, a
+/// relation, or the whole pool.
+impl BufferSession {
+    /// Writes a dirty buffer back: copied under a shared content lock into
+    /// a bounce buffer, checksummed for its block, written through AIO. A
+    /// change made while it was being written keeps it dirty.
+    pub fn flush_buffer(&mut self, id: BufferId) -> Result<(), BufferError> {
+        self.flush_buffers(id, &[])
+    }
+
+    /// Like [`BufferSession::flush_buffer`], writing in the same I/O the
+    /// buffers of `after` that hold the blocks following `id`'s, as long
+    /// as they are dirty and nobody uses them: a ring's next victims, so
+    /// that a bulk load writes runs of pages instead of one at a time. The
+    /// run stops at the first that does not qualify, at a segment's end,
+    /// and at [`WRITE_COMBINE_BLOCKS`].
+    pub fn flush_buffers(&mut self, id: BufferId, after: &[BufferId]) -> Result<(), BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let d = pool.desc(id);
+        // Take the buffer's I/O for the write.
+        let tag = loop {
+            let mut header = d.header.lock();
+            let st = d.state.load(Ordering::SeqCst);
+            if st & BM_DIRTY == 0 {
+                return Ok(());
+            }
+            if st & BM_IO_IN_PROGRESS == 0 {
+                d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
+                d.state.fetch_and(!BM_JUST_DIRTIED, Ordering::SeqCst);
+                break header.tag.expect("a dirty buffer has a tag");
+            }
+            d.io_done
+                .wait_for(&mut header, std::time::Duration::from_millis(10));
+        };
+        let rel = pool.relation(tag.rel);
+        let loc = match rel.locate(tag.fork, tag.block) {
+            Ok(loc) => loc,
+            Err(e) => {
+                self.terminate_buffer_io(id, BM_IO_ERROR, 0);
+                return Err(e.into());
+            }
+        };
+        let room = (loc.blocks_left_in_segment as usize).min(WRITE_COMBINE_BLOCKS);
+        let mut run = vec![id];
+        for (k, &next) in after.iter().enumerate().take(room.saturating_sub(1)) {
+            let want = BufferTag {
+                block: tag.block + 1 + k as u32,
+                ..tag
+            };
+            let d = pool.desc(next);
+            let header = d.header.lock();
+            let st = d.state.load(Ordering::SeqCst);
+            if header.tag != Some(want)
+                || refcount(st) != 0
+                || st & BM_DIRTY == 0
+                || st & BM_IO_IN_PROGRESS != 0
+            {
+                break;
+            }
+            // A pin without a usage count (the ring may still reuse it),
+            // and the I/O, under the header lock eviction checks under.
+            pool.pin_for_io(next);
+            d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
+            d.state.fetch_and(!BM_JUST_DIRTIED, Ordering::SeqCst);
+            drop(header);
+            run.push(next);
+        }
+        if self.bounce.len() < run.len() * BLOCK_SIZE {
+            self.bounce = AlignedBuf::new(WRITE_COMBINE_BLOCKS * BLOCK_SIZE);
+        }
+        let newest = copy_for_write(&pool, &run, tag.block, &mut self.bounce[..]);
+        // The WAL rule: the log up to the newest change in the run is
+        // durable before any of its pages is written.
+        let wal_ok = wal_before_write(&pool, tag, newest);
+        let len = run.len() * BLOCK_SIZE;
+        let result = wal_ok.and_then(|()| {
+            match injected_write_failure(&pool, tag, &loc.file, loc.offset, len) {
+                Some(failure) => Err(failure),
+                None => crate::aio::write_blocks(
+                    &mut self.aio,
+                    &loc.file,
+                    loc.offset,
+                    &self.bounce[..len],
+                ),
+            }
+            .map_err(|source| write_failed(&loc.file, source))
+        });
+        // The first buffer's pin is the caller's; the others' are the
+        // write's own.
+        self.end_write(tag, &run, result.is_ok(), 1);
+        result
+    }
+
+    /// Writes back every dirty buffer of the pool (a simple checkpoint,
+    /// until the checkpointer exists).
+    pub fn flush_all(&mut self) -> Result<(), BufferError> {
+        self.flush_matching(|_| true)
+    }
+
+    /// Writes back the dirty buffers of `fork` of `rel`.
+    pub fn flush_fork(&mut self, rel: u32, fork: Fork) -> Result<(), BufferError> {
+        self.flush_matching(|t| t.rel == rel && t.fork == fork)
+    }
+
+    /// Writes back the dirty buffers of every fork of `rel`, in block
+    /// order, combining neighbours into one write as eviction from a ring
+    /// does: what a table that skipped the WAL does before its creator
+    /// commits (its files are synced next).
+    pub fn flush_relation(&mut self, rel: u32) -> Result<(), BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let mut dirty: Vec<(BufferTag, BufferId)> = (0..pool.nbuffers)
+            .filter(|&id| pool.state(id) & BM_DIRTY != 0)
+            .filter_map(|id| pool.tag(id).filter(|t| t.rel == rel).map(|t| (t, id)))
+            .collect();
+        dirty.sort_unstable_by_key(|(t, _)| (t.fork as u8, t.block));
+        for (i, &(tag, id)) in dirty.iter().enumerate() {
+            // Written already as a follower of an earlier one in the run,
+            // or written by someone else meanwhile: flush_buffers returns
+            // at once for a clean buffer.
+            self.pin(id)?;
+            let result = if pool.tag(id) == Some(tag) {
+                let followers: Vec<BufferId> = dirty[i + 1..]
+                    .iter()
+                    .zip(1u32..)
+                    .take(WRITE_COMBINE_BLOCKS - 1)
+                    .take_while(|((t, _), k)| t.fork == tag.fork && t.block == tag.block + k)
+                    .map(|(&(_, next), _)| next)
+                    .collect();
+                self.flush_buffers(id, &followers)
+            } else {
+                Ok(())
+            };
+            self.release(id);
+            result?;
+        }
+        debug_assert!(
+            (0..pool.nbuffers).all(|id| pool.state(id) & BM_DIRTY == 0
+                || pool.tag(id).is_none_or(|t| t.rel != rel)
+                || refcount(pool.state(id)) > 0),
+            "a dirty unpinned buffer of relation {rel} is left after flushing it"
+        );
+        Ok(())
+    }
+
+    fn flush_matching(&mut self, wanted: impl Fn(&BufferTag) -> bool) -> Result<(), BufferError> {
+        for id in 0..self.pool.nbuffers {
+            if self.pool.state(id) & BM_DIRTY != 0 && self.pool.tag(id).is_some_and(|t| wanted(&t))
+            {
+                self.pin(id)?;
+                // The frame may have changed hands before the pin.
+                let result = if self.pool.tag(id).is_some_and(|t| wanted(&t)) {
+                    self.flush_buffer(id)
+                } else {
+                    Ok(())
+                };
+                self.release(id);
+                result?;
+            }
+        }
+        Ok(())
     }
 }
