@@ -53,7 +53,7 @@ use std::rc::Rc;
 use crate::buffer::{BufferId, BufferSession, LockMode};
 use crate::page::{line_pointer_count, PageBytes, LINE_POINTER_SIZE};
 use crate::storage::{Fork, BLOCK_SIZE};
-use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits};
+use crate::stream::{BlockFeed, FedBlocks, ReadStream, StreamFlags, StreamLimits};
 use crate::types::Value;
 
 use super::page::{info, page_tuple, pointer, tuple_values, Special, INFO_MINUS_INFINITY, NO_PAGE};
@@ -86,17 +86,6 @@ const PARENT_SEARCH_PAGES_MAX: usize = 2;
 /// page, which has fewer downlinks than line pointers fit in a page.
 const FEED_BLOCKS_MAX: usize = BLOCK_SIZE / LINE_POINTER_SIZE;
 
-/// Leaf blocks for the stream, in the scan's order.
-#[derive(Default)]
-struct LeafFeed {
-    blocks: VecDeque<u32>,
-    /// The range has no downlinks beyond those fed: an empty feed is the
-    /// stream's end (else a pause, until the scan refills it).
-    downlinks_done: bool,
-}
-
-type LeafBlocks = Box<dyn FnMut(&mut u32) -> Next>;
-
 /// Read-ahead's state in the current range (see the module comment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -120,8 +109,10 @@ enum Downlinks {
 /// the next downlinks come from.
 pub(super) struct LeafReadAhead {
     limits: StreamLimits,
-    feed: Rc<RefCell<LeafFeed>>,
-    stream: Option<ReadStream<u32, LeafBlocks>>,
+    /// Leaf blocks for the stream, in the scan's order (`done` once the
+    /// range has no downlinks beyond those fed).
+    feed: Rc<RefCell<BlockFeed>>,
+    stream: Option<ReadStream<u32, FedBlocks>>,
     state: State,
     /// A level-1 page at or before the scan's leaf in its direction: the
     /// last descent's parent, then the last page whose downlinks were fed.
@@ -141,7 +132,7 @@ impl LeafReadAhead {
     pub fn new(limits: StreamLimits) -> LeafReadAhead {
         LeafReadAhead {
             limits,
-            feed: Rc::new(RefCell::new(LeafFeed::default())),
+            feed: Rc::new(RefCell::new(BlockFeed::default())),
             stream: None,
             state: State::Idle,
             parent_hint: None,
@@ -167,7 +158,7 @@ impl LeafReadAhead {
                     .as_mut()
                     .expect("an active read-ahead has a stream");
                 stream.reset(s);
-                *self.feed.borrow_mut() = LeafFeed::default();
+                *self.feed.borrow_mut() = BlockFeed::default();
                 self.next_parent = None;
             }
             (State::Idle | State::Off, State::Idle) | (State::Idle, State::Off) => {}
@@ -386,7 +377,7 @@ impl LeafReadAhead {
         };
         let mut feed = self.feed.borrow_mut();
         debug_assert!(feed.blocks.len() <= FEED_BLOCKS_MAX);
-        feed.downlinks_done = self.next_parent.is_none();
+        feed.done = self.next_parent.is_none();
         self.stream
             .as_mut()
             .expect("an active read-ahead has a stream")
@@ -409,18 +400,7 @@ impl LeafReadAhead {
         if room < LEAF_READ_AHEAD_PINS_MIN {
             return false;
         }
-        let feed = Rc::clone(&self.feed);
-        let blocks: LeafBlocks = Box::new(move |data: &mut u32| {
-            let mut feed = feed.borrow_mut();
-            match feed.blocks.pop_front() {
-                Some(block) => {
-                    *data = block;
-                    Next::Block(block)
-                }
-                None if feed.downlinks_done => Next::End,
-                None => Next::Pause,
-            }
-        });
+        let blocks = BlockFeed::callback(&self.feed);
         // No strategy ring: the leaves are wanted once each, as the
         // scan's own reads of them are. Not sequential: leaves split off
         // later lie at the index's end, and the stream advises the kernel

@@ -44,7 +44,9 @@
 //! size themselves from the pins free when they began, and together run
 //! the session into its pin limit.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::{
@@ -65,6 +67,47 @@ pub enum Next {
     Pause,
     /// No more blocks.
     End,
+}
+
+/// Blocks a consumer hands its stream as it learns which it will want (an
+/// index scan's heap pages, batch by batch; a B-tree scan's leaves, from
+/// their parents' downlinks): the stream's callback
+/// ([`BlockFeed::callback`]) takes them in order, pauses the stream when
+/// none is queued yet (the consumer queues more and calls
+/// [`ReadStream::resume`]), and ends it once the queue is empty and
+/// `done`.
+#[derive(Debug, Default)]
+pub struct BlockFeed {
+    pub blocks: VecDeque<u32>,
+    /// No block will be queued after those queued: an empty feed is the
+    /// stream's end.
+    pub done: bool,
+    /// The callback found the feed empty and paused the stream.
+    pub starved: bool,
+}
+
+/// A stream callback that takes its blocks from a [`BlockFeed`].
+pub type FedBlocks = Box<dyn FnMut(&mut u32) -> Next>;
+
+impl BlockFeed {
+    /// The callback of a stream fed from `feed`.
+    pub fn callback(feed: &Rc<RefCell<BlockFeed>>) -> FedBlocks {
+        let feed = Rc::clone(feed);
+        Box::new(move |data: &mut u32| {
+            let mut feed = feed.borrow_mut();
+            match feed.blocks.pop_front() {
+                Some(block) => {
+                    *data = block;
+                    Next::Block(block)
+                }
+                None if feed.done => Next::End,
+                None => {
+                    feed.starved = true;
+                    Next::Pause
+                }
+            }
+        })
+    }
 }
 
 /// Stream options (DESIGN.md §6).

@@ -73,7 +73,7 @@ use crate::heap::tuple::{Tid, TupleError};
 use crate::heap::vm::VisibilityLookup;
 use crate::heap::{FetchStats, HeapFetch, HeapTable, SCAN_PINS_RESERVED};
 use crate::storage::Fork;
-use crate::stream::{Next, ReadStream, StreamFlags, StreamStats};
+use crate::stream::{BlockFeed, FedBlocks, ReadStream, StreamFlags, StreamStats};
 use crate::types::Value;
 
 /// Batches the ring holds: the one being returned and those loaded ahead
@@ -106,18 +106,6 @@ pub enum Fetched {
     /// No tuple at the entry's TID that the snapshot sees.
     Invisible,
 }
-
-/// Blocks for the stream, in the order the reader will want them.
-#[derive(Default)]
-struct Feed {
-    blocks: VecDeque<u32>,
-    /// The index has no more batches: an empty feed is the end.
-    index_done: bool,
-    /// The callback found the feed empty and paused the stream.
-    starved: bool,
-}
-
-type FeedBlocks = Box<dyn FnMut(&mut u32) -> Next>;
 
 /// Copies a visible tuple's wanted columns into the row (under the
 /// page's content lock: it must not touch the pool).
@@ -217,8 +205,10 @@ pub struct IndexFetch {
     items_loaded: u64,
     /// Columns of the table (the capacity of a decoded row).
     columns: usize,
-    feed: Rc<RefCell<Feed>>,
-    stream: Option<ReadStream<u32, FeedBlocks>>,
+    /// The stream's blocks, in the order the reader will want them
+    /// (`done` once the index has no more batches).
+    feed: Rc<RefCell<BlockFeed>>,
+    stream: Option<ReadStream<u32, FedBlocks>>,
     /// Scratch: a batch's distinct pages while it is loaded.
     page_numbers: HashMap<u32, u32>,
     stats: PrefetchStats,
@@ -246,7 +236,7 @@ impl IndexFetch {
             items_taken: 0,
             items_loaded: 0,
             columns: table.types.len(),
-            feed: Rc::new(RefCell::new(Feed::default())),
+            feed: Rc::new(RefCell::new(BlockFeed::default())),
             stream: None,
             page_numbers: HashMap::new(),
             stats: PrefetchStats::default(),
@@ -498,21 +488,7 @@ impl IndexFetch {
     /// Sets the read stream up (once per scan node: later runs reset and
     /// reuse it, sized as it was sized then).
     fn begin_stream(&mut self, cx: &mut ExecCx) {
-        let feed = Rc::clone(&self.feed);
-        let blocks: FeedBlocks = Box::new(move |data: &mut u32| {
-            let mut feed = feed.borrow_mut();
-            match feed.blocks.pop_front() {
-                Some(block) => {
-                    *data = block;
-                    Next::Block(block)
-                }
-                None if feed.index_done => Next::End,
-                None => {
-                    feed.starved = true;
-                    Next::Pause
-                }
-            }
-        });
+        let blocks = BlockFeed::callback(&self.feed);
         // No strategy ring: an index scan reads the pages it needs, as a
         // bitmap heap scan does. Not sequential: the stream advises the
         // kernel of its jumps.
@@ -576,7 +552,7 @@ impl IndexFetch {
         let db = Arc::clone(cx.session.db());
         let Some(batch) = self.scan.next_batch(db.btree(), &mut cx.session.buf)? else {
             self.index_done = true;
-            self.feed.borrow_mut().index_done = true;
+            self.feed.borrow_mut().done = true;
             return Ok(0);
         };
         if batch.pinned.is_some() {
@@ -687,7 +663,7 @@ impl IndexFetch {
         self.rows_returned = 0;
         self.items_taken = 0;
         self.items_loaded = 0;
-        *self.feed.borrow_mut() = Feed::default();
+        *self.feed.borrow_mut() = BlockFeed::default();
         if let Some(stream) = &mut self.stream {
             stream.reset(&mut cx.session.buf);
         }
@@ -736,7 +712,7 @@ fn fetch_row(
 
 /// Hands `page` to the stream's feed unless it is carried over or past
 /// the table's end; true if it was.
-fn feed_page(feed: &mut Feed, page: &mut Page, nblocks: u32) -> bool {
+fn feed_page(feed: &mut BlockFeed, page: &mut Page, nblocks: u32) -> bool {
     debug_assert!(!page.fed);
     if page.carried || page.block >= nblocks {
         return false;
