@@ -290,31 +290,8 @@ impl LeafReadAhead {
             return Ok(false);
         }
         for _ in 0..PARENT_SEARCH_PAGES_MAX {
-            let page = bt.lock_at(s, idx.rel, parent, LockMode::Shared)?;
-            let found = check_level_one(page.guard.page())
-                .map(|()| downlink_to(page.guard.page(), block))
-                .and_then(|at| match at {
-                    Some(at) => {
-                        let mut feed = self.feed.borrow_mut();
-                        collect(
-                            page.guard.page(),
-                            Some(at),
-                            end,
-                            &mut feed.blocks,
-                            &mut self.scratch,
-                        )
-                        .map(Some)
-                    }
-                    None => Ok(None),
-                });
-            let sp = Special::read(page.guard.page());
-            page.release(s);
-            if found.is_err() {
-                // A damaged page may have given some blocks before the
-                // error: `Idle` holds none.
-                self.feed.borrow_mut().blocks.clear();
-            }
-            match found.map_err(|e| e.named(idx, parent))? {
+            let (found, sp) = self.feed_from_parent(bt, s, idx, end, parent, Some(block))?;
+            match found {
                 Some(downlinks) => {
                     self.parent_hint = Some(parent);
                     self.enter(s, State::Active);
@@ -350,22 +327,47 @@ impl LeafReadAhead {
         debug_assert_eq!(self.state, State::Active);
         debug_assert_eq!(self.next_parent, Some(parent));
         debug_assert!(self.feed.borrow().blocks.is_empty(), "refilled while fed");
-        let page = bt.lock_at(s, idx.rel, parent, LockMode::Shared)?;
-        let downlinks = check_level_one(page.guard.page()).and_then(|()| {
-            let mut feed = self.feed.borrow_mut();
-            collect(
-                page.guard.page(),
-                None,
-                end,
-                &mut feed.blocks,
-                &mut self.scratch,
-            )
-        });
-        page.release(s);
-        let downlinks = downlinks.map_err(|e| e.named(idx, parent))?;
+        let (downlinks, _) = self.feed_from_parent(bt, s, idx, end, parent, None)?;
+        let downlinks = downlinks.expect("a page's downlinks from its first on are found");
         self.parent_hint = Some(parent);
         self.fed(downlinks);
         Ok(())
+    }
+
+    /// Queues on the feed the downlinks of level-1 page `parent` that the
+    /// range needs, from the one to leaf `from` if given (None, with
+    /// nothing queued, if `parent` has none to it), else from its first in
+    /// the scan's order; with the page's links. A damaged page leaves
+    /// nothing queued.
+    fn feed_from_parent(
+        &mut self,
+        bt: &Btree,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        end: &RangeEnd,
+        parent: u32,
+        from: Option<u32>,
+    ) -> Result<(Option<Downlinks>, Special), BtreeError> {
+        let page = bt.lock_at(s, idx.rel, parent, LockMode::Shared)?;
+        let p = page.guard.page();
+        let queued = check_level_one(p).and_then(|()| {
+            let at = match from {
+                None => None,
+                Some(block) => match downlink_to(p, block) {
+                    Some(at) => Some(at),
+                    None => return Ok(None),
+                },
+            };
+            let mut feed = self.feed.borrow_mut();
+            collect(p, at, end, &mut feed.blocks, &mut self.scratch).map(Some)
+        });
+        let sp = Special::read(p);
+        page.release(s);
+        if queued.is_err() {
+            // It may have queued some blocks before the error.
+            self.feed.borrow_mut().blocks.clear();
+        }
+        Ok((queued.map_err(|e| e.named(idx, parent))?, sp))
     }
 
     /// Records where the downlinks just fed leave off, and lets the

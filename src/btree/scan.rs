@@ -107,7 +107,16 @@ pub(super) struct RangeEnd<'a> {
     pub direction: Direction,
 }
 
-impl RangeEnd<'_> {
+impl<'a> RangeEnd<'a> {
+    /// The far end of range `range` (in scan order) of `keys`.
+    fn of(spec: &'a KeySpec, keys: &'a ScanKeys, range: usize, direction: Direction) -> Self {
+        RangeEnd {
+            spec,
+            range: current_range(keys, range, direction),
+            direction,
+        }
+    }
+
     /// True if `values` (a key, or a prefix of one) lie past the range's
     /// far end. Monotone in key order: if a key is past it, so is every
     /// key after it in the scan's direction.
@@ -260,11 +269,7 @@ impl BtreeScan {
 
     /// The current range's far end.
     fn range_end(&self) -> RangeEnd<'_> {
-        RangeEnd {
-            spec: &self.idx.spec,
-            range: self.current(),
-            direction: self.direction,
-        }
+        RangeEnd::of(&self.idx.spec, &self.keys, self.range, self.direction)
     }
 
     /// True if `values` lie past the current range's far end.
@@ -377,11 +382,7 @@ impl BtreeScan {
         block: u32,
     ) -> Result<Locked, BtreeError> {
         if let Some(ahead) = &mut self.read_ahead {
-            let end = RangeEnd {
-                spec: &self.idx.spec,
-                range: current_range(&self.keys, self.range, self.direction),
-                direction: self.direction,
-            };
+            let end = RangeEnd::of(&self.idx.spec, &self.keys, self.range, self.direction);
             if let Some(id) = ahead.next_leaf(bt, s, &self.idx, &end, block)? {
                 self.leaf_pages_read_ahead += 1;
                 return Ok(bt.lock_pinned(s, self.idx.rel, block, id, LockMode::Shared));
