@@ -912,9 +912,12 @@ impl HeapFetch {
         }
     }
 
-    /// Calls `f` with the tuple at `tid` if it is visible to `snap`,
-    /// under the page's shared content lock (`f` must not touch the pool).
-    /// None if there is no such tuple or it is not visible.
+    /// Calls `f(k, tuple)` for each line pointer `items[k]` of page
+    /// `block` whose tuple `snap` sees, all under one shared content lock
+    /// (`f` must not touch the pool): one lock and one visibility set-up
+    /// for all of them (an index scan on data in key order finds tens of
+    /// its rows on each page). Returns how many were visible; none if the
+    /// table has no such page (any more).
     ///
     /// An index scan drops its leaf page before it fetches (its batch is
     /// a copy), so vacuum may meanwhile remove the entry, free the line
@@ -923,40 +926,6 @@ impl HeapFetch {
     /// removes only what every snapshot sees as dead), so the snapshot
     /// never sees it: checking visibility is enough, as PostgreSQL
     /// reasons for MVCC scans that do not hold the leaf page's pin.
-    pub fn fetch<R>(
-        &mut self,
-        heap: &Heap,
-        s: &mut BufferSession,
-        tid: Tid,
-        snap: &Snapshot,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<Option<R>, HeapError> {
-        self.stats.fetches += 1;
-        let Some(id) = self.pin(s, tid.block)? else {
-            return Ok(None);
-        };
-        let mut visibility = Visibility {
-            last_committed: self.last_committed,
-            ..Visibility::new(&heap.txn, snap)
-        };
-        let found = s.with_page(id, |page| {
-            let t = item(page, tid.index as usize)?;
-            let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
-            (all_visible || visibility.is_visible(&TupleHeader::read(t))).then(|| f(t))
-        });
-        self.last_committed = visibility.last_committed;
-        if found.is_some() {
-            self.stats.visible += 1;
-        }
-        Ok(found)
-    }
-
-    /// Calls `f(k, tuple)` for each line pointer `items[k]` of page
-    /// `block` whose tuple `snap` sees, all under one shared content lock
-    /// (`f` must not touch the pool): what [`HeapFetch::fetch`] does for
-    /// each, without locking the page and setting up visibility again for
-    /// every tuple (an index scan on data in key order finds tens of its
-    /// rows on each page). Returns how many were visible.
     pub fn fetch_on_page(
         &mut self,
         heap: &Heap,

@@ -55,7 +55,7 @@
 //! may remove an entry and free its tuple's line pointer before the
 //! entry's turn, and a new tuple may take it. That tuple was inserted
 //! after the vacuum, which ran after this scan's snapshot was taken, so
-//! the snapshot does not see it (see `HeapFetch::fetch`): fetching checks
+//! the snapshot does not see it (see `HeapFetch::fetch_on_page`): fetching checks
 //! visibility, however long the batch was held. A page truncated away by
 //! vacuum is no page: the fetch finds the table shorter and the item
 //! gone, and such a page is never fed to the stream.
@@ -431,7 +431,9 @@ impl IndexFetch {
         Ok(())
     }
 
-    /// Fetches the row at `tid` in its turn (its page is the one pinned).
+    /// Fetches the row at `tid` in its turn: an item past a LIMIT's reach
+    /// when its page was visited, whose page is pinned again if another
+    /// has been since.
     fn fetch_row(
         &mut self,
         cx: &mut ExecCx,
@@ -440,11 +442,25 @@ impl IndexFetch {
     ) -> Result<Option<Vec<Value>>, ExecError> {
         let db = Arc::clone(cx.session.db());
         let before = cx.session.buf.counts;
-        let row = fetch_row(&mut self.heap, db.heap(), cx, tid, self.columns, decode);
+        let mut row = None;
+        let mut decoded = Ok(());
+        self.heap.fetch_on_page(
+            db.heap(),
+            &mut cx.session.buf,
+            tid.block,
+            std::iter::once(tid.index),
+            cx.snapshot,
+            |_, tuple| {
+                let mut values = Vec::with_capacity(self.columns);
+                decoded = decode(tuple, &mut values);
+                row = Some(values);
+            },
+        )?;
         self.stats
             .heap_buffers
             .add(cx.session.buf.counts.since(before));
-        row
+        decoded?;
+        Ok(row)
     }
 
     /// Starts the read stream, to be fed the pages from page `p` of the
@@ -684,29 +700,6 @@ impl IndexFetch {
     /// leaf's rows at a time stops here).
     pub fn at_batch_end(&self) -> bool {
         self.ring.front().is_none_or(LoadedBatch::done)
-    }
-}
-
-/// Fetches the row at `tid` that the snapshot sees, decoded by `decode`
-/// into a row of `columns` values.
-fn fetch_row(
-    heap: &mut HeapFetch,
-    table: &crate::heap::Heap,
-    cx: &mut ExecCx,
-    tid: Tid,
-    columns: usize,
-    decode: &mut DecodeTuple,
-) -> Result<Option<Vec<Value>>, ExecError> {
-    let mut row = Vec::with_capacity(columns);
-    let found = heap.fetch(table, &mut cx.session.buf, tid, cx.snapshot, |tuple| {
-        decode(tuple, &mut row)
-    })?;
-    match found {
-        None => Ok(None),
-        Some(decoded) => {
-            decoded?;
-            Ok(Some(row))
-        }
     }
 }
 
