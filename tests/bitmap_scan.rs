@@ -10,23 +10,11 @@ mod common;
 use aiostore::config::IoMethod;
 use aiostore::database::Session;
 use aiostore::types::Value;
-use common::{err, explain_lines, new_small_pool_db, run, sorted_rows, Rng};
+use common::{
+    err, explain_lines, force_bitmap, force_seq, new_small_pool_db, run, sorted_rows, Rng,
+};
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
-
-/// Only bitmap scans where one is possible.
-fn force_bitmap(s: &mut Session) {
-    run(s, "SET enable_seqscan = off");
-    run(s, "SET enable_indexscan = off");
-    run(s, "SET enable_bitmapscan = on");
-}
-
-/// Only sequential scans.
-fn force_seq(s: &mut Session) {
-    run(s, "SET enable_seqscan = on");
-    run(s, "SET enable_indexscan = off");
-    run(s, "SET enable_bitmapscan = off");
-}
 
 /// `rows` rows with random `a` (0..100), `b` (0..1000), `c` text of 20
 /// values, and padding; indexes on `a`, `b` and `(c, b)`.

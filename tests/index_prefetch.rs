@@ -12,7 +12,7 @@ use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::inject::{Injection, INDEX_SCAN_LOADED_AHEAD};
 use aiostore::types::Value;
-use common::{explain_lines, run, sorted_rows, temp_dir, Rng};
+use common::{explain_lines, force_seq, rows, run, sorted_rows, temp_dir, Rng};
 use std::sync::Arc;
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
@@ -112,18 +112,10 @@ fn random_query(rng: &mut Rng) -> (String, Option<usize>) {
     }
 }
 
-/// Reads with a plain index scan only (or index-only where `only`).
+/// Reads with a plain index scan only (or index-only where `only`),
+/// prefetching or not.
 fn force_index(s: &mut Session, prefetch: bool, only: bool) {
-    run(s, "SET enable_seqscan = off");
-    run(s, "SET enable_bitmapscan = off");
-    run(s, "SET enable_indexscan = on");
-    run(
-        s,
-        &format!(
-            "SET enable_indexonlyscan = {}",
-            if only { "on" } else { "off" }
-        ),
-    );
+    common::force_index(s, only);
     run(
         s,
         &format!(
@@ -131,16 +123,6 @@ fn force_index(s: &mut Session, prefetch: bool, only: bool) {
             if prefetch { "on" } else { "off" }
         ),
     );
-}
-
-fn force_seq(s: &mut Session) {
-    run(s, "SET enable_seqscan = on");
-    run(s, "SET enable_bitmapscan = off");
-    run(s, "SET enable_indexscan = off");
-}
-
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
-    run(s, sql).pop().unwrap().rows
 }
 
 /// `got` answers `sql` as `expected` (every row the query may return, in

@@ -14,7 +14,9 @@ use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::inject::{Injection, BTREE_SCAN_READING_AHEAD};
 use aiostore::types::Value;
-use common::{explain_lines, run, sorted_rows, temp_dir, Rng};
+use common::{
+    explain_lines, force_bitmap, force_index, force_seq, rows, run, sorted_rows, temp_dir, Rng,
+};
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
 
@@ -65,38 +67,6 @@ fn load(s: &mut Session) {
     run(s, "CREATE INDEX t_a_b ON t (a, b)");
     run(s, "CREATE INDEX t_g_b ON t (g, b)");
     run(s, "VACUUM ANALYZE t");
-}
-
-/// Reads with a plain index scan (index-only where `only`).
-fn force_index(s: &mut Session, only: bool) {
-    run(s, "SET enable_seqscan = off");
-    run(s, "SET enable_bitmapscan = off");
-    run(s, "SET enable_indexscan = on");
-    run(
-        s,
-        &format!(
-            "SET enable_indexonlyscan = {}",
-            if only { "on" } else { "off" }
-        ),
-    );
-}
-
-fn force_bitmap(s: &mut Session) {
-    run(s, "SET enable_seqscan = off");
-    run(s, "SET enable_indexscan = off");
-    run(s, "SET enable_indexonlyscan = off");
-    run(s, "SET enable_bitmapscan = on");
-}
-
-fn force_seq(s: &mut Session) {
-    run(s, "SET enable_seqscan = on");
-    run(s, "SET enable_bitmapscan = off");
-    run(s, "SET enable_indexscan = off");
-    run(s, "SET enable_indexonlyscan = off");
-}
-
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
-    run(s, sql).pop().unwrap().rows
 }
 
 fn figure(line: &str, name: &str) -> Option<u64> {

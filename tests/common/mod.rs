@@ -186,6 +186,37 @@ impl Rng {
     }
 }
 
+/// The rows of the last statement of `sql`, in the order returned.
+pub fn rows(s: &mut aiostore::database::Session, sql: &str) -> Vec<Vec<aiostore::types::Value>> {
+    run(s, sql).pop().unwrap().rows
+}
+
+/// Only sequential scans.
+pub fn force_seq(s: &mut aiostore::database::Session) {
+    run(s, "SET enable_seqscan = on; SET enable_bitmapscan = off; SET enable_indexscan = off; SET enable_indexonlyscan = off");
+}
+
+/// Only bitmap scans where one is possible.
+pub fn force_bitmap(s: &mut aiostore::database::Session) {
+    run(s, "SET enable_seqscan = off; SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = on");
+}
+
+/// Only plain index scans where one is possible (index-only scans too
+/// where `only`).
+pub fn force_index(s: &mut aiostore::database::Session, only: bool) {
+    run(
+        s,
+        "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on",
+    );
+    run(
+        s,
+        &format!(
+            "SET enable_indexonlyscan = {}",
+            if only { "on" } else { "off" }
+        ),
+    );
+}
+
 /// The rows of the last statement of `sql`, sorted (plans may return
 /// them in different orders).
 pub fn sorted_rows(
