@@ -45,7 +45,10 @@ pub use read::{ReadFlags, ReadOp, ReadOpKind, WaitOutcome};
 pub use replace::{
     Strategy, StrategyKind, BULK_READ_RING_BYTES, BULK_WRITE_RING_BYTES, VACUUM_RING_BYTES,
 };
-pub use write::{WriteBehind, WriteBehindStats, WRITE_BEHIND_WRITES_MAX, WRITE_COMBINE_BLOCKS};
+pub use write::{
+    CleanLimits, CleanOutcome, WriteBehind, WriteSlots, WriteStats, WRITE_BEHIND_WRITES_MAX,
+    WRITE_COMBINE_BLOCKS,
+};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -175,6 +178,9 @@ pub struct PoolStats {
     pub reads: AtomicU64,
     pub evictions: AtomicU64,
     pub writes: AtomicU64,
+    /// Buffers taken for a new page (PostgreSQL's buffers_alloc): what the
+    /// background writer paces itself by.
+    pub allocs: AtomicU64,
     pub checksum_failures: AtomicU64,
     /// Blocks the kernel was advised to read ahead (sync method, buffered).
     pub advised: AtomicU64,
@@ -196,6 +202,7 @@ pub struct BufferPool {
     clock: AtomicU64,
     relations: Mutex<HashMap<u32, Arc<SmgrRelation>>>,
     read_callback: CallbackId,
+    write_callback: CallbackId,
     pin_limit: usize,
     stats: PoolStats,
     wal_flush: std::sync::OnceLock<WalFlushHook>,
@@ -257,6 +264,8 @@ impl BufferPool {
             });
             let read_callback = aio.register_callbacks(Arc::clone(&callbacks) as _);
             let _ = callbacks.id.set(read_callback);
+            let write_callback = aio
+                .register_callbacks(Arc::new(write::BufferWriteCallbacks { pool: weak.clone() }));
             BufferPool {
                 smgr,
                 nbuffers,
@@ -266,6 +275,7 @@ impl BufferPool {
                 clock: AtomicU64::new(0),
                 relations: Mutex::new(HashMap::new()),
                 read_callback,
+                write_callback,
                 pin_limit: (nbuffers as usize / config.max_sessions.max(1)).max(1),
                 stats: PoolStats::default(),
                 wal_flush: std::sync::OnceLock::new(),
@@ -370,7 +380,8 @@ impl BufferPool {
             aio: self.aio.session()?,
             pins: HashMap::new(),
             settings,
-            bounce: AlignedBuf::new(BLOCK_SIZE),
+            sync_writes: None,
+            ring_writes: None,
             counts: ReadCounts::default(),
         })
     }
@@ -613,8 +624,12 @@ pub struct BufferSession {
     /// Buffers this session pins, with how many times.
     pins: HashMap<BufferId, u32>,
     pub settings: SessionSettings,
-    /// Where dirty pages are copied and checksummed before being written.
-    bounce: AlignedBuf,
+    /// The bounce buffer of synchronous writes (`flush_buffers`), made at
+    /// the first.
+    sync_writes: Option<WriteSlots>,
+    /// Writes a strategy ring started of the buffers it reuses next (see
+    /// `replace.rs`), made at the first; finished before the session ends.
+    ring_writes: Option<WriteSlots>,
     /// Blocks this session asked for, found or read; a plan node that
     /// reads without a stream (an index scan) shows the difference over
     /// its own calls as EXPLAIN's Buffers.
@@ -720,6 +735,9 @@ impl BufferSession {
                 limit: pool.pin_limit,
             });
         }
+        if let Some(ring) = strategy.as_deref() {
+            self.ring_write_ahead(ring)?;
+        }
         // Bounded: each retry follows another session changing the victim
         // under us, which needs it to pin a buffer we just found unpinned.
         for _ in 0..pool.nbuffers.max(64) {
@@ -798,6 +816,7 @@ impl BufferSession {
                 guard_hi.as_deref_mut().expect("locked")
             };
             map.insert(tag, victim);
+            pool.stats.allocs.fetch_add(1, Ordering::Relaxed);
             return Ok((victim, false));
         }
         Err(BufferError::NoUnpinnedBuffers {
@@ -1050,12 +1069,21 @@ impl BufferSession {
     ) -> Result<EvictOutcome, BufferError> {
         let mut outcome = EvictOutcome::default();
         let pool = Arc::clone(&self.pool);
+        // Our own writes ahead of a ring first: one shortened by the
+        // kernel waits for us to write its rest.
+        self.finish_ring_writes()?;
         for id in 0..pool.nbuffers {
             match pool.tag(id) {
                 Some(tag) if wanted(&tag) => {}
                 _ => continue,
             }
             self.pin(id)?;
+            // A write in flight (anyone's: a ring's, the background
+            // writer's) would land after a cut or a removal; wait for it.
+            if let Err(e) = self.wait_buffer_io(id) {
+                self.release(id);
+                return Err(e);
+            }
             if pool.state(id) & BM_DIRTY != 0 && write_dirty {
                 if let Err(e) = self.flush_buffer(id) {
                     self.release(id);
@@ -1093,6 +1121,9 @@ impl BufferSession {
 
 impl Drop for BufferSession {
     fn drop(&mut self) {
+        if let Err(e) = self.finish_ring_writes() {
+            log::warn!("a write a session started ahead of its ring failed: {e}");
+        }
         // Pins a session forgot would keep buffers from ever being reused.
         if !self.pins.is_empty() {
             log::warn!(

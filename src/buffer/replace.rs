@@ -5,8 +5,20 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{refcount, usage, BufferError, BufferId, BufferPool, MAX_USAGE_COUNT, USAGE_ONE};
+use super::{
+    refcount, usage, BufferError, BufferId, BufferPool, BufferSession, WriteSlots, BM_DIRTY,
+    BM_IO_IN_PROGRESS, MAX_USAGE_COUNT, USAGE_ONE, WRITE_COMBINE_BLOCKS,
+};
 use crate::storage::BLOCK_SIZE;
+
+/// Writes a strategy ring keeps in flight ahead of reusing its buffers
+/// (of up to [`WRITE_COMBINE_BLOCKS`] blocks each): 512 KiB, a sixteenth
+/// of a bulk-write ring. A smaller ring looks at most half of itself
+/// ahead.
+pub const RING_WRITES_MAX: usize = 4;
+/// A dirty buffer this close to the ring's next one is written even if
+/// it is not yet half a write's worth with its neighbours.
+const RING_WRITE_URGENT: usize = 2;
 
 /// Ring sizes of the access strategies (PostgreSQL's).
 pub const BULK_READ_RING_BYTES: usize = 256 * 1024;
@@ -57,6 +69,12 @@ impl Strategy {
     /// Buffers in the ring.
     pub fn size(&self) -> usize {
         self.ring.len()
+    }
+
+    /// Whether reusing the ring's buffers means writing them (the kinds
+    /// that dirty what they read or make).
+    fn writes(&self) -> bool {
+        matches!(self.kind, StrategyKind::BulkWrite | StrategyKind::Vacuum)
     }
 
     /// The buffers the ring will offer next, at most `n` (fewer where a
@@ -123,5 +141,101 @@ impl BufferPool {
         let id = self.clock_sweep()?;
         strategy.ring[strategy.current] = Some(id);
         Ok(id)
+    }
+}
+
+/// Asynchronous replacement for strategy rings: a bulk load or vacuum
+/// dirties every buffer of its ring, and without this would stall on a
+/// synchronous write each time the ring comes round. Before each buffer it
+/// takes, the ring starts writes of the dirty buffers it takes next
+/// (combined where they hold neighbouring blocks, as a bulk load's do), so
+/// that they are clean when it gets there.
+impl BufferSession {
+    pub(super) fn ring_write_ahead(&mut self, ring: &Strategy) -> Result<(), BufferError> {
+        if !ring.writes() {
+            return Ok(());
+        }
+        let mut slots = self
+            .ring_writes
+            .take()
+            .unwrap_or_else(|| WriteSlots::new(RING_WRITES_MAX, WRITE_COMBINE_BLOCKS));
+        let result = self.ring_write_ahead_with(&mut slots, ring);
+        self.ring_writes = Some(slots);
+        result
+    }
+
+    fn ring_write_ahead_with(
+        &mut self,
+        slots: &mut WriteSlots,
+        ring: &Strategy,
+    ) -> Result<(), BufferError> {
+        slots.finish_done(self)?;
+        // At most the ring's older half: the buffers just taken may still
+        // be changed (a page a load fills row by row), and written now
+        // they would be written again.
+        let window =
+            ring.upcoming((RING_WRITES_MAX * slots.blocks_per_write() + 1).min(ring.size() / 2));
+        let Some(&next) = window.first() else {
+            return Ok(());
+        };
+        // The buffer the ring offers next must not be busy with our own
+        // write when we get to it: the ring would pass it over.
+        while slots.is_writing(next) {
+            slots.stats.waits += 1;
+            slots.finish_oldest(self)?;
+        }
+        let pool = std::sync::Arc::clone(&self.pool);
+        let reusable = |st: u64| refcount(st) == 0 && usage(st) <= 1;
+        // The next one itself is written when taken (with its followers,
+        // `flush_buffers`), if it is still dirty.
+        let writable = |id: BufferId| {
+            let st = pool.state(id);
+            st & BM_DIRTY != 0 && st & BM_IO_IN_PROGRESS == 0 && reusable(st)
+        };
+        let mut i = 1;
+        while i < window.len() && slots.has_room() {
+            // Buffers enter the window one by one: wait for half a write's
+            // worth before writing, unless the ring is about to reach them.
+            let ready = window[i..].iter().take_while(|&&id| writable(id)).count();
+            if ready == 0 {
+                i += 1;
+                continue;
+            }
+            if ready < slots.blocks_per_write() / 2 && i > RING_WRITE_URGENT {
+                i += ready;
+                continue;
+            }
+            let id = window[i];
+            let Some(tag) = self.claim_for_write(id, None, reusable) else {
+                i += 1;
+                continue;
+            };
+            let run = self.claim_run(
+                id,
+                tag,
+                &window[i + 1..],
+                slots.blocks_per_write(),
+                reusable,
+            );
+            i += run.len();
+            if !slots.start(self, &run, tag, true)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the writes the session's rings started ahead (done anyway
+    /// before the session ends or drops a relation's buffers, and by the
+    /// next ring when it gets to them).
+    pub fn finish_ring_writes(&mut self) -> Result<(), BufferError> {
+        match self.ring_writes.take() {
+            Some(mut slots) => {
+                let result = slots.finish_all(self);
+                self.ring_writes = Some(slots);
+                result
+            }
+            None => Ok(()),
+        }
     }
 }

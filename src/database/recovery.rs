@@ -175,7 +175,7 @@ pub fn replay(
     let written = s.finish_write_behind(&mut write_behind);
     let (end, missing) = replayed?;
     written?;
-    report.written_behind = write_behind.stats.writes;
+    report.written_behind = write_behind.stats().writes;
     if options.prefetch {
         report.prefetch = Some(prefetched);
     }
