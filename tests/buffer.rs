@@ -520,7 +520,7 @@ fn syncing_files_skips_a_relation_dropped_after_its_writes(method: IoMethod) {
     // Unlinked without forget_written_files: as if the drop came after the
     // checkpoint took its list.
     db.pool.relation(REL).unlink().unwrap();
-    assert_eq!(db.pool.sync_written_files().unwrap(), 0);
+    assert_eq!(s.sync_written_files(4).unwrap(), 0);
     // A relation that keeps its main fork but lost a written map fork.
     let other = REL + 1;
     let relation = db.pool.relation(other);
@@ -532,7 +532,7 @@ fn syncing_files_skips_a_relation_dropped_after_its_writes(method: IoMethod) {
     let fsm = db._dir.path().join(format!("{other}_fsm"));
     std::fs::remove_file(&fsm).unwrap_or_else(|e| panic!("{}: {e}", fsm.display()));
     relation.close();
-    let err = db.pool.sync_written_files().unwrap_err().to_string();
+    let err = s.sync_written_files(4).unwrap_err().to_string();
     assert!(err.contains("No such file"), "{err}");
 }
 

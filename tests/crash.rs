@@ -63,6 +63,11 @@ fn crashtest(method: IoMethod, settings: &[&str], args: &[&str]) -> (bool, Strin
 /// Kills the child running `workload` [`ITERATIONS`] times; every
 /// iteration must pass.
 fn survives_kills(method: IoMethod, workload: &str, settings: &[&str]) {
+    survives_kills_after(method, workload, settings, KILL_AFTER_MS)
+}
+
+/// [`survives_kills`] with kills `kill_after_ms` (`min..max`) after start.
+fn survives_kills_after(method: IoMethod, workload: &str, settings: &[&str], kill_after_ms: &str) {
     let (ok, text) = crashtest(
         method,
         settings,
@@ -72,7 +77,7 @@ fn survives_kills(method: IoMethod, workload: &str, settings: &[&str]) {
             "--iterations",
             ITERATIONS,
             "--kill-after-ms",
-            KILL_AFTER_MS,
+            kill_after_ms,
         ],
     );
     // The directory the report says it kept goes with the test's
@@ -124,6 +129,26 @@ fn update_with_direct_io(method: IoMethod) {
 
 fn mixed_with_direct_io(method: IoMethod) {
     survives_kills(method, "mixed", &["io_direct=data+wal"]);
+}
+
+/// Every writer of data pages busy when the kill comes: a small pool (the
+/// sweep and the rings take dirty buffers, written ahead), the background
+/// writer every 10 ms, and spread timed checkpoints every second, which a
+/// kill (after the first has started) interrupts half-written.
+fn mixed_with_background_writes(method: IoMethod) {
+    survives_kills_after(
+        method,
+        "mixed",
+        &[
+            "io_direct=data+wal",
+            "shared_buffers=256",
+            "bgwriter_delay=10",
+            "bgwriter_lru_maxpages=1000",
+            "checkpoint_timeout=1",
+            "checkpoint_completion_target=0.9",
+        ],
+        "1100..2500",
+    );
 }
 
 /// Stops the child cleanly instead of killing it: the engine then keeps
@@ -198,6 +223,7 @@ for_each_method!(
     mixed,
     update_with_direct_io,
     mixed_with_direct_io,
+    mixed_with_background_writes,
     clean_stop_passes_every_check,
     clean_stop_vacuum_keeps_the_visibility_map_true,
     kills_pass_when_every_commit_is_written_back_first,

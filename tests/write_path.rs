@@ -260,4 +260,35 @@ direct_and_buffered!(
     a_failed_write_leaves_its_buffers_dirty_and_names_the_file,
     a_shortened_write_is_completed_by_its_issuer,
     evicting_a_relation_waits_for_its_writes_in_flight,
+    syncs_are_one_per_written_segment,
 );
+
+/// A checkpoint's sync phase: one fdatasync per segment written since the
+/// last, however often it was written, several in flight at once through
+/// AIO; nothing is left to sync afterwards.
+fn syncs_are_one_per_written_segment(method: IoMethod, direct: bool) {
+    let db = db_with_files(method, 16, 32, 4, direct);
+    let mut s = session(&db);
+    // Blocks 0..12 in three segments of 4, each written twice.
+    for round in 0..2 {
+        for b in 0..12 {
+            let id = s.read_buffer(REL, Fork::Main, b).unwrap();
+            s.modify_page(id, |page| {
+                init_page(page, 0);
+                add_item(page, format!("{round}").as_bytes()).unwrap();
+            });
+            s.flush_buffer(id).unwrap();
+            s.release(id);
+        }
+    }
+    let fsyncs = |db: &Db| {
+        db.aio
+            .stats()
+            .row(method, aiostore::stats::IoOp::Fsync)
+            .map_or(0, |r| r.ios)
+    };
+    let before = fsyncs(&db);
+    assert_eq!(s.sync_written_files(8).unwrap(), 3);
+    assert_eq!(fsyncs(&db) - before, 3);
+    assert_eq!(s.sync_written_files(8).unwrap(), 0);
+}

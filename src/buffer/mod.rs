@@ -297,46 +297,6 @@ impl BufferPool {
         }
     }
 
-    /// Makes every segment file written since the last call durable (a
-    /// checkpoint's sync phase). A file that fails to sync is returned as
-    /// an error and the caller must not believe anything written to it
-    /// since the last sync is on disk (the kernel may have dropped it).
-    pub fn sync_written_files(&self) -> Result<usize, BufferError> {
-        let pending = std::mem::take(&mut *self.pending_syncs.lock());
-        let mut synced = 0;
-        let mut last: Option<(u32, Fork)> = None;
-        for &(rel, fork, _) in &pending {
-            if last == Some((rel, fork)) {
-                continue;
-            }
-            last = Some((rel, fork));
-            let relation = self.relation(rel);
-            let injected = self
-                .aio
-                .injections()
-                .injected_errno(crate::inject::BUFFER_BEFORE_FILE_SYNC, u64::from(rel));
-            let result = match injected {
-                Some(errno) => Err(StorageError::Io {
-                    op: "fsync",
-                    path: relation.path(fork),
-                    source: crate::storage::errno_error(errno),
-                }),
-                None => relation.fsync(fork),
-            };
-            match result {
-                Ok(()) => synced += 1,
-                // A DROP TABLE removed the files after the write (perhaps
-                // after the list was taken, so `forget_written_files` did
-                // not reach it): nothing is left to sync. It unlinks the
-                // main fork first, so a relation whose main fork is there
-                // was not dropped, and a missing file of it is an error.
-                Err(e) if e.is_not_found() && !relation.exists(Fork::Main) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(synced)
-    }
-
     /// Forgets pending syncs of a relation whose files are gone.
     pub fn forget_written_files(&self, rel: u32) {
         self.pending_syncs.lock().retain(|&(r, _, _)| r != rel);
@@ -350,6 +310,19 @@ impl BufferPool {
     /// True if data files are read and written with direct I/O.
     pub fn is_direct(&self) -> bool {
         self.smgr.is_direct()
+    }
+
+    /// True if an I/O (a read or a write) of the buffer is in progress.
+    pub fn is_io_in_progress(&self, id: BufferId) -> bool {
+        self.state(id) & BM_IO_IN_PROGRESS != 0
+    }
+
+    /// The buffers dirty now, with their pages (a checkpoint's list).
+    pub fn dirty_buffers(&self) -> Vec<(BufferTag, BufferId)> {
+        (0..self.nbuffers)
+            .filter(|&id| self.state(id) & BM_DIRTY != 0)
+            .filter_map(|id| self.tag(id).map(|t| (t, id)))
+            .collect()
     }
 
     /// True if the buffer holds a valid page.
@@ -1134,6 +1107,120 @@ impl Drop for BufferSession {
         for (id, _) in self.pins.drain() {
             self.pool.unpin_shared(id);
         }
+    }
+}
+
+/// Data file syncs a checkpoint keeps in flight at once (PostgreSQL syncs
+/// one file at a time; a device with a deep queue does several as fast as
+/// one).
+pub const SYNCS_IN_FLIGHT_MAX: usize = 8;
+
+impl BufferSession {
+    /// Makes every segment file written since the last call durable (a
+    /// checkpoint's sync phase): one fdatasync per segment however often it
+    /// was written (sessions never sync data files; their writes only note
+    /// the segment), up to `in_flight` (1..=[`SYNCS_IN_FLIGHT_MAX`]) at once
+    /// through AIO. Returns the number synced. A file that fails to sync is
+    /// returned as an error and the caller must not believe anything
+    /// written to it since the last sync is on disk (the kernel may have
+    /// dropped it); the segments not known to be synced are noted again.
+    pub fn sync_written_files(&mut self, in_flight: usize) -> Result<usize, BufferError> {
+        let pool = Arc::clone(&self.pool);
+        let pending: Vec<(u32, Fork, u32)> = std::mem::take(&mut *pool.pending_syncs.lock())
+            .into_iter()
+            .collect();
+        let in_flight = in_flight.clamp(1, SYNCS_IN_FLIGHT_MAX);
+        let mut queue: std::collections::VecDeque<(usize, WaitRef, crate::aio::IoReturnCell)> =
+            std::collections::VecDeque::with_capacity(in_flight);
+        let mut synced = 0;
+        let mut result = Ok(());
+        let mut next = 0;
+        // Each pass starts one sync or finishes one, so it ends after twice
+        // as many passes as there are segments.
+        while result.is_ok() && (next < pending.len() || !queue.is_empty()) {
+            if next < pending.len() && queue.len() < in_flight {
+                let (rel, fork, segno) = pending[next];
+                match self.start_segment_sync(rel, fork, segno) {
+                    Ok(Some((wref, ret))) => queue.push_back((next, wref, ret)),
+                    Ok(None) => {}
+                    Err(e) => result = Err(e),
+                }
+                next += 1;
+                continue;
+            }
+            let (i, wref, ret) = queue.pop_front().expect("a sync in flight");
+            result = self.finish_segment_sync(wref, &ret, pending[i]);
+            if result.is_ok() {
+                synced += 1;
+            }
+        }
+        if result.is_err() {
+            // Waited for even after a failure: the handles must come back.
+            for (_, wref, _) in queue.drain(..) {
+                let _ = self.aio.wait(wref);
+            }
+            pool.pending_syncs.lock().extend(pending);
+        }
+        result.map(|()| synced)
+    }
+
+    /// Starts the sync of segment `segno` of `fork` of `rel`; None if the
+    /// relation was dropped since it was written.
+    fn start_segment_sync(
+        &mut self,
+        rel: u32,
+        fork: Fork,
+        segno: u32,
+    ) -> Result<Option<(WaitRef, crate::aio::IoReturnCell)>, BufferError> {
+        let relation = self.pool.relation(rel);
+        if let Some(errno) = self
+            .pool
+            .aio
+            .injections()
+            .injected_errno(crate::inject::BUFFER_BEFORE_FILE_SYNC, u64::from(rel))
+        {
+            return Err(StorageError::Io {
+                op: "fsync",
+                path: relation.path(fork),
+                source: crate::storage::errno_error(errno),
+            }
+            .into());
+        }
+        let file = match relation.open_segment(fork, segno) {
+            Ok(file) => file,
+            // A DROP TABLE removed the files after the write (perhaps after
+            // the list was taken, so `forget_written_files` did not reach
+            // it): nothing is left to sync. It unlinks the main fork first,
+            // so a relation whose main fork is there was not dropped, and
+            // a missing file of it is an error.
+            Err(e) if e.is_not_found() && !relation.exists(Fork::Main) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let token = self.aio.acquire()?;
+        let ret = crate::aio::IoReturnCell::default();
+        let wref = self.aio.wait_ref(&token);
+        if let Err(e) = self.aio.set_return(&token, &ret) {
+            let _ = self.aio.release(token);
+            return Err(e.into());
+        }
+        self.aio.start_fsync(token, &file)?;
+        Ok(Some((wref, ret)))
+    }
+
+    fn finish_segment_sync(
+        &mut self,
+        wref: WaitRef,
+        ret: &crate::aio::IoReturnCell,
+        (rel, fork, segno): (u32, Fork, u32),
+    ) -> Result<(), BufferError> {
+        self.aio.wait(wref)?;
+        let ret = ret.take().expect("our own sync is collected by wait");
+        self.pool.aio.check(&ret).map(drop).map_err(|e| {
+            BufferError::Io(format!(
+                "could not sync segment {segno} of {}: {e}",
+                self.pool.relation(rel).path(fork).display()
+            ))
+        })
     }
 }
 

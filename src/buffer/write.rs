@@ -582,7 +582,7 @@ impl BufferSession {
 
     /// Waits until no I/O is in progress on buffer `id`, joining it through
     /// its wait reference when it has one.
-    pub(crate) fn wait_buffer_io(&mut self, id: BufferId) -> Result<(), BufferError> {
+    pub fn wait_buffer_io(&mut self, id: BufferId) -> Result<(), BufferError> {
         let pool = Arc::clone(&self.pool);
         let d = pool.desc(id);
         let mut polls = 0;
@@ -711,6 +711,12 @@ impl WriteBehind {
     /// Writes in flight.
     pub fn in_flight(&self) -> usize {
         self.slots.in_flight()
+    }
+
+    /// Makes the next pass start at the clock hand, not where the last
+    /// stopped (the background writer's rounds each look afresh).
+    pub fn restart_at_clock(&mut self) {
+        self.scanned_to = 0;
     }
 
     pub fn stats(&self) -> WriteStats {

@@ -470,6 +470,37 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Seconds between automatic checkpoints",
     },
     SettingDef {
+        name: "checkpoint_completion_target",
+        default: "0.9",
+        kind: Kind::Real { min: 0.0, max: 1.0 },
+        context: Context::Startup,
+        description: "Fraction of checkpoint_timeout (or of the WAL before the next size-triggered checkpoint) over which an automatic checkpoint spreads its writes; CHECKPOINT and shutdown write at full speed",
+    },
+    SettingDef {
+        name: "bgwriter_delay",
+        default: "200",
+        kind: Kind::Integer { min: 10, max: 10_000 },
+        context: Context::Startup,
+        description: "Milliseconds between rounds of the background writer, which writes dirty buffers just ahead of the clock sweep so that sessions find clean ones",
+    },
+    SettingDef {
+        name: "bgwriter_lru_maxpages",
+        default: "100",
+        kind: Kind::Integer {
+            min: 0,
+            max: 1_073_741_823,
+        },
+        context: Context::Startup,
+        description: "Most buffers the background writer writes in one round; 0 turns it off",
+    },
+    SettingDef {
+        name: "bgwriter_lru_multiplier",
+        default: "2",
+        kind: Kind::Real { min: 0.0, max: 10.0 },
+        context: Context::Startup,
+        description: "How many clean buffers the background writer keeps ahead of the clock sweep, as a multiple of the buffers sessions took in recent rounds",
+    },
+    SettingDef {
         name: "max_wal_size",
         default: "1GB",
         kind: Kind::Blocks {
@@ -1017,6 +1048,22 @@ impl Settings {
 
     pub fn checkpoint_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.integer("checkpoint_timeout") as u64)
+    }
+
+    pub fn checkpoint_completion_target(&self) -> f64 {
+        self.real("checkpoint_completion_target")
+    }
+
+    pub fn bgwriter_delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.integer("bgwriter_delay") as u64)
+    }
+
+    pub fn bgwriter_lru_maxpages(&self) -> u64 {
+        self.integer("bgwriter_lru_maxpages") as u64
+    }
+
+    pub fn bgwriter_lru_multiplier(&self) -> f64 {
+        self.real("bgwriter_lru_multiplier")
     }
 
     /// Bytes of WAL between checkpoints.

@@ -43,12 +43,14 @@ use crate::storage::{Smgr, StorageError};
 use crate::stream::StreamLimits;
 use crate::txn::{CommandId, SnapshotGuard, TxnError, TxnManager, Xid};
 use crate::wal::control::{ControlData, DbState};
-use crate::wal::record::{
-    XACT_ABORT, XACT_COMMIT, XLOG_CHECKPOINT_ONLINE, XLOG_CHECKPOINT_SHUTDOWN,
-};
+use crate::wal::record::{XACT_ABORT, XACT_COMMIT, XLOG_CHECKPOINT_SHUTDOWN};
 use crate::wal::{Lsn, Rmgr, SyncMethod, Wal, WalConfig, WalError, FIRST_LSN};
 
+pub mod checkpoint;
 pub mod recovery;
+
+use checkpoint::Checkpointer;
+pub use checkpoint::{CheckpointCause, CheckpointReport, CheckpointerStats};
 
 /// WAL segments a checkpoint keeps for recycling at least (64 MiB); more
 /// when checkpoints are further apart (see `Database::recycle_estimate`).
@@ -237,21 +239,13 @@ pub struct Database {
     /// What ANALYZE learnt of each table, for the planner.
     statistics: crate::catalog::statistics::Statistics,
     wal: Arc<Wal>,
-    /// Held shared by a commit from logging its end until the commit log
-    /// has it, exclusively (for a moment) by a checkpoint after it chose
-    /// its redo point: a commit logged before the redo point is then in
-    /// the commit log the checkpoint writes (PostgreSQL's delayChkpt).
-    commit_gate: parking_lot::RwLock<()>,
-    /// One checkpoint at a time; held, the estimate of the WAL bytes one
-    /// checkpoint cycle writes (PostgreSQL's CheckPointDistanceEstimate),
-    /// which sets how many old segments are kept for recycling: a new
-    /// segment is written full of zeros first, which a load that needs
-    /// many segments would otherwise pay for in every cycle.
-    checkpoint_lock: parking_lot::Mutex<f64>,
+    /// Writes checkpoints; holds the commit gate (see `checkpoint`).
+    checkpointer: Arc<Checkpointer>,
     /// Close as a killed process would (see [`Database::simulate_crash`]).
     crash_on_close: std::sync::atomic::AtomicBool,
-    /// The background thread: WAL flushes for asynchronous commits, timed
-    /// and size-triggered checkpoints.
+    /// The background threads: the WAL writer (flushes for asynchronous
+    /// commits), the checkpointer (timed and size-triggered checkpoints)
+    /// and the background writer.
     background: Arc<Background>,
     /// What start-up replayed, if the database had not been shut down
     /// cleanly.
@@ -423,6 +417,13 @@ impl Database {
         drop(s);
         let statistics =
             crate::catalog::statistics::Statistics::load(dir, &catalog.column_types_by_oid());
+        let checkpointer = Arc::new(Checkpointer::new(
+            dir.to_path_buf(),
+            settings.clone(),
+            Arc::clone(&pool),
+            Arc::clone(&wal),
+            Arc::clone(&txn),
+        ));
         let db = Arc::new(Database {
             dir: dir.to_path_buf(),
             settings,
@@ -434,8 +435,7 @@ impl Database {
             catalog,
             statistics,
             wal,
-            commit_gate: parking_lot::RwLock::new(()),
-            checkpoint_lock: parking_lot::Mutex::new(0.0),
+            checkpointer,
             crash_on_close: std::sync::atomic::AtomicBool::new(false),
             background: Arc::new(Background::default()),
             recovery: crashed.then_some(report),
@@ -464,7 +464,7 @@ impl Database {
                 r.images_restored,
                 r.end_reason
             );
-            db.checkpoint(false)?;
+            db.checkpointer.run(CheckpointCause::EndOfRecovery)?;
         } else {
             // From now on a crash must be recovered from.
             ControlData {
@@ -493,76 +493,38 @@ impl Database {
     pub fn simulate_crash(&self) {
         self.crash_on_close
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        // A killed process has no background thread either.
+        // A killed process has no background threads either.
+        self.checkpointer.hurry_for_close();
         self.background.stop();
     }
 
-    /// Writes a checkpoint: every dirty buffer, the touched files synced,
-    /// the commit log, a checkpoint record, the control file. Replay after
-    /// a crash starts at its redo point. `shutdown` marks the database
-    /// cleanly shut down (nothing may change after it).
+    /// Writes a checkpoint at full speed (see `checkpoint`): `CHECKPOINT`,
+    /// or with `shutdown` the one that marks the database cleanly shut
+    /// down (nothing may change after it). A spread checkpoint in progress
+    /// is made to hurry and finishes first.
     pub fn checkpoint(&self, shutdown: bool) -> Result<Lsn, DbError> {
-        let mut estimate = self.checkpoint_lock.lock();
-        let previous_redo = self.wal.redo();
-        let redo = self.wal.begin_checkpoint();
-        // Commits that logged their end before the redo point have put it
-        // in the commit log once they leave the gate.
-        match self.commit_gate.try_write_for(COMMIT_GATE_WAIT) {
-            Some(gate) => drop(gate),
-            None => return Err(DbError::CheckpointStuck(COMMIT_GATE_WAIT.as_secs())),
-        }
-        let mut s = self.pool.session(SessionSettings::default())?;
-        s.flush_all()?;
-        drop(s);
-        if let Err(e) = self.pool.sync_written_files() {
-            // The kernel may have dropped the pages it could not write:
-            // only replay can restore them (PostgreSQL's fsync panic).
-            self.wal
-                .stop(format!("a data file could not be synced: {e}"));
-            return Err(e.into());
-        }
-        self.wal.flush_all()?;
-        self.txn.write_log()?;
-        let info = if shutdown {
-            XLOG_CHECKPOINT_SHUTDOWN
+        self.checkpointer.run(if shutdown {
+            CheckpointCause::Shutdown
         } else {
-            XLOG_CHECKPOINT_ONLINE
-        };
-        let (checkpoint, end) =
-            self.wal
-                .insert_record(Rmgr::Xlog, info, 0, &[], &checkpoint_data(redo))?;
-        self.wal.flush(end)?;
-        ControlData {
-            state: if shutdown {
-                DbState::ShutDown
-            } else {
-                DbState::InProduction
-            },
-            checkpoint,
-            redo,
-            time: now_secs(),
-        }
-        .write(&self.dir)?;
-        let keep = self.recycle_estimate(&mut estimate, redo.saturating_sub(previous_redo));
-        self.wal.remove_old_segments(redo, keep)?;
-        Ok(checkpoint)
+            CheckpointCause::Requested
+        })
     }
 
-    /// Updates the estimate of the WAL a checkpoint cycle writes with the
-    /// last cycle's `distance` (bytes) and returns how many old segments to
-    /// keep for recycling: enough for the next cycle, at least
-    /// [`RECYCLED_SEGMENTS`], at most `max_wal_size`.
-    fn recycle_estimate(&self, estimate: &mut f64, distance: u64) -> usize {
-        let distance = distance as f64;
-        *estimate = if distance > *estimate {
-            distance
-        } else {
-            RECYCLE_ESTIMATE_KEEP * *estimate + (1.0 - RECYCLE_ESTIMATE_KEEP) * distance
-        };
-        let segment = crate::wal::WAL_SEGMENT_SIZE as f64;
-        let most = (self.settings.max_wal_size_bytes() / crate::wal::WAL_SEGMENT_SIZE) as usize;
-        let wanted = (*estimate / segment).ceil() as usize + 1;
-        wanted.clamp(RECYCLED_SEGMENTS, most.max(RECYCLED_SEGMENTS))
+    /// Writes a checkpoint for `cause`: spread over
+    /// `checkpoint_completion_target` for the automatic causes (what the
+    /// checkpointer thread runs), at full speed for the others.
+    pub fn run_checkpoint(&self, cause: CheckpointCause) -> Result<Lsn, DbError> {
+        self.checkpointer.run(cause)
+    }
+
+    /// What the checkpoints since opening did (`stat_checkpointer`).
+    pub fn checkpointer_stats(&self) -> CheckpointerStats {
+        self.checkpointer.stats()
+    }
+
+    /// What the background writer did since opening (`stat_bgwriter`).
+    pub fn bgwriter_stats(&self) -> BgwriterStats {
+        *self.background.bgwriter.lock()
     }
 
     pub fn dir(&self) -> &Path {
@@ -619,54 +581,93 @@ impl Database {
     }
 }
 
-/// The background thread's controls (see `Background::run`).
+/// What the background writer did (PostgreSQL's pg_stat_bgwriter).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BgwriterStats {
+    /// Rounds run, buffers written, and rounds that stopped at
+    /// `bgwriter_lru_maxpages` with more to write (maxwritten_clean).
+    pub rounds: u64,
+    pub buffers_clean: u64,
+    pub maxwritten_clean: u64,
+}
+
+/// How fast the background writer's estimate of the buffers sessions take
+/// per round follows a drop (PostgreSQL's smoothing_samples = 16); it
+/// follows a rise at once.
+const BGWRITER_SMOOTHING_SAMPLES: f64 = 16.0;
+/// Writes the background writer keeps in flight within a round.
+const BGWRITER_WRITES_IN_FLIGHT: usize = 8;
+
+/// The background threads' controls.
 #[derive(Default)]
 struct Background {
     stop: parking_lot::Mutex<bool>,
     wake: parking_lot::Condvar,
-    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    bgwriter: parking_lot::Mutex<BgwriterStats>,
 }
 
 impl Background {
     fn start(db: &Arc<Database>) {
-        let weak = Arc::downgrade(db);
-        let wal = Arc::downgrade(&db.wal);
-        let ctl = Arc::clone(&db.background);
-        let settings = (
-            db.settings.wal_writer_delay(),
-            db.settings.checkpoint_timeout(),
-            db.settings.max_wal_size_bytes(),
-        );
-        let handle = std::thread::Builder::new()
-            .name("aiostore-walwriter".into())
-            .spawn(move || Background::run(&ctl, weak, wal, settings))
-            .expect("spawn the background thread");
-        *db.background.thread.lock() = Some(handle);
+        let mut threads = Vec::new();
+        {
+            let wal = Arc::downgrade(&db.wal);
+            let ctl = Arc::clone(&db.background);
+            let delay = db.settings.wal_writer_delay();
+            threads.push(Self::spawn("aiostore-walwriter", move || {
+                Background::run_walwriter(&ctl, &wal, delay)
+            }));
+        }
+        {
+            let ckpt = Arc::clone(&db.checkpointer);
+            let ctl = Arc::clone(&db.background);
+            let settings = (
+                db.settings.wal_writer_delay(),
+                db.settings.checkpoint_timeout(),
+                db.settings.max_wal_size_bytes(),
+            );
+            threads.push(Self::spawn("aiostore-checkpointer", move || {
+                Background::run_checkpointer(&ctl, &ckpt, settings)
+            }));
+        }
+        if db.settings.bgwriter_lru_maxpages() > 0 {
+            let pool = Arc::clone(&db.pool);
+            let ctl = Arc::clone(&db.background);
+            let settings = (
+                db.settings.bgwriter_delay(),
+                db.settings.bgwriter_lru_maxpages(),
+                db.settings.bgwriter_lru_multiplier(),
+            );
+            threads.push(Self::spawn("aiostore-bgwriter", move || {
+                if let Err(e) = Background::run_bgwriter(&ctl, &pool, settings) {
+                    log::error!("the background writer stopped: {e}");
+                }
+            }));
+        }
+        *db.background.threads.lock() = threads;
+    }
+
+    fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(f)
+            .unwrap_or_else(|e| panic!("could not start the {name} thread: {e}"))
+    }
+
+    /// Sleeps `delay` or until stopped; returns whether to go on.
+    fn pause(&self, delay: std::time::Duration) -> bool {
+        let mut stop = self.stop.lock();
+        if !*stop {
+            self.wake.wait_for(&mut stop, delay);
+        }
+        !*stop
     }
 
     /// Every `wal_writer_delay`: flushes WAL inserted but not flushed (what
     /// asynchronous commits left), so that a crash loses at most about
-    /// that much; starts a checkpoint when `checkpoint_timeout` has passed
-    /// or half of `max_wal_size` has been written since the last one.
-    /// Holds the database only while checkpointing, so that it never keeps
-    /// it open; `Database::drop` stops and joins it.
-    fn run(
-        ctl: &Background,
-        db: std::sync::Weak<Database>,
-        wal: std::sync::Weak<Wal>,
-        (delay, timeout, max_wal): (std::time::Duration, std::time::Duration, u64),
-    ) {
-        let mut last_checkpoint = std::time::Instant::now();
-        loop {
-            {
-                let mut stop = ctl.stop.lock();
-                if !*stop {
-                    ctl.wake.wait_for(&mut stop, delay);
-                }
-                if *stop {
-                    return;
-                }
-            }
+    /// that much.
+    fn run_walwriter(ctl: &Background, wal: &std::sync::Weak<Wal>, delay: std::time::Duration) {
+        while ctl.pause(delay) {
             let Some(wal) = wal.upgrade() else { return };
             if wal.is_stopped() {
                 return;
@@ -676,26 +677,107 @@ impl Background {
                     log::error!("background WAL flush failed: {e}");
                 }
             }
-            let due = last_checkpoint.elapsed() >= timeout
-                || wal.insert_position().saturating_sub(wal.redo()) >= max_wal / 2;
-            drop(wal);
-            if due {
-                let Some(db) = db.upgrade() else { return };
-                if let Err(e) = db.checkpoint(false) {
-                    log::error!("background checkpoint failed: {e}");
-                }
-                last_checkpoint = std::time::Instant::now();
-            }
         }
     }
 
-    /// Stops the thread and waits for it, unless this is the thread (it
-    /// held the last reference while checkpointing).
+    /// Starts a spread checkpoint when `checkpoint_timeout` has passed or
+    /// half of `max_wal_size` has been written since the last one (looked
+    /// at every `wal_writer_delay`).
+    fn run_checkpointer(
+        ctl: &Background,
+        ckpt: &Checkpointer,
+        (delay, timeout, max_wal): (std::time::Duration, std::time::Duration, u64),
+    ) {
+        let mut last_checkpoint = std::time::Instant::now();
+        while ctl.pause(delay) {
+            let wal = ckpt.wal();
+            if wal.is_stopped() {
+                return;
+            }
+            let cause = if last_checkpoint.elapsed() >= timeout {
+                CheckpointCause::Timed
+            } else if wal.insert_position().saturating_sub(wal.redo()) >= max_wal / 2 {
+                CheckpointCause::WalSize
+            } else {
+                continue;
+            };
+            if let Err(e) = ckpt.run(cause) {
+                log::error!("background checkpoint failed: {e}");
+            }
+            last_checkpoint = std::time::Instant::now();
+        }
+    }
+
+    /// Every `bgwriter_delay`: writes the dirty buffers just ahead of the
+    /// clock sweep that the sessions are expected to take before the next
+    /// round (`bgwriter_lru_multiplier` × the buffers they took per round
+    /// lately), at most `bgwriter_lru_maxpages`, so that sessions find
+    /// clean victims instead of writing them (PostgreSQL's BgBufferSync).
+    /// Its writes are finished within the round.
+    fn run_bgwriter(
+        ctl: &Background,
+        pool: &Arc<BufferPool>,
+        (delay, maxpages, multiplier): (std::time::Duration, u64, f64),
+    ) -> Result<(), DbError> {
+        let mut s = pool.session(SessionSettings::default())?;
+        // Its writes pin their buffers: at most a session's share.
+        let mut wb =
+            crate::buffer::WriteBehind::new(BGWRITER_WRITES_IN_FLIGHT.min(pool.pin_limit()));
+        let nbuffers = u64::from(pool.nbuffers());
+        let allocs = || {
+            pool.stats()
+                .allocs
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let mut last_allocs = allocs();
+        let mut smoothed = 0.0f64;
+        while ctl.pause(delay) {
+            let now = allocs();
+            let recent = (now - last_allocs) as f64;
+            last_allocs = now;
+            smoothed = if recent > smoothed {
+                recent
+            } else {
+                smoothed + (recent - smoothed) / BGWRITER_SMOOTHING_SAMPLES
+            };
+            let wanted = (smoothed * multiplier).ceil() as u64;
+            if wanted == 0 {
+                continue;
+            }
+            wb.restart_at_clock();
+            let cleaned = s.clean_ahead_of_clock(
+                &mut wb,
+                crate::buffer::CleanLimits {
+                    scan: nbuffers,
+                    ahead: nbuffers,
+                    writes: maxpages,
+                    reusable: wanted,
+                },
+            );
+            let finished = s.finish_write_behind(&mut wb);
+            let mut stats = ctl.bgwriter.lock();
+            stats.rounds += 1;
+            match (cleaned, finished) {
+                (Ok(outcome), Ok(())) => {
+                    stats.buffers_clean += outcome.written;
+                    stats.maxwritten_clean += u64::from(outcome.hit_write_limit);
+                }
+                // Its buffers stay dirty, for a session or the next
+                // checkpoint to write (and report).
+                (Err(e), _) | (_, Err(e)) => {
+                    log::warn!("the background writer could not write: {e}")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the threads and waits for them.
     fn stop(&self) {
         *self.stop.lock() = true;
         self.wake.notify_all();
-        let handle = self.thread.lock().take();
-        if let Some(h) = handle {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for h in threads {
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
             }
@@ -705,6 +787,8 @@ impl Background {
 
 impl Drop for Database {
     fn drop(&mut self) {
+        // A spread checkpoint in progress finishes at full speed.
+        self.checkpointer.hurry_for_close();
         self.background.stop();
         if self
             .crash_on_close
@@ -923,7 +1007,7 @@ impl Session {
         };
         let commit = commit && synced.is_ok();
         let logged = {
-            let _gate = db.commit_gate.read();
+            let _gate = db.checkpointer.commit_gate.read();
             let info = if commit { XACT_COMMIT } else { XACT_ABORT };
             let logged = db
                 .wal

@@ -41,6 +41,12 @@ pub enum View {
     /// Per table: its size when analysed, when that was, and the rows
     /// changed since (PostgreSQL's pg_stat_user_tables, in part).
     StatTables,
+    /// Checkpoints since the database opened, and the last one, one row
+    /// (PostgreSQL's pg_stat_checkpointer, with the last's figures).
+    StatCheckpointer,
+    /// The background writer's counters and the buffers sessions took,
+    /// one row (PostgreSQL's pg_stat_bgwriter).
+    StatBgwriter,
 }
 
 const AIO_INFLIGHT: &[ColumnSpec] = &[
@@ -117,6 +123,29 @@ const STAT_WAL: &[ColumnSpec] = &[
     ("redo_lsn", ColumnType::Text),
 ];
 
+const STAT_CHECKPOINTER: &[ColumnSpec] = &[
+    ("num_timed", ColumnType::BigInt),
+    ("num_requested", ColumnType::BigInt),
+    ("buffers_written", ColumnType::BigInt),
+    ("write_time_ms", ColumnType::Double),
+    ("sync_time_ms", ColumnType::Double),
+    ("files_synced", ColumnType::BigInt),
+    ("last_cause", ColumnType::Text),
+    ("last_buffers", ColumnType::BigInt),
+    ("last_writes", ColumnType::BigInt),
+    ("last_write_time_ms", ColumnType::Double),
+    ("last_write_mib_per_s", ColumnType::Double),
+    ("last_files", ColumnType::BigInt),
+    ("last_sync_time_ms", ColumnType::Double),
+];
+
+const STAT_BGWRITER: &[ColumnSpec] = &[
+    ("rounds", ColumnType::BigInt),
+    ("buffers_clean", ColumnType::BigInt),
+    ("maxwritten_clean", ColumnType::BigInt),
+    ("buffers_alloc", ColumnType::BigInt),
+];
+
 /// Lists are in PostgreSQL's array text form (`{1,2,3}`).
 const STATS: &[ColumnSpec] = &[
     ("tablename", ColumnType::Text),
@@ -181,13 +210,15 @@ fn text(s: &str) -> Value {
 
 impl View {
     /// Every view.
-    pub const ALL: [View; 6] = [
+    pub const ALL: [View; 8] = [
         View::AioInflight,
         View::StatIo,
         View::Buffers,
         View::StatWal,
         View::Stats,
         View::StatTables,
+        View::StatCheckpointer,
+        View::StatBgwriter,
     ];
 
     /// The view called `name`, if any.
@@ -204,6 +235,8 @@ impl View {
             View::StatWal => "stat_wal",
             View::Stats => "stats",
             View::StatTables => "stat_tables",
+            View::StatCheckpointer => "stat_checkpointer",
+            View::StatBgwriter => "stat_bgwriter",
         }
     }
 
@@ -216,6 +249,8 @@ impl View {
             View::StatWal => STAT_WAL,
             View::Stats => STATS,
             View::StatTables => STAT_TABLES,
+            View::StatCheckpointer => STAT_CHECKPOINTER,
+            View::StatBgwriter => STAT_BGWRITER,
         }
     }
 
@@ -306,6 +341,55 @@ impl View {
                         ]
                     })
                     .collect()
+            }
+            View::StatCheckpointer => {
+                let c = db.checkpointer_stats();
+                let ms = |d: std::time::Duration| Value::Double(d.as_secs_f64() * 1000.0);
+                let mut row = vec![
+                    big(c.timed),
+                    big(c.requested),
+                    big(c.buffers_written),
+                    ms(c.write_time),
+                    ms(c.sync_time),
+                    big(c.files_synced),
+                ];
+                match c.last {
+                    Some(last) => {
+                        let mib = (last.buffers * crate::storage::BLOCK_SIZE as u64) as f64
+                            / f64::from(1u32 << 20);
+                        let secs = last.write_time.as_secs_f64();
+                        row.extend([
+                            text(last.cause.name()),
+                            big(last.buffers),
+                            big(last.writes),
+                            ms(last.write_time),
+                            if secs > 0.0 {
+                                Value::Double(mib / secs)
+                            } else {
+                                Value::Null
+                            },
+                            big(last.files),
+                            ms(last.sync_time),
+                        ]);
+                    }
+                    None => row.extend(std::iter::repeat_n(Value::Null, 7)),
+                }
+                debug_assert_eq!(row.len(), STAT_CHECKPOINTER.len());
+                vec![row]
+            }
+            View::StatBgwriter => {
+                let b = db.bgwriter_stats();
+                let allocs = db
+                    .pool()
+                    .stats()
+                    .allocs
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                vec![vec![
+                    big(b.rounds),
+                    big(b.buffers_clean),
+                    big(b.maxwritten_clean),
+                    big(allocs),
+                ]]
             }
             View::StatWal => {
                 let wal = db.wal();

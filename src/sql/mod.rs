@@ -55,7 +55,8 @@
 //! result, flags), `stat_io` (cumulative I/O counters per method and
 //! operation, and a `buffer pool` row with hits, reads, evictions, writes),
 //! `stat_wal` (one row of WAL counters and the insert, flush and redo
-//! LSNs) and `buffers` (the pool's contents: buffer, rel, relname, fork,
+//! LSNs), `stat_checkpointer` and `stat_bgwriter` (one row each: the
+//! checkpoints and the background writer since opening) and `buffers` (the pool's contents: buffer, rel, relname, fork,
 //! block, valid, dirty, io_in_progress, pins, usage). Utility functions:
 //! `prewarm('t')` and `evict_relation('t')` return a block count;
 //! `read_stream_for_blocks('t', ARRAY[…])` returns one row (blocks, hits,

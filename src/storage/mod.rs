@@ -641,6 +641,11 @@ impl SmgrRelation {
         self.smgr.segment_path(self.rel, fork, 0).exists()
     }
 
+    /// Segment `segno` of `fork`, which must exist (a file to sync).
+    pub fn open_segment(&self, fork: Fork, segno: u32) -> Result<Arc<SegmentFile>, StorageError> {
+        self.segment(fork, segno, false)
+    }
+
     /// Opens (and with `create`, creates) segment `segno` of `fork`.
     /// Segments before it must exist.
     fn segment(

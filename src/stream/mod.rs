@@ -44,6 +44,9 @@
 //! size themselves from the pins free when they began, and together run
 //! the session into its pin limit.
 
+mod write;
+pub use write::{WriteStream, WriteStreamStats};
+
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;

@@ -364,7 +364,7 @@ pub fn db_buffered(method: IoMethod, nblocks: u32, nbuffers: u32) -> Db {
     )
 }
 
-fn db_with_files(
+pub fn db_with_files(
     method: IoMethod,
     nblocks: u32,
     nbuffers: u32,
