@@ -538,8 +538,9 @@ impl BufferSession {
         Some(tag)
     }
 
-    /// Lets go of claimed buffers without writing them (still dirty).
-    fn unclaim(&self, run: &[BufferId]) {
+    /// Lets go of buffers claimed with [`BufferSession::claim_for_write`]
+    /// without writing them (still dirty).
+    pub fn unclaim(&self, run: &[BufferId]) {
         for &id in run {
             self.terminate_buffer_io(id, 0, 0);
             self.pool.unpin_shared(id);

@@ -87,7 +87,11 @@ impl WriteStream {
                 && !tag.block.is_multiple_of(per_segment)
                 && self.pending.len() < self.slots.blocks_per_write();
             if !continues {
-                self.start_pending(s)?;
+                if let Err(e) = self.start_pending(s) {
+                    // Not written: let it go, still dirty.
+                    s.unclaim(&[id]);
+                    return Err(e);
+                }
             }
         }
         if self.pending.is_empty() {
