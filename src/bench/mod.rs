@@ -293,6 +293,38 @@ pub fn drop_page_cache() -> std::io::Result<()> {
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
 }
 
+/// How a target bounds a ratio measured in the same run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bound {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Bound {
+    pub fn meets(self, ratio: f64) -> bool {
+        match self {
+            Bound::AtMost(b) => ratio <= b,
+            Bound::AtLeast(b) => ratio >= b,
+        }
+    }
+
+    /// Orders ratios worst first.
+    pub fn badness(self, ratio: f64) -> f64 {
+        match self {
+            Bound::AtMost(_) => ratio,
+            Bound::AtLeast(_) => -ratio,
+        }
+    }
+
+    /// "at most" or "at least", and the limit.
+    pub fn parts(self) -> (&'static str, f64) {
+        match self {
+            Bound::AtMost(b) => ("at most", b),
+            Bound::AtLeast(b) => ("at least", b),
+        }
+    }
+}
+
 /// One result line of a `benches/pg_*.sh` script: `postgresql 15 <case>
 /// name=value …`.
 pub(crate) struct PgLine(String);
