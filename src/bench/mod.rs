@@ -8,6 +8,7 @@
 pub mod bitmapscan;
 pub mod checksum;
 pub mod commit;
+pub mod copy_checkpoint;
 pub mod demo;
 pub mod fio;
 pub mod index_build;
@@ -284,6 +285,34 @@ impl BuildProgress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Bytes an unprivileged user may still write on the file system that
+/// holds `path`.
+pub fn disk_free_bytes(path: &Path) -> Result<u64, String> {
+    let st = rustix::fs::statvfs(path).map_err(|e| {
+        format!(
+            "could not ask the file system of {} for its free space: {e}",
+            path.display()
+        )
+    })?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Memory the kernel says it can give without swapping (`MemAvailable`
+/// of /proc/meminfo), in bytes; None where it does not say.
+pub fn memory_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Whether this process runs as root (it may drop the page cache and run
+/// PostgreSQL's scripts, which switch to the postgres user).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// Drops the kernel page cache (root only), for cold buffered runs.
