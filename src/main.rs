@@ -295,6 +295,52 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// The reference thread's parallel COPY experiment: sessions each
+    /// COPYing a CSV into its own table for a fixed time, then CHECKPOINT,
+    /// per method, buffered and direct I/O: COPY tps with its spread, the
+    /// checkpoint's time and MiB/s against fio's sequential direct write,
+    /// and a cold VACUUM that dirties every page of a table; against
+    /// PostgreSQL 15's same load (`--pg-script
+    /// benches/pg_copy_checkpoint.sh`); a verdict per target. Each
+    /// configuration's data directory is removed after it.
+    CopyCheckpoint {
+        /// Sessions, each COPYing into its own table.
+        #[arg(long, default_value_t = 8)]
+        sessions: usize,
+        /// Seconds of load per configuration (the COPYs in flight then
+        /// finish).
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+        /// Size of the CSV each COPY loads, in MiB (kept in
+        /// copy-checkpoint/ of the benchmark directory; reused with --keep).
+        #[arg(long, default_value_t = 90)]
+        csv_mib: u64,
+        /// Comma-separated: sync, worker, io_uring.
+        #[arg(long, value_delimiter = ',', default_value = "sync,worker,io_uring")]
+        methods: Vec<String>,
+        /// Comma-separated io_direct values: off (buffered), data (direct).
+        #[arg(long, value_delimiter = ',', default_value = "off,data")]
+        io_direct: Vec<String>,
+        /// shared_buffers of every configuration (and PostgreSQL's), in MiB.
+        #[arg(long, default_value_t = 8192)]
+        shared_buffers_mib: u64,
+        /// Size of the VACUUM's table in MiB; 0 skips the VACUUM.
+        #[arg(long, default_value_t = 1024)]
+        vacuum_mib: u64,
+        /// Do not run fio's sequential direct write (the checkpoint's
+        /// target is then not measured).
+        #[arg(long)]
+        no_fio: bool,
+        /// Seconds of fio's write.
+        #[arg(long, default_value_t = 5.0)]
+        fio_seconds: f64,
+        /// Then run this script, `benches/pg_copy_checkpoint.sh`
+        /// (PostgreSQL 15, the same load; root), and judge the tps target.
+        #[arg(long)]
+        pg_script: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// CREATE INDEX on the integer column a and the text column b of the
     /// seqscan benchmark's table (5 M rows), several runs each, against
     /// PostgreSQL 15's CREATE INDEX of the same data in the same run
@@ -952,6 +998,41 @@ fn run_bench(
             };
             aiostore::bench::seqscan::run_copy(&options, &copy, json, out).map(drop)
         }),
+        Bench::CopyCheckpoint {
+            sessions,
+            seconds,
+            csv_mib,
+            methods,
+            io_direct,
+            shared_buffers_mib,
+            vacuum_mib,
+            no_fio,
+            fio_seconds,
+            pg_script,
+            json,
+        } => {
+            use aiostore::bench::copy_checkpoint::{self, DataIo};
+            // Every choice is checked before the directory is made.
+            let data_io = parse_choices(&io_direct, "--io-direct", DataIo::parse, "off or data")?;
+            let methods = usable_methods(parse_methods(&methods)?)?;
+            in_bench_dir(bench_dir, keep, |dir| {
+                let options = copy_checkpoint::CopyCheckpointOptions {
+                    dir: dir.join("copy-checkpoint"),
+                    methods,
+                    data_io,
+                    sessions,
+                    seconds,
+                    csv_mib,
+                    shared_buffers_mib,
+                    vacuum_mib,
+                    fio: !no_fio,
+                    fio_seconds,
+                    pg_script,
+                    extra_settings: forwarded_settings(settings),
+                };
+                copy_checkpoint::run(&options, json, out).map(drop)
+            })
+        }
         Bench::IndexBuild {
             rows,
             runs,

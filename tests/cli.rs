@@ -727,6 +727,102 @@ fn bench_commit_runs_every_case_each_round_and_compares_medians() {
     assert!(!ok && text.contains("--rounds of at least 1"), "{text}");
 }
 
+/// `bench copy-checkpoint` at a tiny size, buffered and direct: every
+/// configuration loads, checkpoints what the load left dirty and vacuums a
+/// table whose every page it dirties; the targets judged from those, or
+/// said to be unmeasured; bad options and a run the disk cannot hold
+/// refused before anything is written.
+#[test]
+fn bench_copy_checkpoint_loads_checkpoints_and_vacuums_each_configuration() {
+    let tmp = common::temp_dir();
+    let bench_dir = tmp.path().join("bench");
+    let dir_arg = bench_dir.to_str().expect("UTF-8 path");
+    let args = |extra: &[&'static str]| -> Vec<&str> {
+        let mut args = vec!["bench", "--dir", dir_arg, "copy-checkpoint", "--no-fio"];
+        args.extend_from_slice(extra);
+        args
+    };
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &args(&[
+            "--sessions",
+            "2",
+            "--seconds",
+            "0.3",
+            "--csv-mib",
+            "1",
+            "--vacuum-mib",
+            "2",
+            "--shared-buffers-mib",
+            "64",
+            "--methods",
+            "sync",
+            "--json",
+        ]),
+    );
+    assert!(ok, "{text}");
+    let objects: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let cases: Vec<&serde_json::Value> =
+        objects.iter().filter(|o| o["case"] == "aiostore").collect();
+    assert_eq!(cases.len(), 2, "{text}");
+    assert_eq!(cases[0]["io_direct"], "off", "{text}");
+    assert_eq!(cases[1]["io_direct"], "data", "{text}");
+    for c in &cases {
+        let copies = c["copies"].as_u64().unwrap();
+        assert!(copies >= 2, "each session COPYs at least once: {text}");
+        let tps = c["tps"].as_f64().unwrap();
+        let seconds = c["seconds"].as_f64().unwrap();
+        assert!((tps * seconds - copies as f64).abs() < 1e-6, "{text}");
+        assert_eq!(c["checkpoint_during_load"], false, "{text}");
+        assert!(c["checkpoint_mib"].as_f64().unwrap() > 0.0, "{text}");
+        let v = &c["vacuum"];
+        let rows = v["rows"].as_u64().unwrap();
+        // Every other row of each copy of the CSV.
+        let deleted = v["rows_deleted"].as_u64().unwrap();
+        assert!(deleted * 2 <= rows && deleted * 2 + 10 >= rows, "{text}");
+        assert_eq!(v["dead_rows_removed"], v["rows_deleted"], "{text}");
+        assert!(
+            v["blocks_written"].as_u64().unwrap() >= v["table_blocks_after"].as_u64().unwrap(),
+            "the VACUUM dirtied every page: {text}"
+        );
+        assert!(v["table_mib"].as_f64().unwrap() >= 2.0, "{text}");
+    }
+    let verdicts: Vec<&serde_json::Value> =
+        objects.iter().filter(|o| o["case"] == "verdict").collect();
+    assert_eq!(verdicts.len(), 4, "{text}");
+    // fio and PostgreSQL did not run; direct and buffered both did.
+    assert!(
+        verdicts[0]["met"].is_null() && verdicts[3]["met"].is_null(),
+        "{text}"
+    );
+    assert!(
+        verdicts[1]["met"].is_boolean() && verdicts[2]["met"].is_boolean(),
+        "{text}"
+    );
+    assert!(!bench_dir.exists(), "removed without --keep: {text}");
+
+    let (ok, text) = aiostore(&tmp.path().join("data"), &args(&["--io-direct", "wal"]));
+    assert!(
+        !ok && text.contains("unknown value \"wal\" for --io-direct"),
+        "{text}"
+    );
+    let (ok, text) = aiostore(&tmp.path().join("data"), &args(&["--sessions", "0"]));
+    assert!(!ok && text.contains("--sessions from 1"), "{text}");
+    let (ok, text) = aiostore(
+        &tmp.path().join("data"),
+        &args(&["--csv-mib", "1000000", "--shared-buffers-mib", "64"]),
+    );
+    assert!(
+        !ok && text.contains("GiB free in") && text.contains("lower --seconds"),
+        "{text}"
+    );
+    assert!(!bench_dir.exists(), "{text}");
+}
+
 /// `bench indexscan` at a tiny size: every case's scans appear as JSON
 /// cells with the fields, all scans of a case return the same
 /// answer (the count the data set gives), the cold runs read the heap, and

@@ -1,5 +1,7 @@
 //! Runs fio (Debian package `fio`) on the same file, block size and depth,
-//! so that our figures can be given as ratios to what the device does.
+//! so that our figures can be given as ratios to what the device does:
+//! reads for the scans and prewarms, a sequential write for the
+//! checkpoint of `bench copy-checkpoint`.
 
 use std::path::Path;
 use std::process::Command;
@@ -50,47 +52,99 @@ pub fn run(
         Pattern::Random => "randread",
         Pattern::Sequential => "read",
     };
-    let output = Command::new("fio")
-        .args([
-            "--name=aiostore-baseline",
-            &format!("--filename={}", file.display()),
-            &format!("--size={size_bytes}"),
-            &format!("--direct={}", u8::from(direct)),
-            "--ioengine=io_uring",
-            &format!("--rw={rw}"),
-            &format!("--bs={block_bytes}"),
-            &format!("--iodepth={depth}"),
-            &format!("--runtime={}ms", (seconds * 1000.0) as u64),
-            "--time_based",
-            "--norandommap",
-            "--randrepeat=0",
-            "--invalidate=0",
-            "--output-format=json",
-        ])
-        .output()
-        .map_err(|e| format!("could not run fio: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "fio failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    parse(&String::from_utf8_lossy(&output.stdout))
+    let job = Job {
+        file,
+        size_bytes,
+        rw,
+        block_bytes,
+        depth,
+        direct,
+        seconds,
+    };
+    parse(&job.run()?, "read")
 }
 
-fn parse(json: &str) -> Result<FioResult, String> {
+/// Writes `file` (made `size_bytes` long by fio first, if it is not)
+/// sequentially from its start, over and over, with fio's io_uring engine
+/// for `seconds`.
+pub fn run_sequential_write(
+    file: &Path,
+    size_bytes: u64,
+    block_bytes: usize,
+    depth: usize,
+    direct: bool,
+    seconds: f64,
+) -> Result<FioResult, String> {
+    let job = Job {
+        file,
+        size_bytes,
+        rw: "write",
+        block_bytes,
+        depth,
+        direct,
+        seconds,
+    };
+    parse(&job.run()?, "write")
+}
+
+/// One fio job: the one way fio is run.
+struct Job<'a> {
+    file: &'a Path,
+    size_bytes: u64,
+    /// fio's `--rw`.
+    rw: &'a str,
+    block_bytes: usize,
+    depth: usize,
+    direct: bool,
+    seconds: f64,
+}
+
+impl Job<'_> {
+    /// Runs the job; returns fio's standard output (its JSON report).
+    fn run(&self) -> Result<String, String> {
+        let output = Command::new("fio")
+            .args([
+                "--name=aiostore-baseline",
+                &format!("--filename={}", self.file.display()),
+                &format!("--size={}", self.size_bytes),
+                &format!("--direct={}", u8::from(self.direct)),
+                "--ioengine=io_uring",
+                &format!("--rw={}", self.rw),
+                &format!("--bs={}", self.block_bytes),
+                &format!("--iodepth={}", self.depth),
+                &format!("--runtime={}ms", (self.seconds * 1000.0) as u64),
+                "--time_based",
+                "--norandommap",
+                "--randrepeat=0",
+                "--invalidate=0",
+                "--output-format=json",
+            ])
+            .output()
+            .map_err(|e| format!("could not run fio: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "fio failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// The figures of the job's `op` ("read" or "write") in fio's JSON.
+fn parse(json: &str, op: &str) -> Result<FioResult, String> {
     // fio may print warnings before the JSON document.
     let start = json.find('{').ok_or("fio printed no JSON")?;
     let doc: serde_json::Value =
         serde_json::from_str(&json[start..]).map_err(|e| format!("fio JSON: {e}"))?;
     let job = &doc["jobs"][0];
-    let read = &job["read"];
+    let figures = &job[op];
     let number = |v: &serde_json::Value, what: &str| {
         v.as_f64().ok_or_else(|| format!("fio JSON has no {what}"))
     };
-    let iops = number(&read["iops"], "read.iops")?;
-    let bytes_per_second = number(&read["bw_bytes"], "read.bw_bytes")?;
-    let ios = number(&read["total_ios"], "read.total_ios")?;
+    let iops = number(&figures["iops"], &format!("{op}.iops"))?;
+    let bytes_per_second = number(&figures["bw_bytes"], &format!("{op}.bw_bytes"))?;
+    let ios = number(&figures["total_ios"], &format!("{op}.total_ios"))?;
     let runtime_ms = number(&job["job_runtime"], "job_runtime")?;
     let cpu_percent = number(&job["usr_cpu"], "usr_cpu")? + number(&job["sys_cpu"], "sys_cpu")?;
     let cpu_us = cpu_percent / 100.0 * runtime_ms * 1000.0;
@@ -110,9 +164,16 @@ mod tests {
         let json = r#"note: both iodepth >= 1 and synchronous I/O engine are selected
 {"jobs":[{"job_runtime":2000,"usr_cpu":10.0,"sys_cpu":30.0,
   "read":{"iops":40000.5,"bw_bytes":327684096,"total_ios":80001}}]}"#;
-        let r = parse(json).unwrap();
+        let r = parse(json, "read").unwrap();
         assert_eq!(r.iops, 40000.5);
         assert_eq!(r.bytes_per_second, 327684096.0);
         assert!((r.cpu_us_per_io - 0.4 * 2_000_000.0 / 80001.0).abs() < 1e-9);
+        // A write job's figures are under "write"; its "read" is empty.
+        let json = r#"{"jobs":[{"job_runtime":1000,"usr_cpu":1.0,"sys_cpu":1.0,
+  "read":{"iops":0.0,"bw_bytes":0,"total_ios":0},
+  "write":{"iops":2000.0,"bw_bytes":262144000,"total_ios":2000}}]}"#;
+        let w = parse(json, "write").unwrap();
+        assert_eq!(w.bytes_per_second, 262144000.0);
+        assert_eq!(parse(json, "read").unwrap().bytes_per_second, 0.0);
     }
 }

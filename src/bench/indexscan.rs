@@ -73,7 +73,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::bitmapscan::ScanMethod;
-use super::{execute, BuildProgress};
+use super::{execute, Bound, BuildProgress};
 use crate::config::IoMethod;
 use crate::database::{Database, Session};
 use crate::types::Value;
@@ -836,29 +836,6 @@ struct Target {
     bound: Bound,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Bound {
-    AtMost(f64),
-    AtLeast(f64),
-}
-
-impl Bound {
-    fn meets(self, ratio: f64) -> bool {
-        match self {
-            Bound::AtMost(b) => ratio <= b,
-            Bound::AtLeast(b) => ratio >= b,
-        }
-    }
-
-    /// Orders ratios worst first.
-    fn badness(self, ratio: f64) -> f64 {
-        match self {
-            Bound::AtMost(_) => ratio,
-            Bound::AtLeast(_) => -ratio,
-        }
-    }
-}
-
 const OURS: &str = "aiostore";
 const THEIRS: &str = "postgresql";
 
@@ -959,10 +936,7 @@ pub fn verdicts(cells: &[Cell]) -> Vec<Verdict> {
                 .collect();
             figures.sort_by(|a, b| t.bound.badness(b.1).total_cmp(&t.bound.badness(a.1)));
             let met = (!figures.is_empty()).then(|| figures.iter().all(|f| t.bound.meets(f.1)));
-            let (bound, limit) = match t.bound {
-                Bound::AtMost(b) => ("at most", b),
-                Bound::AtLeast(b) => ("at least", b),
-            };
+            let (bound, limit) = t.bound.parts();
             Verdict {
                 bench: "indexscan",
                 case: "verdict",

@@ -8,6 +8,7 @@
 pub mod bitmapscan;
 pub mod checksum;
 pub mod commit;
+pub mod copy_checkpoint;
 pub mod demo;
 pub mod fio;
 pub mod index_build;
@@ -286,11 +287,71 @@ impl BuildProgress {
     }
 }
 
+/// Bytes an unprivileged user may still write on the file system that
+/// holds `path`.
+pub fn disk_free_bytes(path: &Path) -> Result<u64, String> {
+    let st = rustix::fs::statvfs(path).map_err(|e| {
+        format!(
+            "could not ask the file system of {} for its free space: {e}",
+            path.display()
+        )
+    })?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Memory the kernel says it can give without swapping (`MemAvailable`
+/// of /proc/meminfo), in bytes; None where it does not say.
+pub fn memory_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Whether this process runs as root (it may drop the page cache and run
+/// PostgreSQL's scripts, which switch to the postgres user).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Drops the kernel page cache (root only), for cold buffered runs.
 pub fn drop_page_cache() -> std::io::Result<()> {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
+}
+
+/// How a target bounds a ratio measured in the same run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bound {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Bound {
+    pub fn meets(self, ratio: f64) -> bool {
+        match self {
+            Bound::AtMost(b) => ratio <= b,
+            Bound::AtLeast(b) => ratio >= b,
+        }
+    }
+
+    /// Orders ratios worst first.
+    pub fn badness(self, ratio: f64) -> f64 {
+        match self {
+            Bound::AtMost(_) => ratio,
+            Bound::AtLeast(_) => -ratio,
+        }
+    }
+
+    /// "at most" or "at least", and the limit.
+    pub fn parts(self) -> (&'static str, f64) {
+        match self {
+            Bound::AtMost(b) => ("at most", b),
+            Bound::AtLeast(b) => ("at least", b),
+        }
+    }
 }
 
 /// One result line of a `benches/pg_*.sh` script: `postgresql 15 <case>

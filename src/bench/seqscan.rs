@@ -383,7 +383,7 @@ pub fn table_blocks(db: &Database, table: &str) -> Result<(u32, u32), String> {
 
 /// Runs `sql` (a COPY, or a transaction block with one), checks that its
 /// COPY copied `rows` rows, and returns them with the seconds it all took.
-fn timed_copy(s: &mut Session, sql: &str, rows: u64) -> Result<(u64, f64), String> {
+pub(crate) fn timed_copy(s: &mut Session, sql: &str, rows: u64) -> Result<(u64, f64), String> {
     let started = Instant::now();
     let results = crate::sql::execute(s, sql).map_err(|e| format!("{sql}: {e}"))?;
     let seconds = started.elapsed().as_secs_f64();
@@ -399,7 +399,7 @@ fn timed_copy(s: &mut Session, sql: &str, rows: u64) -> Result<(u64, f64), Strin
 }
 
 /// Drops the page cache if we may; says whether the next read is cold.
-fn try_cold() -> &'static str {
+pub(crate) fn try_cold() -> &'static str {
     match super::drop_page_cache() {
         Ok(()) => "cold",
         Err(_) => "warm",
