@@ -320,11 +320,95 @@ fn a_row_inserted_while_vacuum_decides_keeps_the_page_from_being_all_visible(met
     assert_eq!(ids(&mut reader).len(), 11);
 }
 
+/// Vacuum sets block 1's all-visible flag, then a delete clears it before
+/// vacuum sets the map bits (and finds no bit to clear): vacuum must look
+/// at the flag again and leave block 1's bit clear.
+fn a_change_between_vacuums_flag_and_its_bit_leaves_the_bit_clear(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    insert(&mut s, 0..600);
+    let table = db.catalog().table("t").unwrap();
+    let point = aiostore::inject::VACUUM_BEFORE_MAP_BITS;
+    db.aio()
+        .injections()
+        .attach(point, aiostore::inject::Injection::park().times(1));
+    let vacuum = {
+        let db = Arc::clone(&db);
+        let table = Arc::clone(&table);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            let limits = s.stream_limits();
+            db.heap()
+                .vacuum(&mut s.buf, &table.heap, limits, false, &mut |_, _| {})
+                .unwrap()
+        })
+    };
+    assert!(db.aio().injections().wait_until_parked(point));
+    delete(&mut s, [Tid { block: 1, index: 0 }]);
+    db.aio().injections().release(point);
+    let report = vacuum.join().unwrap();
+    assert_eq!(report.pages_set_all_visible, report.pages, "{report:?}");
+    let bits =
+        aiostore::heap::vm::all_visible_bits(&mut s.buf, table.heap.rel, report.pages).unwrap();
+    assert!(
+        !bits[1],
+        "block 1 lost its flag, yet kept its bit: {bits:?}"
+    );
+    assert!(
+        bits.iter().enumerate().all(|(b, &set)| set == (b != 1)),
+        "{bits:?}"
+    );
+}
+
+/// A vacuum that no change overlaps reads each page of a table larger
+/// than the pool once: setting the map bits does not read them again
+/// (with direct I/O every such read would go to the disk).
+fn vacuum_with_no_concurrent_change_reads_each_page_once(method: IoMethod) {
+    let (_dir, db) = new_db(method);
+    let mut s = db.session().unwrap();
+    create_t(&mut s);
+    insert(&mut s, 0..40_000);
+    let table = db.catalog().table("t").unwrap();
+    let nblocks = db
+        .pool()
+        .relation(table.heap.rel)
+        .nblocks(aiostore::storage::Fork::Main)
+        .unwrap();
+    assert!(
+        nblocks > 2 * db.pool().nbuffers(),
+        "the table ({nblocks} blocks) must not fit in the pool"
+    );
+    let reads = || {
+        db.pool()
+            .stats()
+            .reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = reads();
+    let limits = s.stream_limits();
+    let report = db
+        .heap()
+        .vacuum(&mut s.buf, &table.heap, limits, false, &mut |_, _| {})
+        .unwrap();
+    assert_eq!(report.pages_set_all_visible, nblocks, "{report:?}");
+    let read = reads() - before;
+    // Each heap page the pool did not hold once, plus the map forks' few
+    // pages (a second look would read them all again).
+    let outside_pool = u64::from(nblocks - db.pool().nbuffers());
+    assert!(
+        read >= outside_pool && read <= u64::from(nblocks) + 8,
+        "vacuum read {read} blocks of a {nblocks}-block table"
+    );
+}
+
 for_each_method!(
+    a_change_between_vacuums_flag_and_its_bit_leaves_the_bit_clear,
     a_row_inserted_while_vacuum_decides_keeps_the_page_from_being_all_visible,
     a_table_survives_reopening,
     a_second_open_is_refused_naming_the_holder,
     init_refuses_a_used_directory_and_open_an_incompatible_one,
     sessions_see_only_committed_rows,
+    vacuum_with_no_concurrent_change_reads_each_page_once,
     vacuum_removes_dead_rows_and_sets_the_map_only_for_pages_all_can_see,
 );

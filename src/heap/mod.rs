@@ -39,7 +39,7 @@ mod bitmap;
 pub use bitmap::{BitmapScanStats, HeapBitmapScan};
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -784,6 +784,11 @@ struct RelState {
     /// A page change skipped the WAL: the relation's files are synced
     /// before its creator commits.
     skipped_changes: AtomicBool,
+    /// Changes that cleared a page's `PD_ALL_VISIBLE`, counted before each
+    /// looks at the page's map bit: a vacuum that sees the count unchanged
+    /// from before its scan to after setting its bits knows that no flag
+    /// it set went before its bit was set, without reading a page again.
+    all_visible_cleared: AtomicU64,
 }
 
 /// The heap access method of one database.
@@ -1351,6 +1356,9 @@ impl Heap {
         applied: Applied,
     ) -> Result<(), HeapError> {
         if applied.cleared_all_visible {
+            self.rel_state(rel)
+                .all_visible_cleared
+                .fetch_add(1, Ordering::SeqCst);
             vm::clear(s, &self.wal, rel, &[block])?;
         }
         Ok(())
@@ -1875,6 +1883,8 @@ impl Heap {
         progress: &mut dyn FnMut(u32, u32),
     ) -> Result<VacuumReport, HeapError> {
         let rs = self.rel_state(table.rel);
+        // Before any flag is set (see `set_map_bits`).
+        let cleared_before = rs.all_visible_cleared.load(Ordering::SeqCst);
         let oldest = self.txn.oldest_xmin();
         let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
         let mut skip = vm::all_visible_bits(s, table.rel, nblocks)?;
@@ -2033,7 +2043,7 @@ impl Heap {
         stream.end(s);
         report.pages_set_all_visible = set_visible.len() as u32;
         if result.is_ok() {
-            result = self.set_map_bits(s, table, &rs, &set_visible);
+            result = self.set_map_bits(s, table, &rs, &set_visible, cleared_before);
         }
         if result.is_ok() {
             result = fsm::record(s, table.rel, &free_space_by_block, &rs.fsm, &rs.extension)
@@ -2051,12 +2061,20 @@ impl Heap {
     /// clear; so each page's flag is looked at again after the bit is
     /// set, and the bit cleared if the flag went (the update looks at the
     /// bit after clearing the flag, so one of the two always clears it).
+    ///
+    /// That second look is needed only if some change cleared a flag
+    /// since `cleared_before` (read before the scan set any): a change
+    /// counts itself before it looks at the bit, so one that found no bit
+    /// counted before the bit was set, and so before the count is read
+    /// again here. Without that, every page would be read again after
+    /// the vacuum ring let it go: from the disk, with direct I/O.
     fn set_map_bits(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         rs: &RelState,
         blocks: &[u32],
+        cleared_before: u64,
     ) -> Result<(), HeapError> {
         let points = Arc::clone(s.pool().aio());
         let pages = crate::inject::HitContext {
@@ -2072,6 +2090,9 @@ impl Heap {
         points
             .injections()
             .hit(crate::inject::VACUUM_BEFORE_MAP_RECHECK, pages);
+        if rs.all_visible_cleared.load(Ordering::SeqCst) == cleared_before {
+            return Ok(());
+        }
         let mut flag_gone = Vec::new();
         for &block in blocks {
             let id = s.read_buffer(table.rel, Fork::Main, block)?;
