@@ -261,7 +261,36 @@ direct_and_buffered!(
     a_shortened_write_is_completed_by_its_issuer,
     evicting_a_relation_waits_for_its_writes_in_flight,
     syncs_are_one_per_written_segment,
+    a_session_without_a_ring_writes_ahead_of_the_clock,
 );
+
+/// A session dirtying more pages than the pool holds, without a ring and
+/// with no background writer: once the sweep has handed it a dirty victim
+/// it starts writes of the buffers just ahead of the clock hand, so that
+/// most victims are clean when taken, not written and waited for one at a
+/// time. Every page reads back as written.
+fn a_session_without_a_ring_writes_ahead_of_the_clock(method: IoMethod, direct: bool) {
+    const BLOCKS: u32 = 256;
+    let db = if direct {
+        db(method, BLOCKS, 32)
+    } else {
+        db_buffered(method, BLOCKS, 32)
+    };
+    let mut s = session(&db);
+    for b in 0..BLOCKS {
+        change(&mut s, b, &format!("page {b}"));
+    }
+    let stats = s.write_stats();
+    assert!(
+        stats.clock_ahead.blocks > stats.sync.blocks,
+        "most victims must have been written ahead: {stats:?}"
+    );
+    assert_eq!(stats.ring_ahead, Default::default(), "{stats:?}");
+    s.finish_writes_ahead().unwrap();
+    for b in (0..BLOCKS).step_by(7) {
+        assert_eq!(on_disk(&db, &mut s, b), format!("page {b}"));
+    }
+}
 
 /// A checkpoint's sync phase: one fdatasync per segment written since the
 /// last, however often it was written, several in flight at once through

@@ -43,7 +43,8 @@ mod write;
 
 pub use read::{ReadFlags, ReadOp, ReadOpKind, WaitOutcome};
 pub use replace::{
-    Strategy, StrategyKind, BULK_READ_RING_BYTES, BULK_WRITE_RING_BYTES, VACUUM_RING_BYTES,
+    SessionWriteStats, Strategy, StrategyKind, BULK_READ_RING_BYTES, BULK_WRITE_RING_BYTES,
+    VACUUM_RING_BYTES,
 };
 pub use write::{
     CleanLimits, CleanOutcome, WriteBehind, WriteSlots, WriteStats, WRITE_BEHIND_WRITES_MAX,
@@ -355,6 +356,7 @@ impl BufferPool {
             settings,
             sync_writes: None,
             ring_writes: None,
+            write_behind: None,
             counts: ReadCounts::default(),
         })
     }
@@ -603,6 +605,10 @@ pub struct BufferSession {
     /// Writes a strategy ring started of the buffers it reuses next (see
     /// `replace.rs`), made at the first; finished before the session ends.
     ring_writes: Option<WriteSlots>,
+    /// Writes this session started ahead of the clock sweep, made when
+    /// the sweep first gave it a dirty victim (see `replace.rs`);
+    /// finished before the session ends.
+    write_behind: Option<WriteBehind>,
     /// Blocks this session asked for, found or read; a plan node that
     /// reads without a stream (an index scan) shows the difference over
     /// its own calls as EXPLAIN's Buffers.
@@ -708,8 +714,9 @@ impl BufferSession {
                 limit: pool.pin_limit,
             });
         }
-        if let Some(ring) = strategy.as_deref() {
-            self.ring_write_ahead(ring)?;
+        match strategy.as_deref() {
+            Some(ring) => self.ring_write_ahead(ring)?,
+            None => self.clock_write_ahead()?,
         }
         // Bounded: each retry follows another session changing the victim
         // under us, which needs it to pin a buffer we just found unpinned.
@@ -723,6 +730,11 @@ impl BufferSession {
                 },
             );
             if pool.state(victim) & BM_DIRTY != 0 {
+                if strategy.is_none() && self.write_behind.is_none() {
+                    // From now on, write ahead of the sweep (see
+                    // `clock_write_ahead`).
+                    self.write_behind = Some(WriteBehind::new(WRITE_BEHIND_WRITES_MAX));
+                }
                 // The ring's next victims, written with this one if they
                 // continue its blocks.
                 let after = strategy
@@ -1042,9 +1054,9 @@ impl BufferSession {
     ) -> Result<EvictOutcome, BufferError> {
         let mut outcome = EvictOutcome::default();
         let pool = Arc::clone(&self.pool);
-        // Our own writes ahead of a ring first: one shortened by the
-        // kernel waits for us to write its rest.
-        self.finish_ring_writes()?;
+        // Our own writes ahead of a ring or the clock first: one
+        // shortened by the kernel waits for us to write its rest.
+        self.finish_writes_ahead()?;
         for id in 0..pool.nbuffers {
             match pool.tag(id) {
                 Some(tag) if wanted(&tag) => {}
@@ -1094,8 +1106,8 @@ impl BufferSession {
 
 impl Drop for BufferSession {
     fn drop(&mut self) {
-        if let Err(e) = self.finish_ring_writes() {
-            log::warn!("a write a session started ahead of its ring failed: {e}");
+        if let Err(e) = self.finish_writes_ahead() {
+            log::warn!("a write a session started ahead of need failed: {e}");
         }
         // Pins a session forgot would keep buffers from ever being reused.
         if !self.pins.is_empty() {

@@ -6,8 +6,8 @@
 use std::sync::atomic::Ordering;
 
 use super::{
-    refcount, usage, BufferError, BufferId, BufferPool, BufferSession, WriteSlots, BM_DIRTY,
-    BM_IO_IN_PROGRESS, MAX_USAGE_COUNT, USAGE_ONE, WRITE_COMBINE_BLOCKS,
+    refcount, usage, BufferError, BufferId, BufferPool, BufferSession, WriteSlots, WriteStats,
+    BM_DIRTY, BM_IO_IN_PROGRESS, MAX_USAGE_COUNT, USAGE_ONE, WRITE_COMBINE_BLOCKS,
 };
 use crate::storage::BLOCK_SIZE;
 
@@ -144,6 +144,14 @@ impl BufferPool {
     }
 }
 
+/// A session's writes by kind (see [`BufferSession::write_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionWriteStats {
+    pub sync: WriteStats,
+    pub ring_ahead: WriteStats,
+    pub clock_ahead: WriteStats,
+}
+
 /// Asynchronous replacement for strategy rings: a bulk load or vacuum
 /// dirties every buffer of its ring, and without this would stall on a
 /// synchronous write each time the ring comes round. Before each buffer it
@@ -225,17 +233,64 @@ impl BufferSession {
         Ok(())
     }
 
-    /// Waits for the writes the session's rings started ahead (done anyway
-    /// before the session ends or drops a relation's buffers, and by the
-    /// next ring when it gets to them).
-    pub fn finish_ring_writes(&mut self) -> Result<(), BufferError> {
-        match self.ring_writes.take() {
+    /// Waits for the writes the session started ahead of its rings and of
+    /// the clock sweep (done anyway before the session ends or drops a
+    /// relation's buffers, and by the next ring when it gets to them).
+    pub fn finish_writes_ahead(&mut self) -> Result<(), BufferError> {
+        let ring = match self.ring_writes.take() {
             Some(mut slots) => {
                 let result = slots.finish_all(self);
                 self.ring_writes = Some(slots);
                 result
             }
             None => Ok(()),
+        };
+        let clock = match self.write_behind.take() {
+            Some(mut wb) => {
+                let result = self.finish_write_behind(&mut wb);
+                self.write_behind = Some(wb);
+                result
+            }
+            None => Ok(()),
+        };
+        ring.and(clock)
+    }
+
+    /// What this session's own writes have done: synchronous ones
+    /// (a dirty victim written and waited for, a flush), and those it
+    /// started ahead of its rings and of the clock sweep.
+    pub fn write_stats(&self) -> SessionWriteStats {
+        SessionWriteStats {
+            sync: self
+                .sync_writes
+                .as_ref()
+                .map(|w| w.stats)
+                .unwrap_or_default(),
+            ring_ahead: self
+                .ring_writes
+                .as_ref()
+                .map(|w| w.stats)
+                .unwrap_or_default(),
+            clock_ahead: self
+                .write_behind
+                .as_ref()
+                .map(|w| w.stats())
+                .unwrap_or_default(),
         }
+    }
+
+    /// Asynchronous replacement without a ring: once the clock sweep has
+    /// handed this session a dirty victim (the background writer is not
+    /// keeping up), each allocation first starts writes of the dirty
+    /// buffers just ahead of the clock hand, a bounded step (see
+    /// [`BufferSession::write_behind`]), so that the sweep finds them clean
+    /// when it gets there instead of the session writing one and waiting.
+    pub(super) fn clock_write_ahead(&mut self) -> Result<(), BufferError> {
+        let Some(mut wb) = self.write_behind.take() else {
+            return Ok(());
+        };
+        let result = self.write_behind(&mut wb);
+        self.write_behind = Some(wb);
+        result
     }
 }
