@@ -60,6 +60,7 @@ pub fn run(
         depth,
         direct,
         seconds,
+        once: false,
     };
     parse(&job.run()?, "read")
 }
@@ -83,9 +84,43 @@ pub fn run_sequential_write(
         depth,
         direct,
         seconds,
+        once: false,
     };
     parse(&job.run()?, "write")
 }
+
+/// Writes `file` once from its start with direct I/O after allocating it
+/// with `fallocate` (made here; the caller removes it): every write lands
+/// in an allocated but unwritten extent, as a checkpoint's writes do in
+/// a table extended with `fallocate`. The file system converts each
+/// extent as its write completes, which a file written over and over
+/// ([`run_sequential_write`]) never asks of it.
+pub fn run_sequential_write_into_allocated(
+    file: &Path,
+    size_bytes: u64,
+    block_bytes: usize,
+    depth: usize,
+) -> Result<FioResult, String> {
+    let f = std::fs::File::create(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, size_bytes)
+        .map_err(|e| format!("fallocate {}: {e}", file.display()))?;
+    drop(f);
+    let job = Job {
+        file,
+        size_bytes,
+        rw: "write",
+        block_bytes,
+        depth,
+        direct: true,
+        // A bound only: the one pass ends first.
+        seconds: ONE_PASS_SECONDS_MAX,
+        once: true,
+    };
+    parse(&job.run()?, "write")
+}
+
+/// How long a one-pass job may run.
+const ONE_PASS_SECONDS_MAX: f64 = 600.0;
 
 /// One fio job: the one way fio is run.
 struct Job<'a> {
@@ -97,6 +132,9 @@ struct Job<'a> {
     depth: usize,
     direct: bool,
     seconds: f64,
+    /// One pass over the file, as it is (`--fallocate=none`), instead of
+    /// over and over for `seconds`.
+    once: bool,
 }
 
 impl Job<'_> {
@@ -113,7 +151,11 @@ impl Job<'_> {
                 &format!("--bs={}", self.block_bytes),
                 &format!("--iodepth={}", self.depth),
                 &format!("--runtime={}ms", (self.seconds * 1000.0) as u64),
-                "--time_based",
+                if self.once {
+                    "--fallocate=none"
+                } else {
+                    "--time_based"
+                },
                 "--norandommap",
                 "--randrepeat=0",
                 "--invalidate=0",
