@@ -1636,7 +1636,7 @@ fn run_demo(
     let fate = scratch.finish();
     writeln!(
         out,
-        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build | bitmapscan | indexscan; see docs/benchmarks.md",
+        "{fate}; total {:.1} s\nfull benchmarks (larger tables, fio and ratios): aiostore bench seqscan | prewarm | repeated-blocks | rawio | copy | advice | index-build | bitmapscan | indexscan | copy-checkpoint; see docs/benchmarks.md",
         started.elapsed().as_secs_f64()
     )
     .map_err(io)?;
