@@ -867,6 +867,10 @@ impl BufferSession {
     /// does: what a table that skipped the WAL does before its creator
     /// commits (its files are synced next).
     pub fn flush_relation(&mut self, rel: u32) -> Result<(), BufferError> {
+        // Our own writes ahead first: the rest of one the kernel shortened
+        // stays claimed until we write it, and waiting for it would wait
+        // for ourselves.
+        self.finish_writes_ahead()?;
         let pool = Arc::clone(&self.pool);
         let mut dirty: Vec<(BufferTag, BufferId)> = (0..pool.nbuffers)
             .filter(|&id| pool.state(id) & BM_DIRTY != 0)
@@ -903,6 +907,8 @@ impl BufferSession {
     }
 
     fn flush_matching(&mut self, wanted: impl Fn(&BufferTag) -> bool) -> Result<(), BufferError> {
+        // As in `flush_relation`.
+        self.finish_writes_ahead()?;
         for id in 0..self.pool.nbuffers {
             if self.pool.state(id) & BM_DIRTY != 0 && self.pool.tag(id).is_some_and(|t| wanted(&t))
             {
