@@ -1356,9 +1356,19 @@ impl Heap {
         applied: Applied,
     ) -> Result<(), HeapError> {
         if applied.cleared_all_visible {
-            self.rel_state(rel)
-                .all_visible_cleared
-                .fetch_add(1, Ordering::SeqCst);
+            let rs = self.rel_state(rel);
+            rs.all_visible_cleared.fetch_add(1, Ordering::SeqCst);
+            if !vm::covers(s, rel, block)? {
+                // No map page to look at under its lock: a vacuum adds
+                // map pages and sets bits under the extension lock, so
+                // taking it orders this change (counted above) before
+                // the vacuum's second reading of the count, or shows the
+                // page it added.
+                let _ordered = rs.extension.lock();
+                if !vm::covers(s, rel, block)? {
+                    return Ok(());
+                }
+            }
             vm::clear(s, &self.wal, rel, &[block])?;
         }
         Ok(())
