@@ -208,19 +208,6 @@ fn the_background_writer_cleans_ahead_of_the_sweep(method: IoMethod, direct: boo
     assert_eq!(int(&rows(&mut s, "SELECT count(*) FROM t")[0][0]), 32000);
 }
 
-macro_rules! direct_and_buffered {
-    ($($name:ident),* $(,)?) => {
-        mod direct {
-            crate::for_each_method!($($name),*);
-            $(fn $name(method: aiostore::config::IoMethod) { super::$name(method, true) })*
-        }
-        mod buffered {
-            crate::for_each_method!($($name),*);
-            $(fn $name(method: aiostore::config::IoMethod) { super::$name(method, false) })*
-        }
-    };
-}
-
 direct_and_buffered!(
     a_checkpoint_writes_its_buffers_sorted_and_combined,
     a_spread_checkpoint_keeps_to_its_schedule_and_checkpoint_hurries_it,

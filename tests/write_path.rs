@@ -242,19 +242,6 @@ fn evicting_a_relation_waits_for_its_writes_in_flight(method: IoMethod, direct: 
     assert_eq!(text_of(&mut s, 3), "written");
 }
 
-macro_rules! direct_and_buffered {
-    ($($name:ident),* $(,)?) => {
-        mod direct {
-            crate::for_each_method!($($name),*);
-            $(fn $name(method: aiostore::config::IoMethod) { super::$name(method, true) })*
-        }
-        mod buffered {
-            crate::for_each_method!($($name),*);
-            $(fn $name(method: aiostore::config::IoMethod) { super::$name(method, false) })*
-        }
-    };
-}
-
 direct_and_buffered!(
     a_buffer_being_written_stays_readable_and_a_change_meanwhile_keeps_it_dirty,
     a_failed_write_leaves_its_buffers_dirty_and_names_the_file,

@@ -41,6 +41,22 @@ macro_rules! for_each_method {
     };
 }
 
+/// Like [`for_each_method!`], each test twice more over: `direct::<method>`
+/// and `buffered::<method>`, calling `name(method, direct)`.
+#[macro_export]
+macro_rules! direct_and_buffered {
+    ($($name:ident),* $(,)?) => {
+        mod direct {
+            $crate::for_each_method!($($name),*);
+            $(fn $name(method: aiostore::config::IoMethod) { super::$name(method, true) })*
+        }
+        mod buffered {
+            $crate::for_each_method!($($name),*);
+            $(fn $name(method: aiostore::config::IoMethod) { super::$name(method, false) })*
+        }
+    };
+}
+
 pub fn config(method: IoMethod) -> AioConfig {
     AioConfig {
         method,
