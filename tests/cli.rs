@@ -787,7 +787,10 @@ fn bench_copy_checkpoint_loads_checkpoints_and_vacuums_each_configuration() {
             write_s <= c["checkpoint_seconds"].as_f64().unwrap(),
             "{text}"
         );
-        assert!(c["fio_after_checkpoint"].is_null(), "--no-fio: {text}");
+        assert!(
+            c["fio_after_checkpoint"].is_null() && c["fio_allocated_after_checkpoint"].is_null(),
+            "--no-fio: {text}"
+        );
         let v = &c["vacuum"];
         let rows = v["rows"].as_u64().unwrap();
         // Every other row of each copy of the CSV.
@@ -807,6 +810,12 @@ fn bench_copy_checkpoint_loads_checkpoints_and_vacuums_each_configuration() {
     // asynchronous method (sync is not judged).
     assert!(
         verdicts[0]["met"].is_null() && verdicts[3]["met"].is_null(),
+        "{text}"
+    );
+    assert!(
+        verdicts[0]["why"]
+            .as_str()
+            .is_some_and(|why| why.contains("fio did not run")),
         "{text}"
     );
     assert!(

@@ -730,7 +730,8 @@ fn measure_configuration(
     let report = db
         .checkpointer_stats()
         .last
-        .ok_or("the CHECKPOINT left no checkpointer report")?;
+        .filter(|r| r.cause == crate::database::CheckpointCause::Requested)
+        .ok_or("the CHECKPOINT left no report of a requested checkpoint")?;
     let checkpoint_write_seconds = report.write_time.as_secs_f64();
     let checkpoint_write_mib = blocks_to_mib(report.buffers);
     let per_session: Vec<f64> = load
@@ -758,7 +759,7 @@ fn measure_configuration(
     // disk busy for a while, and whatever runs next should find it so
     // whether it is buffered or direct.
     let (fio_after_checkpoint, fio_allocated_after_checkpoint) = if use_fio {
-        (Some(run_fio(opts)?), Some(run_fio_into_allocated(opts)?))
+        (Some(run_fio(opts, false)?), Some(run_fio(opts, true)?))
     } else {
         (None, None)
     };
@@ -860,50 +861,41 @@ fn vacuum_case(
     })
 }
 
-/// fio's sequential 128 KiB direct write of a file in `dir` (removed
-/// after).
-fn run_fio(opts: &CopyCheckpointOptions) -> Result<FioWrite, String> {
+/// fio's sequential 128 KiB direct writes in a file of `dir` (removed
+/// after): over and over a written 1 GiB file for `--fio-seconds`, or
+/// with `into_allocated` one pass over a 2 GiB file just allocated with
+/// fallocate.
+fn run_fio(opts: &CopyCheckpointOptions, into_allocated: bool) -> Result<FioWrite, String> {
     let file = opts.dir.join("fio-write.dat");
-    let result = super::fio::run_sequential_write(
-        &file,
-        FIO_FILE_BYTES,
-        FIO_BLOCK_BYTES,
-        FIO_DEPTH,
-        true,
-        opts.fio_seconds,
-    );
+    let (result, writes, bytes) = if into_allocated {
+        let result = super::fio::run_sequential_write_into_allocated(
+            &file,
+            FIO_ALLOCATED_BYTES,
+            FIO_BLOCK_BYTES,
+            FIO_DEPTH,
+        );
+        (result, "into allocated extents", Some(FIO_ALLOCATED_BYTES))
+    } else {
+        let result = super::fio::run_sequential_write(
+            &file,
+            FIO_FILE_BYTES,
+            FIO_BLOCK_BYTES,
+            FIO_DEPTH,
+            true,
+            opts.fio_seconds,
+        );
+        (result, "overwrite", None)
+    };
     let _ = std::fs::remove_file(&file);
     let r = result?;
     Ok(FioWrite {
         bench: "copy-checkpoint",
         case: "fio",
-        writes: "overwrite",
+        writes,
         block_kib: FIO_BLOCK_BYTES / 1024,
         depth: FIO_DEPTH,
-        seconds: opts.fio_seconds,
-        mib_s: r.bytes_per_second / MIB,
-    })
-}
-
-/// fio's one pass of sequential 128 KiB direct writes over a file of
-/// [`FIO_ALLOCATED_BYTES`] just allocated with fallocate (removed after).
-fn run_fio_into_allocated(opts: &CopyCheckpointOptions) -> Result<FioWrite, String> {
-    let file = opts.dir.join("fio-allocated.dat");
-    let result = super::fio::run_sequential_write_into_allocated(
-        &file,
-        FIO_ALLOCATED_BYTES,
-        FIO_BLOCK_BYTES,
-        FIO_DEPTH,
-    );
-    let _ = std::fs::remove_file(&file);
-    let r = result?;
-    Ok(FioWrite {
-        bench: "copy-checkpoint",
-        case: "fio",
-        writes: "into allocated extents",
-        block_kib: FIO_BLOCK_BYTES / 1024,
-        depth: FIO_DEPTH,
-        seconds: FIO_ALLOCATED_BYTES as f64 / r.bytes_per_second,
+        // One pass ends when the file is written.
+        seconds: bytes.map_or(opts.fio_seconds, |b| b as f64 / r.bytes_per_second),
         mib_s: r.bytes_per_second / MIB,
     })
 }
@@ -1239,7 +1231,7 @@ pub fn run(
         .map_err(text)?;
     }
     if use_fio {
-        let fio = run_fio(opts)?;
+        let fio = run_fio(opts, false)?;
         if json {
             super::emit_case(out, true, &fio, |_| String::new())?;
         } else {
