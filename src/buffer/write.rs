@@ -872,9 +872,10 @@ impl BufferSession {
         // for ourselves.
         self.finish_writes_ahead()?;
         let pool = Arc::clone(&self.pool);
-        let mut dirty: Vec<(BufferTag, BufferId)> = (0..pool.nbuffers)
-            .filter(|&id| pool.state(id) & BM_DIRTY != 0)
-            .filter_map(|id| pool.tag(id).filter(|t| t.rel == rel).map(|t| (t, id)))
+        let mut dirty: Vec<(BufferTag, BufferId)> = pool
+            .dirty_buffers()
+            .into_iter()
+            .filter(|(t, _)| t.rel == rel)
             .collect();
         dirty.sort_unstable_by_key(|(t, _)| (t.fork as u8, t.block));
         for (i, &(tag, id)) in dirty.iter().enumerate() {

@@ -143,16 +143,16 @@ fn change_bits(page: &mut PageBytes, heap_blocks: &[u32], set: bool) {
     }
 }
 
-/// Clears the bits of `heap_blocks` (their pages' flags were cleared, or
-/// the blocks are gone), logging each map page's change, so that a map
-/// page is always changed by logged records only and a torn one is
-/// repaired by replay from its image. (Replay also clears the bit when it
-/// replays the heap change, which says it cleared the flag.)
 /// Whether the map has a page for heap block `heap_block` yet.
 pub fn covers(s: &BufferSession, rel: u32, heap_block: u32) -> Result<bool, HeapError> {
     Ok(locate(heap_block).0 < s.pool().relation(rel).nblocks(Fork::VisibilityMap)?)
 }
 
+/// Clears the bits of `heap_blocks` (their pages' flags were cleared, or
+/// the blocks are gone), logging each map page's change, so that a map
+/// page is always changed by logged records only and a torn one is
+/// repaired by replay from its image. (Replay also clears the bit when it
+/// replays the heap change, which says it cleared the flag.)
 pub fn clear(
     s: &mut BufferSession,
     wal: &Wal,

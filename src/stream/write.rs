@@ -106,9 +106,7 @@ impl WriteStream {
         let Some(tag) = self.pending_tag.take() else {
             return Ok(());
         };
-        let run = std::mem::take(&mut self.pending);
-        let started = self.slots.start(s, &run, tag, false).map(drop);
-        self.pending = run;
+        let started = self.slots.start(s, &self.pending, tag, false).map(drop);
         self.pending.clear();
         started
     }
