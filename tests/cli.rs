@@ -815,7 +815,7 @@ fn bench_copy_checkpoint_loads_checkpoints_and_vacuums_each_configuration() {
     assert!(
         verdicts[0]["why"]
             .as_str()
-            .is_some_and(|why| why.contains("fio did not run")),
+            .is_some_and(|why| why.contains("did not run")),
         "{text}"
     );
     assert!(
