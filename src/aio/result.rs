@@ -121,6 +121,34 @@ pub enum AioError {
 }
 
 impl AioError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            // Misuse of the API by its caller.
+            AioError::HandleAlreadyHandedOut
+            | AioError::StaleHandle { .. }
+            | AioError::WaitOnUnstartedIo { .. }
+            | AioError::NotWholeBlocks { .. }
+            | AioError::ReaderMisuse(_)
+            | AioError::BatchAlreadyStarted
+            | AioError::TooManyIovecs { .. }
+            | AioError::TooManyCallbacks { .. }
+            | AioError::UnknownCallback { .. } => "XX000",
+            // Every session slot taken: PostgreSQL's "too many clients".
+            AioError::NoFreeSession { .. } => "53300",
+            AioError::Io {
+                errno: Some(errno), ..
+            } => crate::storage::errno_sqlstate(*errno),
+            // Failed without an errno (a short transfer, or a callback's
+            // verdict): only the layer that issued it knows more.
+            AioError::Io { errno: None, .. } => "58030",
+            AioError::Storage(e) => e.sqlstate(),
+            // Start-up could not get its handles' memory, io_uring
+            // instances or worker threads.
+            AioError::Setup(_) => "53000",
+        }
+    }
+
     /// The errno behind an I/O error, if any.
     pub fn errno(&self) -> Option<i32> {
         match self {

@@ -170,6 +170,26 @@ pub enum BtreeError {
 }
 
 impl BtreeError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            BtreeError::Buffer(e) => e.sqlstate(),
+            BtreeError::Wal(e) => e.sqlstate(),
+            BtreeError::Storage(e) => e.sqlstate(),
+            BtreeError::Heap(e) => e.sqlstate(),
+            BtreeError::Sort(e) => e.sqlstate(),
+            BtreeError::Tuple(e) => e.sqlstate(),
+            BtreeError::UniqueViolation { .. } | BtreeError::DuplicateInBuild { .. } => "23505",
+            // Waits that reached their bound, as PostgreSQL's lock_timeout
+            // reports one.
+            BtreeError::CleanupWait { .. } | BtreeError::UniqueRetries { .. } => "55P03",
+            BtreeError::TupleTooLarge { .. } => "54000",
+            BtreeError::Damaged { .. } => "XX002", // index_corrupted
+        }
+    }
+}
+
+impl BtreeError {
     /// A damage found below the level that knows the index's name; the
     /// caller names it ([`BtreeError::named`]).
     pub(crate) fn damaged(what: &str) -> BtreeError {

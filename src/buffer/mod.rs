@@ -106,11 +106,11 @@ pub enum BufferError {
     },
     #[error("{0}")]
     Io(String),
-    #[error("could not write {tag}: the WAL up to its changes (to {lsn}) could not be made durable: {reason}")]
+    #[error("could not write {tag}: the WAL up to its changes (to {lsn}) could not be made durable: {}", failure.reason)]
     WalFlush {
         tag: BufferTag,
         lsn: String,
-        reason: String,
+        failure: WalFlushFailure,
     },
     #[error(transparent)]
     Aio(#[from] AioError),
@@ -120,6 +120,52 @@ pub enum BufferError {
     /// written again later (the statement that needed the write fails).
     #[error("{source} (file \"{}\"){}", path.display(), crate::storage::full_disk_hint(source.errno()))]
     Write { path: PathBuf, source: AioError },
+    /// A read failed: with an errno from the kernel, or without one when
+    /// it returned fewer blocks than asked or blocks that do not verify.
+    #[error(transparent)]
+    Read(AioError),
+    #[error("could not sync segment {segno} of {}: {source}", path.display())]
+    Sync {
+        segno: u32,
+        path: PathBuf,
+        source: AioError,
+    },
+}
+
+impl BufferError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            // Limits a setting sets, which the message says to raise
+            // (PostgreSQL's code for "all replication slots are in use;
+            // increase max_replication_slots").
+            BufferError::NoUnpinnedBuffers { .. } | BufferError::PinLimit { .. } => "53400",
+            BufferError::PoolAllocation { .. } => "53200",
+            // An I/O that did not complete in its bound, or that others
+            // kept from us.
+            BufferError::Io(_) => "58030",
+            BufferError::WalFlush { failure, .. } => failure.sqlstate,
+            BufferError::Aio(e) | BufferError::Write { source: e, .. } => e.sqlstate(),
+            BufferError::Storage(e) => e.sqlstate(),
+            BufferError::Sync { source, .. } => source.sqlstate(),
+            // A short read or a page that does not verify is data
+            // corrupted in PostgreSQL ("read only n of m bytes", "invalid
+            // page in block").
+            BufferError::Read(e) => match e.errno() {
+                Some(errno) => crate::storage::errno_sqlstate(errno),
+                None => "XX001",
+            },
+        }
+    }
+}
+
+/// Why the WAL could not be made durable for a page write, as the layer
+/// that owns the WAL reports it (this layer does not know its errors).
+#[derive(Debug, Clone)]
+pub struct WalFlushFailure {
+    pub reason: String,
+    /// The WAL error's SQLSTATE.
+    pub sqlstate: &'static str,
 }
 
 // ---- the state word ---------------------------------------------------
@@ -190,7 +236,7 @@ pub struct PoolStats {
 /// Makes the WAL durable up to an LSN before a page carrying it is written
 /// (registered at start-up by the layer that owns the WAL, so that this
 /// layer does not know it).
-pub type WalFlushHook = Arc<dyn Fn(u64) -> Result<(), String> + Send + Sync>;
+pub type WalFlushHook = Arc<dyn Fn(u64) -> Result<(), WalFlushFailure> + Send + Sync>;
 
 /// The shared buffer pool.
 pub struct BufferPool {
@@ -1227,12 +1273,15 @@ impl BufferSession {
     ) -> Result<(), BufferError> {
         self.aio.wait(wref)?;
         let ret = ret.take().expect("our own sync is collected by wait");
-        self.pool.aio.check(&ret).map(drop).map_err(|e| {
-            BufferError::Io(format!(
-                "could not sync segment {segno} of {}: {e}",
-                self.pool.relation(rel).path(fork).display()
-            ))
-        })
+        self.pool
+            .aio
+            .check(&ret)
+            .map(drop)
+            .map_err(|source| BufferError::Sync {
+                segno,
+                path: self.pool.relation(rel).path(fork),
+                source,
+            })
     }
 }
 

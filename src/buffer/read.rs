@@ -415,10 +415,10 @@ impl BufferSession {
             // The block callback makes a read that brought less than one
             // block an error, so a partial read made progress.
             IoStatus::Partial if ret.result.result > 0 => Ok(ret.result.result as usize),
-            _ => Err(BufferError::Io(match aio.check(ret) {
-                Err(e) => e.to_string(),
-                Ok(_) => format!("could not read {}", ret.target()),
-            })),
+            _ => Err(match aio.check(ret) {
+                Err(e) => BufferError::Read(e),
+                Ok(_) => BufferError::Io(format!("could not read {}", ret.target())),
+            }),
         }
     }
 

@@ -113,10 +113,10 @@ fn copy_for_write(pool: &BufferPool, run: &[BufferId], first_block: u32, bounce:
 /// carries it is written (`tag` names the first page, for the error).
 fn wal_before_write(pool: &BufferPool, tag: BufferTag, newest: u64) -> Result<(), BufferError> {
     match pool.wal_flush.get() {
-        Some(hook) => hook(newest).map_err(|reason| BufferError::WalFlush {
+        Some(hook) => hook(newest).map_err(|failure| BufferError::WalFlush {
             tag,
             lsn: format!("{:X}/{:X}", newest >> 32, newest as u32),
-            reason,
+            failure,
         }),
         None => Ok(()),
     }

@@ -102,6 +102,28 @@ pub enum CatalogError {
     Damaged(String),
 }
 
+impl CatalogError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            CatalogError::Storage(e) => e.sqlstate(),
+            CatalogError::Heap(e) => e.sqlstate(),
+            CatalogError::Buffer(e) => e.sqlstate(),
+            CatalogError::Wal(e) => e.sqlstate(),
+            CatalogError::TableExists(_) | CatalogError::RelationExists(_) => "42P07",
+            CatalogError::NoSuchIndex(_) => "42704", // undefined_object
+            CatalogError::NoSuchTable(_) => "42P01",
+            CatalogError::DuplicateColumn { .. } => "42701",
+            // PostgreSQL allows a table without columns; we do not.
+            CatalogError::NoColumns(_) => "0A000",
+            // Another session's transaction holds the table (PostgreSQL
+            // would wait for its lock instead).
+            CatalogError::CreationInProgress(_) | CatalogError::InUse(_) => "55006",
+            CatalogError::Damaged(_) => "XX001",
+        }
+    }
+}
+
 /// A column of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnDef {

@@ -561,6 +561,13 @@ pub struct StatisticsError {
     source: std::io::Error,
 }
 
+impl StatisticsError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        crate::storage::io_sqlstate(&self.source)
+    }
+}
+
 impl Statistics {
     /// The statistics of the data directory `dir`, for the tables `types`
     /// gives the column types of (by oid): a table's entry whose columns

@@ -71,6 +71,20 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            // PostgreSQL's "unrecognized configuration parameter".
+            ConfigError::UnknownName { .. } => "42704",
+            ConfigError::InvalidValue { .. } | ConfigError::Conflict { .. } => "22023",
+            ConfigError::StartupOnly { .. } => "55P02", // cant_change_runtime_param
+            ConfigError::MalformedArgument { .. } => "42601",
+            ConfigError::ConfigFile { .. } => "F0000", // config_file_error
+        }
+    }
+}
+
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {

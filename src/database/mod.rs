@@ -116,6 +116,31 @@ pub enum DbError {
     CheckpointStuck(u64),
 }
 
+impl DbError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            DbError::Missing(_) => "58P01", // undefined_file
+            // PostgreSQL's "database files are incompatible with server";
+            // a directory init will not write into is in the same state.
+            DbError::NotEmpty(_) | DbError::Incompatible { .. } => "55000",
+            DbError::InUse { .. } => "F0001", // lock_file_exists
+            DbError::Io { source, .. } => crate::storage::io_sqlstate(source),
+            DbError::Config(e) => e.sqlstate(),
+            DbError::Aio(e) => e.sqlstate(),
+            DbError::Storage(e) => e.sqlstate(),
+            DbError::Buffer(e) => e.sqlstate(),
+            DbError::Txn(e) => e.sqlstate(),
+            DbError::Heap(e) => e.sqlstate(),
+            DbError::Catalog(e) => e.sqlstate(),
+            DbError::Wal(e) => e.sqlstate(),
+            // A wait that reached its bound, as PostgreSQL's lock_timeout
+            // reports one.
+            DbError::CheckpointStuck(_) => "55P03",
+        }
+    }
+}
+
 pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DbError {
     let path = path.to_path_buf();
     move |source| DbError::Io { op, path, source }
@@ -396,7 +421,10 @@ impl Database {
         {
             let wal = Arc::clone(&wal);
             pool.register_wal_flush(Arc::new(move |lsn| {
-                wal.flush(lsn).map_err(|e| e.to_string())
+                wal.flush(lsn).map_err(|e| crate::buffer::WalFlushFailure {
+                    reason: e.to_string(),
+                    sqlstate: e.sqlstate(),
+                })
             }));
         }
         let heap = Heap::new(Arc::clone(&txn), Arc::clone(&wal));
@@ -923,6 +951,23 @@ pub enum XactError {
     SyncCreated { table: String, source: Box<DbError> },
     #[error("the transaction ended, but the files of tables it created could not all be removed ({0}); start-up after a crash removes them")]
     RemoveCreated(Box<DbError>),
+}
+
+impl XactError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            XactError::Aborted => "25P02",           // in_failed_sql_transaction
+            XactError::AlreadyInProgress => "25001", // active_sql_transaction
+            XactError::NotInProgress => "25P01",     // no_active_sql_transaction
+            XactError::NotInBlock(_) => "25001",     // active_sql_transaction
+            XactError::Txn(e) => e.sqlstate(),
+            XactError::Wal(e) => e.sqlstate(),
+            // The file operation that failed says what went wrong.
+            XactError::SyncCreated { source, .. } => source.sqlstate(),
+            XactError::RemoveCreated(source) => source.sqlstate(),
+        }
+    }
 }
 
 /// One thread's connection: its buffer session, settings and transaction.

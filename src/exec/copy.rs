@@ -150,6 +150,10 @@ fn shorten_value_error(e: TypeError) -> TypeError {
             ty,
             text: quote_start(&text),
         },
+        TypeError::InvalidDatetime { ty, text } => TypeError::InvalidDatetime {
+            ty,
+            text: quote_start(&text),
+        },
         TypeError::InputOutOfRange { ty, text } => TypeError::InputOutOfRange {
             ty,
             text: quote_start(&text),
@@ -158,11 +162,62 @@ fn shorten_value_error(e: TypeError) -> TypeError {
     }
 }
 
+/// What is wrong with a record of COPY FROM's input.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyFault {
+    #[error("could not read the input: {0}")]
+    Read(io::Error),
+    #[error(
+        "the line is longer than {max_bytes} bytes, the most COPY reads as one line \
+         (a CSV record with quoted line breaks counts as one); \
+         split the input into shorter lines"
+    )]
+    LineTooLong { max_bytes: usize },
+    #[error("unterminated CSV quoted field")]
+    UnterminatedQuote,
+    #[error("a backslash at the end of a line escapes nothing; write \\\\ for a backslash")]
+    BackslashAtEnd,
+    #[error("invalid byte sequence for encoding \"UTF8\": 0x00")]
+    Nul,
+    #[error("invalid byte sequence for encoding \"UTF8\"")]
+    NotUtf8,
+    #[error("extra data after last expected column")]
+    ExtraData,
+    #[error("missing data for column \"{column}\"")]
+    MissingData { column: String },
+    /// A field that is no value of its column's type.
+    #[error(transparent)]
+    Value(TypeError),
+    /// A row the table refuses (a NULL in a NOT NULL column, a row too
+    /// large).
+    #[error(transparent)]
+    Row(Box<ExecError>),
+}
+
+impl CopyFault {
+    /// PostgreSQL's SQLSTATE for this fault.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            CopyFault::Read(e) => crate::storage::io_sqlstate(e),
+            // PostgreSQL's limit is its 1 GB string ("cannot enlarge
+            // string buffer"), a program limit.
+            CopyFault::LineTooLong { .. } => "54000",
+            CopyFault::UnterminatedQuote
+            | CopyFault::BackslashAtEnd
+            | CopyFault::ExtraData
+            | CopyFault::MissingData { .. } => "22P04", // bad_copy_file_format
+            CopyFault::Nul | CopyFault::NotUtf8 => "22021", // character_not_in_repertoire
+            CopyFault::Value(e) => e.sqlstate(),
+            CopyFault::Row(e) => e.sqlstate(),
+        }
+    }
+}
+
 /// Why a record could not be read (before its fields are converted).
 struct RecordError {
     line: u64,
     column: Option<usize>,
-    message: String,
+    fault: CopyFault,
 }
 
 /// Splits the input into records and fields.
@@ -208,11 +263,11 @@ impl<'a> RecordReader<'a> {
         }
     }
 
-    fn error(&self, column: Option<usize>, message: impl Into<String>) -> RecordError {
+    fn error(&self, column: Option<usize>, fault: CopyFault) -> RecordError {
         RecordError {
             line: self.record_line,
             column,
-            message: message.into(),
+            fault,
         }
     }
 
@@ -229,18 +284,15 @@ impl<'a> RecordReader<'a> {
             .map_err(|e| RecordError {
                 line,
                 column: None,
-                message: format!("could not read the input: {e}"),
+                fault: CopyFault::Read(e),
             })?;
         if self.raw.len() > self.record_bytes_max {
             return Err(RecordError {
                 line,
                 column: None,
-                message: format!(
-                    "the line is longer than {} bytes, the most COPY reads as one line \
-                     (a CSV record with quoted line breaks counts as one); \
-                     split the input into shorter lines",
-                    self.record_bytes_max
-                ),
+                fault: CopyFault::LineTooLong {
+                    max_bytes: self.record_bytes_max,
+                },
             });
         }
         self.bytes += n as u64;
@@ -283,10 +335,10 @@ impl<'a> RecordReader<'a> {
                 self.fields.push(None);
             } else {
                 let from = self.data.len();
-                unescape_text(field, &mut self.data).map_err(|message| RecordError {
+                unescape_text(field, &mut self.data).map_err(|fault| RecordError {
                     line: self.record_line,
                     column: Some(self.fields.len()),
-                    message,
+                    fault,
                 })?;
                 self.fields.push(Some((from, self.data.len())));
             }
@@ -316,8 +368,9 @@ impl<'a> RecordReader<'a> {
                 if at == self.raw.len() {
                     if in_quotes {
                         if !self.read_line()? {
-                            return Err(self
-                                .error(Some(self.fields.len()), "unterminated CSV quoted field"));
+                            return Err(
+                                self.error(Some(self.fields.len()), CopyFault::UnterminatedQuote)
+                            );
                         }
                         continue;
                     }
@@ -397,10 +450,9 @@ impl<'a> RecordReader<'a> {
     fn field(&self, i: usize, (from, to): (usize, usize)) -> Result<&str, RecordError> {
         let bytes = &self.data[from..to];
         if memchr::memchr(0, bytes).is_some() {
-            return Err(self.error(Some(i), "invalid byte sequence for encoding \"UTF8\": 0x00"));
+            return Err(self.error(Some(i), CopyFault::Nul));
         }
-        std::str::from_utf8(bytes)
-            .map_err(|_| self.error(Some(i), "invalid byte sequence for encoding \"UTF8\""))
+        std::str::from_utf8(bytes).map_err(|_| self.error(Some(i), CopyFault::NotUtf8))
     }
 }
 
@@ -411,7 +463,7 @@ fn line_body(line: &[u8]) -> &[u8] {
 }
 
 /// Undoes the text format's backslash escapes of one field.
-fn unescape_text(field: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+fn unescape_text(field: &[u8], out: &mut Vec<u8>) -> Result<(), CopyFault> {
     let mut i = 0;
     while i < field.len() {
         let b = field[i];
@@ -421,10 +473,7 @@ fn unescape_text(field: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
             continue;
         }
         let Some(&c) = field.get(i) else {
-            return Err(
-                "a backslash at the end of a line escapes nothing; write \\\\ for a backslash"
-                    .into(),
-            );
+            return Err(CopyFault::BackslashAtEnd);
         };
         i += 1;
         match c {
@@ -494,7 +543,7 @@ pub fn copy_from(
         column: e
             .column
             .and_then(|i| plan.columns.get(i).map(|&c| table.columns[c].name.clone())),
-        message: e.message,
+        fault: e.fault,
     };
     if plan.options.header && !reader.next_record().map_err(bad)? {
         return Ok(0);
@@ -507,14 +556,13 @@ pub fn copy_from(
             // In PostgreSQL's order: extra fields, then each column's
             // field converted before the next one is looked for.
             if reader.fields.len() > plan.columns.len() {
-                let message = "extra data after last expected column";
-                return Err(bad(reader.error(None, message)));
+                return Err(bad(reader.error(None, CopyFault::ExtraData)));
             }
             for (i, &column) in plan.columns.iter().enumerate() {
                 let Some(&field) = reader.fields.get(i) else {
-                    let name = &table.columns[column].name;
-                    let message = format!("missing data for column \"{name}\"");
-                    return Err(bad(reader.error(None, message)));
+                    let column = table.columns[column].name.clone();
+                    let fault = CopyFault::MissingData { column };
+                    return Err(bad(reader.error(None, fault)));
                 };
                 row[column] = match field {
                     None => Value::Null,
@@ -528,13 +576,13 @@ pub fn copy_from(
                             continue;
                         }
                         parse_value(text, table.columns[column].ty).map_err(|e| {
-                            bad(reader.error(Some(i), shorten_value_error(e).to_string()))
+                            bad(reader.error(Some(i), CopyFault::Value(shorten_value_error(e))))
                         })?
                     }
                 };
             }
             sink.push_row(&row)
-                .map_err(|e| bad(reader.error(None, e.to_string())))?;
+                .map_err(|e| bad(reader.error(None, CopyFault::Row(Box::new(e)))))?;
             sink.flush_if_due(s)?;
             if reader.bytes - reported >= PROGRESS_STEP {
                 reported = reader.bytes;
@@ -691,9 +739,9 @@ pub fn copy_to(
         opts: &plan.options,
         buf: Vec::with_capacity(WRITE_CHUNK * 2),
     };
-    let write_failed = |e: io::Error| ExecError::CopyOutput {
+    let write_failed = |source: io::Error| ExecError::CopyOutput {
         target: target.to_string(),
-        message: e.to_string(),
+        source,
     };
     if plan.options.header {
         w.header(plan.names.iter().map(String::as_str));
@@ -775,7 +823,7 @@ mod tests {
                         })
                         .collect(),
                 ),
-                Err(e) => return Err(format!("line {}: {}", e.line, e.message)),
+                Err(e) => return Err(format!("line {}: {}", e.line, e.fault)),
             }
         }
     }
@@ -802,10 +850,9 @@ mod tests {
             };
             assert_eq!(e.line, 2);
             assert!(
-                e.message
-                    .contains(&format!("longer than {CAP_BYTES} bytes")),
+                matches!(e.fault, CopyFault::LineTooLong { max_bytes } if max_bytes == CAP_BYTES),
                 "{}",
-                e.message
+                e.fault
             );
             assert!(
                 reader.raw.capacity() <= 2 * CAP_BYTES,
@@ -820,7 +867,11 @@ mod tests {
         let Err(e) = reader.next_record() else {
             panic!("a 12-byte quoted record passed an 8-byte cap");
         };
-        assert!(e.message.contains("longer than 8 bytes"), "{}", e.message);
+        assert!(
+            e.fault.to_string().contains("longer than 8 bytes"),
+            "{}",
+            e.fault
+        );
         let mut input = &b"\"a\nb\"\n"[..];
         let mut reader = RecordReader::with_record_limit(&mut input, &opts, 8);
         assert!(reader.next_record().is_ok_and(|more| more));

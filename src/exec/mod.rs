@@ -90,7 +90,9 @@ use crate::heap::{HeapError, TupleError};
 use crate::storage::StorageError;
 use crate::types::{TypeError, Value};
 
-pub use copy::{copy_from, copy_to, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo};
+pub use copy::{
+    copy_from, copy_to, CopyFault, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo,
+};
 pub use dml::{ChangeTarget, DeletePlan, InsertPlan, UpdatePlan};
 pub use estimate::{estimate_of, Estimate, Estimated};
 pub use explain::{explain, ExplainOptions, Timing};
@@ -190,15 +192,18 @@ pub enum ExecError {
     },
     /// A bad record of COPY FROM's input; `column` names the field's
     /// column when the fault is in one field.
-    #[error("COPY {table}, line {line}{}: {message}", column.as_ref().map(|c| format!(", column {c}")).unwrap_or_default())]
+    #[error("COPY {table}, line {line}{}: {fault}", column.as_ref().map(|c| format!(", column {c}")).unwrap_or_default())]
     CopyInput {
         table: String,
         line: u64,
         column: Option<String>,
-        message: String,
+        fault: CopyFault,
     },
-    #[error("COPY could not write to {target}: {message}")]
-    CopyOutput { target: String, message: String },
+    #[error("COPY could not write to {target}: {source}")]
+    CopyOutput {
+        target: String,
+        source: std::io::Error,
+    },
     /// The receiver of a query's streamed rows failed (the shell's
     /// output closed, say); the rows before it were delivered.
     #[error("could not send the query's rows: {message}")]
@@ -229,6 +234,52 @@ pub enum ExecError {
     /// A broken invariant of the executor itself (never the user's input).
     #[error("internal error in the executor: {0}")]
     Internal(&'static str),
+}
+
+impl ExecError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            ExecError::DivisionByZero => "22012",
+            ExecError::Type(e) => e.sqlstate(),
+            // PostgreSQL's float overflow and underflow errors.
+            ExecError::Overflow | ExecError::Underflow => "22003",
+            ExecError::NoOperator { .. }
+            | ExecError::NoPrefixOperator { .. }
+            | ExecError::NoFunction { .. } => "42883", // undefined_function
+            ExecError::NotBoolean { .. } | ExecError::ColumnType { .. } => "42804", // datatype_mismatch
+            // PostgreSQL's string limit ("requested length too large").
+            ExecError::TextTooLong { .. } => "54000",
+            ExecError::LikeEscape => "22025", // invalid_escape_sequence
+            ExecError::NotNull { .. } | ExecError::PrimaryKeyNulls { .. } => "23502",
+            ExecError::MultiplePrimaryKeys { .. } => "42P16", // invalid_table_definition
+            ExecError::IndexOfConstraint { .. } => "2BP01",   // dependent_objects_still_exist
+            ExecError::NoSuchConstraint { .. } => "42704",    // undefined_object
+            // PostgreSQL has the interval type; we do not.
+            ExecError::NoInterval { .. } => "0A000",
+            ExecError::SubqueryRows => "21000", // cardinality_violation
+            ExecError::ZeroStep | ExecError::BlockOutOfRange { .. } => "22023",
+            ExecError::CopyInput { fault, .. } => fault.sqlstate(),
+            ExecError::CopyOutput { source, .. } => crate::storage::io_sqlstate(source),
+            // The receiver of the rows is the client: PostgreSQL's "could
+            // not send data to client".
+            ExecError::ResultOutput { .. } => "08006",
+            // Run again, the statement finds the table gone (or its
+            // successor): PostgreSQL's lookup after a concurrent DROP.
+            ExecError::TableDropped(_) => "42P01",
+            ExecError::Sort(e) => e.sqlstate(),
+            ExecError::Heap(e) => e.sqlstate(),
+            ExecError::Tuple(e) => e.sqlstate(),
+            ExecError::Buffer(e) => e.sqlstate(),
+            ExecError::Storage(e) => e.sqlstate(),
+            ExecError::Catalog(e) => e.sqlstate(),
+            ExecError::Index(e) => e.sqlstate(),
+            ExecError::Xact(e) => e.sqlstate(),
+            ExecError::Statistics(e) => e.sqlstate(),
+            ExecError::Bitmap(e) => e.sqlstate(),
+            ExecError::Internal(_) => "XX000",
+        }
+    }
 }
 
 /// A statement's plan.

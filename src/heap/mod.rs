@@ -106,6 +106,30 @@ pub enum HeapError {
     },
 }
 
+impl HeapError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            HeapError::Storage(e) => e.sqlstate(),
+            HeapError::Buffer(e) => e.sqlstate(),
+            HeapError::Tuple(e) => e.sqlstate(),
+            HeapError::Txn(e) => e.sqlstate(),
+            HeapError::Wal(e) => e.sqlstate(),
+            // PostgreSQL's "could not serialize access due to concurrent
+            // update".
+            HeapError::ConcurrentUpdate { .. } => "40001",
+            // A row lock waited for in vain, as PostgreSQL's lock_timeout
+            // reports it (the bound is what ends two sessions waiting on
+            // each other, but most waits that reach it are not that).
+            HeapError::RowWaitTimeout { .. } => "55P03",
+            // Room others kept taking: no PostgreSQL counterpart (its
+            // insert waits for the extension lock instead).
+            HeapError::NoRoom { .. } => "53000",
+            HeapError::Damaged { .. } => "XX001",
+        }
+    }
+}
+
 /// What a heap operation needs to know about its table.
 #[derive(Debug, Clone)]
 pub struct HeapTable {

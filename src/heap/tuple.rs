@@ -60,6 +60,19 @@ pub enum TupleError {
     Damaged(&'static str),
 }
 
+impl TupleError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            // PostgreSQL's "row is too big".
+            TupleError::TooLarge { .. } => "54000",
+            // The executor gives a row of its table's shape: a bug if not.
+            TupleError::Arity { .. } | TupleError::Type { .. } => "XX000",
+            TupleError::Damaged(_) => "XX001",
+        }
+    }
+}
+
 /// The MVCC fields of a tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TupleHeader {

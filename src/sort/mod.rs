@@ -134,6 +134,15 @@ pub enum SortError {
     },
 }
 
+impl SortError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            SortError::TempFile { source, .. } => crate::storage::io_sqlstate(source),
+        }
+    }
+}
+
 /// The order rows sort by.
 pub type RowOrder = Box<dyn Fn(&[Value], &[Value]) -> Ordering>;
 

@@ -41,7 +41,7 @@ pub(crate) fn copy(
         values,
     } = st
     else {
-        return Err(SqlError::Copy("not a COPY statement".into()));
+        return Err(exec::ExecError::Internal("COPY of a statement that is not COPY").into());
     };
     if !values.is_empty() {
         return Err(cx.unsupported(st.span(), "COPY data inside the statement text"));
@@ -81,7 +81,7 @@ pub(crate) fn copy(
         match target {
             CopyTarget::Stdout => {
                 let Some(out) = io.stdout.as_deref_mut() else {
-                    return Err(SqlError::Copy(
+                    return Err(SqlError::CopyUnsupported(
                         "COPY TO STDOUT has no output here: give the statement one (StatementIo::stdout), or write to a file with COPY … TO 'file'".into(),
                     ));
                 };
@@ -89,7 +89,7 @@ pub(crate) fn copy(
             }
             CopyTarget::File { filename } => copy_to_file(s, snapshot, &mut plan, filename)?,
             CopyTarget::Stdin => {
-                return Err(SqlError::Copy(
+                return Err(SqlError::CopyUnsupported(
                     "COPY TO STDIN is not possible; use COPY … TO STDOUT".into(),
                 ))
             }
@@ -119,7 +119,7 @@ pub(crate) fn copy(
         let loaded = match target {
             CopyTarget::Stdin => {
                 let Some(input) = io.stdin.take() else {
-                    return Err(SqlError::Copy(
+                    return Err(SqlError::CopyUnsupported(
                         "COPY FROM STDIN has no input here: give the statement one (StatementIo::stdin), or load a file with COPY … FROM 'file'".into(),
                     ));
                 };
@@ -137,7 +137,7 @@ pub(crate) fn copy(
                 io.with_progress(|p| exec::copy_from(s, snapshot, &plan, &mut input, total, p))?
             }
             CopyTarget::Stdout => {
-                return Err(SqlError::Copy(
+                return Err(SqlError::CopyUnsupported(
                     "COPY FROM STDOUT is not possible; use COPY … FROM STDIN".into(),
                 ))
             }
@@ -198,7 +198,7 @@ fn file_error(filename: &str, action: &str, purpose: &str, e: std::io::Error) ->
             );
         }
     }
-    SqlError::Copy(message)
+    SqlError::CopyFile { message, io: e }
 }
 
 /// The columns `columns` names (all of the table's when empty).
@@ -220,7 +220,7 @@ fn copy_columns(
 /// A one-byte character option.
 fn one_byte(option: &str, c: char) -> Result<u8, SqlError> {
     u8::try_from(c).ok().filter(u8::is_ascii).ok_or_else(|| {
-        SqlError::Copy(format!(
+        SqlError::CopyUnsupported(format!(
             "COPY {option} must be a single one-byte character, not '{c}'"
         ))
     })
@@ -297,7 +297,9 @@ fn copy_options(
     }
     let bad = |m: &str| Err(SqlError::Copy(m.to_string()));
     if format == CopyFormat::Text && (quote.is_some() || escape.is_some()) {
-        return bad("COPY QUOTE and ESCAPE are available only in CSV mode; add FORMAT csv");
+        return Err(SqlError::CopyUnsupported(
+            "COPY QUOTE and ESCAPE are available only in CSV mode; add FORMAT csv".into(),
+        ));
     }
     opts.quote = quote.unwrap_or(opts.quote);
     opts.escape = escape.unwrap_or(opts.quote);

@@ -87,9 +87,7 @@ pub(crate) fn explain_options(
     }
     for (on, name) in [(io, "IO"), (wal, "WAL")] {
         if on && !analyze {
-            return Err(SqlError::Explain(format!(
-                "EXPLAIN option {name} requires ANALYZE"
-            )));
+            return Err(SqlError::ExplainNeedsAnalyze { option: name });
         }
     }
     Ok(ExplainOptions {

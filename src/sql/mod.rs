@@ -259,10 +259,22 @@ pub enum SqlError {
     SubqueryColumns { problem: &'static str, at: Position },
     #[error("\"{name}\" is a system view and cannot be changed")]
     ReadOnlyView { name: String },
+    /// An EXPLAIN option that is not one, or not given on or off.
     #[error("{0}")]
     Explain(String),
+    #[error("EXPLAIN option {option} requires ANALYZE")]
+    ExplainNeedsAnalyze { option: &'static str },
+    /// A COPY option's value PostgreSQL refuses too.
     #[error("{0}")]
     Copy(String),
+    /// A COPY that PostgreSQL refuses as not supported (a delimiter of
+    /// more than one byte), or that cannot run here (standard input or
+    /// output the caller did not give).
+    #[error("{0}")]
+    CopyUnsupported(String),
+    /// COPY's file could not be opened, written or synced.
+    #[error("{message}")]
+    CopyFile { message: String, io: std::io::Error },
     #[error(transparent)]
     Exec(#[from] ExecError),
     #[error(transparent)]
@@ -273,6 +285,69 @@ pub enum SqlError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Database(#[from] DbError),
+}
+
+impl SqlError {
+    /// PostgreSQL's SQLSTATE for this error (five characters), as its
+    /// server would report the same condition. Each layer's error says
+    /// its own; the wrapped ones are asked.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            SqlError::Syntax { .. } => "42601",
+            SqlError::Unsupported { .. } => "0A000",
+            SqlError::TooDeep { .. } => "54001", // statement_too_complex
+            SqlError::NulInText { .. } => "22021", // character_not_in_repertoire
+            // PostgreSQL's scanner reports a bad Unicode escape as a
+            // syntax error.
+            SqlError::NulUnicodeEscape { .. } => "42601",
+            SqlError::UnknownTable { .. }
+            | SqlError::MissingFromItem { .. }
+            | SqlError::InvalidFromReference { .. } => "42P01", // undefined_table
+            SqlError::AmbiguousColumn { .. } => "42702",
+            SqlError::DuplicateFromItem { .. } => "42712", // duplicate_alias
+            SqlError::UnknownColumn { .. } | SqlError::KeyColumn { .. } => "42703",
+            SqlError::UnknownIndex { .. } => "42704", // undefined_object
+            SqlError::KeyColumnTwice { .. } | SqlError::DuplicateColumn { .. } => "42701",
+            // A utility function called with arguments of no signature it
+            // has: PostgreSQL finds no such function.
+            SqlError::UnknownFunction { .. } | SqlError::UtilityArguments { .. } => "42883",
+            SqlError::NotGrouped { .. } | SqlError::AggregateNotAllowed { .. } => "42803",
+            // PostgreSQL's "set-returning functions are not allowed in
+            // WHERE".
+            SqlError::UtilityPlacement { .. } => "0A000",
+            // PostgreSQL's "type does not exist" (it is the same message
+            // for a type PostgreSQL has and we do not).
+            SqlError::UnknownType { .. } => "42704",
+            SqlError::TypeLength { .. } | SqlError::Fillfactor { .. } => "22023",
+            // PostgreSQL's "INSERT has more expressions than target
+            // columns".
+            SqlError::InsertArity { .. } => "42601",
+            SqlError::BadLimit { clause, .. } => match *clause {
+                "OFFSET" => "2201X", // invalid_row_count_in_result_offset_clause
+                _ => "2201W",        // invalid_row_count_in_limit_clause
+            },
+            SqlError::BadPosition { .. } | SqlError::TooManyColumnAliases { .. } => "42P10", // invalid_column_reference
+            SqlError::SubqueryAlias { .. }
+            | SqlError::SetOperationWidth { .. }
+            | SqlError::SubqueryColumns { .. } => "42601",
+            SqlError::SetOperationOrder { .. } => "0A000",
+            SqlError::SetOperationTypes { .. } => "42804", // datatype_mismatch
+            // A system view named where a table is wanted (PostgreSQL's
+            // "cannot copy to view", "is not a table").
+            SqlError::ReadOnlyView { .. } => "42809", // wrong_object_type
+            // PostgreSQL's "unrecognized EXPLAIN option", "requires a
+            // Boolean value".
+            SqlError::Explain(_) => "42601",
+            SqlError::ExplainNeedsAnalyze { .. } | SqlError::Copy(_) => "22023",
+            SqlError::CopyUnsupported(_) => "0A000",
+            SqlError::CopyFile { io, .. } => crate::storage::io_sqlstate(io),
+            SqlError::Exec(e) => e.sqlstate(),
+            SqlError::Xact(e) => e.sqlstate(),
+            SqlError::Catalog(e) => e.sqlstate(),
+            SqlError::Config(e) => e.sqlstate(),
+            SqlError::Database(e) => e.sqlstate(),
+        }
+    }
 }
 
 /// A column of a statement's result.
@@ -485,6 +560,60 @@ mod tests {
         // Without the receiver the rows are only counted, as before.
         assert_eq!(rows.len(), 1);
         assert_eq!(self::rows(&mut s, text).len(), plan.len());
+    }
+
+    #[test]
+    fn errors_carry_the_sqlstate_postgresql_reports_for_them() {
+        let (mut s, dir) = session();
+        execute(
+            &mut s,
+            "CREATE TABLE t (id integer PRIMARY KEY, note varchar(3) NOT NULL, d date);
+             CREATE TABLE u (id integer, note text);
+             INSERT INTO t VALUES (1, 'a', NULL)",
+        )
+        .unwrap();
+        let missing_file = dir.path().join("no such file.csv");
+        let cases = [
+            ("SELEC 1", "42601"),
+            ("SELECT * FROM nope", "42P01"),
+            ("SELECT nope FROM t", "42703"),
+            ("SELECT id FROM t, u", "42702"),
+            ("SELECT nope(1)", "42883"),
+            ("CREATE TABLE t (id integer)", "42P07"),
+            ("INSERT INTO t VALUES (1, 'b', NULL)", "23505"),
+            ("INSERT INTO t VALUES (2, NULL, NULL)", "23502"),
+            ("INSERT INTO t VALUES (2, 'long', NULL)", "22001"),
+            ("SELECT 1 / 0", "22012"),
+            ("SELECT 'x'::integer", "22P02"),
+            ("SELECT 'x'::date", "22007"),
+            ("SELECT '2023-02-30'::date", "22008"),
+            ("SELECT 2147483647 + 1", "22003"),
+            ("SELECT note, count(*) FROM t GROUP BY id", "42803"),
+            ("SELECT 1 WHERE 1", "42804"),
+            ("SELECT true::date", "42846"),
+            (
+                "SELECT (SELECT id FROM u UNION ALL SELECT 1 UNION ALL SELECT 2)",
+                "21000",
+            ),
+            ("SET no_such_setting = 1", "42704"),
+            ("SELECT * FROM t FOR UPDATE", "0A000"),
+            ("VACUUM buffers", "42809"),
+            (
+                &format!("COPY u FROM '{}'", missing_file.display()),
+                "58P01",
+            ),
+        ];
+        for (text, sqlstate) in cases {
+            let e = execute(&mut s, text).unwrap_err();
+            assert_eq!(e.sqlstate(), sqlstate, "{text}: {e}");
+        }
+        // Inside a transaction block: DDL refused, then the block failed.
+        execute(&mut s, "BEGIN").unwrap();
+        let e = execute(&mut s, "DROP TABLE u").unwrap_err();
+        assert_eq!(e.sqlstate(), "25001", "{e}");
+        let e = execute(&mut s, "SELECT 1").unwrap_err();
+        assert_eq!(e.sqlstate(), "25P02", "{e}");
+        execute(&mut s, "ROLLBACK").unwrap();
     }
 
     #[test]

@@ -80,15 +80,72 @@ pub enum StorageError {
 /// full disk is the one I/O failure the user can repair, and the WAL
 /// keeps what was committed meanwhile.
 pub fn full_disk_hint(errno: Option<i32>) -> &'static str {
+    if errno.is_some_and(is_disk_full) {
+        "; its file system is full: free space on it and retry (nothing committed is lost)"
+    } else {
+        ""
+    }
+}
+
+/// Whether `errno` says the file system is full (ENOSPC, or EDQUOT: over
+/// a quota); the hint and the SQLSTATE agree on it.
+fn is_disk_full(errno: i32) -> bool {
+    matches!(errno, libc::ENOSPC | libc::EDQUOT)
+}
+
+/// PostgreSQL's SQLSTATE for a file operation that failed with `errno`,
+/// as its `errcode_for_file_access` chooses it (an errno it does not
+/// name is an internal error there too). EDQUOT counts as a full disk,
+/// as [`full_disk_hint`] tells the user, and ENOMEM as out of memory.
+pub fn errno_sqlstate(errno: i32) -> &'static str {
     match errno {
-        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
-            "; its file system is full: free space on it and retry (nothing committed is lost)"
-        }
-        _ => "",
+        libc::EPERM | libc::EACCES | libc::EROFS => "42501", // insufficient_privilege
+        libc::ENOENT => "58P01",                             // undefined_file
+        libc::EEXIST => "58P02",                             // duplicate_file
+        libc::ENOTDIR | libc::EISDIR | libc::ENOTEMPTY => "42809", // wrong_object_type
+        e if is_disk_full(e) => "53100",                     // disk_full
+        libc::ENOMEM => "53200",                             // out_of_memory
+        libc::ENFILE | libc::EMFILE => "53000",              // insufficient_resources
+        libc::EIO => "58030",                                // io_error
+        _ => "XX000",                                        // internal_error
+    }
+}
+
+/// PostgreSQL's SQLSTATE for the failed file operation `e`: by its errno
+/// ([`errno_sqlstate`]), or, for an error std made without one, by what
+/// PostgreSQL says of the same outcome: a read that ended early is data
+/// corrupted ("read only n of m bytes"), a write that wrote nothing a
+/// full disk ("wrote only n of m bytes"), anything else an I/O error.
+pub fn io_sqlstate(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(errno) => errno_sqlstate(errno),
+        None => match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => "XX001",
+            std::io::ErrorKind::WriteZero => "53100",
+            _ => "58030",
+        },
     }
 }
 
 impl StorageError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            StorageError::Open { source, .. } | StorageError::Io { source, .. } => {
+                io_sqlstate(source)
+            }
+            // A file system without a feature we were told to use.
+            StorageError::DirectIoUnsupported { .. } => "0A000",
+            // A read that ended early or a file whose size is not whole
+            // blocks (PostgreSQL: "read only n of m bytes", data
+            // corrupted); an extension of part of a block is a caller's
+            // bug, rarer than either.
+            StorageError::Blocks { .. } => "XX001",
+            // Our own check of a buffer we were handed: a caller's bug.
+            StorageError::Misaligned { .. } => "XX000",
+        }
+    }
+
     /// True if the error is a file that does not exist.
     pub fn is_not_found(&self) -> bool {
         match self {

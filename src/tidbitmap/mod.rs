@@ -96,6 +96,15 @@ pub enum TidBitmapError {
     OffsetOutOfRange { block: u32, index: u16 },
 }
 
+impl TidBitmapError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            TidBitmapError::OffsetOutOfRange { .. } => "XX002", // index_corrupted
+        }
+    }
+}
+
 /// The matching tuples of one heap page, as iteration gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PageTids {

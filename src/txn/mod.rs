@@ -83,6 +83,18 @@ pub enum TxnError {
     Wraparound,
 }
 
+impl TxnError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            TxnError::Io { source, .. } => crate::storage::io_sqlstate(source),
+            TxnError::Damaged { .. } | TxnError::StatusMissing { .. } => "XX001",
+            // PostgreSQL's refusal of new transaction ids near wraparound.
+            TxnError::Wraparound => "54000",
+        }
+    }
+}
+
 /// What the commit log says of a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XidStatus {

@@ -263,7 +263,7 @@ fn julian_days(year: i64, bc: bool, month: u32, day: u32) -> Option<i64> {
 
 fn input_error(e: ParseError, ty: &'static str, s: &str) -> TypeError {
     match e {
-        ParseError::Syntax => TypeError::InvalidInput {
+        ParseError::Syntax => TypeError::InvalidDatetime {
             ty,
             text: s.to_string(),
         },
@@ -389,7 +389,7 @@ pub fn date_add_days(d: i32, days: i64) -> Result<i32, TypeError> {
         .checked_add(days)
         .filter(|r| (i64::from(DATE_MIN)..=i64::from(DATE_MAX)).contains(r))
         .map(|r| r as i32)
-        .ok_or(TypeError::OutOfRange { ty: "date" })
+        .ok_or(TypeError::DateOutOfRange)
 }
 
 /// `a - b` in days.

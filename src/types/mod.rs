@@ -272,6 +272,10 @@ pub enum TypeError {
     OutOfRange { ty: &'static str },
     #[error("invalid input syntax for type {ty}: \"{text}\"")]
     InvalidInput { ty: &'static str, text: String },
+    /// Text that is no date or timestamp: PostgreSQL's message for it is
+    /// `InvalidInput`'s, its SQLSTATE another.
+    #[error("invalid input syntax for type {ty}: \"{text}\"")]
+    InvalidDatetime { ty: &'static str, text: String },
     /// A number written in range of no value of the type (`'1e400'`,
     /// or `'1e-400'`, which is not zero but rounds to it).
     #[error("\"{text}\" is out of range for type {ty}")]
@@ -283,6 +287,9 @@ pub enum TypeError {
     /// A date or timestamp written outside the type's range.
     #[error("{ty} out of range: \"{text}\"")]
     ValueOutOfRange { ty: &'static str, text: String },
+    /// Date arithmetic beyond the type's range.
+    #[error("date out of range")]
+    DateOutOfRange,
     #[error("date out of range for timestamp")]
     DateOutOfRangeForTimestamp,
     #[error("cannot subtract infinite dates")]
@@ -326,6 +333,32 @@ pub enum TypeError {
         from: &'static str,
         to: &'static str,
     },
+}
+
+impl TypeError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            TypeError::OutOfRange { .. }
+            | TypeError::InputOutOfRange { .. }
+            | TypeError::NumericFormatOverflow
+            | TypeError::NumericFieldOverflow { .. } => "22003", // numeric_value_out_of_range
+            TypeError::InvalidInput { .. } => "22P02", // invalid_text_representation
+            TypeError::InvalidDatetime { .. } => "22007", // invalid_datetime_format
+            TypeError::FieldOutOfRange { .. }
+            | TypeError::ValueOutOfRange { .. }
+            | TypeError::DateOutOfRange
+            | TypeError::DateOutOfRangeForTimestamp
+            | TypeError::InfiniteDateDifference => "22008", // datetime_field_overflow
+            TypeError::TooLong { .. } => "22001",      // string_data_right_truncation
+            TypeError::NumericTypmod { .. } => "22023", // invalid_parameter_value
+            // PostgreSQL's "cannot convert NaN to integer" is a feature
+            // not supported, not a value out of range.
+            TypeError::CannotConvert { .. } => "0A000",
+            TypeError::DivisionByZero => "22012",
+            TypeError::NoCast { .. } => "42846", // cannot_coerce
+        }
+    }
 }
 
 /// The end of "numeric field overflow"'s detail: the bound the rounded

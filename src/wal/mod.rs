@@ -136,6 +136,23 @@ pub enum WalError {
     ControlDamaged { path: PathBuf, what: String },
 }
 
+impl WalError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            WalError::Io { source, .. } => crate::storage::io_sqlstate(source),
+            WalError::Storage(e) => e.sqlstate(),
+            WalError::Write { source, .. } => source.sqlstate(),
+            // The log has stopped and the database takes no more changes
+            // until restarted: where PostgreSQL would have panicked, and
+            // every other session been ended for the crash.
+            WalError::Stopped { .. } | WalError::Stuck { .. } => "57P02",
+            WalError::Damaged { .. } | WalError::ControlDamaged { .. } => "XX001",
+            WalError::MissingSegment { .. } => "58P01",
+        }
+    }
+}
+
 /// How WAL writes are made durable (`wal_sync_method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncMethod {
