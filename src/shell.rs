@@ -92,6 +92,7 @@ fn run_in(
         rows: Some(&mut printer),
         progress: Some(&mut progress),
         explained_rows: None,
+        copy_begin: None,
     };
     let result = aiostore::sql::execute_each(s, text, &mut io, |r| {
         // After COPY … TO STDOUT the output is data: its "COPY n" goes to

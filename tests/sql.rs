@@ -2176,6 +2176,7 @@ fn try_io(
         rows: None,
         progress: None,
         explained_rows: None,
+        copy_begin: None,
     };
     let r = sql::execute_each(s, text, &mut io, |r| results.push(r));
     (out, r.map(|()| results))

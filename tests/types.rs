@@ -81,6 +81,7 @@ fn run_io(s: &mut Session, text: &str, mut input: &[u8]) -> Result<Vec<u8>, SqlE
         rows: None,
         progress: None,
         explained_rows: None,
+        copy_begin: None,
     };
     sql::execute_each(s, text, &mut io, |_| {}).map(|()| out)
 }

@@ -895,6 +895,18 @@ pub enum Isolation {
     RepeatableRead,
 }
 
+/// Where a session stands between statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionStatus {
+    /// In no transaction block.
+    Idle,
+    /// In a transaction block (BEGIN).
+    InBlock,
+    /// In a transaction block a failed statement has doomed: only
+    /// ROLLBACK ends it.
+    Failed,
+}
+
 /// A transaction in progress in a session.
 struct Xact {
     /// Assigned at the first write.
@@ -991,6 +1003,16 @@ impl Session {
     /// Applies changed settings to the buffer session.
     pub fn settings_changed(&mut self) {
         self.buf.settings = buffer_settings(&self.settings);
+    }
+
+    /// Where the session stands between statements, as the wire
+    /// protocol's ReadyForQuery reports it.
+    pub fn transaction_status(&self) -> TransactionStatus {
+        match &self.xact {
+            Some(x) if x.explicit && x.failed => TransactionStatus::Failed,
+            Some(x) if x.explicit => TransactionStatus::InBlock,
+            _ => TransactionStatus::Idle,
+        }
     }
 
     pub fn in_transaction_block(&self) -> bool {

@@ -14,7 +14,7 @@ use super::copy::copy;
 use super::ddl::{analyze, create_table, drop_tables, vacuum};
 use super::dml::{plan_delete, plan_insert, plan_update};
 use super::explain::{explain, explain_options};
-use super::expr::{constant, ident, object_name, StmtCx};
+use super::expr::{constant, ident, object_name, Placeholders, StmtCx};
 use super::parse::{Parsed, Stmt};
 use super::query::plan_query;
 use super::{ResultColumn, RowSink, SqlError, StatementIo, StatementResult};
@@ -104,7 +104,17 @@ pub(crate) fn run(
     parsed: &Parsed,
     io: &mut StatementIo,
 ) -> Result<StatementResult, SqlError> {
-    let result = dispatch(s, parsed, io);
+    run_with(s, parsed, io, Placeholders::default())
+}
+
+/// Runs one parsed statement with its placeholders' values.
+pub(crate) fn run_with(
+    s: &mut Session,
+    parsed: &Parsed,
+    io: &mut StatementIo,
+    placeholders: Placeholders,
+) -> Result<StatementResult, SqlError> {
+    let result = dispatch(s, parsed, io, placeholders);
     let ends_block = matches!(
         &parsed.statement,
         Stmt::Ast(st) if matches!(**st, Statement::Commit { .. } | Statement::Rollback { .. })
@@ -135,12 +145,9 @@ fn statement_time(s: &Session) -> i64 {
     crate::types::datetime::timestamp_from_unix_usecs(unix_usecs)
 }
 
-fn dispatch(
-    s: &mut Session,
-    parsed: &Parsed,
-    io: &mut StatementIo,
-) -> Result<StatementResult, SqlError> {
-    let cx = StmtCx {
+/// The planning context of statement `parsed` in session `s`.
+pub(crate) fn statement_cx(s: &Session, parsed: &Parsed, placeholders: Placeholders) -> StmtCx {
+    StmtCx {
         number: parsed.number,
         start: parsed.start,
         viewer: s.current_xid(),
@@ -152,7 +159,17 @@ fn dispatch(
         subplans: Default::default(),
         params: Default::default(),
         subquery_depth: Default::default(),
-    };
+        placeholders,
+    }
+}
+
+fn dispatch(
+    s: &mut Session,
+    parsed: &Parsed,
+    io: &mut StatementIo,
+    placeholders: Placeholders,
+) -> Result<StatementResult, SqlError> {
+    let cx = statement_cx(s, parsed, placeholders);
     let statement = match &parsed.statement {
         Stmt::Checkpoint => {
             return utility(s, |s| {

@@ -17,7 +17,7 @@ use sqlparser::ast::{
 use super::dml::{target_columns, user_table};
 use super::expr::{ident, object_name, StmtCx};
 use super::query::plan_query;
-use super::{SqlError, StatementIo, StatementResult};
+use super::{CopyDirection, SqlError, StatementIo, StatementResult};
 use crate::database::{Session, StatementSnapshot};
 use crate::exec::{self, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo, SeqScanNode};
 
@@ -85,6 +85,9 @@ pub(crate) fn copy(
                         "COPY TO STDOUT has no output here: give the statement one (StatementIo::stdout), or write to a file with COPY … TO 'file'".into(),
                     ));
                 };
+                if let Some(begin) = io.copy_begin.as_deref_mut() {
+                    begin(CopyDirection::Out, plan.names.len()).map_err(client_error)?;
+                }
                 exec::copy_to(s, snapshot, &mut plan, out, "standard output")?
             }
             CopyTarget::File { filename } => copy_to_file(s, snapshot, &mut plan, filename)?,
@@ -123,6 +126,12 @@ pub(crate) fn copy(
                         "COPY FROM STDIN has no input here: give the statement one (StatementIo::stdin), or load a file with COPY … FROM 'file'".into(),
                     ));
                 };
+                if let Some(begin) = io.copy_begin.as_deref_mut() {
+                    if let Err(e) = begin(CopyDirection::In, plan.columns.len()) {
+                        io.stdin = Some(input);
+                        return Err(client_error(e));
+                    }
+                }
                 let loaded =
                     io.with_progress(|p| exec::copy_from(s, snapshot, &plan, &mut *input, None, p));
                 // Lent back for the statements after this one.
@@ -322,4 +331,12 @@ fn copy_options(
         return bad("COPY delimiter must not appear in the NULL text");
     }
     Ok(opts)
+}
+
+/// A failure to announce a copy to the client (its connection broke).
+fn client_error(e: std::io::Error) -> SqlError {
+    SqlError::CopyFile {
+        message: format!("could not start the copy with the client: {e}"),
+        io: e,
+    }
 }

@@ -64,6 +64,101 @@ pub(crate) struct StmtCx {
     pub params: Cell<usize>,
     /// How deeply the subquery being planned is nested.
     pub subquery_depth: Cell<usize>,
+    /// The statement's `$n` placeholders (a prepared statement's
+    /// parameters): their types, and their values once bound.
+    pub placeholders: Placeholders,
+}
+
+/// Most parameters a statement may have (PostgreSQL's limit: the count is
+/// an int16 in the protocol's Bind message).
+pub const MAX_PARAMETERS: usize = 65535;
+
+/// The `$n` placeholders of a statement being prepared or run.
+///
+/// Preparing plans the statement with no values: a placeholder whose type
+/// was not given is of PostgreSQL's `unknown` type, like a string literal,
+/// and takes the type its context wants (`id = $1` with an integer `id`),
+/// which is recorded as the parameter's type. Running it plans it again
+/// with the values bound, each of its parameter's type, so that the
+/// statement is planned for the values it runs with.
+#[derive(Debug, Default)]
+pub struct Placeholders {
+    /// Each parameter's type, where the client or an earlier planning
+    /// fixed it.
+    pub types: Vec<Option<ColumnType>>,
+    /// The values, when running (then every type is known).
+    pub values: Option<Vec<Value>>,
+    /// Types inferred from context while preparing, and the highest `$n`
+    /// seen.
+    inferred: std::cell::RefCell<Vec<Option<ColumnType>>>,
+}
+
+impl Placeholders {
+    /// For preparing, with the types the client gave (`None`: infer).
+    pub fn preparing(types: Vec<Option<ColumnType>>) -> Placeholders {
+        Placeholders {
+            types,
+            ..Default::default()
+        }
+    }
+
+    /// For running with `values`, of `types`.
+    pub fn bound(types: Vec<ColumnType>, values: Vec<Value>) -> Placeholders {
+        assert_eq!(types.len(), values.len(), "a value for every parameter");
+        Placeholders {
+            types: types.into_iter().map(Some).collect(),
+            values: Some(values),
+            ..Default::default()
+        }
+    }
+
+    /// The parameters' types after preparing: given, else inferred, else
+    /// text (as PostgreSQL resolves a parameter nothing constrains).
+    pub fn resolved_types(&self) -> Vec<ColumnType> {
+        let inferred = self.inferred.borrow();
+        (0..self.types.len().max(inferred.len()))
+            .map(|i| {
+                self.types
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .or(inferred.get(i).copied().flatten())
+                    .unwrap_or(ColumnType::Text)
+            })
+            .collect()
+    }
+
+    /// The 0-based index of placeholder `$n`.
+    fn index(text: &str) -> Option<usize> {
+        let n: usize = text.strip_prefix('$')?.parse().ok()?;
+        (1..=MAX_PARAMETERS).contains(&n).then(|| n - 1)
+    }
+
+    /// Records that placeholder `e` (if it is one, of no given type) is
+    /// used where `ty` is wanted.
+    fn infer(&self, e: &ast::Expr, ty: Option<ColumnType>) {
+        let (Some(i), Some(ty)) = (placeholder(e).and_then(Placeholders::index), ty) else {
+            return;
+        };
+        if self.types.get(i).copied().flatten().is_some() {
+            return;
+        }
+        let mut inferred = self.inferred.borrow_mut();
+        if let Some(slot @ None) = inferred.get_mut(i) {
+            *slot = Some(ty.without_modifier());
+        }
+    }
+}
+
+/// The text of placeholder `e` (`$1`), if it is one.
+fn placeholder(e: &ast::Expr) -> Option<&str> {
+    match unparenthesized(e) {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Placeholder(p) => Some(p),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Most levels of subqueries nested in one another's expressions or FROM
@@ -296,8 +391,11 @@ fn unparenthesized(mut e: &ast::Expr) -> &ast::Expr {
     e
 }
 
+/// Whether `e` is a string literal, or a placeholder, which is converted
+/// as one: to the type its context wants.
 fn is_string_literal(e: &ast::Expr) -> bool {
     matches!(unparenthesized(e), ast::Expr::Value(v) if string_literal(&v.value).is_some())
+        || placeholder(e).is_some()
 }
 
 /// Whether `e` is of PostgreSQL's `unknown` type: a string literal or
@@ -836,13 +934,47 @@ impl<'a> ExprPlanner<'a> {
         column: usize,
     ) -> Result<Expr, SqlError> {
         let planned = self.plan(e)?;
+        self.cx
+            .placeholders
+            .infer(e, table.columns.get(column).map(|c| c.ty));
         assign(planned, is_string_literal(e), table, column)
     }
 
     /// `e`, a string literal converted to `ty` when `ty` is another type.
     fn plan_against(&mut self, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
         let planned = self.plan(e)?;
-        coerce_literal(planned, e, ty)
+        coerce_literal(self.cx, planned, e, ty)
+    }
+
+    /// Placeholder `p` (`$n`): its bound value when running; when
+    /// preparing, a NULL of its given type, or of none (it takes its
+    /// context's type, see [`Placeholders`]).
+    fn plan_placeholder(&mut self, p: &str, e: &ast::Expr) -> Result<Expr, SqlError> {
+        let placeholders = &self.cx.placeholders;
+        let Some(i) = Placeholders::index(p) else {
+            return Err(self.cx.unsupported_hint(
+                e.span(),
+                format!("the placeholder {p}"),
+                &format!("; number parameters $1 to ${MAX_PARAMETERS}"),
+            ));
+        };
+        let Some(values) = &placeholders.values else {
+            let mut inferred = placeholders.inferred.borrow_mut();
+            if inferred.len() <= i {
+                inferred.resize(i + 1, None);
+            }
+            return Ok(Expr::null(placeholders.types.get(i).copied().flatten()));
+        };
+        let (Some(value), Some(Some(ty))) = (values.get(i), placeholders.types.get(i)) else {
+            return Err(SqlError::UnknownParameter {
+                number: i + 1,
+                at: self.cx.at(e.span()),
+            });
+        };
+        Ok(match value {
+            Value::Null => Expr::null(Some(*ty)),
+            v => Expr::cast(Expr::constant(v.clone()), *ty)?,
+        })
     }
 
     /// Plans `e`.
@@ -891,6 +1023,7 @@ impl<'a> ExprPlanner<'a> {
                 ast::Value::Number(s, _) => Ok(Expr::constant(number(s)?)),
                 ast::Value::Boolean(b) => Ok(Expr::constant(Value::Boolean(*b))),
                 ast::Value::Null => Ok(Expr::null(None)),
+                ast::Value::Placeholder(p) => self.plan_placeholder(p, e),
                 other => match string_literal(other) {
                     Some(s) => Ok(Expr::constant(Value::Text(s.to_string()))),
                     None => Err(self
@@ -928,7 +1061,11 @@ impl<'a> ExprPlanner<'a> {
                 format: None,
             } => {
                 let ty = column_type(data_type)?;
-                Ok(Expr::cast(self.plan(expr)?, ty)?)
+                // `$1::integer` makes the parameter an integer, as in
+                // PostgreSQL.
+                let planned = self.plan(expr)?;
+                self.cx.placeholders.infer(expr, Some(ty));
+                Ok(Expr::cast(planned, ty)?)
             }
             A::Function(f) => self.function(f, e),
             // `ceil(x)` and `floor(x)`, which the parser reads itself (for
@@ -1019,7 +1156,10 @@ impl<'a> ExprPlanner<'a> {
             (l, r)
         } else {
             let (lt, rt) = (l.ty(), r.ty());
-            (coerce_literal(l, left, rt)?, coerce_literal(r, right, lt)?)
+            (
+                coerce_literal(self.cx, l, left, rt)?,
+                coerce_literal(self.cx, r, right, lt)?,
+            )
         };
         Ok(Expr::binary(op, l, r)?)
     }
@@ -1118,7 +1258,7 @@ impl<'a> ExprPlanner<'a> {
                     return Err(ExecError::Internal("IN (SELECT …) without its operand").into());
                 };
                 let right = Expr::column(0, first.unwrap_or(ColumnType::Text));
-                let l = coerce_literal(l, l_ast, first)?;
+                let l = coerce_literal(self.cx, l, l_ast, first)?;
                 let (l, right) = crate::exec::expr::comparison_operands(l, right)?;
                 (SubLink::Any { right }, Some(l))
             }
@@ -1398,7 +1538,13 @@ impl<'a> ExprPlanner<'a> {
 
 /// Converts a string literal `planned` (from `e`) to `ty` if that is
 /// another type.
-fn coerce_literal(planned: Expr, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
+fn coerce_literal(
+    cx: &StmtCx,
+    planned: Expr,
+    e: &ast::Expr,
+    ty: Option<ColumnType>,
+) -> Result<Expr, SqlError> {
+    cx.placeholders.infer(e, ty);
     match ty {
         // To the type without its modifier, as the operator takes it:
         // `c = 'abcdef'` with c char(3) must not cut the literal.

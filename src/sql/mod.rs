@@ -93,6 +93,7 @@ mod explain;
 mod expr;
 mod format;
 mod parse;
+mod prepared;
 mod query;
 mod setop;
 
@@ -107,11 +108,13 @@ use crate::database::{DbError, Session, XactError};
 use crate::exec::{ExecError, Progress};
 use crate::types::{ColumnType, Value};
 
+pub use expr::MAX_PARAMETERS;
 pub use format::{
     describe_index, describe_indexes, format_csv, format_csv_rows, format_row_count, format_table,
     format_table_rows, format_value,
 };
 pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH};
+pub use prepared::{execute_prepared, prepare, Prepared};
 
 /// A place in the statement text (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +159,16 @@ pub enum SqlError {
     /// PostgreSQL refuses it.
     #[error("invalid Unicode escape value (in statement {statement} at {at}); text cannot hold a NUL character")]
     NulUnicodeEscape { statement: usize, at: Position },
+    /// A `$n` beyond the parameters a statement was given values for.
+    #[error("there is no parameter ${number} (at {at})")]
+    UnknownParameter { number: usize, at: Position },
+    /// A prepared statement must be one statement.
+    #[error("cannot insert multiple commands into a prepared statement")]
+    MultipleCommands,
+    #[error(
+        "bind message supplies {given} parameters, but prepared statement requires {expected}"
+    )]
+    ParameterCount { given: usize, expected: usize },
     #[error("table \"{name}\" does not exist{hint}")]
     UnknownTable { name: String, hint: String },
     #[error("column reference \"{column}\" is ambiguous (at {at}); qualify it with its table's name or alias")]
@@ -293,7 +306,9 @@ impl SqlError {
     /// its own; the wrapped ones are asked.
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            SqlError::Syntax { .. } => "42601",
+            SqlError::Syntax { .. } | SqlError::MultipleCommands => "42601",
+            SqlError::UnknownParameter { .. } => "42P02", // undefined_parameter
+            SqlError::ParameterCount { .. } => "08P01",   // protocol_violation
             SqlError::Unsupported { .. } => "0A000",
             SqlError::TooDeep { .. } => "54001", // statement_too_complex
             SqlError::NulInText { .. } => "22021", // character_not_in_repertoire
@@ -411,6 +426,19 @@ pub struct StatementIo<'a> {
     /// benchmark can check the answer of the very run whose figures it
     /// reports: a cold run cannot be repeated to ask for the rows.
     pub explained_rows: Option<&'a mut Vec<Vec<Value>>>,
+    /// Told that a COPY … FROM STDIN or TO STDOUT begins, with the
+    /// number of columns it copies, before it reads `stdin` or writes
+    /// `stdout`: a server announces the copy to its client here.
+    pub copy_begin: Option<&'a mut dyn FnMut(CopyDirection, usize) -> std::io::Result<()>>,
+}
+
+/// Which way a COPY moves data between a client and a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyDirection {
+    /// COPY … FROM STDIN.
+    In,
+    /// COPY … TO STDOUT.
+    Out,
 }
 
 /// Receives the rows of a query (SELECT, VALUES) as the executor produces
