@@ -24,6 +24,8 @@
 //! - [`exec`]: the executor: scans, filters, aggregates, sorts, data
 //!   changes, EXPLAIN;
 //! - [`sql`]: the SQL front end: parsing, planning, output formats;
+//! - [`server`]: the PostgreSQL wire-protocol server (`aiostore serve`),
+//!   a front end beside the CLI;
 //! - [`stats`]: counters, histograms, the in-flight I/O view;
 //! - [`inject`]: injection points for tests that force interleavings.
 //!
@@ -42,6 +44,7 @@ pub mod exec;
 pub mod heap;
 pub mod inject;
 pub mod page;
+pub mod server;
 pub mod sort;
 pub mod sql;
 pub mod stats;

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -15,7 +16,6 @@ use aiostore::config::Settings;
 use aiostore::crashtest::{KillWindow, Workload};
 use aiostore::database::Database;
 use aiostore::storage::Fork;
-use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -74,6 +74,11 @@ enum Command {
     /// An interactive SQL prompt (history, multi-line statements, \timing,
     /// \d, \d t, \q).
     Shell,
+    /// Serves the data directory to PostgreSQL clients (psql, pgbench,
+    /// drivers) over TCP (listen_addresses, port) and a Unix socket
+    /// (unix_socket_directories), until SIGTERM or SIGINT; database
+    /// "postgres". Each connection is a session of this one process.
+    Serve,
     /// Reads every block of a table through a read stream and reports
     /// hits, reads, I/Os, waits and time. The buffer pool is this
     /// command's own and ends with it: to keep a table in the pool for
@@ -735,6 +740,28 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Serve => {
+            let command_line = serve_command_line(&cli)?;
+            let db = Database::open(&cli.data_dir, &command_line).map_err(|e| e.to_string())?;
+            aiostore::server::serve(Arc::clone(&db), |h| {
+                let places: Vec<String> = h
+                    .tcp_addresses
+                    .iter()
+                    .map(|a| a.to_string())
+                    .chain(h.unix_sockets.iter().map(|p| p.display().to_string()))
+                    .collect();
+                eprintln!(
+                    "aiostore serve: database \"{}\" of {} ready for connections on {}",
+                    aiostore::server::DATABASE_NAME,
+                    cli.data_dir.display(),
+                    places.join(", ")
+                );
+            })
+            .map_err(|e| e.to_string())?;
+            eprintln!("aiostore serve: shutting down");
+            drop(db);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Shell => {
             let db = Database::open(&cli.data_dir, &cli.settings).map_err(|e| e.to_string())?;
@@ -1666,4 +1693,18 @@ fn note_io_uring_fallback(settings: &mut Settings) {
             eprintln!("note: io_uring is not usable here ({reason}); {e}");
         }
     }
+}
+
+/// The settings `aiostore serve` opens the database with: the command
+/// line's, and room for max_connections sessions where max_sessions was
+/// left at its default (a smaller value set on purpose is refused, with
+/// the fix, when the server starts).
+fn serve_command_line(cli: &Cli) -> Result<Vec<String>, String> {
+    let settings = Settings::load(Some(&cli.data_dir), &cli.settings).map_err(|e| e.to_string())?;
+    let mut command_line = cli.settings.clone();
+    let needed = settings.max_connections() + aiostore::server::RESERVED_SESSIONS;
+    if settings.is_default("max_sessions") && settings.max_sessions() < needed {
+        command_line.push(format!("max_sessions={needed}"));
+    }
+    Ok(command_line)
 }

@@ -136,6 +136,10 @@ pub enum Kind {
         min: f64,
         max: f64,
     },
+    /// Free text (addresses, directories), at most this many bytes.
+    Text {
+        max_len: usize,
+    },
 }
 
 /// Which join methods the planner may choose (`enable_hashjoin`,
@@ -305,6 +309,34 @@ pub static SETTINGS: &[SettingDef] = &[
         kind: Kind::Integer { min: 1, max: 4096 },
         context: Context::Startup,
         description: "Most sessions (threads with their own AIO slot) open at once",
+    },
+    SettingDef {
+        name: "listen_addresses",
+        default: "localhost",
+        kind: Kind::Text { max_len: 1024 },
+        context: Context::Startup,
+        description: "TCP addresses `aiostore serve` listens on, comma-separated (localhost, an IP address, or * for all); empty for the Unix socket alone",
+    },
+    SettingDef {
+        name: "port",
+        default: "5432",
+        kind: Kind::Integer { min: 0, max: 65535 },
+        context: Context::Startup,
+        description: "TCP port of `aiostore serve`, also in its Unix socket's name (.s.PGSQL.<port>); 0: a free one the system picks",
+    },
+    SettingDef {
+        name: "unix_socket_directories",
+        default: "/tmp",
+        kind: Kind::Text { max_len: 1024 },
+        context: Context::Startup,
+        description: "Directories `aiostore serve` makes its Unix socket in, comma-separated; empty for none",
+    },
+    SettingDef {
+        name: "max_connections",
+        default: "100",
+        kind: Kind::Integer { min: 1, max: 4000 },
+        context: Context::Startup,
+        description: "Most client connections `aiostore serve` accepts at once; each is a session, so max_sessions must leave room for them",
     },
     SettingDef {
         name: "zero_damaged_pages",
@@ -550,6 +582,7 @@ pub enum Value {
     Bool(bool),
     Enum(&'static str),
     Real(f64),
+    Text(String),
 }
 
 impl fmt::Display for Value {
@@ -559,6 +592,7 @@ impl fmt::Display for Value {
             Value::Bool(b) => write!(f, "{}", if *b { "on" } else { "off" }),
             Value::Enum(s) => write!(f, "{s}"),
             Value::Real(x) => write!(f, "{x}"),
+            Value::Text(t) => write!(f, "{t}"),
         }
     }
 }
@@ -601,6 +635,7 @@ fn expected(def: &SettingDef) -> String {
         Kind::Bool => "expected on or off (true/false, yes/no, 1/0)".to_string(),
         Kind::Enum(values) => format!("expected one of: {}", values.join(", ")),
         Kind::Real { min, max } => format!("expected a number from {min} to {max}"),
+        Kind::Text { max_len } => format!("expected text of at most {max_len} bytes"),
     }
 }
 
@@ -631,6 +666,8 @@ fn parse_value(def: &SettingDef, raw: &str) -> Result<Value, String> {
             Ok(x) if x.is_finite() && (min..=max).contains(&x) => Ok(Value::Real(x)),
             _ => Err(expected(def)),
         },
+        Kind::Text { max_len } if text.len() <= max_len => Ok(Value::Text(text.to_string())),
+        Kind::Text { .. } => Err(expected(def)),
     }
 }
 
@@ -893,11 +930,54 @@ impl Settings {
         }
     }
 
+    fn text(&self, name: &str) -> &str {
+        match self.get(name) {
+            Value::Text(t) => t,
+            other => panic!("setting {name} is not text: {other}"),
+        }
+    }
+
+    /// The addresses the server listens on for TCP (`listen_addresses`):
+    /// host names or IP addresses, `localhost` for the loopback
+    /// addresses, `*` for all; empty for none.
+    pub fn listen_addresses(&self) -> Vec<String> {
+        self.text("listen_addresses")
+            .split(',')
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+
+    /// The TCP port, also in the Unix socket's name (`.s.PGSQL.<port>`).
+    pub fn port(&self) -> u16 {
+        self.integer("port") as u16
+    }
+
+    /// Directories the server makes its Unix socket in (empty: none).
+    pub fn unix_socket_directories(&self) -> Vec<std::path::PathBuf> {
+        self.text("unix_socket_directories")
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(std::path::PathBuf::from)
+            .collect()
+    }
+
+    pub fn max_connections(&self) -> usize {
+        self.integer("max_connections") as usize
+    }
+
     fn enumeration(&self, name: &str) -> &'static str {
         match self.get(name) {
             Value::Enum(s) => s,
             other => panic!("setting {name} is not an enum: {other}"),
         }
+    }
+
+    /// Whether setting `name` has its built-in default (no file, variable
+    /// or command line set it).
+    pub fn is_default(&self, name: &str) -> bool {
+        matches!(self.values.get(name), Some((_, Source::Default)))
     }
 
     /// Every setting with its value, source and description, in table order.

@@ -1,0 +1,1152 @@
+//! One client connection: the protocol's states, from startup to
+//! Terminate, on the connection's own thread and with its own session.
+//!
+//! ```text
+//! Startup ──(SSLRequest: 'N')──▶ StartupMessage ─▶ AuthenticationOk, ParameterStatus…,
+//!                                                  BackendKeyData, ReadyForQuery
+//! Ready ─ Query ─▶ results…, ReadyForQuery
+//!       ─ Parse/Bind/Describe/Execute/Close/Flush ─▶ their answers
+//!       ─ Sync ─▶ ReadyForQuery
+//!       error in an extended-query message: ErrorResponse, then every
+//!       message up to the next Sync is skipped
+//! COPY: CopyInResponse, CopyData… until CopyDone or CopyFail
+//!       CopyOutResponse, CopyData…, CopyDone
+//! ```
+//!
+//! Each statement runs as `sql` runs it in the CLI: outside a transaction
+//! block every statement commits on its own (each Execute, not each Sync:
+//! a pipeline of Executes without BEGIN is not one transaction here,
+//! unlike PostgreSQL's implicit transaction block).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io::{self, BufRead, Read, Write};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use pgwire::messages::cancel::CancelRequest;
+use pgwire::messages::copy::{CopyData, CopyDone, CopyInResponse, CopyOutResponse};
+use pgwire::messages::data::{
+    DataRow, FieldDescription, NoData, ParameterDescription, RowDescription,
+};
+use pgwire::messages::extendedquery::{
+    Bind, BindComplete, Close, CloseComplete, Describe, Execute, Parse, ParseComplete,
+    PortalSuspended, TARGET_TYPE_BYTE_PORTAL, TARGET_TYPE_BYTE_STATEMENT,
+};
+use pgwire::messages::response::{
+    CommandComplete, EmptyQueryResponse, ErrorResponse, NoticeResponse, ReadyForQuery,
+    TransactionStatus,
+};
+use pgwire::messages::startup::{
+    Authentication, BackendKeyData, NegotiateProtocolVersion, ParameterStatus, SecretKey, Startup,
+};
+use pgwire::messages::{PgWireFrontendMessage as Front, SslNegotiationMetaMessage};
+
+use super::values::{self, ValueError, FORMAT_BINARY, FORMAT_TEXT};
+use super::wire::{MessageReader, MessageWriter, Stream, WireError};
+use super::{Shared, DATABASE_NAME, SERVER_VERSION};
+use crate::database::{self, Session};
+use crate::sql::{
+    self, CopyDirection, Prepared, ResultColumn, RowSink, SqlError, StatementIo, StatementResult,
+};
+use crate::types::{ColumnType, Value};
+
+/// Client encodings accepted: the server's own, and the names clients in
+/// the C locale send, whose bytes are taken as they are.
+const CLIENT_ENCODINGS: [&str; 3] = ["UTF8", "UNICODE", "SQL_ASCII"];
+/// Most prepared statements and portals a connection may hold, so that a
+/// client leaking them cannot grow the server without bound.
+const MAX_PREPARED: usize = 10_000;
+
+/// An error to send: SQLSTATE, message, and whether it ends the
+/// connection (FATAL).
+#[derive(Debug)]
+struct ClientError {
+    code: &'static str,
+    message: String,
+    hint: Option<String>,
+}
+
+impl ClientError {
+    fn new(code: &'static str, message: impl Into<String>) -> ClientError {
+        ClientError {
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    fn protocol(message: impl Into<String>) -> ClientError {
+        ClientError::new("08P01", message)
+    }
+}
+
+impl From<SqlError> for ClientError {
+    fn from(e: SqlError) -> ClientError {
+        ClientError::new(e.sqlstate(), e.to_string())
+    }
+}
+
+impl From<ValueError> for ClientError {
+    fn from(e: ValueError) -> ClientError {
+        ClientError::new(e.sqlstate(), e.to_string())
+    }
+}
+
+/// A failure that ends the connection: the client went away or broke
+/// the protocol.
+#[derive(Debug)]
+enum Closed {
+    /// The client closed it, or it broke; nothing more can be sent.
+    Gone,
+    /// The client broke the protocol: this FATAL error is sent first.
+    Fatal(ClientError),
+}
+
+impl From<io::Error> for Closed {
+    fn from(_: io::Error) -> Closed {
+        Closed::Gone
+    }
+}
+
+impl From<WireError> for Closed {
+    fn from(e: WireError) -> Closed {
+        match e {
+            WireError::Io(_) | WireError::Eof => Closed::Gone,
+            e @ (WireError::TooLong { .. } | WireError::Malformed(_)) => {
+                Closed::Fatal(ClientError::protocol(e.to_string()))
+            }
+        }
+    }
+}
+
+type Out = Rc<RefCell<MessageWriter>>;
+
+/// Sends an error (or, with `fatal`, the error that ends the connection).
+fn send_error(out: &Out, e: &ClientError, fatal: bool) -> io::Result<()> {
+    let severity = if fatal { "FATAL" } else { "ERROR" };
+    let mut fields = vec![
+        (b'S', severity.to_string()),
+        (b'V', severity.to_string()),
+        (b'C', e.code.to_string()),
+        (b'M', e.message.clone()),
+    ];
+    if let Some(hint) = &e.hint {
+        fields.push((b'H', hint.clone()));
+    }
+    out.borrow_mut().send(&ErrorResponse::new(fields))
+}
+
+fn send_notice(out: &Out, message: &str) -> io::Result<()> {
+    out.borrow_mut().send(&NoticeResponse::new(vec![
+        (b'S', "NOTICE".into()),
+        (b'V', "NOTICE".into()),
+        (b'C', "00000".into()),
+        (b'M', message.to_string()),
+    ]))
+}
+
+/// Runs the connection on `stream` until the client leaves or the server
+/// shuts down.
+pub(super) fn run(shared: &Arc<Shared>, stream: Stream) {
+    let (reader_stream, writer_stream) = match stream.try_clone() {
+        Ok(clone) => (stream, clone),
+        Err(e) => {
+            log::warn!("could not set up a connection: {e}");
+            return;
+        }
+    };
+    let mut reader = MessageReader::new(reader_stream);
+    let out: Out = Rc::new(RefCell::new(MessageWriter::new(writer_stream)));
+    let startup = match startup(shared, &mut reader, &out) {
+        Ok(Some(startup)) => startup,
+        Ok(None) | Err(Closed::Gone) => return,
+        Err(Closed::Fatal(e)) => {
+            let _ = send_error(&out, &e, true).and_then(|()| out.borrow_mut().flush());
+            return;
+        }
+    };
+    let StartedUp {
+        registered,
+        session,
+        cancel,
+    } = startup;
+    let mut conn = Connection {
+        reader,
+        out: Rc::clone(&out),
+        session,
+        cancel,
+        statements: HashMap::new(),
+        portals: HashMap::new(),
+    };
+    match conn.serve() {
+        Ok(()) | Err(Closed::Gone) => {}
+        Err(Closed::Fatal(e)) => {
+            let _ = send_error(&out, &e, true).and_then(|()| out.borrow_mut().flush());
+        }
+    }
+    // The session's drop rolls back a transaction left open, before the
+    // connection gives up its slot.
+    drop(conn);
+    drop(registered);
+}
+
+struct StartedUp {
+    registered: Registered,
+    session: Session,
+    cancel: Arc<AtomicBool>,
+}
+
+/// The startup phase: SSL refused, a cancel request served, or the
+/// startup message checked and answered. `None`: the connection ends
+/// without a session (a cancel request).
+fn startup(
+    shared: &Arc<Shared>,
+    reader: &mut MessageReader,
+    out: &Out,
+) -> Result<Option<StartedUp>, Closed> {
+    // SSL and GSS encryption are refused; the client may go on in the
+    // clear (or give up, if it requires them).
+    let startup = loop {
+        match reader.next()? {
+            None => return Ok(None),
+            Some(Front::SslNegotiation(SslNegotiationMetaMessage::None)) => {
+                reader.ctx.awaiting_frontend_ssl = false;
+            }
+            Some(Front::SslNegotiation(_)) => {
+                out.borrow_mut().send_raw(b"N")?;
+                out.borrow_mut().flush()?;
+            }
+            Some(Front::CancelRequest(CancelRequest {
+                pid, secret_key, ..
+            })) => {
+                let secret = match secret_key {
+                    SecretKey::I32(secret) => Some(secret),
+                    SecretKey::Bytes(b) => <[u8; 4]>::try_from(&b[..]).ok().map(i32::from_be_bytes),
+                };
+                if let Some(secret) = secret {
+                    shared.cancel(pid, secret);
+                }
+                return Ok(None);
+            }
+            Some(Front::Startup(s)) => break s,
+            Some(other) => {
+                return Err(Closed::Fatal(ClientError::protocol(format!(
+                    "expected a startup message, got {other:?}"
+                ))))
+            }
+        }
+    };
+    reader.ctx.awaiting_frontend_startup = false;
+    reader.ctx.protocol_version = pgwire::messages::ProtocolVersion::PROTOCOL3_0;
+    let Startup {
+        protocol_number_major,
+        protocol_number_minor,
+        parameters,
+        ..
+    } = startup;
+    if protocol_number_major != 3 {
+        return Err(Closed::Fatal(ClientError::protocol(format!(
+            "unsupported frontend protocol {protocol_number_major}.{protocol_number_minor}: server supports 3.0"
+        ))));
+    }
+    let unsupported: Vec<String> = parameters
+        .keys()
+        .filter(|k| k.starts_with("_pq_."))
+        .cloned()
+        .collect();
+    if protocol_number_minor > 0 || !unsupported.is_empty() {
+        out.borrow_mut()
+            .send(&NegotiateProtocolVersion::new(0, unsupported))?;
+    }
+    let user = parameters.get("user").cloned().unwrap_or_default();
+    if user.is_empty() {
+        return Err(Closed::Fatal(ClientError::new(
+            "28000",
+            "no PostgreSQL user name specified in startup packet",
+        )));
+    }
+    let database = parameters
+        .get("database")
+        .filter(|d| !d.is_empty())
+        .unwrap_or(&user);
+    if database != DATABASE_NAME {
+        return Err(Closed::Fatal(ClientError {
+            hint: Some(format!(
+                "a data directory holds one database, \"{DATABASE_NAME}\"; connect to it"
+            )),
+            ..ClientError::new("3D000", format!("database \"{database}\" does not exist"))
+        }));
+    }
+    if let Some(encoding) = parameters.get("client_encoding") {
+        if !CLIENT_ENCODINGS
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case(encoding))
+        {
+            return Err(Closed::Fatal(ClientError::new(
+                "22023",
+                format!(
+                    "invalid value for parameter \"client_encoding\": \"{encoding}\"; the server speaks UTF8"
+                ),
+            )));
+        }
+    }
+    let Some((pid, secret, cancel)) = shared.register(reader.stream()) else {
+        return Err(Closed::Fatal(ClientError::new(
+            "53300",
+            "sorry, too many clients already",
+        )));
+    };
+    // From here the connection leaves the table however it ends, a
+    // panic included, so that it never holds a slot of max_connections.
+    let registered = Registered {
+        shared: Arc::clone(shared),
+        pid,
+    };
+    let started = (|| -> Result<Session, Closed> {
+        let mut session = shared.session().map_err(|e| {
+            Closed::Fatal(ClientError::new(
+                "53300",
+                format!("could not open a session: {e}"),
+            ))
+        })?;
+        apply_options(&mut session, parameters.get("options").map(String::as_str))
+            .map_err(Closed::Fatal)?;
+        let mut o = out.borrow_mut();
+        o.send(&Authentication::Ok)?;
+        let application_name = parameters
+            .get("application_name")
+            .cloned()
+            .unwrap_or_default();
+        for (name, value) in [
+            ("server_version", SERVER_VERSION.to_string()),
+            ("server_encoding", "UTF8".into()),
+            ("client_encoding", "UTF8".into()),
+            ("DateStyle", "ISO, MDY".into()),
+            ("IntervalStyle", "postgres".into()),
+            ("TimeZone", "UTC".into()),
+            ("integer_datetimes", "on".into()),
+            ("standard_conforming_strings", "on".into()),
+            ("is_superuser", "on".into()),
+            ("session_authorization", user.clone()),
+            ("application_name", application_name),
+        ] {
+            o.send(&ParameterStatus::new(name.into(), value))?;
+        }
+        o.send(&BackendKeyData::new(pid, SecretKey::I32(secret)))?;
+        o.send(&ReadyForQuery::new(TransactionStatus::Idle))?;
+        o.flush()?;
+        Ok(session)
+    })();
+    Ok(Some(StartedUp {
+        registered,
+        session: started?,
+        cancel,
+    }))
+}
+
+/// A connection's place in the server's table, given up when dropped.
+struct Registered {
+    shared: Arc<Shared>,
+    pid: i32,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.shared.unregister(self.pid);
+    }
+}
+
+/// The startup packet's `options` (`-c name=value`, as libpq's
+/// PGOPTIONS), applied as SET would.
+fn apply_options(session: &mut Session, options: Option<&str>) -> Result<(), ClientError> {
+    let Some(options) = options else {
+        return Ok(());
+    };
+    let mut words = options.split_whitespace();
+    while let Some(word) = words.next() {
+        let setting = match word {
+            "-c" => words.next().unwrap_or(""),
+            w => w
+                .strip_prefix("-c")
+                .or_else(|| w.strip_prefix("--"))
+                .unwrap_or(""),
+        };
+        let Some((name, value)) = setting.split_once('=') else {
+            return Err(ClientError::new(
+                "42601",
+                format!("invalid command-line argument for server process: {word}"),
+            ));
+        };
+        session
+            .settings
+            .set_session(&name.replace('-', "_"), value)
+            .map_err(|e| ClientError::from(SqlError::from(e)))?;
+    }
+    session.settings_changed();
+    Ok(())
+}
+
+/// A statement prepared by Parse.
+struct Statement {
+    /// `None`: an empty query string.
+    prepared: Option<Prepared>,
+}
+
+/// A portal: a statement with its parameters' values, ready to run.
+struct Portal {
+    statement: Rc<Statement>,
+    values: Vec<Value>,
+    formats: Vec<i16>,
+    /// Rows left over from an Execute with a row limit, and the tag
+    /// to send when they are all sent.
+    pending: Option<Pending>,
+}
+
+struct Pending {
+    rows: std::collections::VecDeque<Vec<Value>>,
+    sent: u64,
+    tag: String,
+}
+
+struct Connection {
+    reader: MessageReader,
+    out: Out,
+    session: Session,
+    cancel: Arc<AtomicBool>,
+    statements: HashMap<String, Rc<Statement>>,
+    portals: HashMap<String, Portal>,
+}
+
+impl Connection {
+    fn serve(&mut self) -> Result<(), Closed> {
+        // After an error in an extended-query message, every message up
+        // to the next Sync is skipped.
+        let mut skipping = false;
+        loop {
+            let Some(message) = self.reader.next()? else {
+                return Ok(());
+            };
+            if skipping && !matches!(message, Front::Sync(_) | Front::Terminate(_)) {
+                continue;
+            }
+            let result = match message {
+                Front::Query(q) => {
+                    self.simple_query(&q.query)?;
+                    continue;
+                }
+                Front::Parse(p) => self.parse(p),
+                Front::Bind(b) => self.bind(b),
+                Front::Describe(d) => self.describe(d),
+                Front::Execute(e) => self.execute(e),
+                Front::Close(c) => self.close(c),
+                Front::Flush(_) => {
+                    self.out.borrow_mut().flush()?;
+                    Ok(())
+                }
+                Front::Sync(_) => {
+                    skipping = false;
+                    self.ready()?;
+                    continue;
+                }
+                Front::Terminate(_) => return Ok(()),
+                // Copy messages outside a COPY are ignored, as
+                // PostgreSQL ignores them (a COPY that failed before the
+                // client noticed).
+                Front::CopyData(_) | Front::CopyDone(_) | Front::CopyFail(_) => continue,
+                other => {
+                    return Err(Closed::Fatal(ClientError::protocol(format!(
+                        "unexpected message {other:?}"
+                    ))))
+                }
+            };
+            if let Err(e) = result {
+                let e = match e {
+                    Failed::Closed(c) => return Err(c),
+                    Failed::Error(e) => e,
+                };
+                send_error(&self.out, &e, false)?;
+                skipping = true;
+            }
+        }
+    }
+
+    fn ready(&mut self) -> io::Result<()> {
+        let status = match self.session.transaction_status() {
+            database::TransactionStatus::Idle => TransactionStatus::Idle,
+            database::TransactionStatus::InBlock => TransactionStatus::Transaction,
+            database::TransactionStatus::Failed => TransactionStatus::Error,
+        };
+        let mut o = self.out.borrow_mut();
+        o.send(&ReadyForQuery::new(status))?;
+        o.flush()
+    }
+
+    /// A statement's error, as the client is to see it: a cancel request
+    /// that arrived while it ran makes it "canceling statement".
+    fn statement_error(&self, e: SqlError) -> ClientError {
+        if self.cancel.swap(false, Ordering::SeqCst) {
+            return ClientError::new("57014", "canceling statement due to user request");
+        }
+        e.into()
+    }
+
+    /// Runs `f` (one prepared statement, or a simple query's statements)
+    /// with the connection's COPY channel and a row sink sending rows in
+    /// `formats`: with `describe`, a RowDescription first (the simple
+    /// protocol); with `stream`, rows go out as the executor produces
+    /// them, else the statement's result collects them.
+    fn run_with_io<R>(
+        &mut self,
+        formats: &[i16],
+        describe: bool,
+        stream: bool,
+        f: impl FnOnce(&mut Session, &mut StatementIo, &Out) -> Result<R, SqlError>,
+    ) -> Result<Result<R, ClientError>, Closed> {
+        self.cancel.store(false, Ordering::SeqCst);
+        let Connection {
+            reader,
+            out,
+            session,
+            cancel,
+            ..
+        } = self;
+        let mut channel = CopyChannel::new(reader, out, Arc::clone(cancel));
+        let mut sink = ResultSink {
+            out: Rc::clone(out),
+            formats: formats.to_vec(),
+            describe,
+            cancel: Arc::clone(cancel),
+        };
+        let result = {
+            let copy = channel.split();
+            let mut io = StatementIo {
+                stdin: Some(copy.stdin),
+                stdout: Some(copy.stdout),
+                rows: if stream { Some(&mut sink) } else { None },
+                copy_begin: Some(copy.begin),
+                ..Default::default()
+            };
+            f(session, &mut io, out)
+        };
+        let client_failure = channel.client_failure();
+        channel.finish()?;
+        Ok(result.map_err(|e| client_failure.unwrap_or_else(|| self.statement_error(e))))
+    }
+
+    /// The simple query protocol: every statement of `text`, results as
+    /// they come, then ReadyForQuery.
+    fn simple_query(&mut self, text: &str) -> Result<(), Closed> {
+        let any = Cell::new(false);
+        let outcome = self.run_with_io(&[], true, true, |session, io, out| {
+            sql::execute_each(session, text, io, |r| {
+                any.set(true);
+                // A failure to send shows at the next send or flush.
+                let _ = send_result(out, &r, &[]);
+            })
+        })?;
+        match outcome {
+            Ok(()) if !any.get() => self.out.borrow_mut().send(&EmptyQueryResponse::new())?,
+            Ok(()) => {}
+            Err(e) => send_error(&self.out, &e, false)?,
+        }
+        self.ready()?;
+        Ok(())
+    }
+
+    fn parse(&mut self, p: Parse) -> Result<(), Failed> {
+        let name = p.name.unwrap_or_default();
+        room_for(&self.statements, &name, Named::Statement)?;
+        let declared = p
+            .type_oids
+            .iter()
+            .enumerate()
+            .map(|(i, &oid)| values::param_type(i + 1, oid))
+            .collect::<Result<Vec<_>, _>>()?;
+        let prepared = sql::prepare(&mut self.session, &p.query, &declared)?;
+        self.statements
+            .insert(name, Rc::new(Statement { prepared }));
+        self.out.borrow_mut().send(&ParseComplete::new())?;
+        Ok(())
+    }
+
+    fn bind(&mut self, b: Bind) -> Result<(), Failed> {
+        let statement_name = b.statement_name.unwrap_or_default();
+        let Some(statement) = self.statements.get(&statement_name).map(Rc::clone) else {
+            return Err(unknown_statement(&statement_name).into());
+        };
+        let portal_name = b.portal_name.unwrap_or_default();
+        room_for(&self.portals, &portal_name, Named::Portal)?;
+        let types: &[ColumnType] = statement.prepared.as_ref().map_or(&[], |p| &p.param_types);
+        if b.parameters.len() != types.len() {
+            return Err(SqlError::ParameterCount {
+                given: b.parameters.len(),
+                expected: types.len(),
+            }
+            .into());
+        }
+        let formats = &b.parameter_format_codes;
+        if formats.len() > 1 && formats.len() != types.len() {
+            return Err(ClientError::protocol(format!(
+                "bind message has {} parameter formats but {} parameters",
+                formats.len(),
+                types.len()
+            ))
+            .into());
+        }
+        let mut vals = Vec::with_capacity(types.len());
+        for (i, (bytes, &ty)) in b.parameters.iter().zip(types).enumerate() {
+            let format = format_of(formats, i);
+            vals.push(match bytes {
+                None => Value::Null,
+                Some(bytes) => values::decode(i + 1, ty, format, bytes)?,
+            });
+        }
+        let columns = statement.prepared.as_ref().map_or(0, |p| p.columns.len());
+        let result_formats = &b.result_column_format_codes;
+        if result_formats.len() > 1 && result_formats.len() != columns {
+            return Err(ClientError::protocol(format!(
+                "bind message has {} result formats but query has {columns} columns",
+                result_formats.len()
+            ))
+            .into());
+        }
+        let formats = (0..columns)
+            .map(|i| format_of(result_formats, i))
+            .map(|f| match f {
+                FORMAT_TEXT | FORMAT_BINARY => Ok(f),
+                other => Err(ValueError::FormatCode(other)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.portals.insert(
+            portal_name,
+            Portal {
+                statement,
+                values: vals,
+                formats,
+                pending: None,
+            },
+        );
+        self.out.borrow_mut().send(&BindComplete::new())?;
+        Ok(())
+    }
+
+    fn describe(&mut self, d: Describe) -> Result<(), Failed> {
+        let name = d.name.unwrap_or_default();
+        let mut o = self.out.borrow_mut();
+        match d.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => {
+                let Some(statement) = self.statements.get(&name) else {
+                    return Err(unknown_statement(&name).into());
+                };
+                let (types, columns): (&[ColumnType], &[ResultColumn]) = statement
+                    .prepared
+                    .as_ref()
+                    .map_or((&[], &[]), |p| (&p.param_types, &p.columns));
+                o.send(&ParameterDescription::new(
+                    types.iter().map(|&t| values::type_oid(t)).collect(),
+                ))?;
+                // Before Bind the formats are not known: text, as the
+                // protocol says.
+                send_row_description(&mut o, columns, &[])?;
+            }
+            TARGET_TYPE_BYTE_PORTAL => {
+                let Some(portal) = self.portals.get(&name) else {
+                    return Err(unknown_portal(&name).into());
+                };
+                let columns = portal
+                    .statement
+                    .prepared
+                    .as_ref()
+                    .map_or(&[][..], |p| &p.columns);
+                send_row_description(&mut o, columns, &portal.formats)?;
+            }
+            other => {
+                return Err(ClientError::protocol(format!(
+                    "invalid DESCRIBE message subtype {other}"
+                ))
+                .into())
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, c: Close) -> Result<(), Failed> {
+        let name = c.name.unwrap_or_default();
+        match c.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => {
+                self.statements.remove(&name);
+            }
+            TARGET_TYPE_BYTE_PORTAL => {
+                self.portals.remove(&name);
+            }
+            other => {
+                return Err(
+                    ClientError::protocol(format!("invalid CLOSE message subtype {other}")).into(),
+                )
+            }
+        }
+        self.out.borrow_mut().send(&CloseComplete::new())?;
+        Ok(())
+    }
+
+    fn execute(&mut self, e: Execute) -> Result<(), Failed> {
+        let name = e.name.unwrap_or_default();
+        let max_rows = u64::try_from(e.max_rows).ok().filter(|&n| n > 0);
+        let Some(portal) = self.portals.get_mut(&name) else {
+            return Err(unknown_portal(&name).into());
+        };
+        if let Some(pending) = &mut portal.pending {
+            let formats = portal.formats.clone();
+            return Ok(send_pending(&self.out, pending, &formats, max_rows)?);
+        }
+        let statement = Rc::clone(&portal.statement);
+        let Some(prepared) = &statement.prepared else {
+            self.out.borrow_mut().send(&EmptyQueryResponse::new())?;
+            return Ok(());
+        };
+        let vals = std::mem::take(&mut portal.values);
+        let formats = portal.formats.clone();
+        // With a row limit the rows are kept, to be sent a limit's worth
+        // per Execute; without one they stream.
+        let r = self
+            .run_with_io(&formats, false, max_rows.is_none(), |session, io, _| {
+                sql::execute_prepared(session, prepared, vals, io)
+            })
+            .map_err(Failed::Closed)??;
+        let out = &self.out;
+        match max_rows {
+            Some(_) if r.returns_rows() => {
+                let mut pending = Pending {
+                    rows: r.rows.into(),
+                    sent: 0,
+                    tag: r.tag,
+                };
+                for n in &r.notices {
+                    send_notice(out, n)?;
+                }
+                send_pending(out, &mut pending, &formats, max_rows)?;
+                if let Some(portal) = self.portals.get_mut(&name) {
+                    portal.pending = Some(pending);
+                }
+            }
+            _ => send_result(out, &r, &formats)?,
+        }
+        Ok(())
+    }
+}
+
+/// What an extended-query message can fail on.
+enum Failed {
+    /// An error to report; the connection goes on after the next Sync.
+    Error(ClientError),
+    /// The connection is over.
+    Closed(Closed),
+}
+
+impl<E: Into<ClientError>> From<E> for Failed {
+    fn from(e: E) -> Failed {
+        Failed::Error(e.into())
+    }
+}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> ClientError {
+        ClientError::new("08006", format!("could not send data to client: {e}"))
+    }
+}
+
+/// What a client names: prepared statements and portals.
+#[derive(Clone, Copy)]
+enum Named {
+    Statement,
+    Portal,
+}
+
+/// Refuses a new statement or portal `name` where one of that name
+/// exists (the unnamed one is replaced), or where the connection holds
+/// [`MAX_PREPARED`] already.
+fn room_for<T>(held: &HashMap<String, T>, name: &str, kind: Named) -> Result<(), ClientError> {
+    let (code, what, plural) = match kind {
+        Named::Statement => ("42P05", "prepared statement", "prepared statements"),
+        Named::Portal => ("42P03", "cursor", "portals"),
+    };
+    if !name.is_empty() && held.contains_key(name) {
+        return Err(ClientError::new(
+            code,
+            format!("{what} \"{name}\" already exists"),
+        ));
+    }
+    if held.len() >= MAX_PREPARED {
+        return Err(ClientError::new(
+            "54000",
+            format!("too many {plural} (at most {MAX_PREPARED}); close some"),
+        ));
+    }
+    Ok(())
+}
+
+fn unknown_statement(name: &str) -> ClientError {
+    ClientError::new(
+        "26000",
+        format!("prepared statement \"{name}\" does not exist"),
+    )
+}
+
+fn unknown_portal(name: &str) -> ClientError {
+    ClientError::new("34000", format!("portal \"{name}\" does not exist"))
+}
+
+/// The format of column or parameter `i` given format codes `codes`:
+/// none means text for all, one applies to all.
+fn format_of(codes: &[i16], i: usize) -> i16 {
+    match codes {
+        [] => FORMAT_TEXT,
+        [one] => *one,
+        many => many.get(i).copied().unwrap_or(FORMAT_TEXT),
+    }
+}
+
+fn send_row_description(
+    o: &mut MessageWriter,
+    columns: &[ResultColumn],
+    formats: &[i16],
+) -> io::Result<()> {
+    if columns.is_empty() {
+        return o.send(&NoData::new());
+    }
+    let fields = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            FieldDescription::new(
+                c.name.clone(),
+                0,
+                0,
+                values::type_oid(c.ty),
+                values::type_size(c.ty),
+                values::type_modifier(c.ty),
+                format_of(formats, i),
+            )
+        })
+        .collect();
+    o.send(&RowDescription::new(fields))
+}
+
+/// Sends one row in `formats`.
+fn send_row(o: &mut MessageWriter, row: &[Value], formats: &[i16]) -> io::Result<()> {
+    let mut data = BytesMut::new();
+    for (i, v) in row.iter().enumerate() {
+        if v.is_null() {
+            data.extend_from_slice(&(-1i32).to_be_bytes());
+            continue;
+        }
+        let at = data.len();
+        data.extend_from_slice(&[0; 4]);
+        values::encode(v, format_of(formats, i), &mut data);
+        let len = (data.len() - at - 4) as i32;
+        data[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    }
+    o.send(&DataRow::new(data, row.len() as i16))
+}
+
+/// Sends what one statement returned (the rows it did not stream, its
+/// notices, its tag).
+fn send_result(out: &Out, r: &StatementResult, formats: &[i16]) -> io::Result<()> {
+    let mut o = out.borrow_mut();
+    if r.returns_rows() && !r.streamed {
+        if formats.is_empty() {
+            // The simple protocol describes its rows; Execute does not.
+            send_row_description(&mut o, &r.columns, formats)?;
+        }
+        for row in &r.rows {
+            send_row(&mut o, row, formats)?;
+        }
+    }
+    drop(o);
+    for n in &r.notices {
+        send_notice(out, n)?;
+    }
+    out.borrow_mut().send(&CommandComplete::new(r.tag.clone()))
+}
+
+/// Sends up to `limit` of a portal's kept rows, then PortalSuspended, or
+/// all and its tag.
+fn send_pending(
+    out: &Out,
+    pending: &mut Pending,
+    formats: &[i16],
+    limit: Option<u64>,
+) -> io::Result<()> {
+    let mut o = out.borrow_mut();
+    let mut n = 0;
+    while limit.is_none_or(|l| n < l) {
+        let Some(row) = pending.rows.pop_front() else {
+            break;
+        };
+        send_row(&mut o, &row, formats)?;
+        n += 1;
+    }
+    pending.sent += n;
+    if pending.rows.is_empty() && limit.is_none_or(|l| n < l) {
+        // The tag counts every row the portal returned.
+        let tag = match pending.tag.split_once(' ') {
+            Some(("SELECT", _)) => format!("SELECT {}", pending.sent),
+            _ => pending.tag.clone(),
+        };
+        o.send(&CommandComplete::new(tag))
+    } else {
+        o.send(&PortalSuspended::new())
+    }
+}
+
+/// Receives a query's rows as the executor produces them and sends them
+/// (simple protocol: with their RowDescription first).
+struct ResultSink {
+    out: Out,
+    formats: Vec<i16>,
+    /// Send a RowDescription before the rows (the simple protocol).
+    describe: bool,
+    cancel: Arc<AtomicBool>,
+}
+
+fn canceled(cancel: &AtomicBool) -> io::Result<()> {
+    if cancel.load(Ordering::SeqCst) {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            "canceling statement due to user request",
+        ));
+    }
+    Ok(())
+}
+
+impl RowSink for ResultSink {
+    fn begin(&mut self, columns: &[ResultColumn]) -> io::Result<()> {
+        if self.describe {
+            send_row_description(&mut self.out.borrow_mut(), columns, &self.formats)?;
+        }
+        Ok(())
+    }
+
+    fn rows(&mut self, rows: &mut Vec<Vec<Value>>) -> io::Result<()> {
+        canceled(&self.cancel)?;
+        let mut o = self.out.borrow_mut();
+        for row in rows.iter() {
+            send_row(&mut o, row, &self.formats)?;
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, _count: Option<u64>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// COPY FROM STDIN and TO STDOUT over the connection: announces the
+/// copy, reads CopyData until CopyDone, writes CopyData and CopyDone.
+struct CopyChannel<'c> {
+    stdin: CopyIn<'c>,
+    stdout: CopyOut,
+    begin: Box<dyn FnMut(CopyDirection, usize) -> io::Result<()>>,
+    state: Rc<Cell<CopyState>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CopyState {
+    None,
+    In,
+    Out,
+}
+
+/// The channel's ends, lent to one statement's [`StatementIo`].
+struct CopyEnds<'a> {
+    stdin: &'a mut dyn BufRead,
+    stdout: &'a mut dyn Write,
+    begin: &'a mut dyn FnMut(CopyDirection, usize) -> io::Result<()>,
+}
+
+impl<'c> CopyChannel<'c> {
+    fn new(reader: &'c mut MessageReader, out: &Out, cancel: Arc<AtomicBool>) -> CopyChannel<'c> {
+        let state = Rc::new(Cell::new(CopyState::None));
+        let begin = {
+            let out = Rc::clone(out);
+            let state = Rc::clone(&state);
+            move |direction: CopyDirection, columns: usize| {
+                let mut o = out.borrow_mut();
+                let formats = vec![FORMAT_TEXT; columns];
+                let columns = i16::try_from(columns).unwrap_or(i16::MAX);
+                match direction {
+                    CopyDirection::In => {
+                        state.set(CopyState::In);
+                        o.send(&CopyInResponse::new(0, columns, formats))?;
+                        // The client sends nothing until it has this.
+                        o.flush()
+                    }
+                    CopyDirection::Out => {
+                        state.set(CopyState::Out);
+                        o.send(&CopyOutResponse::new(0, columns, formats))
+                    }
+                }
+            }
+        };
+        CopyChannel {
+            stdin: CopyIn {
+                reader,
+                chunk: Bytes::new(),
+                done: false,
+                failed: None,
+                cancel: Arc::clone(&cancel),
+            },
+            stdout: CopyOut {
+                out: Rc::clone(out),
+                buf: Vec::new(),
+                cancel,
+            },
+            begin: Box::new(begin),
+            state,
+        }
+    }
+
+    fn split(&mut self) -> CopyEnds<'_> {
+        CopyEnds {
+            stdin: &mut self.stdin,
+            stdout: &mut self.stdout,
+            begin: &mut *self.begin,
+        }
+    }
+
+    /// Why the client ended a copy in with CopyFail, if it did.
+    fn client_failure(&self) -> Option<ClientError> {
+        self.stdin
+            .failed
+            .as_ref()
+            .map(|m| ClientError::new("57014", format!("COPY from stdin failed: {m}")))
+    }
+
+    /// After the statement: CopyDone for a copy out; for a copy in that
+    /// stopped early (an error), the rest of the client's data is read
+    /// and dropped, up to its CopyDone or CopyFail.
+    fn finish(&mut self) -> Result<(), Closed> {
+        match self.state.replace(CopyState::None) {
+            CopyState::None => {}
+            CopyState::Out => {
+                self.stdout.send_buffered()?;
+                self.stdout.out.borrow_mut().send(&CopyDone::new())?;
+            }
+            CopyState::In => {
+                // Bounded by the client: it must end the copy, or the
+                // connection ends.
+                while !self.stdin.done {
+                    match self.stdin.reader.next()? {
+                        None => return Err(Closed::Gone),
+                        Some(Front::CopyDone(_) | Front::CopyFail(_)) => self.stdin.done = true,
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// COPY FROM STDIN's input: the client's CopyData messages, up to its
+/// CopyDone.
+struct CopyIn<'c> {
+    reader: &'c mut MessageReader,
+    chunk: Bytes,
+    done: bool,
+    /// The client's CopyFail message.
+    failed: Option<String>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Read for CopyIn<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(buf.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for CopyIn<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        // Each pass reads one message; the client ends the copy or the
+        // connection, or the cancel flag stops it.
+        while self.chunk.is_empty() && !self.done {
+            canceled(&self.cancel)?;
+            let message = self
+                .reader
+                .next()
+                .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()))?;
+            match message {
+                Some(Front::CopyData(d)) => self.chunk = d.data,
+                Some(Front::CopyDone(_)) => self.done = true,
+                Some(Front::CopyFail(f)) => {
+                    self.done = true;
+                    self.failed = Some(f.message.clone());
+                    return Err(io::Error::other(format!(
+                        "COPY from stdin failed: {}",
+                        f.message
+                    )));
+                }
+                // Allowed during a copy, and ignored (PostgreSQL's words).
+                Some(Front::Flush(_) | Front::Sync(_)) => {}
+                Some(other) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("unexpected message during COPY from stdin: {other:?}"),
+                    ))
+                }
+                None => {
+                    self.done = true;
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "unexpected EOF on client connection during COPY from stdin",
+                    ));
+                }
+            }
+        }
+        Ok(&self.chunk)
+    }
+
+    fn consume(&mut self, n: usize) {
+        bytes::Buf::advance(&mut self.chunk, n);
+    }
+}
+
+/// COPY TO STDOUT's output: CopyData messages of up to
+/// [`super::wire::WRITE_BUFFER_BYTES`].
+struct CopyOut {
+    out: Out,
+    buf: Vec<u8>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl CopyOut {
+    fn send_buffered(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            let data = Bytes::from(std::mem::take(&mut self.buf));
+            self.out.borrow_mut().send(&CopyData::new(data))?;
+        }
+        Ok(())
+    }
+}
+
+impl Write for CopyOut {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        canceled(&self.cancel)?;
+        self.buf.extend_from_slice(buf);
+        if self.buf.len() >= super::wire::WRITE_BUFFER_BYTES {
+            self.send_buffered()?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send_buffered()
+    }
+}

@@ -1,0 +1,443 @@
+//! The PostgreSQL wire-protocol server behind `aiostore serve`
+//! (DESIGN.md §1, a front end beside the CLI): `psql`, `pgbench` and
+//! ordinary drivers connect to it as they do to PostgreSQL.
+//!
+//! # Shape
+//!
+//! One process holds the data directory, its buffer pool and its AIO
+//! workers; every connection is a thread of it with a [`Session`] of its
+//! own, so sessions share the pool, join each other's reads and complete
+//! each other's I/O as the engine intends. The threads block on their
+//! sockets: a statement runs on its connection's thread, and its rows go
+//! out as the executor produces them (see `wire` for how memory stays
+//! bounded when a client reads slowly).
+//!
+//! ```text
+//! listeners (TCP on listen_addresses:port, Unix .s.PGSQL.<port>)
+//!     │ accept, at most max_connections
+//!     ▼
+//! connection thread: startup ─▶ ReadyForQuery ─▶ Query | Parse/Bind/Describe/Execute/Sync
+//!     │  Session (its transaction, settings)       │
+//!     └──────────────── sql::execute_each / sql::prepare, execute_prepared
+//! ```
+//!
+//! `pgwire` supplies the messages' encoding; the protocol's states
+//! (startup, simple and extended query, COPY both ways, error recovery
+//! to the next Sync) are in `connection`.
+//!
+//! # Shutdown
+//!
+//! SIGTERM or SIGINT (or [`ServerHandle::shutdown`]) stops accepting,
+//! ends every connection (a transaction in progress rolls back, as when
+//! its client disconnects), waits for their threads, and returns; closing
+//! the database then writes the shutdown checkpoint.
+//!
+//! # Not yet
+//!
+//! Authentication is `trust` for every connection: roles, SCRAM-SHA-256
+//! and TLS are the next step of the server's issue. Until then the server
+//! listens on the loopback address unless `listen_addresses` says
+//! otherwise.
+
+mod connection;
+pub mod values;
+mod wire;
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use thiserror::Error;
+
+use crate::database::{Database, Session};
+use wire::Stream;
+
+/// The one database a data directory holds, by the name clients ask for
+/// (PostgreSQL's default maintenance database).
+pub const DATABASE_NAME: &str = "postgres";
+/// The version reported to clients as `server_version`: the PostgreSQL
+/// release whose protocol, catalog queries and behaviour we follow.
+pub const SERVER_VERSION: &str = concat!("15.0 (aiostore ", env!("CARGO_PKG_VERSION"), ")");
+/// How long the accept loop waits for a connection before it looks at
+/// the shutdown flag again.
+const ACCEPT_POLL: Duration = Duration::from_millis(200);
+/// Sessions the database keeps for itself (checkpointer, background
+/// writer, WAL writer, AIO workers' completions) beyond the connections:
+/// `max_sessions` must leave this many.
+pub const RESERVED_SESSIONS: usize = 8;
+
+/// What keeps the server from starting.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error("could not listen on {address}: {source}; is another server running on this port? Choose another with -c port=N")]
+    Listen {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("could not resolve listen address \"{address}\": {source}; fix listen_addresses")]
+    Resolve {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("the server would listen nowhere: listen_addresses and unix_socket_directories are both empty")]
+    NoListeners,
+    #[error("max_connections ({connections}) needs max_sessions of at least {needed} ({RESERVED_SESSIONS} more, for the database's own sessions); set -c max_sessions={needed}")]
+    TooFewSessions { connections: usize, needed: usize },
+    #[error("could not watch for SIGTERM and SIGINT: {0}")]
+    Signals(std::io::Error),
+    #[error("waiting for connections failed: {0}")]
+    Poll(std::io::Error),
+}
+
+/// A connection's entry in the server's table, for cancel requests and
+/// shutdown.
+struct ConnectionEntry {
+    secret: i32,
+    /// Set by a cancel request for the statement running now.
+    cancel: Arc<AtomicBool>,
+    /// Another handle on the connection's socket, to end it at shutdown.
+    stream: Stream,
+}
+
+/// What the listeners and connections share.
+struct Shared {
+    db: Arc<Database>,
+    max_connections: usize,
+    shutdown: Arc<AtomicBool>,
+    next_pid: AtomicI32,
+    connections: Mutex<HashMap<i32, ConnectionEntry>>,
+}
+
+impl Shared {
+    /// Registers a new connection, unless there are max_connections
+    /// already. Returns its process id, secret key and cancel flag.
+    fn register(&self, stream: &Stream) -> Option<(i32, i32, Arc<AtomicBool>)> {
+        let mut connections = self.connections.lock();
+        // Checked under the lock the shutdown sweep takes after setting
+        // the flag: a connection is either swept or never registered.
+        if connections.len() >= self.max_connections || self.shutdown.load(Ordering::SeqCst) {
+            return None;
+        }
+        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed);
+        let secret = random_secret();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stream = stream.try_clone().ok()?;
+        connections.insert(
+            pid,
+            ConnectionEntry {
+                secret,
+                cancel: Arc::clone(&cancel),
+                stream,
+            },
+        );
+        Some((pid, secret, cancel))
+    }
+
+    fn unregister(&self, pid: i32) {
+        self.connections.lock().remove(&pid);
+    }
+
+    /// A cancel request: sets the connection's flag if the key matches
+    /// (a wrong key is ignored without a word, as PostgreSQL does).
+    fn cancel(&self, pid: i32, secret: i32) {
+        if let Some(entry) = self.connections.lock().get(&pid) {
+            if entry.secret == secret {
+                entry.cancel.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn connection_count(&self) -> usize {
+        self.connections.lock().len()
+    }
+
+    fn session(&self) -> Result<Session, crate::database::DbError> {
+        self.db.session()
+    }
+}
+
+/// A secret key for cancel requests that another client cannot guess.
+fn random_secret() -> i32 {
+    let mut bytes = [0u8; 4];
+    // getrandom(2) never fails for 4 bytes once the pool is initialised;
+    // if it did, the time's low bits still differ per connection.
+    if rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        bytes = nanos.to_ne_bytes();
+    }
+    i32::from_ne_bytes(bytes)
+}
+
+/// Where the server listens.
+enum Listener {
+    Tcp(TcpListener),
+    Unix {
+        listener: UnixListener,
+        path: PathBuf,
+    },
+}
+
+impl Listener {
+    fn accept(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept()?;
+                // Rows go out in blocks already; small messages
+                // (ReadyForQuery) must not wait for Nagle.
+                s.set_nodelay(true)?;
+                Stream::Tcp(s)
+            }
+            Listener::Unix { listener, .. } => Stream::Unix(listener.accept()?.0),
+        })
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix { path, .. } = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A running server, for tests and embedders: where it listens, and how
+/// to stop it.
+pub struct ServerHandle {
+    shutdown: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    pub tcp_addresses: Vec<SocketAddr>,
+    pub unix_sockets: Vec<PathBuf>,
+}
+
+impl ServerHandle {
+    /// Stops accepting, ends every connection and waits for them.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("the server's accept thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts serving `db` on the addresses its settings name, in a thread of
+/// its own; returns once the listeners are bound.
+pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
+    let settings = db.settings();
+    let max_connections = settings.max_connections();
+    let needed = max_connections + RESERVED_SESSIONS;
+    if settings.max_sessions() < needed {
+        return Err(ServerError::TooFewSessions {
+            connections: max_connections,
+            needed,
+        });
+    }
+    let listeners = bind(
+        &settings.listen_addresses(),
+        settings.port(),
+        &settings.unix_socket_directories(),
+    )?;
+    let tcp_addresses = listeners
+        .iter()
+        .filter_map(|l| match l {
+            Listener::Tcp(t) => t.local_addr().ok(),
+            Listener::Unix { .. } => None,
+        })
+        .collect();
+    let unix_sockets = listeners
+        .iter()
+        .filter_map(|l| match l {
+            Listener::Unix { path, .. } => Some(path.clone()),
+            Listener::Tcp(_) => None,
+        })
+        .collect();
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let shared = Arc::new(Shared {
+        db,
+        max_connections,
+        shutdown: Arc::clone(&shutdown),
+        next_pid: AtomicI32::new(std::process::id() as i32 * 1000 % (i32::MAX / 2) + 1),
+        connections: Mutex::new(HashMap::new()),
+    });
+    let thread = std::thread::Builder::new()
+        .name("aiostore-postmaster".into())
+        .spawn(move || accept_loop(&shared, listeners))
+        .map_err(ServerError::Poll)?;
+    Ok(ServerHandle {
+        shutdown,
+        thread: Some(thread),
+        tcp_addresses,
+        unix_sockets,
+    })
+}
+
+/// `aiostore serve`: serves `db` until SIGTERM or SIGINT, then shuts down
+/// cleanly. `on_ready` is told where it listens.
+pub fn serve(db: Arc<Database>, on_ready: impl FnOnce(&ServerHandle)) -> Result<(), ServerError> {
+    let handle = start(db)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(ServerError::Signals)?;
+    }
+    on_ready(&handle);
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(ACCEPT_POLL);
+    }
+    log::info!("received a shutdown signal: ending connections");
+    handle.shutdown();
+    Ok(())
+}
+
+/// Binds the TCP and Unix listeners.
+fn bind(
+    addresses: &[String],
+    port: u16,
+    socket_dirs: &[PathBuf],
+) -> Result<Vec<Listener>, ServerError> {
+    let mut listeners = Vec::new();
+    for address in addresses {
+        let hosts: Vec<SocketAddr> = match address.as_str() {
+            "*" => vec![SocketAddr::from(([0, 0, 0, 0], port))],
+            "localhost" => vec![SocketAddr::from(([127, 0, 0, 1], port))],
+            host => (host, port)
+                .to_socket_addrs()
+                .map_err(|source| ServerError::Resolve {
+                    address: host.to_string(),
+                    source,
+                })?
+                .collect(),
+        };
+        for addr in hosts {
+            let listener = TcpListener::bind(addr).map_err(|source| ServerError::Listen {
+                address: addr.to_string(),
+                source,
+            })?;
+            listeners.push(Listener::Tcp(listener));
+        }
+    }
+    // With port 0 the system picked the TCP port; the socket is named
+    // after it, as a client would look for it.
+    let port = match listeners.first() {
+        Some(Listener::Tcp(t)) if port == 0 => t.local_addr().map_or(0, |a| a.port()),
+        _ => port,
+    };
+    for dir in socket_dirs {
+        let path = dir.join(format!(".s.PGSQL.{port}"));
+        let listener = bind_unix(&path)?;
+        listeners.push(Listener::Unix { listener, path });
+    }
+    if listeners.is_empty() {
+        return Err(ServerError::NoListeners);
+    }
+    for l in &listeners {
+        let nonblocking = match l {
+            Listener::Tcp(t) => t.set_nonblocking(true),
+            Listener::Unix { listener, .. } => listener.set_nonblocking(true),
+        };
+        nonblocking.map_err(ServerError::Poll)?;
+    }
+    Ok(listeners)
+}
+
+/// Binds a Unix socket at `path`, replacing a socket file left by a
+/// server that is gone (nothing accepts on it), never one in use.
+fn bind_unix(path: &Path) -> Result<UnixListener, ServerError> {
+    let error = |source| ServerError::Listen {
+        address: path.display().to_string(),
+        source,
+    };
+    match UnixListener::bind(path) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(error(e));
+            }
+            std::fs::remove_file(path).map_err(error)?;
+            UnixListener::bind(path).map_err(error)
+        }
+        Err(e) => Err(error(e)),
+    }
+}
+
+/// Accepts connections until shutdown, each on a thread of its own; then
+/// ends them all and waits for their threads.
+fn accept_loop(shared: &Arc<Shared>, listeners: Vec<Listener>) {
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        let mut fds: Vec<rustix::event::PollFd> = listeners
+            .iter()
+            .map(|l| match l {
+                Listener::Tcp(t) => rustix::event::PollFd::new(t, rustix::event::PollFlags::IN),
+                Listener::Unix { listener, .. } => {
+                    rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN)
+                }
+            })
+            .collect();
+        let timeout = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: ACCEPT_POLL.as_nanos() as i64,
+        };
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                log::error!("waiting for connections failed: {e}; the server stops");
+                break;
+            }
+        }
+        let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+        drop(fds);
+        for (listener, ready) in listeners.iter().zip(ready) {
+            if !ready {
+                continue;
+            }
+            match listener.accept() {
+                Ok(stream) => {
+                    let shared = Arc::clone(shared);
+                    let spawned = std::thread::Builder::new()
+                        .name("aiostore-connection".into())
+                        .spawn(move || connection::run(&shared, stream));
+                    match spawned {
+                        Ok(t) => threads.push(t),
+                        Err(e) => log::error!("could not start a connection's thread: {e}"),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => log::warn!("could not accept a connection: {e}"),
+            }
+        }
+        threads.retain(|t| !t.is_finished());
+    }
+    // Stop accepting first, then end the connections: a blocked read
+    // returns once its socket is shut down, and the session's drop rolls
+    // back its transaction.
+    drop(listeners);
+    for entry in shared.connections.lock().values() {
+        entry.cancel.store(true, Ordering::SeqCst);
+        entry.stream.shutdown();
+    }
+    for t in threads {
+        if t.join().is_err() {
+            log::error!("a connection's thread panicked");
+        }
+    }
+    debug_assert_eq!(shared.connection_count(), 0);
+}

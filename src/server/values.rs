@@ -1,0 +1,417 @@
+//! Values on the wire: each column type's PostgreSQL type OID, size and
+//! modifier (for RowDescription and ParameterDescription), and its text
+//! and binary formats, both ways (results out, parameters in). The
+//! binary formats are PostgreSQL's `typsend`/`typreceive` ones, so that a
+//! driver decodes them as it decodes PostgreSQL's.
+
+use bytes::{BufMut, BytesMut};
+use thiserror::Error;
+
+use crate::types::{output_text, parse_value, ColumnType, Numeric, TypeError, Value};
+
+/// PostgreSQL's type OIDs (`pg_type.oid`) for the types we have, and the
+/// ones a client may name for a parameter that we take as one of ours.
+pub mod oid {
+    pub const BOOL: u32 = 16;
+    pub const INT8: u32 = 20;
+    pub const INT2: u32 = 21;
+    pub const INT4: u32 = 23;
+    pub const TEXT: u32 = 25;
+    pub const FLOAT4: u32 = 700;
+    pub const FLOAT8: u32 = 701;
+    pub const UNKNOWN: u32 = 705;
+    pub const BPCHAR: u32 = 1042;
+    pub const VARCHAR: u32 = 1043;
+    pub const DATE: u32 = 1082;
+    pub const TIMESTAMP: u32 = 1114;
+    pub const NUMERIC: u32 = 1700;
+}
+
+/// The protocol's format codes.
+pub const FORMAT_TEXT: i16 = 0;
+pub const FORMAT_BINARY: i16 = 1;
+
+/// A parameter value the client sent that is not one of its type.
+#[derive(Debug, Error)]
+pub enum ValueError {
+    #[error("unsupported format code: {0}; use 0 (text) or 1 (binary)")]
+    FormatCode(i16),
+    #[error("incorrect binary data format in bind parameter {param}: {problem}")]
+    Binary { param: usize, problem: String },
+    #[error("invalid byte sequence for encoding \"UTF8\" in bind parameter {param}")]
+    Utf8 { param: usize },
+    #[error("{source} (bind parameter {param})")]
+    Input { param: usize, source: TypeError },
+    #[error("type OID {oid} of parameter ${param} is not supported; use integer, bigint, double precision, numeric, text, varchar, char, boolean, date or timestamp, or leave it unspecified (0)")]
+    UnknownTypeOid { param: usize, oid: u32 },
+}
+
+impl ValueError {
+    /// PostgreSQL's SQLSTATE for the same problem.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            ValueError::FormatCode(_) => "08P01",
+            ValueError::Binary { .. } => "22P03",
+            ValueError::Utf8 { .. } => "22021",
+            ValueError::Input { source, .. } => source.sqlstate(),
+            ValueError::UnknownTypeOid { .. } => "42704",
+        }
+    }
+}
+
+/// The OID of column type `ty`.
+pub fn type_oid(ty: ColumnType) -> u32 {
+    match ty {
+        ColumnType::Integer => oid::INT4,
+        ColumnType::BigInt => oid::INT8,
+        ColumnType::Double => oid::FLOAT8,
+        ColumnType::Text => oid::TEXT,
+        ColumnType::Boolean => oid::BOOL,
+        ColumnType::Date => oid::DATE,
+        ColumnType::Timestamp => oid::TIMESTAMP,
+        ColumnType::Varchar(_) => oid::VARCHAR,
+        ColumnType::Char(_) => oid::BPCHAR,
+        ColumnType::Numeric(_) => oid::NUMERIC,
+    }
+}
+
+/// `pg_type.typlen`: the fixed size in bytes, or -1 for a varlena.
+pub fn type_size(ty: ColumnType) -> i16 {
+    match ty {
+        ColumnType::Boolean => 1,
+        ColumnType::Integer | ColumnType::Date => 4,
+        ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Numeric(_) => -1,
+    }
+}
+
+/// The type modifier (`atttypmod`): the length plus 4 for `varchar(n)`
+/// and `char(n)`, `(precision << 16 | scale) + 4` for `numeric(p, s)`,
+/// else -1.
+pub fn type_modifier(ty: ColumnType) -> i32 {
+    const VARHDRSZ: i32 = 4;
+    match ty {
+        ColumnType::Varchar(Some(n)) | ColumnType::Char(Some(n)) => n as i32 + VARHDRSZ,
+        ColumnType::Numeric(Some(t)) => {
+            ((t.precision() as i32) << 16 | (t.scale() as i32 & 0xffff)) + VARHDRSZ
+        }
+        _ => -1,
+    }
+}
+
+/// The column type a client's parameter type OID stands for; `None` for
+/// 0 and `unknown` (infer it from the statement).
+pub fn param_type(param: usize, type_oid: u32) -> Result<Option<ColumnType>, ValueError> {
+    Ok(Some(match type_oid {
+        0 | oid::UNKNOWN => return Ok(None),
+        oid::BOOL => ColumnType::Boolean,
+        oid::INT2 | oid::INT4 => ColumnType::Integer,
+        oid::INT8 => ColumnType::BigInt,
+        oid::FLOAT4 | oid::FLOAT8 => ColumnType::Double,
+        oid::TEXT => ColumnType::Text,
+        oid::VARCHAR => ColumnType::Varchar(None),
+        oid::BPCHAR => ColumnType::Char(None),
+        oid::DATE => ColumnType::Date,
+        oid::TIMESTAMP => ColumnType::Timestamp,
+        oid::NUMERIC => ColumnType::Numeric(None),
+        oid => return Err(ValueError::UnknownTypeOid { param, oid }),
+    }))
+}
+
+/// Appends `v` (not NULL) in `format` to `out`, without the length word.
+pub fn encode(v: &Value, format: i16, out: &mut BytesMut) {
+    debug_assert!(!v.is_null(), "NULL is sent as length -1, not encoded");
+    if format != FORMAT_BINARY {
+        out.put_slice(output_text(v).as_bytes());
+        return;
+    }
+    match v {
+        Value::Null => {}
+        Value::Integer(x) => out.put_i32(*x),
+        Value::BigInt(x) => out.put_i64(*x),
+        Value::Double(x) => out.put_f64(*x),
+        Value::Text(s) | Value::Char(s) => out.put_slice(s.as_bytes()),
+        Value::Boolean(b) => out.put_u8(u8::from(*b)),
+        // Both count from 2000-01-01, as PostgreSQL's binary formats do.
+        Value::Date(d) => out.put_i32(*d),
+        Value::Timestamp(t) => out.put_i64(*t),
+        Value::Numeric(n) => encode_numeric(n, out),
+    }
+}
+
+/// Decodes parameter `param` (1-based, for messages) of type `ty` from
+/// `bytes` in `format`.
+pub fn decode(
+    param: usize,
+    ty: ColumnType,
+    format: i16,
+    bytes: &[u8],
+) -> Result<Value, ValueError> {
+    match format {
+        FORMAT_TEXT => {
+            let text = std::str::from_utf8(bytes).map_err(|_| ValueError::Utf8 { param })?;
+            if text.contains('\0') {
+                return Err(ValueError::Utf8 { param });
+            }
+            parse_value(text, ty).map_err(|source| ValueError::Input { param, source })
+        }
+        FORMAT_BINARY => decode_binary(param, ty, bytes),
+        other => Err(ValueError::FormatCode(other)),
+    }
+}
+
+/// `b` as an array, its length checked by the caller.
+fn be_bytes<const N: usize>(b: &[u8]) -> [u8; N] {
+    b.try_into().expect("the caller checked the length")
+}
+
+fn decode_binary(param: usize, ty: ColumnType, bytes: &[u8]) -> Result<Value, ValueError> {
+    let wrong = |problem: &str| ValueError::Binary {
+        param,
+        problem: problem.to_string(),
+    };
+    let fixed = |n: usize| -> Result<&[u8], ValueError> {
+        if bytes.len() == n {
+            Ok(bytes)
+        } else {
+            Err(wrong(&format!(
+                "{} bytes for {}, which takes {n}",
+                bytes.len(),
+                ty.name()
+            )))
+        }
+    };
+    Ok(match ty {
+        // A client that named int2 sends two bytes.
+        ColumnType::Integer if bytes.len() == 2 => {
+            Value::Integer(i16::from_be_bytes([bytes[0], bytes[1]]) as i32)
+        }
+        ColumnType::Integer => Value::Integer(i32::from_be_bytes(be_bytes::<4>(fixed(4)?))),
+        ColumnType::BigInt => Value::BigInt(i64::from_be_bytes(be_bytes::<8>(fixed(8)?))),
+        // float4 from a client that named it.
+        ColumnType::Double if bytes.len() == 4 => {
+            Value::Double(f32::from_be_bytes(be_bytes::<4>(bytes)) as f64)
+        }
+        ColumnType::Double => Value::Double(f64::from_be_bytes(be_bytes::<8>(fixed(8)?))),
+        ColumnType::Boolean => match fixed(1)?[0] {
+            0 => Value::Boolean(false),
+            1 => Value::Boolean(true),
+            _ => return Err(wrong("a boolean is 0 or 1")),
+        },
+        ColumnType::Date => Value::Date(i32::from_be_bytes(be_bytes::<4>(fixed(4)?))),
+        ColumnType::Timestamp => Value::Timestamp(i64::from_be_bytes(be_bytes::<8>(fixed(8)?))),
+        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+            return decode(param, ty, FORMAT_TEXT, bytes)
+        }
+        ColumnType::Numeric(_) => {
+            let text = decode_numeric(bytes).map_err(wrong)?;
+            return decode(param, ty, FORMAT_TEXT, text.as_bytes());
+        }
+    })
+}
+
+// PostgreSQL's binary numeric: ndigits, weight, sign and dscale (int16
+// each), then ndigits base-10000 digits, the first of weight `weight`.
+const NUMERIC_POS: u16 = 0x0000;
+const NUMERIC_NEG: u16 = 0x4000;
+const NUMERIC_NAN: u16 = 0xC000;
+const NUMERIC_PINF: u16 = 0xD000;
+const NUMERIC_NINF: u16 = 0xF000;
+const NBASE_DIGITS: usize = 4;
+
+/// `n` in PostgreSQL's binary numeric format, from its text (which has
+/// exactly its display scale's fraction digits).
+fn encode_numeric(n: &Numeric, out: &mut BytesMut) {
+    let text = n.to_string();
+    let special = match text.as_str() {
+        "NaN" => Some(NUMERIC_NAN),
+        "Infinity" => Some(NUMERIC_PINF),
+        "-Infinity" => Some(NUMERIC_NINF),
+        _ => None,
+    };
+    if let Some(sign) = special {
+        out.put_i16(0);
+        out.put_i16(0);
+        out.put_u16(sign);
+        out.put_u16(0);
+        return;
+    }
+    let (sign, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (NUMERIC_NEG, rest),
+        None => (NUMERIC_POS, text.as_str()),
+    };
+    let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    // Pad the integer part on the left and the fraction on the right to
+    // whole base-10000 digits.
+    let int_pad = (NBASE_DIGITS - int.len() % NBASE_DIGITS) % NBASE_DIGITS;
+    let frac_pad = (NBASE_DIGITS - frac.len() % NBASE_DIGITS) % NBASE_DIGITS;
+    let decimal: String = std::iter::repeat_n('0', int_pad)
+        .chain(int.chars())
+        .chain(frac.chars())
+        .chain(std::iter::repeat_n('0', frac_pad))
+        .collect();
+    let mut digits: Vec<i16> = decimal
+        .as_bytes()
+        .chunks(NBASE_DIGITS)
+        .map(|c| {
+            c.iter()
+                .fold(0i16, |acc, &b| acc * 10 + i16::from(b - b'0'))
+        })
+        .collect();
+    let mut weight = ((int_pad + int.len()) / NBASE_DIGITS) as i16 - 1;
+    // Leading and trailing zero digits are not stored.
+    let leading = digits.iter().take_while(|&&d| d == 0).count();
+    digits.drain(..leading);
+    weight -= leading as i16;
+    while digits.last() == Some(&0) {
+        digits.pop();
+    }
+    if digits.is_empty() {
+        weight = 0;
+    }
+    out.put_i16(digits.len() as i16);
+    out.put_i16(weight);
+    out.put_u16(sign);
+    out.put_u16(frac.len() as u16);
+    for d in digits {
+        out.put_i16(d);
+    }
+}
+
+/// The text of a binary numeric, for `Numeric`'s own input.
+fn decode_numeric(bytes: &[u8]) -> Result<String, &'static str> {
+    let word = |i: usize| -> Result<u16, &'static str> {
+        bytes
+            .get(2 * i..2 * i + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .ok_or("a numeric shorter than its header says")
+    };
+    let ndigits = word(0)? as i16;
+    let weight = word(1)? as i16;
+    let sign = word(2)?;
+    let dscale = word(3)?;
+    match sign {
+        NUMERIC_NAN => return Ok("NaN".into()),
+        NUMERIC_PINF => return Ok("Infinity".into()),
+        NUMERIC_NINF => return Ok("-Infinity".into()),
+        NUMERIC_POS | NUMERIC_NEG => {}
+        _ => return Err("invalid sign in a numeric"),
+    }
+    if ndigits < 0 || bytes.len() != 8 + 2 * ndigits as usize || dscale > 0x3fff {
+        return Err("a numeric whose length does not match its digits");
+    }
+    let mut int = String::new();
+    let mut frac = String::new();
+    for i in 0..ndigits as usize {
+        let d = word(4 + i)?;
+        if d >= 10000 {
+            return Err("a numeric digit out of range");
+        }
+        let group = format!("{d:04}");
+        if (i as i16) <= weight {
+            int.push_str(&group);
+        } else {
+            frac.push_str(&group);
+        }
+    }
+    // Digits of weight below the first stored one (weight < -1) are
+    // zeros after the point; whole groups above the last are zeros before.
+    // (At most 32768 groups either way: the weight is an int16.)
+    let int_groups = (i32::from(weight) + 1).max(0) as usize;
+    let stored_int_groups = int_groups.min(ndigits as usize);
+    int.extend(std::iter::repeat_n(
+        '0',
+        (int_groups - stored_int_groups) * NBASE_DIGITS,
+    ));
+    if weight < -1 {
+        frac.insert_str(
+            0,
+            &"0".repeat((-1 - i32::from(weight)) as usize * NBASE_DIGITS),
+        );
+    }
+    let mut frac: String = frac.chars().take(dscale as usize).collect();
+    while frac.len() < dscale as usize {
+        frac.push('0');
+    }
+    let int = int.trim_start_matches('0');
+    let mut text = String::new();
+    if sign == NUMERIC_NEG {
+        text.push('-');
+    }
+    text.push_str(if int.is_empty() { "0" } else { int });
+    if !frac.is_empty() {
+        text.push('.');
+        text.push_str(&frac);
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numeric_round_trip(text: &str) -> String {
+        let n = Numeric::parse(text).unwrap();
+        let mut out = BytesMut::new();
+        encode_numeric(&n, &mut out);
+        decode_numeric(&out).unwrap()
+    }
+
+    #[test]
+    fn numeric_binary_round_trips_through_base_10000_digits() {
+        for text in [
+            "0",
+            "0.00",
+            "1",
+            "-1",
+            "12345.678",
+            "10000",
+            "100000000.0001",
+            "0.00001",
+            "-0.000123400",
+            "99999999999999999999.99",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+        ] {
+            assert_eq!(numeric_round_trip(text), text, "{text}");
+        }
+    }
+
+    #[test]
+    fn numeric_binary_matches_postgresql_bytes() {
+        // SELECT numeric_send(12345.678): 3 digits, weight 1, positive,
+        // dscale 3, digits 1 2345 6780.
+        let mut out = BytesMut::new();
+        encode_numeric(&Numeric::parse("12345.678").unwrap(), &mut out);
+        assert_eq!(
+            &out[..],
+            [0, 3, 0, 1, 0, 0, 0, 3, 0, 1, 0x09, 0x29, 0x1a, 0x7c]
+        );
+    }
+
+    proptest::proptest! {
+        /// A client's bytes, whatever they are, decode or are refused.
+        #[test]
+        fn any_binary_numeric_decodes_or_is_refused(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+            if let Ok(text) = decode_numeric(&bytes) {
+                proptest::prop_assert!(Numeric::parse(&text).is_ok(), "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn binary_parameters_of_the_wrong_length_are_refused() {
+        let e = decode(2, ColumnType::Integer, FORMAT_BINARY, &[0, 0, 1]).unwrap_err();
+        assert!(matches!(e, ValueError::Binary { param: 2, .. }), "{e}");
+        assert_eq!(e.sqlstate(), "22P03");
+        let v = decode(1, ColumnType::BigInt, FORMAT_BINARY, &7i64.to_be_bytes()).unwrap();
+        assert_eq!(v, Value::BigInt(7));
+        let e = decode(1, ColumnType::Integer, FORMAT_TEXT, b"x").unwrap_err();
+        assert_eq!(e.sqlstate(), "22P02");
+        assert!(decode(1, ColumnType::Text, FORMAT_TEXT, b"a\0b").is_err());
+    }
+}
