@@ -104,9 +104,14 @@ fn delete(s: &mut Session, tids: impl IntoIterator<Item = Tid>) {
     let table = db.catalog().table("t").unwrap();
     let mut snap = s.start_statement().unwrap();
     let (xid, cid) = s.xid(&mut snap).unwrap();
+    let by = aiostore::heap::Writer {
+        xid,
+        cid,
+        waits: s.wait_limits(),
+    };
     for tid in tids {
         db.heap()
-            .delete(&mut s.buf, &table.heap, tid, xid, cid, None)
+            .delete(&mut s.buf, &table.heap, tid, by, None)
             .unwrap();
     }
     drop(snap);

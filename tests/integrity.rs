@@ -54,7 +54,7 @@ fn is_conflict(e: &SqlError) -> bool {
     matches!(
         e,
         SqlError::Exec(ExecError::Heap(
-            HeapError::ConcurrentUpdate { .. } | HeapError::RowWaitTimeout { .. }
+            HeapError::ConcurrentUpdate { .. } | HeapError::Wait { .. }
         ))
     )
 }

@@ -405,7 +405,17 @@ fn update_random_rows(
                 .map_err(|e| e.to_string())?;
             match db
                 .heap()
-                .try_delete(&mut s.buf, &table.heap, tids[id], xid, cid, Some(new))
+                .try_delete(
+                    &mut s.buf,
+                    &table.heap,
+                    tids[id],
+                    crate::heap::Writer {
+                        xid,
+                        cid,
+                        waits: crate::txn::WaitLimits::DEFAULT,
+                    },
+                    Some(new),
+                )
                 .map_err(|e| e.to_string())?
             {
                 DeleteOutcome::Deleted => Ok(new),

@@ -32,6 +32,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::CATALOG_WRITER;
 use crate::btree::{IndexDesc, KeySpec};
 use crate::buffer::BufferSession;
 use crate::heap::tuple::encode;
@@ -558,7 +559,7 @@ impl Catalog {
             std::thread::sleep(super::DROP_PIN_POLL);
         }
         if let Some(tid) = *def.row.lock() {
-            heap.delete(s, &indexes_heap(), tid, FROZEN_XID, 0, None)?;
+            heap.delete(s, &indexes_heap(), tid, CATALOG_WRITER, None)?;
         }
         // As DROP TABLE: the row's deletion and the file's removal are
         // durable before the file goes.

@@ -53,9 +53,9 @@ pub use indexes::{IndexColumn, IndexDef, IndexKind};
 
 use crate::buffer::{BufferError, BufferSession};
 use crate::heap::tuple::{decode, encode};
-use crate::heap::{Heap, HeapError, HeapTable, InsertState, ScanControl, Tid};
+use crate::heap::{Heap, HeapError, HeapTable, InsertState, ScanControl, Tid, Writer};
 use crate::stream::StreamLimits;
-use crate::txn::{CommandId, Xid, FROZEN_XID, INVALID_XID};
+use crate::txn::{CommandId, WaitLimits, Xid, FROZEN_XID, INVALID_XID};
 use crate::types::{ColumnType, Value};
 use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
 use crate::wal::{Rmgr, Wal, WalError};
@@ -63,6 +63,16 @@ use crate::wal::{Rmgr, Wal, WalError};
 pub const TABLES_REL: u32 = 1;
 pub const COLUMNS_REL: u32 = 2;
 pub const INDEXES_REL: u32 = 3;
+
+/// Who deletes catalog rows: they are written frozen, one change at a
+/// time under the catalog's lock, so no transaction holds one that
+/// another would wait for.
+pub(crate) const CATALOG_WRITER: Writer = Writer {
+    xid: FROZEN_XID,
+    cid: 0,
+    waits: WaitLimits::DEFAULT,
+};
+
 /// Relation numbers of user tables start here (as PostgreSQL's do).
 pub const FIRST_USER_REL: u32 = 16384;
 /// How often DROP TABLE looks again for pins on the table's buffers.
@@ -804,7 +814,7 @@ impl Catalog {
             } else {
                 columns_heap()
             };
-            heap.delete(s, &table, tid, FROZEN_XID, 0, None)?;
+            heap.delete(s, &table, tid, CATALOG_WRITER, None)?;
         }
         // The rows' deletion and the files' removal are durable before
         // the files go (PostgreSQL's pending deletes at commit): a crash

@@ -339,6 +339,26 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Most client connections `aiostore serve` accepts at once; each is a session, so max_sessions must leave room for them",
     },
     SettingDef {
+        name: "deadlock_timeout",
+        default: "1000",
+        kind: Kind::Integer {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        context: Context::Session,
+        description: "Milliseconds a transaction waits for another (a row, a key) before it checks for a deadlock",
+    },
+    SettingDef {
+        name: "lock_timeout",
+        default: "0",
+        kind: Kind::Integer {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        context: Context::Session,
+        description: "Milliseconds a transaction waits for another (a row, a key) before it gives up; 0: as long as the other runs",
+    },
+    SettingDef {
         name: "zero_damaged_pages",
         default: "off",
         kind: Kind::Bool,
@@ -961,6 +981,21 @@ impl Settings {
             .filter(|d| !d.is_empty())
             .map(std::path::PathBuf::from)
             .collect()
+    }
+
+    /// How long a wait for another transaction goes before the deadlock
+    /// check.
+    pub fn deadlock_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.integer("deadlock_timeout") as u64)
+    }
+
+    /// How long a wait for another transaction may last (`None`: no
+    /// limit).
+    pub fn lock_timeout(&self) -> Option<std::time::Duration> {
+        match self.integer("lock_timeout") {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms as u64)),
+        }
     }
 
     pub fn max_connections(&self) -> usize {

@@ -1005,6 +1005,15 @@ impl Session {
         self.buf.settings = buffer_settings(&self.settings);
     }
 
+    /// How this session's transaction waits for another's
+    /// (`deadlock_timeout`, `lock_timeout`).
+    pub fn wait_limits(&self) -> crate::txn::WaitLimits {
+        crate::txn::WaitLimits {
+            deadlock_timeout: self.settings.deadlock_timeout(),
+            lock_timeout: self.settings.lock_timeout(),
+        }
+    }
+
     /// Where the session stands between statements, as the wire
     /// protocol's ReadyForQuery reports it.
     pub fn transaction_status(&self) -> TransactionStatus {

@@ -20,7 +20,7 @@ use super::{ExecError, Expr, Outcome};
 use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
 use crate::heap::tuple::{decode, encode_into};
-use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid};
+use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Writer};
 use crate::txn::{CommandId, Xid};
 use crate::types::Value;
 
@@ -185,6 +185,7 @@ impl InsertSink {
             start = end;
         }
         self.tids.clear();
+        let waits = s.wait_limits();
         self.db.heap().insert_batch(
             &mut s.buf,
             &self.table.heap,
@@ -196,8 +197,13 @@ impl InsertSink {
         // The index entries come after the rows are in the heap: a unique
         // check looks at the rows an equal key points to.
         for (row, &tid) in self.batch_rows.iter().zip(&self.tids) {
+            let by = Writer {
+                xid: self.xid,
+                cid: self.cid,
+                waits,
+            };
             self.indexes
-                .insert_row(&self.db, &mut s.buf, &self.table, row, tid, self.xid)?;
+                .insert_row(&self.db, &mut s.buf, &self.table, row, tid, by)?;
         }
         self.inserted += tuples.len() as u64;
         self.batch.clear();
@@ -352,6 +358,11 @@ pub(crate) fn run_update(
     eval: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
     let (xid, cid) = s.xid(snap)?;
+    let by = Writer {
+        xid,
+        cid,
+        waits: s.wait_limits(),
+    };
     let db = Arc::clone(s.db());
     let table = Arc::clone(&plan.target.table);
     let indexes = TableIndexes::of(&db, &table);
@@ -376,20 +387,20 @@ pub(crate) fn run_update(
             let new_tid = db
                 .heap()
                 .insert(&mut s.buf, &table.heap, &tuple, &mut state)?;
-            let outcome =
-                db.heap()
-                    .try_delete(&mut s.buf, &table.heap, tid, xid, cid, Some(new_tid))?;
+            let outcome = db
+                .heap()
+                .try_delete(&mut s.buf, &table.heap, tid, by, Some(new_tid))?;
             if outcome == DeleteOutcome::Deleted {
                 // Every version gets its entries (no HOT updates), after the
                 // old one is marked: a unique check must see it deleted by
                 // us, not live.
-                indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, xid)?;
+                indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, by)?;
                 return Ok(true);
             }
             // The new version must not survive: this command inserted and
             // deleted it, so nobody ever sees it.
             db.heap()
-                .delete(&mut s.buf, &table.heap, new_tid, xid, cid, None)?;
+                .delete(&mut s.buf, &table.heap, new_tid, by, None)?;
             let DeleteOutcome::Changed { by, newer } = outcome else {
                 // Already changed by this transaction: the statement's
                 // snapshot should not have shown it.
@@ -415,6 +426,11 @@ pub(crate) fn run_delete(
     eval: &mut EvalContext,
 ) -> Result<Outcome, ExecError> {
     let (xid, cid) = s.xid(snap)?;
+    let by = Writer {
+        xid,
+        cid,
+        waits: s.wait_limits(),
+    };
     let db = Arc::clone(s.db());
     let table = Arc::clone(&plan.target.table);
     let deleted = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, _| {
@@ -425,7 +441,7 @@ pub(crate) fn run_delete(
             step += 1;
             match db
                 .heap()
-                .try_delete(&mut cx.session.buf, &table.heap, tid, xid, cid, None)?
+                .try_delete(&mut cx.session.buf, &table.heap, tid, by, None)?
             {
                 DeleteOutcome::Deleted => return Ok(true),
                 DeleteOutcome::AlreadyOurs => return Ok(false),

@@ -15,9 +15,9 @@ use crate::buffer::BufferSession;
 use crate::catalog::{CatalogError, IndexColumn, IndexDef, IndexKind, TableDef, DROP_WAIT};
 use crate::database::{Database, Session};
 use crate::heap::tuple::decode;
-use crate::heap::{HeapError, HeapTable, Tid};
+use crate::heap::{HeapError, HeapTable, Tid, Writer};
 use crate::stream::StreamLimits;
-use crate::txn::{CommandId, TxnManager, Xid, XidStatus, INVALID_XID};
+use crate::txn::{CommandId, TxnManager, WaitLimits, Xid, XidStatus, INVALID_XID};
 use crate::types::Value;
 
 use super::progress::{self, Progress, ProgressUnit};
@@ -37,11 +37,27 @@ pub(crate) struct RowCheck<'a> {
     /// The checking transaction (its own rows and deletions count as
     /// done), or none for a build.
     own: Xid,
+    /// How the checking transaction waits for another.
+    waits: WaitLimits,
 }
 
+/// The longest an index build waits for a transaction inserting or
+/// deleting a row it meets.
+const BUILD_ROW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl<'a> RowCheck<'a> {
-    pub(crate) fn new(db: &'a Database, table: &'a HeapTable, own: Xid) -> RowCheck<'a> {
-        RowCheck { db, table, own }
+    pub(crate) fn new(
+        db: &'a Database,
+        table: &'a HeapTable,
+        own: Xid,
+        waits: WaitLimits,
+    ) -> RowCheck<'a> {
+        RowCheck {
+            db,
+            table,
+            own,
+            waits,
+        }
     }
 
     fn status(txn: &TxnManager, own: Xid, xid: Xid) -> XidStatus {
@@ -75,10 +91,24 @@ impl UniqueCheck for RowCheck<'_> {
     }
 
     fn wait_for(&mut self, xid: Xid) -> Result<(), BtreeError> {
-        // Bounded as a row wait is: two inserters waiting on each other
-        // end with the first wait's timeout (each then fails its check).
-        self.db.txn().wait_for(xid, crate::heap::ROW_WAIT_TIMEOUT);
-        Ok(())
+        if self.own == INVALID_XID {
+            // A build, which no one waits for: its wait cannot close a
+            // cycle, and it ends when the inserter does (or after the
+            // bound, then failing its check).
+            self.db.txn().wait_for(xid, BUILD_ROW_WAIT);
+            return Ok(());
+        }
+        // Two inserters of one key waiting on each other is a deadlock,
+        // found as a row wait's is.
+        self.db
+            .txn()
+            .wait_for_transaction(self.own, xid, self.waits)
+            .map_err(|source| {
+                BtreeError::Heap(Box::new(HeapError::Wait {
+                    table: self.table.name.clone(),
+                    source,
+                }))
+            })
     }
 }
 
@@ -119,7 +149,7 @@ impl TableIndexes {
         table: &TableDef,
         row: &[Value],
         tid: Tid,
-        own: Xid,
+        by: Writer,
     ) -> Result<(), ExecError> {
         for (def, _) in self.indexes.iter().filter(|(d, _)| d.kind.primary()) {
             if let Some(c) = def.columns.iter().find(|c| row[c.column].is_null()) {
@@ -131,7 +161,7 @@ impl TableIndexes {
         }
         for (def, desc) in &self.indexes {
             let key = def.key_of(row);
-            let mut check = RowCheck::new(db, &table.heap, own);
+            let mut check = RowCheck::new(db, &table.heap, by.xid, by.waits);
             let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
                 Some(&mut check)
             } else {
@@ -319,7 +349,7 @@ fn build(
         Ok(())
     })?;
     task.update(keys.pushed());
-    let mut check = RowCheck::new(db, &table.heap, INVALID_XID);
+    let mut check = RowCheck::new(db, &table.heap, INVALID_XID, WaitLimits::DEFAULT);
     refuse_nulls(session, table, def, &nulls, &mut check)?;
     let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
         Some(&mut check)

@@ -47,6 +47,10 @@ pub enum View {
     /// The background writer's counters and the buffers sessions took,
     /// one row (PostgreSQL's pg_stat_bgwriter).
     StatBgwriter,
+    /// Transactions waiting for others (a row, a unique key), one row per
+    /// waiter: PostgreSQL's pg_locks rows with `granted = false` on a
+    /// transaction id, which is what row and key waits are.
+    Locks,
 }
 
 const AIO_INFLIGHT: &[ColumnSpec] = &[
@@ -139,6 +143,11 @@ const STAT_CHECKPOINTER: &[ColumnSpec] = &[
     ("last_sync_time_ms", ColumnType::Double),
 ];
 
+const LOCKS: &[ColumnSpec] = &[
+    ("waiting_transaction", ColumnType::BigInt),
+    ("holding_transaction", ColumnType::BigInt),
+];
+
 const STAT_BGWRITER: &[ColumnSpec] = &[
     ("rounds", ColumnType::BigInt),
     ("buffers_clean", ColumnType::BigInt),
@@ -210,7 +219,7 @@ fn text(s: &str) -> Value {
 
 impl View {
     /// Every view.
-    pub const ALL: [View; 8] = [
+    pub const ALL: [View; 9] = [
         View::AioInflight,
         View::StatIo,
         View::Buffers,
@@ -219,6 +228,7 @@ impl View {
         View::StatTables,
         View::StatCheckpointer,
         View::StatBgwriter,
+        View::Locks,
     ];
 
     /// The view called `name`, if any.
@@ -237,6 +247,7 @@ impl View {
             View::StatTables => "stat_tables",
             View::StatCheckpointer => "stat_checkpointer",
             View::StatBgwriter => "stat_bgwriter",
+            View::Locks => "locks",
         }
     }
 
@@ -251,6 +262,7 @@ impl View {
             View::StatTables => STAT_TABLES,
             View::StatCheckpointer => STAT_CHECKPOINTER,
             View::StatBgwriter => STAT_BGWRITER,
+            View::Locks => LOCKS,
         }
     }
 
@@ -377,6 +389,12 @@ impl View {
                 debug_assert_eq!(row.len(), STAT_CHECKPOINTER.len());
                 vec![row]
             }
+            View::Locks => db
+                .txn()
+                .waits()
+                .into_iter()
+                .map(|(waiter, holder)| vec![big(waiter.into()), big(holder.into())])
+                .collect(),
             View::StatBgwriter => {
                 let b = db.bgwriter_stats();
                 let allocs = db

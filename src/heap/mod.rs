@@ -41,7 +41,6 @@ pub use bitmap::{BitmapScanStats, HeapBitmapScan};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use thiserror::Error;
@@ -54,16 +53,22 @@ use crate::page::{
 };
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
-use crate::txn::{CommandId, Snapshot, TxnError, TxnManager, Xid, XidStatus, INVALID_XID};
+use crate::txn::{
+    CommandId, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid, XidStatus, INVALID_XID,
+};
 use crate::types::ColumnType;
 use crate::wal::record::{DataReader, SMGR_TRUNCATE};
 use crate::wal::{BlockTag, Lsn, PageRef, Rmgr, Wal, WalError};
 pub use tuple::{Tid, TupleError, TupleHeader};
 
-/// How long a delete or update waits for the transaction that holds a row
-/// before giving up (a bound, so that two sessions waiting on each other
-/// end with an error instead of hanging).
-pub const ROW_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Who changes a row: the transaction and its command, and how it waits
+/// for another transaction holding the row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Writer {
+    pub xid: Xid,
+    pub cid: CommandId,
+    pub waits: WaitLimits,
+}
 
 /// Existing blocks an insert tries before adding one.
 const MAX_INSERT_CANDIDATES: usize = 8;
@@ -89,12 +94,10 @@ pub enum HeapError {
     Wal(#[from] WalError),
     #[error("could not change a row of table \"{table}\": a concurrent transaction changed or deleted it since this statement's snapshot; retry the transaction")]
     ConcurrentUpdate { table: String },
-    #[error("gave up after waiting {seconds} s for transaction {xid}, which holds a row of table \"{table}\" (another session may be waiting for this one); retry the transaction")]
-    RowWaitTimeout {
-        table: String,
-        xid: Xid,
-        seconds: u64,
-    },
+    /// A wait for the transaction holding a row ended in a deadlock or
+    /// lock_timeout.
+    #[error("{source} (waiting for a row of table \"{table}\")")]
+    Wait { table: String, source: WaitError },
     #[error("could not find room for a row in table \"{table}\": other sessions filled each of the {attempts} pages this insert added first; retry the statement")]
     NoRoom { table: String, attempts: u32 },
     #[error("row {block}/{index} of table \"{table}\" is damaged: {what}")]
@@ -118,10 +121,7 @@ impl HeapError {
             // PostgreSQL's "could not serialize access due to concurrent
             // update".
             HeapError::ConcurrentUpdate { .. } => "40001",
-            // A row lock waited for in vain, as PostgreSQL's lock_timeout
-            // reports it (the bound is what ends two sessions waiting on
-            // each other, but most waits that reach it are not that).
-            HeapError::RowWaitTimeout { .. } => "55P03",
+            HeapError::Wait { source, .. } => source.sqlstate(),
             // Room others kept taking: no PostgreSQL counterpart (its
             // insert waits for the extension lock instead).
             HeapError::NoRoom { .. } => "53000",
@@ -1690,7 +1690,7 @@ impl Heap {
         Ok(Some(nblocks - 1))
     }
 
-    /// Marks the tuple at `tid` deleted by (`xid`, `cid`), or updated to
+    /// Marks the tuple at `tid` deleted by `by`, or updated to
     /// `newer`. Returns false if this transaction had already deleted it;
     /// a row another transaction changed and committed is an error
     /// (`ConcurrentUpdate`). See [`Heap::try_delete`] to follow it instead.
@@ -1699,11 +1699,10 @@ impl Heap {
         s: &mut BufferSession,
         table: &HeapTable,
         tid: Tid,
-        xid: Xid,
-        cid: CommandId,
+        by: Writer,
         newer: Option<Tid>,
     ) -> Result<bool, HeapError> {
-        match self.try_delete(s, table, tid, xid, cid, newer)? {
+        match self.try_delete(s, table, tid, by, newer)? {
             DeleteOutcome::Deleted => Ok(true),
             DeleteOutcome::AlreadyOurs => Ok(false),
             DeleteOutcome::Changed { .. } => Err(HeapError::ConcurrentUpdate {
@@ -1746,11 +1745,10 @@ impl Heap {
         s: &mut BufferSession,
         table: &HeapTable,
         tid: Tid,
-        xid: Xid,
-        cid: CommandId,
+        by: Writer,
         newer: Option<Tid>,
     ) -> Result<DeleteOutcome, HeapError> {
-        let started = Instant::now();
+        let Writer { xid, cid, waits } = by;
         let rs = self.rel_state(table.rel);
         let wal = self.page_wal(&rs, xid);
         loop {
@@ -1812,16 +1810,15 @@ impl Heap {
             }
             match state {
                 RowState::Done(outcome) => return Ok(outcome),
-                RowState::Wait(holder) => {
-                    let left = ROW_WAIT_TIMEOUT.saturating_sub(started.elapsed());
-                    if left.is_zero() || !self.txn.wait_for(holder, left) {
-                        return Err(HeapError::RowWaitTimeout {
-                            table: table.name.clone(),
-                            xid: holder,
-                            seconds: ROW_WAIT_TIMEOUT.as_secs(),
-                        });
-                    }
-                }
+                // The loop goes round once per holder: each one ended
+                // (committed or aborted) before the row is looked at again.
+                RowState::Wait(holder) => self
+                    .txn
+                    .wait_for_transaction(xid, holder, waits)
+                    .map_err(|source| HeapError::Wait {
+                        table: table.name.clone(),
+                        source,
+                    })?,
             }
         }
     }

@@ -56,7 +56,8 @@
 //! operation, and a `buffer pool` row with hits, reads, evictions, writes),
 //! `stat_wal` (one row of WAL counters and the insert, flush and redo
 //! LSNs), `stat_checkpointer` and `stat_bgwriter` (one row each: the
-//! checkpoints and the background writer since opening) and `buffers` (the pool's contents: buffer, rel, relname, fork,
+//! checkpoints and the background writer since opening), `locks` (who
+//! waits for whom) and `buffers` (the pool's contents: buffer, rel, relname, fork,
 //! block, valid, dirty, io_in_progress, pins, usage). Utility functions:
 //! `prewarm('t')` and `evict_relation('t')` return a block count;
 //! `read_stream_for_blocks('t', ARRAY[…])` returns one row (blocks, hits,

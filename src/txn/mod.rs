@@ -22,7 +22,7 @@
 //! log's pages are written by each checkpoint ([`TxnManager::write_log`]),
 //! and recovery replays the ends logged after it ([`TxnManager::redo_finish`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -132,6 +132,10 @@ struct Inner {
     running: BTreeSet<Xid>,
     /// Registered snapshots' xmin, with counts.
     snapshot_xmins: BTreeMap<Xid, usize>,
+    /// Who waits for whom: each waiting transaction and the one it waits
+    /// to end (a transaction waits for one at a time). The deadlock
+    /// check follows these edges.
+    waits: HashMap<Xid, Xid>,
 }
 
 /// Transaction ids, their status and snapshots for one data directory.
@@ -236,6 +240,7 @@ impl TxnManager {
                 reserved_until,
                 running: BTreeSet::new(),
                 snapshot_xmins: BTreeMap::new(),
+                waits: HashMap::new(),
             }),
             finished: Condvar::new(),
             injections: InjectionPoints::default(),
@@ -473,8 +478,82 @@ impl TxnManager {
         oldest
     }
 
+    /// Waits until transaction `holder` is no longer running, for
+    /// transaction `waiter` (a row it wants to change, a key it wants to
+    /// insert, is `holder`'s until `holder` ends).
+    ///
+    /// After `limits.deadlock_timeout` of waiting, it checks once whether
+    /// `holder` waits, directly or through others, for `waiter`: then no
+    /// one would ever go on, and the waiter gives up with
+    /// [`WaitError::Deadlock`] (PostgreSQL's deadlock check, which also
+    /// runs once per wait after deadlock_timeout). A cycle closed after a
+    /// waiter's check is found by the check of whoever closed it, which
+    /// comes later. With `limits.lock_timeout`, it gives up after that
+    /// long ([`WaitError::LockTimeout`]); without, it waits as long as the
+    /// holder runs, as PostgreSQL does.
+    pub fn wait_for_transaction(
+        &self,
+        waiter: Xid,
+        holder: Xid,
+        limits: WaitLimits,
+    ) -> Result<(), WaitError> {
+        assert_ne!(waiter, holder, "a transaction waits for itself");
+        let started = std::time::Instant::now();
+        let deadlock_at = started + limits.deadlock_timeout;
+        let timeout_at = limits.lock_timeout.map(|t| started + t);
+        let mut checked = false;
+        let mut inner = self.inner.lock();
+        let previous = inner.waits.insert(waiter, holder);
+        debug_assert!(previous.is_none(), "transaction {waiter} waits twice");
+        let result = loop {
+            if !inner.running.contains(&holder) {
+                break Ok(());
+            }
+            let now = std::time::Instant::now();
+            if !checked && now >= deadlock_at {
+                checked = true;
+                if let Some(cycle) = wait_cycle(&inner.waits, waiter) {
+                    break Err(WaitError::Deadlock { cycle });
+                }
+            }
+            if timeout_at.is_some_and(|t| now >= t) {
+                break Err(WaitError::LockTimeout {
+                    waiter,
+                    holder,
+                    ms: started.elapsed().as_millis() as u64,
+                });
+            }
+            // Woken when any transaction ends; else at the next check
+            // or the timeout, and at least every WAIT_RECHECK.
+            let mut wake = now + WAIT_RECHECK;
+            if !checked {
+                wake = wake.min(deadlock_at);
+            }
+            if let Some(t) = timeout_at {
+                wake = wake.min(t);
+            }
+            self.finished.wait_until(&mut inner, wake);
+        };
+        inner.waits.remove(&waiter);
+        result
+    }
+
+    /// Who each waiting transaction waits for (the `locks` view).
+    pub fn waits(&self) -> Vec<(Xid, Xid)> {
+        let mut waits: Vec<(Xid, Xid)> = self
+            .inner
+            .lock()
+            .waits
+            .iter()
+            .map(|(&w, &h)| (w, h))
+            .collect();
+        waits.sort_unstable();
+        waits
+    }
+
     /// Waits until `xid` is no longer running, at most `timeout`; returns
-    /// false on timeout.
+    /// false on timeout. For waiters that are no transaction (an index
+    /// build), which no one can wait for in turn.
     pub fn wait_for(&self, xid: Xid, timeout: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         let mut inner = self.inner.lock();
@@ -485,6 +564,83 @@ impl TxnManager {
         }
         true
     }
+}
+
+/// How long a waiting transaction waits before it checks for a deadlock
+/// (`deadlock_timeout`) and before it gives up (`lock_timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitLimits {
+    pub deadlock_timeout: std::time::Duration,
+    /// `None`: as long as the holder runs.
+    pub lock_timeout: Option<std::time::Duration>,
+}
+
+impl WaitLimits {
+    /// PostgreSQL's defaults: check after 1 s, no timeout.
+    pub const DEFAULT: WaitLimits = WaitLimits {
+        deadlock_timeout: std::time::Duration::from_secs(1),
+        lock_timeout: None,
+    };
+}
+
+/// The longest a waiter sleeps before it looks again (a transaction's end
+/// wakes it at once; this bounds a missed wake-up).
+const WAIT_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Why a wait for another transaction ended without it ending.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum WaitError {
+    /// The transactions in `cycle` each wait for the next, the last for
+    /// the first (the one that gave up).
+    #[error("deadlock detected: {}; transaction {} gave up (retry it)", describe_cycle(.cycle), .cycle[0])]
+    Deadlock { cycle: Vec<Xid> },
+    #[error("canceling statement due to lock timeout: transaction {waiter} waited {ms} ms for transaction {holder} (lock_timeout)")]
+    LockTimeout { waiter: Xid, holder: Xid, ms: u64 },
+}
+
+impl WaitError {
+    /// PostgreSQL's SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            WaitError::Deadlock { .. } => "40P01",
+            WaitError::LockTimeout { .. } => "55P03",
+        }
+    }
+}
+
+/// "transaction 5 waits for transaction 7, which waits for transaction 5".
+fn describe_cycle(cycle: &[Xid]) -> String {
+    let mut text = String::new();
+    for (i, xid) in cycle.iter().enumerate() {
+        let next = cycle[(i + 1) % cycle.len()];
+        if i == 0 {
+            text.push_str(&format!("transaction {xid} waits for transaction {next}"));
+        } else {
+            text.push_str(&format!(", which waits for transaction {next}"));
+        }
+    }
+    text
+}
+
+/// The cycle of waits through `waiter`, if its wait closes one: `waiter`,
+/// whom it waits for, whom that one waits for, … back to `waiter`.
+fn wait_cycle(waits: &HashMap<Xid, Xid>, waiter: Xid) -> Option<Vec<Xid>> {
+    let mut cycle = vec![waiter];
+    let mut at = *waits.get(&waiter)?;
+    // Each transaction waits for one other, so the path from the waiter
+    // either comes back to it, ends, or enters a cycle without it: at
+    // most one step per waiting transaction.
+    for _ in 0..waits.len() {
+        if at == waiter {
+            return Some(cycle);
+        }
+        if cycle.contains(&at) {
+            return None;
+        }
+        cycle.push(at);
+        at = *waits.get(&at)?;
+    }
+    None
 }
 
 /// The two status bits of `xid` in commit log `clog` (0 past its end).
