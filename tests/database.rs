@@ -111,7 +111,7 @@ fn delete(s: &mut Session, tids: impl IntoIterator<Item = Tid>) {
     };
     for tid in tids {
         db.heap()
-            .delete(&mut s.buf, &table.heap, tid, by, None)
+            .delete(&mut s.buf, &table.heap, tid, &by, None)
             .unwrap();
     }
     drop(snap);

@@ -171,8 +171,36 @@ fn lock_timeout_ends_a_wait(method: IoMethod) {
     assert_eq!(common::ints(&mut b, "SELECT v FROM t"), [12]);
 }
 
+fn statement_timeout_stops_a_long_statement_and_a_wait(method: IoMethod) {
+    let (_dir, db) = open(method);
+    let mut a = db.session().unwrap();
+    let mut b = db.session().unwrap();
+    run(&mut b, "SET statement_timeout = 200");
+    let started = Instant::now();
+    let e = sql::execute(
+        &mut b,
+        "SELECT count(*) FROM generate_series(1, 2000000000) i",
+    )
+    .unwrap_err();
+    assert_eq!(e.sqlstate(), "57014", "{e}");
+    assert!(e.to_string().contains("statement timeout"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // A wait for another transaction's row ends at the deadline too.
+    run(
+        &mut a,
+        "CREATE TABLE t (id integer, v integer); INSERT INTO t VALUES (1, 0)",
+    );
+    run(&mut a, "BEGIN; UPDATE t SET v = 1");
+    let e = sql::execute(&mut b, "UPDATE t SET v = 2").unwrap_err();
+    assert_eq!(e.sqlstate(), "57014", "{e}");
+    run(&mut a, "COMMIT");
+    // Each statement has its own deadline.
+    run(&mut b, "UPDATE t SET v = 3");
+}
+
 for_each_method!(
     opposite_row_updates_deadlock_and_one_goes_on,
     opposite_key_inserts_deadlock,
     lock_timeout_ends_a_wait,
+    statement_timeout_stops_a_long_statement_and_a_wait,
 );

@@ -409,7 +409,7 @@ fn update_random_rows(
                     &mut s.buf,
                     &table.heap,
                     tids[id],
-                    crate::heap::Writer {
+                    &crate::heap::Writer {
                         xid,
                         cid,
                         waits: crate::txn::WaitLimits::DEFAULT,

@@ -559,7 +559,7 @@ impl Catalog {
             std::thread::sleep(super::DROP_PIN_POLL);
         }
         if let Some(tid) = *def.row.lock() {
-            heap.delete(s, &indexes_heap(), tid, CATALOG_WRITER, None)?;
+            heap.delete(s, &indexes_heap(), tid, &CATALOG_WRITER, None)?;
         }
         // As DROP TABLE: the row's deletion and the file's removal are
         // durable before the file goes.

@@ -814,7 +814,7 @@ impl Catalog {
             } else {
                 columns_heap()
             };
-            heap.delete(s, &table, tid, CATALOG_WRITER, None)?;
+            heap.delete(s, &table, tid, &CATALOG_WRITER, None)?;
         }
         // The rows' deletion and the files' removal are durable before
         // the files go (PostgreSQL's pending deletes at commit): a crash

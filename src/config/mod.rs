@@ -359,6 +359,26 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Milliseconds a transaction waits for another (a row, a key) before it gives up; 0: as long as the other runs",
     },
     SettingDef {
+        name: "statement_timeout",
+        default: "0",
+        kind: Kind::Integer {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        context: Context::Session,
+        description: "Milliseconds a statement may run before it is canceled; 0: no limit",
+    },
+    SettingDef {
+        name: "idle_in_transaction_session_timeout",
+        default: "0",
+        kind: Kind::Integer {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        context: Context::Session,
+        description: "Milliseconds a server connection may sit idle inside a transaction block before the server ends it (and the transaction); 0: no limit",
+    },
+    SettingDef {
         name: "zero_damaged_pages",
         default: "off",
         kind: Kind::Bool,
@@ -993,6 +1013,23 @@ impl Settings {
     /// limit).
     pub fn lock_timeout(&self) -> Option<std::time::Duration> {
         match self.integer("lock_timeout") {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms as u64)),
+        }
+    }
+
+    /// How long a statement may run (`None`: no limit).
+    pub fn statement_timeout(&self) -> Option<std::time::Duration> {
+        match self.integer("statement_timeout") {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms as u64)),
+        }
+    }
+
+    /// How long a connection may idle in a transaction block (`None`:
+    /// no limit).
+    pub fn idle_in_transaction_session_timeout(&self) -> Option<std::time::Duration> {
+        match self.integer("idle_in_transaction_session_timeout") {
             0 => None,
             ms => Some(std::time::Duration::from_millis(ms as u64)),
         }

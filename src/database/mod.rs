@@ -605,6 +605,7 @@ impl Database {
             buf,
             settings,
             xact: None,
+            interrupt: crate::txn::Interrupt::NONE,
         })
     }
 }
@@ -988,6 +989,10 @@ pub struct Session {
     pub buf: BufferSession,
     pub settings: Settings,
     xact: Option<Xact>,
+    /// What stops the running statement from outside: a cancel flag, if
+    /// someone can cancel (a server's connection), and the
+    /// statement_timeout deadline, set as each statement starts.
+    interrupt: crate::txn::Interrupt,
 }
 
 impl Session {
@@ -1011,7 +1016,21 @@ impl Session {
         crate::txn::WaitLimits {
             deadlock_timeout: self.settings.deadlock_timeout(),
             lock_timeout: self.settings.lock_timeout(),
+            interrupt: self.interrupt.clone(),
         }
+    }
+
+    /// Makes `flag` the one that cancels this session's running
+    /// statement: another thread (a server's cancel request) sets it, and
+    /// whoever starts statements clears it.
+    pub fn set_cancel_flag(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        self.interrupt.cancel = Some(flag);
+    }
+
+    /// Whether the running statement is to stop (canceled, or past its
+    /// statement_timeout): the executor asks between batches.
+    pub fn check_interrupts(&self) -> Result<(), crate::txn::Interrupted> {
+        self.interrupt.check()
     }
 
     /// Where the session stands between statements, as the wire
@@ -1183,6 +1202,10 @@ impl Session {
     /// Starts a statement: opens its transaction if none is open and
     /// returns the snapshot it reads with.
     pub fn start_statement(&mut self) -> Result<StatementSnapshot, XactError> {
+        self.interrupt.deadline = self
+            .settings
+            .statement_timeout()
+            .map(|t| std::time::Instant::now() + t);
         if self.xact.is_none() {
             self.xact = Some(Xact::new(Isolation::ReadCommitted, false));
         }

@@ -185,7 +185,11 @@ impl InsertSink {
             start = end;
         }
         self.tids.clear();
-        let waits = s.wait_limits();
+        let by = Writer {
+            xid: self.xid,
+            cid: self.cid,
+            waits: s.wait_limits(),
+        };
         self.db.heap().insert_batch(
             &mut s.buf,
             &self.table.heap,
@@ -197,13 +201,8 @@ impl InsertSink {
         // The index entries come after the rows are in the heap: a unique
         // check looks at the rows an equal key points to.
         for (row, &tid) in self.batch_rows.iter().zip(&self.tids) {
-            let by = Writer {
-                xid: self.xid,
-                cid: self.cid,
-                waits,
-            };
             self.indexes
-                .insert_row(&self.db, &mut s.buf, &self.table, row, tid, by)?;
+                .insert_row(&self.db, &mut s.buf, &self.table, row, tid, &by)?;
         }
         self.inserted += tuples.len() as u64;
         self.batch.clear();
@@ -389,18 +388,18 @@ pub(crate) fn run_update(
                 .insert(&mut s.buf, &table.heap, &tuple, &mut state)?;
             let outcome = db
                 .heap()
-                .try_delete(&mut s.buf, &table.heap, tid, by, Some(new_tid))?;
+                .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid))?;
             if outcome == DeleteOutcome::Deleted {
                 // Every version gets its entries (no HOT updates), after the
                 // old one is marked: a unique check must see it deleted by
                 // us, not live.
-                indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, by)?;
+                indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, &by)?;
                 return Ok(true);
             }
             // The new version must not survive: this command inserted and
             // deleted it, so nobody ever sees it.
             db.heap()
-                .delete(&mut s.buf, &table.heap, new_tid, by, None)?;
+                .delete(&mut s.buf, &table.heap, new_tid, &by, None)?;
             let DeleteOutcome::Changed { by, newer } = outcome else {
                 // Already changed by this transaction: the statement's
                 // snapshot should not have shown it.
@@ -441,7 +440,7 @@ pub(crate) fn run_delete(
             step += 1;
             match db
                 .heap()
-                .try_delete(&mut cx.session.buf, &table.heap, tid, by, None)?
+                .try_delete(&mut cx.session.buf, &table.heap, tid, &by, None)?
             {
                 DeleteOutcome::Deleted => return Ok(true),
                 DeleteOutcome::AlreadyOurs => return Ok(false),

@@ -38,7 +38,7 @@ pub(crate) struct RowCheck<'a> {
     /// done), or none for a build.
     own: Xid,
     /// How the checking transaction waits for another.
-    waits: WaitLimits,
+    waits: &'a WaitLimits,
 }
 
 /// The longest an index build waits for a transaction inserting or
@@ -50,7 +50,7 @@ impl<'a> RowCheck<'a> {
         db: &'a Database,
         table: &'a HeapTable,
         own: Xid,
-        waits: WaitLimits,
+        waits: &'a WaitLimits,
     ) -> RowCheck<'a> {
         RowCheck {
             db,
@@ -149,7 +149,7 @@ impl TableIndexes {
         table: &TableDef,
         row: &[Value],
         tid: Tid,
-        by: Writer,
+        by: &Writer,
     ) -> Result<(), ExecError> {
         for (def, _) in self.indexes.iter().filter(|(d, _)| d.kind.primary()) {
             if let Some(c) = def.columns.iter().find(|c| row[c.column].is_null()) {
@@ -161,7 +161,7 @@ impl TableIndexes {
         }
         for (def, desc) in &self.indexes {
             let key = def.key_of(row);
-            let mut check = RowCheck::new(db, &table.heap, by.xid, by.waits);
+            let mut check = RowCheck::new(db, &table.heap, by.xid, &by.waits);
             let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
                 Some(&mut check)
             } else {
@@ -349,7 +349,7 @@ fn build(
         Ok(())
     })?;
     task.update(keys.pushed());
-    let mut check = RowCheck::new(db, &table.heap, INVALID_XID, WaitLimits::DEFAULT);
+    let mut check = RowCheck::new(db, &table.heap, INVALID_XID, &WaitLimits::DEFAULT);
     refuse_nulls(session, table, def, &nulls, &mut check)?;
     let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
         Some(&mut check)

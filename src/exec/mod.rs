@@ -112,6 +112,9 @@ pub use views::{Utility, UtilityCall, View};
 /// Errors of executing (and of type-checking expressions while planning).
 #[derive(Debug, Error)]
 pub enum ExecError {
+    /// A cancel request or statement_timeout stopped the statement.
+    #[error(transparent)]
+    Interrupted(#[from] crate::txn::Interrupted),
     #[error("division by zero")]
     DivisionByZero,
     /// Text that is no value of its type, a value that does not fit its
@@ -240,6 +243,7 @@ impl ExecError {
     /// PostgreSQL's SQLSTATE for this error.
     pub fn sqlstate(&self) -> &'static str {
         match self {
+            ExecError::Interrupted(i) => i.sqlstate(),
             ExecError::DivisionByZero => "22012",
             ExecError::Type(e) => e.sqlstate(),
             // PostgreSQL's float overflow and underflow errors.

@@ -273,6 +273,9 @@ impl PlanNode for SeriesNode {
         out: &mut Batch,
         max_rows: usize,
     ) -> Result<(), ExecError> {
+        // A leaf: every batch of every plan comes through one, so this is
+        // where a cancel request or statement_timeout stops a statement.
+        cx.session.check_interrupts()?;
         if let SeriesState::NotStarted = self.state {
             self.state = match self.series.bounds(cx.eval)? {
                 Some((first, last, step)) => SeriesState::At(first, last, step),

@@ -63,7 +63,7 @@ pub use tuple::{Tid, TupleError, TupleHeader};
 
 /// Who changes a row: the transaction and its command, and how it waits
 /// for another transaction holding the row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Writer {
     pub xid: Xid,
     pub cid: CommandId,
@@ -1699,7 +1699,7 @@ impl Heap {
         s: &mut BufferSession,
         table: &HeapTable,
         tid: Tid,
-        by: Writer,
+        by: &Writer,
         newer: Option<Tid>,
     ) -> Result<bool, HeapError> {
         match self.try_delete(s, table, tid, by, newer)? {
@@ -1745,10 +1745,11 @@ impl Heap {
         s: &mut BufferSession,
         table: &HeapTable,
         tid: Tid,
-        by: Writer,
+        by: &Writer,
         newer: Option<Tid>,
     ) -> Result<DeleteOutcome, HeapError> {
         let Writer { xid, cid, waits } = by;
+        let (xid, cid) = (*xid, *cid);
         let rs = self.rel_state(table.rel);
         let wal = self.page_wal(&rs, xid);
         loop {

@@ -495,7 +495,7 @@ impl TxnManager {
         &self,
         waiter: Xid,
         holder: Xid,
-        limits: WaitLimits,
+        limits: &WaitLimits,
     ) -> Result<(), WaitError> {
         assert_ne!(waiter, holder, "a transaction waits for itself");
         let started = std::time::Instant::now();
@@ -516,6 +516,9 @@ impl TxnManager {
                     break Err(WaitError::Deadlock { cycle });
                 }
             }
+            if let Err(i) = limits.interrupt.check() {
+                break Err(i.into());
+            }
             if timeout_at.is_some_and(|t| now >= t) {
                 break Err(WaitError::LockTimeout {
                     waiter,
@@ -524,8 +527,17 @@ impl TxnManager {
                 });
             }
             // Woken when any transaction ends; else at the next check
-            // or the timeout, and at least every WAIT_RECHECK.
-            let mut wake = now + WAIT_RECHECK;
+            // or the timeout, and at least every WAIT_RECHECK (or, where
+            // a cancel request may come, INTERRUPT_RECHECK).
+            let recheck = if limits.interrupt.cancel.is_some() {
+                INTERRUPT_RECHECK
+            } else {
+                WAIT_RECHECK
+            };
+            let mut wake = now + recheck;
+            if let Some(d) = limits.interrupt.deadline {
+                wake = wake.min(d);
+            }
             if !checked {
                 wake = wake.min(deadlock_at);
             }
@@ -567,25 +579,83 @@ impl TxnManager {
 }
 
 /// How long a waiting transaction waits before it checks for a deadlock
-/// (`deadlock_timeout`) and before it gives up (`lock_timeout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// (`deadlock_timeout`) and before it gives up (`lock_timeout`), and what
+/// may stop its statement meanwhile.
+#[derive(Debug, Clone)]
 pub struct WaitLimits {
     pub deadlock_timeout: std::time::Duration,
     /// `None`: as long as the holder runs.
     pub lock_timeout: Option<std::time::Duration>,
+    pub interrupt: Interrupt,
 }
 
 impl WaitLimits {
-    /// PostgreSQL's defaults: check after 1 s, no timeout.
+    /// PostgreSQL's defaults: check after 1 s, no timeout; nothing
+    /// interrupts.
     pub const DEFAULT: WaitLimits = WaitLimits {
         deadlock_timeout: std::time::Duration::from_secs(1),
         lock_timeout: None,
+        interrupt: Interrupt::NONE,
     };
+}
+
+/// What stops a running statement from outside it: a cancel request
+/// (a flag another thread sets) and its `statement_timeout` deadline.
+/// The executor looks at it between batches, and a wait for another
+/// transaction while it waits.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    pub deadline: Option<std::time::Instant>,
+}
+
+impl Interrupt {
+    /// Nothing interrupts.
+    pub const NONE: Interrupt = Interrupt {
+        cancel: None,
+        deadline: None,
+    };
+
+    /// Whether the statement is to stop, and why.
+    pub fn check(&self) -> Result<(), Interrupted> {
+        if self
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        {
+            return Err(Interrupted::Canceled);
+        }
+        if self
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            return Err(Interrupted::StatementTimeout);
+        }
+        Ok(())
+    }
+}
+
+/// Why a statement was stopped from outside (PostgreSQL's words; both are
+/// SQLSTATE 57014).
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum Interrupted {
+    #[error("canceling statement due to user request")]
+    Canceled,
+    #[error("canceling statement due to statement timeout")]
+    StatementTimeout,
+}
+
+impl Interrupted {
+    pub fn sqlstate(&self) -> &'static str {
+        "57014"
+    }
 }
 
 /// The longest a waiter sleeps before it looks again (a transaction's end
 /// wakes it at once; this bounds a missed wake-up).
 const WAIT_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+/// How soon a waiting statement notices a cancel request.
+const INTERRUPT_RECHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Why a wait for another transaction ended without it ending.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -596,6 +666,8 @@ pub enum WaitError {
     Deadlock { cycle: Vec<Xid> },
     #[error("canceling statement due to lock timeout: transaction {waiter} waited {ms} ms for transaction {holder} (lock_timeout)")]
     LockTimeout { waiter: Xid, holder: Xid, ms: u64 },
+    #[error(transparent)]
+    Interrupted(#[from] Interrupted),
 }
 
 impl WaitError {
@@ -604,6 +676,7 @@ impl WaitError {
         match self {
             WaitError::Deadlock { .. } => "40P01",
             WaitError::LockTimeout { .. } => "55P03",
+            WaitError::Interrupted(i) => i.sqlstate(),
         }
     }
 }

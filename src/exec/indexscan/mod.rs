@@ -309,6 +309,9 @@ impl PlanNode for IndexScanNode {
         out: &mut Batch,
         max_rows: usize,
     ) -> Result<(), ExecError> {
+        // A leaf: every batch of every plan comes through one, so this is
+        // where a cancel request or statement_timeout stops a statement.
+        cx.session.check_interrupts()?;
         debug_assert!(out.is_empty());
         if self.ended {
             return Ok(());
