@@ -60,7 +60,8 @@ enum Command {
     /// Creates a data directory (see --data-dir) with an empty catalog.
     Init,
     /// Runs one or more `;`-separated SQL statements and prints their
-    /// results as aligned tables (or CSV with --csv).
+    /// results as aligned tables (or CSV with --csv). On a data directory
+    /// that `aiostore serve` holds, the server runs them.
     Sql {
         /// The statements; may start with `-` (`-1 + 2`, `-- comment`).
         #[arg(allow_hyphen_values = true)]
@@ -727,14 +728,26 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sql { ref text, csv } => {
-            let db = Database::open(&cli.data_dir, &cli.settings).map_err(|e| e.to_string())?;
             let how = if csv {
                 shell::Output::Csv
             } else {
                 shell::Output::Table
             };
-            let ok = shell::run_sql(&db, text, how)?;
-            drop(db);
+            let ok = match Database::open(&cli.data_dir, &cli.settings) {
+                Ok(db) => shell::run_sql(&db, text, how)?,
+                // A server holds the directory: its session runs the text.
+                Err(e @ aiostore::database::DbError::InUse { .. }) => {
+                    let Some(file) = aiostore::server::client::ServerFile::read(&cli.data_dir)
+                    else {
+                        return Err(e.to_string());
+                    };
+                    let user = std::env::var("USER").unwrap_or_else(|_| "aiostore".into());
+                    let mut client = aiostore::server::client::Client::connect(&file, &user)
+                        .map_err(|e| e.to_string())?;
+                    shell::run_sql_remote(&mut client, text, how)?
+                }
+                Err(e) => return Err(e.to_string()),
+            };
             Ok(if ok {
                 ExitCode::SUCCESS
             } else {

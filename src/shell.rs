@@ -60,8 +60,55 @@ pub fn run_sql(db: &Arc<Database>, text: &str, how: Output) -> Result<bool, Stri
     run_in(&mut s, text, how, &mut out, false)
 }
 
+/// [`run_sql`] through the server that holds the data directory.
+pub fn run_sql_remote(
+    client: &mut aiostore::server::client::Client,
+    text: &str,
+    how: Output,
+) -> Result<bool, String> {
+    let mut out = std::io::stdout().lock();
+    run_in(client, text, how, &mut out, false)
+}
+
+/// Where statements run: a session of this process, or the server that
+/// holds the data directory. The outer error ends the run (the
+/// connection broke); the inner one is a statement's, printed.
+pub trait Runner {
+    fn execute_each(
+        &mut self,
+        text: &str,
+        io: &mut StatementIo,
+        on_result: &mut dyn FnMut(StatementResult),
+    ) -> Result<Result<(), String>, String>;
+}
+
+impl Runner for Session {
+    fn execute_each(
+        &mut self,
+        text: &str,
+        io: &mut StatementIo,
+        on_result: &mut dyn FnMut(StatementResult),
+    ) -> Result<Result<(), String>, String> {
+        Ok(aiostore::sql::execute_each(self, text, io, on_result).map_err(|e| e.to_string()))
+    }
+}
+
+impl Runner for aiostore::server::client::Client {
+    fn execute_each(
+        &mut self,
+        text: &str,
+        io: &mut StatementIo,
+        on_result: &mut dyn FnMut(StatementResult),
+    ) -> Result<Result<(), String>, String> {
+        match aiostore::server::client::Client::execute_each(self, text, io, on_result) {
+            Ok(result) => Ok(result.map_err(|e| e.to_string())),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 fn run_in(
-    s: &mut Session,
+    s: &mut dyn Runner,
     text: &str,
     how: Output,
     out: &mut dyn Write,
@@ -94,7 +141,7 @@ fn run_in(
         explained_rows: None,
         copy_begin: None,
     };
-    let result = aiostore::sql::execute_each(s, text, &mut io, |r| {
+    let result = s.execute_each(text, &mut io, &mut |r| {
         // After COPY … TO STDOUT the output is data: its "COPY n" goes to
         // standard error, so that `aiostore sql "COPY …" > file` gives a
         // clean file.
@@ -110,6 +157,7 @@ fn run_in(
     if let Some(e) = failed {
         return Err(e);
     }
+    let result = result?;
     let out = out.into_inner();
     // As psql: the error first, then the time the statement took.
     let _ = out.flush();

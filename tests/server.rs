@@ -6,7 +6,7 @@ mod common;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aiostore::config::IoMethod;
 use aiostore::database::Database;
@@ -539,6 +539,81 @@ fn a_cancel_request_stops_a_streaming_query() {
 }
 
 #[test]
+fn a_cancel_request_stops_a_query_before_its_first_row_and_a_wait() {
+    let served = serve(IoMethod::Worker, &[]);
+    runtime().block_on(async {
+        let c = served.connect().await;
+        // Only a bound on the test, if the cancel went astray.
+        c.batch_execute("SET statement_timeout = 30000")
+            .await
+            .unwrap();
+        let token = c.cancel_token();
+        let canceler = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            token.cancel_query(NoTls).await.unwrap();
+        });
+        // An aggregate: no row until the end, so only the executor's own
+        // check can stop it.
+        let e = c
+            .query_one("SELECT count(*) FROM generate_series(1, 2000000000) i", &[])
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), &SqlState::QUERY_CANCELED, "{e}");
+        canceler.await.unwrap();
+        // A statement waiting for another transaction's row.
+        c.batch_execute("CREATE TABLE w (a integer); INSERT INTO w VALUES (1)")
+            .await
+            .unwrap();
+        let holder = served.connect().await;
+        holder
+            .batch_execute("BEGIN; UPDATE w SET a = 2")
+            .await
+            .unwrap();
+        let token = c.cancel_token();
+        let canceler = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            token.cancel_query(NoTls).await.unwrap();
+        });
+        let e = c.execute("UPDATE w SET a = 3", &[]).await.unwrap_err();
+        assert_eq!(code(&e), &SqlState::QUERY_CANCELED, "{e}");
+        canceler.await.unwrap();
+        holder.batch_execute("COMMIT").await.unwrap();
+        assert_eq!(count(&c, "SELECT count(*) FROM w WHERE a = 2").await, 1);
+    });
+}
+
+#[test]
+fn an_idle_transaction_is_ended_after_its_timeout() {
+    let served = serve(IoMethod::Worker, &[]);
+    runtime().block_on(async {
+        let c = served.connect().await;
+        c.batch_execute("CREATE TABLE i (a integer PRIMARY KEY)")
+            .await
+            .unwrap();
+        let idler = served.connect().await;
+        idler
+            .batch_execute(
+                "SET idle_in_transaction_session_timeout = 200; BEGIN; INSERT INTO i VALUES (1)",
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let e = idler.batch_execute("COMMIT").await.unwrap_err();
+        assert!(e.is_closed() || e.code().is_some(), "{e}");
+        // Its row went with it, and its key is free.
+        c.execute("INSERT INTO i VALUES (1)", &[]).await.unwrap();
+        // Idle outside a block is no reason to end a connection.
+        let patient = served.connect().await;
+        patient
+            .batch_execute("SET idle_in_transaction_session_timeout = 200")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(count(&patient, "SELECT count(*) FROM i").await, 1);
+    });
+}
+
+#[test]
 fn garbage_on_one_connection_harms_no_other() {
     let served = serve(IoMethod::Worker, &[]);
     let port = served.port();
@@ -560,14 +635,21 @@ fn garbage_on_one_connection_harms_no_other() {
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let len = (next() % 300) as usize;
             let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-            match round % 4 {
+            match round % 6 {
+                // A Parse shorter than its fields, and a Bind whose
+                // parameter runs past its end, after a valid startup.
+                4 | 5 => {
+                    let mut m = startup_bytes("fuzz");
+                    if round % 6 == 4 {
+                        m.extend_from_slice(b"P\0\0\0\x04");
+                    } else {
+                        m.extend_from_slice(b"B\0\0\0\x10\0\0\0\0\0\x01\0\0\x7f\xff");
+                    }
+                    bytes = m;
+                }
                 // A valid startup, then garbage messages.
                 0 => {
-                    let mut startup = Vec::new();
-                    let params = b"user\0fuzz\0database\0postgres\0\0";
-                    startup.extend_from_slice(&((8 + params.len()) as i32).to_be_bytes());
-                    startup.extend_from_slice(&196608i32.to_be_bytes());
-                    startup.extend_from_slice(params);
+                    let mut startup = startup_bytes("fuzz");
                     startup.extend_from_slice(&bytes);
                     bytes = startup;
                 }
@@ -585,6 +667,7 @@ fn garbage_on_one_connection_harms_no_other() {
         let n = count(&c, "SELECT count(*) FROM f").await;
         assert_eq!(n, 1);
     });
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
 }
 
 #[test]
@@ -631,6 +714,49 @@ fn serve_stops_cleanly_on_sigterm() {
         )
         .await
         .unwrap();
+        // The CLI on the directory the server holds goes through the
+        // server: its rows, its COPY in and out, its errors.
+        let cli = |args: &[&str], input: &str| {
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aiostore"))
+                .arg("--data-dir")
+                .arg(&path)
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let (ok, out, err) = cli(
+            &[
+                "sql",
+                "COPY s FROM STDIN; SELECT a, a * 2 AS b FROM s ORDER BY a",
+            ],
+            "9\n",
+        );
+        assert!(ok, "{err}");
+        assert!(out.contains(" 7 | 14") && out.contains(" 9 | 18"), "{out}");
+        let (ok, out, _) = cli(&["sql", "COPY s TO STDOUT"], "");
+        assert!(ok);
+        assert_eq!(out, "7\n9\n");
+        let (ok, _, err) = cli(&["sql", "SELECT * FROM nowhere"], "");
+        assert!(!ok);
+        assert!(
+            err.contains("ERROR:  table \"nowhere\" does not exist"),
+            "{err}"
+        );
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
             rustix::process::Signal::TERM,
@@ -653,5 +779,217 @@ fn serve_stops_cleanly_on_sigterm() {
         "a clean shutdown needs no recovery"
     );
     let mut s = db.session().unwrap();
-    assert_eq!(common::ints(&mut s, "SELECT a FROM s"), [7]);
+    assert_eq!(
+        common::ints(&mut s, "SELECT count(*), sum(a) FROM s"),
+        [2, 16]
+    );
+    assert!(
+        !path.join(aiostore::server::client::SERVER_FILE).exists(),
+        "the server removed its file"
+    );
+}
+
+/// A startup message for `user` and the database "postgres", protocol 3.0.
+fn startup_bytes(user: &str) -> Vec<u8> {
+    startup_with_version(user, 3, 0)
+}
+
+fn startup_with_version(user: &str, major: u16, minor: u16) -> Vec<u8> {
+    let params = format!("user\0{user}\0database\0postgres\0\0");
+    let mut m = Vec::new();
+    m.extend_from_slice(&((8 + params.len()) as i32).to_be_bytes());
+    m.extend_from_slice(&major.to_be_bytes());
+    m.extend_from_slice(&minor.to_be_bytes());
+    m.extend_from_slice(params.as_bytes());
+    m
+}
+
+/// A frontend message: type byte, length, body.
+fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&((4 + body.len()) as i32).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// A raw protocol client, for what drivers do not let a test send: the
+/// type bytes of the backend messages it gets back, with their bodies.
+struct RawClient {
+    stream: std::net::TcpStream,
+}
+
+impl RawClient {
+    fn connect(port: u16, startup: &[u8]) -> RawClient {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut raw = RawClient { stream };
+        raw.send(startup);
+        raw
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// The next backend message: its type and body.
+    fn recv(&mut self) -> (u8, Vec<u8>) {
+        let mut head = [0u8; 5];
+        self.stream.read_exact(&mut head).unwrap();
+        let len = i32::from_be_bytes(head[1..5].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; len - 4];
+        self.stream.read_exact(&mut body).unwrap();
+        (head[0], body)
+    }
+
+    /// The types of the messages up to and including the next
+    /// ReadyForQuery, as a string ("1 2 T D C Z").
+    fn until_ready(&mut self) -> String {
+        let mut kinds = Vec::new();
+        loop {
+            let (kind, _) = self.recv();
+            kinds.push((kind as char).to_string());
+            if kind == b'Z' {
+                return kinds.join(" ");
+            }
+        }
+    }
+
+    fn query(&mut self, text: &str) -> String {
+        self.send(&message(b'Q', format!("{text}\0").as_bytes()));
+        self.until_ready()
+    }
+}
+
+/// Parse (unnamed), Bind (unnamed portal, no parameters), Execute with
+/// `max_rows`, as a client sends them.
+fn parse_bind(text: &str) -> Vec<u8> {
+    let mut m = message(b'P', format!("\0{text}\0\0\0").as_bytes());
+    m.extend(message(b'B', b"\0\0\0\0\0\0\0\0"));
+    m
+}
+
+fn execute(max_rows: i32) -> Vec<u8> {
+    let mut body = vec![0u8];
+    body.extend_from_slice(&max_rows.to_be_bytes());
+    message(b'E', &body)
+}
+
+#[test]
+fn protocol_details_match_postgresql() {
+    let served = serve(IoMethod::Worker, &[]);
+    let port = served.port();
+    let mut raw = RawClient::connect(port, &startup_bytes("raw"));
+    let startup = raw.until_ready();
+    assert!(
+        startup.starts_with("R S") && startup.ends_with("K Z"),
+        "{startup}"
+    );
+    raw.query("CREATE TABLE r (a integer)");
+
+    // COPY TO STDOUT ends with CopyDone before its CommandComplete, and
+    // before the next statement's results.
+    raw.query("INSERT INTO r VALUES (1), (2)");
+    assert_eq!(raw.query("COPY r TO STDOUT; SELECT 1"), "H d c C T D C Z");
+    // Two COPY FROM STDIN in one query each read their own data.
+    raw.send(&message(b'Q', b"COPY r FROM STDIN; COPY r FROM STDIN\0"));
+    assert_eq!(raw.recv().0, b'G');
+    raw.send(&message(b'd', b"3\n"));
+    raw.send(&message(b'c', b""));
+    assert_eq!(raw.recv().0, b'C');
+    assert_eq!(raw.recv().0, b'G');
+    raw.send(&message(b'd', b"4\n"));
+    raw.send(&message(b'c', b""));
+    assert_eq!(raw.until_ready(), "C Z");
+    assert!(raw.query("SELECT count(*) FROM r").contains('D'));
+
+    // A finished portal is not run again: an INSERT's second Execute is
+    // refused, a query's returns nothing more.
+    let mut m = parse_bind("INSERT INTO r VALUES (5)");
+    m.extend(execute(0));
+    m.extend(execute(0));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C E Z");
+    let mut m = parse_bind("SELECT a FROM r WHERE a = 5");
+    m.extend(execute(0));
+    m.extend(execute(0));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 D C C Z");
+    // A row limit suspends the portal until its rows run out.
+    let mut m = parse_bind("SELECT a FROM r ORDER BY a");
+    m.extend(execute(2));
+    m.extend(execute(2));
+    m.extend(execute(2));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 D D s D D s D C Z");
+
+    // An error is sent at once, even when the client flushes instead of
+    // syncing.
+    let mut m = message(b'P', b"\0SELEC 1\0\0\0");
+    m.extend(message(b'H', b""));
+    raw.send(&m);
+    assert_eq!(raw.recv().0, b'E');
+    raw.send(&message(b'S', b""));
+    assert_eq!(raw.until_ready(), "Z");
+
+    // $n without parameters is an error, not a NULL.
+    let answer = raw.query("UPDATE r SET a = $1");
+    assert_eq!(answer, "E Z");
+    assert!(raw
+        .query("SELECT count(*) FROM r WHERE a IS NULL")
+        .contains('D'));
+
+    // A client asking for protocol 3.2 is told the whole version the
+    // server speaks.
+    let mut newer = RawClient::connect(port, &startup_with_version("raw", 3, 2));
+    let (kind, body) = newer.recv();
+    assert_eq!(kind, b'v');
+    assert_eq!(body[..4], 196608i32.to_be_bytes());
+    assert!(newer.until_ready().ends_with('Z'));
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+#[test]
+fn limit_takes_a_parameter() {
+    let served = serve(IoMethod::Worker, &[]);
+    runtime().block_on(async {
+        let c = served.connect().await;
+        let rows = c
+            .query(
+                "SELECT i FROM generate_series(1, 10) i ORDER BY i LIMIT $1 OFFSET $2",
+                &[&3i64, &2i64],
+            )
+            .await
+            .unwrap();
+        let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(got, [3, 4, 5]);
+        // A parameter the client names as int2 stays int2 in the
+        // statement's description.
+        let stmt = c
+            .prepare_typed("SELECT $1::integer + 1", &[Type::INT2])
+            .await
+            .unwrap();
+        assert_eq!(stmt.params(), [Type::INT2]);
+        let n: i32 = c.query_one(&stmt, &[&5i16]).await.unwrap().get(0);
+        assert_eq!(n, 6);
+    });
+}
+
+#[test]
+fn shutdown_does_not_wait_for_a_client_stuck_in_startup() {
+    let mut served = serve(IoMethod::Worker, &[]);
+    // Connected, never sending its startup message.
+    let _silent = std::net::TcpStream::connect(("127.0.0.1", served.port())).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    served.stop();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown waited {:?}",
+        started.elapsed()
+    );
 }

@@ -139,18 +139,54 @@ fn send_error(out: &Out, e: &ClientError, fatal: bool) -> io::Result<()> {
     out.borrow_mut().send(&ErrorResponse::new(fields))
 }
 
-fn send_notice(out: &Out, message: &str) -> io::Result<()> {
+/// Sends a statement's notice; its text starts with its severity, as the
+/// CLI prints it (`WARNING: there is no transaction in progress`).
+fn send_notice(out: &Out, notice: &str) -> io::Result<()> {
+    let (severity, code, message) = ["WARNING", "NOTICE", "INFO"]
+        .into_iter()
+        .find_map(|severity| {
+            let message = notice.strip_prefix(severity)?.strip_prefix(": ")?;
+            // PostgreSQL's codes: warning, successful completion.
+            let code = if severity == "WARNING" {
+                "01000"
+            } else {
+                "00000"
+            };
+            Some((severity, code, message))
+        })
+        .unwrap_or(("NOTICE", "00000", notice));
     out.borrow_mut().send(&NoticeResponse::new(vec![
-        (b'S', "NOTICE".into()),
-        (b'V', "NOTICE".into()),
-        (b'C', "00000".into()),
+        (b'S', severity.into()),
+        (b'V', severity.into()),
+        (b'C', code.into()),
         (b'M', message.to_string()),
     ]))
 }
 
+/// How long a client has to complete startup (PostgreSQL's
+/// authentication_timeout): a connection that sends nothing holds a
+/// thread only this long.
+const STARTUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs the connection on `stream` (see [`run`]); a panic ends only this
+/// connection, and is counted.
+pub(super) fn run_guarded(shared: &Arc<Shared>, stream: Stream, starting: super::Starting) {
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(shared, stream, starting)
+    }));
+    if ran.is_err() {
+        shared.panics.fetch_add(1, Ordering::SeqCst);
+        log::error!("a connection's thread panicked; its connection is closed");
+    }
+}
+
 /// Runs the connection on `stream` until the client leaves or the server
 /// shuts down.
-pub(super) fn run(shared: &Arc<Shared>, stream: Stream) {
+fn run(shared: &Arc<Shared>, stream: Stream, starting: super::Starting) {
+    if let Err(e) = stream.set_read_timeout(Some(STARTUP_TIMEOUT)) {
+        log::warn!("could not set up a connection: {e}");
+        return;
+    }
     let (reader_stream, writer_stream) = match stream.try_clone() {
         Ok(clone) => (stream, clone),
         Err(e) => {
@@ -160,7 +196,9 @@ pub(super) fn run(shared: &Arc<Shared>, stream: Stream) {
     };
     let mut reader = MessageReader::new(reader_stream);
     let out: Out = Rc::new(RefCell::new(MessageWriter::new(writer_stream)));
-    let startup = match startup(shared, &mut reader, &out) {
+    let startup = startup(shared, &mut reader, &out);
+    drop(starting);
+    let startup = match startup {
         Ok(Some(startup)) => startup,
         Ok(None) | Err(Closed::Gone) => return,
         Err(Closed::Fatal(e)) => {
@@ -173,6 +211,12 @@ pub(super) fn run(shared: &Arc<Shared>, stream: Stream) {
         session,
         cancel,
     } = startup;
+    // Past startup a connection may idle for as long as its client likes
+    // (its socket's keepalive notices a peer that is gone).
+    if let Err(e) = reader.stream().set_read_timeout(None) {
+        log::warn!("could not set up a connection: {e}");
+        return;
+    }
     let mut conn = Connection {
         reader,
         out: Rc::clone(&out),
@@ -258,8 +302,12 @@ fn startup(
         .cloned()
         .collect();
     if protocol_number_minor > 0 || !unsupported.is_empty() {
-        out.borrow_mut()
-            .send(&NegotiateProtocolVersion::new(0, unsupported))?;
+        // The field is the whole version (PostgreSQL sends
+        // PG_PROTOCOL(3, 0) there, and libpq reads it so).
+        out.borrow_mut().send(&NegotiateProtocolVersion::new(
+            Startup::PROTOCOL_VERSION_3_0,
+            unsupported,
+        ))?;
     }
     let user = parameters.get("user").cloned().unwrap_or_default();
     if user.is_empty() {
@@ -281,10 +329,15 @@ fn startup(
         }));
     }
     if let Some(encoding) = parameters.get("client_encoding") {
-        if !CLIENT_ENCODINGS
-            .iter()
-            .any(|e| e.eq_ignore_ascii_case(encoding))
-        {
+        // Compared as PostgreSQL's clean_encoding_name does: letters and
+        // digits only, in any case (`utf-8` is UTF8).
+        let clean = |name: &str| -> String {
+            name.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .map(|c| c.to_ascii_uppercase())
+                .collect()
+        };
+        if !CLIENT_ENCODINGS.iter().any(|e| clean(e) == clean(encoding)) {
             return Err(Closed::Fatal(ClientError::new(
                 "22023",
                 format!(
@@ -312,6 +365,9 @@ fn startup(
                 format!("could not open a session: {e}"),
             ))
         })?;
+        // A cancel request stops the statement where the executor next
+        // looks (between batches, in a wait for another transaction).
+        session.set_cancel_flag(Arc::clone(&cancel));
         apply_options(&mut session, parameters.get("options").map(String::as_str))
             .map_err(Closed::Fatal)?;
         let mut o = out.borrow_mut();
@@ -393,16 +449,44 @@ fn apply_options(session: &mut Session, options: Option<&str>) -> Result<(), Cli
 struct Statement {
     /// `None`: an empty query string.
     prepared: Option<Prepared>,
+    /// The parameter types the client gave in Parse (0: none), reported
+    /// back as given (an int2 stays int2, though we take it as integer).
+    declared: Vec<u32>,
+}
+
+impl Statement {
+    /// The type OIDs of its parameters, as ParameterDescription gives
+    /// them.
+    fn param_oids(&self) -> Vec<u32> {
+        let types = self.prepared.as_ref().map_or(&[][..], |p| &p.param_types);
+        types
+            .iter()
+            .enumerate()
+            .map(|(i, &ty)| match self.declared.get(i) {
+                Some(&oid) if oid != 0 && oid != values::oid::UNKNOWN => oid,
+                _ => values::type_oid(ty),
+            })
+            .collect()
+    }
 }
 
 /// A portal: a statement with its parameters' values, ready to run.
 struct Portal {
     statement: Rc<Statement>,
-    values: Vec<Value>,
     formats: Vec<i16>,
-    /// Rows left over from an Execute with a row limit, and the tag
-    /// to send when they are all sent.
-    pending: Option<Pending>,
+    state: PortalState,
+}
+
+/// A portal's life: run by its first Execute, then (after a row limit
+/// stopped it) continued by the next ones, then done.
+enum PortalState {
+    /// Bound, not run: the parameters' values.
+    Ready(Vec<Value>),
+    /// Stopped at a row limit with rows still to send.
+    Suspended(Pending),
+    /// Run to its end: an Execute of a query returns no more rows, one of
+    /// a change is refused (PostgreSQL's "portal cannot be run").
+    Done,
 }
 
 struct Pending {
@@ -426,10 +510,15 @@ impl Connection {
         // to the next Sync is skipped.
         let mut skipping = false;
         loop {
-            let Some(message) = self.reader.next()? else {
+            let Some(message) = self.next_message()? else {
                 return Ok(());
             };
-            if skipping && !matches!(message, Front::Sync(_) | Front::Terminate(_)) {
+            if skipping
+                && !matches!(
+                    message,
+                    Front::Sync(_) | Front::Flush(_) | Front::Terminate(_)
+                )
+            {
                 continue;
             }
             let result = match message {
@@ -448,6 +537,11 @@ impl Connection {
                 }
                 Front::Sync(_) => {
                     skipping = false;
+                    // Portals live as long as their transaction, as in
+                    // PostgreSQL; outside a block that ends here.
+                    if self.session.transaction_status() == database::TransactionStatus::Idle {
+                        self.portals.clear();
+                    }
                     self.ready()?;
                     continue;
                 }
@@ -467,9 +561,45 @@ impl Connection {
                     Failed::Closed(c) => return Err(c),
                     Failed::Error(e) => e,
                 };
+                // Sent at once, as PostgreSQL does: a client waiting on a
+                // Flush, not a Sync, must see it.
                 send_error(&self.out, &e, false)?;
+                self.out.borrow_mut().flush()?;
                 skipping = true;
             }
+        }
+    }
+
+    /// The client's next message. Idle in a transaction block, it waits
+    /// at most idle_in_transaction_session_timeout: a client that holds
+    /// a transaction (and its rows) open and goes quiet is cut off, as
+    /// PostgreSQL does.
+    fn next_message(&mut self) -> Result<Option<Front>, Closed> {
+        let limit = match self.session.transaction_status() {
+            database::TransactionStatus::Idle => None,
+            database::TransactionStatus::InBlock | database::TransactionStatus::Failed => {
+                self.session.settings.idle_in_transaction_session_timeout()
+            }
+        };
+        self.reader.stream().set_read_timeout(limit)?;
+        let next = self.reader.next();
+        if limit.is_some() {
+            self.reader.stream().set_read_timeout(None)?;
+        }
+        match next {
+            Err(WireError::Io(e))
+                if limit.is_some()
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+            {
+                Err(Closed::Fatal(ClientError::new(
+                    "25P03",
+                    "terminating connection due to idle-in-transaction timeout",
+                )))
+            }
+            other => Ok(other?),
         }
     }
 
@@ -503,7 +633,7 @@ impl Connection {
         formats: &[i16],
         describe: bool,
         stream: bool,
-        f: impl FnOnce(&mut Session, &mut StatementIo, &Out) -> Result<R, SqlError>,
+        f: impl FnOnce(&mut Session, &mut StatementIo, &Out, &CopyOutEnd) -> Result<R, SqlError>,
     ) -> Result<Result<R, ClientError>, Closed> {
         self.cancel.store(false, Ordering::SeqCst);
         let Connection {
@@ -514,6 +644,7 @@ impl Connection {
             ..
         } = self;
         let mut channel = CopyChannel::new(reader, out, Arc::clone(cancel));
+        let end_out = channel.end_out.clone();
         let mut sink = ResultSink {
             out: Rc::clone(out),
             formats: formats.to_vec(),
@@ -529,10 +660,10 @@ impl Connection {
                 copy_begin: Some(copy.begin),
                 ..Default::default()
             };
-            f(session, &mut io, out)
+            f(session, &mut io, out, &end_out)
         };
         let client_failure = channel.client_failure();
-        channel.finish()?;
+        channel.finish(result.is_ok())?;
         Ok(result.map_err(|e| client_failure.unwrap_or_else(|| self.statement_error(e))))
     }
 
@@ -540,11 +671,11 @@ impl Connection {
     /// they come, then ReadyForQuery.
     fn simple_query(&mut self, text: &str) -> Result<(), Closed> {
         let any = Cell::new(false);
-        let outcome = self.run_with_io(&[], true, true, |session, io, out| {
+        let outcome = self.run_with_io(&[], true, true, |session, io, out, end_out| {
             sql::execute_each(session, text, io, |r| {
                 any.set(true);
                 // A failure to send shows at the next send or flush.
-                let _ = send_result(out, &r, &[]);
+                let _ = end_out.end().and_then(|()| send_result(out, &r, &[]));
             })
         })?;
         match outcome {
@@ -566,8 +697,13 @@ impl Connection {
             .map(|(i, &oid)| values::param_type(i + 1, oid))
             .collect::<Result<Vec<_>, _>>()?;
         let prepared = sql::prepare(&mut self.session, &p.query, &declared)?;
-        self.statements
-            .insert(name, Rc::new(Statement { prepared }));
+        self.statements.insert(
+            name,
+            Rc::new(Statement {
+                prepared,
+                declared: p.type_oids,
+            }),
+        );
         self.out.borrow_mut().send(&ParseComplete::new())?;
         Ok(())
     }
@@ -624,9 +760,8 @@ impl Connection {
             portal_name,
             Portal {
                 statement,
-                values: vals,
                 formats,
-                pending: None,
+                state: PortalState::Ready(vals),
             },
         );
         self.out.borrow_mut().send(&BindComplete::new())?;
@@ -641,13 +776,8 @@ impl Connection {
                 let Some(statement) = self.statements.get(&name) else {
                     return Err(unknown_statement(&name).into());
                 };
-                let (types, columns): (&[ColumnType], &[ResultColumn]) = statement
-                    .prepared
-                    .as_ref()
-                    .map_or((&[], &[]), |p| (&p.param_types, &p.columns));
-                o.send(&ParameterDescription::new(
-                    types.iter().map(|&t| values::type_oid(t)).collect(),
-                ))?;
+                let columns = statement.prepared.as_ref().map_or(&[][..], |p| &p.columns);
+                o.send(&ParameterDescription::new(statement.param_oids()))?;
                 // Before Bind the formats are not known: text, as the
                 // protocol says.
                 send_row_description(&mut o, columns, &[])?;
@@ -698,27 +828,42 @@ impl Connection {
         let Some(portal) = self.portals.get_mut(&name) else {
             return Err(unknown_portal(&name).into());
         };
-        if let Some(pending) = &mut portal.pending {
-            let formats = portal.formats.clone();
-            return Ok(send_pending(&self.out, pending, &formats, max_rows)?);
-        }
         let statement = Rc::clone(&portal.statement);
         let Some(prepared) = &statement.prepared else {
             self.out.borrow_mut().send(&EmptyQueryResponse::new())?;
             return Ok(());
         };
-        let vals = std::mem::take(&mut portal.values);
         let formats = portal.formats.clone();
+        let vals = match std::mem::replace(&mut portal.state, PortalState::Done) {
+            PortalState::Ready(vals) => vals,
+            PortalState::Suspended(mut pending) => {
+                if !send_pending(&self.out, &mut pending, &formats, max_rows)? {
+                    portal.state = PortalState::Suspended(pending);
+                }
+                return Ok(());
+            }
+            PortalState::Done if !prepared.columns.is_empty() => {
+                self.out
+                    .borrow_mut()
+                    .send(&CommandComplete::new("SELECT 0".into()))?;
+                return Ok(());
+            }
+            PortalState::Done => {
+                return Err(
+                    ClientError::new("55000", format!("portal \"{name}\" cannot be run")).into(),
+                )
+            }
+        };
         // With a row limit the rows are kept, to be sent a limit's worth
         // per Execute; without one they stream.
         let r = self
-            .run_with_io(&formats, false, max_rows.is_none(), |session, io, _| {
+            .run_with_io(&formats, false, max_rows.is_none(), |session, io, _, _| {
                 sql::execute_prepared(session, prepared, vals, io)
             })
             .map_err(Failed::Closed)??;
         let out = &self.out;
         match max_rows {
-            Some(_) if r.returns_rows() => {
+            Some(_) if r.returns_rows() && !r.streamed => {
                 let mut pending = Pending {
                     rows: r.rows.into(),
                     sent: 0,
@@ -727,9 +872,10 @@ impl Connection {
                 for n in &r.notices {
                     send_notice(out, n)?;
                 }
-                send_pending(out, &mut pending, &formats, max_rows)?;
-                if let Some(portal) = self.portals.get_mut(&name) {
-                    portal.pending = Some(pending);
+                if !send_pending(out, &mut pending, &formats, max_rows)? {
+                    if let Some(portal) = self.portals.get_mut(&name) {
+                        portal.state = PortalState::Suspended(pending);
+                    }
                 }
             }
             _ => send_result(out, &r, &formats)?,
@@ -873,13 +1019,13 @@ fn send_result(out: &Out, r: &StatementResult, formats: &[i16]) -> io::Result<()
 }
 
 /// Sends up to `limit` of a portal's kept rows, then PortalSuspended, or
-/// all and its tag.
+/// all and its tag. Returns whether they were all sent.
 fn send_pending(
     out: &Out,
     pending: &mut Pending,
     formats: &[i16],
     limit: Option<u64>,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     let mut o = out.borrow_mut();
     let mut n = 0;
     while limit.is_none_or(|l| n < l) {
@@ -896,9 +1042,11 @@ fn send_pending(
             Some(("SELECT", _)) => format!("SELECT {}", pending.sent),
             _ => pending.tag.clone(),
         };
-        o.send(&CommandComplete::new(tag))
+        o.send(&CommandComplete::new(tag))?;
+        Ok(true)
     } else {
-        o.send(&PortalSuspended::new())
+        o.send(&PortalSuspended::new())?;
+        Ok(false)
     }
 }
 
@@ -950,7 +1098,38 @@ struct CopyChannel<'c> {
     stdin: CopyIn<'c>,
     stdout: CopyOut,
     begin: Box<dyn FnMut(CopyDirection, usize) -> io::Result<()>>,
+    end_out: CopyOutEnd,
+}
+
+/// Ends a COPY TO STDOUT with CopyDone, right after the statement and
+/// before its CommandComplete (a simple query's next statement comes
+/// after).
+#[derive(Clone)]
+struct CopyOutEnd {
     state: Rc<Cell<CopyState>>,
+    out: Out,
+    buf: Rc<RefCell<Vec<u8>>>,
+}
+
+impl CopyOutEnd {
+    /// After a statement that succeeded: CopyDone if it was a copy out.
+    fn end(&self) -> io::Result<()> {
+        if self.state.get() != CopyState::Out {
+            return Ok(());
+        }
+        self.state.set(CopyState::None);
+        send_copy_data(&self.out, &self.buf)?;
+        self.out.borrow_mut().send(&CopyDone::new())
+    }
+}
+
+/// Sends what a copy out has gathered as one CopyData.
+fn send_copy_data(out: &Out, buf: &RefCell<Vec<u8>>) -> io::Result<()> {
+    let data = std::mem::take(&mut *buf.borrow_mut());
+    if data.is_empty() {
+        return Ok(());
+    }
+    out.borrow_mut().send(&CopyData::new(Bytes::from(data)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -970,9 +1149,11 @@ struct CopyEnds<'a> {
 impl<'c> CopyChannel<'c> {
     fn new(reader: &'c mut MessageReader, out: &Out, cancel: Arc<AtomicBool>) -> CopyChannel<'c> {
         let state = Rc::new(Cell::new(CopyState::None));
+        let done = Rc::new(Cell::new(false));
         let begin = {
             let out = Rc::clone(out);
             let state = Rc::clone(&state);
+            let done = Rc::clone(&done);
             move |direction: CopyDirection, columns: usize| {
                 let mut o = out.borrow_mut();
                 let formats = vec![FORMAT_TEXT; columns];
@@ -980,6 +1161,7 @@ impl<'c> CopyChannel<'c> {
                 match direction {
                     CopyDirection::In => {
                         state.set(CopyState::In);
+                        done.set(false);
                         o.send(&CopyInResponse::new(0, columns, formats))?;
                         // The client sends nothing until it has this.
                         o.flush()
@@ -991,21 +1173,26 @@ impl<'c> CopyChannel<'c> {
                 }
             }
         };
+        let buf = Rc::new(RefCell::new(Vec::new()));
         CopyChannel {
             stdin: CopyIn {
                 reader,
                 chunk: Bytes::new(),
-                done: false,
+                done,
                 failed: None,
                 cancel: Arc::clone(&cancel),
             },
             stdout: CopyOut {
                 out: Rc::clone(out),
-                buf: Vec::new(),
+                buf: Rc::clone(&buf),
                 cancel,
             },
             begin: Box::new(begin),
-            state,
+            end_out: CopyOutEnd {
+                state,
+                out: Rc::clone(out),
+                buf,
+            },
         }
     }
 
@@ -1025,23 +1212,27 @@ impl<'c> CopyChannel<'c> {
             .map(|m| ClientError::new("57014", format!("COPY from stdin failed: {m}")))
     }
 
-    /// After the statement: CopyDone for a copy out; for a copy in that
-    /// stopped early (an error), the rest of the client's data is read
-    /// and dropped, up to its CopyDone or CopyFail.
-    fn finish(&mut self) -> Result<(), Closed> {
-        match self.state.replace(CopyState::None) {
+    /// After the statement (or a simple query's statements): CopyDone
+    /// for a copy out that succeeded (one that failed just stops, as
+    /// PostgreSQL's does); for a copy in that stopped early (an error),
+    /// the rest of the client's data is read and dropped, up to its
+    /// CopyDone or CopyFail.
+    fn finish(&mut self, ok: bool) -> Result<(), Closed> {
+        match self.end_out.state.get() {
             CopyState::None => {}
+            CopyState::Out if ok => self.end_out.end()?,
             CopyState::Out => {
-                self.stdout.send_buffered()?;
-                self.stdout.out.borrow_mut().send(&CopyDone::new())?;
+                self.end_out.state.set(CopyState::None);
+                self.end_out.buf.borrow_mut().clear();
             }
             CopyState::In => {
+                self.end_out.state.set(CopyState::None);
                 // Bounded by the client: it must end the copy, or the
                 // connection ends.
-                while !self.stdin.done {
+                while !self.stdin.done.get() {
                     match self.stdin.reader.next()? {
                         None => return Err(Closed::Gone),
-                        Some(Front::CopyDone(_) | Front::CopyFail(_)) => self.stdin.done = true,
+                        Some(Front::CopyDone(_) | Front::CopyFail(_)) => self.stdin.done.set(true),
                         Some(_) => {}
                     }
                 }
@@ -1056,7 +1247,9 @@ impl<'c> CopyChannel<'c> {
 struct CopyIn<'c> {
     reader: &'c mut MessageReader,
     chunk: Bytes,
-    done: bool,
+    /// The client ended the copy (CopyDone or CopyFail); cleared as the
+    /// next copy begins.
+    done: Rc<Cell<bool>>,
     /// The client's CopyFail message.
     failed: Option<String>,
     cancel: Arc<AtomicBool>,
@@ -1076,7 +1269,7 @@ impl BufRead for CopyIn<'_> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         // Each pass reads one message; the client ends the copy or the
         // connection, or the cancel flag stops it.
-        while self.chunk.is_empty() && !self.done {
+        while self.chunk.is_empty() && !self.done.get() {
             canceled(&self.cancel)?;
             let message = self
                 .reader
@@ -1084,9 +1277,9 @@ impl BufRead for CopyIn<'_> {
                 .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()))?;
             match message {
                 Some(Front::CopyData(d)) => self.chunk = d.data,
-                Some(Front::CopyDone(_)) => self.done = true,
+                Some(Front::CopyDone(_)) => self.done.set(true),
                 Some(Front::CopyFail(f)) => {
-                    self.done = true;
+                    self.done.set(true);
                     self.failed = Some(f.message.clone());
                     return Err(io::Error::other(format!(
                         "COPY from stdin failed: {}",
@@ -1102,7 +1295,7 @@ impl BufRead for CopyIn<'_> {
                     ))
                 }
                 None => {
-                    self.done = true;
+                    self.done.set(true);
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "unexpected EOF on client connection during COPY from stdin",
@@ -1122,31 +1315,25 @@ impl BufRead for CopyIn<'_> {
 /// [`super::wire::WRITE_BUFFER_BYTES`].
 struct CopyOut {
     out: Out,
-    buf: Vec<u8>,
+    buf: Rc<RefCell<Vec<u8>>>,
     cancel: Arc<AtomicBool>,
-}
-
-impl CopyOut {
-    fn send_buffered(&mut self) -> io::Result<()> {
-        if !self.buf.is_empty() {
-            let data = Bytes::from(std::mem::take(&mut self.buf));
-            self.out.borrow_mut().send(&CopyData::new(data))?;
-        }
-        Ok(())
-    }
 }
 
 impl Write for CopyOut {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         canceled(&self.cancel)?;
-        self.buf.extend_from_slice(buf);
-        if self.buf.len() >= super::wire::WRITE_BUFFER_BYTES {
-            self.send_buffered()?;
+        let full = {
+            let mut gathered = self.buf.borrow_mut();
+            gathered.extend_from_slice(buf);
+            gathered.len() >= super::wire::WRITE_BUFFER_BYTES
+        };
+        if full {
+            send_copy_data(&self.out, &self.buf)?;
         }
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.send_buffered()
+        send_copy_data(&self.out, &self.buf)
     }
 }

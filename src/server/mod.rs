@@ -39,6 +39,7 @@
 //! listens on the loopback address unless `listen_addresses` says
 //! otherwise.
 
+pub mod client;
 mod connection;
 pub mod values;
 mod wire;
@@ -112,6 +113,11 @@ struct Shared {
     shutdown: Arc<AtomicBool>,
     next_pid: AtomicI32,
     connections: Mutex<HashMap<i32, ConnectionEntry>>,
+    /// Connections accepted and not yet through startup, by accept
+    /// order: shut down at shutdown too, and at most max_connections.
+    starting: Mutex<HashMap<u64, Stream>>,
+    /// Connection threads that panicked (each is logged; tests read it).
+    panics: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -139,6 +145,21 @@ impl Shared {
         Some((pid, secret, cancel))
     }
 
+    /// Notes connection `id` as starting, unless max_connections are
+    /// starting already or the server is shutting down; the guard
+    /// forgets it.
+    fn starting(self: &Arc<Self>, id: u64, stream: &Stream) -> Option<Starting> {
+        let mut starting = self.starting.lock();
+        if starting.len() >= self.max_connections || self.shutdown.load(Ordering::SeqCst) {
+            return None;
+        }
+        starting.insert(id, stream.try_clone().ok()?);
+        Some(Starting {
+            shared: Arc::clone(self),
+            id,
+        })
+    }
+
     fn unregister(&self, pid: i32) {
         self.connections.lock().remove(&pid);
     }
@@ -159,6 +180,19 @@ impl Shared {
 
     fn session(&self) -> Result<Session, crate::database::DbError> {
         self.db.session()
+    }
+}
+
+/// A connection in startup; dropping it (startup over, either way)
+/// forgets it.
+struct Starting {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        self.shared.starting.lock().remove(&self.id);
     }
 }
 
@@ -193,6 +227,10 @@ impl Listener {
                 // Rows go out in blocks already; small messages
                 // (ReadyForQuery) must not wait for Nagle.
                 s.set_nodelay(true)?;
+                // A peer that vanished (its host down, no FIN) is found
+                // by keepalive, which frees its slot and its locks, as
+                // PostgreSQL's sockets do.
+                rustix::net::sockopt::set_socket_keepalive(&s, true)?;
                 Stream::Tcp(s)
             }
             Listener::Unix { listener, .. } => Stream::Unix(listener.accept()?.0),
@@ -215,9 +253,26 @@ pub struct ServerHandle {
     thread: Option<JoinHandle<()>>,
     pub tcp_addresses: Vec<SocketAddr>,
     pub unix_sockets: Vec<PathBuf>,
+    shared: Arc<Shared>,
 }
 
 impl ServerHandle {
+    /// How many connection threads panicked (a bug: each is logged, and
+    /// only its own connection is lost).
+    pub fn panics(&self) -> u64 {
+        self.shared.panics.load(Ordering::SeqCst)
+    }
+
+    /// Connections through startup now.
+    pub fn connections(&self) -> usize {
+        self.shared.connection_count()
+    }
+
+    /// The TCP port (0 if it listens on none).
+    pub fn port(&self) -> u16 {
+        self.tcp_addresses.first().map_or(0, |a| a.port())
+    }
+
     /// Stops accepting, ends every connection and waits for them.
     pub fn shutdown(mut self) {
         self.stop();
@@ -275,9 +330,14 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
         db,
         max_connections,
         shutdown: Arc::clone(&shutdown),
-        next_pid: AtomicI32::new(std::process::id() as i32 * 1000 % (i32::MAX / 2) + 1),
+        // Distinct from the process id's neighbours' in practice; any
+        // value works, the secret key is what guards a cancel.
+        next_pid: AtomicI32::new((std::process::id() % 100_000) as i32 * 1000 + 1),
         connections: Mutex::new(HashMap::new()),
+        starting: Mutex::new(HashMap::new()),
+        panics: std::sync::atomic::AtomicU64::new(0),
     });
+    let panics = Arc::clone(&shared);
     let thread = std::thread::Builder::new()
         .name("aiostore-postmaster".into())
         .spawn(move || accept_loop(&shared, listeners))
@@ -287,6 +347,7 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
         thread: Some(thread),
         tcp_addresses,
         unix_sockets,
+        shared: panics,
     })
 }
 
@@ -298,11 +359,24 @@ pub fn serve(db: Arc<Database>, on_ready: impl FnOnce(&ServerHandle)) -> Result<
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(ServerError::Signals)?;
     }
+    // The CLI finds the server here (and only while it runs).
+    let dir = handle.shared.db.dir().to_path_buf();
+    if let Err(e) = client::ServerFile::write(
+        &dir,
+        handle.port(),
+        handle.unix_sockets.first().map(PathBuf::as_path),
+    ) {
+        log::warn!(
+            "could not write {}: {e}; `aiostore sql` will not find the server",
+            client::SERVER_FILE
+        );
+    }
     on_ready(&handle);
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(ACCEPT_POLL);
     }
     log::info!("received a shutdown signal: ending connections");
+    client::ServerFile::remove(&dir);
     handle.shutdown();
     Ok(())
 }
@@ -382,6 +456,7 @@ fn bind_unix(path: &Path) -> Result<UnixListener, ServerError> {
 /// ends them all and waits for their threads.
 fn accept_loop(shared: &Arc<Shared>, listeners: Vec<Listener>) {
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    let mut accepted: u64 = 0;
     while !shared.shutdown.load(Ordering::SeqCst) {
         let mut fds: Vec<rustix::event::PollFd> = listeners
             .iter()
@@ -411,17 +486,30 @@ fn accept_loop(shared: &Arc<Shared>, listeners: Vec<Listener>) {
             }
             match listener.accept() {
                 Ok(stream) => {
+                    accepted += 1;
+                    let Some(starting) = shared.starting(accepted, &stream) else {
+                        // As many are still starting as may be connected:
+                        // a client holding connections open in startup
+                        // gets no more threads.
+                        stream.shutdown();
+                        continue;
+                    };
                     let shared = Arc::clone(shared);
                     let spawned = std::thread::Builder::new()
                         .name("aiostore-connection".into())
-                        .spawn(move || connection::run(&shared, stream));
+                        .spawn(move || connection::run_guarded(&shared, stream, starting));
                     match spawned {
                         Ok(t) => threads.push(t),
                         Err(e) => log::error!("could not start a connection's thread: {e}"),
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => log::warn!("could not accept a connection: {e}"),
+                Err(e) => {
+                    // Out of file descriptors, say: wait before trying
+                    // again rather than spin.
+                    log::warn!("could not accept a connection: {e}");
+                    std::thread::sleep(ACCEPT_POLL);
+                }
             }
         }
         threads.retain(|t| !t.is_finished());
@@ -433,6 +521,9 @@ fn accept_loop(shared: &Arc<Shared>, listeners: Vec<Listener>) {
     for entry in shared.connections.lock().values() {
         entry.cancel.store(true, Ordering::SeqCst);
         entry.stream.shutdown();
+    }
+    for stream in shared.starting.lock().values() {
+        stream.shutdown();
     }
     for t in threads {
         if t.join().is_err() {

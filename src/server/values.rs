@@ -96,9 +96,30 @@ pub fn type_modifier(ty: ColumnType) -> i32 {
     match ty {
         ColumnType::Varchar(Some(n)) | ColumnType::Char(Some(n)) => n as i32 + VARHDRSZ,
         ColumnType::Numeric(Some(t)) => {
-            ((t.precision() as i32) << 16 | (t.scale() as i32 & 0xffff)) + VARHDRSZ
+            ((t.precision() as i32) << 16 | (t.scale() as i32 & 0x7ff)) + VARHDRSZ
         }
         _ => -1,
+    }
+}
+
+/// The column type of a result column of type `oid` with modifier
+/// `typmod` (a client reading RowDescription); text for a type we do not
+/// have.
+pub fn column_type(oid: u32, typmod: i32) -> ColumnType {
+    const VARHDRSZ: i32 = 4;
+    let length = u32::try_from(typmod - VARHDRSZ).ok();
+    match oid {
+        oid::BOOL => ColumnType::Boolean,
+        oid::INT2 | oid::INT4 => ColumnType::Integer,
+        oid::INT8 => ColumnType::BigInt,
+        oid::FLOAT4 | oid::FLOAT8 => ColumnType::Double,
+        oid::VARCHAR => ColumnType::Varchar(length),
+        oid::BPCHAR => ColumnType::Char(length),
+        oid::DATE => ColumnType::Date,
+        oid::TIMESTAMP => ColumnType::Timestamp,
+        // Its modifier only limits what is stored; the text is exact.
+        oid::NUMERIC => ColumnType::Numeric(None),
+        _ => ColumnType::Text,
     }
 }
 
@@ -196,13 +217,30 @@ fn decode_binary(param: usize, ty: ColumnType, bytes: &[u8]) -> Result<Value, Va
             Value::Double(f32::from_be_bytes(be_bytes::<4>(bytes)) as f64)
         }
         ColumnType::Double => Value::Double(f64::from_be_bytes(be_bytes::<8>(fixed(8)?))),
-        ColumnType::Boolean => match fixed(1)?[0] {
-            0 => Value::Boolean(false),
-            1 => Value::Boolean(true),
-            _ => return Err(wrong("a boolean is 0 or 1")),
-        },
-        ColumnType::Date => Value::Date(i32::from_be_bytes(be_bytes::<4>(fixed(4)?))),
-        ColumnType::Timestamp => Value::Timestamp(i64::from_be_bytes(be_bytes::<8>(fixed(8)?))),
+        // boolrecv: any byte but 0 is true.
+        ColumnType::Boolean => Value::Boolean(fixed(1)?[0] != 0),
+        // Checked as date_recv and timestamp_recv check: text input
+        // refuses what is out of range, so binary input must too.
+        ColumnType::Date => {
+            let d = i32::from_be_bytes(be_bytes::<4>(fixed(4)?));
+            if !crate::types::datetime::date_is_valid(d) {
+                return Err(ValueError::Input {
+                    param,
+                    source: TypeError::DateOutOfRange,
+                });
+            }
+            Value::Date(d)
+        }
+        ColumnType::Timestamp => {
+            let t = i64::from_be_bytes(be_bytes::<8>(fixed(8)?));
+            if !crate::types::datetime::timestamp_is_valid(t) {
+                return Err(ValueError::Input {
+                    param,
+                    source: TypeError::DateOutOfRangeForTimestamp,
+                });
+            }
+            Value::Timestamp(t)
+        }
         ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
             return decode(param, ty, FORMAT_TEXT, bytes)
         }
@@ -261,19 +299,24 @@ fn encode_numeric(n: &Numeric, out: &mut BytesMut) {
                 .fold(0i16, |acc, &b| acc * 10 + i16::from(b - b'0'))
         })
         .collect();
-    let mut weight = ((int_pad + int.len()) / NBASE_DIGITS) as i16 - 1;
+    // In i32: 131072 integer digits (numeric's most) make weight 32767,
+    // one step short of overflowing an int16 on the way.
+    let mut weight = ((int_pad + int.len()) / NBASE_DIGITS) as i32 - 1;
     // Leading and trailing zero digits are not stored.
     let leading = digits.iter().take_while(|&&d| d == 0).count();
     digits.drain(..leading);
-    weight -= leading as i16;
+    weight -= leading as i32;
     while digits.last() == Some(&0) {
         digits.pop();
     }
     if digits.is_empty() {
         weight = 0;
     }
-    out.put_i16(digits.len() as i16);
-    out.put_i16(weight);
+    debug_assert!(i16::try_from(weight).is_ok() && digits.len() <= usize::from(u16::MAX));
+    // PostgreSQL sends the digit count as an int16 that its receiver
+    // reads unsigned: numeric's largest values have more than 32767.
+    out.put_u16(digits.len() as u16);
+    out.put_i16(weight as i16);
     out.put_u16(sign);
     out.put_u16(frac.len() as u16);
     for d in digits {
@@ -289,8 +332,8 @@ fn decode_numeric(bytes: &[u8]) -> Result<String, &'static str> {
             .map(|b| u16::from_be_bytes([b[0], b[1]]))
             .ok_or("a numeric shorter than its header says")
     };
-    let ndigits = word(0)? as i16;
-    let weight = word(1)? as i16;
+    let ndigits = usize::from(word(0)?);
+    let weight = i32::from(word(1)? as i16);
     let sign = word(2)?;
     let dscale = word(3)?;
     match sign {
@@ -300,18 +343,18 @@ fn decode_numeric(bytes: &[u8]) -> Result<String, &'static str> {
         NUMERIC_POS | NUMERIC_NEG => {}
         _ => return Err("invalid sign in a numeric"),
     }
-    if ndigits < 0 || bytes.len() != 8 + 2 * ndigits as usize || dscale > 0x3fff {
+    if bytes.len() != 8 + 2 * ndigits || dscale > 0x3fff {
         return Err("a numeric whose length does not match its digits");
     }
     let mut int = String::new();
     let mut frac = String::new();
-    for i in 0..ndigits as usize {
+    for i in 0..ndigits {
         let d = word(4 + i)?;
         if d >= 10000 {
             return Err("a numeric digit out of range");
         }
         let group = format!("{d:04}");
-        if (i as i16) <= weight {
+        if (i as i32) <= weight {
             int.push_str(&group);
         } else {
             frac.push_str(&group);
@@ -320,17 +363,14 @@ fn decode_numeric(bytes: &[u8]) -> Result<String, &'static str> {
     // Digits of weight below the first stored one (weight < -1) are
     // zeros after the point; whole groups above the last are zeros before.
     // (At most 32768 groups either way: the weight is an int16.)
-    let int_groups = (i32::from(weight) + 1).max(0) as usize;
-    let stored_int_groups = int_groups.min(ndigits as usize);
+    let int_groups = (weight + 1).max(0) as usize;
+    let stored_int_groups = int_groups.min(ndigits);
     int.extend(std::iter::repeat_n(
         '0',
         (int_groups - stored_int_groups) * NBASE_DIGITS,
     ));
     if weight < -1 {
-        frac.insert_str(
-            0,
-            &"0".repeat((-1 - i32::from(weight)) as usize * NBASE_DIGITS),
-        );
+        frac.insert_str(0, &"0".repeat((-1 - weight) as usize * NBASE_DIGITS));
     }
     let mut frac: String = frac.chars().take(dscale as usize).collect();
     while frac.len() < dscale as usize {
@@ -401,6 +441,33 @@ mod tests {
                 proptest::prop_assert!(Numeric::parse(&text).is_ok(), "{}", text);
             }
         }
+    }
+
+    #[test]
+    fn binary_dates_out_of_range_are_refused_as_text_ones_are() {
+        let e = decode(
+            1,
+            ColumnType::Date,
+            FORMAT_BINARY,
+            &2_145_032_948i32.to_be_bytes(),
+        )
+        .unwrap_err();
+        assert_eq!(e.sqlstate(), "22008", "{e}");
+        let ok = decode(1, ColumnType::Date, FORMAT_BINARY, &1i32.to_be_bytes()).unwrap();
+        assert_eq!(ok, Value::Date(1));
+    }
+
+    #[test]
+    fn the_largest_numeric_has_weight_32767() {
+        let n = Numeric::parse(&"9".repeat(131_072)).unwrap();
+        let mut out = BytesMut::new();
+        encode_numeric(&n, &mut out);
+        assert_eq!(
+            &out[..4],
+            [0x80, 0x00, 0x7f, 0xff],
+            "32768 digits, weight 32767"
+        );
+        assert_eq!(decode_numeric(&out).unwrap(), "9".repeat(131_072));
     }
 
     #[test]

@@ -40,6 +40,14 @@ impl Stream {
         })
     }
 
+    /// A bound on each read (`None`: none).
+    pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(timeout),
+            Stream::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
     /// Ends both directions: a thread blocked reading it returns.
     pub fn shutdown(&self) {
         // It may already be closed by the client; nothing to do then.
@@ -113,12 +121,11 @@ impl MessageReader {
     /// The next message; `None` if the client closed the connection
     /// between messages.
     pub fn next(&mut self) -> Result<Option<PgWireFrontendMessage>, WireError> {
+        // Each pass reads more of a message; the message's length is
+        // bounded and the client closing the connection ends it.
         loop {
-            self.check_length()?;
-            match PgWireFrontendMessage::decode(&mut self.buf, &self.ctx) {
-                Ok(Some(m)) => return Ok(Some(m)),
-                Ok(None) => {}
-                Err(e) => return Err(WireError::Malformed(e.to_string())),
+            if let Some(m) = self.decode_buffered()? {
+                return Ok(Some(m));
             }
             let start = self.buf.len();
             self.buf.resize(start + READ_CHUNK_BYTES, 0);
@@ -140,16 +147,23 @@ impl MessageReader {
         }
     }
 
-    /// Refuses a message whose length word is too large, before waiting
-    /// for its bytes. Messages before startup have no type byte.
-    fn check_length(&self) -> Result<(), WireError> {
-        let at = if self.ctx.awaiting_frontend_startup {
-            0
-        } else {
-            1
-        };
+    /// The first buffered message, if all of it is there. A message is
+    /// cut to its length word before it is decoded, and must be exactly
+    /// as long as its fields (PostgreSQL's `pq_getmsgend`): `pgwire`'s
+    /// decoders read from whatever buffer they are given, so a message
+    /// shorter than its fields would read into the next one, or past the
+    /// end (where they panic; that panic is caught and reported as the
+    /// malformed message it is).
+    fn decode_buffered(&mut self) -> Result<Option<PgWireFrontendMessage>, WireError> {
+        if self.ctx.awaiting_frontend_ssl {
+            // An SSL or GSS request (8 bytes), or a look at what comes
+            // next that consumes nothing.
+            return decode_guarded(&mut self.buf, &self.ctx);
+        }
+        // Messages before startup have no type byte.
+        let at = usize::from(!self.ctx.awaiting_frontend_startup);
         if self.buf.len() < at + 4 {
-            return Ok(());
+            return Ok(None);
         }
         let length = (&self.buf[at..at + 4]).get_i32();
         if length < 4 || length as usize > MAX_MESSAGE_BYTES {
@@ -157,7 +171,40 @@ impl MessageReader {
                 length: length.max(0) as usize,
             });
         }
-        Ok(())
+        let total = at + length as usize;
+        if self.buf.len() < total {
+            self.buf.reserve(total - self.buf.len());
+            return Ok(None);
+        }
+        let mut frame = self.buf.split_to(total);
+        match decode_guarded(&mut frame, &self.ctx)? {
+            Some(m) if frame.is_empty() => Ok(Some(m)),
+            Some(_) => Err(WireError::Malformed(format!(
+                "invalid message format: {} bytes after its last field",
+                frame.len()
+            ))),
+            None => Err(WireError::Malformed(
+                "invalid message format: shorter than its fields".into(),
+            )),
+        }
+    }
+}
+
+/// Decodes a message from `buf`, a panic in the decoder being a malformed
+/// message.
+fn decode_guarded(
+    buf: &mut BytesMut,
+    ctx: &DecodeContext,
+) -> Result<Option<PgWireFrontendMessage>, WireError> {
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        PgWireFrontendMessage::decode(buf, ctx)
+    }));
+    match decoded {
+        Ok(Ok(m)) => Ok(m),
+        Ok(Err(e)) => Err(WireError::Malformed(e.to_string())),
+        Err(_) => Err(WireError::Malformed(
+            "invalid message format: its fields run past its end".into(),
+        )),
     }
 }
 

@@ -88,6 +88,10 @@ pub struct Placeholders {
     pub types: Vec<Option<ColumnType>>,
     /// The values, when running (then every type is known).
     pub values: Option<Vec<Value>>,
+    /// Planned to describe it, with no values yet. Neither this nor
+    /// values: a statement given no parameters, in which `$n` is an
+    /// error.
+    preparing: bool,
     /// Types inferred from context while preparing, and the highest `$n`
     /// seen.
     inferred: std::cell::RefCell<Vec<Option<ColumnType>>>,
@@ -98,6 +102,7 @@ impl Placeholders {
     pub fn preparing(types: Vec<Option<ColumnType>>) -> Placeholders {
         Placeholders {
             types,
+            preparing: true,
             ..Default::default()
         }
     }
@@ -941,7 +946,11 @@ impl<'a> ExprPlanner<'a> {
     }
 
     /// `e`, a string literal converted to `ty` when `ty` is another type.
-    fn plan_against(&mut self, e: &ast::Expr, ty: Option<ColumnType>) -> Result<Expr, SqlError> {
+    pub(crate) fn plan_against(
+        &mut self,
+        e: &ast::Expr,
+        ty: Option<ColumnType>,
+    ) -> Result<Expr, SqlError> {
         let planned = self.plan(e)?;
         coerce_literal(self.cx, planned, e, ty)
     }
@@ -959,6 +968,12 @@ impl<'a> ExprPlanner<'a> {
             ));
         };
         let Some(values) = &placeholders.values else {
+            if !placeholders.preparing {
+                return Err(SqlError::UnknownParameter {
+                    number: i + 1,
+                    at: self.cx.at(e.span()),
+                });
+            }
             let mut inferred = placeholders.inferred.borrow_mut();
             if inferred.len() <= i {
                 inferred.resize(i + 1, None);

@@ -1046,7 +1046,9 @@ fn limit_value(
 ) -> Result<Option<u64>, SqlError> {
     let scope = Scope::empty();
     let mut planner = ExprPlanner::new(cx, db, &scope, clause);
-    let planned = planner.plan(e)?;
+    // A literal or parameter of unknown type is a bigint here, as
+    // PostgreSQL's LIMIT takes one (`LIMIT $1`).
+    let planned = planner.plan_against(e, Some(ColumnType::BigInt))?;
     let bad = || SqlError::BadLimit {
         clause,
         value: e.to_string(),
