@@ -49,8 +49,8 @@ fn wait_until_waiting(db: &Database) {
 /// Session A holds `first` and then runs `a_second`, which waits for B;
 /// session B, holding `b_first`, runs `b_second`, which waits for A and
 /// closes the cycle. B's short deadlock_timeout makes it the one whose
-/// check finds it. Returns B's error; A's statement completes once B
-/// rolls back.
+/// check finds it. Returns B's error; A's statement completes as the
+/// error ends B's transaction, before B's ROLLBACK.
 fn deadlock(
     method: IoMethod,
     setup: &str,
@@ -92,8 +92,9 @@ fn deadlock(
         started.elapsed() >= Duration::from_millis(100),
         "the check ran before deadlock_timeout"
     );
-    run(&mut b, "ROLLBACK");
+    // The error ended B's transaction: A goes on before B's ROLLBACK.
     a_thread.join().unwrap();
+    run(&mut b, "ROLLBACK");
     (e, db, dir)
 }
 

@@ -1255,8 +1255,16 @@ impl Session {
             return Ok(());
         };
         if x.explicit {
-            if !ok {
-                x.failed = true;
+            if !ok && !x.failed {
+                // As in PostgreSQL, the error ends the transaction now:
+                // the rows and keys it holds are free for others at once
+                // (a deadlock's other side goes on), and the block stays,
+                // failed, until ROLLBACK.
+                let mut failed = Xact::new(x.isolation, true);
+                failed.failed = true;
+                failed.started = x.started;
+                let x = self.xact.replace(failed).expect("looked at above");
+                self.end_xact(x, false)?;
             }
             return Ok(());
         }
