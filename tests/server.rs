@@ -24,6 +24,7 @@ struct Served {
     db: Option<Arc<Database>>,
     path: PathBuf,
     _dir: tempfile::TempDir,
+    _sockets: tempfile::TempDir,
 }
 
 impl Served {
@@ -66,12 +67,13 @@ fn serve(method: IoMethod, extra: &[&str]) -> Served {
     let dir = common::temp_dir();
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
+    let sockets = socket_dir();
     let mut settings = vec![
         format!("io_method={}", method.name()),
         "shared_buffers=2048".into(),
         "listen_addresses=localhost".into(),
         "port=0".into(),
-        format!("unix_socket_directories={}", dir.path().display()),
+        format!("unix_socket_directories={}", sockets.path().display()),
         "max_connections=120".into(),
         "max_sessions=128".into(),
     ];
@@ -83,7 +85,18 @@ fn serve(method: IoMethod, extra: &[&str]) -> Served {
         db: Some(db),
         path,
         _dir: dir,
+        _sockets: sockets,
     }
+}
+
+/// A directory for Unix sockets with a short path: a socket's path must
+/// fit in 108 bytes, which a deep checkout's target directory may not
+/// leave room for.
+fn socket_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("aiostore-sock")
+        .tempdir_in("/tmp")
+        .unwrap()
 }
 
 async fn connect(config: &str) -> Client {
@@ -673,6 +686,7 @@ fn garbage_on_one_connection_harms_no_other() {
 #[test]
 fn serve_stops_cleanly_on_sigterm() {
     let dir = common::temp_dir();
+    let sockets = socket_dir();
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
     let port = {
@@ -685,7 +699,7 @@ fn serve_stops_cleanly_on_sigterm() {
         .args(["-c", &format!("port={port}")])
         .args([
             "-c",
-            &format!("unix_socket_directories={}", dir.path().display()),
+            &format!("unix_socket_directories={}", sockets.path().display()),
         ])
         .arg("serve")
         .stderr(std::process::Stdio::piped())
