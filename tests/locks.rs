@@ -173,7 +173,7 @@ fn lock_timeout_ends_a_wait(method: IoMethod) {
 }
 
 fn statement_timeout_stops_a_long_statement_and_a_wait(method: IoMethod) {
-    let (_dir, db) = open(method);
+    let (dir, db) = open(method);
     let mut a = db.session().unwrap();
     let mut b = db.session().unwrap();
     run(&mut b, "SET statement_timeout = 200");
@@ -197,6 +197,31 @@ fn statement_timeout_stops_a_long_statement_and_a_wait(method: IoMethod) {
     run(&mut a, "COMMIT");
     // Each statement has its own deadline.
     run(&mut b, "UPDATE t SET v = 3");
+    // An index build and a COPY from a file stop too (they read no
+    // client and run no plan, so they ask themselves).
+    run(&mut b, "SET statement_timeout = 0");
+    run(
+        &mut b,
+        "CREATE TABLE big (a integer, note text);
+         INSERT INTO big SELECT i, md5(i::text) FROM generate_series(1, 50000) i",
+    );
+    let file = dir.path().join("big.csv");
+    run(
+        &mut b,
+        &format!("COPY big TO '{}' (FORMAT csv)", file.display()),
+    );
+    run(&mut b, "SET statement_timeout = 1");
+    let e = sql::execute(&mut b, "CREATE INDEX big_a ON big (a)").unwrap_err();
+    assert_eq!(e.sqlstate(), "57014", "{e}");
+    let e = sql::execute(
+        &mut b,
+        &format!("COPY big FROM '{}' (FORMAT csv)", file.display()),
+    )
+    .unwrap_err();
+    assert_eq!(e.sqlstate(), "57014", "{e}");
+    run(&mut b, "SET statement_timeout = 0");
+    assert_eq!(common::ints(&mut b, "SELECT count(*) FROM big"), [50000]);
+    run(&mut b, "CREATE INDEX big_a ON big (a)");
 }
 
 for_each_method!(

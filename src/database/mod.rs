@@ -1027,6 +1027,12 @@ impl Session {
         self.interrupt.cancel = Some(flag);
     }
 
+    /// What stops the running statement, for work that cannot ask the
+    /// session while it runs (an index build's heap scan).
+    pub fn interrupt(&self) -> crate::txn::Interrupt {
+        self.interrupt.clone()
+    }
+
     /// Whether the running statement is to stop (canceled, or past its
     /// statement_timeout): the executor asks between batches.
     pub fn check_interrupts(&self) -> Result<(), crate::txn::Interrupted> {

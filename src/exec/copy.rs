@@ -587,6 +587,9 @@ pub fn copy_from(
             if reader.bytes - reported >= PROGRESS_STEP {
                 reported = reader.bytes;
                 task.update(reported);
+                // A load from a file reads no client that could notice a
+                // cancel request: it asks here.
+                s.check_interrupts()?;
             }
         }
         task.update(reader.bytes);

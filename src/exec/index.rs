@@ -336,6 +336,7 @@ fn build(
         None,
         ProgressUnit::Rows,
     );
+    let interrupt = session.interrupt();
     index_entries(db, session, table, def, |key, tid| {
         if def.kind.primary() {
             if let Some(i) = key.iter().position(Value::is_null) {
@@ -345,6 +346,8 @@ fn build(
         keys.push(key, tid)?;
         if keys.pushed().is_multiple_of(BUILD_PROGRESS_ROWS) {
             task.update(keys.pushed());
+            // A cancel request or statement_timeout stops a build too.
+            interrupt.check()?;
         }
         Ok(())
     })?;
