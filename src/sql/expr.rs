@@ -1191,6 +1191,11 @@ impl<'a> ExprPlanner<'a> {
         for item in list {
             items.push(self.plan_against(item, ty)?);
         }
+        // `$1 IN (a, 3)`: an operand of unknown type takes the list's.
+        let x = match (ty, items.iter().find_map(Expr::ty)) {
+            (None, Some(list_ty)) => coerce_literal(self.cx, x, expr, Some(list_ty))?,
+            _ => x,
+        };
         Ok(Expr::in_list(x, items, negated)?)
     }
 
@@ -1203,8 +1208,19 @@ impl<'a> ExprPlanner<'a> {
     ) -> Result<Expr, SqlError> {
         let x = self.plan(expr)?;
         let ty = x.ty();
-        let low = self.plan_against(low, ty)?;
-        let high = self.plan_against(high, ty)?;
+        let (low_ast, high_ast) = (low, high);
+        let low = self.plan_against(low_ast, ty)?;
+        let high = self.plan_against(high_ast, ty)?;
+        // `$1 BETWEEN a AND 5`: an operand of unknown type takes the
+        // bounds' (and a bound of unknown type the other's).
+        let (x, low, high) = match (ty, low.ty().or(high.ty())) {
+            (None, Some(bound_ty)) => (
+                coerce_literal(self.cx, x, expr, Some(bound_ty))?,
+                coerce_literal(self.cx, low, low_ast, Some(bound_ty))?,
+                coerce_literal(self.cx, high, high_ast, Some(bound_ty))?,
+            ),
+            _ => (x, low, high),
+        };
         Ok(Expr::between(x, low, high, negated)?)
     }
 

@@ -177,6 +177,15 @@ mod tests {
             ]
         );
         assert!(p.columns.is_empty());
+        // An operand of unknown type takes its IN list's or its bounds'.
+        let p = prepare(
+            &mut s,
+            "SELECT id FROM t WHERE $1 IN (id, 3) AND $2 BETWEEN id AND 5 AND id BETWEEN $3 AND $4",
+            &[],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.param_types, [ColumnType::Integer; 4]);
         let p = prepare(&mut s, "SELECT $1, $2", &[Some(ColumnType::BigInt)])
             .unwrap()
             .unwrap();
