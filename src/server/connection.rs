@@ -614,15 +614,6 @@ impl Connection {
         o.flush()
     }
 
-    /// A statement's error, as the client is to see it: a cancel request
-    /// that arrived while it ran makes it "canceling statement".
-    fn statement_error(&self, e: SqlError) -> ClientError {
-        if self.cancel.swap(false, Ordering::SeqCst) {
-            return ClientError::new("57014", "canceling statement due to user request");
-        }
-        e.into()
-    }
-
     /// Runs `f` (one prepared statement, or a simple query's statements)
     /// with the connection's COPY channel and a row sink sending rows in
     /// `formats`: with `describe`, a RowDescription first (the simple
@@ -635,21 +626,21 @@ impl Connection {
         stream: bool,
         f: impl FnOnce(&mut Session, &mut StatementIo, &Out, &CopyOutEnd) -> Result<R, SqlError>,
     ) -> Result<Result<R, ClientError>, Closed> {
+        // A cancel request stops the statement running when it comes
+        // (the session's executor and waits look at the flag), none after.
         self.cancel.store(false, Ordering::SeqCst);
         let Connection {
             reader,
             out,
             session,
-            cancel,
             ..
         } = self;
-        let mut channel = CopyChannel::new(reader, out, Arc::clone(cancel));
+        let mut channel = CopyChannel::new(reader, out);
         let end_out = channel.end_out.clone();
         let mut sink = ResultSink {
             out: Rc::clone(out),
             formats: formats.to_vec(),
             describe,
-            cancel: Arc::clone(cancel),
         };
         let result = {
             let copy = channel.split();
@@ -664,7 +655,7 @@ impl Connection {
         };
         let client_failure = channel.client_failure();
         channel.finish(result.is_ok())?;
-        Ok(result.map_err(|e| client_failure.unwrap_or_else(|| self.statement_error(e))))
+        Ok(result.map_err(|e| client_failure.unwrap_or_else(|| e.into())))
     }
 
     /// The simple query protocol: every statement of `text`, results as
@@ -1057,17 +1048,6 @@ struct ResultSink {
     formats: Vec<i16>,
     /// Send a RowDescription before the rows (the simple protocol).
     describe: bool,
-    cancel: Arc<AtomicBool>,
-}
-
-fn canceled(cancel: &AtomicBool) -> io::Result<()> {
-    if cancel.load(Ordering::SeqCst) {
-        return Err(io::Error::new(
-            io::ErrorKind::Interrupted,
-            "canceling statement due to user request",
-        ));
-    }
-    Ok(())
 }
 
 impl RowSink for ResultSink {
@@ -1079,7 +1059,6 @@ impl RowSink for ResultSink {
     }
 
     fn rows(&mut self, rows: &mut Vec<Vec<Value>>) -> io::Result<()> {
-        canceled(&self.cancel)?;
         let mut o = self.out.borrow_mut();
         for row in rows.iter() {
             send_row(&mut o, row, &self.formats)?;
@@ -1147,7 +1126,7 @@ struct CopyEnds<'a> {
 }
 
 impl<'c> CopyChannel<'c> {
-    fn new(reader: &'c mut MessageReader, out: &Out, cancel: Arc<AtomicBool>) -> CopyChannel<'c> {
+    fn new(reader: &'c mut MessageReader, out: &Out) -> CopyChannel<'c> {
         let state = Rc::new(Cell::new(CopyState::None));
         let done = Rc::new(Cell::new(false));
         let begin = {
@@ -1180,12 +1159,10 @@ impl<'c> CopyChannel<'c> {
                 chunk: Bytes::new(),
                 done,
                 failed: None,
-                cancel: Arc::clone(&cancel),
             },
             stdout: CopyOut {
                 out: Rc::clone(out),
                 buf: Rc::clone(&buf),
-                cancel,
             },
             begin: Box::new(begin),
             end_out: CopyOutEnd {
@@ -1252,7 +1229,6 @@ struct CopyIn<'c> {
     done: Rc<Cell<bool>>,
     /// The client's CopyFail message.
     failed: Option<String>,
-    cancel: Arc<AtomicBool>,
 }
 
 impl Read for CopyIn<'_> {
@@ -1268,10 +1244,9 @@ impl Read for CopyIn<'_> {
 impl BufRead for CopyIn<'_> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         // Each pass reads one message; the client ends the copy or the
-        // connection, or the cancel flag stops it.
+        // connection (a cancel request is seen by COPY itself, every MiB).
         while self.chunk.is_empty() && !self.done.get() {
-            canceled(&self.cancel)?;
-            let message = self
+                let message = self
                 .reader
                 .next()
                 .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()))?;
@@ -1316,12 +1291,10 @@ impl BufRead for CopyIn<'_> {
 struct CopyOut {
     out: Out,
     buf: Rc<RefCell<Vec<u8>>>,
-    cancel: Arc<AtomicBool>,
 }
 
 impl Write for CopyOut {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        canceled(&self.cancel)?;
         let full = {
             let mut gathered = self.buf.borrow_mut();
             gathered.extend_from_slice(buf);
