@@ -1246,7 +1246,7 @@ impl BufRead for CopyIn<'_> {
         // Each pass reads one message; the client ends the copy or the
         // connection (a cancel request is seen by COPY itself, every MiB).
         while self.chunk.is_empty() && !self.done.get() {
-                let message = self
+            let message = self
                 .reader
                 .next()
                 .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()))?;

@@ -617,7 +617,9 @@ fn setting_value(e: &ast::Expr) -> Option<String> {
 
 /// The read-only setting that reports the transaction's isolation: not a
 /// session setting (BEGIN ISOLATION LEVEL sets it), so it is answered here.
-const TRANSACTION_ISOLATION: &str = "transaction_isolation";
+pub(crate) const TRANSACTION_ISOLATION: &str = "transaction_isolation";
+/// The columns of `SHOW ALL`.
+pub(crate) const SHOW_ALL_COLUMNS: [&str; 4] = ["name", "setting", "source", "description"];
 
 fn isolation_name(isolation: Isolation) -> &'static str {
     match isolation {
@@ -656,12 +658,7 @@ fn show(s: &mut Session, name: &str) -> Result<StatementResult, SqlError> {
         };
         return Ok(StatementResult {
             tag: "SHOW".into(),
-            columns: vec![
-                column("name"),
-                column("setting"),
-                column("source"),
-                column("description"),
-            ],
+            columns: SHOW_ALL_COLUMNS.into_iter().map(column).collect(),
             rows,
             ..Default::default()
         });

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use sqlparser::ast::Statement;
 
-use super::commands::{plan_statement, run_with, statement_cx};
+use super::commands::{
+    plan_statement, run_with, statement_cx, SHOW_ALL_COLUMNS, TRANSACTION_ISOLATION,
+};
 use super::expr::{ident, Placeholders};
 use super::parse::{self, Parsed, Stmt};
 use super::{ResultColumn, SqlError, StatementIo, StatementResult};
@@ -114,13 +116,10 @@ fn text_column(name: &str) -> ResultColumn {
 fn show_columns(variable: &[sqlparser::ast::Ident]) -> Vec<ResultColumn> {
     let words: Vec<String> = variable.iter().map(ident).collect();
     if words == ["transaction", "isolation", "level"] {
-        return vec![text_column("transaction_isolation")];
+        return vec![text_column(TRANSACTION_ISOLATION)];
     }
     match words.as_slice() {
-        [all] if all == "all" => ["name", "setting", "source", "description"]
-            .into_iter()
-            .map(text_column)
-            .collect(),
+        [all] if all == "all" => SHOW_ALL_COLUMNS.into_iter().map(text_column).collect(),
         [name] => vec![text_column(name)],
         _ => Vec::new(),
     }
