@@ -102,8 +102,9 @@ const BULK_INSERT_BYTES_MAX: usize = 64 * 1024;
 pub(crate) struct InsertSink {
     db: Arc<Database>,
     table: Arc<TableDef>,
-    xid: Xid,
-    cid: CommandId,
+    /// The inserting transaction and command, and how its unique checks
+    /// wait (made once: a row-at-a-time INSERT flushes per row).
+    by: Writer,
     state: InsertState,
     inserted: u64,
     bulk: bool,
@@ -138,8 +139,11 @@ impl InsertSink {
             },
             db,
             table,
-            xid,
-            cid,
+            by: Writer {
+                xid,
+                cid,
+                waits: s.wait_limits(),
+            },
             inserted: 0,
             bulk,
             batch: Vec::new(),
@@ -151,7 +155,7 @@ impl InsertSink {
     /// row's: NULL in a NOT NULL column, a wrong type, too large); call
     /// [`InsertSink::flush_if_due`] after it.
     pub(crate) fn push_row(&mut self, row: &[Value]) -> Result<(), ExecError> {
-        encode_row(&self.table, row, self.xid, self.cid, &mut self.batch)?;
+        encode_row(&self.table, row, self.by.xid, self.by.cid, &mut self.batch)?;
         self.batch_ends.push(self.batch.len());
         if !self.indexes.is_empty() {
             self.batch_rows.push(row.to_vec());
@@ -185,11 +189,6 @@ impl InsertSink {
             start = end;
         }
         self.tids.clear();
-        let by = Writer {
-            xid: self.xid,
-            cid: self.cid,
-            waits: s.wait_limits(),
-        };
         self.db.heap().insert_batch(
             &mut s.buf,
             &self.table.heap,
@@ -202,7 +201,7 @@ impl InsertSink {
         // check looks at the rows an equal key points to.
         for (row, &tid) in self.batch_rows.iter().zip(&self.tids) {
             self.indexes
-                .insert_row(&self.db, &mut s.buf, &self.table, row, tid, &by)?;
+                .insert_row(&self.db, &mut s.buf, &self.table, row, tid, &self.by)?;
         }
         self.inserted += tuples.len() as u64;
         self.batch.clear();

@@ -581,7 +581,12 @@ impl Connection {
                 self.session.settings.idle_in_transaction_session_timeout()
             }
         };
-        self.reader.stream().set_read_timeout(limit)?;
+        // The socket has no timeout otherwise (a COPY's data may take as
+        // long as it takes): set only around this read, so that a
+        // connection without the limit makes no system call for it.
+        if limit.is_some() {
+            self.reader.stream().set_read_timeout(limit)?;
+        }
         let next = self.reader.next();
         if limit.is_some() {
             self.reader.stream().set_read_timeout(None)?;

@@ -170,6 +170,8 @@ impl Shared {
         if let Some(entry) = self.connections.lock().get(&pid) {
             if entry.secret == secret {
                 entry.cancel.store(true, Ordering::SeqCst);
+                // A statement waiting for another transaction looks now.
+                self.db.txn().wake_waiters();
             }
         }
     }
@@ -522,6 +524,7 @@ fn accept_loop(shared: &Arc<Shared>, listeners: Vec<Listener>) {
         entry.cancel.store(true, Ordering::SeqCst);
         entry.stream.shutdown();
     }
+    shared.db.txn().wake_waiters();
     for stream in shared.starting.lock().values() {
         stream.shutdown();
     }

@@ -526,15 +526,10 @@ impl TxnManager {
                     ms: started.elapsed().as_millis() as u64,
                 });
             }
-            // Woken when any transaction ends; else at the next check
-            // or the timeout, and at least every WAIT_RECHECK (or, where
-            // a cancel request may come, INTERRUPT_RECHECK).
-            let recheck = if limits.interrupt.cancel.is_some() {
-                INTERRUPT_RECHECK
-            } else {
-                WAIT_RECHECK
-            };
-            let mut wake = now + recheck;
+            // Woken when any transaction ends or a cancel request comes
+            // (`wake_waiters`); else at the next check or the timeout,
+            // and at least every WAIT_RECHECK.
+            let mut wake = now + WAIT_RECHECK;
             if let Some(d) = limits.interrupt.deadline {
                 wake = wake.min(d);
             }
@@ -548,6 +543,15 @@ impl TxnManager {
         };
         inner.waits.remove(&waiter);
         result
+    }
+
+    /// Wakes every waiting transaction to look at its interrupt again:
+    /// after a cancel flag was set. Taken under the lock the waiters
+    /// check their flags under, so that none checks before the flag was
+    /// set and sleeps after this.
+    pub fn wake_waiters(&self) {
+        let _inner = self.inner.lock();
+        self.finished.notify_all();
     }
 
     /// Who each waiting transaction waits for (the `locks` view).
@@ -654,8 +658,6 @@ impl Interrupted {
 /// The longest a waiter sleeps before it looks again (a transaction's end
 /// wakes it at once; this bounds a missed wake-up).
 const WAIT_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
-/// How soon a waiting statement notices a cancel request.
-const INTERRUPT_RECHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Why a wait for another transaction ended without it ending.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
