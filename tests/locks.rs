@@ -82,7 +82,7 @@ fn deadlock(
     // The locks view shows A waiting for B.
     let shown = common::ints(
         &mut b,
-        "SELECT count(*), min(waiting_transaction), min(holding_transaction) FROM locks",
+        "SELECT count(*), min(xid), min(transactionid) FROM locks WHERE locktype = 'transactionid' AND NOT granted",
     );
     assert_eq!(shown[0], 1, "{shown:?}");
     assert!(shown[1] < shown[2], "A (the older) waits for B: {shown:?}");

@@ -35,8 +35,9 @@
 //! opens, counting the rows whose inserting transaction committed, and
 //! changed together with them under the catalog lock.
 //!
-//! A statement holds its table's `in_use` lock shared; DROP TABLE takes it
-//! exclusively, so a table's files are never removed under a running scan.
+//! A statement locks its tables (`txn/locks.rs`) until its transaction
+//! ends; DROP TABLE takes the AccessExclusive lock, so a table's files are
+//! never removed under a running scan or a transaction that wrote it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -148,8 +149,6 @@ pub struct TableDef {
     pub oid: u32,
     pub columns: Vec<ColumnDef>,
     pub heap: HeapTable,
-    /// Held shared by statements using the table, exclusively by DROP.
-    pub in_use: Arc<RwLock<()>>,
     /// Where its catalog rows are, for DROP.
     rows: Vec<(u32, Tid)>,
     /// The transaction that created it, while that transaction runs
@@ -175,7 +174,6 @@ impl TableDef {
                 fillfactor,
             },
             columns,
-            in_use: Arc::new(RwLock::new(())),
             rows,
             created_by: AtomicU32::new(INVALID_XID),
         }
@@ -770,32 +768,21 @@ impl Catalog {
         Ok(())
     }
 
-    /// Drops a table: its catalog rows, buffers and files. Returns false if
-    /// it did not exist and `if_exists` was given.
+    /// Drops table `def`: its catalog rows, buffers and files. The caller
+    /// holds it in AccessExclusive mode (no statement uses it), and found
+    /// it since it took the lock (`def` is the table, not one dropped).
     pub fn drop_table(
         &self,
         s: &mut BufferSession,
         heap: &Heap,
-        name: &str,
-        if_exists: bool,
-    ) -> Result<bool, CatalogError> {
+        def: &Arc<TableDef>,
+    ) -> Result<(), CatalogError> {
         let _ddl = self.ddl.lock();
-        // Another transaction's pending table is not there for us (DROP
-        // runs outside transaction blocks, so this one created none).
-        let def = match self
-            .tables
-            .read()
-            .get(name)
-            .filter(|d| d.creator().is_none())
-        {
-            Some(def) => Arc::clone(def),
-            None if if_exists => return Ok(false),
-            None => return Err(CatalogError::NoSuchTable(name.to_string())),
-        };
+        let name = def.name();
+        // DROP runs outside transaction blocks, so it created no table.
+        assert!(def.creator().is_none(), "dropping a pending table");
+        assert!(self.holds(def), "table {name} was dropped under its lock");
         let started = std::time::Instant::now();
-        let Some(_exclusive) = def.in_use.try_write_for(DROP_WAIT) else {
-            return Err(CatalogError::InUse(name.to_string()));
-        };
         // No statement uses the table now, but a checkpoint or a victim
         // search may hold one of its buffers for a moment: wait for them
         // before changing anything, since the buffers must all go (one left
@@ -825,8 +812,7 @@ impl Catalog {
         // A pin taken since the look above is as brief: `remove_relation`
         // tries again until every buffer is gone (bounded, like the wait
         // above).
-        Self::remove_relation(s, heap, def.heap.rel, started)?;
-        Ok(true)
+        Self::remove_relation(s, heap, def.heap.rel, started)
     }
 }
 

@@ -928,11 +928,18 @@ struct Xact {
     /// When it began (BEGIN, or its one statement's start): what SQL's
     /// `now()` and `CURRENT_TIMESTAMP` report throughout it.
     started: std::time::SystemTime,
+    /// Whose its table locks are (and its xid's, once it has one).
+    owner: crate::txn::LockOwner,
+    /// The table locks it holds, each (table oid, mode) once, released
+    /// together as it ends.
+    locks: Vec<(u32, crate::txn::LockMode)>,
 }
 
 impl Xact {
-    fn new(isolation: Isolation, explicit: bool) -> Xact {
+    fn new(owner: crate::txn::LockOwner, isolation: Isolation, explicit: bool) -> Xact {
         Xact {
+            owner,
+            locks: Vec::new(),
             xid: None,
             command: 0,
             isolation,
@@ -1068,7 +1075,7 @@ impl Session {
         if self.in_transaction_block() {
             return Err(XactError::AlreadyInProgress);
         }
-        self.xact = Some(Xact::new(isolation, true));
+        self.xact = Some(Xact::new(self.db.txn.new_owner(), isolation, true));
         Ok(())
     }
 
@@ -1090,7 +1097,17 @@ impl Session {
     /// removes them. If the log fails, the transaction counts as aborted
     /// here and the error says the database stopped; replay decides at
     /// the next start.
-    fn end_xact(&mut self, x: Xact, commit: bool) -> Result<bool, XactError> {
+    fn end_xact(&mut self, mut x: Xact, commit: bool) -> Result<bool, XactError> {
+        let locks = std::mem::take(&mut x.locks);
+        let owner = x.owner;
+        let ended = self.end_xact_holding_locks(x, commit);
+        // Last, as PostgreSQL releases them: whoever waited for a table
+        // finds the transaction's changes (and its catalog's) settled.
+        self.db.txn.release_locks(owner, &locks);
+        ended
+    }
+
+    fn end_xact_holding_locks(&mut self, x: Xact, commit: bool) -> Result<bool, XactError> {
         let Some(xid) = x.xid else {
             assert!(
                 x.created.is_empty(),
@@ -1213,7 +1230,11 @@ impl Session {
             .statement_timeout()
             .map(|t| std::time::Instant::now() + t);
         if self.xact.is_none() {
-            self.xact = Some(Xact::new(Isolation::ReadCommitted, false));
+            self.xact = Some(Xact::new(
+                self.db.txn.new_owner(),
+                Isolation::ReadCommitted,
+                false,
+            ));
         }
         let txn = Arc::clone(&self.db.txn);
         let x = self.xact.as_mut().expect("opened above");
@@ -1235,6 +1256,17 @@ impl Session {
         Ok(snapshot)
     }
 
+    /// Takes the statement's snapshot again under read committed (a
+    /// statement that had to plan again after waiting for a table's lock
+    /// reads what committed meanwhile, as PostgreSQL's snapshot is taken
+    /// after its locks); repeatable read keeps the transaction's.
+    pub fn retake_snapshot(&mut self, snapshot: &mut StatementSnapshot) {
+        let x = self.xact.as_ref().expect("a statement is running");
+        if let StatementSnapshot::Own(_) = snapshot {
+            *snapshot = StatementSnapshot::Own(self.db.txn.snapshot(x.xid, x.command));
+        }
+    }
+
     /// The transaction id, assigned now if the transaction has none (its
     /// first write). The statement's snapshot treats it as its own.
     pub fn xid(&mut self, snapshot: &mut StatementSnapshot) -> Result<(Xid, CommandId), XactError> {
@@ -1242,7 +1274,7 @@ impl Session {
         let xid = match x.xid {
             Some(xid) => xid,
             None => {
-                let xid = self.db.txn.assign_xid()?;
+                let xid = self.db.txn.assign_xid(x.owner)?;
                 x.xid = Some(xid);
                 if let Some(guard) = &mut x.snapshot {
                     guard.set_own(xid);
@@ -1266,7 +1298,7 @@ impl Session {
                 // the rows and keys it holds are free for others at once
                 // (a deadlock's other side goes on), and the block stays,
                 // failed, until ROLLBACK.
-                let mut failed = Xact::new(x.isolation, true);
+                let mut failed = Xact::new(self.db.txn.new_owner(), x.isolation, true);
                 failed.failed = true;
                 failed.started = x.started;
                 let x = self.xact.replace(failed).expect("looked at above");
@@ -1280,6 +1312,60 @@ impl Session {
             self.rollback()?;
         }
         Ok(())
+    }
+
+    /// Locks table `oid` in `mode` until the transaction ends, unless it
+    /// holds that lock already (or an AccessExclusive one, which covers
+    /// every other): waiting as [`crate::txn::TxnManager::lock_table`]
+    /// does, with this session's wait limits.
+    pub fn lock_table(
+        &mut self,
+        oid: u32,
+        mode: crate::txn::LockMode,
+    ) -> Result<(), crate::txn::WaitError> {
+        let limits = self.wait_limits();
+        let x = self
+            .xact
+            .as_mut()
+            .expect("tables are locked inside a transaction");
+        if x.locks.iter().any(|&(o, m)| {
+            o == oid && (m == mode || m == crate::txn::LockMode::AccessExclusive)
+        }) {
+            return Ok(());
+        }
+        self.db.txn.lock_table(x.owner, oid, mode, &limits)?;
+        x.locks.push((oid, mode));
+        Ok(())
+    }
+
+    /// [`Self::lock_table`] only if no one is in the way; false if
+    /// someone is.
+    pub fn try_lock_table(&mut self, oid: u32, mode: crate::txn::LockMode) -> bool {
+        let x = self
+            .xact
+            .as_mut()
+            .expect("tables are locked inside a transaction");
+        if x.locks.contains(&(oid, mode)) {
+            return true;
+        }
+        let locked = self.db.txn.try_lock_table(x.owner, oid, mode);
+        if locked {
+            x.locks.push((oid, mode));
+        }
+        locked
+    }
+
+    /// Releases every lock the transaction holds on table `oid` before it
+    /// ends: only for work that runs outside transaction blocks and is
+    /// done with the table (VACUUM, table by table).
+    pub fn unlock_table(&mut self, oid: u32) {
+        assert!(!self.in_transaction_block(), "a block keeps its locks");
+        let Some(x) = self.xact.as_mut() else {
+            return;
+        };
+        let held: Vec<_> = x.locks.iter().copied().filter(|&(o, _)| o == oid).collect();
+        x.locks.retain(|&(o, _)| o != oid);
+        self.db.txn.release_locks(x.owner, &held);
     }
 
     /// Refuses statements that must run outside a transaction block.

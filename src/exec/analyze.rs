@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::progress::{self, Progress, ProgressUnit};
-use super::{hold_tables, ExecError};
+use super::{lock_table, ExecError};
 use crate::catalog::statistics::{column_stats, TableStats, ROWS_PER_TARGET, STATISTICS_TARGET};
 use crate::catalog::TableDef;
 use crate::database::Session;
@@ -103,7 +103,7 @@ pub fn analyze(
     let mut random = Random::seeded();
     let mut reports = Vec::with_capacity(tables.len());
     for table in tables {
-        let _held = hold_tables(&db, std::slice::from_ref(table))?;
+        lock_table(session, table, crate::txn::LockMode::ShareUpdateExclusive)?;
         let pages = db
             .pool()
             .relation(table.heap.rel)

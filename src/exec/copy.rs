@@ -39,7 +39,7 @@ use super::dml::InsertSink;
 use super::plan::{drain, scan_table, ExecCx, Flow, QueryPlan};
 use super::progress::{Progress, ProgressUnit, Task};
 use super::scan::SeqScanNode;
-use super::{hold_tables, EvalContext, ExecError};
+use super::{hold_tables, lock_table, EvalContext, ExecError};
 use crate::catalog::TableDef;
 use crate::database::{Session, StatementSnapshot};
 use crate::types::{format_double, output_text, parse_value, TypeError, Value};
@@ -526,9 +526,8 @@ pub fn copy_from(
     total: Option<u64>,
     progress: &mut dyn Progress,
 ) -> Result<u64, ExecError> {
-    let db = Arc::clone(s.db());
     let table = &plan.table;
-    let _held = hold_tables(&db, std::slice::from_ref(table))?;
+    lock_table(s, table, crate::txn::LockMode::RowExclusive)?;
     let ids = s.xid(snap)?;
     let mut task = Task::begin(
         progress,
@@ -731,13 +730,12 @@ pub fn copy_to(
     output: &mut dyn Write,
     target: &str,
 ) -> Result<u64, ExecError> {
-    let db = Arc::clone(s.db());
     let mut tables = Vec::new();
     match &plan.source {
         CopySource::Table { scan, .. } => tables.push(Arc::clone(&scan.table)),
         CopySource::Query(q) => q.root.tables(&mut tables),
     }
-    let _held = hold_tables(&db, &tables)?;
+    hold_tables(s, &tables, None)?;
     let mut w = RowWriter {
         opts: &plan.options,
         buf: Vec::with_capacity(WRITE_CHUNK * 2),

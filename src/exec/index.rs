@@ -4,20 +4,21 @@
 //!
 //! The B-tree knows neither heap visibility nor transactions; this is
 //! where they meet it ([`RowCheck`]). A statement reads its table's index
-//! list after it holds the table (`in_use`), and CREATE INDEX and DROP
-//! INDEX hold it exclusively, so a statement either sees an index for all
-//! its rows or for none.
+//! list after it locks the table (`txn/locks.rs`): a writer's
+//! RowExclusive lock conflicts with CREATE INDEX's Share lock and DROP
+//! INDEX's AccessExclusive one, so a writing transaction either gives an
+//! index entries for all its rows or for none.
 
 use std::sync::Arc;
 
 use crate::btree::{BtreeError, BuildKeys, IndexDesc, Liveness, SortSpace, UniqueCheck};
 use crate::buffer::BufferSession;
-use crate::catalog::{CatalogError, IndexColumn, IndexDef, IndexKind, TableDef, DROP_WAIT};
+use crate::catalog::{CatalogError, IndexColumn, IndexDef, IndexKind, TableDef};
 use crate::database::{Database, Session};
 use crate::heap::tuple::decode;
 use crate::heap::{HeapError, HeapTable, Tid, Writer};
 use crate::stream::StreamLimits;
-use crate::txn::{CommandId, TxnManager, WaitLimits, Xid, XidStatus, INVALID_XID};
+use crate::txn::{CommandId, LockMode, TxnManager, WaitLimits, Xid, XidStatus, INVALID_XID};
 use crate::types::Value;
 
 use super::progress::{self, Progress, ProgressUnit};
@@ -199,10 +200,8 @@ pub fn create_index(
     progress: &mut dyn Progress,
 ) -> Result<Option<String>, ExecError> {
     let db = Arc::clone(session.db());
-    let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
-        return Err(CatalogError::InUse(table.name().to_string()).into());
-    };
-    super::check_not_dropped(&db, table)?;
+    // Readers go on; writers wait (PostgreSQL's mode for CREATE INDEX).
+    super::lock_table(session, table, LockMode::Share)?;
     if spec.kind.primary()
         && db
             .catalog()
@@ -461,13 +460,11 @@ pub fn drop_constraint(
 fn drop_held(
     session: &mut Session,
     def: &IndexDef,
-    table: &TableDef,
+    table: &Arc<TableDef>,
     if_exists: bool,
 ) -> Result<bool, ExecError> {
     let db = Arc::clone(session.db());
-    let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
-        return Err(CatalogError::InUse(table.name().to_string()).into());
-    };
+    super::lock_table(session, table, LockMode::AccessExclusive)?;
     let dropped = db
         .catalog()
         .drop_index(&mut session.buf, db.heap(), &def.name, if_exists)?;
@@ -502,9 +499,8 @@ pub fn verify_index(session: &mut Session, name: &str) -> Result<u64, ExecError>
     let db = Arc::clone(session.db());
     let def = db.catalog().index(name)?;
     let table = table_of(&db, &def)?;
-    let Some(_exclusive) = table.in_use.try_write_for(DROP_WAIT) else {
-        return Err(CatalogError::InUse(table.name().to_string()).into());
-    };
+    // No writer changes the table while its rows and entries are compared.
+    super::lock_table(session, &table, LockMode::Share)?;
     let desc = def.desc(&table);
     let report = db.btree().verify(&mut session.buf, &desc)?;
     let mut rows = std::collections::HashMap::new();

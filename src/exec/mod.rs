@@ -88,6 +88,7 @@ use crate::catalog::{CatalogError, TableDef};
 use crate::database::{Database, Session, StatementSnapshot, XactError};
 use crate::heap::{HeapError, TupleError};
 use crate::storage::StorageError;
+use crate::txn::LockMode;
 use crate::types::{TypeError, Value};
 
 pub use copy::{
@@ -213,6 +214,13 @@ pub enum ExecError {
     ResultOutput { message: String },
     #[error("table \"{0}\" was dropped while the statement was being prepared; run it again")]
     TableDropped(String),
+    /// A wait for a table lock ended without it (deadlock, lock_timeout,
+    /// cancel).
+    #[error("could not lock table \"{table}\": {source}")]
+    Lock {
+        table: String,
+        source: crate::txn::WaitError,
+    },
     /// A sort's or hash aggregation's temporary file failed.
     #[error(transparent)]
     Sort(#[from] crate::sort::SortError),
@@ -271,6 +279,7 @@ impl ExecError {
             // Run again, the statement finds the table gone (or its
             // successor): PostgreSQL's lookup after a concurrent DROP.
             ExecError::TableDropped(_) => "42P01",
+            ExecError::Lock { source, .. } => source.sqlstate(),
             ExecError::Sort(e) => e.sqlstate(),
             ExecError::Heap(e) => e.sqlstate(),
             ExecError::Tuple(e) => e.sqlstate(),
@@ -296,6 +305,16 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// The oid of the table the plan writes, if it writes one.
+    pub fn written_table(&self) -> Option<u32> {
+        match self {
+            Plan::Query(_) => None,
+            Plan::Insert(i) => Some(i.table.oid),
+            Plan::Update(u) => Some(u.target.table.oid),
+            Plan::Delete(d) => Some(d.target.table.oid),
+        }
+    }
+
     /// Every table the plan reads or writes.
     pub fn tables(&self) -> Vec<Arc<TableDef>> {
         let mut out = Vec::new();
@@ -326,23 +345,53 @@ pub struct Outcome {
     pub count: u64,
 }
 
-type TableGuard = lock_api::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
+/// Locks `table` in `mode` for the session's transaction (see
+/// `txn/locks.rs`), then checks that it was not dropped, or truncated
+/// into a new file, since the caller found it: a table swapped under a
+/// plan is [`ExecError::TableDropped`], which the SQL layer answers by
+/// planning again, now holding the lock.
+pub fn lock_table(
+    session: &mut Session,
+    table: &Arc<TableDef>,
+    mode: LockMode,
+) -> Result<(), ExecError> {
+    session
+        .lock_table(table.oid, mode)
+        .map_err(|source| ExecError::Lock {
+            table: table.name().to_string(),
+            source,
+        })?;
+    check_not_dropped(session.db(), table)
+}
 
-/// Holds every table of `tables` shared for the statement, each once (a
-/// second shared lock of the same table could queue behind a waiting DROP
-/// and deadlock), and checks that none was dropped since it was planned.
-fn hold_tables(db: &Database, tables: &[Arc<TableDef>]) -> Result<Vec<TableGuard>, ExecError> {
+/// Locks every table `plan` uses ([`hold_tables`]): [`execute`] does it
+/// too, but a caller that sends anything (a row description) before
+/// running the plan locks first, to plan again if a table changed.
+pub fn lock_plan_tables(session: &mut Session, plan: &Plan) -> Result<(), ExecError> {
+    hold_tables(session, &plan.tables(), plan.written_table())
+}
+
+/// Locks every table a statement uses, the one it writes (if any) in
+/// RowExclusive mode and those it reads in AccessShare, each once.
+fn hold_tables(
+    session: &mut Session,
+    tables: &[Arc<TableDef>],
+    written: Option<u32>,
+) -> Result<(), ExecError> {
     let mut seen: Vec<u32> = Vec::with_capacity(tables.len());
-    let mut guards = Vec::with_capacity(tables.len());
     for table in tables {
         if seen.contains(&table.oid) {
             continue;
         }
         seen.push(table.oid);
-        guards.push(table.in_use.read_arc());
-        check_not_dropped(db, table)?;
+        let mode = if Some(table.oid) == written {
+            LockMode::RowExclusive
+        } else {
+            LockMode::AccessShare
+        };
+        lock_table(session, table, mode)?;
     }
-    Ok(guards)
+    Ok(())
 }
 
 /// Fails if `table` was dropped (and perhaps created again) since it was
@@ -365,7 +414,7 @@ pub fn execute(
     rows: Rows,
 ) -> Result<Outcome, ExecError> {
     let db = Arc::clone(session.db());
-    let _held = hold_tables(&db, &plan.tables())?;
+    hold_tables(session, &plan.tables(), plan.written_table())?;
     let mut ctx = EvalContext::new();
     match plan {
         Plan::Query(q) => {
@@ -405,7 +454,9 @@ pub fn vacuum(
     let limits = session.stream_limits();
     let mut reports = Vec::with_capacity(tables.len());
     for table in tables {
-        let _held = hold_tables(&db, std::slice::from_ref(table))?;
+        // Beside readers and writers, not beside another VACUUM or a
+        // CREATE INDEX (PostgreSQL's mode for VACUUM).
+        lock_table(session, table, LockMode::ShareUpdateExclusive)?;
         let name = format!("VACUUM {}", table.name());
         // The task begins when vacuum knows the table's size.
         let mut unstarted = Some(&mut *progress);
@@ -436,10 +487,14 @@ pub fn vacuum(
                 .heap()
                 .remove_dead(&mut session.buf, &table.heap, &dead)?;
         }
-        drop(_held);
         if report.empty_pages_at_end > 0 {
             report.pages_truncated = truncate_empty_tail(session, table, &report, limits)?;
         }
+        // Each table's locks go as its vacuum ends, as PostgreSQL vacuums
+        // each table in a transaction of its own: a VACUUM of every table
+        // does not keep the first from its next DDL (VACUUM runs in no
+        // block, so it holds nothing else of the caller's).
+        session.unlock_table(table.oid);
         reports.push(report);
     }
     Ok(reports)
@@ -450,15 +505,17 @@ pub fn vacuum(
 /// blocks that are going. A table in use keeps its pages (for the next
 /// VACUUM), as PostgreSQL's VACUUM gives up truncating when it cannot get
 /// its lock; waiting would stall every new statement behind the wait.
+/// Its AccessExclusive lock, once had, lasts to the transaction's end
+/// like any other; VACUUM's transaction ends with it.
 fn truncate_empty_tail(
     session: &mut Session,
     table: &Arc<TableDef>,
     report: &crate::heap::VacuumReport,
     limits: crate::stream::StreamLimits,
 ) -> Result<u32, ExecError> {
-    let Some(_exclusive) = table.in_use.try_write() else {
+    if !session.try_lock_table(table.oid, LockMode::AccessExclusive) {
         return Ok(0);
-    };
+    }
     let db = Arc::clone(session.db());
     check_not_dropped(&db, table)?;
     Ok(db.heap().truncate_empty_tail(

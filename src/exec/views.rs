@@ -15,6 +15,7 @@ use super::ExecError;
 use crate::catalog::TableDef;
 use crate::database::{Database, Session};
 use crate::storage::Fork;
+use crate::txn::WaitTarget;
 use crate::types::{ColumnType, Value};
 use crate::wal::format_lsn;
 
@@ -47,9 +48,9 @@ pub enum View {
     /// The background writer's counters and the buffers sessions took,
     /// one row (PostgreSQL's pg_stat_bgwriter).
     StatBgwriter,
-    /// Transactions waiting for others (a row, a unique key), one row per
-    /// waiter: PostgreSQL's pg_locks rows with `granted = false` on a
-    /// transaction id, which is what row and key waits are.
+    /// Locks held and waited for (PostgreSQL's pg_locks): table locks, each
+    /// transaction's own id, and waits for another's id (a row, a unique
+    /// key).
     Locks,
 }
 
@@ -144,8 +145,13 @@ const STAT_CHECKPOINTER: &[ColumnSpec] = &[
 ];
 
 const LOCKS: &[ColumnSpec] = &[
-    ("waiting_transaction", ColumnType::BigInt),
-    ("holding_transaction", ColumnType::BigInt),
+    ("locktype", ColumnType::Text),
+    ("relation", ColumnType::Text),
+    ("transactionid", ColumnType::BigInt),
+    ("virtualtransaction", ColumnType::BigInt),
+    ("xid", ColumnType::BigInt),
+    ("mode", ColumnType::Text),
+    ("granted", ColumnType::Boolean),
 ];
 
 const STAT_BGWRITER: &[ColumnSpec] = &[
@@ -389,12 +395,47 @@ impl View {
                 debug_assert_eq!(row.len(), STAT_CHECKPOINTER.len());
                 vec![row]
             }
-            View::Locks => db
-                .txn()
-                .waits()
-                .into_iter()
-                .map(|(waiter, holder)| vec![big(waiter.into()), big(holder.into())])
-                .collect(),
+            View::Locks => {
+                let names: std::collections::HashMap<u32, String> = db
+                    .catalog()
+                    .tables()
+                    .iter()
+                    .map(|t| (t.oid, t.name().to_string()))
+                    .collect();
+                db.txn()
+                    .lock_rows()
+                    .into_iter()
+                    .map(|r| {
+                        let (locktype, relation, transactionid, mode) = match r.target {
+                            WaitTarget::Table { oid, mode } => (
+                                "relation",
+                                // A table dropped meanwhile, or one
+                                // another transaction is creating.
+                                Value::Text(names.get(&oid).cloned().unwrap_or(oid.to_string())),
+                                Value::Null,
+                                mode.name(),
+                            ),
+                            WaitTarget::Transaction(xid) => (
+                                "transactionid",
+                                Value::Null,
+                                big(xid.into()),
+                                // Its own id held exclusively, another's
+                                // waited for in share mode.
+                                if r.granted { "ExclusiveLock" } else { "ShareLock" },
+                            ),
+                        };
+                        vec![
+                            Value::Text(locktype.into()),
+                            relation,
+                            transactionid,
+                            big(r.owner),
+                            r.xid.map_or(Value::Null, |x| big(x.into())),
+                            Value::Text(mode.into()),
+                            Value::Boolean(r.granted),
+                        ]
+                    })
+                    .collect()
+            }
             View::StatBgwriter => {
                 let b = db.bgwriter_stats();
                 let allocs = db

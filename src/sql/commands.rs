@@ -263,8 +263,7 @@ fn dispatch(
         | Statement::Insert(_)
         | Statement::Update(_)
         | Statement::Delete(_) => in_statement(s, |s, snapshot| {
-            let db = Arc::clone(s.db());
-            let (mut plan, columns) = plan_statement(&cx, &db, statement)?;
+            let (mut plan, columns) = plan_locked(&cx, s, snapshot, statement)?;
             let sink = match plan {
                 Plan::Query(_) => io.rows.as_deref_mut(),
                 _ => None,
@@ -574,6 +573,36 @@ fn begin(
             "there is already a transaction in progress",
         )),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// How many times a statement is planned again because a table it uses
+/// was dropped or truncated between its planning and its lock (each
+/// attempt holds the locks of the tables it found, so only a table
+/// created again and again under that name could use them all up).
+const REPLAN_ATTEMPTS: usize = 4;
+
+/// Plans `statement` and locks the tables the plan uses, planning again
+/// (with a new read committed snapshot) if one of them changed while its
+/// lock was waited for: the plan returned is made for the tables as they
+/// are under the locks.
+fn plan_locked(
+    cx: &StmtCx,
+    s: &mut Session,
+    snapshot: &mut StatementSnapshot,
+    statement: &Statement,
+) -> Result<(Plan, Vec<ResultColumn>), SqlError> {
+    let db = Arc::clone(s.db());
+    let mut attempts = 0;
+    loop {
+        let planned = plan_statement(cx, &db, statement)?;
+        match exec::lock_plan_tables(s, &planned.0) {
+            Err(ExecError::TableDropped(_)) if attempts < REPLAN_ATTEMPTS => {
+                attempts += 1;
+                s.retake_snapshot(snapshot);
+            }
+            locked => return locked.map(|()| planned).map_err(SqlError::from),
+        }
     }
 }
 

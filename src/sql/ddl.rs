@@ -19,12 +19,13 @@ use sqlparser::ast::{
 };
 use sqlparser::tokenizer::Span;
 
-use super::dml::user_table;
+use super::dml::{locked_table, user_table};
 use super::expr::{column_type, constant, ident, object_name, StmtCx};
 use super::{SqlError, StatementResult};
 use crate::catalog::{ColumnDef, IndexColumn, IndexKind, TableDef};
 use crate::database::{Database, Session, StatementSnapshot};
 use crate::exec::{self, ExecError, View};
+use crate::txn::LockMode;
 use crate::types::Value;
 
 /// Fill factor of a table created without one.
@@ -544,9 +545,12 @@ pub(crate) fn drop_tables(
             found => found.map(drop),
         },
         |s, db, name| {
-            Ok(db
-                .catalog()
-                .drop_table(&mut s.buf, db.heap(), name, if_exists)?)
+            let def = match locked_table(cx, s, name, LockMode::AccessExclusive) {
+                Err(SqlError::UnknownTable { .. }) if if_exists => return Ok(false),
+                found => found?,
+            };
+            db.catalog().drop_table(&mut s.buf, db.heap(), &def)?;
+            Ok(true)
         },
     )
 }

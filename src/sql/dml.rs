@@ -44,6 +44,32 @@ pub(crate) fn user_table(
     })
 }
 
+/// How many times [`locked_table`] finds a table again after it was
+/// dropped or truncated while it waited for its lock (each time it holds
+/// the lock of the one it found before, so only a table created again
+/// and again meanwhile could use them up).
+const RELOCK_ATTEMPTS: usize = 4;
+
+/// The user table called `name`, locked in `mode` for the session's
+/// transaction: found again if it changed while the lock was waited for
+/// (a TRUNCATE gives it a new file), so that what is returned is the
+/// table as it is under the lock.
+pub(crate) fn locked_table(
+    cx: &StmtCx,
+    s: &mut crate::database::Session,
+    name: &str,
+    mode: crate::txn::LockMode,
+) -> Result<Arc<TableDef>, SqlError> {
+    for _ in 0..RELOCK_ATTEMPTS {
+        let def = user_table(cx, s.db(), name)?;
+        match crate::exec::lock_table(s, &def, mode) {
+            Err(crate::exec::ExecError::TableDropped(_)) => continue,
+            locked => return locked.map(|()| def).map_err(SqlError::from),
+        }
+    }
+    Err(crate::exec::ExecError::TableDropped(name.to_string()).into())
+}
+
 /// The table a statement changes: a user table, not a view.
 fn target_table(
     cx: &StmtCx,

@@ -33,6 +33,10 @@ use thiserror::Error;
 
 use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
 
+mod locks;
+
+pub use locks::{DeadlockMember, LockMode, LockOwner, LockRow, WaitTarget};
+
 /// A transaction id.
 pub type Xid = u32;
 
@@ -132,10 +136,14 @@ struct Inner {
     running: BTreeSet<Xid>,
     /// Registered snapshots' xmin, with counts.
     snapshot_xmins: BTreeMap<Xid, usize>,
-    /// Who waits for whom: each waiting transaction and the one it waits
-    /// to end (a transaction waits for one at a time). The deadlock
-    /// check follows these edges.
-    waits: HashMap<Xid, Xid>,
+    /// Who waits for whom: each waiting transaction (a transaction waits
+    /// for one thing at a time) and those in its way. The deadlock check
+    /// follows these edges (see `locks.rs`).
+    waits: HashMap<LockOwner, locks::Waiting>,
+    /// The lock owner of each running transaction with an id.
+    xid_owners: HashMap<Xid, LockOwner>,
+    /// Table locks by table oid (only tables someone locks).
+    tables: HashMap<u32, locks::TableLock>,
 }
 
 /// Transaction ids, their status and snapshots for one data directory.
@@ -151,7 +159,9 @@ pub struct TxnManager {
     /// the order they were taken.
     clog_file_order: Mutex<()>,
     inner: Mutex<Inner>,
+    /// Notified when a transaction ends or releases its locks.
     finished: Condvar,
+    next_owner: std::sync::atomic::AtomicU64,
     injections: InjectionPoints,
 }
 
@@ -241,14 +251,18 @@ impl TxnManager {
                 running: BTreeSet::new(),
                 snapshot_xmins: BTreeMap::new(),
                 waits: HashMap::new(),
+                xid_owners: HashMap::new(),
+                tables: HashMap::new(),
             }),
             finished: Condvar::new(),
+            next_owner: std::sync::atomic::AtomicU64::new(1),
             injections: InjectionPoints::default(),
         }))
     }
 
-    /// Gives out a new transaction id, now running.
-    pub fn assign_xid(&self) -> Result<Xid, TxnError> {
+    /// Gives out a new transaction id, now running, for the transaction
+    /// whose locks `owner` holds.
+    pub fn assign_xid(&self, owner: LockOwner) -> Result<Xid, TxnError> {
         let mut inner = self.inner.lock();
         let xid = inner.next_xid;
         if xid == Xid::MAX {
@@ -273,6 +287,7 @@ impl TxnManager {
         }
         inner.next_xid = xid + 1;
         inner.running.insert(xid);
+        inner.xid_owners.insert(xid, owner);
         Ok(xid)
     }
 
@@ -284,6 +299,7 @@ impl TxnManager {
         self.set_status(xid, committed, false);
         let mut inner = self.inner.lock();
         inner.running.remove(&xid);
+        inner.xid_owners.remove(&xid);
         self.finished.notify_all();
         Ok(())
     }
@@ -498,51 +514,23 @@ impl TxnManager {
         limits: &WaitLimits,
     ) -> Result<(), WaitError> {
         assert_ne!(waiter, holder, "a transaction waits for itself");
-        let started = std::time::Instant::now();
-        let deadlock_at = started + limits.deadlock_timeout;
-        let timeout_at = limits.lock_timeout.map(|t| started + t);
-        let mut checked = false;
         let mut inner = self.inner.lock();
-        let previous = inner.waits.insert(waiter, holder);
-        debug_assert!(previous.is_none(), "transaction {waiter} waits twice");
-        let result = loop {
-            if !inner.running.contains(&holder) {
-                break Ok(());
-            }
-            let now = std::time::Instant::now();
-            if !checked && now >= deadlock_at {
-                checked = true;
-                if let Some(cycle) = wait_cycle(&inner.waits, waiter) {
-                    break Err(WaitError::Deadlock { cycle });
-                }
-            }
-            if let Err(i) = limits.interrupt.check() {
-                break Err(i.into());
-            }
-            if timeout_at.is_some_and(|t| now >= t) {
-                break Err(WaitError::LockTimeout {
-                    waiter,
-                    holder,
-                    ms: started.elapsed().as_millis() as u64,
-                });
-            }
-            // Woken when any transaction ends or a cancel request comes
-            // (`wake_waiters`); else at the next check or the timeout,
-            // and at least every WAIT_RECHECK.
-            let mut wake = now + WAIT_RECHECK;
-            if let Some(d) = limits.interrupt.deadline {
-                wake = wake.min(d);
-            }
-            if !checked {
-                wake = wake.min(deadlock_at);
-            }
-            if let Some(t) = timeout_at {
-                wake = wake.min(t);
-            }
-            self.finished.wait_until(&mut inner, wake);
+        let Some(&owner) = inner.xid_owners.get(&waiter) else {
+            panic!("transaction {waiter} waits but is not running");
         };
-        inner.waits.remove(&waiter);
-        result
+        self.wait_in_graph(
+            &mut inner,
+            owner,
+            WaitTarget::Transaction(holder),
+            limits,
+            |inner| {
+                if !inner.running.contains(&holder) {
+                    return Vec::new();
+                }
+                // Running and owned change together, under this lock.
+                vec![inner.xid_owners[&holder]]
+            },
+        )
     }
 
     /// Wakes every waiting transaction to look at its interrupt again:
@@ -554,14 +542,14 @@ impl TxnManager {
         self.finished.notify_all();
     }
 
-    /// Who each waiting transaction waits for (the `locks` view).
-    pub fn waits(&self) -> Vec<(Xid, Xid)> {
-        let mut waits: Vec<(Xid, Xid)> = self
+    /// Each waiting transaction and those it waits for.
+    pub fn waits(&self) -> Vec<(LockOwner, Vec<LockOwner>)> {
+        let mut waits: Vec<_> = self
             .inner
             .lock()
             .waits
             .iter()
-            .map(|(&w, &h)| (w, h))
+            .map(|(&w, waiting)| (w, waiting.blockers.clone()))
             .collect();
         waits.sort_unstable();
         waits
@@ -664,10 +652,14 @@ const WAIT_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 pub enum WaitError {
     /// The transactions in `cycle` each wait for the next, the last for
     /// the first (the one that gave up).
-    #[error("deadlock detected: {}; transaction {} gave up (retry it)", describe_cycle(.cycle), .cycle[0])]
-    Deadlock { cycle: Vec<Xid> },
-    #[error("canceling statement due to lock timeout: transaction {waiter} waited {ms} ms for transaction {holder} (lock_timeout)")]
-    LockTimeout { waiter: Xid, holder: Xid, ms: u64 },
+    #[error("deadlock detected: {}; {} gave up (retry it)", locks::describe_cycle(.cycle), .cycle[0].who())]
+    Deadlock { cycle: Vec<DeadlockMember> },
+    #[error("canceling statement due to lock timeout: {who} waited {ms} ms for {target} (lock_timeout)")]
+    LockTimeout {
+        who: String,
+        target: WaitTarget,
+        ms: u64,
+    },
     #[error(transparent)]
     Interrupted(#[from] Interrupted),
 }
@@ -681,41 +673,6 @@ impl WaitError {
             WaitError::Interrupted(i) => i.sqlstate(),
         }
     }
-}
-
-/// "transaction 5 waits for transaction 7, which waits for transaction 5".
-fn describe_cycle(cycle: &[Xid]) -> String {
-    let mut text = String::new();
-    for (i, xid) in cycle.iter().enumerate() {
-        let next = cycle[(i + 1) % cycle.len()];
-        if i == 0 {
-            text.push_str(&format!("transaction {xid} waits for transaction {next}"));
-        } else {
-            text.push_str(&format!(", which waits for transaction {next}"));
-        }
-    }
-    text
-}
-
-/// The cycle of waits through `waiter`, if its wait closes one: `waiter`,
-/// whom it waits for, whom that one waits for, … back to `waiter`.
-fn wait_cycle(waits: &HashMap<Xid, Xid>, waiter: Xid) -> Option<Vec<Xid>> {
-    let mut cycle = vec![waiter];
-    let mut at = *waits.get(&waiter)?;
-    // Each transaction waits for one other, so the path from the waiter
-    // either comes back to it, ends, or enters a cycle without it: at
-    // most one step per waiting transaction.
-    for _ in 0..waits.len() {
-        if at == waiter {
-            return Some(cycle);
-        }
-        if cycle.contains(&at) {
-            return None;
-        }
-        cycle.push(at);
-        at = *waits.get(&at)?;
-    }
-    None
 }
 
 /// The two status bits of `xid` in commit log `clog` (0 past its end).
@@ -816,13 +773,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         TxnManager::create(dir.path()).unwrap();
         let txn = TxnManager::open(dir.path()).unwrap();
-        let a = txn.assign_xid().unwrap();
-        let b = txn.assign_xid().unwrap();
+        let a = txn.assign_xid(txn.new_owner()).unwrap();
+        let b = txn.assign_xid(txn.new_owner()).unwrap();
         txn.finish(a, true).unwrap();
         let snap = txn.snapshot(None, 0);
         assert!(!snap.snapshot().is_running(a));
         assert!(snap.snapshot().is_running(b));
-        let c = txn.assign_xid().unwrap();
+        let c = txn.assign_xid(txn.new_owner()).unwrap();
         assert!(snap.snapshot().is_running(c), "started after the snapshot");
         assert_eq!(txn.oldest_xmin(), b);
         txn.finish(b, false).unwrap();
@@ -840,9 +797,9 @@ mod tests {
         TxnManager::create(dir.path()).unwrap();
         let (committed, running) = {
             let txn = TxnManager::open(dir.path()).unwrap();
-            let a = txn.assign_xid().unwrap();
+            let a = txn.assign_xid(txn.new_owner()).unwrap();
             txn.finish(a, true).unwrap();
-            let running = txn.assign_xid().unwrap();
+            let running = txn.assign_xid(txn.new_owner()).unwrap();
             txn.write_log().unwrap();
             (a, running)
         };
@@ -850,7 +807,7 @@ mod tests {
         assert_eq!(txn.status(committed), XidStatus::Committed);
         // Running when the process stopped: aborted.
         assert_eq!(txn.status(running), XidStatus::Aborted);
-        assert!(txn.assign_xid().unwrap() > running);
+        assert!(txn.assign_xid(txn.new_owner()).unwrap() > running);
     }
 
     /// Ends reach the file when the log is written (each checkpoint), and
@@ -860,8 +817,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         TxnManager::create(dir.path()).unwrap();
         let txn = TxnManager::open(dir.path()).unwrap();
-        let a = txn.assign_xid().unwrap();
-        let b = txn.assign_xid().unwrap();
+        let a = txn.assign_xid(txn.new_owner()).unwrap();
+        let b = txn.assign_xid(txn.new_owner()).unwrap();
         txn.finish(a, true).unwrap();
         txn.write_log().unwrap();
         txn.finish(b, true).unwrap();
@@ -888,7 +845,7 @@ mod tests {
         TxnManager::create(dir.path()).unwrap();
         {
             let txn = TxnManager::open(dir.path()).unwrap();
-            let a = txn.assign_xid().unwrap();
+            let a = txn.assign_xid(txn.new_owner()).unwrap();
             txn.finish(a, true).unwrap();
             txn.write_log().unwrap();
         }
@@ -931,7 +888,7 @@ mod tests {
         TxnManager::create(dir.path()).unwrap();
         let committed = {
             let txn = TxnManager::open(dir.path()).unwrap();
-            let a = txn.assign_xid().unwrap();
+            let a = txn.assign_xid(txn.new_owner()).unwrap();
             txn.finish(a, true).unwrap();
             txn.write_log().unwrap();
             a
@@ -968,8 +925,8 @@ mod tests {
         let per_page = (CLOG_PAGE_BYTES * XIDS_PER_CLOG_BYTE) as u32;
         txn.inner.lock().next_xid = per_page - 1;
         txn.inner.lock().reserved_until = per_page - 1;
-        let a = txn.assign_xid().unwrap();
-        let b = txn.assign_xid().unwrap();
+        let a = txn.assign_xid(txn.new_owner()).unwrap();
+        let b = txn.assign_xid(txn.new_owner()).unwrap();
         assert_eq!(b, per_page);
         let len = std::fs::metadata(dir.path().join(CLOG_FILE)).unwrap().len();
         assert_eq!(len, 2 * CLOG_PAGE_BYTES as u64);
