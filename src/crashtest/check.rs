@@ -692,7 +692,18 @@ pub fn check_storage(
         // An index must agree with its table after a crash as before: the
         // same structure checks and one entry per row version.
         for index in db.catalog().indexes_of(table).iter() {
-            if let Err(e) = crate::exec::index::verify_index(s, &index.name) {
+            // As a statement of its own: it locks the table.
+            let verified = match s.start_statement() {
+                Ok(snapshot) => {
+                    drop(snapshot);
+                    let verified =
+                        crate::exec::index::verify_index(s, &index.name).map_err(|e| e.to_string());
+                    let ended = s.end_statement(verified.is_ok());
+                    verified.and(ended.map_err(|e| e.to_string()))
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = verified {
                 problems.push(format!("index {} of {}: {e}", index.name, table.name()));
             }
         }

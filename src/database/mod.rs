@@ -933,6 +933,10 @@ struct Xact {
     /// The table locks it holds, each (table oid, mode) once, released
     /// together as it ends.
     locks: Vec<(u32, crate::txn::LockMode)>,
+    /// Tables it truncated: new files until it ends (the new heap file
+    /// synced at commit, as a created table's), then the old ones go at
+    /// commit or the new ones at abort.
+    truncated: Vec<crate::catalog::Truncation>,
 }
 
 impl Xact {
@@ -940,6 +944,7 @@ impl Xact {
         Xact {
             owner,
             locks: Vec::new(),
+            truncated: Vec::new(),
             xid: None,
             command: 0,
             isolation,
@@ -1110,8 +1115,8 @@ impl Session {
     fn end_xact_holding_locks(&mut self, x: Xact, commit: bool) -> Result<bool, XactError> {
         let Some(xid) = x.xid else {
             assert!(
-                x.created.is_empty(),
-                "a transaction created tables without an id"
+                x.created.is_empty() && x.truncated.is_empty(),
+                "a transaction created or truncated tables without an id"
             );
             return Ok(commit);
         };
@@ -1119,7 +1124,14 @@ impl Session {
         // Before the commit record, and outside the gate (a large load's
         // sync must not hold back a checkpoint's start).
         let synced = if commit {
-            self.sync_created(xid, &x.created)
+            let new_files: Vec<(&str, u32)> = x
+                .created
+                .iter()
+                .map(|d| d.as_ref())
+                .chain(x.truncated.iter().map(|t| t.new.as_ref()))
+                .map(|d| (d.name(), d.heap.rel))
+                .collect();
+            self.sync_created(xid, &new_files)
         } else {
             Ok(())
         };
@@ -1143,13 +1155,34 @@ impl Session {
         };
         if commit && logged.is_ok() {
             db.catalog.commit_created(xid, &x.created);
+            if !x.truncated.is_empty() {
+                // Committed already: a file left behind is only space,
+                // which start-up after a crash takes back (logged there).
+                let _ = db
+                    .catalog
+                    .commit_truncated(&mut self.buf, &db.heap, &x.truncated);
+                for rel in x.truncated.iter().flat_map(|t| t.old_indexes.iter()) {
+                    db.btree.forget(rel.rel);
+                }
+            }
             return Ok(true);
         }
-        let removed = if x.created.is_empty() {
+        let untruncated = if x.truncated.is_empty() {
             Ok(())
         } else {
+            for rel in x.truncated.iter().flat_map(|t| t.new_indexes.iter()) {
+                db.btree.forget(rel.rel);
+            }
             db.catalog
-                .abort_created(&mut self.buf, &db.heap, xid, &x.created)
+                .abort_truncated(&mut self.buf, &db.heap, &x.truncated)
+        };
+        let removed = if x.created.is_empty() {
+            untruncated
+        } else {
+            let removed = db
+                .catalog
+                .abort_created(&mut self.buf, &db.heap, xid, &x.created);
+            untruncated.and(removed)
         };
         synced?;
         logged?;
@@ -1157,37 +1190,53 @@ impl Session {
         Ok(false)
     }
 
-    /// Makes the tables transaction `xid` created durable before its
-    /// commit is logged: the pages of each that skipped the WAL are
+    /// Makes the table files transaction `xid` made (tables it created,
+    /// and the new files of tables it truncated; each `(table, rel)`)
+    /// durable before its commit is logged: the pages of each that skipped the WAL are
     /// written and its files synced, then the directory holding them
     /// (their names must survive a crash too: replaying the creation of
     /// a lost file would bring it back empty).
-    fn sync_created(
-        &mut self,
-        xid: Xid,
-        created: &[Arc<crate::catalog::TableDef>],
-    ) -> Result<(), XactError> {
+    fn sync_created(&mut self, xid: Xid, new_files: &[(&str, u32)]) -> Result<(), XactError> {
         let db = Arc::clone(&self.db);
         let mut any_synced = false;
-        for def in created {
-            any_synced |= db
-                .heap
-                .end_wal_skip(&mut self.buf, def.heap.rel, xid)
-                .map_err(|e| XactError::SyncCreated {
-                    table: def.name().to_string(),
+        for &(table, rel) in new_files {
+            any_synced |= db.heap.end_wal_skip(&mut self.buf, rel, xid).map_err(|e| {
+                XactError::SyncCreated {
+                    table: table.to_string(),
                     source: Box::new(e.into()),
-                })?;
+                }
+            })?;
         }
         if any_synced {
             let base = db.dir.join(BASE_DIR);
             crate::wal::sync_dir(&base).map_err(|e| XactError::SyncCreated {
-                table: created
+                table: new_files
                     .first()
-                    .map_or(String::new(), |d| d.name().to_string()),
+                    .map_or(String::new(), |(t, _)| t.to_string()),
                 source: Box::new(e.into()),
             })?;
         }
         Ok(())
+    }
+
+    /// Whether the running transaction created or truncated table `oid`:
+    /// its file is new in the transaction, and no one else can have seen
+    /// a row of it (COPY FREEZE's condition).
+    pub fn new_files_in_transaction(&self, oid: u32) -> bool {
+        self.xact.as_ref().is_some_and(|x| {
+            x.created.iter().any(|d| d.oid == oid) || x.truncated.iter().any(|t| t.new.oid == oid)
+        })
+    }
+
+    /// Records a table the transaction truncated (new files until it
+    /// ends).
+    pub fn truncated_table(&mut self, truncation: crate::catalog::Truncation) {
+        let x = self
+            .xact
+            .as_mut()
+            .expect("a table is truncated in a transaction");
+        assert!(x.xid.is_some(), "a truncation has the transaction's id");
+        x.truncated.push(truncation);
     }
 
     /// Records a table the transaction created (pending until it ends).
@@ -1317,25 +1366,26 @@ impl Session {
     /// Locks table `oid` in `mode` until the transaction ends, unless it
     /// holds that lock already (or an AccessExclusive one, which covers
     /// every other): waiting as [`crate::txn::TxnManager::lock_table`]
-    /// does, with this session's wait limits.
+    /// does, with this session's wait limits. Returns whether it waited.
     pub fn lock_table(
         &mut self,
         oid: u32,
         mode: crate::txn::LockMode,
-    ) -> Result<(), crate::txn::WaitError> {
+    ) -> Result<bool, crate::txn::WaitError> {
         let limits = self.wait_limits();
         let x = self
             .xact
             .as_mut()
             .expect("tables are locked inside a transaction");
-        if x.locks.iter().any(|&(o, m)| {
-            o == oid && (m == mode || m == crate::txn::LockMode::AccessExclusive)
-        }) {
-            return Ok(());
+        if x.locks
+            .iter()
+            .any(|&(o, m)| o == oid && (m == mode || m == crate::txn::LockMode::AccessExclusive))
+        {
+            return Ok(false);
         }
-        self.db.txn.lock_table(x.owner, oid, mode, &limits)?;
+        let waited = self.db.txn.lock_table(x.owner, oid, mode, &limits)?;
         x.locks.push((oid, mode));
-        Ok(())
+        Ok(waited)
     }
 
     /// [`Self::lock_table`] only if no one is in the way; false if

@@ -214,6 +214,8 @@ pub enum ExecError {
     ResultOutput { message: String },
     #[error("table \"{0}\" was dropped while the statement was being prepared; run it again")]
     TableDropped(String),
+    #[error("cannot truncate table \"{0}\": it was created in this transaction and is not committed yet; commit its creation first, or use DELETE")]
+    TruncateCreated(String),
     /// A wait for a table lock ended without it (deadlock, lock_timeout,
     /// cancel).
     #[error("could not lock table \"{table}\": {source}")]
@@ -280,6 +282,7 @@ impl ExecError {
             // successor): PostgreSQL's lookup after a concurrent DROP.
             ExecError::TableDropped(_) => "42P01",
             ExecError::Lock { source, .. } => source.sqlstate(),
+            ExecError::TruncateCreated(_) => "0A000",
             ExecError::Sort(e) => e.sqlstate(),
             ExecError::Heap(e) => e.sqlstate(),
             ExecError::Tuple(e) => e.sqlstate(),
@@ -349,35 +352,40 @@ pub struct Outcome {
 /// `txn/locks.rs`), then checks that it was not dropped, or truncated
 /// into a new file, since the caller found it: a table swapped under a
 /// plan is [`ExecError::TableDropped`], which the SQL layer answers by
-/// planning again, now holding the lock.
+/// planning again, now holding the lock. Returns whether it waited for
+/// the lock (a statement that did reads with a snapshot taken after it).
 pub fn lock_table(
     session: &mut Session,
     table: &Arc<TableDef>,
     mode: LockMode,
-) -> Result<(), ExecError> {
-    session
+) -> Result<bool, ExecError> {
+    let waited = session
         .lock_table(table.oid, mode)
         .map_err(|source| ExecError::Lock {
             table: table.name().to_string(),
             source,
         })?;
-    check_not_dropped(session.db(), table)
+    check_not_dropped(session.db(), table)?;
+    Ok(waited)
 }
 
 /// Locks every table `plan` uses ([`hold_tables`]): [`execute`] does it
 /// too, but a caller that sends anything (a row description) before
 /// running the plan locks first, to plan again if a table changed.
-pub fn lock_plan_tables(session: &mut Session, plan: &Plan) -> Result<(), ExecError> {
+/// Returns whether it waited for a lock.
+pub fn lock_plan_tables(session: &mut Session, plan: &Plan) -> Result<bool, ExecError> {
     hold_tables(session, &plan.tables(), plan.written_table())
 }
 
 /// Locks every table a statement uses, the one it writes (if any) in
 /// RowExclusive mode and those it reads in AccessShare, each once.
+/// Returns whether it waited for any.
 fn hold_tables(
     session: &mut Session,
     tables: &[Arc<TableDef>],
     written: Option<u32>,
-) -> Result<(), ExecError> {
+) -> Result<bool, ExecError> {
+    let mut waited = false;
     let mut seen: Vec<u32> = Vec::with_capacity(tables.len());
     for table in tables {
         if seen.contains(&table.oid) {
@@ -389,9 +397,9 @@ fn hold_tables(
         } else {
             LockMode::AccessShare
         };
-        lock_table(session, table, mode)?;
+        waited |= lock_table(session, table, mode)?;
     }
-    Ok(())
+    Ok(waited)
 }
 
 /// Fails if `table` was dropped (and perhaps created again) since it was
@@ -498,6 +506,46 @@ pub fn vacuum(
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// TRUNCATE: gives each table and its indexes new, empty files for the
+/// session's transaction (`catalog/truncate.rs`), each index a valid empty
+/// B-tree; the old files go when the transaction commits. Locks each
+/// table in AccessExclusive mode (the caller, which found them, did
+/// already).
+pub fn truncate(
+    session: &mut Session,
+    snapshot: &mut StatementSnapshot,
+    tables: &[Arc<TableDef>],
+) -> Result<(), ExecError> {
+    let db = Arc::clone(session.db());
+    let (xid, cid) = session.xid(snapshot)?;
+    let writer = crate::heap::Writer {
+        xid,
+        cid,
+        waits: session.wait_limits(),
+    };
+    for table in tables {
+        lock_table(session, table, LockMode::AccessExclusive)?;
+        if table.creator().is_some() {
+            return Err(ExecError::TruncateCreated(table.name().to_string()));
+        }
+        let truncation =
+            db.catalog()
+                .truncate_table(&mut session.buf, db.heap(), table, &writer)?;
+        let indexes: Vec<_> = truncation
+            .new_indexes
+            .iter()
+            .map(|i| i.desc(&truncation.new))
+            .collect();
+        // Recorded before the indexes are written, so that a failure
+        // below is undone with the rest at the abort.
+        session.truncated_table(truncation);
+        for index in &indexes {
+            db.btree().create_empty(&mut session.buf, index)?;
+        }
+    }
+    Ok(())
 }
 
 /// Cuts the empty pages vacuum found at the end of `table` off its file,

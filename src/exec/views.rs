@@ -421,7 +421,11 @@ impl View {
                                 big(xid.into()),
                                 // Its own id held exclusively, another's
                                 // waited for in share mode.
-                                if r.granted { "ExclusiveLock" } else { "ShareLock" },
+                                if r.granted {
+                                    "ExclusiveLock"
+                                } else {
+                                    "ShareLock"
+                                },
                             ),
                         };
                         vec![

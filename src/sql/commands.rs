@@ -12,7 +12,7 @@ use sqlparser::tokenizer::Span;
 
 use super::copy::copy;
 use super::ddl::{analyze, create_table, drop_tables, vacuum};
-use super::dml::{plan_delete, plan_insert, plan_update};
+use super::dml::{locked_table, plan_delete, plan_insert, plan_update};
 use super::explain::{explain, explain_options};
 use super::expr::{constant, ident, object_name, Placeholders, StmtCx};
 use super::parse::{Parsed, Stmt};
@@ -21,6 +21,7 @@ use super::{ResultColumn, RowSink, SqlError, StatementIo, StatementResult};
 use crate::config::{Context, SETTINGS};
 use crate::database::{Isolation, Session, StatementSnapshot, XactError};
 use crate::exec::{self, ExecError, Plan};
+use crate::txn::LockMode;
 use crate::types::{ColumnType, Value};
 
 /// Ends the statement as `result` says; an error ending it (a commit that
@@ -432,6 +433,36 @@ fn dispatch(
                 Ok(StatementResult::tag("RESET"))
             })
         }
+        Statement::Truncate(t) => {
+            let ast::Truncate {
+                table_names,
+                partitions,
+                table: _,
+                if_exists,
+                identity: _,
+                cascade: _,
+                on_cluster,
+            } = t;
+            // RESTART IDENTITY, CASCADE and ONLY change nothing here: no
+            // table has identity columns, foreign keys or children.
+            if partitions.is_some() || *if_exists || on_cluster.is_some() {
+                return Err(cx.unsupported(statement.span(), "this form of TRUNCATE"));
+            }
+            in_statement(s, |s, snapshot| {
+                let mut tables = Vec::with_capacity(table_names.len());
+                for target in table_names {
+                    let name = object_name(&cx, &target.name)?;
+                    if !tables
+                        .iter()
+                        .any(|t: &Arc<crate::catalog::TableDef>| t.name() == name)
+                    {
+                        tables.push(locked_table(&cx, s, &name, LockMode::AccessExclusive)?);
+                    }
+                }
+                exec::truncate(s, snapshot, &tables)?;
+                Ok(StatementResult::tag("TRUNCATE TABLE"))
+            })
+        }
         Statement::Vacuum(v) => {
             let table = vacuum_table(&cx, statement, v)?;
             io.with_progress(|progress| utility(s, |s| vacuum(&cx, s, table, progress)))
@@ -585,7 +616,8 @@ const REPLAN_ATTEMPTS: usize = 4;
 /// Plans `statement` and locks the tables the plan uses, planning again
 /// (with a new read committed snapshot) if one of them changed while its
 /// lock was waited for: the plan returned is made for the tables as they
-/// are under the locks.
+/// are under the locks, and after a wait the snapshot is taken again, as
+/// PostgreSQL takes a statement's snapshot after its locks.
 fn plan_locked(
     cx: &StmtCx,
     s: &mut Session,
@@ -601,7 +633,15 @@ fn plan_locked(
                 attempts += 1;
                 s.retake_snapshot(snapshot);
             }
-            locked => return locked.map(|()| planned).map_err(SqlError::from),
+            Ok(waited) => {
+                // What the holder committed meanwhile (a TRUNCATE's new
+                // rows, shown by the catalog before the wait) is read.
+                if waited {
+                    s.retake_snapshot(snapshot);
+                }
+                return Ok(planned);
+            }
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -64,7 +64,7 @@ pub(crate) fn locked_table(
         let def = user_table(cx, s.db(), name)?;
         match crate::exec::lock_table(s, &def, mode) {
             Err(crate::exec::ExecError::TableDropped(_)) => continue,
-            locked => return locked.map(|()| def).map_err(SqlError::from),
+            locked => return locked.map(|_| def).map_err(SqlError::from),
         }
     }
     Err(crate::exec::ExecError::TableDropped(name.to_string()).into())

@@ -235,19 +235,20 @@ impl TxnManager {
     /// Locks table `oid` in `mode` for `owner` until
     /// [`Self::release_locks`], waiting while others hold or queued first
     /// a conflicting mode (see the module comment). Asking again for a
-    /// mode it holds is the caller's to avoid.
+    /// mode it holds is the caller's to avoid. Returns whether it waited
+    /// (others may have changed the table meanwhile).
     pub fn lock_table(
         &self,
         owner: LockOwner,
         oid: u32,
         mode: LockMode,
         limits: &WaitLimits,
-    ) -> Result<(), WaitError> {
+    ) -> Result<bool, WaitError> {
         let mut inner = self.inner.lock();
         let table = inner.tables.entry(oid).or_default();
         if table.blockers(owner, mode).is_empty() {
             table.grant(owner, mode);
-            return Ok(());
+            return Ok(false);
         }
         table.queue.push((owner, mode));
         let target = WaitTarget::Table { oid, mode };
@@ -269,7 +270,7 @@ impl TxnManager {
             // Who queued behind it may go now.
             self.finished.notify_all();
         }
-        waited
+        waited.map(|()| true)
     }
 
     /// Locks table `oid` in `mode` for `owner` if that needs no wait
@@ -560,7 +561,10 @@ mod tests {
             panic!("{e}")
         };
         assert_eq!(cycle.iter().map(|m| m.owner).collect::<Vec<_>>(), [b, a]);
-        assert!(e.to_string().contains("AccessExclusiveLock on relation 9"), "{e}");
+        assert!(
+            e.to_string().contains("AccessExclusiveLock on relation 9"),
+            "{e}"
+        );
         txn.release_locks(b, &[(9, LockMode::AccessShare)]);
         a_thread.join().unwrap().unwrap();
         txn.release_locks(

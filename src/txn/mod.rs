@@ -654,7 +654,9 @@ pub enum WaitError {
     /// the first (the one that gave up).
     #[error("deadlock detected: {}; {} gave up (retry it)", locks::describe_cycle(.cycle), .cycle[0].who())]
     Deadlock { cycle: Vec<DeadlockMember> },
-    #[error("canceling statement due to lock timeout: {who} waited {ms} ms for {target} (lock_timeout)")]
+    #[error(
+        "canceling statement due to lock timeout: {who} waited {ms} ms for {target} (lock_timeout)"
+    )]
     LockTimeout {
         who: String,
         target: WaitTarget,
