@@ -2387,7 +2387,7 @@ fn copy_refuses_bad_options_and_missing_streams_by_name(method: IoMethod) {
         ),
         (
             "COPY t TO STDOUT (FREEZE)",
-            Fails::Containing("the COPY option FREEZE is not supported"),
+            Fails::Containing("COPY FREEZE cannot be used with COPY TO"),
         ),
         (
             "COPY t FROM PROGRAM 'cat'",

@@ -35,8 +35,7 @@ use std::sync::Arc;
 use super::CATALOG_WRITER;
 use crate::btree::{IndexDesc, KeySpec};
 use crate::buffer::BufferSession;
-use crate::heap::tuple::encode;
-use crate::heap::{Heap, HeapError, HeapTable, InsertState, Tid};
+use crate::heap::{Heap, HeapTable, Tid};
 use crate::txn::{CommandId, Xid, FROZEN_XID};
 use crate::types::{ColumnType, Value};
 use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
@@ -123,6 +122,40 @@ pub struct IndexDef {
 }
 
 impl IndexDef {
+    /// The same index in another file (TRUNCATE's), not yet published.
+    pub(super) fn with_rel(old: &IndexDef, rel: u32) -> IndexDef {
+        IndexDef {
+            oid: old.oid,
+            name: old.name.clone(),
+            table_oid: old.table_oid,
+            rel,
+            kind: old.kind,
+            columns: old.columns.clone(),
+            row: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// Where its catalog row is, once published.
+    pub(super) fn row(&self) -> Option<Tid> {
+        *self.row.lock()
+    }
+
+    pub(super) fn set_row(&self, tid: Tid) {
+        *self.row.lock() = Some(tid);
+    }
+
+    /// Its catalog row's values.
+    pub(super) fn row_values(&self) -> [Value; 6] {
+        [
+            Value::Integer(self.oid as i32),
+            Value::Text(self.name.clone()),
+            Value::Integer(self.table_oid as i32),
+            Value::Integer(self.rel as i32),
+            Value::Integer(self.kind.flags()),
+            Value::Text(self.keys_text()),
+        ]
+    }
+
     /// What the B-tree needs to know of the index on `table`.
     pub fn desc(&self, table: &TableDef) -> IndexDesc {
         IndexDesc {
@@ -218,7 +251,7 @@ impl IndexCache {
             .unwrap_or_else(|| Arc::new([]))
     }
 
-    fn insert(&mut self, def: Arc<IndexDef>) {
+    pub(super) fn insert(&mut self, def: Arc<IndexDef>) {
         let table_oid = def.table_oid;
         let mut list: Vec<Arc<IndexDef>> = self.of(table_oid).to_vec();
         list.push(Arc::clone(&def));
@@ -228,7 +261,7 @@ impl IndexCache {
         self.by_table.insert(table_oid, list.into());
     }
 
-    fn remove(&mut self, name: &str) {
+    pub(super) fn remove(&mut self, name: &str) {
         let Some(def) = self.by_name.remove(name) else {
             return;
         };
@@ -457,20 +490,7 @@ impl Catalog {
             return Err(CatalogError::RelationExists(def.name.clone()));
         }
         let (xid, cid) = pending.unwrap_or((FROZEN_XID, 0));
-        let catalog_table = indexes_heap();
-        let values = [
-            Value::Integer(def.oid as i32),
-            Value::Text(def.name.clone()),
-            Value::Integer(def.table_oid as i32),
-            Value::Integer(def.rel as i32),
-            Value::Integer(def.kind.flags()),
-            Value::Text(def.keys_text()),
-        ];
-        let t = encode(&catalog_table.types, &values, xid, cid).map_err(HeapError::from)?;
-        let mut state = InsertState::default();
-        let tid = heap.insert(s, &catalog_table, &t, &mut state);
-        state.finish(s);
-        let tid = tid?;
+        let tid = Self::insert_row(s, heap, &indexes_heap(), &def.row_values(), (xid, cid))?;
         if pending.is_none() {
             let wal = heap.wal();
             wal.flush(wal.insert_position())?;

@@ -49,8 +49,10 @@ use thiserror::Error;
 
 mod indexes;
 pub mod statistics;
+mod truncate;
 
 pub use indexes::{IndexColumn, IndexDef, IndexKind};
+pub use truncate::Truncation;
 
 use crate::buffer::{BufferError, BufferSession};
 use crate::heap::tuple::{decode, encode};
@@ -648,11 +650,10 @@ impl Catalog {
     ) -> Result<Vec<(u32, Tid)>, CatalogError> {
         let mut rows = Vec::new();
         let mut insert = |s: &mut BufferSession, table: &HeapTable, values: &[Value]| {
-            let t = encode(&table.types, values, xid, cid).map_err(HeapError::from)?;
-            let mut state = InsertState::default();
-            let tid = heap.insert(s, table, &t, &mut state);
-            state.finish(s);
-            rows.push((table.rel, tid?));
+            rows.push((
+                table.rel,
+                Self::insert_row(s, heap, table, values, (xid, cid))?,
+            ));
             Ok::<_, CatalogError>(())
         };
         insert(
@@ -679,6 +680,22 @@ impl Catalog {
             )?;
         }
         Ok(rows)
+    }
+
+    /// Inserts one row into catalog relation `table` as written by
+    /// (`xid`, `cid`), returning where it went.
+    fn insert_row(
+        s: &mut BufferSession,
+        heap: &Heap,
+        table: &HeapTable,
+        values: &[Value],
+        (xid, cid): (Xid, CommandId),
+    ) -> Result<Tid, CatalogError> {
+        let t = encode(&table.types, values, xid, cid).map_err(HeapError::from)?;
+        let mut state = InsertState::default();
+        let tid = heap.insert(s, table, &t, &mut state);
+        state.finish(s);
+        Ok(tid?)
     }
 
     /// Publishes the tables transaction `xid` created, once its commit is
@@ -794,7 +811,7 @@ impl Catalog {
             }
             std::thread::sleep(DROP_PIN_POLL);
         }
-        self.drop_indexes_of(s, heap, &def)?;
+        self.drop_indexes_of(s, heap, def)?;
         for &(rel, tid) in &def.rows {
             let table = if rel == TABLES_REL {
                 tables_heap()

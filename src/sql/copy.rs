@@ -14,12 +14,13 @@ use sqlparser::ast::{
     ObjectName, Spanned, Statement,
 };
 
-use super::dml::{target_columns, user_table};
+use super::dml::{locked_table, target_columns};
 use super::expr::{ident, object_name, StmtCx};
 use super::query::plan_query;
 use super::{CopyDirection, SqlError, StatementIo, StatementResult};
 use crate::database::{Session, StatementSnapshot};
 use crate::exec::{self, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo, SeqScanNode};
+use crate::txn::LockMode;
 
 /// Reads from files in pieces this large.
 const FILE_BUFFER: usize = 256 * 1024;
@@ -47,14 +48,26 @@ pub(crate) fn copy(
         return Err(cx.unsupported(st.span(), "COPY data inside the statement text"));
     }
     let opts = copy_options(cx, st, options, legacy_options)?;
+    let freeze = options
+        .iter()
+        .any(|o| matches!(o, CopyOption::Freeze(true)));
     let db = Arc::clone(s.db());
     let count = if *to {
+        if freeze {
+            return Err(SqlError::CopyUnsupported(
+                "COPY FREEZE cannot be used with COPY TO; leave FREEZE out".into(),
+            ));
+        }
         let (source, names) = match source {
             AstSource::Table {
                 table_name,
                 columns,
             } => {
-                let table = user_table(cx, &db, &object_name(cx, table_name)?)?;
+                let table =
+                    locked_table(cx, s, &object_name(cx, table_name)?, LockMode::AccessShare)?;
+                // Read what committed while the lock was waited for, as a
+                // query planned after its locks does.
+                s.retake_snapshot(snapshot);
                 let columns = copy_columns(cx, &table, columns)?;
                 let names = columns
                     .iter()
@@ -112,7 +125,16 @@ pub(crate) fn copy(
         else {
             return Err(cx.unsupported(st.span(), "COPY (query) FROM"));
         };
-        let table = user_table(cx, &db, &object_name(cx, table_name)?)?;
+        let table = locked_table(cx, s, &object_name(cx, table_name)?, LockMode::RowExclusive)?;
+        // PostgreSQL's condition: only then could it write the rows frozen
+        // without anyone seeing them early. The rows are loaded as the
+        // transaction's own here (FREEZE is accepted, not yet acted on);
+        // such a load already skips the WAL for its pages.
+        if freeze && !s.new_files_in_transaction(table.oid) {
+            return Err(SqlError::CopyFreeze {
+                table: table.name().to_string(),
+            });
+        }
         let columns = copy_columns(cx, &table, columns)?;
         let plan = CopyFrom {
             table,
@@ -271,7 +293,8 @@ fn copy_options(
     let (mut quote, mut escape) = (None, None);
     for o in options {
         match o {
-            CopyOption::Format(_) => {}
+            // Checked where the direction and the table are known.
+            CopyOption::Format(_) | CopyOption::Freeze(_) => {}
             CopyOption::Header(h) => opts.header = *h,
             CopyOption::Delimiter(c) => opts.delimiter = one_byte("delimiter", *c)?,
             CopyOption::Null(n) => opts.null = n.clone(),

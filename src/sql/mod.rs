@@ -286,6 +286,9 @@ pub enum SqlError {
     /// output the caller did not give).
     #[error("{0}")]
     CopyUnsupported(String),
+    /// PostgreSQL's words and code (object_not_in_prerequisite_state).
+    #[error("cannot perform COPY FREEZE because the table \"{table}\" was not created or truncated in the current transaction; TRUNCATE it in the same transaction first, or leave FREEZE out")]
+    CopyFreeze { table: String },
     /// COPY's file could not be opened, written or synced.
     #[error("{message}")]
     CopyFile { message: String, io: std::io::Error },
@@ -356,6 +359,7 @@ impl SqlError {
             SqlError::Explain(_) => "42601",
             SqlError::ExplainNeedsAnalyze { .. } | SqlError::Copy(_) => "22023",
             SqlError::CopyUnsupported(_) => "0A000",
+            SqlError::CopyFreeze { .. } => "55000",
             SqlError::CopyFile { io, .. } => crate::storage::io_sqlstate(io),
             SqlError::Exec(e) => e.sqlstate(),
             SqlError::Xact(e) => e.sqlstate(),

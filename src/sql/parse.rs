@@ -476,6 +476,36 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, SqlError> {
     with_stack_for_depth(depth, || parse_tokens(&dialect, &tokens, depth))
 }
 
+/// Spells the value of a COPY option that takes a boolean (`FREEZE ON`,
+/// `HEADER off`, `FREEZE 1`) as TRUE or FALSE, the only spellings the
+/// parser takes there; PostgreSQL takes every boolean spelling (pgbench
+/// sends `FREEZE ON`).
+fn spell_copy_booleans(tokens: &mut [TokenWithSpan]) {
+    let words = |t: &Token, w: &[&str]| matches!(t, Token::Word(x) if x.quote_style.is_none() && w.iter().any(|w| x.value.eq_ignore_ascii_case(w)));
+    let mut after_option = false;
+    for t in tokens.iter_mut() {
+        if matches!(t.token, Token::Whitespace(_)) {
+            continue;
+        }
+        if after_option {
+            let value = if words(&t.token, &["on", "yes"])
+                || t.token == Token::Number("1".into(), false)
+            {
+                Some("TRUE")
+            } else if words(&t.token, &["off", "no"]) || t.token == Token::Number("0".into(), false)
+            {
+                Some("FALSE")
+            } else {
+                None
+            };
+            if let Some(v) = value {
+                t.token = Token::make_keyword(v);
+            }
+        }
+        after_option = words(&t.token, &["freeze", "header"]);
+    }
+}
+
 /// Parses the statements of `tokens`, a text that [`check_depth`] found
 /// nests at most `depth` levels.
 fn parse_tokens(
@@ -515,6 +545,9 @@ fn parse_tokens(
         let mut tokens = piece.to_vec();
         if let Some(at) = vacuum_analyze {
             tokens.remove(at);
+        }
+        if is_word(first, &["copy"]) {
+            spell_copy_booleans(&mut tokens);
         }
         let mut parser = Parser::new(dialect)
             .with_recursion_limit(MAX_PARSER_RECURSION)
