@@ -429,6 +429,17 @@ impl Database {
         }
         let heap = Heap::new(Arc::clone(&txn), Arc::clone(&wal));
         let catalog = Catalog::load(&mut s, &heap)?;
+        // A directory without roles (new, or made before roles existed)
+        // gets its owner's role, named after the user owning it
+        // (catalog/roles.rs).
+        {
+            use std::os::unix::fs::MetadataExt;
+            let owner = std::fs::metadata(dir).map_err(io_err("read", dir))?.uid();
+            let owner = crate::catalog::role_name_for_uid(owner);
+            if catalog.ensure_owner_role(&mut s, &heap, &owner)? {
+                log::info!("added role \"{owner}\" (superuser, no password) for the data directory's owner");
+            }
+        }
         if crashed && !s.settings.zero_damaged_pages {
             // A file created for a table whose catalog rows never became
             // durable (CREATE TABLE did not return): nobody can reach it.
