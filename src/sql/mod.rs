@@ -96,6 +96,7 @@ mod format;
 mod parse;
 mod prepared;
 mod query;
+mod roles;
 mod setop;
 
 use std::fmt;
@@ -296,6 +297,8 @@ pub enum SqlError {
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error(transparent)]
+    Role(#[from] crate::catalog::RoleError),
+    #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
     Database(#[from] DbError),
@@ -360,6 +363,7 @@ impl SqlError {
             SqlError::Exec(e) => e.sqlstate(),
             SqlError::Xact(e) => e.sqlstate(),
             SqlError::Catalog(e) => e.sqlstate(),
+            SqlError::Role(e) => e.sqlstate(),
             SqlError::Config(e) => e.sqlstate(),
             SqlError::Database(e) => e.sqlstate(),
         }
