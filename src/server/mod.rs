@@ -39,6 +39,7 @@
 //! listens on the loopback address unless `listen_addresses` says
 //! otherwise.
 
+mod auth;
 pub mod client;
 mod connection;
 pub mod values;
@@ -57,6 +58,7 @@ use parking_lot::Mutex;
 use thiserror::Error;
 
 use crate::database::{Database, Session};
+pub use auth::{Method as AuthMethod, AUTH_FAILURE_DELAY, MOCK_SECRET_FILE};
 use wire::Stream;
 
 /// The one database a data directory holds, by the name clients ask for
@@ -94,6 +96,8 @@ pub enum ServerError {
     Signals(std::io::Error),
     #[error("waiting for connections failed: {0}")]
     Poll(std::io::Error),
+    #[error("could not read or write the authentication secret {MOCK_SECRET_FILE} in the data directory: {0}")]
+    Secret(std::io::Error),
 }
 
 /// A connection's entry in the server's table, for cancel requests and
@@ -118,6 +122,11 @@ struct Shared {
     starting: Mutex<HashMap<u64, Stream>>,
     /// Connection threads that panicked (each is logged; tests read it).
     panics: std::sync::atomic::AtomicU64,
+    /// How Unix-socket connections authenticate (TCP ones always use
+    /// SCRAM-SHA-256; see `auth`).
+    unix_socket_auth: auth::Method,
+    /// What mock salts are derived from (see `auth`).
+    mock_secret: [u8; auth::MOCK_SECRET_BYTES],
 }
 
 impl Shared {
@@ -327,6 +336,12 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
             Listener::Tcp(_) => None,
         })
         .collect();
+    let mock_secret = auth::mock_secret(db.dir()).map_err(ServerError::Secret)?;
+    let unix_socket_auth = if settings.unix_socket_password() {
+        auth::Method::ScramSha256
+    } else {
+        auth::Method::Trust
+    };
     let shutdown = Arc::new(AtomicBool::new(false));
     let shared = Arc::new(Shared {
         db,
@@ -338,6 +353,8 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
         connections: Mutex::new(HashMap::new()),
         starting: Mutex::new(HashMap::new()),
         panics: std::sync::atomic::AtomicU64::new(0),
+        unix_socket_auth,
+        mock_secret,
     });
     let panics = Arc::clone(&shared);
     let thread = std::thread::Builder::new()
