@@ -6,7 +6,8 @@
 //! <dir>/AIOSTORE_VERSION   format of the directory ("aiostore data directory format 2")
 //! <dir>/aiostore.toml      settings (see docs/settings.md)
 //! <dir>/aiostore.pid       the pid of the process that has the directory open
-//! <dir>/base/              relation files (catalog: 1, 2; tables from 16384)
+//! <dir>/base/              relation files (catalog: 1–4; tables from 16384)
+//! <dir>/aiostore.auth_secret  the server's secret for mock SCRAM salts (server::auth)
 //! <dir>/xact, xid_reserved commit log and transaction id reservation
 //! <dir>/wal/               WAL segment files (see the `wal` module)
 //! <dir>/aiostore.control   the last checkpoint and whether the database

@@ -32,12 +32,21 @@
 //! its client disconnects), waits for their threads, and returns; closing
 //! the database then writes the shutdown checkpoint.
 //!
+//! # Authentication
+//!
+//! Between the startup message and AuthenticationOk a connection is
+//! authenticated (`auth`): SCRAM-SHA-256 over TCP, `trust` over the Unix
+//! socket (unless `unix_socket_authentication` says scram-sha-256), against
+//! the roles in the catalog (`catalog::roles`). A failure is answered
+//! after [`AUTH_FAILURE_DELAY`], alike for a wrong password, an unknown
+//! role and a role without a password.
+//!
 //! # Not yet
 //!
-//! Authentication is `trust` for every connection: roles, SCRAM-SHA-256
-//! and TLS are the next step of the server's issue. Until then the server
-//! listens on the loopback address unless `listen_addresses` says
-//! otherwise.
+//! TLS: connections are in the clear (SCRAM never sends the password),
+//! so the server listens on the loopback address unless
+//! `listen_addresses` says otherwise. Privileges: any role that logs in
+//! may do anything.
 
 mod auth;
 pub mod client;

@@ -26,7 +26,7 @@
 //!
 //! Planning happens inside the statement, so a planning error (unknown
 //! column, type mismatch) fails the statement like any other error. DDL
-//! (CREATE TABLE, DROP TABLE) and VACUUM are refused inside a transaction
+//! (DROP TABLE, CREATE INDEX, the role statements) and VACUUM are refused inside a transaction
 //! block: catalog changes take effect at once (see `catalog`), so they
 //! could not be rolled back with the block.
 //!
@@ -40,7 +40,8 @@
 //! LIMIT/OFFSET, count/sum/avg/min/max; IN, EXISTS and scalar
 //! subqueries; UNION, INTERSECT, EXCEPT), EXPLAIN \[ANALYZE\] with `(ANALYZE, BUFFERS, IO)`,
 //! BEGIN/START TRANSACTION [ISOLATION LEVEL …], COMMIT/END,
-//! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY and CHECKPOINT.
+//! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY, CHECKPOINT and CREATE,
+//! ALTER and DROP ROLE (`roles`).
 //! COPY loads a table from a file or from [`StatementIo::stdin`] and
 //! writes a table or a query to a file or [`StatementIo::stdout`], in CSV
 //! or PostgreSQL's text format (see `exec::copy`). CHECKPOINT
