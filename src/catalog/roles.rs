@@ -498,6 +498,58 @@ mod tests {
         assert!(check_name(&"r".repeat(63)).is_ok());
     }
 
+    /// A crash between ALTER ROLE's two writes leaves the old row and
+    /// the new: the directory opens with the new one, and the next change
+    /// deletes both, so the old one never comes back.
+    #[test]
+    fn a_crash_inside_alter_role_keeps_the_newer_row_and_the_next_change_removes_both() {
+        let (mut s, dir) = crate::database::test_session();
+        let db = Arc::clone(s.db());
+        crate::sql::execute(&mut s, "CREATE ROLE r LOGIN PASSWORD 'old'").unwrap();
+        let old = db.catalog().role("r").unwrap();
+        // The new row of an ALTER that never got to delete the old one.
+        let table = roles_heap();
+        let values = [
+            Value::Integer(old.oid as i32),
+            Value::Text("r".into()),
+            Value::Integer(FLAG_SUPERUSER),
+            Value::Null,
+            Value::Integer(old.version + 1),
+        ];
+        let t = encode(&table.types, &values, FROZEN_XID, 0).unwrap();
+        let mut state = InsertState::default();
+        db.heap()
+            .insert(&mut s.buf, &table, &t, &mut state)
+            .unwrap();
+        state.finish(&mut s.buf);
+        db.wal().flush_all().unwrap();
+        drop(s);
+        // Killed: nothing more is written (the old row stays live).
+        db.simulate_crash();
+        drop(db);
+        let path = dir.path().join("data");
+        let settings = [
+            "io_method=sync".to_string(),
+            "shared_buffers=64".into(),
+            "max_sessions=8".into(),
+        ];
+        let db = crate::database::Database::open(&path, &settings).unwrap();
+        let r = db.catalog().role("r").unwrap();
+        assert_eq!(
+            (r.login, r.superuser, r.password.as_deref()),
+            (false, true, None)
+        );
+        assert_eq!(r.rows.len(), 2);
+        let mut s = db.session().unwrap();
+        crate::sql::execute(&mut s, "ALTER ROLE r LOGIN").unwrap();
+        assert_eq!(db.catalog().role("r").unwrap().rows.len(), 1);
+        crate::sql::execute(&mut s, "DROP ROLE r").unwrap();
+        drop(s);
+        drop(db);
+        let db = crate::database::Database::open(&path, &settings).unwrap();
+        assert!(db.catalog().role("r").is_none(), "a deleted row came back");
+    }
+
     #[test]
     fn the_current_user_has_a_name() {
         assert!(!current_role_name().is_empty());

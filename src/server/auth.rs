@@ -459,30 +459,30 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
-        let mut e = ScramExchange::new(verifier, b"nonce");
-        let first = e.client_first(b"n,,n=,r=abc").unwrap();
-        let nonce = first.split(',').next().unwrap();
         // A binding that is not the header's, a nonce that is not the
         // server's.
+        let started = || {
+            let mut e = ScramExchange::new(verifier.clone(), b"nonce");
+            let first = e.client_first(b"n,,n=,r=abc").unwrap();
+            let nonce = first.split(',').next().unwrap().to_string();
+            (e, nonce)
+        };
+        let (_, nonce) = started();
         for bad in [
             format!("c=eSws,{nonce},p=AAAA"),
             "c=biws,r=abc,p=AAAA".to_string(),
+            format!("c=biws,{nonce}"),
+            format!("c=biws,{nonce},p=not base64!"),
         ] {
-            let mut again = ScramExchange {
-                verifier: e.verifier.clone(),
-                server_nonce: e.server_nonce.clone(),
-                state: ScramState::AwaitClientFirst,
-            };
-            again.client_first(b"n,,n=,r=abc").unwrap();
+            let (mut e, _) = started();
             assert!(
                 matches!(
-                    again.client_final(bad.as_bytes()),
+                    e.client_final(bad.as_bytes()),
                     Err(AuthFailure::Protocol(_))
                 ),
                 "{bad}"
             );
         }
-        drop(e.client_final(b"c=biws"));
     }
 
     #[test]

@@ -221,7 +221,7 @@ fn random_secret() -> i32 {
     let mut bytes = [0u8; 4];
     // getrandom(2) never fails for 4 bytes once the pool is initialised;
     // if it did, the time's low bits still differ per connection.
-    if rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()).is_err() {
+    if crate::catalog::scram::fill_random(&mut bytes).is_err() {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
