@@ -7,6 +7,7 @@
 //!                      type integer, not_null boolean
 //! relation 3, indexes: oid integer, name text, table_oid integer,
 //!                      rel integer, flags integer, keys text
+//! relation 4, roles:   see roles.rs
 //! ```
 //!
 //! Indexes are in `indexes.rs`; roles (relation 4) and their SCRAM
@@ -487,27 +488,23 @@ impl Catalog {
     /// Every relation's name by relation number: the catalog's own and the
     /// tables (for listings such as the buffer pool's).
     pub fn relation_names(&self) -> std::collections::HashMap<u32, String> {
-        [
-            tables_heap(),
-            columns_heap(),
-            indexes::indexes_heap(),
-            roles::roles_heap(),
-        ]
-        .into_iter()
-        .map(|t| (t.rel, t.name))
-        .chain(
-            self.tables
-                .read()
-                .values()
-                .map(|t| (t.heap.rel, t.name().to_string())),
-        )
-        .chain(
-            self.indexes
-                .read()
-                .values()
-                .map(|i| (i.rel, i.name.clone())),
-        )
-        .collect()
+        [tables_heap(), columns_heap(), indexes::indexes_heap()]
+            .into_iter()
+            .chain([roles::roles_heap()])
+            .map(|t| (t.rel, t.name))
+            .chain(
+                self.tables
+                    .read()
+                    .values()
+                    .map(|t| (t.heap.rel, t.name().to_string())),
+            )
+            .chain(
+                self.indexes
+                    .read()
+                    .values()
+                    .map(|i| (i.rel, i.name.clone())),
+            )
+            .collect()
     }
 
     /// The column types of every table, committed or not, by oid (what

@@ -26,9 +26,9 @@
 //!
 //! Planning happens inside the statement, so a planning error (unknown
 //! column, type mismatch) fails the statement like any other error. DDL
-//! (DROP TABLE, CREATE INDEX, the role statements) and VACUUM are refused inside a transaction
-//! block: catalog changes take effect at once (see `catalog`), so they
-//! could not be rolled back with the block.
+//! (DROP TABLE, CREATE INDEX, the role statements) and VACUUM are refused
+//! inside a transaction block: catalog changes take effect at once (see
+//! `catalog`), so they could not be rolled back with the block.
 //!
 //! # What is supported
 //!
