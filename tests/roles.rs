@@ -182,3 +182,35 @@ fn roles_survive_a_restart_and_a_crash() {
     let mut s = db.session().unwrap();
     assert!(err(&mut s, "DROP ROLE changed").contains("does not exist"));
 }
+
+/// A data directory made before roles existed has no roles relation:
+/// it opens, with the relation made and the owner's role in it (no
+/// password), so its owner can still connect over the Unix socket.
+#[test]
+fn a_directory_made_before_roles_opens_with_its_owners_role() {
+    let (_dir, path, db) = new_small_pool_db(IoMethod::Sync, false);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (a integer); INSERT INTO t VALUES (1)",
+    );
+    drop(s);
+    drop(db);
+    // As such a directory is after a clean shutdown: no base/4.
+    std::fs::remove_file(path.join("base").join("4")).unwrap();
+    let db = Database::open(&path, &small_pool_settings(IoMethod::Sync, false)).unwrap();
+    let owner = db
+        .catalog()
+        .role(&current_role_name())
+        .expect("the owner's role");
+    assert_eq!(owner.oid, BOOTSTRAP_ROLE_OID);
+    assert!(owner.login && owner.superuser && owner.password.is_none());
+    assert_eq!(db.catalog().roles().len(), 1);
+    let mut s = db.session().unwrap();
+    assert_eq!(common::ints(&mut s, "SELECT count(*) FROM t"), [1]);
+    drop(s);
+    drop(db);
+    // And it stays: opened again, nothing is added twice.
+    let db = Database::open(&path, &small_pool_settings(IoMethod::Sync, false)).unwrap();
+    assert_eq!(db.catalog().roles().len(), 1);
+}
