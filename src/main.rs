@@ -57,8 +57,15 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         first_block: u32,
     },
-    /// Creates a data directory (see --data-dir) with an empty catalog.
-    Init,
+    /// Creates a data directory (see --data-dir) with an empty catalog and
+    /// a superuser role named after the operating-system user running it.
+    Init {
+        /// The role's password: the first line of FILE. Without it the
+        /// role has none, and can connect only over the Unix socket
+        /// (trusted, as PostgreSQL's initdb sets up local connections).
+        #[arg(long, value_name = "FILE")]
+        pwfile: Option<PathBuf>,
+    },
     /// Runs one or more `;`-separated SQL statements and prints their
     /// results as aligned tables (or CSV with --csv). On a data directory
     /// that `aiostore serve` holds, the server runs them.
@@ -721,10 +728,37 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             })
         }
-        Command::Init => {
+        Command::Init { ref pwfile } => {
+            // Read first: a missing or empty file leaves no directory
+            // behind.
+            let password = pwfile.as_deref().map(read_pwfile).transpose()?;
             Database::init(&cli.data_dir).map_err(|e| e.to_string())?;
-            writeln!(out, "created data directory \"{}\"", cli.data_dir.display())
-                .map_err(|e| e.to_string())?;
+            // Opening adds the owner's role (catalog/roles.rs).
+            let db = Database::open(&cli.data_dir, &cli.settings).map_err(|e| e.to_string())?;
+            let role = aiostore::catalog::current_role_name();
+            match password {
+                Some(password) => {
+                    let mut s = db.session().map_err(|e| e.to_string())?;
+                    let statement = format!(
+                        "ALTER ROLE \"{}\" PASSWORD '{}'",
+                        role.replace('"', "\"\""),
+                        password.replace('\'', "''")
+                    );
+                    aiostore::sql::execute(&mut s, &statement).map_err(|e| e.to_string())?;
+                }
+                None => eprintln!(
+                    "warning: enabling \"trust\" authentication for local connections\n\
+                     hint: role \"{role}\" has no password, so it can connect only over the Unix socket; \
+                     give it one with --pwfile next time, or ALTER ROLE \"{role}\" PASSWORD '…'"
+                ),
+            }
+            drop(db);
+            writeln!(
+                out,
+                "created data directory \"{}\" with superuser role \"{role}\"",
+                cli.data_dir.display()
+            )
+            .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sql { ref text, csv } => {
@@ -741,7 +775,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     else {
                         return Err(e.to_string());
                     };
-                    let user = std::env::var("USER").unwrap_or_else(|_| "aiostore".into());
+                    // The role `init` made for this user (catalog/roles.rs).
+                    let user = aiostore::catalog::current_role_name();
                     let mut client = aiostore::server::client::Client::connect(&file, &user)
                         .map_err(|e| e.to_string())?;
                     shell::run_sql_remote(&mut client, text, how)?
@@ -1720,4 +1755,16 @@ fn serve_command_line(cli: &Cli) -> Result<Vec<String>, String> {
         command_line.push(format!("max_sessions={needed}"));
     }
     Ok(command_line)
+}
+
+/// The password in `--pwfile`'s first line (initdb's rule), without its
+/// line ending.
+fn read_pwfile(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("could not read password file \"{}\": {e}", path.display()))?;
+    let line = text.lines().next().unwrap_or_default();
+    if line.is_empty() {
+        return Err(format!("password file \"{}\" is empty", path.display()));
+    }
+    Ok(line.to_string())
 }

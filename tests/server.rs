@@ -37,9 +37,14 @@ impl Served {
         socket.parent().unwrap().to_path_buf()
     }
 
+    /// The Unix socket's path.
+    fn socket(&self) -> PathBuf {
+        self.handle.as_ref().unwrap().unix_sockets[0].clone()
+    }
+
     fn tcp_config(&self) -> String {
         format!(
-            "host=127.0.0.1 port={} user=tester dbname=postgres",
+            "host=127.0.0.1 port={} user=tester password={TESTER_PASSWORD} dbname=postgres",
             self.port()
         )
     }
@@ -63,6 +68,10 @@ impl Served {
     }
 }
 
+/// The password of role `tester`, which every served database has (a
+/// superuser with LOGIN): TCP connections need one.
+const TESTER_PASSWORD: &str = "tester-password";
+
 fn serve(method: IoMethod, extra: &[&str]) -> Served {
     let dir = common::temp_dir();
     let path = dir.path().join("data");
@@ -79,6 +88,13 @@ fn serve(method: IoMethod, extra: &[&str]) -> Served {
     ];
     settings.extend(extra.iter().map(|s| s.to_string()));
     let db = Database::open(&path, &settings).unwrap();
+    let mut s = db.session().unwrap();
+    aiostore::sql::execute(
+        &mut s,
+        &format!("CREATE ROLE tester LOGIN SUPERUSER PASSWORD '{TESTER_PASSWORD}'"),
+    )
+    .unwrap();
+    drop(s);
     let handle = server::start(Arc::clone(&db)).unwrap();
     Served {
         handle: Some(handle),
@@ -605,7 +621,7 @@ fn an_idle_transaction_is_ended_after_its_timeout() {
             .unwrap();
         // The idler speaks the raw protocol, to read what the server
         // sends it unasked.
-        let mut idler = RawClient::connect(served.port(), &startup_bytes("idler"));
+        let mut idler = RawClient::connect(&served.socket(), &startup_bytes("tester"));
         idler.until_ready();
         let answer = idler.query(
             "SET idle_in_transaction_session_timeout = 200; BEGIN; INSERT INTO i VALUES (1)",
@@ -636,6 +652,7 @@ fn an_idle_transaction_is_ended_after_its_timeout() {
 fn garbage_on_one_connection_harms_no_other() {
     let served = serve(IoMethod::Worker, &[]);
     let port = served.port();
+    let socket = served.socket();
     runtime().block_on(async {
         let c = served.connect().await;
         c.batch_execute("CREATE TABLE f (a integer); INSERT INTO f VALUES (1)")
@@ -650,15 +667,13 @@ fn garbage_on_one_connection_harms_no_other() {
             x
         };
         for round in 0..200 {
-            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let len = (next() % 300) as usize;
             let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             match round % 6 {
                 // A Parse shorter than its fields, and a Bind whose
                 // parameter runs past its end, after a valid startup.
                 4 | 5 => {
-                    let mut m = startup_bytes("fuzz");
+                    let mut m = startup_bytes("tester");
                     if round % 6 == 4 {
                         m.extend_from_slice(b"P\0\0\0\x04");
                     } else {
@@ -668,7 +683,7 @@ fn garbage_on_one_connection_harms_no_other() {
                 }
                 // A valid startup, then garbage messages.
                 0 => {
-                    let mut startup = startup_bytes("fuzz");
+                    let mut startup = startup_bytes("tester");
                     startup.extend_from_slice(&bytes);
                     bytes = startup;
                 }
@@ -678,10 +693,23 @@ fn garbage_on_one_connection_harms_no_other() {
                     .for_each(drop),
                 _ => {}
             }
-            let _ = s.write_all(&bytes);
-            let _ = s.shutdown(std::net::Shutdown::Write);
+            // A valid startup goes over the Unix socket, where it is
+            // trusted, so that what follows reaches the query protocol;
+            // over TCP the rest is taken as SASL messages, also fuzzed.
             let mut sink = Vec::new();
-            let _ = s.read_to_end(&mut sink);
+            if matches!(round % 6, 0 | 4 | 5) && round % 12 < 6 {
+                let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = s.write_all(&bytes);
+                let _ = s.shutdown(std::net::Shutdown::Write);
+                let _ = s.read_to_end(&mut sink);
+            } else {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = s.write_all(&bytes);
+                let _ = s.shutdown(std::net::Shutdown::Write);
+                let _ = s.read_to_end(&mut sink);
+            }
         }
         let n = count(&c, "SELECT count(*) FROM f").await;
         assert_eq!(n, 1);
@@ -694,7 +722,20 @@ fn serve_stops_cleanly_on_sigterm() {
     let dir = common::temp_dir();
     let sockets = socket_dir();
     let path = dir.path().join("data");
-    Database::init(&path).unwrap();
+    // `aiostore init --pwfile`: the owner's role gets the file's first
+    // line as its password, and logs in with it over TCP below.
+    let pwfile = dir.path().join("pwfile");
+    std::fs::write(&pwfile, "owner-secret\nnot the password\n").unwrap();
+    let init = std::process::Command::new(env!("CARGO_BIN_EXE_aiostore"))
+        .arg("--data-dir")
+        .arg(&path)
+        .arg("init")
+        .arg("--pwfile")
+        .arg(&pwfile)
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let owner = aiostore::catalog::current_role_name();
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -712,7 +753,9 @@ fn serve_stops_cleanly_on_sigterm() {
         .spawn()
         .unwrap();
     runtime().block_on(async {
-        let config = format!("host=127.0.0.1 port={port} user=tester dbname=postgres");
+        let config = format!(
+            "host=127.0.0.1 port={port} user={owner} password=owner-secret dbname=postgres"
+        );
         let mut tries = 0;
         let c = loop {
             match tokio_postgres::connect(&config, NoTls).await {
@@ -834,13 +877,16 @@ fn message(kind: u8, body: &[u8]) -> Vec<u8> {
 
 /// A raw protocol client, for what drivers do not let a test send: the
 /// type bytes of the backend messages it gets back, with their bodies.
+///
+/// It connects over the Unix socket, where roles are trusted: TCP would
+/// need the SCRAM exchange first.
 struct RawClient {
-    stream: std::net::TcpStream,
+    stream: std::os::unix::net::UnixStream,
 }
 
 impl RawClient {
-    fn connect(port: u16, startup: &[u8]) -> RawClient {
-        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    fn connect(socket: &std::path::Path, startup: &[u8]) -> RawClient {
+        let stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -916,8 +962,7 @@ fn execute(max_rows: i32) -> Vec<u8> {
 #[test]
 fn protocol_details_match_postgresql() {
     let served = serve(IoMethod::Worker, &[]);
-    let port = served.port();
-    let mut raw = RawClient::connect(port, &startup_bytes("raw"));
+    let mut raw = RawClient::connect(&served.socket(), &startup_bytes("tester"));
     // AuthenticationOk, ParameterStatus (server_version first: PostgreSQL
     // 15's), …, BackendKeyData, ReadyForQuery.
     assert_eq!(raw.recv().0, b'R');
@@ -983,7 +1028,7 @@ fn protocol_details_match_postgresql() {
 
     // A client asking for protocol 3.2 is told the whole version the
     // server speaks.
-    let mut newer = RawClient::connect(port, &startup_with_version("raw", 3, 2));
+    let mut newer = RawClient::connect(&served.socket(), &startup_with_version("tester", 3, 2));
     let (kind, body) = newer.recv();
     assert_eq!(kind, b'v');
     assert_eq!(body[..4], 196608i32.to_be_bytes());
@@ -1029,5 +1074,186 @@ fn shutdown_does_not_wait_for_a_client_stuck_in_startup() {
         started.elapsed() < Duration::from_secs(10),
         "shutdown waited {:?}",
         started.elapsed()
+    );
+}
+
+/// The error a connection attempt with `config` ends with, and how long
+/// it took.
+async fn refused(config: String) -> (tokio_postgres::Error, Duration) {
+    let started = Instant::now();
+    let e = tokio_postgres::connect(&config, NoTls)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("{config}: connected"));
+    (e, started.elapsed())
+}
+
+#[test]
+fn tcp_logins_need_the_right_password_and_failures_look_alike() {
+    let served = serve(IoMethod::Worker, &[]);
+    runtime().block_on(async {
+        let c = served.connect().await;
+        c.batch_execute(
+            "CREATE ROLE alice LOGIN PASSWORD 'right';
+             CREATE ROLE nologin NOLOGIN PASSWORD 'right';
+             CREATE USER nopassword",
+        )
+        .await
+        .unwrap();
+        let config = |user: &str, password: &str| {
+            format!(
+                "host=127.0.0.1 port={} user={user} password={password} dbname=postgres",
+                served.port()
+            )
+        };
+        let alice = connect(&config("alice", "right")).await;
+        let one: i32 = alice.query_one("SELECT 1", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+        // Each failure waits out the delay; they run side by side.
+        let (wrong, unknown, no_password, no_login) = tokio::join!(
+            refused(config("alice", "wrong")),
+            refused(config("nobody", "right")),
+            refused(config("nopassword", "anything")),
+            refused(config("nologin", "right")),
+        );
+        for ((e, elapsed), user) in [
+            (&wrong, "alice"),
+            (&unknown, "nobody"),
+            (&no_password, "nopassword"),
+        ] {
+            assert_eq!(code(e), &SqlState::INVALID_PASSWORD, "{user}: {e:?}");
+            let db = e.as_db_error().unwrap();
+            assert_eq!(
+                db.message(),
+                format!("password authentication failed for user \"{user}\"")
+            );
+            assert_eq!(db.severity(), "FATAL");
+            assert!(
+                *elapsed >= server::AUTH_FAILURE_DELAY,
+                "{user}: refused after {elapsed:?}"
+            );
+        }
+        let (e, elapsed) = no_login;
+        assert_eq!(code(&e), &SqlState::INVALID_AUTHORIZATION_SPECIFICATION);
+        assert_eq!(
+            e.as_db_error().unwrap().message(),
+            "role \"nologin\" is not permitted to log in"
+        );
+        assert!(elapsed >= server::AUTH_FAILURE_DELAY, "{elapsed:?}");
+        // ALTER ROLE takes effect for the next login; an unknown
+        // database is still 3D000, whoever asks.
+        c.batch_execute("ALTER ROLE alice PASSWORD 'new'; ALTER ROLE nologin LOGIN")
+            .await
+            .unwrap();
+        let (e, _) = refused(config("alice", "right")).await;
+        assert_eq!(code(&e), &SqlState::INVALID_PASSWORD);
+        connect(&config("alice", "new")).await;
+        connect(&config("nologin", "right")).await;
+        let (e, _) = refused(format!(
+            "host=127.0.0.1 port={} user=nobody password=x dbname=nope",
+            served.port()
+        ))
+        .await;
+        assert_eq!(code(&e), &SqlState::INVALID_CATALOG_NAME);
+    });
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+#[test]
+fn the_unix_socket_trusts_existing_roles_unless_told_to_ask() {
+    let served = serve(IoMethod::Worker, &[]);
+    let owner = aiostore::catalog::current_role_name();
+    let socket_config = |user: &str, extra: &str| {
+        format!(
+            "host={} port={} user={user} dbname=postgres {extra}",
+            served.socket_dir().display(),
+            served.port()
+        )
+    };
+    runtime().block_on(async {
+        // The directory's owner has no password, and needs none here.
+        let c = connect(&socket_config(&owner, "")).await;
+        c.batch_execute("CREATE ROLE quiet NOLOGIN").await.unwrap();
+        let (e, _) = refused(socket_config("nobody", "")).await;
+        assert_eq!(code(&e), &SqlState::INVALID_AUTHORIZATION_SPECIFICATION);
+        assert_eq!(
+            e.as_db_error().unwrap().message(),
+            "role \"nobody\" does not exist"
+        );
+        let (e, _) = refused(socket_config("quiet", "")).await;
+        assert_eq!(
+            e.as_db_error().unwrap().message(),
+            "role \"quiet\" is not permitted to log in"
+        );
+        // The owner has no password, so over TCP it cannot log in.
+        let (e, _) = refused(format!(
+            "host=127.0.0.1 port={} user={owner} password=x dbname=postgres",
+            served.port()
+        ))
+        .await;
+        assert_eq!(code(&e), &SqlState::INVALID_PASSWORD);
+    });
+    drop(served);
+    let served = serve(
+        IoMethod::Worker,
+        &["unix_socket_authentication=scram-sha-256"],
+    );
+    let socket_config = |user: &str, extra: &str| {
+        format!(
+            "host={} port={} user={user} dbname=postgres {extra}",
+            served.socket_dir().display(),
+            served.port()
+        )
+    };
+    runtime().block_on(async {
+        let (e, _) = refused(socket_config("tester", "password=wrong")).await;
+        assert_eq!(code(&e), &SqlState::INVALID_PASSWORD);
+        let c = connect(&socket_config(
+            "tester",
+            &format!("password={TESTER_PASSWORD}"),
+        ))
+        .await;
+        let one: i32 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+    });
+}
+
+#[test]
+fn psql_logs_in_over_tcp_with_pgpassword() {
+    const PSQL: &str = "/usr/lib/postgresql/15/bin/psql";
+    if !std::path::Path::new(PSQL).exists() {
+        eprintln!("skipped: {PSQL} is not installed (apt-get install postgresql-client-15)");
+        return;
+    }
+    let served = serve(IoMethod::Worker, &[]);
+    let psql = |password: &str| {
+        std::process::Command::new(PSQL)
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "tester",
+                "-d",
+                "postgres",
+            ])
+            .args(["-p", &served.port().to_string()])
+            .args(["-c", "SELECT 40 + 2"])
+            .env("PGPASSWORD", password)
+            .env("PGCONNECT_TIMEOUT", "10")
+            .output()
+            .unwrap()
+    };
+    let ok = psql(TESTER_PASSWORD);
+    assert!(ok.status.success(), "{ok:?}");
+    assert_eq!(String::from_utf8_lossy(&ok.stdout).trim(), "42");
+    let wrong = psql("wrong");
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        stderr.contains("password authentication failed for user \"tester\""),
+        "{stderr}"
     );
 }

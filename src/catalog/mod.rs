@@ -7,9 +7,11 @@
 //!                      type integer, not_null boolean
 //! relation 3, indexes: oid integer, name text, table_oid integer,
 //!                      rel integer, flags integer, keys text
+//! relation 4, roles:   see roles.rs
 //! ```
 //!
-//! Indexes are in `indexes.rs`.
+//! Indexes are in `indexes.rs`; roles (relation 4) and their SCRAM
+//! passwords in `roles.rs` and `scram.rs`.
 //!
 //! CREATE TABLE is transactional, as PostgreSQL's: its catalog rows carry
 //! the creating transaction's id, and the table is *pending* until that
@@ -48,10 +50,16 @@ use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
 mod indexes;
+mod roles;
+pub mod scram;
 pub mod statistics;
 mod truncate;
 
 pub use indexes::{IndexColumn, IndexDef, IndexKind};
+pub use roles::{
+    current_role_name, role_name_for_uid, RoleDef, RoleError, RoleOptions, BOOTSTRAP_ROLE_OID,
+    ROLES_REL,
+};
 pub use truncate::Truncation;
 
 use crate::buffer::{BufferError, BufferSession};
@@ -239,6 +247,8 @@ pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<TableDef>>>,
     /// Indexes by name and by table (see `indexes.rs`).
     indexes: RwLock<indexes::IndexCache>,
+    /// Roles by name (see `roles.rs`).
+    roles: RwLock<roles::RoleCache>,
     /// Serialises DDL.
     ddl: Mutex<()>,
     /// The highest oid and relation number any catalog row had at load,
@@ -297,7 +307,7 @@ fn scan_rows(
 impl Catalog {
     /// Creates the catalog relations of a new data directory.
     pub fn bootstrap(s: &mut BufferSession) -> Result<(), CatalogError> {
-        for rel in [TABLES_REL, COLUMNS_REL, INDEXES_REL] {
+        for rel in [TABLES_REL, COLUMNS_REL, INDEXES_REL, ROLES_REL] {
             s.pool().relation(rel).create(crate::storage::Fork::Main)?;
         }
         Ok(())
@@ -401,9 +411,11 @@ impl Catalog {
             log::warn!("the catalog is damaged: {what}; with zero_damaged_pages they are ignored");
         }
         let indexes = indexes::load(s, heap, &tables, &mut numbered_up_to, &mut rels, lenient)?;
+        let roles = roles::load(s, heap, lenient)?;
         Ok(Catalog {
             tables: RwLock::new(tables),
             indexes: RwLock::new(indexes),
+            roles: RwLock::new(roles),
             ddl: Mutex::new(()),
             numbered_up_to: Mutex::new(numbered_up_to),
         })
@@ -478,6 +490,7 @@ impl Catalog {
     pub fn relation_names(&self) -> std::collections::HashMap<u32, String> {
         [tables_heap(), columns_heap(), indexes::indexes_heap()]
             .into_iter()
+            .chain([roles::roles_heap()])
             .map(|t| (t.rel, t.name))
             .chain(
                 self.tables

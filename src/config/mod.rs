@@ -332,6 +332,13 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "Directories `aiostore serve` makes its Unix socket in, comma-separated; empty for none",
     },
     SettingDef {
+        name: "unix_socket_authentication",
+        default: "trust",
+        kind: Kind::Enum(&["trust", "scram-sha-256"]),
+        context: Context::Startup,
+        description: "How `aiostore serve` authenticates connections over its Unix socket: trust (any role with LOGIN; the socket directory's permissions are the guard, as PostgreSQL's initdb default) or scram-sha-256 (the role's password, as over TCP)",
+    },
+    SettingDef {
         name: "max_connections",
         default: "100",
         kind: Kind::Integer { min: 1, max: 4000 },
@@ -1001,6 +1008,12 @@ impl Settings {
             .filter(|d| !d.is_empty())
             .map(std::path::PathBuf::from)
             .collect()
+    }
+
+    /// Whether the server asks for a password over its Unix socket
+    /// (`unix_socket_authentication = scram-sha-256`) or trusts it.
+    pub fn unix_socket_password(&self) -> bool {
+        self.enumeration("unix_socket_authentication") == "scram-sha-256"
     }
 
     /// How long a wait for another transaction goes before the deadlock

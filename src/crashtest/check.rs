@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use super::protocol::{History, Op, SessionLog, SessionName};
 use super::workload::*;
-use crate::catalog::{COLUMNS_REL, INDEXES_REL, TABLES_REL};
+use crate::catalog::{COLUMNS_REL, INDEXES_REL, ROLES_REL, TABLES_REL};
 use crate::database::{Database, Session};
 use crate::heap::{vm, TupleHeader};
 use crate::page::{item, line_pointer_count, page_flags, PD_ALL_VISIBLE};
@@ -719,6 +719,7 @@ pub fn check_storage(
     tables_by_rel.insert(TABLES_REL, "the catalog's tables".into());
     tables_by_rel.insert(COLUMNS_REL, "the catalog's columns".into());
     tables_by_rel.insert(INDEXES_REL, "the catalog's indexes".into());
+    tables_by_rel.insert(ROLES_REL, "the catalog's roles".into());
     for table in tables {
         for index in db.catalog().indexes_of(table).iter() {
             tables_by_rel.insert(index.rel, format!("index {}", index.name));

@@ -6,7 +6,8 @@
 //! <dir>/AIOSTORE_VERSION   format of the directory ("aiostore data directory format 2")
 //! <dir>/aiostore.toml      settings (see docs/settings.md)
 //! <dir>/aiostore.pid       the pid of the process that has the directory open
-//! <dir>/base/              relation files (catalog: 1, 2; tables from 16384)
+//! <dir>/base/              relation files (catalog: 1–4; tables from 16384)
+//! <dir>/aiostore.auth_secret  the server's secret for mock SCRAM salts (server::auth)
 //! <dir>/xact, xid_reserved commit log and transaction id reservation
 //! <dir>/wal/               WAL segment files (see the `wal` module)
 //! <dir>/aiostore.control   the last checkpoint and whether the database
@@ -429,6 +430,17 @@ impl Database {
         }
         let heap = Heap::new(Arc::clone(&txn), Arc::clone(&wal));
         let catalog = Catalog::load(&mut s, &heap)?;
+        // A directory without roles (new, or made before roles existed)
+        // gets its owner's role, named after the user owning it
+        // (catalog/roles.rs).
+        {
+            use std::os::unix::fs::MetadataExt;
+            let owner = std::fs::metadata(dir).map_err(io_err("read", dir))?.uid();
+            let owner = crate::catalog::role_name_for_uid(owner);
+            if catalog.ensure_owner_role(&mut s, &heap, &owner)? {
+                log::info!("added role \"{owner}\" (superuser, no password) for the data directory's owner");
+            }
+        }
         if crashed && !s.settings.zero_damaged_pages {
             // A file created for a table whose catalog rows never became
             // durable (CREATE TABLE did not return): nobody can reach it.

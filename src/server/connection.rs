@@ -2,8 +2,8 @@
 //! Terminate, on the connection's own thread and with its own session.
 //!
 //! ```text
-//! Startup ──(SSLRequest: 'N')──▶ StartupMessage ─▶ AuthenticationOk, ParameterStatus…,
-//!                                                  BackendKeyData, ReadyForQuery
+//! Startup ──(SSLRequest: 'N')──▶ StartupMessage ─▶ authentication (see `auth`) ─▶
+//!                                  AuthenticationOk, ParameterStatus…, BackendKeyData, ReadyForQuery
 //! Ready ─ Query ─▶ results…, ReadyForQuery
 //!       ─ Parse/Bind/Describe/Execute/Close/Flush ─▶ their answers
 //!       ─ Sync ─▶ ReadyForQuery
@@ -44,6 +44,7 @@ use pgwire::messages::startup::{
 };
 use pgwire::messages::{PgWireFrontendMessage as Front, SslNegotiationMetaMessage};
 
+use super::auth::{self, AuthFailure};
 use super::values::{self, ValueError, FORMAT_BINARY, FORMAT_TEXT};
 use super::wire::{MessageReader, MessageWriter, Stream, WireError};
 use super::{Shared, DATABASE_NAME, SERVER_VERSION};
@@ -346,6 +347,25 @@ fn startup(
             )));
         }
     }
+    // Authenticated before the connection takes one of max_connections'
+    // slots: a client failing to log in holds only a starting thread.
+    let method = match reader.stream() {
+        Stream::Tcp(_) => auth::Method::ScramSha256,
+        Stream::Unix(_) => shared.unix_socket_auth,
+    };
+    let authenticated = auth::authenticate(
+        shared.db.catalog(),
+        reader,
+        &mut out.borrow_mut(),
+        &user,
+        method,
+        &shared.mock_secret,
+    );
+    let role = authenticated.map_err(|failure| match failure {
+        AuthFailure::Gone => Closed::Gone,
+        AuthFailure::Protocol(message) => Closed::Fatal(ClientError::protocol(message)),
+        AuthFailure::Refused { code, message } => Closed::Fatal(ClientError::new(code, message)),
+    })?;
     let Some((pid, secret, cancel)) = shared.register(reader.stream()) else {
         return Err(Closed::Fatal(ClientError::new(
             "53300",
@@ -385,7 +405,10 @@ fn startup(
             ("TimeZone", "UTC".into()),
             ("integer_datetimes", "on".into()),
             ("standard_conforming_strings", "on".into()),
-            ("is_superuser", "on".into()),
+            (
+                "is_superuser",
+                if role.superuser { "on" } else { "off" }.into(),
+            ),
             ("session_authorization", user.clone()),
             ("application_name", application_name),
         ] {

@@ -32,13 +32,23 @@
 //! its client disconnects), waits for their threads, and returns; closing
 //! the database then writes the shutdown checkpoint.
 //!
+//! # Authentication
+//!
+//! Between the startup message and AuthenticationOk a connection is
+//! authenticated (`auth`): SCRAM-SHA-256 over TCP, `trust` over the Unix
+//! socket (unless `unix_socket_authentication` says scram-sha-256), against
+//! the roles in the catalog (`catalog::roles`). A failure is answered
+//! after [`AUTH_FAILURE_DELAY`], alike for a wrong password, an unknown
+//! role and a role without a password.
+//!
 //! # Not yet
 //!
-//! Authentication is `trust` for every connection: roles, SCRAM-SHA-256
-//! and TLS are the next step of the server's issue. Until then the server
-//! listens on the loopback address unless `listen_addresses` says
-//! otherwise.
+//! TLS: connections are in the clear (SCRAM never sends the password),
+//! so the server listens on the loopback address unless
+//! `listen_addresses` says otherwise. Privileges: any role that logs in
+//! may do anything.
 
+mod auth;
 pub mod client;
 mod connection;
 pub mod values;
@@ -57,6 +67,7 @@ use parking_lot::Mutex;
 use thiserror::Error;
 
 use crate::database::{Database, Session};
+pub use auth::{Method as AuthMethod, AUTH_FAILURE_DELAY, MOCK_SECRET_FILE};
 use wire::Stream;
 
 /// The one database a data directory holds, by the name clients ask for
@@ -94,6 +105,8 @@ pub enum ServerError {
     Signals(std::io::Error),
     #[error("waiting for connections failed: {0}")]
     Poll(std::io::Error),
+    #[error("could not read or write the authentication secret {MOCK_SECRET_FILE} in the data directory: {0}")]
+    Secret(std::io::Error),
 }
 
 /// A connection's entry in the server's table, for cancel requests and
@@ -118,6 +131,11 @@ struct Shared {
     starting: Mutex<HashMap<u64, Stream>>,
     /// Connection threads that panicked (each is logged; tests read it).
     panics: std::sync::atomic::AtomicU64,
+    /// How Unix-socket connections authenticate (TCP ones always use
+    /// SCRAM-SHA-256; see `auth`).
+    unix_socket_auth: auth::Method,
+    /// What mock salts are derived from (see `auth`).
+    mock_secret: [u8; auth::MOCK_SECRET_BYTES],
 }
 
 impl Shared {
@@ -203,7 +221,7 @@ fn random_secret() -> i32 {
     let mut bytes = [0u8; 4];
     // getrandom(2) never fails for 4 bytes once the pool is initialised;
     // if it did, the time's low bits still differ per connection.
-    if rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()).is_err() {
+    if crate::catalog::scram::fill_random(&mut bytes).is_err() {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -327,6 +345,12 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
             Listener::Tcp(_) => None,
         })
         .collect();
+    let mock_secret = auth::mock_secret(db.dir()).map_err(ServerError::Secret)?;
+    let unix_socket_auth = if settings.unix_socket_password() {
+        auth::Method::ScramSha256
+    } else {
+        auth::Method::Trust
+    };
     let shutdown = Arc::new(AtomicBool::new(false));
     let shared = Arc::new(Shared {
         db,
@@ -338,6 +362,8 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
         connections: Mutex::new(HashMap::new()),
         starting: Mutex::new(HashMap::new()),
         panics: std::sync::atomic::AtomicU64::new(0),
+        unix_socket_auth,
+        mock_secret,
     });
     let panics = Arc::clone(&shared);
     let thread = std::thread::Builder::new()

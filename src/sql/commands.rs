@@ -323,6 +323,12 @@ fn dispatch(
         Statement::AlterTable(at) => io.with_progress(|progress| {
             utility(s, |s| super::ddl::alter_table(&cx, s, at, progress))
         }),
+        Statement::CreateRole(cr) => {
+            utility(s, |s| super::roles::create_role(&cx, s, statement, cr))
+        }
+        Statement::AlterRole { name, operation } => utility(s, |s| {
+            super::roles::alter_role(&cx, s, statement, name, operation)
+        }),
         Statement::CreateTable(ct) => {
             in_statement(s, |s, snapshot| create_table(&cx, s, snapshot, ct))
         }
@@ -345,6 +351,9 @@ fn dispatch(
                 ObjectType::Table => utility(s, |s| drop_tables(&cx, s, names, *if_exists)),
                 ObjectType::Index => {
                     utility(s, |s| super::ddl::drop_indexes(&cx, s, names, *if_exists))
+                }
+                ObjectType::Role | ObjectType::User => {
+                    utility(s, |s| super::roles::drop_roles(&cx, s, names, *if_exists))
                 }
                 _ => Err(cx.unsupported(statement.span(), format!("DROP {object_type}"))),
             }

@@ -502,7 +502,7 @@ pub(crate) fn alter_table(
 /// `check` (a missing one, unless IF EXISTS was given, or one refused
 /// drops nothing), then each is dropped by `drop_one`, which says false
 /// for one that was not there.
-fn drop_each(
+pub(super) fn drop_each(
     cx: &StmtCx,
     s: &mut Session,
     names: &[ast::ObjectName],

@@ -26,9 +26,9 @@
 //!
 //! Planning happens inside the statement, so a planning error (unknown
 //! column, type mismatch) fails the statement like any other error. DDL
-//! (CREATE TABLE, DROP TABLE) and VACUUM are refused inside a transaction
-//! block: catalog changes take effect at once (see `catalog`), so they
-//! could not be rolled back with the block.
+//! (DROP TABLE, CREATE INDEX, the role statements) and VACUUM are refused
+//! inside a transaction block: catalog changes take effect at once (see
+//! `catalog`), so they could not be rolled back with the block.
 //!
 //! # What is supported
 //!
@@ -40,7 +40,8 @@
 //! LIMIT/OFFSET, count/sum/avg/min/max; IN, EXISTS and scalar
 //! subqueries; UNION, INTERSECT, EXCEPT), EXPLAIN \[ANALYZE\] with `(ANALYZE, BUFFERS, IO)`,
 //! BEGIN/START TRANSACTION [ISOLATION LEVEL …], COMMIT/END,
-//! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY and CHECKPOINT.
+//! ROLLBACK/ABORT, SET/SHOW/RESET, VACUUM, COPY, CHECKPOINT and CREATE,
+//! ALTER and DROP ROLE (`roles`).
 //! COPY loads a table from a file or from [`StatementIo::stdin`] and
 //! writes a table or a query to a file or [`StatementIo::stdout`], in CSV
 //! or PostgreSQL's text format (see `exec::copy`). CHECKPOINT
@@ -96,6 +97,7 @@ mod format;
 mod parse;
 mod prepared;
 mod query;
+mod roles;
 mod setop;
 
 use std::fmt;
@@ -299,6 +301,8 @@ pub enum SqlError {
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error(transparent)]
+    Role(#[from] crate::catalog::RoleError),
+    #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
     Database(#[from] DbError),
@@ -364,6 +368,7 @@ impl SqlError {
             SqlError::Exec(e) => e.sqlstate(),
             SqlError::Xact(e) => e.sqlstate(),
             SqlError::Catalog(e) => e.sqlstate(),
+            SqlError::Role(e) => e.sqlstate(),
             SqlError::Config(e) => e.sqlstate(),
             SqlError::Database(e) => e.sqlstate(),
         }

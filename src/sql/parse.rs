@@ -542,12 +542,22 @@ fn parse_tokens(
             }
             _ => None,
         };
+        // CREATE USER: PostgreSQL's CREATE ROLE … LOGIN, which `sqlparser`
+        // parses as another dialect's CREATE USER; parsed as the CREATE
+        // ROLE it is, LOGIN added below.
+        let create_user = match words[..] {
+            [(_, c), (at, u)] if is_word(c, &["create"]) && is_word(u, &["user"]) => Some(at),
+            _ => None,
+        };
         let mut tokens = piece.to_vec();
         if let Some(at) = vacuum_analyze {
             tokens.remove(at);
         }
         if is_word(first, &["copy"]) {
             spell_copy_booleans(&mut tokens);
+        }
+        if let Some(at) = create_user {
+            tokens[at].token = Token::make_keyword("ROLE");
         }
         let mut parser = Parser::new(dialect)
             .with_recursion_limit(MAX_PARSER_RECURSION)
@@ -567,9 +577,13 @@ fn parse_tokens(
                     },
                     e => syntax(format!("{e} (the statement starts at {})", position(first))),
                 })?;
-                match vacuum_analyze {
-                    Some(_) => Stmt::VacuumAnalyze(Box::new(statement)),
-                    None => Stmt::Ast(Box::new(statement)),
+                match (vacuum_analyze, statement) {
+                    (Some(_), statement) => Stmt::VacuumAnalyze(Box::new(statement)),
+                    (None, Statement::CreateRole(mut role)) if create_user.is_some() => {
+                        role.login.get_or_insert(true);
+                        Stmt::Ast(Box::new(Statement::CreateRole(role)))
+                    }
+                    (None, statement) => Stmt::Ast(Box::new(statement)),
                 }
             }
         };
