@@ -477,6 +477,7 @@ impl Catalog {
         }
         *def.row.lock() = Some(tid);
         self.indexes.write().insert(Arc::clone(def));
+        self.changed();
         Ok(())
     }
 
@@ -539,6 +540,7 @@ impl Catalog {
     ) -> Result<(), CatalogError> {
         for def in self.indexes_of(table).iter() {
             self.indexes.write().remove(&def.name);
+            self.changed();
             log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
             Self::remove_relation(s, heap, def.rel, started)?;
         }
@@ -566,6 +568,7 @@ impl Catalog {
         let lsn = log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
         heap.wal().flush(lsn)?;
         self.indexes.write().remove(&def.name);
+        self.changed();
         Self::remove_relation(s, heap, def.rel, started)
     }
 }
