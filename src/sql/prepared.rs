@@ -107,6 +107,10 @@ struct KeptPlan {
     /// The catalog's generation read before planning it.
     generation: u64,
     settings: PlannerSettings,
+    /// The version of the session's settings last found to hold
+    /// `settings` (`config::Settings::version`): while it is the same
+    /// they are not read again.
+    settings_version: u64,
     /// It ran (the next run starts it over).
     ran: bool,
 }
@@ -233,9 +237,16 @@ fn run_cached(
     let db = Arc::clone(s.db());
     let mut plans = prepared.plans.borrow_mut();
     let generation = db.catalog().generation();
-    let settings = PlannerSettings::of(s);
+    let settings_version = s.settings.version();
+    if let PlanCache::Generic(kept) = &mut *plans {
+        if kept.settings_version != settings_version && kept.settings == PlannerSettings::of(s) {
+            kept.settings_version = settings_version;
+        }
+    }
     match &mut *plans {
-        PlanCache::Generic(kept) if kept.generation == generation && kept.settings == settings => {
+        PlanCache::Generic(kept)
+            if kept.generation == generation && kept.settings_version == settings_version =>
+        {
             let params = generic_params(s, values);
             let bound = exec::Bound {
                 params: &params,
@@ -258,6 +269,7 @@ fn run_cached(
     if let PlanCache::Custom { runs, cost_sum } = *plans {
         if runs >= CUSTOM_PLANS_FIRST {
             let average = cost_sum / f64::from(runs);
+            let settings = PlannerSettings::of(s);
             match plan_generic(s, prepared, statement, average) {
                 Some((mut plan, columns)) => {
                     let params = generic_params(s, values);
@@ -271,6 +283,7 @@ fn run_cached(
                         columns,
                         generation,
                         settings,
+                        settings_version,
                         ran: true,
                     }));
                     return result;
