@@ -315,9 +315,7 @@ impl Plan {
         }
         out
     }
-}
 
-impl Plan {
     /// Whether the plan can run again for another statement (a prepared
     /// statement's kept plan): each run starts its nodes over with
     /// `rescan`, so none may keep what it computed for one statement
