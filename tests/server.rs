@@ -1063,6 +1063,72 @@ fn limit_takes_a_parameter() {
 }
 
 #[test]
+fn a_prepared_statements_kept_plan_follows_its_table() {
+    let served = serve(IoMethod::Worker, &[]);
+    runtime().block_on(async {
+        let c = served.connect().await;
+        c.batch_execute(
+            "CREATE TABLE k (id integer, v text);
+             INSERT INTO k SELECT i, 'v' || i FROM generate_series(1, 500) i",
+        )
+        .await
+        .unwrap();
+        let select = c.prepare("SELECT v FROM k WHERE id = $1").await.unwrap();
+        let update = c
+            .prepare("UPDATE k SET v = $2 WHERE id = $1")
+            .await
+            .unwrap();
+        let v = |rows: Vec<tokio_postgres::Row>| -> Vec<String> {
+            rows.iter().map(|r| r.get::<_, String>(0)).collect()
+        };
+        // Past its first five runs the plan is generic and kept: each run
+        // still finds its own value.
+        for id in 1..=20i32 {
+            assert_eq!(
+                v(c.query(&select, &[&id]).await.unwrap()),
+                [format!("v{id}")]
+            );
+        }
+        for id in 1..=20i32 {
+            let n = c.execute(&update, &[&id, &format!("u{id}")]).await.unwrap();
+            assert_eq!(n, 1);
+        }
+        assert_eq!(v(c.query(&select, &[&7i32]).await.unwrap()), ["u7"]);
+        // A new index, then the table dropped and created again by
+        // another connection: the same statements read the new table.
+        let other = served.connect().await;
+        other
+            .batch_execute("CREATE INDEX k_id ON k (id)")
+            .await
+            .unwrap();
+        for id in 1..=10i32 {
+            assert_eq!(
+                v(c.query(&select, &[&id]).await.unwrap()),
+                [format!("u{id}")]
+            );
+        }
+        other
+            .batch_execute(
+                "DROP TABLE k;
+                 CREATE TABLE k (v text, id integer PRIMARY KEY);
+                 INSERT INTO k VALUES ('new', 3)",
+            )
+            .await
+            .unwrap();
+        assert_eq!(v(c.query(&select, &[&3i32]).await.unwrap()), ["new"]);
+        assert!(c.query(&select, &[&7i32]).await.unwrap().is_empty());
+        let n = c.execute(&update, &[&3i32, &"newer"]).await.unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(v(c.query(&select, &[&3i32]).await.unwrap()), ["newer"]);
+        // Dropped for good: the error of a statement planned now.
+        other.batch_execute("DROP TABLE k").await.unwrap();
+        let e = c.query(&select, &[&3i32]).await.unwrap_err();
+        assert_eq!(code(&e), &SqlState::UNDEFINED_TABLE);
+    });
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+#[test]
 fn shutdown_does_not_wait_for_a_client_stuck_in_startup() {
     let mut served = serve(IoMethod::Worker, &[]);
     // Connected, never sending its startup message.

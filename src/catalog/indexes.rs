@@ -497,6 +497,7 @@ impl Catalog {
         }
         *def.row.lock() = Some(tid);
         self.indexes.write().insert(Arc::clone(def));
+        self.changed();
         Ok(())
     }
 
@@ -559,6 +560,7 @@ impl Catalog {
     ) -> Result<(), CatalogError> {
         for def in self.indexes_of(table).iter() {
             self.indexes.write().remove(&def.name);
+            self.changed();
             log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
             Self::remove_relation(s, heap, def.rel, started)?;
         }
@@ -586,6 +588,7 @@ impl Catalog {
         let lsn = log_smgr(heap.wal(), SMGR_DROP, def.rel)?;
         heap.wal().flush(lsn)?;
         self.indexes.write().remove(&def.name);
+        self.changed();
         Self::remove_relation(s, heap, def.rel, started)
     }
 }

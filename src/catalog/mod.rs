@@ -44,7 +44,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
@@ -258,6 +258,12 @@ pub struct Catalog {
     /// a table whose creation rolled back is not reused while its
     /// creation record may still be replayed.
     numbered_up_to: Mutex<(u32, u32)>,
+    /// Counts the changes of the tables and indexes in the cache (one
+    /// created, dropped, or whose creation rolled back): a plan kept
+    /// across statements (a prepared statement's) is planned again once
+    /// it moved. Bumped after the change is in the cache, so that a plan
+    /// made after reading it saw every change up to that count.
+    generation: AtomicU64,
 }
 
 /// The snapshot the catalog is loaded with: no transaction is running
@@ -418,6 +424,7 @@ impl Catalog {
             roles: RwLock::new(roles),
             ddl: Mutex::new(()),
             numbered_up_to: Mutex::new(numbered_up_to),
+            generation: AtomicU64::new(0),
         })
     }
 
@@ -474,6 +481,18 @@ impl Catalog {
             .filter(|t| t.visible_to(viewer))
             .cloned()
             .ok_or_else(|| CatalogError::NoSuchTable(name.to_string()))
+    }
+
+    /// The count of changes to the tables and indexes in the cache (see
+    /// the field): read it before planning, and a plan made then is
+    /// current while it is the same.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Counts a change of the cache's tables or indexes, once it is in.
+    pub(crate) fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// True if `table` is still the catalog's entry under its name (not
@@ -606,6 +625,7 @@ impl Catalog {
         self.tables
             .write()
             .insert(name.to_string(), Arc::clone(&def));
+        self.changed();
         Ok(Some(def))
     }
 
@@ -755,6 +775,7 @@ impl Catalog {
                     tables.remove(def.name());
                 }
             }
+            self.changed();
             // Its constraints' indexes first: they name the table.
             let removed = self
                 .abort_indexes_of(s, heap, def, started)
@@ -839,6 +860,7 @@ impl Catalog {
         let lsn = log_smgr(heap.wal(), SMGR_DROP, def.heap.rel)?;
         heap.wal().flush(lsn)?;
         self.tables.write().remove(name);
+        self.changed();
         // A pin taken since the look above is as brief: `remove_relation`
         // tries again until every buffer is gone (bounded, like the wait
         // above).

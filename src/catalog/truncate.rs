@@ -103,6 +103,8 @@ impl Catalog {
                 indexes.insert(Arc::clone(new));
             }
         }
+        // Kept plans name the old files: they are made again.
+        self.changed();
         Ok(Truncation {
             old: Arc::clone(def),
             new,
@@ -212,6 +214,7 @@ impl Catalog {
                 indexes.insert(Arc::clone(old));
             }
         }
+        self.changed();
         self.remove_files(s, heap, truncations.iter().flat_map(Truncation::new_rels))
     }
 

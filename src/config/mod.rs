@@ -742,6 +742,18 @@ fn parse_blocks(text: &str) -> Option<i64> {
 #[derive(Debug, Clone)]
 pub struct Settings {
     values: BTreeMap<&'static str, (Value, Source)>,
+    /// Names these values: a new number, unique in the process, at every
+    /// change (a copy keeps it, with the same values). A kept plan checks
+    /// that the settings it was planned with still hold by this number,
+    /// without reading them each time (see [`Settings::version`]).
+    version: u64,
+}
+
+/// The next [`Settings::version`].
+static NEXT_SETTINGS_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn new_settings_version() -> u64 {
+    NEXT_SETTINGS_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Default for Settings {
@@ -754,7 +766,10 @@ impl Default for Settings {
                 (def.name, (value, Source::Default))
             })
             .collect();
-        Settings { values }
+        Settings {
+            values,
+            version: new_settings_version(),
+        }
     }
 }
 
@@ -802,6 +817,7 @@ impl Settings {
             expected,
         })?;
         self.values.insert(def.name, (value, source));
+        self.version = new_settings_version();
         Ok(())
     }
 
@@ -844,6 +860,7 @@ impl Settings {
         if let Err(e) = self.check() {
             if let Some(before) = before {
                 self.values.insert(def.name, before);
+                self.version = new_settings_version();
             }
             return Err(e);
         }
@@ -857,7 +874,16 @@ impl Settings {
             origin: Source::Session,
         })?;
         self.values.insert(def.name, base.values[def.name].clone());
+        self.version = new_settings_version();
         Ok(())
+    }
+
+    /// A number naming these values: two settings of the same version
+    /// hold the same values (one is a copy of the other, unchanged since),
+    /// so a value computed from them need not be computed again while the
+    /// version stays. Settings of different versions may still agree.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The value of `name` as text, for `SHOW`.

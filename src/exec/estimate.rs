@@ -114,6 +114,10 @@ impl PlanNode for Estimated {
         self.node.tables(out)
     }
 
+    fn keeps_statement_state(&self) -> bool {
+        self.node.keeps_statement_state()
+    }
+
     fn estimate(&self) -> Option<Estimate> {
         Some(self.estimate)
     }

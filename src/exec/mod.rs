@@ -337,6 +337,46 @@ impl Plan {
         }
         out
     }
+
+    /// Whether the plan can run again for another statement (a prepared
+    /// statement's kept plan): each run starts its nodes over with
+    /// `rescan`, so none may keep what it computed for one statement
+    /// (`PlanNode::keeps_statement_state`), and no subquery may keep its
+    /// value or hashed rows (an InitPlan's value holds for one statement).
+    pub fn reusable(&self) -> bool {
+        fn exprs_reusable(exprs: Vec<&Expr>) -> bool {
+            exprs.iter().all(|e| e.subplans().is_empty())
+        }
+        fn node_reusable(node: &dyn PlanNode) -> bool {
+            !node.keeps_statement_state()
+                && exprs_reusable(node.expressions())
+                && node.children().into_iter().all(node_reusable)
+        }
+        match self {
+            Plan::Query(q) => node_reusable(q.root.as_ref()),
+            Plan::Insert(i) => node_reusable(i.input.as_ref()),
+            Plan::Update(u) => {
+                node_reusable(u.target.scan.as_ref())
+                    && exprs_reusable(u.target.condition.iter().collect())
+                    && exprs_reusable(u.assignments.iter().map(|(_, e)| e).collect())
+            }
+            Plan::Delete(d) => {
+                node_reusable(d.target.scan.as_ref())
+                    && exprs_reusable(d.target.condition.iter().collect())
+            }
+        }
+    }
+
+    /// Starts the plan's nodes over for another run (see
+    /// [`Plan::reusable`]).
+    fn rescan(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
+        match self {
+            Plan::Query(q) => q.root.rescan(cx),
+            Plan::Insert(i) => i.input.rescan(cx),
+            Plan::Update(u) => u.target.scan.rescan(cx),
+            Plan::Delete(d) => d.target.scan.rescan(cx),
+        }
+    }
 }
 
 /// What a statement returned.
@@ -421,9 +461,49 @@ pub fn execute(
     snapshot: &mut StatementSnapshot,
     rows: Rows,
 ) -> Result<Outcome, ExecError> {
+    execute_bound(plan, session, snapshot, rows, Bound::default())
+}
+
+/// How a kept plan runs again: the values of its parameters, and whether
+/// it ran before.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Bound<'a> {
+    /// The values of the statement's first parameters, `$1` … of a
+    /// prepared statement planned without its values ([`Expr::param`] 0
+    /// …; the planner numbers its subqueries' parameters after them).
+    pub params: &'a [Value],
+    /// The plan ran before: its nodes are started over with `rescan`
+    /// first. Only a [`Plan::reusable`] plan may run again.
+    pub again: bool,
+}
+
+/// [`execute`] with the parameters' values of `bound`, again if it says
+/// so. The tables are held, and checked not dropped, as for any run: a
+/// kept plan whose table was dropped since fails with
+/// [`ExecError::TableDropped`], before it reads or writes anything, and its
+/// keeper plans the statement again.
+pub fn execute_bound(
+    plan: &mut Plan,
+    session: &mut Session,
+    snapshot: &mut StatementSnapshot,
+    rows: Rows,
+    bound: Bound,
+) -> Result<Outcome, ExecError> {
     let db = Arc::clone(session.db());
     hold_tables(session, &plan.tables(), plan.written_table())?;
     let mut ctx = EvalContext::new();
+    for (n, v) in bound.params.iter().enumerate() {
+        ctx.set_param(n, v.clone());
+    }
+    if bound.again {
+        debug_assert!(plan.reusable(), "only a reusable plan runs again");
+        let mut cx = ExecCx {
+            session,
+            snapshot: snapshot.get(),
+            eval: &mut ctx,
+        };
+        plan.rescan(&mut cx)?;
+    }
     match plan {
         Plan::Query(q) => {
             let (rows, count) = plan::run_query(q, session, snapshot.get(), &mut ctx, rows)?;

@@ -75,6 +75,10 @@ impl PlanNode for ResultNode {
         self.done = true;
     }
 
+    fn keeps_statement_state(&self) -> bool {
+        !self.calls.is_empty()
+    }
+
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {
         Some(leaf(
             "Result".into(),
@@ -406,6 +410,10 @@ impl PlanNode for ViewNode {
 
     fn close(&mut self, _: &mut ExecCx) {
         self.done = true;
+    }
+
+    fn keeps_statement_state(&self) -> bool {
+        true
     }
 
     fn describe(&self, opts: &ExplainOptions) -> Option<Described> {

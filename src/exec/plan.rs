@@ -134,6 +134,15 @@ pub trait PlanNode {
         None
     }
 
+    /// Whether the node keeps something it computed for one statement
+    /// across rescans (a view's rows, a utility call's row), so that a
+    /// plan holding it cannot run for another statement (a prepared
+    /// statement's kept plan, see [`super::Plan::reusable`]); a node whose
+    /// `rescan` starts it over entirely keeps nothing (the default).
+    fn keeps_statement_state(&self) -> bool {
+        false
+    }
+
     /// Every table the subtree reads, its subqueries' too.
     fn tables(&self, out: &mut Vec<Arc<TableDef>>) {
         for child in self.children() {

@@ -25,12 +25,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyInResponse, CopyOutResponse};
-use pgwire::messages::data::{
-    DataRow, FieldDescription, NoData, ParameterDescription, RowDescription,
-};
+use pgwire::messages::data::{FieldDescription, NoData, ParameterDescription, RowDescription};
 use pgwire::messages::extendedquery::{
     Bind, BindComplete, Close, CloseComplete, Describe, Execute, Parse, ParseComplete,
     PortalSuspended, TARGET_TYPE_BYTE_PORTAL, TARGET_TYPE_BYTE_STATEMENT,
@@ -496,7 +494,8 @@ impl Statement {
 /// A portal: a statement with its parameters' values, ready to run.
 struct Portal {
     statement: Rc<Statement>,
-    formats: Vec<i16>,
+    /// The result columns' formats, shared with the row sink of each run.
+    formats: Rc<[i16]>,
     state: PortalState,
 }
 
@@ -649,7 +648,7 @@ impl Connection {
     /// them, else the statement's result collects them.
     fn run_with_io<R>(
         &mut self,
-        formats: &[i16],
+        formats: Rc<[i16]>,
         describe: bool,
         stream: bool,
         f: impl FnOnce(&mut Session, &mut StatementIo, &Out, &CopyOutEnd) -> Result<R, SqlError>,
@@ -667,7 +666,7 @@ impl Connection {
         let end_out = channel.end_out.clone();
         let mut sink = ResultSink {
             out: Rc::clone(out),
-            formats: formats.to_vec(),
+            formats,
             describe,
         };
         let result = {
@@ -690,7 +689,7 @@ impl Connection {
     /// they come, then ReadyForQuery.
     fn simple_query(&mut self, text: &str) -> Result<(), Closed> {
         let any = Cell::new(false);
-        let outcome = self.run_with_io(&[], true, true, |session, io, out, end_out| {
+        let outcome = self.run_with_io(Rc::from([]), true, true, |session, io, out, end_out| {
             sql::execute_each(session, text, io, |r| {
                 any.set(true);
                 // A failure to send shows at the next send or flush.
@@ -779,7 +778,7 @@ impl Connection {
             portal_name,
             Portal {
                 statement,
-                formats,
+                formats: formats.into(),
                 state: PortalState::Ready(vals),
             },
         );
@@ -852,7 +851,7 @@ impl Connection {
             self.out.borrow_mut().send(&EmptyQueryResponse::new())?;
             return Ok(());
         };
-        let formats = portal.formats.clone();
+        let formats = Rc::clone(&portal.formats);
         let vals = match std::mem::replace(&mut portal.state, PortalState::Done) {
             PortalState::Ready(vals) => vals,
             PortalState::Suspended(mut pending) => {
@@ -876,9 +875,12 @@ impl Connection {
         // With a row limit the rows are kept, to be sent a limit's worth
         // per Execute; without one they stream.
         let r = self
-            .run_with_io(&formats, false, max_rows.is_none(), |session, io, _, _| {
-                sql::execute_prepared(session, prepared, vals, io)
-            })
+            .run_with_io(
+                Rc::clone(&formats),
+                false,
+                max_rows.is_none(),
+                |session, io, _, _| sql::execute_prepared(session, prepared, vals, io),
+            )
             .map_err(Failed::Closed)??;
         let out = &self.out;
         match max_rows {
@@ -1000,21 +1002,31 @@ fn send_row_description(
     o.send(&RowDescription::new(fields))
 }
 
-/// Sends one row in `formats`.
+/// The type byte of a DataRow message.
+const DATA_ROW: u8 = b'D';
+
+/// Sends one row in `formats`, a DataRow encoded in the output buffer.
 fn send_row(o: &mut MessageWriter, row: &[Value], formats: &[i16]) -> io::Result<()> {
-    let mut data = BytesMut::new();
-    for (i, v) in row.iter().enumerate() {
-        if v.is_null() {
-            data.extend_from_slice(&(-1i32).to_be_bytes());
-            continue;
+    let Ok(columns) = i16::try_from(row.len()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a row of {} columns cannot be sent", row.len()),
+        ));
+    };
+    o.send_built(DATA_ROW, |data| {
+        data.extend_from_slice(&columns.to_be_bytes());
+        for (i, v) in row.iter().enumerate() {
+            if v.is_null() {
+                data.extend_from_slice(&(-1i32).to_be_bytes());
+                continue;
+            }
+            let at = data.len();
+            data.extend_from_slice(&[0; 4]);
+            values::encode(v, format_of(formats, i), data);
+            let len = (data.len() - at - 4) as i32;
+            data[at..at + 4].copy_from_slice(&len.to_be_bytes());
         }
-        let at = data.len();
-        data.extend_from_slice(&[0; 4]);
-        values::encode(v, format_of(formats, i), &mut data);
-        let len = (data.len() - at - 4) as i32;
-        data[at..at + 4].copy_from_slice(&len.to_be_bytes());
-    }
-    o.send(&DataRow::new(data, row.len() as i16))
+    })
 }
 
 /// Sends what one statement returned (the rows it did not stream, its
@@ -1073,7 +1085,7 @@ fn send_pending(
 /// (simple protocol: with their RowDescription first).
 struct ResultSink {
     out: Out,
-    formats: Vec<i16>,
+    formats: Rc<[i16]>,
     /// Send a RowDescription before the rows (the simple protocol).
     describe: bool,
 }

@@ -7,7 +7,7 @@
 use bytes::{BufMut, BytesMut};
 use thiserror::Error;
 
-use crate::types::{output_text, parse_value, ColumnType, Numeric, TypeError, Value};
+use crate::types::{parse_value, write_output_text, ColumnType, Numeric, TypeError, Value};
 
 /// PostgreSQL's type OIDs (`pg_type.oid`) for the types we have, and the
 /// ones a client may name for a parameter that we take as one of ours.
@@ -146,7 +146,9 @@ pub fn param_type(param: usize, type_oid: u32) -> Result<Option<ColumnType>, Val
 pub fn encode(v: &Value, format: i16, out: &mut BytesMut) {
     debug_assert!(!v.is_null(), "NULL is sent as length -1, not encoded");
     if format != FORMAT_BINARY {
-        out.put_slice(output_text(v).as_bytes());
+        // Writing to a BytesMut cannot fail (it grows).
+        let written = write_output_text(v, out);
+        debug_assert!(written.is_ok(), "a BytesMut takes any text");
         return;
     }
     match v {

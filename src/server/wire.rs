@@ -12,7 +12,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use pgwire::messages::{DecodeContext, Message, PgWireFrontendMessage};
 use thiserror::Error;
 
@@ -101,6 +101,10 @@ pub enum WireError {
 pub struct MessageReader {
     stream: Stream,
     buf: BytesMut,
+    /// What each read lands in, zeroed once at start: reading into `buf`'s
+    /// spare room would zero [`READ_CHUNK_BYTES`] per read (a safe `read`
+    /// wants initialised bytes), where a message is mostly far shorter.
+    chunk: Box<[u8]>,
     pub ctx: DecodeContext,
 }
 
@@ -109,6 +113,7 @@ impl MessageReader {
         MessageReader {
             stream,
             buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            chunk: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
             ctx: DecodeContext::default(),
         }
     }
@@ -127,16 +132,8 @@ impl MessageReader {
             if let Some(m) = self.decode_buffered()? {
                 return Ok(Some(m));
             }
-            let start = self.buf.len();
-            self.buf.resize(start + READ_CHUNK_BYTES, 0);
-            let n = match self.stream.read(&mut self.buf[start..]) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.buf.truncate(start);
-                    return Err(e.into());
-                }
-            };
-            self.buf.truncate(start + n);
+            let n = self.stream.read(&mut self.chunk)?;
+            self.buf.extend_from_slice(&self.chunk[..n]);
             if n == 0 {
                 return if self.buf.is_empty() {
                     Ok(None)
@@ -227,6 +224,28 @@ impl MessageWriter {
     pub fn send(&mut self, m: &impl Message) -> io::Result<()> {
         m.encode(&mut self.buf)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        if self.buf.len() >= WRITE_BUFFER_BYTES {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    /// Queues a message of type `tag` whose body `body` appends, the
+    /// length word filled in after it: a DataRow encoded in place, with
+    /// no buffer of its own.
+    pub fn send_built(&mut self, tag: u8, body: impl FnOnce(&mut BytesMut)) -> io::Result<()> {
+        self.buf.put_u8(tag);
+        let at = self.buf.len();
+        self.buf.put_i32(0);
+        body(&mut self.buf);
+        let Ok(length) = i32::try_from(self.buf.len() - at) else {
+            self.buf.truncate(at - 1);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a message longer than 2 GiB cannot be sent",
+            ));
+        };
+        self.buf[at..at + 4].copy_from_slice(&length.to_be_bytes());
         if self.buf.len() >= WRITE_BUFFER_BYTES {
             self.write_out()?;
         }

@@ -121,21 +121,74 @@ pub(crate) fn run_with(
         Stmt::Ast(st) if matches!(**st, Statement::Commit { .. } | Statement::Rollback { .. })
     );
     if result.is_err() && !ends_block {
-        // A statement refused before it started (an unsupported form)
-        // fails a transaction block like any other error. For one that
-        // already ended, this changes nothing: outside a block there is
-        // no transaction left, inside one it is already marked failed.
-        if let Err(e) = s.end_statement(false) {
-            log::error!("could not end a failed statement: {e}");
-        }
+        end_failed(s);
     }
     result
+}
+
+/// After a statement that failed: one refused before it started (an
+/// unsupported form) fails a transaction block like any other error. For
+/// one that already ended, this changes nothing: outside a block there is
+/// no transaction left, inside one it is already marked failed.
+fn end_failed(s: &mut Session) {
+    if let Err(e) = s.end_statement(false) {
+        log::error!("could not end a failed statement: {e}");
+    }
+}
+
+/// Runs a query or data change that `f` plans and runs with
+/// [`run_plan`], as [`run_with`] runs one it plans itself: in the
+/// statement bracket, with the statement's snapshot (a prepared
+/// statement's kept plan).
+pub(crate) fn run_planned(
+    s: &mut Session,
+    f: impl FnOnce(&mut Session, &mut StatementSnapshot) -> Result<StatementResult, SqlError>,
+) -> Result<StatementResult, SqlError> {
+    let result = in_statement(s, f);
+    if result.is_err() {
+        end_failed(s);
+    }
+    result
+}
+
+/// Runs `plan`, a query's or a data change's, with `bound`'s parameters,
+/// sending a query's rows to `io`'s row sink if it has one.
+pub(crate) fn run_plan(
+    s: &mut Session,
+    snapshot: &mut StatementSnapshot,
+    plan: &mut Plan,
+    columns: Vec<ResultColumn>,
+    io: &mut StatementIo,
+    bound: exec::Bound,
+) -> Result<StatementResult, SqlError> {
+    let sink = match plan {
+        Plan::Query(_) => io.rows.as_deref_mut(),
+        _ => None,
+    };
+    let streamed = sink.is_some();
+    let outcome = match sink {
+        None => exec::execute_bound(plan, s, snapshot, exec::Rows::Collect, bound)?,
+        Some(sink) => stream_rows(s, snapshot, plan, &columns, sink, bound)?,
+    };
+    let tag = match plan {
+        Plan::Query(_) => format!("SELECT {}", outcome.count),
+        Plan::Insert(_) => format!("INSERT 0 {}", outcome.count),
+        Plan::Update(_) => format!("UPDATE {}", outcome.count),
+        Plan::Delete(_) => format!("DELETE {}", outcome.count),
+    };
+    Ok(StatementResult {
+        tag,
+        columns,
+        rows: outcome.rows,
+        streamed,
+        notices: Vec::new(),
+    })
 }
 
 /// The time `now()` and `CURRENT_TIMESTAMP` give the statement, as a
 /// timestamp (UTC; there are no time zones): its transaction block's
 /// start, or else now, as the statement's own transaction starts with it.
-fn statement_time(s: &Session) -> i64 {
+pub(crate) fn statement_time(s: &Session) -> i64 {
     let at = s
         .transaction_start()
         .unwrap_or_else(std::time::SystemTime::now);
@@ -158,9 +211,11 @@ pub(crate) fn statement_cx(s: &Session, parsed: &Parsed, placeholders: Placehold
         scans: s.settings.scan_methods(),
         costs: s.settings.costs(),
         subplans: Default::default(),
-        params: Default::default(),
+        // A generic plan's placeholders are its first parameters.
+        params: std::cell::Cell::new(placeholders.params_taken()),
         subquery_depth: Default::default(),
         placeholders,
+        fixed_for_run: Default::default(),
     }
 }
 
@@ -265,28 +320,7 @@ fn dispatch(
         | Statement::Update(_)
         | Statement::Delete(_) => in_statement(s, |s, snapshot| {
             let (mut plan, columns) = plan_locked(&cx, s, snapshot, statement)?;
-            let sink = match plan {
-                Plan::Query(_) => io.rows.as_deref_mut(),
-                _ => None,
-            };
-            let streamed = sink.is_some();
-            let outcome = match sink {
-                None => exec::execute(&mut plan, s, snapshot, exec::Rows::Collect)?,
-                Some(sink) => stream_rows(s, snapshot, &mut plan, &columns, sink)?,
-            };
-            let tag = match plan {
-                Plan::Query(_) => format!("SELECT {}", outcome.count),
-                Plan::Insert(_) => format!("INSERT 0 {}", outcome.count),
-                Plan::Update(_) => format!("UPDATE {}", outcome.count),
-                Plan::Delete(_) => format!("DELETE {}", outcome.count),
-            };
-            Ok(StatementResult {
-                tag,
-                columns,
-                rows: outcome.rows,
-                streamed,
-                notices: Vec::new(),
-            })
+            run_plan(s, snapshot, &mut plan, columns, io, exec::Bound::default())
         }),
         Statement::Copy { .. } => {
             in_statement(s, |s, snapshot| copy(&cx, s, snapshot, io, statement))
@@ -554,13 +588,14 @@ fn stream_rows(
     plan: &mut Plan,
     columns: &[ResultColumn],
     sink: &mut dyn RowSink,
+    bound: exec::Bound,
 ) -> Result<exec::Outcome, SqlError> {
     let output_failed = |e: std::io::Error| ExecError::ResultOutput {
         message: e.to_string(),
     };
     sink.begin(columns).map_err(output_failed)?;
     let mut send = |rows: &mut Vec<Vec<Value>>| sink.rows(rows);
-    let outcome = exec::execute(plan, s, snapshot, exec::Rows::Stream(&mut send));
+    let outcome = exec::execute_bound(plan, s, snapshot, exec::Rows::Stream(&mut send), bound);
     let ended = sink.end(outcome.as_ref().ok().map(|o| o.count));
     // The query's own error first: a failed end after it changes nothing.
     let outcome = outcome?;
@@ -627,7 +662,7 @@ const REPLAN_ATTEMPTS: usize = 4;
 /// lock was waited for: the plan returned is made for the tables as they
 /// are under the locks, and after a wait the snapshot is taken again, as
 /// PostgreSQL takes a statement's snapshot after its locks.
-fn plan_locked(
+pub(crate) fn plan_locked(
     cx: &StmtCx,
     s: &mut Session,
     snapshot: &mut StatementSnapshot,
@@ -636,6 +671,7 @@ fn plan_locked(
     let db = Arc::clone(s.db());
     let mut attempts = 0;
     loop {
+        let generation = db.catalog().generation();
         let planned = plan_statement(cx, &db, statement)?;
         match exec::lock_plan_tables(s, &planned.0) {
             Err(ExecError::TableDropped(_)) if attempts < REPLAN_ATTEMPTS => {
@@ -643,10 +679,15 @@ fn plan_locked(
                 s.retake_snapshot(snapshot);
             }
             Ok(waited) => {
-                // What the holder committed meanwhile (a TRUNCATE's new
-                // rows, shown by the catalog before the wait) is read.
                 if waited {
+                    // What the holder committed meanwhile (a TRUNCATE's
+                    // new rows, shown by the catalog before the wait) is
+                    // read; an index it dropped or made is planned for.
                     s.retake_snapshot(snapshot);
+                    if db.catalog().generation() != generation && attempts < REPLAN_ATTEMPTS {
+                        attempts += 1;
+                        continue;
+                    }
                 }
                 return Ok(planned);
             }

@@ -67,6 +67,9 @@ pub(crate) struct StmtCx {
     /// The statement's `$n` placeholders (a prepared statement's
     /// parameters): their types, and their values once bound.
     pub placeholders: Placeholders,
+    /// Planning fixed a value that holds for this run of the statement
+    /// only (a LIMIT's parameter): its plan is not kept for another run.
+    pub fixed_for_run: Cell<bool>,
 }
 
 /// Most parameters a statement may have (PostgreSQL's limit: the count is
@@ -78,9 +81,12 @@ pub const MAX_PARAMETERS: usize = 65535;
 /// Preparing plans the statement with no values: a placeholder whose type
 /// was not given is of PostgreSQL's `unknown` type, like a string literal,
 /// and takes the type its context wants (`id = $1` with an integer `id`),
-/// which is recorded as the parameter's type. Running it plans it again
-/// with the values bound, each of its parameter's type, so that the
-/// statement is planned for the values it runs with.
+/// which is recorded as the parameter's type. Running it plans it again,
+/// either with the values bound, each of its parameter's type, so that
+/// the statement is planned for the values it runs with (a custom plan),
+/// or without them (a generic plan, [`Placeholders::generic`]): `$n` is
+/// then the executor's parameter `n - 1`, read at each run, and the plan
+/// may be kept for the next runs (see `prepared`).
 #[derive(Debug, Default)]
 pub struct Placeholders {
     /// Each parameter's type, where the client or an earlier planning
@@ -92,6 +98,9 @@ pub struct Placeholders {
     /// values: a statement given no parameters, in which `$n` is an
     /// error.
     preparing: bool,
+    /// Planned to run without the values, each `$n` an executor
+    /// parameter (the first `types.len()` of them).
+    generic: bool,
     /// Types inferred from context while preparing, and the highest `$n`
     /// seen.
     inferred: std::cell::RefCell<Vec<Option<ColumnType>>>,
@@ -115,6 +124,36 @@ impl Placeholders {
             values: Some(values),
             ..Default::default()
         }
+    }
+
+    /// For planning a generic plan of a statement whose parameters are
+    /// of `types`: each `$n` is the executor's parameter `n - 1`.
+    pub fn generic(types: Vec<ColumnType>) -> Placeholders {
+        Placeholders {
+            types: types.into_iter().map(Some).collect(),
+            generic: true,
+            ..Default::default()
+        }
+    }
+
+    /// How many executor parameters the placeholders take: those of a
+    /// generic plan, and its statement time after them
+    /// ([`Placeholders::time_param`]); the planner numbers its own (a
+    /// subquery's outer references) after these.
+    pub fn params_taken(&self) -> usize {
+        if self.generic {
+            self.types.len() + 1
+        } else {
+            0
+        }
+    }
+
+    /// The executor parameter that holds a generic plan's statement time
+    /// (what `now()` gives, a timestamp, set at each run), after the
+    /// placeholders; `None` when planning with the values, where the time
+    /// is a constant (`StmtCx::now`).
+    pub fn time_param(&self) -> Option<usize> {
+        self.generic.then_some(self.types.len())
     }
 
     /// The parameters' types after preparing: given, else inferred, else
@@ -967,6 +1006,15 @@ impl<'a> ExprPlanner<'a> {
                 &format!("; number parameters $1 to ${MAX_PARAMETERS}"),
             ));
         };
+        if placeholders.generic {
+            let Some(&Some(ty)) = placeholders.types.get(i) else {
+                return Err(SqlError::UnknownParameter {
+                    number: i + 1,
+                    at: self.cx.at(e.span()),
+                });
+            };
+            return Ok(Expr::param(i, Some(ty)));
+        }
         let Some(values) = &placeholders.values else {
             if !placeholders.preparing {
                 return Err(SqlError::UnknownParameter {
@@ -1488,15 +1536,15 @@ impl<'a> ExprPlanner<'a> {
     fn current_time(&self, f: &ast::Function, name: &str) -> Option<Result<Expr, SqlError>> {
         let bare = matches!(f.args, FunctionArguments::None);
         let no_args = matches!(&f.args, FunctionArguments::List(l) if l.args.is_empty());
-        let now = self.cx.now;
+        // A generic plan reads it at each run.
+        let now = match self.cx.placeholders.time_param() {
+            Some(n) => Expr::param(n, Some(ColumnType::Timestamp)),
+            None => Expr::constant(Value::Timestamp(self.cx.now)),
+        };
         match name {
-            "current_date" if bare => Some(Ok(Expr::constant(Value::Date(
-                crate::types::datetime::timestamp_to_date(now),
-            )))),
-            "current_timestamp" | "localtimestamp" if bare => {
-                Some(Ok(Expr::constant(Value::Timestamp(now))))
-            }
-            "now" if no_args => Some(Ok(Expr::constant(Value::Timestamp(now)))),
+            "current_date" if bare => Some(Expr::cast(now, ColumnType::Date).map_err(Into::into)),
+            "current_timestamp" | "localtimestamp" if bare => Some(Ok(now)),
+            "now" if no_args => Some(Ok(now)),
             "current_date" | "current_timestamp" | "localtimestamp" => {
                 Some(Err(self.cx.unsupported(
                     f.name.span(),

@@ -1056,6 +1056,12 @@ fn limit_value(
     if planned.is_volatile() {
         return Err(bad());
     }
+    if planned.as_const().is_none() {
+        // A parameter of a generic plan, read here as NULL: the plan is
+        // for this run only, which plans it again with the value (`LIMIT
+        // $1`).
+        cx.fixed_for_run.set(true);
+    }
     match planned.eval(&[], &mut crate::exec::EvalContext::new())? {
         Value::Null => Ok(None),
         v => as_i64(&v)

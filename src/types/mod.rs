@@ -67,7 +67,8 @@ pub use compare::{cmp_f64, compare, sort_cmp};
 pub use double::format_double;
 pub use numeric::{Numeric, NumericTypmod, NUMERIC_DSCALE_MAX, NUMERIC_MAX_INTEGER_DIGITS};
 pub use text::{
-    char_length, output_text, parse_value, trim_char_padding, value_to_text, MAX_CHAR_LENGTH,
+    char_length, output_text, parse_value, trim_char_padding, value_to_text, write_output_text,
+    MAX_CHAR_LENGTH,
 };
 
 /// A column's type, with its modifier where the type has one (the

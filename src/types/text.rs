@@ -194,6 +194,19 @@ pub fn parse_value(s: &str, ty: ColumnType) -> Result<Value, TypeError> {
     })
 }
 
+/// [`output_text`] appended to `out`, with no string of its own for the
+/// values results mostly hold (integers, text): a server encodes each
+/// row's values into its output buffer.
+pub fn write_output_text(v: &Value, out: &mut impl std::fmt::Write) -> std::fmt::Result {
+    match v {
+        Value::Integer(x) => write!(out, "{x}"),
+        Value::BigInt(x) => write!(out, "{x}"),
+        // char(n) prints padded, as output_text prints it.
+        Value::Text(s) | Value::Char(s) => out.write_str(s),
+        other => out.write_str(&output_text(other)),
+    }
+}
+
 /// A value as PostgreSQL's output functions print it (booleans as `t`
 /// and `f`, and `char(n)` with its padding, unlike a cast to text); NULL gives an empty string, for
 /// callers that checked it first.
@@ -209,6 +222,23 @@ pub fn output_text(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn written_output_text_is_output_text() {
+        for v in [
+            Value::Integer(-42),
+            Value::BigInt(i64::MIN),
+            Value::Text("a b".into()),
+            Value::Char("ab  ".into()),
+            Value::Boolean(true),
+            Value::Double(1.5),
+            Value::Date(0),
+        ] {
+            let mut written = String::new();
+            write_output_text(&v, &mut written).unwrap();
+            assert_eq!(written, output_text(&v), "{v:?}");
+        }
+    }
 
     #[test]
     fn char_pads_and_refuses_all_but_trailing_spaces() {
