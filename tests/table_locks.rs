@@ -221,6 +221,58 @@ fn a_statement_that_waited_for_a_truncate_reads_the_new_rows(method: IoMethod) {
     assert_eq!(ints(&mut b, "SELECT count(*), sum(id) FROM t"), [1, 8]);
 }
 
+/// A prepared statement past its custom plans keeps a generic plan; a
+/// TRUNCATE by another session, waited for, makes it plan again for the
+/// new files, and it reads the rows the TRUNCATE's transaction loaded.
+fn a_kept_plan_follows_a_truncate_it_waited_for(method: IoMethod) {
+    use aiostore::types::{ColumnType, Value};
+    let (_dir, db) = open(method);
+    let mut a = db.session().unwrap();
+    let mut b = db.session().unwrap();
+    run(
+        &mut a,
+        "CREATE TABLE t (id integer PRIMARY KEY, v integer);
+         INSERT INTO t SELECT i, i FROM generate_series(1, 1000) i",
+    );
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        let p = sql::prepare(
+            &mut b,
+            "SELECT v FROM t WHERE id = $1",
+            &[Some(ColumnType::Integer)],
+        )
+        .unwrap()
+        .unwrap();
+        let mut value = |id: i32| {
+            let r = sql::execute_prepared(
+                &mut b,
+                &p,
+                vec![Value::Integer(id)],
+                &mut Default::default(),
+            )
+            .unwrap();
+            r.rows.first().map(|row| row[0].clone())
+        };
+        for id in 1..=10 {
+            assert_eq!(value(id), Some(Value::Integer(id)));
+        }
+        ready_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        // Waits for A's TRUNCATE.
+        (value(5), value(6))
+    });
+    ready_rx.recv().unwrap();
+    run(&mut a, "BEGIN; TRUNCATE t; INSERT INTO t VALUES (5, 500)");
+    go_tx.send(()).unwrap();
+    let mut c = db.session().unwrap();
+    wait_until_waiting(&mut c, 1);
+    run(&mut a, "COMMIT");
+    let (five, six) = t.join().unwrap();
+    assert_eq!(five, Some(Value::Integer(500)));
+    assert_eq!(six, None);
+}
+
 fn a_deadlock_through_a_table_lock_and_a_row_is_found(method: IoMethod) {
     let (_dir, db) = open(method);
     let mut a = db.session().unwrap();
@@ -324,6 +376,7 @@ for_each_method!(
     create_index_waits_for_open_writers_and_not_for_readers,
     truncate_is_undone_by_rollback_and_kept_by_commit,
     a_statement_that_waited_for_a_truncate_reads_the_new_rows,
+    a_kept_plan_follows_a_truncate_it_waited_for,
     a_deadlock_through_a_table_lock_and_a_row_is_found,
     copy_freeze_wants_a_truncate_in_its_transaction,
     truncate_survives_a_crash_only_once_committed,
