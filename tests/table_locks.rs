@@ -370,6 +370,42 @@ fn truncate_survives_a_crash_only_once_committed(method: IoMethod) {
     assert_eq!(ints(&mut s, "SELECT verify_index('u_pkey')"), [1000]);
 }
 
+/// DROP TABLE deletes its catalog rows as its transaction's: a crash
+/// after the deletions reached the WAL but before the commit brings the
+/// whole table back (rows, columns, index), never part of it; a committed
+/// DROP stays done.
+fn a_drop_is_whole_or_not_at_all_across_a_crash(method: IoMethod) {
+    let (dir, db) = open(method);
+    let path = dir.path().join("data");
+    {
+        let mut s = db.session().unwrap();
+        run(
+            &mut s,
+            "CREATE TABLE t (id integer PRIMARY KEY, a text, b text, c integer);
+             INSERT INTO t SELECT i, 'a', 'b', i FROM generate_series(1, 500) i;
+             CREATE TABLE gone (x integer); DROP TABLE gone",
+        );
+        let table = db.catalog().table("t").unwrap();
+        // DROP TABLE's statement, stopped before its end.
+        let snapshot = s.start_statement().unwrap();
+        drop(snapshot);
+        aiostore::exec::drop_table(&mut s, &table).unwrap();
+        assert!(db.catalog().table("t").is_err(), "gone from the cache");
+        db.wal().flush_all().unwrap();
+        db.simulate_crash();
+    }
+    common::crash(db);
+    let db = Database::open(&path, &settings(method)).unwrap();
+    let mut s = db.session().unwrap();
+    assert_eq!(
+        ints(&mut s, "SELECT count(*), sum(c) FROM t"),
+        [500, 125250]
+    );
+    assert_eq!(ints(&mut s, "SELECT verify_index('t_pkey')"), [500]);
+    assert!(err(&mut s, "SELECT * FROM gone").contains("does not exist"));
+    run(&mut s, "DROP TABLE t; CREATE TABLE t (z integer)");
+}
+
 for_each_method!(
     drop_waits_for_a_transaction_that_wrote_the_table,
     readers_queue_behind_a_waiting_drop,
@@ -380,4 +416,5 @@ for_each_method!(
     a_deadlock_through_a_table_lock_and_a_row_is_found,
     copy_freeze_wants_a_truncate_in_its_transaction,
     truncate_survives_a_crash_only_once_committed,
+    a_drop_is_whole_or_not_at_all_across_a_crash,
 );

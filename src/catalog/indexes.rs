@@ -534,20 +534,6 @@ impl Catalog {
         Ok(true)
     }
 
-    /// [`Catalog::drop_index`] of every index of a table being dropped
-    /// (the caller holds the DDL lock and the table).
-    pub(super) fn drop_indexes_of(
-        &self,
-        s: &mut BufferSession,
-        heap: &Heap,
-        table: &TableDef,
-    ) -> Result<(), CatalogError> {
-        for def in self.indexes_of(table).iter() {
-            self.remove_index(s, heap, def)?;
-        }
-        Ok(())
-    }
-
     /// Forgets the indexes of a table whose creation rolled back and
     /// removes their files (their rows stay, invisible, as the table's
     /// do). The caller holds the DDL lock.

@@ -22,14 +22,20 @@
 //! ([`Catalog::commit_created`]) or removes it with its files
 //! ([`Catalog::abort_created`], PostgreSQL's pending deletes at abort).
 //! While pending, its pages skip the WAL (see `heap`); the commit syncs its
-//! files first. DROP TABLE still takes effect at once (its rows' `xmax` is
-//! the frozen id), so it is refused inside a transaction block.
+//! files first. DROP TABLE deletes the rows of the table, its columns and
+//! its indexes as its transaction's changes and forgets them in the cache
+//! at once (the AccessExclusive lock keeps everyone else out until the
+//! transaction ends); its files go once the commit is durable
+//! ([`Catalog::commit_dropped`]), and an abort shows the table again
+//! ([`Catalog::abort_dropped`]). It is still refused inside a transaction
+//! block.
 //!
 //! DDL is crash-safe through the WAL: CREATE TABLE logs the file's creation
 //! before creating it and its catalog rows after, which count once the
-//! creating transaction's commit is durable; DROP TABLE logs the rows'
-//! deletion and the file's removal and makes them durable before removing
-//! the files. Replay repeats both (replaying a creation never empties a
+//! creating transaction's commit is durable; DROP TABLE's deletions count
+//! the same way (all of a table's rows or none, whenever a crash comes),
+//! and the files' removal is logged and durable before they go, after the
+//! commit. Replay repeats both (replaying a creation never empties a
 //! file that exists: a table whose load skipped the WAL keeps what its
 //! commit synced), and start-up after a crash removes a table file the
 //! catalog does not know (created by a transaction that never committed).
@@ -61,6 +67,7 @@ pub use roles::{
     ROLES_REL,
 };
 pub use truncate::Truncation;
+// `Dropped` is defined below, beside `drop_table`.
 
 use crate::buffer::{BufferError, BufferSession};
 use crate::heap::tuple::{decode, encode};
@@ -819,52 +826,99 @@ impl Catalog {
         Ok(())
     }
 
-    /// Drops table `def`: its catalog rows, buffers and files. The caller
-    /// holds it in AccessExclusive mode (no statement uses it), and found
+    /// Drops table `def` and its indexes for the transaction `by` writes
+    /// as: their catalog rows are deleted as that transaction's changes
+    /// (so a crash before its commit is durable brings all of them back,
+    /// and one after takes all of them: the rows of one table never part),
+    /// and the cache forgets them at once. Their files stay until the
+    /// transaction ends: [`Catalog::commit_dropped`] removes them,
+    /// [`Catalog::abort_dropped`] shows the table again. The caller holds
+    /// the table in AccessExclusive mode (no statement uses it), and found
     /// it since it took the lock (`def` is the table, not one dropped).
     pub fn drop_table(
         &self,
         s: &mut BufferSession,
         heap: &Heap,
         def: &Arc<TableDef>,
-    ) -> Result<(), CatalogError> {
+        by: &Writer,
+    ) -> Result<Dropped, CatalogError> {
         let _ddl = self.ddl.lock();
         let name = def.name();
         // DROP runs outside transaction blocks, so it created no table.
         assert!(def.creator().is_none(), "dropping a pending table");
         assert!(self.holds(def), "table {name} was dropped under its lock");
-        let started = std::time::Instant::now();
-        // No statement uses the table now, but a checkpoint or a victim
-        // search may hold one of its buffers for a moment: wait for them
-        // before changing anything, since the buffers must all go (one left
-        // behind would be written to a removed file, or read back as a new
-        // table's page).
-        while s.pool().relation_buffers(def.heap.rel).1 > 0 {
-            if started.elapsed() >= DROP_WAIT {
-                return Err(CatalogError::InUse(name.to_string()));
+        let indexes: Vec<Arc<IndexDef>> = self.indexes_of(def).to_vec();
+        for index in &indexes {
+            if let Some(tid) = index.row() {
+                heap.delete(s, &indexes::indexes_heap(), tid, by, None)?;
             }
-            std::thread::sleep(DROP_PIN_POLL);
         }
-        self.drop_indexes_of(s, heap, def)?;
         for &(rel, tid) in &def.rows {
             let table = if rel == TABLES_REL {
                 tables_heap()
             } else {
                 columns_heap()
             };
-            heap.delete(s, &table, tid, &CATALOG_WRITER, None)?;
+            heap.delete(s, &table, tid, by, None)?;
         }
-        // The rows' deletion and the files' removal are durable before
-        // the files go (PostgreSQL's pending deletes at commit): a crash
-        // then cannot bring the table back without its file.
-        let lsn = log_smgr(heap.wal(), SMGR_DROP, def.heap.rel)?;
-        heap.wal().flush(lsn)?;
         self.tables.write().remove(name);
+        {
+            let mut cached = self.indexes.write();
+            for index in &indexes {
+                cached.remove(&index.name);
+            }
+        }
         self.changed();
-        // A pin taken since the look above is as brief: `remove_relation`
-        // tries again until every buffer is gone (bounded, like the wait
-        // above).
-        Self::remove_relation(s, heap, def.heap.rel, started)
+        Ok(Dropped {
+            table: Arc::clone(def),
+            indexes,
+        })
+    }
+
+    /// After the dropping transaction committed: removes the files of the
+    /// tables it dropped and of their indexes (the removal logged and
+    /// durable first; a file that cannot be removed is left for start-up
+    /// after a crash, which removes files no catalog row names).
+    pub fn commit_dropped(
+        &self,
+        s: &mut BufferSession,
+        heap: &Heap,
+        dropped: &[Dropped],
+    ) -> Result<(), CatalogError> {
+        let _ddl = self.ddl.lock();
+        self.remove_files(s, heap, dropped.iter().flat_map(Dropped::rels))
+    }
+
+    /// After the dropping transaction aborted: shows its tables and their
+    /// indexes again (their rows count again, the deletions being its
+    /// own; their files were never touched).
+    pub fn abort_dropped(&self, dropped: &[Dropped]) {
+        let _ddl = self.ddl.lock();
+        for d in dropped.iter().rev() {
+            self.tables
+                .write()
+                .insert(d.table.name().to_string(), Arc::clone(&d.table));
+            let mut cached = self.indexes.write();
+            for index in &d.indexes {
+                cached.insert(Arc::clone(index));
+            }
+        }
+        self.changed();
+    }
+}
+
+/// A table dropped by a transaction that has not ended, with its indexes:
+/// gone from the cache, its files still there.
+#[derive(Debug)]
+pub struct Dropped {
+    pub table: Arc<TableDef>,
+    pub indexes: Vec<Arc<IndexDef>>,
+}
+
+impl Dropped {
+    /// The relation numbers whose files go when the drop commits.
+    pub fn rels(&self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::once(self.table.heap.rel).chain(self.indexes.iter().map(|i| i.rel))
     }
 }
 

@@ -220,7 +220,7 @@ impl Catalog {
 
     /// Logs the removal of `rels` (durably) and removes their buffers and
     /// files, going on past a failure and returning the first.
-    fn remove_files(
+    pub(super) fn remove_files(
         &self,
         s: &mut BufferSession,
         heap: &Heap,
@@ -234,7 +234,7 @@ impl Catalog {
                 .map_err(CatalogError::from)
                 .and_then(|()| Self::remove_relation(s, heap, rel, started));
             if let Err(e) = removed {
-                log::error!("could not remove relation {rel} after TRUNCATE: {e}; start-up after a crash removes it");
+                log::error!("could not remove relation {rel} after its transaction ended: {e}; start-up after a crash removes it");
                 first_error.get_or_insert(e);
             }
         }

@@ -949,6 +949,9 @@ struct Xact {
     /// synced at commit, as a created table's), then the old ones go at
     /// commit or the new ones at abort.
     truncated: Vec<crate::catalog::Truncation>,
+    /// Tables it dropped: gone from the catalog, their files removed once
+    /// it commits (or the tables back if it aborts).
+    dropped: Vec<crate::catalog::Dropped>,
 }
 
 impl Xact {
@@ -957,6 +960,7 @@ impl Xact {
             owner,
             locks: Vec::new(),
             truncated: Vec::new(),
+            dropped: Vec::new(),
             xid: None,
             command: 0,
             isolation,
@@ -1127,8 +1131,8 @@ impl Session {
     fn end_xact_holding_locks(&mut self, x: Xact, commit: bool) -> Result<bool, XactError> {
         let Some(xid) = x.xid else {
             assert!(
-                x.created.is_empty() && x.truncated.is_empty(),
-                "a transaction created or truncated tables without an id"
+                x.created.is_empty() && x.truncated.is_empty() && x.dropped.is_empty(),
+                "a transaction created, truncated or dropped tables without an id"
             );
             return Ok(commit);
         };
@@ -1177,8 +1181,18 @@ impl Session {
                     db.btree.forget(rel.rel);
                 }
             }
+            if !x.dropped.is_empty() {
+                // As the truncated tables' old files, above.
+                let _ = db
+                    .catalog
+                    .commit_dropped(&mut self.buf, &db.heap, &x.dropped);
+                for index in x.dropped.iter().flat_map(|d| d.indexes.iter()) {
+                    db.btree.forget(index.rel);
+                }
+            }
             return Ok(true);
         }
+        db.catalog.abort_dropped(&x.dropped);
         let untruncated = if x.truncated.is_empty() {
             Ok(())
         } else {
@@ -1238,6 +1252,17 @@ impl Session {
         self.xact.as_ref().is_some_and(|x| {
             x.created.iter().any(|d| d.oid == oid) || x.truncated.iter().any(|t| t.new.oid == oid)
         })
+    }
+
+    /// Records a table the transaction dropped (its files go when it
+    /// commits).
+    pub fn dropped_table(&mut self, dropped: crate::catalog::Dropped) {
+        let x = self
+            .xact
+            .as_mut()
+            .expect("a table is dropped in a transaction");
+        assert!(x.xid.is_some(), "a drop has the transaction's id");
+        x.dropped.push(dropped);
     }
 
     /// Records a table the transaction truncated (new files until it
@@ -1331,6 +1356,15 @@ impl Session {
     /// The transaction id, assigned now if the transaction has none (its
     /// first write). The statement's snapshot treats it as its own.
     pub fn xid(&mut self, snapshot: &mut StatementSnapshot) -> Result<(Xid, CommandId), XactError> {
+        let ids = self.write_ids()?;
+        snapshot.set_own(ids.0);
+        Ok(ids)
+    }
+
+    /// The transaction id and the statement's command, the id assigned
+    /// now if the transaction has none: for a statement that writes the
+    /// catalog without a snapshot (DROP TABLE).
+    pub fn write_ids(&mut self) -> Result<(Xid, CommandId), XactError> {
         let x = self.xact.as_mut().ok_or(XactError::NotInProgress)?;
         let xid = match x.xid {
             Some(xid) => xid,
@@ -1343,7 +1377,6 @@ impl Session {
                 xid
             }
         };
-        snapshot.set_own(xid);
         Ok((xid, x.command))
     }
 

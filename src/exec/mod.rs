@@ -588,6 +588,26 @@ pub fn vacuum(
     Ok(reports)
 }
 
+/// DROP TABLE of `table`, locked in AccessExclusive mode by the caller:
+/// its catalog rows (and its indexes') deleted as the session's
+/// transaction's, its files removed when that commits
+/// ([`crate::catalog::Catalog::drop_table`]).
+pub fn drop_table(session: &mut Session, table: &Arc<TableDef>) -> Result<(), ExecError> {
+    let db = Arc::clone(session.db());
+    lock_table(session, table, LockMode::AccessExclusive)?;
+    let (xid, cid) = session.write_ids()?;
+    let writer = crate::heap::Writer {
+        xid,
+        cid,
+        waits: session.wait_limits(),
+    };
+    let dropped = db
+        .catalog()
+        .drop_table(&mut session.buf, db.heap(), table, &writer)?;
+    session.dropped_table(dropped);
+    Ok(())
+}
+
 /// TRUNCATE: gives each table and its indexes new, empty files for the
 /// session's transaction (`catalog/truncate.rs`), each index a valid empty
 /// B-tree; the old files go when the transaction commits. Locks each

@@ -544,12 +544,12 @@ pub(crate) fn drop_tables(
             Err(SqlError::UnknownTable { .. }) if if_exists => Ok(()),
             found => found.map(drop),
         },
-        |s, db, name| {
+        |s, _, name| {
             let def = match locked_table(cx, s, name, LockMode::AccessExclusive) {
                 Err(SqlError::UnknownTable { .. }) if if_exists => return Ok(false),
                 found => found?,
             };
-            db.catalog().drop_table(&mut s.buf, db.heap(), &def)?;
+            exec::drop_table(s, &def)?;
             Ok(true)
         },
     )
