@@ -23,12 +23,11 @@
 //! ([`Catalog::abort_created`], PostgreSQL's pending deletes at abort).
 //! While pending, its pages skip the WAL (see `heap`); the commit syncs its
 //! files first. DROP TABLE deletes the rows of the table, its columns and
-//! its indexes as its transaction's changes and forgets them in the cache
-//! at once (the AccessExclusive lock keeps everyone else out until the
-//! transaction ends); its files go once the commit is durable
-//! ([`Catalog::commit_dropped`]), and an abort shows the table again
-//! ([`Catalog::abort_dropped`]). It is still refused inside a transaction
-//! block.
+//! its indexes as its transaction's changes; the AccessExclusive lock
+//! keeps everyone else out until the transaction ends, and the cache
+//! forgets the table and its files go once the commit is durable
+//! ([`Catalog::commit_dropped`]); an abort changes nothing more. It is
+//! still refused inside a transaction block.
 //!
 //! DDL is crash-safe through the WAL: CREATE TABLE logs the file's creation
 //! before creating it and its catalog rows after, which count once the
@@ -829,10 +828,9 @@ impl Catalog {
     /// Drops table `def` and its indexes for the transaction `by` writes
     /// as: their catalog rows are deleted as that transaction's changes
     /// (so a crash before its commit is durable brings all of them back,
-    /// and one after takes all of them: the rows of one table never part),
-    /// and the cache forgets them at once. Their files stay until the
-    /// transaction ends: [`Catalog::commit_dropped`] removes them,
-    /// [`Catalog::abort_dropped`] shows the table again. The caller holds
+    /// and one after takes all of them: the rows of one table never part).
+    /// The cache and the files keep them until the commit:
+    /// [`Catalog::commit_dropped`] removes both; an abort leaves them. The caller holds
     /// the table in AccessExclusive mode (no statement uses it), and found
     /// it since it took the lock (`def` is the table, not one dropped).
     pub fn drop_table(
@@ -861,14 +859,10 @@ impl Catalog {
             };
             heap.delete(s, &table, tid, by, None)?;
         }
-        self.tables.write().remove(name);
-        {
-            let mut cached = self.indexes.write();
-            for index in &indexes {
-                cached.remove(&index.name);
-            }
-        }
-        self.changed();
+        // The cache keeps the table until the commit (`commit_dropped`):
+        // whoever looks it up meanwhile waits for its lock and then finds
+        // it gone, and its name stays taken, so an abort has nothing to
+        // put back (and no one else's table of that name to collide with).
         Ok(Dropped {
             table: Arc::clone(def),
             indexes,
@@ -886,24 +880,23 @@ impl Catalog {
         dropped: &[Dropped],
     ) -> Result<(), CatalogError> {
         let _ddl = self.ddl.lock();
-        self.remove_files(s, heap, dropped.iter().flat_map(Dropped::rels))
-    }
-
-    /// After the dropping transaction aborted: shows its tables and their
-    /// indexes again (their rows count again, the deletions being its
-    /// own; their files were never touched).
-    pub fn abort_dropped(&self, dropped: &[Dropped]) {
-        let _ddl = self.ddl.lock();
-        for d in dropped.iter().rev() {
-            self.tables
-                .write()
-                .insert(d.table.name().to_string(), Arc::clone(&d.table));
+        for d in dropped {
+            {
+                let mut tables = self.tables.write();
+                let name = d.table.name();
+                assert!(
+                    tables.get(name).is_some_and(|t| Arc::ptr_eq(t, &d.table)),
+                    "table {name} changed while its drop held it"
+                );
+                tables.remove(name);
+            }
             let mut cached = self.indexes.write();
             for index in &d.indexes {
-                cached.insert(Arc::clone(index));
+                cached.remove(&index.name);
             }
         }
         self.changed();
+        self.remove_files(s, heap, dropped.iter().flat_map(Dropped::rels))
     }
 }
 

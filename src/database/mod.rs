@@ -1192,7 +1192,6 @@ impl Session {
             }
             return Ok(true);
         }
-        db.catalog.abort_dropped(&x.dropped);
         let untruncated = if x.truncated.is_empty() {
             Ok(())
         } else {

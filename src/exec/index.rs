@@ -201,7 +201,15 @@ pub fn create_index(
 ) -> Result<Option<String>, ExecError> {
     let db = Arc::clone(session.db());
     // Readers go on; writers wait (PostgreSQL's mode for CREATE INDEX).
-    super::lock_table(session, table, LockMode::Share)?;
+    // A constraint's index (ALTER TABLE … ADD PRIMARY KEY / UNIQUE) takes
+    // the table alone, as ALTER TABLE does: two Share holders could both
+    // pass the one-primary-key check below.
+    let mode = if spec.kind.constraint() {
+        LockMode::AccessExclusive
+    } else {
+        LockMode::Share
+    };
+    super::lock_table(session, table, mode)?;
     if spec.kind.primary()
         && db
             .catalog()

@@ -682,12 +682,15 @@ pub(crate) fn plan_locked(
                 if waited {
                     // What the holder committed meanwhile (a TRUNCATE's
                     // new rows, shown by the catalog before the wait) is
-                    // read; an index it dropped or made is planned for.
+                    // read.
                     s.retake_snapshot(snapshot);
-                    if db.catalog().generation() != generation && attempts < REPLAN_ATTEMPTS {
-                        attempts += 1;
-                        continue;
-                    }
+                }
+                // An index dropped or made between planning and the locks
+                // (with or without a wait) is planned for: the plan may
+                // name a removed index.
+                if db.catalog().generation() != generation && attempts < REPLAN_ATTEMPTS {
+                    attempts += 1;
+                    continue;
                 }
                 return Ok(planned);
             }

@@ -319,9 +319,12 @@ fn lock_kept(
     match exec::lock_plan_tables(s, plan) {
         Err(ExecError::TableDropped(_)) => Ok(false),
         Err(e) => Err(e.into()),
-        Ok(false) => Ok(true),
-        Ok(true) => {
-            s.retake_snapshot(snapshot);
+        Ok(waited) => {
+            if waited {
+                s.retake_snapshot(snapshot);
+            }
+            // An index dropped since the generation was read, wait or
+            // not, would leave the plan naming a removed file.
             Ok(s.db().catalog().generation() == generation)
         }
     }
