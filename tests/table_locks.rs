@@ -448,6 +448,51 @@ fn a_failed_drop_of_two_tables_takes_neither(method: IoMethod) {
     run(&mut s, "DROP TABLE one, two; CREATE TABLE one (x integer)");
 }
 
+/// A VACUUM of every table that finds one of them truncated since it
+/// listed them vacuums the table's new files, instead of failing because
+/// the table it listed was swapped (found in review). The VACUUM is held
+/// at the first table (an open ANALYZE holds it) while the TRUNCATE of
+/// the second commits.
+fn vacuum_of_every_table_follows_a_truncate(method: IoMethod) {
+    let (_dir, db) = open(method);
+    let mut a = db.session().unwrap();
+    let mut x = db.session().unwrap();
+    let mut c = db.session().unwrap();
+    run(
+        &mut a,
+        "CREATE TABLE a_first (id integer); INSERT INTO a_first VALUES (1);
+         CREATE TABLE t (id integer); INSERT INTO t SELECT i FROM generate_series(1, 1000) i",
+    );
+    // ANALYZE's ShareUpdateExclusive lock, kept by its block.
+    run(&mut x, "BEGIN; ANALYZE a_first");
+    let vacuum = std::thread::spawn({
+        let db = Arc::clone(&db);
+        move || {
+            let mut s = db.session().unwrap();
+            sql::execute(&mut s, "VACUUM")
+                .map(|r| r.iter().flat_map(|r| r.notices.clone()).collect::<Vec<_>>())
+                .map_err(|e| e.to_string())
+        }
+    });
+    wait_until_waiting(&mut c, 1);
+    run(
+        &mut a,
+        "BEGIN; TRUNCATE t; INSERT INTO t VALUES (5); COMMIT",
+    );
+    run(&mut x, "COMMIT");
+    let notices = vacuum.join().unwrap().unwrap();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("table \"t\"") && n.contains("1 kept")),
+        "{notices:?}"
+    );
+    assert!(
+        notices.iter().any(|n| n.contains("table \"a_first\"")),
+        "{notices:?}"
+    );
+}
+
 for_each_method!(
     drop_waits_for_a_transaction_that_wrote_the_table,
     readers_queue_behind_a_waiting_drop,
@@ -460,4 +505,5 @@ for_each_method!(
     truncate_survives_a_crash_only_once_committed,
     a_drop_is_whole_or_not_at_all_across_a_crash,
     a_failed_drop_of_two_tables_takes_neither,
+    vacuum_of_every_table_follows_a_truncate,
 );

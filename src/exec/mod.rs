@@ -532,19 +532,33 @@ pub fn execute_bound(
 /// VACUUM: removes the dead tuples of each table and marks pages whose
 /// every tuple everyone sees all-visible (`Heap::vacuum`), holding each
 /// table (so DROP TABLE waits) while it is vacuumed, and reporting each
-/// table's progress in blocks.
+/// table's progress in blocks. Returns each table vacuumed (as it was
+/// when locked) with its report.
 pub fn vacuum(
     session: &mut Session,
     tables: &[Arc<TableDef>],
     progress: &mut dyn Progress,
-) -> Result<Vec<crate::heap::VacuumReport>, ExecError> {
+) -> Result<Vec<(Arc<TableDef>, crate::heap::VacuumReport)>, ExecError> {
     let db = Arc::clone(session.db());
     let limits = session.stream_limits();
     let mut reports = Vec::with_capacity(tables.len());
-    for table in tables {
+    for listed in tables {
         // Beside readers and writers, not beside another VACUUM or a
-        // CREATE INDEX (PostgreSQL's mode for VACUUM).
-        lock_table(session, table, LockMode::ShareUpdateExclusive)?;
+        // CREATE INDEX (PostgreSQL's mode for VACUUM). A table truncated
+        // since it was listed is vacuumed as it is now (new files); one
+        // dropped since is left out.
+        let table = match lock_table(session, listed, LockMode::ShareUpdateExclusive) {
+            Ok(_) => Arc::clone(listed),
+            Err(ExecError::TableDropped(_)) => match db.catalog().table(listed.name()) {
+                Ok(now) if now.oid == listed.oid => {
+                    lock_table(session, &now, LockMode::ShareUpdateExclusive)?;
+                    now
+                }
+                _ => continue,
+            },
+            Err(e) => return Err(e),
+        };
+        let table = &table;
         let name = format!("VACUUM {}", table.name());
         // The task begins when vacuum knows the table's size.
         let mut unstarted = Some(&mut *progress);
@@ -583,7 +597,7 @@ pub fn vacuum(
         // does not keep the first from its next DDL (VACUUM runs in no
         // block, so it holds nothing else of the caller's).
         session.unlock_table(table.oid);
-        reports.push(report);
+        reports.push((Arc::clone(table), report));
     }
     Ok(reports)
 }

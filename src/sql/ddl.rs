@@ -564,13 +564,17 @@ pub(crate) fn vacuum(
     s.require_no_block("VACUUM")?;
     let db = Arc::clone(s.db());
     let tables = match table {
-        Some(name) => vec![user_table(cx, &db, &object_name(cx, name)?)?],
+        Some(name) => vec![locked_table(
+            cx,
+            s,
+            &object_name(cx, name)?,
+            LockMode::ShareUpdateExclusive,
+        )?],
         None => db.catalog().tables(),
     };
     let reports = exec::vacuum(s, &tables, progress)?;
-    let notices = tables
+    let notices = reports
         .iter()
-        .zip(&reports)
         .map(|(t, r)| {
             format!(
                 "INFO: table \"{}\": {} pages ({} skipped as all-visible, {} set all-visible, {} empty pages cut off the end), {} dead rows removed, {} kept",
