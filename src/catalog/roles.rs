@@ -44,8 +44,7 @@ use thiserror::Error;
 
 use super::{scan_rows, Catalog, CatalogError, CATALOG_WRITER};
 use crate::buffer::BufferSession;
-use crate::heap::tuple::encode;
-use crate::heap::{Heap, HeapError, HeapTable, InsertState, Tid};
+use crate::heap::{Heap, HeapError, HeapTable, Tid};
 use crate::txn::FROZEN_XID;
 use crate::types::{ColumnType, Value};
 
@@ -422,11 +421,8 @@ impl Catalog {
             role.password.clone().map_or(Value::Null, Value::Text),
             Value::Integer(role.version),
         ];
-        let t = encode(&table.types, &values, FROZEN_XID, 0).map_err(HeapError::from)?;
-        let mut state = InsertState::default();
-        let tid = heap.insert(s, &table, &t, &mut state);
-        state.finish(s);
-        role.rows.push(tid?);
+        role.rows
+            .push(Self::insert_row(s, heap, &table, &values, (FROZEN_XID, 0))?);
         flush_wal(heap)?;
         let role = Arc::new(role);
         self.roles
@@ -516,12 +512,7 @@ mod tests {
             Value::Null,
             Value::Integer(old.version + 1),
         ];
-        let t = encode(&table.types, &values, FROZEN_XID, 0).unwrap();
-        let mut state = InsertState::default();
-        db.heap()
-            .insert(&mut s.buf, &table, &t, &mut state)
-            .unwrap();
-        state.finish(&mut s.buf);
+        Catalog::insert_row(&mut s.buf, db.heap(), &table, &values, (FROZEN_XID, 0)).unwrap();
         db.wal().flush_all().unwrap();
         drop(s);
         // Killed: nothing more is written (the old row stays live).
