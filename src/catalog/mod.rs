@@ -879,6 +879,10 @@ impl Catalog {
         heap: &Heap,
         dropped: &[Dropped],
     ) -> Result<(), CatalogError> {
+        if dropped.is_empty() {
+            // Most transactions: no lock, and kept plans stay current.
+            return Ok(());
+        }
         let _ddl = self.ddl.lock();
         for d in dropped {
             {

@@ -1171,36 +1171,26 @@ impl Session {
         };
         if commit && logged.is_ok() {
             db.catalog.commit_created(xid, &x.created);
-            if !x.truncated.is_empty() {
-                // Committed already: a file left behind is only space,
-                // which start-up after a crash takes back (logged there).
-                let _ = db
-                    .catalog
-                    .commit_truncated(&mut self.buf, &db.heap, &x.truncated);
-                for rel in x.truncated.iter().flat_map(|t| t.old_indexes.iter()) {
-                    db.btree.forget(rel.rel);
-                }
-            }
-            if !x.dropped.is_empty() {
-                // As the truncated tables' old files, above.
-                let _ = db
-                    .catalog
-                    .commit_dropped(&mut self.buf, &db.heap, &x.dropped);
-                for index in x.dropped.iter().flat_map(|d| d.indexes.iter()) {
-                    db.btree.forget(index.rel);
-                }
+            // Committed already: a file left behind is only space, which
+            // start-up after a crash takes back (each failure is logged).
+            let _ = db
+                .catalog
+                .commit_truncated(&mut self.buf, &db.heap, &x.truncated);
+            let _ = db
+                .catalog
+                .commit_dropped(&mut self.buf, &db.heap, &x.dropped);
+            let gone = x.truncated.iter().flat_map(|t| &t.old_indexes);
+            for index in gone.chain(x.dropped.iter().flat_map(|d| &d.indexes)) {
+                db.btree.forget(index.rel);
             }
             return Ok(true);
         }
-        let untruncated = if x.truncated.is_empty() {
-            Ok(())
-        } else {
-            for rel in x.truncated.iter().flat_map(|t| t.new_indexes.iter()) {
-                db.btree.forget(rel.rel);
-            }
-            db.catalog
-                .abort_truncated(&mut self.buf, &db.heap, &x.truncated)
-        };
+        for index in x.truncated.iter().flat_map(|t| &t.new_indexes) {
+            db.btree.forget(index.rel);
+        }
+        let untruncated = db
+            .catalog
+            .abort_truncated(&mut self.buf, &db.heap, &x.truncated);
         let removed = if x.created.is_empty() {
             untruncated
         } else {
@@ -1416,17 +1406,20 @@ impl Session {
         oid: u32,
         mode: crate::txn::LockMode,
     ) -> Result<bool, crate::txn::WaitError> {
-        let limits = self.wait_limits();
         let x = self
             .xact
-            .as_mut()
+            .as_ref()
             .expect("tables are locked inside a transaction");
         if x.locks
             .iter()
             .any(|&(o, m)| o == oid && (m == mode || m == crate::txn::LockMode::AccessExclusive))
         {
+            // A statement's second look (execute after plan_locked) costs
+            // no lock of the shared manager.
             return Ok(false);
         }
+        let limits = self.wait_limits();
+        let x = self.xact.as_mut().expect("looked at above");
         let waited = self.db.txn.lock_table(x.owner, oid, mode, &limits)?;
         x.locks.push((oid, mode));
         Ok(waited)
