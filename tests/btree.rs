@@ -392,7 +392,7 @@ impl UniqueCheck for Rows {
     fn liveness(&mut self, _: &mut BufferSession, tid: Tid) -> Result<Liveness, BtreeError> {
         Ok(match self.running {
             Some((t, xid)) if t == tid => Liveness::InProgress(xid),
-            _ if self.dead.contains(&tid) => Liveness::Dead,
+            _ if self.dead.contains(&tid) => Liveness::Dead { removable: false },
             _ => Liveness::Live,
         })
     }
@@ -1140,7 +1140,7 @@ impl UniqueCheck for FailsOnLaterPage {
                 tries: 0,
             })
         } else {
-            Ok(Liveness::Dead)
+            Ok(Liveness::Dead { removable: false })
         }
     }
 

@@ -827,3 +827,91 @@ fn parked_index_only_scan<T: Send + 'static>(
     assert!(points.injections().wait_until_parked(point));
     (points, scanner)
 }
+
+/// Entries of index `name` (`verify_index` checks them and counts them).
+fn index_entries(s: &mut Session, name: &str) -> i64 {
+    common::ints(s, &format!("SELECT verify_index('{name}')"))[0]
+}
+
+#[test]
+fn entries_of_versions_dead_to_every_snapshot_go_and_an_old_snapshot_keeps_its_own() {
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (id int PRIMARY KEY, v int)");
+        run(&mut s, "INSERT INTO t VALUES (1, 0), (2, 0)");
+        common::force_index(&mut s, false);
+        // An old snapshot holds back the horizon: every version the
+        // updates leave may still be its to see, so every entry stays.
+        let mut old = db.session().unwrap();
+        common::force_index(&mut old, false);
+        run(&mut old, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+        assert_eq!(common::ints(&mut old, "SELECT v FROM t WHERE id = 1"), [0]);
+        for _ in 0..100 {
+            run(&mut s, "UPDATE t SET v = v + 1 WHERE id = 1");
+        }
+        assert_eq!(index_entries(&mut s, "t_pkey"), 102, "{method:?}");
+        assert_eq!(
+            common::ints(&mut old, "SELECT v FROM t WHERE id = 1"),
+            [0],
+            "{method:?}: the old snapshot's version, found through the index"
+        );
+        run(&mut old, "COMMIT");
+        // Now the first lookup finds the 100 versions dead to everyone and
+        // removes their entries, and says so.
+        let shown = plan(&mut s, "(ANALYZE, IO) SELECT v FROM t WHERE id = 1").join("\n");
+        assert!(
+            shown.contains("Index Entries Removed: 100"),
+            "{method:?}: {shown}"
+        );
+        assert_eq!(common::ints(&mut s, "SELECT v FROM t WHERE id = 1"), [100]);
+        assert_eq!(index_entries(&mut s, "t_pkey"), 2, "{method:?}");
+        // With no old snapshot, each UPDATE's unique check removes the
+        // entries of the versions before it: they never pile up.
+        for _ in 0..100 {
+            run(&mut s, "UPDATE t SET v = v + 1 WHERE id = 2");
+        }
+        assert!(index_entries(&mut s, "t_pkey") <= 4, "{method:?}");
+        assert_eq!(common::ints(&mut s, "SELECT v FROM t WHERE id = 2"), [100]);
+        // A rolled-back insert's entry goes too (its row is dead to all).
+        run(&mut s, "BEGIN");
+        run(&mut s, "INSERT INTO t VALUES (3, 0)");
+        run(&mut s, "ROLLBACK");
+        assert!(common::rows(&mut s, "SELECT v FROM t WHERE id = 3").is_empty());
+        assert!(index_entries(&mut s, "t_pkey") <= 3, "{method:?}");
+        run(&mut s, "VACUUM t");
+        assert_eq!(index_entries(&mut s, "t_pkey"), 2, "{method:?}");
+    }
+}
+
+#[test]
+fn a_lookup_leaves_the_entries_of_a_leaf_an_index_only_scan_holds() {
+    use aiostore::inject::INDEX_ONLY_SCAN_LEAF_PINNED;
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        table_with_deleted_rows(&mut s);
+        let before = index_entries(&mut s, "t_k");
+        let (points, scanner) = parked_index_only_scan(&db, INDEX_ONLY_SCAN_LEAF_PINNED, |s| {
+            common::ints(s, "SELECT count(k) FROM t WHERE k <= 200")
+        });
+        // The deleted rows are dead to everyone, but the parked scan pins
+        // the leaf their entries are on: removing them could let vacuum
+        // free their line pointers and mark their pages all-visible
+        // before the scan looks them up in the map (as for VACUUM itself).
+        common::force_index(&mut s, false);
+        assert_eq!(
+            common::ints(&mut s, "SELECT count(v) FROM t WHERE k <= 200"),
+            [100]
+        );
+        assert_eq!(index_entries(&mut s, "t_k"), before, "{method:?}");
+        points.injections().release(INDEX_ONLY_SCAN_LEAF_PINNED);
+        assert_eq!(scanner.join().unwrap(), vec![100]);
+        // Let go, the leaf's dead entries go with the next lookup.
+        assert_eq!(
+            common::ints(&mut s, "SELECT count(v) FROM t WHERE k <= 200"),
+            [100]
+        );
+        assert_eq!(index_entries(&mut s, "t_k"), before - 100, "{method:?}");
+    }
+}

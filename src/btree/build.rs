@@ -470,7 +470,7 @@ impl UniqueGroups {
 fn lives(s: &mut BufferSession, tid: Tid, check: &mut dyn UniqueCheck) -> Result<bool, BtreeError> {
     for _ in 0..BUILD_WAITS_MAX {
         match check.liveness(s, tid)? {
-            Liveness::Dead => return Ok(false),
+            Liveness::Dead { .. } => return Ok(false),
             Liveness::Live => return Ok(true),
             Liveness::InProgress(xid) => check.wait_for(xid)?,
         }

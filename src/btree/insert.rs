@@ -211,8 +211,8 @@ impl Btree {
         };
         let first = Target::before(values.to_vec());
         for _ in 0..UNIQUE_RETRIES_MAX {
-            let (leaf, stack) = self.find(s, idx, &first, 0, LockMode::Exclusive)?;
-            match self.find_equal_live(s, idx, &leaf, &first, check) {
+            let (mut leaf, stack) = self.find(s, idx, &first, 0, LockMode::Exclusive)?;
+            match self.find_equal_live(s, idx, &mut leaf, &first, check) {
                 Ok(None) => {
                     let leaf = self.move_right(s, idx, &exact, leaf, LockMode::Exclusive, true)?;
                     return self.insert_at(s, idx, leaf, stack, &tuple, &exact);
@@ -236,19 +236,26 @@ impl Btree {
     /// Looks at every tuple whose key equals `first`'s (where they start:
     /// [`Target::before`] the key) from `leaf` (locked exclusively) on,
     /// moving right under shared locks. A live row is a unique violation;
-    /// a row whose transaction runs is returned to wait for.
+    /// a row whose transaction runs is returned to wait for. Entries of
+    /// `leaf` whose rows are dead to every snapshot are removed on the
+    /// way (PostgreSQL marks them LP_DEAD here and deletes them before a
+    /// split): an UPDATE of one row leaves an entry per version, and each
+    /// later update's check would otherwise read every one of them.
     fn find_equal_live(
         &self,
         s: &mut BufferSession,
         idx: &IndexDesc,
-        leaf: &Locked,
+        leaf: &mut Locked,
         first: &Target,
         check: &mut dyn UniqueCheck,
     ) -> Result<Option<crate::txn::Xid>, BtreeError> {
         let values = &first.values;
         let mut block = leaf.block;
         let mut right: Option<Locked> = None;
+        // Line pointers of `leaf` whose rows are dead to everyone.
+        let mut removable: Vec<u16> = Vec::new();
         for _ in 0..MOVE_RIGHT_MAX {
+            let on_leaf = right.is_none();
             let page = match &right {
                 Some(r) => r.guard.page(),
                 None => leaf.guard.page(),
@@ -258,10 +265,11 @@ impl Btree {
             // check reads the heap); the page is let go on every path.
             let verdict = equal_on_page(idx, page, first)
                 .map_err(|e| e.named(idx, block))
-                .and_then(|(tids, more)| {
-                    for tid in tids {
+                .and_then(|(equal, more)| {
+                    for (at, tid) in equal {
                         match check.liveness(s, tid)? {
-                            Liveness::Dead => {}
+                            Liveness::Dead { removable: true } if on_leaf => removable.push(at),
+                            Liveness::Dead { .. } => {}
                             Liveness::Live => {
                                 return Err(BtreeError::UniqueViolation {
                                     index: idx.name.clone(),
@@ -277,8 +285,13 @@ impl Btree {
             if let Some(r) = right.take() {
                 r.release(s);
             }
-            if let Some(done) = verdict? {
-                return Ok(done);
+            match verdict? {
+                Some(None) => {
+                    self.remove_on_locked(s, idx, leaf, removable)?;
+                    return Ok(None);
+                }
+                Some(waiting) => return Ok(waiting),
+                None => {}
             }
             block = next;
             right = Some(self.lock_at(s, idx.rel, next, LockMode::Shared)?);
@@ -562,37 +575,37 @@ impl Btree {
     }
 }
 
-/// The heap TIDs of the tuples of `page` whose key equals `first`'s
-/// (a [`Target::before`] the key), and whether equal keys may go on to
-/// the right sibling (the page ends with one and its high key is not
-/// above them).
+/// The tuples of `page` whose key equals `first`'s (a
+/// [`Target::before`] the key), each as its line pointer and heap TID,
+/// and whether equal keys may go on to the right sibling (the page ends
+/// with one and its high key is not above them).
 fn equal_on_page(
     idx: &IndexDesc,
     page: &crate::page::PageBytes,
     first: &Target,
-) -> Result<(Vec<Tid>, bool), BtreeError> {
+) -> Result<(Vec<(u16, Tid)>, bool), BtreeError> {
     debug_assert!(!first.after_equal && first.tid.is_none(), "{first:?}");
     let (spec, values) = (&idx.spec, &first.values);
     let mut scratch = Vec::new();
     let sp = Special::read(page);
     let from = lower_bound(spec, page, sp.first_data(), first, &mut scratch)?;
-    let mut tids = Vec::new();
+    let mut equal = Vec::new();
     for i in from..line_pointer_count(page) {
         let t = page_tuple(page, i)?;
         super::page::tuple_values(spec, t, &mut scratch)?;
         if spec.cmp_values(values, &scratch) != std::cmp::Ordering::Equal {
-            return Ok((tids, false));
+            return Ok((equal, false));
         }
-        tids.push(pointer(t));
+        equal.push((i as u16, pointer(t)));
     }
     if sp.is_rightmost() {
-        return Ok((tids, false));
+        return Ok((equal, false));
     }
     // A high key above the key: nothing equal lies right of here (pages
     // vacuum emptied are not walked).
     super::page::tuple_values(spec, page_tuple(page, 0)?, &mut scratch)?;
     let more = spec.cmp_values(values, &scratch) != std::cmp::Ordering::Less;
-    Ok((tids, more))
+    Ok((equal, more))
 }
 
 /// Where a full page's `items` (data tuples, the new one at `new_at`)

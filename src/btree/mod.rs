@@ -235,8 +235,9 @@ pub struct IndexDesc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Liveness {
     /// Deleted by a committed transaction, inserted by an aborted one:
-    /// no conflict.
-    Dead,
+    /// no conflict. `removable`: dead to every snapshot there is or will
+    /// be, so the entry may go (see [`Btree::remove_entries`]).
+    Dead { removable: bool },
     /// Visible, or inserted or deleted by the inserting transaction
     /// itself as it stands: a conflict.
     Live,

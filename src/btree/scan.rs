@@ -170,6 +170,11 @@ pub struct BtreeScan {
 }
 
 impl BtreeScan {
+    /// The index scanned.
+    pub fn index(&self) -> &IndexDesc {
+        &self.idx
+    }
+
     pub fn new(idx: IndexDesc, keys: ScanKeys, direction: Direction, want_keys: bool) -> BtreeScan {
         let resume = if keys.ranges.is_empty() {
             Resume::Done

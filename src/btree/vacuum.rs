@@ -1,8 +1,18 @@
-//! Removing the index tuples of dead rows (VACUUM's index pass): one pass
+//! Removing the index tuples of dead rows. VACUUM's index pass: one pass
 //! over the index in block order through a read stream, deleting from
 //! each leaf the tuples whose heap TID the caller names dead, one logged
 //! change per page. High keys and internal pages stay: a key range keeps
 //! its page even when no tuple is left in it (pages are not deleted).
+//!
+//! Between vacuums, the entries a scan or a unique check found pointing
+//! at rows dead to every snapshot are removed from their leaf as it goes
+//! ([`Btree::remove_entries`], PostgreSQL's `kill_prior_tuple` and its
+//! deletion of LP_DEAD items, in one step since we keep no hint bits): a
+//! row updated many times otherwise leaves an entry per version, each
+//! read by every later lookup of its key. Removing an entry needs the
+//! cleanup lock VACUUM takes, for the same reason (below), but only
+//! when it is free: the removal is an optimisation, and a leaf pinned by
+//! another session keeps its entries for the next look or for VACUUM.
 
 use crate::buffer::{BufferId, BufferSession, LockMode, Strategy, StrategyKind};
 use crate::heap::tuple::Tid;
@@ -11,6 +21,7 @@ use crate::storage::Fork;
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits};
 
 use super::change::{apply_logged, BtreeChange};
+use super::insert::Locked;
 use super::page::{page_tuple, pointer, Special, FLAG_LEAF};
 use super::{Btree, BtreeError, IndexDesc};
 
@@ -84,6 +95,78 @@ impl Btree {
             apply_logged(&self.wal, guard.page_mut(), idx.rel, block, &change)?;
         }
         Ok(())
+    }
+}
+
+impl Btree {
+    /// Removes from leaf `block` the entries pointing at `tids`, rows the
+    /// caller found dead to every snapshot, if the leaf's cleanup lock is
+    /// free and `tids_still_theirs` (asked under the leaf's lock, so that
+    /// no entry can be added meanwhile) says no TID can have gone to
+    /// another row since the caller copied the entries. Entries a split
+    /// moved right since are left. Returns how many went.
+    pub fn remove_entries(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        block: u32,
+        tids: &[Tid],
+        tids_still_theirs: impl FnOnce() -> bool,
+    ) -> Result<usize, BtreeError> {
+        debug_assert!(!tids.is_empty());
+        let mut sorted = tids.to_vec();
+        sorted.sort_unstable();
+        let mut leaf = self.lock_at(s, idx.rel, block, LockMode::Exclusive)?;
+        let found = {
+            let page = leaf.guard.page();
+            let sp = Special::read(page);
+            if sp.is_leaf() {
+                (sp.first_data()..line_pointer_count(page))
+                    .map(|i| page_tuple(page, i).map(|t| (i as u16, pointer(t))))
+                    .filter(|t| {
+                        t.as_ref()
+                            .map_or(true, |(_, tid)| sorted.binary_search(tid).is_ok())
+                    })
+                    .map(|t| t.map(|(i, _)| i))
+                    .collect::<Result<Vec<u16>, BtreeError>>()
+            } else {
+                Err(BtreeError::damaged("a scan's leaf is not a leaf"))
+            }
+        };
+        let removed = match found {
+            Ok(_) if !tids_still_theirs() => Ok(0),
+            Ok(found) => self.remove_on_locked(s, idx, &mut leaf, found),
+            Err(e) => Err(e.named(idx, block)),
+        };
+        leaf.release(s);
+        removed
+    }
+
+    /// Deletes line pointers `at` (ascending) of `leaf`, locked
+    /// exclusively, if no other session pins it (VACUUM's cleanup lock,
+    /// taken only if free); `leaf` stays locked. Returns how many went.
+    pub(super) fn remove_on_locked(
+        &self,
+        s: &BufferSession,
+        idx: &IndexDesc,
+        leaf: &mut Locked,
+        at: Vec<u16>,
+    ) -> Result<usize, BtreeError> {
+        if at.is_empty() || s.pool().pins(leaf.id) != 1 {
+            return Ok(0);
+        }
+        debug_assert!(Special::read(leaf.guard.page()).is_leaf());
+        debug_assert!(at.windows(2).all(|w| w[0] < w[1]), "unsorted removal");
+        let n = at.len();
+        let change = BtreeChange::Delete { indexes: at };
+        apply_logged(
+            &self.wal,
+            leaf.guard.page_mut(),
+            idx.rel,
+            leaf.block,
+            &change,
+        )?;
+        Ok(n)
     }
 }
 

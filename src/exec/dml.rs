@@ -382,9 +382,9 @@ pub(crate) fn run_update(
             let s = &mut *cx.session;
             let mut tuple = Vec::new();
             encode_row(&table, &new, xid, cid, &mut tuple)?;
-            let new_tid = db
-                .heap()
-                .insert(&mut s.buf, &table.heap, &tuple, &mut state)?;
+            let new_tid =
+                db.heap()
+                    .insert_version(&mut s.buf, &table.heap, &tuple, &mut state, tid)?;
             let outcome = db
                 .heap()
                 .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid))?;

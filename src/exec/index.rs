@@ -16,7 +16,7 @@ use crate::buffer::BufferSession;
 use crate::catalog::{CatalogError, IndexColumn, IndexDef, IndexKind, TableDef};
 use crate::database::{Database, Session};
 use crate::heap::tuple::decode;
-use crate::heap::{HeapError, HeapTable, Tid, Writer};
+use crate::heap::{HeapError, HeapTable, LineAt, Tid, Writer};
 use crate::stream::StreamLimits;
 use crate::txn::{CommandId, LockMode, TxnManager, WaitLimits, Xid, XidStatus, INVALID_XID};
 use crate::types::Value;
@@ -40,6 +40,10 @@ pub(crate) struct RowCheck<'a> {
     own: Xid,
     /// How the checking transaction waits for another.
     waits: &'a WaitLimits,
+    /// The oldest snapshot's horizon, taken when first needed: a row
+    /// deleted below it is dead to every snapshot. Taken once per check,
+    /// as the horizon only moves on, an old one errs on keeping entries.
+    oldest: Option<Xid>,
 }
 
 /// The longest an index build waits for a transaction inserting or
@@ -58,6 +62,7 @@ impl<'a> RowCheck<'a> {
             table,
             own,
             waits,
+            oldest: None,
         }
     }
 
@@ -72,12 +77,17 @@ impl<'a> RowCheck<'a> {
 
 impl UniqueCheck for RowCheck<'_> {
     fn liveness(&mut self, s: &mut BufferSession, tid: Tid) -> Result<Liveness, BtreeError> {
-        let Some(h) = self.db.heap().header_at(s, self.table, tid)? else {
-            return Ok(Liveness::Dead);
+        let h = match self.db.heap().line_at(s, self.table, tid)? {
+            LineAt::Tuple(h) => h,
+            // Pruned: dead to everyone.
+            LineAt::Dead => return Ok(Liveness::Dead { removable: true }),
+            // No tuple there: nothing to conflict with, but nothing says
+            // why, so the entry stays for vacuum to judge.
+            LineAt::Nothing => return Ok(Liveness::Dead { removable: false }),
         };
         let txn = self.db.txn();
         match Self::status(txn, self.own, h.xmin) {
-            XidStatus::Aborted => return Ok(Liveness::Dead),
+            XidStatus::Aborted => return Ok(Liveness::Dead { removable: true }),
             XidStatus::InProgress => return Ok(Liveness::InProgress(h.xmin)),
             XidStatus::Committed => {}
         }
@@ -87,7 +97,14 @@ impl UniqueCheck for RowCheck<'_> {
         Ok(match Self::status(txn, self.own, h.xmax) {
             XidStatus::Aborted => Liveness::Live,
             XidStatus::InProgress => Liveness::InProgress(h.xmax),
-            XidStatus::Committed => Liveness::Dead,
+            XidStatus::Committed => {
+                // Our own deletion counts as committed here but is not
+                // below the horizon: our transaction still runs.
+                let oldest = *self.oldest.get_or_insert_with(|| txn.oldest_xmin());
+                Liveness::Dead {
+                    removable: h.xmax < oldest && h.xmax != self.own,
+                }
+            }
         })
     }
 
@@ -383,7 +400,10 @@ fn refuse_nulls(
     check: &mut RowCheck,
 ) -> Result<(), ExecError> {
     for &(tid, i) in nulls {
-        if !matches!(check.liveness(&mut session.buf, tid)?, Liveness::Dead) {
+        if !matches!(
+            check.liveness(&mut session.buf, tid)?,
+            Liveness::Dead { .. }
+        ) {
             return Err(ExecError::PrimaryKeyNulls {
                 table: table.name().to_string(),
                 column: table.columns[def.columns[i].column].name.clone(),

@@ -47,9 +47,9 @@ use thiserror::Error;
 
 use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
 use crate::page::{
-    add_item, free_space, init_page, is_new, item, item_mut, line_pointer_count, page_flags,
-    page_lsn, remove_items, set_page_flags, set_page_lsn, PageBytes, EMPTY_PAGE_FREE_BYTES,
-    LINE_POINTER_SIZE, MAX_ALIGN, PD_ALL_VISIBLE,
+    add_item, free_space, init_page, is_dead_item, is_new, item, item_mut, line_pointer_count,
+    mark_dead_items, page_flags, page_lsn, remove_items, set_page_flags, set_page_lsn, PageBytes,
+    EMPTY_PAGE_FREE_BYTES, LINE_POINTER_SIZE, MAX_ALIGN, PD_ALL_VISIBLE,
 };
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
@@ -157,8 +157,13 @@ pub enum PageChange<'a> {
     /// Forgets an `xmax` whose transaction aborted, so that later checks
     /// need not look it up.
     ClearXmax { index: u16 },
-    /// Removes dead tuples (vacuum).
+    /// Frees the line pointers of dead tuples, or of dead line pointers
+    /// whose index entries are gone (vacuum).
     Prune { remove: &'a [u16] },
+    /// Drops the storage of tuples dead to everyone, leaving their line
+    /// pointers dead until vacuum has removed their index entries
+    /// (pruning, by vacuum or by an update that needs the room).
+    MarkDead { dead: &'a [u16] },
     /// Every tuple is visible to everyone (vacuum).
     SetAllVisible,
 }
@@ -183,6 +188,7 @@ const HEAP_PRUNE: u8 = 4;
 const HEAP_SET_ALL_VISIBLE: u8 = 5;
 /// Several inserts on one page ([`apply_logged_multi`]).
 const HEAP_MULTI_INSERT: u8 = 6;
+const HEAP_MARK_DEAD: u8 = 7;
 /// First data byte of a heap record: the change cleared the page's
 /// all-visible flag, so replay clears the map bit too.
 const CLEARED_ALL_VISIBLE: u8 = 1;
@@ -195,6 +201,7 @@ impl PageChange<'_> {
             PageChange::SetXmax { .. } => HEAP_SET_XMAX,
             PageChange::ClearXmax { .. } => HEAP_CLEAR_XMAX,
             PageChange::Prune { .. } => HEAP_PRUNE,
+            PageChange::MarkDead { .. } => HEAP_MARK_DEAD,
             PageChange::SetAllVisible => HEAP_SET_ALL_VISIBLE,
         }
     }
@@ -232,9 +239,9 @@ impl PageChange<'_> {
                 }
             }
             PageChange::ClearXmax { index } => d.extend_from_slice(&index.to_le_bytes()),
-            PageChange::Prune { remove } => {
-                d.extend_from_slice(&(remove.len() as u32).to_le_bytes());
-                for i in *remove {
+            PageChange::Prune { remove: list } | PageChange::MarkDead { dead: list } => {
+                d.extend_from_slice(&(list.len() as u32).to_le_bytes());
+                for i in *list {
                     d.extend_from_slice(&i.to_le_bytes());
                 }
             }
@@ -495,12 +502,16 @@ fn decode_change<'a>(
         HEAP_CLEAR_XMAX => PageChange::ClearXmax {
             index: r.u16().ok_or(MALFORMED)?,
         },
-        HEAP_PRUNE => {
+        HEAP_PRUNE | HEAP_MARK_DEAD => {
             let n = r.u32().ok_or(MALFORMED)? as usize;
             *prune = (0..n)
                 .map(|_| r.u16().ok_or(MALFORMED))
                 .collect::<Result<Vec<u16>, _>>()?;
-            PageChange::Prune { remove: prune }
+            if info == HEAP_PRUNE {
+                PageChange::Prune { remove: prune }
+            } else {
+                PageChange::MarkDead { dead: prune }
+            }
         }
         HEAP_SET_ALL_VISIBLE => PageChange::SetAllVisible,
         _ => return Err("unknown heap record kind"),
@@ -544,6 +555,11 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<(
         PageChange::SetXmax { index, .. } | PageChange::ClearXmax { index } => {
             needs_item(page, index)?;
         }
+        PageChange::MarkDead { dead } => {
+            for &index in dead {
+                needs_item(page, index)?;
+            }
+        }
         PageChange::Prune { .. } | PageChange::SetAllVisible => {}
     }
     let applied = apply(page, block, &logged.change);
@@ -574,6 +590,7 @@ pub fn record_kind_name(info: u8) -> &'static str {
         HEAP_PRUNE => "PRUNE",
         HEAP_SET_ALL_VISIBLE => "SET_ALL_VISIBLE",
         HEAP_MULTI_INSERT => "MULTI_INSERT",
+        HEAP_MARK_DEAD => "MARK_DEAD",
         _ => "UNKNOWN",
     }
 }
@@ -628,22 +645,23 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             format!("{kind} off: {index}, xmax: {xmax}, cmax: {cmax}{newer}")
         }
         PageChange::ClearXmax { index } => format!("{kind} off: {index}"),
-        PageChange::Prune { remove } => {
-            let shown: Vec<String> = remove
+        PageChange::Prune { remove: list } | PageChange::MarkDead { dead: list } => {
+            let shown: Vec<String> = list
                 .iter()
                 .take(DESCRIBE_PRUNE_OFFSETS_MAX)
                 .map(u16::to_string)
                 .collect();
-            let more = if remove.len() > DESCRIBE_PRUNE_OFFSETS_MAX {
+            let more = if list.len() > DESCRIBE_PRUNE_OFFSETS_MAX {
                 ", …"
             } else {
                 ""
             };
-            format!(
-                "{kind} removed: {} [{}{more}]",
-                remove.len(),
-                shown.join(", ")
-            )
+            let what = if info == HEAP_PRUNE {
+                "removed"
+            } else {
+                "marked dead"
+            };
+            format!("{kind} {what}: {} [{}{more}]", list.len(), shown.join(", "))
         }
     };
     if logged.flags & CLEARED_ALL_VISIBLE != 0 {
@@ -712,6 +730,9 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
         }
         PageChange::Prune { remove } => {
             remove_items(page, |i| remove.contains(&(i as u16)));
+        }
+        PageChange::MarkDead { dead } => {
+            mark_dead_items(page, |i| dead.contains(&(i as u16)));
         }
         PageChange::SetAllVisible => set_page_flags(page, flags | PD_ALL_VISIBLE),
     }
@@ -813,6 +834,11 @@ struct RelState {
     /// from before its scan to after setting its bits knows that no flag
     /// it set went before its bit was set, without reading a page again.
     all_visible_cleared: AtomicU64,
+    /// Times line pointers of dead tuples were freed for reuse, counted
+    /// before they are: an index scan that found a tuple dead to everyone
+    /// removes its entry only if the count has not moved since it copied
+    /// the entry, so the TID cannot have gone to a new row meanwhile.
+    line_pointers_freed: AtomicU64,
 }
 
 /// The heap access method of one database.
@@ -927,6 +953,10 @@ pub struct HeapFetch {
     /// [`Visibility`]'s last committed transaction, kept from one fetch
     /// to the next as a scan keeps it from one tuple to the next.
     last_committed: Xid,
+    /// The oldest snapshot's horizon, taken when a tuple the snapshot
+    /// does not see is first met, until [`HeapFetch::release`]: an older
+    /// one only finds fewer tuples dead to everyone.
+    oldest: Option<Xid>,
     pub stats: FetchStats,
 }
 
@@ -937,6 +967,7 @@ impl HeapFetch {
             pinned: None,
             nblocks: 0,
             last_committed: INVALID_XID,
+            oldest: None,
             stats: FetchStats::default(),
         }
     }
@@ -945,8 +976,10 @@ impl HeapFetch {
     /// `block` whose tuple `snap` sees, all under one shared content lock
     /// (`f` must not touch the pool): one lock and one visibility set-up
     /// for all of them (an index scan on data in key order finds tens of
-    /// its rows on each page). Returns how many were visible; none if the
-    /// table has no such page (any more).
+    /// its rows on each page). Calls `dead(k)` for each whose tuple is
+    /// dead to every snapshot there is or will be, so that the caller may
+    /// remove the index entry that led to it. Returns how many were
+    /// visible; none if the table has no such page (any more).
     ///
     /// An index scan drops its leaf page before it fetches (its batch is
     /// a copy), so vacuum may meanwhile remove the entry, free the line
@@ -954,7 +987,9 @@ impl HeapFetch {
     /// the vacuum, which ran after the scan's snapshot was taken (vacuum
     /// removes only what every snapshot sees as dead), so the snapshot
     /// never sees it: checking visibility is enough, as PostgreSQL
-    /// reasons for MVCC scans that do not hold the leaf page's pin.
+    /// reasons for MVCC scans that do not hold the leaf page's pin. Nor is
+    /// such a tuple dead to everyone while this scan's snapshot stands.
+    #[allow(clippy::too_many_arguments)]
     pub fn fetch_on_page(
         &mut self,
         heap: &Heap,
@@ -963,6 +998,7 @@ impl HeapFetch {
         items: impl ExactSizeIterator<Item = u16>,
         snap: &Snapshot,
         mut f: impl FnMut(usize, &[u8]),
+        mut dead: impl FnMut(usize),
     ) -> Result<usize, HeapError> {
         self.stats.fetches += items.len() as u64;
         let Some(id) = self.pin(s, block)? else {
@@ -972,16 +1008,26 @@ impl HeapFetch {
             last_committed: self.last_committed,
             ..Visibility::new(&heap.txn, snap)
         };
+        let oldest = &mut self.oldest;
         let visible = s.with_page(id, |page| {
             let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
             let mut visible = 0;
             for (k, index) in items.enumerate() {
                 let Some(t) = item(page, index as usize) else {
+                    if is_dead_item(page, index as usize) {
+                        dead(k);
+                    }
                     continue;
                 };
-                if all_visible || visibility.is_visible(&TupleHeader::read(t)) {
+                let h = TupleHeader::read(t);
+                if all_visible || visibility.is_visible(&h) {
                     f(k, t);
                     visible += 1;
+                } else {
+                    let oldest = *oldest.get_or_insert_with(|| heap.txn.oldest_xmin());
+                    if dead_to_everyone(&heap.txn, oldest, &h) {
+                        dead(k);
+                    }
                 }
             }
             visible
@@ -999,7 +1045,7 @@ impl HeapFetch {
                 return Ok(Some(id));
             }
         }
-        self.release(s);
+        self.unpin(s);
         if block >= self.nblocks {
             self.nblocks = s.pool().relation(self.rel).nblocks(Fork::Main)?;
             if block >= self.nblocks {
@@ -1021,13 +1067,21 @@ impl HeapFetch {
             Some((self.rel, block)),
             "a buffer adopted for another page"
         );
-        self.release(s);
+        self.unpin(s);
         self.stats.pages += 1;
         self.pinned = Some((block, id));
     }
 
-    /// Gives back the pinned page (between batches, and at the end).
+    /// Gives back the pinned page (between batches, and at the end), and
+    /// forgets the horizon: the next tuple dead to everyone is judged by
+    /// a newer one (a kept plan's scan lives across statements).
     pub fn release(&mut self, s: &mut BufferSession) {
+        self.oldest = None;
+        self.unpin(s);
+    }
+
+    /// Gives back the pinned page.
+    fn unpin(&mut self, s: &mut BufferSession) {
         if let Some((_, id)) = self.pinned.take() {
             s.release(id);
         }
@@ -1240,10 +1294,24 @@ fn dead_to_everyone(txn: &TxnManager, oldest: Xid, h: &TupleHeader) -> bool {
         || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
 }
 
+/// The normal tuples of `page` dead to everyone below horizon `oldest`,
+/// whose storage pruning may free.
+fn dead_tuples(txn: &TxnManager, oldest: Xid, page: &PageBytes) -> Vec<u16> {
+    (0..line_pointer_count(page))
+        .filter(|&i| {
+            item(page, i).is_some_and(|t| dead_to_everyone(txn, oldest, &TupleHeader::read(t)))
+        })
+        .map(|i| i as u16)
+        .collect()
+}
+
 /// What vacuum changes on one page.
 #[derive(Default)]
 struct PagePlan {
     remove: Vec<u16>,
+    /// Dead tuples whose storage goes now, their line pointers later
+    /// (all of them are in `deferred` too).
+    mark_dead: Vec<u16>,
     /// Dead tuples left for later (see [`VacuumReport::dead`]).
     deferred: Vec<u16>,
     clear_xmax: Vec<u16>,
@@ -1254,8 +1322,21 @@ struct PagePlan {
 
 impl PagePlan {
     fn changes_page(&self) -> bool {
-        !self.remove.is_empty() || !self.clear_xmax.is_empty() || self.set_all_visible
+        !self.remove.is_empty()
+            || !self.mark_dead.is_empty()
+            || !self.clear_xmax.is_empty()
+            || self.set_all_visible
     }
+}
+
+/// What a line pointer holds ([`Heap::line_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineAt {
+    Tuple(TupleHeader),
+    /// A tuple dead to everyone was pruned from here.
+    Dead,
+    /// Nothing: unused, or past the page's end.
+    Nothing,
 }
 
 /// What `try_delete` found under the page lock.
@@ -1416,6 +1497,66 @@ impl Heap {
             table: table.name.clone(),
             attempts: INSERT_EXTENSIONS_MAX,
         })
+    }
+
+    /// Inserts `tuple`, a new version of the row at `old`, on `old`'s
+    /// page if it fits there, as PostgreSQL's heap_update does (what a
+    /// fillfactor below 100 leaves free is for this), pruning the page of
+    /// tuples dead to everyone first if it does not: a row updated again
+    /// and again then keeps to its page instead of spreading its versions
+    /// over the table until the next vacuum. Elsewhere as [`Heap::insert`]
+    /// if it still does not fit.
+    pub fn insert_version(
+        &self,
+        s: &mut BufferSession,
+        table: &HeapTable,
+        tuple: &[u8],
+        state: &mut InsertState,
+        old: Tid,
+    ) -> Result<Tid, HeapError> {
+        let rs = self.rel_state(table.rel);
+        let xid = TupleHeader::read(tuple).xmin;
+        let (wal, rel, block) = (self.page_wal(&rs, xid), table.rel, old.block);
+        let need = tuple.len().next_multiple_of(MAX_ALIGN) + LINE_POINTER_SIZE;
+        let held = matches!(state.current, Some((_, b)) if b == block);
+        let id = match state.current {
+            Some((id, _)) if held => id,
+            _ => s.read_buffer(table.rel, Fork::Main, block)?,
+        };
+        let txn = &self.txn;
+        let placed = s.modify_page(id, |page| {
+            let mut pruned = None;
+            if free_space(page) < need {
+                let oldest = txn.oldest_xmin();
+                let dead = dead_tuples(txn, oldest, page);
+                if dead.is_empty() {
+                    return Ok((pruned, None));
+                }
+                let change = PageChange::MarkDead { dead: &dead };
+                pruned = Some(apply_logged(wal, page, rel, block, 0, &change)?);
+                if free_space(page) < need {
+                    return Ok((pruned, None));
+                }
+            }
+            let change = PageChange::Insert { tuple };
+            let inserted = apply_logged(wal, page, rel, block, xid, &change)?;
+            Ok::<_, WalError>((pruned, Some(inserted)))
+        });
+        if !held {
+            s.release(id);
+        }
+        let (pruned, inserted) = placed?;
+        if let Some(pruned) = pruned {
+            self.clear_vm_bit(s, rel, block, pruned)?;
+        }
+        match inserted {
+            Some(applied) => {
+                self.clear_vm_bit(s, rel, block, applied)?;
+                let index = applied.index.expect("insert reports its index");
+                Ok(Tid { block, index })
+            }
+            None => self.insert(s, table, tuple, state),
+        }
     }
 
     /// Inserts encoded tuples of one transaction as a bulk load does
@@ -1967,14 +2108,31 @@ impl Heap {
             let mut plan = PagePlan::default();
             let mut all_visible = true;
             for index in 0..line_pointer_count(page) {
+                // A line pointer an update's pruning left dead: its index
+                // entries go first if there are any.
+                if is_dead_item(page, index) {
+                    if defer_removal {
+                        plan.deferred.push(index as u16);
+                    } else {
+                        plan.remove.push(index as u16);
+                    }
+                    continue;
+                }
                 let Some(t) = item(page, index) else { continue };
                 let h = TupleHeader::read(t);
                 let xmax_aborted =
                     h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted;
                 // Dead to everyone: inserted by an aborted transaction, or
                 // deleted by one that committed before the oldest snapshot.
+                // With index entries to remove first, its storage goes now
+                // and its line pointer once they are gone.
                 if dead_to_everyone(txn, oldest, &h) {
-                    plan.remove.push(index as u16);
+                    if defer_removal {
+                        plan.mark_dead.push(index as u16);
+                        plan.deferred.push(index as u16);
+                    } else {
+                        plan.remove.push(index as u16);
+                    }
                     continue;
                 }
                 if xmax_aborted {
@@ -1985,10 +2143,7 @@ impl Heap {
                     && txn.did_commit(h.xmin)
                     && (h.xmax == INVALID_XID || xmax_aborted);
             }
-            if defer_removal {
-                all_visible &= plan.remove.is_empty();
-                plan.deferred = std::mem::take(&mut plan.remove);
-            }
+            all_visible &= plan.deferred.is_empty();
             plan.set_all_visible = all_visible && page_flags(page) & PD_ALL_VISIBLE == 0;
             plan
         };
@@ -2034,7 +2189,16 @@ impl Heap {
                     for &index in &plan.clear_xmax {
                         log(page, &PageChange::ClearXmax { index })?;
                     }
+                    if !plan.mark_dead.is_empty() {
+                        log(
+                            page,
+                            &PageChange::MarkDead {
+                                dead: &plan.mark_dead,
+                            },
+                        )?;
+                    }
                     if !plan.remove.is_empty() {
+                        rs.line_pointers_freed.fetch_add(1, Ordering::SeqCst);
                         log(
                             page,
                             &PageChange::Prune {
@@ -2136,23 +2300,32 @@ impl Heap {
         vm::clear(s, &self.wal, table.rel, &flag_gone)
     }
 
-    /// The header of the tuple at `tid`, or None if its line pointer holds
-    /// none (removed, or past the page's end): for a unique index's check
-    /// of a row with an equal key.
-    pub fn header_at(
+    /// What line pointer `tid` holds, for a unique index's check of a
+    /// row with an equal key.
+    pub fn line_at(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         tid: Tid,
-    ) -> Result<Option<TupleHeader>, HeapError> {
+    ) -> Result<LineAt, HeapError> {
         let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
-        let header = s.with_page(id, |page| {
-            item(page, tid.index as usize)
-                .filter(|t| t.len() >= tuple::TUPLE_HEADER_SIZE)
-                .map(TupleHeader::read)
+        let line = s.with_page(id, |page| {
+            match item(page, tid.index as usize).filter(|t| t.len() >= tuple::TUPLE_HEADER_SIZE) {
+                Some(t) => LineAt::Tuple(TupleHeader::read(t)),
+                None if is_dead_item(page, tid.index as usize) => LineAt::Dead,
+                None => LineAt::Nothing,
+            }
         });
         s.release(id);
-        Ok(header)
+        Ok(line)
+    }
+
+    /// How many times line pointers of `rel` were freed for reuse (see
+    /// `RelState::line_pointers_freed`).
+    pub fn line_pointers_freed(&self, rel: u32) -> u64 {
+        self.rel_state(rel)
+            .line_pointers_freed
+            .load(Ordering::SeqCst)
     }
 
     /// Frees the line pointers of dead tuples a deferring vacuum listed
@@ -2167,6 +2340,7 @@ impl Heap {
     ) -> Result<u64, HeapError> {
         debug_assert!(dead.windows(2).all(|w| w[0] < w[1]), "dead tuples unsorted");
         let rs = self.rel_state(table.rel);
+        rs.line_pointers_freed.fetch_add(1, Ordering::SeqCst);
         let wal = self.page_wal(&rs, 0);
         let mut removed = 0;
         let mut room_by_block = Vec::new();
@@ -2177,7 +2351,7 @@ impl Heap {
             let changed = s.modify_page(id, |page| {
                 for &index in &remove {
                     assert!(
-                        item(page, index as usize).is_some(),
+                        item(page, index as usize).is_some() || is_dead_item(page, index as usize),
                         "dead tuple {block}/{index} of {} went before its index entries",
                         table.name
                     );

@@ -321,26 +321,75 @@ pub fn item_mut(page: &mut PageBytes, index: usize) -> Option<&mut [u8]> {
 /// Removes the items for which `remove` says so: their line pointers
 /// become unused (indexes of the others do not change) and the remaining
 /// items are packed together at the end of the page, making their space
-/// one free block (PostgreSQL's `PageRepairFragmentation`). Returns how
-/// many items were removed.
+/// one free block (PostgreSQL's `PageRepairFragmentation`). Dead line
+/// pointers ([`mark_dead_items`]) may be removed too. Returns how many
+/// were removed.
 pub fn remove_items(page: &mut PageBytes, mut remove: impl FnMut(usize) -> bool) -> usize {
+    repair(
+        page,
+        |i, flags| {
+            if remove(i) {
+                LineFlags::Unused
+            } else {
+                flags
+            }
+        },
+    )
+}
+
+/// Marks the normal items for which `dead` says so dead: their line
+/// pointers stay taken, holding no storage (an index entry may still
+/// point at one: it must not be reused until the entry is gone), and the
+/// remaining items are packed as [`remove_items`] packs them. Returns how
+/// many were marked.
+pub fn mark_dead_items(page: &mut PageBytes, mut dead: impl FnMut(usize) -> bool) -> usize {
+    repair(page, |i, flags| {
+        if flags == LineFlags::Normal && dead(i) {
+            LineFlags::Dead
+        } else {
+            flags
+        }
+    })
+}
+
+/// Gives each normal or dead line pointer the state `fate` chooses for
+/// it (Normal keeps a normal item, Dead or Unused drops its storage; a
+/// dead one stays dead or becomes unused), packs the items kept at the
+/// end of the page and drops unused line pointers at the array's end.
+/// Returns how many line pointers changed.
+fn repair(page: &mut PageBytes, mut fate: impl FnMut(usize, LineFlags) -> LineFlags) -> usize {
     let mut h = PageHeader::read(page);
     let count = line_pointer_count(page);
     let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(count);
-    let mut removed = 0;
+    let mut changed = 0;
     for i in 0..count {
         let Some(lp) = line_pointer(page, i) else {
             continue;
         };
-        if lp.flags != LineFlags::Normal {
+        if lp.flags != LineFlags::Normal && lp.flags != LineFlags::Dead {
             continue;
         }
-        if remove(i) {
-            removed += 1;
-            put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, 0);
-        } else if let Some(bytes) = item(page, i) {
-            kept.push((i, bytes.to_vec()));
+        let to = fate(i, lp.flags);
+        debug_assert!(
+            to != LineFlags::Redirect && (to != LineFlags::Normal || lp.flags == LineFlags::Normal),
+            "line pointer {i}: {:?} cannot become {to:?}",
+            lp.flags
+        );
+        if to == LineFlags::Normal {
+            if let Some(bytes) = item(page, i) {
+                kept.push((i, bytes.to_vec()));
+            }
+            continue;
         }
+        if to != lp.flags {
+            changed += 1;
+        }
+        let lp = LinePointer {
+            offset: 0,
+            flags: to,
+            length: 0,
+        };
+        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, lp.encode());
     }
     let upper = pack_items(page, h.special as usize, &kept);
     // Unused pointers at the end of the array are dropped altogether.
@@ -360,7 +409,12 @@ pub fn remove_items(page: &mut PageBytes, mut remove: impl FnMut(usize) -> bool)
         h.flags & !PD_HAS_FREE_LINES
     };
     h.write(page);
-    removed
+    changed
+}
+
+/// Whether line pointer `index` is dead ([`mark_dead_items`]).
+pub fn is_dead_item(page: &PageBytes, index: usize) -> bool {
+    line_pointer(page, index).is_some_and(|lp| lp.flags == LineFlags::Dead)
 }
 
 /// Writes `items` (line pointer, bytes) packed together down from
@@ -532,6 +586,21 @@ mod tests {
         assert_eq!(LinePointer::decode(lp.encode()), lp);
     }
 
+    /// A page holding an item of each size that fits (item `n` filled with
+    /// byte n + 1), and each one's line pointer and bytes.
+    fn page_of_items(sizes: &[usize]) -> (PageBytes, Vec<(usize, Vec<u8>)>) {
+        let mut page = [0u8; BLOCK_SIZE];
+        init_page(&mut page, 0);
+        let mut added = Vec::new();
+        for (n, &size) in sizes.iter().enumerate() {
+            let bytes = vec![n as u8 + 1; size];
+            if let Some(i) = add_item(&mut page, &bytes) {
+                added.push((i, bytes));
+            }
+        }
+        (page, added)
+    }
+
     proptest! {
         #[test]
         fn added_items_read_back_and_the_page_stays_verifiable(
@@ -560,15 +629,7 @@ mod tests {
             sizes in proptest::collection::vec(1usize..300, 1..40),
             mask: u64,
         ) {
-            let mut page = [0u8; BLOCK_SIZE];
-            init_page(&mut page, 0);
-            let mut added = Vec::new();
-            for (n, &size) in sizes.iter().enumerate() {
-                let bytes = vec![n as u8 + 1; size];
-                if let Some(i) = add_item(&mut page, &bytes) {
-                    added.push((i, bytes));
-                }
-            }
+            let (mut page, added) = page_of_items(&sizes);
             let removed = remove_items(&mut page, |i| mask & (1 << (i % 64)) != 0);
             let mut expected_free = BLOCK_SIZE - PAGE_HEADER_SIZE;
             let mut gone = 0;
@@ -591,6 +652,44 @@ mod tests {
                 add_item(&mut page, b"again").unwrap();
                 prop_assert_eq!(line_pointer_count(&page), lines);
             }
+        }
+
+        #[test]
+        fn dead_items_free_their_storage_keep_their_line_pointers_until_removed(
+            sizes in proptest::collection::vec(1usize..300, 1..40),
+            mask: u64,
+        ) {
+            let (mut page, added) = page_of_items(&sizes);
+            let lines = line_pointer_count(&page);
+            let is_marked = |i: usize| mask & (1 << (i % 64)) != 0;
+            let marked = mark_dead_items(&mut page, is_marked);
+            prop_assert_eq!(marked, added.iter().filter(|(i, _)| is_marked(*i)).count());
+            // Dead line pointers are not reused, and hold no bytes.
+            prop_assert_eq!(line_pointer_count(&page), lines);
+            let kept: usize = added
+                .iter()
+                .filter(|(i, _)| !is_marked(*i))
+                .map(|(_, b)| b.len().next_multiple_of(MAX_ALIGN))
+                .sum();
+            prop_assert_eq!(
+                free_space(&page),
+                BLOCK_SIZE - PAGE_HEADER_SIZE - lines * LINE_POINTER_SIZE - kept
+            );
+            for (i, bytes) in &added {
+                prop_assert_eq!(is_dead_item(&page, *i), is_marked(*i));
+                if !is_marked(*i) {
+                    prop_assert_eq!(item(&page, *i), Some(&bytes[..]));
+                }
+            }
+            if marked > 0 {
+                add_item(&mut page, b"new").unwrap();
+                prop_assert_eq!(line_pointer_count(&page), lines + 1);
+            }
+            // Removing them makes their line pointers free again.
+            let removed = remove_items(&mut page, |i| i < lines && is_marked(i));
+            prop_assert_eq!(removed, marked);
+            prop_assert!(added.iter().all(|(i, _)| !is_dead_item(&page, *i)));
+            prop_assert!(PageHeader::read(&page).is_sane());
         }
 
         #[test]

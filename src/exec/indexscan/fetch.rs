@@ -133,6 +133,8 @@ enum Slot {
 
 /// One leaf page's matches, with their heap pages.
 struct LoadedBatch {
+    /// The leaf the items were copied from.
+    leaf: u32,
     items: Vec<BatchItem>,
     /// Each item's page in `pages`, or [`FROM_INDEX`].
     page_of: Vec<u32>,
@@ -151,6 +153,14 @@ struct LoadedBatch {
     feed_next: usize,
     /// The run's count of items in batches before this one.
     first_item: u64,
+    /// Items whose rows were found dead to every snapshot: their entries
+    /// are removed from the leaf once the batch is done.
+    dead: Vec<Tid>,
+    /// The table's count of line pointers freed when the batch was
+    /// copied: if it moved by the time the entries would be removed,
+    /// vacuum may have given a TID to a new row (whose entry it would
+    /// be), so none is.
+    freed_before: u64,
 }
 
 impl LoadedBatch {
@@ -171,6 +181,8 @@ pub struct PrefetchStats {
     pub streams: u64,
     /// The furthest the stream looked ahead, in buffers.
     pub max_distance: usize,
+    /// Index entries removed because their rows were dead to everyone.
+    pub entries_removed: u64,
     pub stream: StreamStats,
 }
 
@@ -293,7 +305,8 @@ impl IndexFetch {
     ) -> Result<Option<Fetched>, ExecError> {
         loop {
             if self.ring.front().is_some_and(LoadedBatch::done) {
-                self.ring.pop_front();
+                let done = self.ring.pop_front().expect("a front batch");
+                self.remove_dead_entries(cx, &done)?;
             }
             if self.ring.is_empty() {
                 if self.index_done {
@@ -407,7 +420,8 @@ impl IndexFetch {
             batch.rows[j as usize] = Slot::Ahead(None);
         }
         let mut decoded = Ok(());
-        let (items, rows, columns) = (&batch.items, &mut batch.rows, self.columns);
+        let (items, rows, dead, columns) =
+            (&batch.items, &mut batch.rows, &mut batch.dead, self.columns);
         self.heap.fetch_on_page(
             db.heap(),
             &mut cx.session.buf,
@@ -422,6 +436,7 @@ impl IndexFetch {
                     Err(_) => {}
                 }
             },
+            |k| dead.push(items[group[k] as usize].tid),
         )?;
         decoded?;
         batch.pages_visited += 1;
@@ -444,6 +459,7 @@ impl IndexFetch {
         let before = cx.session.buf.counts;
         let mut row = None;
         let mut decoded = Ok(());
+        let mut dead = false;
         self.heap.fetch_on_page(
             db.heap(),
             &mut cx.session.buf,
@@ -455,12 +471,39 @@ impl IndexFetch {
                 decoded = decode(tuple, &mut values);
                 row = Some(values);
             },
+            |_| dead = true,
         )?;
+        if dead {
+            self.ring[0].dead.push(tid);
+        }
         self.stats
             .heap_buffers
             .add(cx.session.buf.counts.since(before));
         decoded?;
         Ok(row)
+    }
+
+    /// Removes from `batch`'s leaf the entries of rows found dead to every
+    /// snapshot (see `btree/vacuum.rs`), with no heap page locked.
+    fn remove_dead_entries(
+        &mut self,
+        cx: &mut ExecCx,
+        batch: &LoadedBatch,
+    ) -> Result<(), ExecError> {
+        if batch.dead.is_empty() {
+            return Ok(());
+        }
+        let db = Arc::clone(cx.session.db());
+        let rel = self.table_rel;
+        let removed = db.btree().remove_entries(
+            &mut cx.session.buf,
+            self.scan.index(),
+            batch.leaf,
+            &batch.dead,
+            || db.heap().line_pointers_freed(rel) == batch.freed_before,
+        )?;
+        self.stats.entries_removed += removed as u64;
+        Ok(())
     }
 
     /// Starts the read stream, to be fed the pages from page `p` of the
@@ -566,6 +609,8 @@ impl IndexFetch {
     /// it fed the stream.
     fn load(&mut self, cx: &mut ExecCx) -> Result<usize, ExecError> {
         let db = Arc::clone(cx.session.db());
+        // Before the entries are copied (see `LoadedBatch::freed_before`).
+        let freed_before = db.heap().line_pointers_freed(self.table_rel);
         let Some(batch) = self.scan.next_batch(db.btree(), &mut cx.session.buf)? else {
             self.index_done = true;
             self.feed.borrow_mut().done = true;
@@ -586,7 +631,14 @@ impl IndexFetch {
             cx.session.buf.release(pinned);
         }
         let (page_of, pages) = looked_up?;
-        let mut loaded = group(batch.items, page_of, pages, self.items_loaded);
+        let mut loaded = group(
+            leaf,
+            freed_before,
+            batch.items,
+            page_of,
+            pages,
+            self.items_loaded,
+        );
         self.items_loaded += loaded.items.len() as u64;
         // A page past the table's end as last seen may be new: look again
         // once, and never feed one still past it (vacuum truncated it
@@ -718,6 +770,8 @@ fn feed_page(feed: &mut BlockFeed, page: &mut Page, nblocks: u32) -> bool {
 /// A batch with its items grouped by page (a counting sort by page
 /// number, which keeps index order within each page).
 fn group(
+    leaf: u32,
+    freed_before: u64,
     items: Vec<BatchItem>,
     page_of: Vec<u32>,
     pages: Vec<u32>,
@@ -741,6 +795,7 @@ fn group(
     }
     let rows = (0..items.len()).map(|_| Slot::InTurn).collect();
     LoadedBatch {
+        leaf,
         items,
         page_of,
         pages: pages
@@ -758,5 +813,7 @@ fn group(
         pages_visited: 0,
         feed_next: 0,
         first_item,
+        dead: Vec::new(),
+        freed_before,
     }
 }

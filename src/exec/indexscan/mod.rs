@@ -398,6 +398,12 @@ impl PlanNode for IndexScanNode {
                     stats.heap_buffers.reads,
                     leaf_pages_text(index.leaf_pages, index.leaf_pages_read_ahead)
                 ));
+                if stats.entries_removed > 0 {
+                    details.push(format!(
+                        "Index Entries Removed: {} (rows dead to every snapshot)",
+                        stats.entries_removed
+                    ));
+                }
                 if stats.streams > 0 {
                     details.push(format!(
                         "Prefetch: streams={} distance={}",
