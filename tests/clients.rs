@@ -338,6 +338,19 @@ fn psql_lists_tables_indexes_databases_and_roles_from_pg_catalog() {
          Indexes:\n    \
          \"u_a_b_key\" UNIQUE CONSTRAINT, btree (a, b)\n\n"
     );
+    // \d of an index: its columns, kind and table.
+    assert_eq!(
+        server.ok(&psql, &["-c", "\\d u_a_b_key"], ""),
+        "         Index \"public.u_a_b_key\"\n \
+         Column |     Type     | Key? | Definition \n\
+         --------+--------------+------+------------\n \
+         a      | bigint       | yes  | a\n \
+         b      | numeric(5,2) | yes  | b\n\
+         unique, btree, for table \"public.u\"\n\n"
+    );
+    assert!(server
+        .ok(&psql, &["-c", "\\d t_pkey"], "")
+        .ends_with("primary key, btree, for table \"public.t\"\n\n"));
     // A catalog query the engine cannot run fails with its SQLSTATE, and
     // the connection goes on.
     let out = server.run(

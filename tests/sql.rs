@@ -3506,6 +3506,14 @@ fn case_regex_any_arrays_and_string_agg_follow_postgresql() {
             vec![Value::Null, Value::Integer(30)],
         ]
     );
+    assert_eq!(
+        scalar(&mut s, "SELECT CASE WHEN false THEN 1 ELSE '2' END + 1"),
+        Value::Integer(3)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT 'ab'::char(4) ~ '^ab$'"),
+        Value::Boolean(true)
+    );
     assert!(
         err(&mut s, "SELECT CASE WHEN true THEN 1 ELSE 'x'::text END")
             .to_string()

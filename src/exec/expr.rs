@@ -380,7 +380,8 @@ enum Kind {
     Regex(Box<Expr>, Box<Expr>, RegexOp, Option<Arc<regex::Regex>>),
     /// A function of an oid answered from the catalog as it was when the
     /// statement was planned.
-    Lookup(Box<Expr>, Arc<OidLookup>),
+    /// Its second key (`pg_get_indexdef`'s column number) is 0 if absent.
+    Lookup(Box<Expr>, Option<Box<Expr>>, Arc<OidLookup>),
     /// `x = ANY (array)`: each element (of the array's text) read as a
     /// value of x's type and compared, with IN's NULL rules.
     AnyArray(Box<Expr>, Box<Expr>),
@@ -404,7 +405,9 @@ pub struct RegexOp {
 pub struct OidLookup {
     /// The function's name, for EXPLAIN and errors.
     pub function: &'static str,
-    pub values: std::collections::HashMap<i64, Value>,
+    /// By oid and a second key: 0, or for `pg_get_indexdef` a column
+    /// number.
+    pub values: std::collections::HashMap<(i64, i64), Value>,
     /// The value for an oid the table lacks (PostgreSQL's NULL, or
     /// `unknown (OID=n)` for `pg_get_userbyid`).
     pub missing: fn(i64) -> Value,
@@ -522,7 +525,7 @@ impl Expr {
                 .chain(std::iter::once(&**otherwise))
                 .collect(),
             Kind::Regex(a, b, _, _) => vec![&**a, &**b],
-            Kind::Lookup(a, _) => vec![&**a],
+            Kind::Lookup(a, b, _) => std::iter::once(&**a).chain(b.as_deref()).collect(),
             Kind::AnyArray(a, b) => vec![&**a, &**b],
         }
     }
@@ -570,7 +573,7 @@ impl Expr {
                 .chain(std::iter::once(&mut **otherwise))
                 .collect(),
             Kind::Regex(a, b, _, _) => vec![&mut **a, &mut **b],
-            Kind::Lookup(a, _) => vec![&mut **a],
+            Kind::Lookup(a, b, _) => std::iter::once(&mut **a).chain(b.as_deref_mut()).collect(),
             Kind::AnyArray(a, b) => vec![&mut **a, &mut **b],
         }
     }
@@ -963,6 +966,13 @@ impl Expr {
                 });
             }
         }
+        // char(n) matches without its padding, as PostgreSQL casts
+        // bpchar to text for `~`.
+        let unpadded = |x: Expr| match x.ty {
+            Some(ColumnType::Char(_)) => Expr::cast(x, ColumnType::Text),
+            _ => Ok(x),
+        };
+        let (e, pattern) = (unpadded(e)?, unpadded(pattern)?);
         let compiled = match pattern.as_const() {
             Some(Value::Text(p) | Value::Char(p)) => Some(Arc::new(compile_regex(p, op)?)),
             _ => None,
@@ -1026,17 +1036,33 @@ impl Expr {
         })
     }
 
-    /// `function(e)` answered by `lookup` (see [`OidLookup`]); `e` is an
-    /// oid (integer here).
-    pub fn lookup(e: Expr, lookup: Arc<OidLookup>, ty: ColumnType) -> Result<Expr, ExecError> {
-        if !matches!(e.ty, None | Some(ColumnType::Integer | ColumnType::BigInt)) {
+    /// `function(e[, second])` answered by `lookup` (see [`OidLookup`]);
+    /// `e` is an oid (integer here), `second` an integer.
+    pub fn lookup(
+        e: Expr,
+        second: Option<Expr>,
+        lookup: Arc<OidLookup>,
+        ty: ColumnType,
+    ) -> Result<Expr, ExecError> {
+        let integer = |t: Option<ColumnType>| {
+            matches!(t, None | Some(ColumnType::Integer | ColumnType::BigInt))
+        };
+        if !integer(e.ty) || !integer(second.as_ref().and_then(|s| s.ty)) {
             return Err(ExecError::NoFunction {
-                call: format!("{}({})", lookup.function, type_name(e.ty)),
+                call: format!(
+                    "{}({})",
+                    lookup.function,
+                    std::iter::once(&e)
+                        .chain(&second)
+                        .map(|a| type_name(a.ty))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
                 signature: "an oid (integer)",
             });
         }
         Ok(Expr {
-            kind: Kind::Lookup(Box::new(e), lookup),
+            kind: Kind::Lookup(Box::new(e), second.map(Box::new), lookup),
             ty: Some(ty),
         })
     }
@@ -1437,15 +1463,19 @@ impl Expr {
                     Value::Boolean(false)
                 })
             }
-            Kind::Lookup(e, lookup) => {
-                let key = match *e.eval_ref(row, ctx)? {
-                    Value::Integer(x) => i64::from(x),
-                    Value::BigInt(x) => x,
-                    _ => return Ok(Value::Null),
+            Kind::Lookup(e, second, lookup) => {
+                let (Some(key), Some(second)) = (
+                    as_i64(&*e.eval_ref(row, ctx)?),
+                    match second {
+                        Some(s) => as_i64(&*s.eval_ref(row, ctx)?),
+                        None => Some(0),
+                    },
+                ) else {
+                    return Ok(Value::Null);
                 };
                 Ok(lookup
                     .values
-                    .get(&key)
+                    .get(&(key, second))
                     .cloned()
                     .unwrap_or_else(|| (lookup.missing)(key)))
             }

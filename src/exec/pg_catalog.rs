@@ -1021,28 +1021,38 @@ impl CatalogFunction {
         match self {
             CatalogFunction::PgGetUserbyid => {
                 for r in db.catalog().roles() {
-                    values.insert(key(r.oid), text(&r.name));
+                    values.insert((key(r.oid), 0), text(&r.name));
                 }
                 missing = |oid| Value::Text(format!("unknown (OID={oid})"));
             }
             CatalogFunction::PgTableIsVisible => {
                 for (table, indexes) in &Relations::of(db, viewer).tables {
-                    values.insert(key(table.oid), boolean(true));
+                    values.insert((key(table.oid), 0), boolean(true));
                     for index in indexes {
-                        values.insert(key(index.oid), boolean(true));
+                        values.insert((key(index.oid), 0), boolean(true));
                     }
                 }
             }
             CatalogFunction::PgGetIndexdef => {
                 for (table, index) in Relations::of(db, viewer).indexes() {
-                    values.insert(key(index.oid), Value::Text(index_definition(table, index)));
+                    // A column's: its name alone (PostgreSQL's attrsOnly).
+                    for (i, c) in index.columns.iter().enumerate() {
+                        values.insert(
+                            (key(index.oid), i as i64 + 1),
+                            Value::Text(quote_identifier(&table.columns[c.column].name)),
+                        );
+                    }
+                    values.insert(
+                        (key(index.oid), 0),
+                        Value::Text(index_definition(table, index)),
+                    );
                 }
             }
             CatalogFunction::PgGetConstraintdef => {
                 for (table, index) in Relations::of(db, viewer).indexes() {
                     if index.kind.constraint() {
                         values.insert(
-                            key(index.oid),
+                            (key(index.oid), 0),
                             Value::Text(constraint_definition(table, index)),
                         );
                     }
@@ -1050,18 +1060,18 @@ impl CatalogFunction {
             }
             CatalogFunction::PgRelationIsPublishable => {
                 for (table, indexes) in &Relations::of(db, viewer).tables {
-                    values.insert(key(table.oid), boolean(true));
+                    values.insert((key(table.oid), 0), boolean(true));
                     for index in indexes {
-                        values.insert(key(index.oid), boolean(false));
+                        values.insert((key(index.oid), 0), boolean(false));
                     }
                 }
             }
             CatalogFunction::PgGetStatisticsobjdefColumns => {}
             CatalogFunction::Regclass => {
                 for (table, indexes) in &Relations::of(db, viewer).tables {
-                    values.insert(key(table.oid), text(table.name()));
+                    values.insert((key(table.oid), 0), text(table.name()));
                     for index in indexes {
-                        values.insert(key(index.oid), text(&index.name));
+                        values.insert((key(index.oid), 0), text(&index.name));
                     }
                 }
                 missing = |oid| Value::Text(oid.to_string());
@@ -1069,15 +1079,15 @@ impl CatalogFunction {
             CatalogFunction::Regtype => {
                 for (ty, ..) in TYPES {
                     values.insert(
-                        key(type_oid(ty)),
+                        (key(type_oid(ty)), 0),
                         Value::Text(format_type(type_oid(ty), None)),
                     );
                 }
                 missing = |oid| Value::Text(oid.to_string());
             }
             CatalogFunction::Regnamespace => {
-                values.insert(i64::from(NAMESPACE_PG_CATALOG), text("pg_catalog"));
-                values.insert(i64::from(NAMESPACE_PUBLIC), text("public"));
+                values.insert((i64::from(NAMESPACE_PG_CATALOG), 0), text("pg_catalog"));
+                values.insert((i64::from(NAMESPACE_PUBLIC), 0), text("public"));
                 missing = |oid| Value::Text(oid.to_string());
             }
         }

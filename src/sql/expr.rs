@@ -1208,7 +1208,7 @@ impl<'a> ExprPlanner<'a> {
                     let cast = catalog_name(name).and_then(|n| CatalogFunction::by_cast(&n));
                     if let (Some(cast), true) = (cast, modifiers.is_empty()) {
                         let oid = self.plan(expr)?;
-                        return self.catalog_call(cast, oid);
+                        return self.catalog_call(cast, oid, None);
                     }
                 }
                 let ty = column_type(data_type)?;
@@ -1325,15 +1325,44 @@ impl<'a> ExprPlanner<'a> {
             Some(e) => self.plan(e)?,
             None => Expr::null(None),
         };
-        Ok(Expr::case(branches, otherwise)?)
+        // A string literal result takes the type of the first other
+        // result that has one, as PostgreSQL's select_common_type gives
+        // `unknown` the others' type (`THEN 1 ELSE '2'` is an integer).
+        let results: Vec<&ast::Expr> = conditions
+            .iter()
+            .map(|w| &w.result)
+            .chain(else_result)
+            .collect();
+        let known = branches
+            .iter()
+            .map(|(_, r)| r)
+            .chain([&otherwise])
+            .zip(&results)
+            .find(|(_, e)| !is_unknown_literal(e))
+            .and_then(|(r, _)| r.ty());
+        let mut coerced = Vec::with_capacity(branches.len());
+        for ((condition, result), e) in branches.into_iter().zip(&results) {
+            coerced.push((condition, coerce_literal(self.cx, result, e, known)?));
+        }
+        let otherwise = match else_result {
+            Some(e) => coerce_literal(self.cx, otherwise, e, known)?,
+            None => otherwise,
+        };
+        Ok(Expr::case(coerced, otherwise)?)
     }
 
     /// `function(oid)` of a catalog function, its values taken from the
     /// catalog now (see `exec::pg_catalog`).
-    fn catalog_call(&mut self, function: CatalogFunction, oid: Expr) -> Result<Expr, SqlError> {
+    fn catalog_call(
+        &mut self,
+        function: CatalogFunction,
+        oid: Expr,
+        second: Option<Expr>,
+    ) -> Result<Expr, SqlError> {
         let lookup = function.lookup(self.db, self.cx.viewer);
         Ok(Expr::lookup(
             oid,
+            second,
             std::sync::Arc::new(lookup),
             function.result_type(),
         )?)
@@ -1714,9 +1743,9 @@ impl<'a> ExprPlanner<'a> {
         })
     }
 
-    /// A call of a catalog function: its oid planned, and any further
-    /// argument a constant it allows (`pg_get_indexdef(i, 0, true)`: the
-    /// whole definition, pretty or not, which here are the same).
+    /// A call of a catalog function: its oid planned, `pg_get_indexdef`'s
+    /// column number too (0 for the whole definition), and a `pretty`
+    /// flag a constant (pretty or not, the text here is the same).
     fn catalog_function(
         &mut self,
         function: CatalogFunction,
@@ -1727,7 +1756,10 @@ impl<'a> ExprPlanner<'a> {
         let refuse = |cx: &StmtCx| {
             cx.unsupported(
                 span,
-                format!("this call of {name}(); it takes an oid, then at most {} constants (a column number of 0, a pretty flag)", function.extra_args()),
+                format!(
+                    "this call of {name}(); it takes an oid, then at most {} more (a column number, a constant pretty flag)",
+                    function.extra_args()
+                ),
             )
         };
         let Some((FunctionArgExpr::Expr(first), rest)) = args.split_first() else {
@@ -1736,19 +1768,28 @@ impl<'a> ExprPlanner<'a> {
         if rest.len() > function.extra_args() {
             return Err(refuse(self.cx));
         }
-        for a in rest {
+        let mut column = None;
+        for (i, a) in rest.iter().enumerate() {
             let FunctionArgExpr::Expr(x) = a else {
                 return Err(refuse(self.cx));
             };
-            match self.plan(x)?.as_const() {
-                Some(Value::Boolean(_)) | Some(Value::Null) => {}
-                Some(Value::Integer(0)) if function == CatalogFunction::PgGetIndexdef => {}
-                _ => return Err(refuse(self.cx)),
+            let planned = self.plan(x)?;
+            if i == 0 && function == CatalogFunction::PgGetIndexdef {
+                column = Some(coerce_literal(
+                    self.cx,
+                    planned,
+                    x,
+                    Some(ColumnType::Integer),
+                )?);
+                continue;
+            }
+            if !matches!(planned.as_const(), Some(Value::Boolean(_) | Value::Null)) {
+                return Err(refuse(self.cx));
             }
         }
         let oid = self.plan(first)?;
         let oid = coerce_literal(self.cx, oid, first, Some(ColumnType::Integer))?;
-        self.catalog_call(function, oid)
+        self.catalog_call(function, oid, column)
     }
 
     /// `CURRENT_DATE`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` (written
