@@ -3638,6 +3638,14 @@ fn pg_catalog_describes_tables_indexes_and_constraints() {
             ],
         ]
     );
+    // A table a transaction is creating is in its own pg_class only.
+    run(&mut s, "BEGIN; CREATE TABLE w (a int)");
+    let mut other = db.session().unwrap();
+    let count_w = "SELECT count(*) FROM pg_class WHERE relname = 'w'";
+    assert_eq!(scalar(&mut s, count_w), Value::BigInt(1));
+    assert_eq!(scalar(&mut other, count_w), Value::BigInt(0));
+    run(&mut s, "COMMIT");
+    assert_eq!(scalar(&mut other, count_w), Value::BigInt(1));
     // pg_catalog's relations cannot be written or made.
     assert!(err(&mut s, "CREATE TABLE pg_class (a int)")
         .to_string()

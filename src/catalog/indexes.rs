@@ -61,6 +61,17 @@ pub fn quote_identifier(name: &str) -> String {
     }
 }
 
+/// Whether column `column` of `table` refuses NULL: NOT NULL in its
+/// catalog row, or a key column of its primary key (`indexes`, the
+/// table's): one ALTER TABLE added keeps its columns NOT NULL through its
+/// index, not their catalog rows.
+pub fn refuses_null(table: &TableDef, indexes: &[Arc<IndexDef>], column: usize) -> bool {
+    table.columns[column].not_null
+        || indexes
+            .iter()
+            .any(|i| i.kind.primary() && i.columns.iter().any(|c| c.column == column))
+}
+
 /// A key column of an index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexColumn {

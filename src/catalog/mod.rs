@@ -60,7 +60,7 @@ pub mod scram;
 pub mod statistics;
 mod truncate;
 
-pub use indexes::{quote_identifier, IndexColumn, IndexDef, IndexKind};
+pub use indexes::{quote_identifier, refuses_null, IndexColumn, IndexDef, IndexKind};
 pub use roles::{
     current_role_name, role_name_for_uid, RoleDef, RoleError, RoleOptions, BOOTSTRAP_ROLE_OID,
     ROLES_REL,

@@ -1971,6 +1971,32 @@ mod tests {
     }
 
     #[test]
+    fn array_text_reads_back_with_quotes_nulls_and_escapes() {
+        let items = vec![
+            Some("a".to_string()),
+            None,
+            Some(String::new()),
+            Some("b c".to_string()),
+            Some("NULL".to_string()),
+            Some("x\"y\\z,{}".to_string()),
+        ];
+        let text = array_text(items.clone().into_iter());
+        assert_eq!(text, r#"{a,NULL,"","b c","NULL","x\"y\\z,{}"}"#);
+        assert_eq!(array_elements(&text).unwrap(), items);
+        assert_eq!(
+            array_elements(" { } ").unwrap(),
+            Vec::<Option<String>>::new()
+        );
+        assert_eq!(
+            array_elements("{1, 2 ,3}").unwrap(),
+            ["1", "2", "3"].map(|e| Some(e.to_string()))
+        );
+        for malformed in ["", "1,2", "{a", "{\"a}", "{{a}}", "{a\"b}"] {
+            assert!(array_elements(malformed).is_err(), "{malformed}");
+        }
+    }
+
+    #[test]
     fn functions_check_their_arguments() {
         let err = Expr::call(Function::Md5, vec![int(1)]).unwrap_err();
         assert!(err.to_string().contains("md5(integer)"), "{err}");

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use super::expr::{array_text, OidLookup};
 use super::views::ColumnSpec;
-use crate::catalog::{quote_identifier, IndexDef, TableDef, DATABASE_NAME};
+use crate::catalog::{quote_identifier, refuses_null, IndexDef, TableDef, DATABASE_NAME};
 use crate::database::Database;
 use crate::txn::Xid;
 use crate::types::pg::{format_type, type_modifier, type_oid, type_size, ENCODING_UTF8};
@@ -410,16 +410,6 @@ impl Relations {
             .iter()
             .flat_map(|(t, ix)| ix.iter().map(move |i| (&**t, &**i)))
     }
-}
-
-/// Whether column `column` of `table` refuses NULL: NOT NULL, or a key
-/// column of its primary key (one ALTER TABLE added keeps its columns
-/// NOT NULL through its index only).
-fn not_null(table: &TableDef, indexes: &[Arc<IndexDef>], column: usize) -> bool {
-    table.columns[column].not_null
-        || indexes
-            .iter()
-            .any(|i| i.kind.primary() && i.columns.iter().any(|c| c.column == column))
 }
 
 /// An index's key columns as 1-based column numbers, space-separated
@@ -913,7 +903,7 @@ fn attribute_rows(relations: &Relations) -> Vec<Vec<Value>> {
                 &c.name,
                 i + 1,
                 c.ty,
-                not_null(table, indexes, i),
+                refuses_null(table, indexes, i),
             ));
         }
         for index in indexes {
