@@ -351,6 +351,9 @@ fn psql_lists_tables_indexes_databases_and_roles_from_pg_catalog() {
     assert!(server
         .ok(&psql, &["-c", "\\d t_pkey"], "")
         .ends_with("primary key, btree, for table \"public.t\"\n\n"));
+    // The + forms add persistence, access method, size and description.
+    assert!(describe("\\dt+ t").contains(&format!("public|t|table|{owner}|permanent|heap|")));
+    assert!(describe("\\di+ t_pkey").contains("|permanent|btree|16 kB|"));
     // A catalog query the engine cannot run fails with its SQLSTATE, and
     // the connection goes on.
     let out = server.run(

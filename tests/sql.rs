@@ -3638,6 +3638,25 @@ fn pg_catalog_describes_tables_indexes_and_constraints() {
             ],
         ]
     );
+    // Sizes from the files, as pg_size_pretty prints them.
+    run(&mut s, "INSERT INTO t VALUES (1, 'a', 1)");
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT pg_relation_size(c.oid) % 8192 = 0 AND pg_relation_size(c.oid) > 0, \
+                    pg_table_size(c.oid) >= pg_relation_size(c.oid), \
+                    pg_total_relation_size(c.oid) = pg_table_size(c.oid) + pg_indexes_size(c.oid), \
+                    pg_size_pretty(8192), obj_description(c.oid, 'pg_class') \
+             FROM pg_class c WHERE relname = 't'"
+        ),
+        vec![vec![
+            Value::Boolean(true),
+            Value::Boolean(true),
+            Value::Boolean(true),
+            text("8192 bytes"),
+            Value::Null,
+        ]]
+    );
     // A table a transaction is creating is in its own pg_class only.
     run(&mut s, "BEGIN; CREATE TABLE w (a int)");
     let mut other = db.session().unwrap();

@@ -122,6 +122,9 @@ pub enum Function {
     /// one-dimensional array (its length), NULL if empty or another
     /// dimension.
     ArrayUpper,
+    /// `pg_size_pretty(bytes)`: `8192 bytes`, `16 kB`, `3 MB` … `PB`, as
+    /// PostgreSQL 15 rounds them.
+    PgSizePretty,
     /// `array[i]`: the element at `i` (from 1), NULL beyond the ends.
     /// Its text takes the type the context wants, as a literal's does.
     ArrayElement,
@@ -129,7 +132,7 @@ pub enum Function {
 
 impl Function {
     /// Every scalar function.
-    pub const ALL: [Function; 16] = [
+    pub const ALL: [Function; 17] = [
         Function::Random,
         Function::Md5,
         Function::Repeat,
@@ -146,6 +149,7 @@ impl Function {
         Function::PgEncodingToChar,
         Function::PgGetExpr,
         Function::ArrayUpper,
+        Function::PgSizePretty,
     ];
 
     /// The function called `name` (lower case), if there is one.
@@ -175,6 +179,7 @@ impl Function {
             Function::PgEncodingToChar => "pg_encoding_to_char",
             Function::PgGetExpr => "pg_get_expr",
             Function::ArrayUpper => "array_upper",
+            Function::PgSizePretty => "pg_size_pretty",
             Function::ArrayElement => "array subscript",
         }
     }
@@ -198,6 +203,7 @@ impl Function {
             Function::PgEncodingToChar => "pg_encoding_to_char(integer)",
             Function::PgGetExpr => "pg_get_expr(text, oid[, boolean])",
             Function::ArrayUpper => "array_upper(array, integer)",
+            Function::PgSizePretty => "pg_size_pretty(bigint)",
             Function::ArrayElement => "array[integer]",
         }
     }
@@ -240,6 +246,7 @@ impl Function {
             {
                 Some(Some(ColumnType::Text))
             }
+            (Function::PgSizePretty, [b]) if integer(b) => Some(Some(ColumnType::Text)),
             (Function::ArrayUpper, [a, d]) if text(a) && integer(d) => {
                 Some(Some(ColumnType::Integer))
             }
@@ -1603,6 +1610,7 @@ fn call<E: EvalEnv + ?Sized>(
             ))
         }
         (Function::PgGetExpr, Value::Text(x), _) => Value::Text(x.clone()),
+        (Function::PgSizePretty, b, _) => Value::Text(size_pretty(as_i64(b).unwrap_or(0))),
         (Function::ArrayUpper, Value::Text(a), d) => {
             let n = array_elements(a)?.len();
             if as_i64(d) == Some(1) && n > 0 {
@@ -1627,6 +1635,40 @@ fn call<E: EvalEnv + ?Sized>(
         (Function::Floor, Value::Numeric(x), _) => Value::Numeric(x.floor()?),
         _ => return Err(type_check()),
     })
+}
+
+/// PostgreSQL 15's `pg_size_pretty`: each unit is used below its limit,
+/// the others rounded half away from zero from one more bit kept.
+fn size_pretty(bytes: i64) -> String {
+    // (name, limit, rounded, bits of the unit)
+    const UNITS: [(&str, i64, bool, u32); 6] = [
+        ("bytes", 10 * 1024, false, 0),
+        ("kB", 20 * 1024 - 1, true, 10),
+        ("MB", 20 * 1024 - 1, true, 20),
+        ("GB", 20 * 1024 - 1, true, 30),
+        ("TB", 20 * 1024 - 1, true, 40),
+        ("PB", 20 * 1024 - 1, true, 50),
+    ];
+    let mut size = bytes;
+    // One pass over the units, each taken once at most.
+    let mut unit = 0;
+    loop {
+        let (name, limit, rounded, bits) = UNITS[unit];
+        match UNITS.get(unit + 1) {
+            Some(&(_, _, next_rounded, next_bits))
+                if size.unsigned_abs() >= limit.unsigned_abs() =>
+            {
+                size /= 1i64 << (next_bits - bits - u32::from(next_rounded) + u32::from(rounded));
+                unit += 1;
+            }
+            _ => {
+                if rounded {
+                    size = (size + if size < 0 { -1 } else { 1 }) / 2;
+                }
+                return format!("{size} {name}");
+            }
+        }
+    }
 }
 
 /// Compiles `pattern` for `op`. **Departure:** the `regex` crate's syntax,
@@ -1968,6 +2010,26 @@ mod tests {
         assert_eq!(eval(&list).unwrap(), Value::Null);
         let list = Expr::in_list(int(3), vec![int(1), int(3)], true).unwrap();
         assert_eq!(eval(&list).unwrap(), Value::Boolean(false));
+    }
+
+    #[test]
+    fn size_pretty_rounds_as_postgresql_15() {
+        // What PostgreSQL 15's pg_size_pretty prints for each.
+        for (bytes, pretty) in [
+            (0, "0 bytes"),
+            (1, "1 bytes"),
+            (10239, "10239 bytes"),
+            (10240, "10 kB"),
+            (10752, "11 kB"),
+            (20479 * 1024, "20 MB"),
+            (20480 * 1024, "20 MB"),
+            (1 << 30, "1024 MB"),
+            (-10240, "-10 kB"),
+            (-20480 * 1024, "-20 MB"),
+            (i64::MAX, "8192 PB"),
+        ] {
+            assert_eq!(size_pretty(bytes), pretty, "{bytes}");
+        }
     }
 
     #[test]

@@ -35,8 +35,10 @@ use std::sync::Arc;
 
 use super::expr::{array_text, OidLookup};
 use super::views::ColumnSpec;
+use super::ExecError;
 use crate::catalog::{quote_identifier, refuses_null, IndexDef, TableDef, DATABASE_NAME};
 use crate::database::Database;
+use crate::storage::{Fork, BLOCK_SIZE};
 use crate::txn::Xid;
 use crate::types::pg::{format_type, type_modifier, type_oid, type_size, ENCODING_UTF8};
 use crate::types::{ColumnType, Value};
@@ -934,6 +936,21 @@ pub enum CatalogFunction {
     /// `pg_get_statisticsobjdef_columns(statistics)`: the columns of an
     /// extended statistics object, of which there are none.
     PgGetStatisticsobjdefColumns,
+    /// `pg_relation_size(relation)`: its main fork's bytes.
+    PgRelationSize,
+    /// `pg_table_size(relation)`: the bytes of all its forks (no TOAST
+    /// here), its indexes not counted.
+    PgTableSize,
+    /// `pg_indexes_size(table)`: its indexes' bytes.
+    PgIndexesSize,
+    /// `pg_total_relation_size(table)`: itself and its indexes.
+    PgTotalRelationSize,
+    /// `obj_description(oid, catalog)`, `shobj_description(oid,
+    /// catalog)`, `col_description(relation, column)`: an object's
+    /// comment; there is no COMMENT, so none has one.
+    ObjDescription,
+    ShobjDescription,
+    ColDescription,
     /// `oid::regclass`: the relation's name.
     Regclass,
     /// `oid::regtype`: the type's name.
@@ -943,13 +960,20 @@ pub enum CatalogFunction {
 }
 
 impl CatalogFunction {
-    pub const ALL: [CatalogFunction; 6] = [
+    pub const ALL: [CatalogFunction; 13] = [
         CatalogFunction::PgGetUserbyid,
         CatalogFunction::PgTableIsVisible,
         CatalogFunction::PgGetIndexdef,
         CatalogFunction::PgGetConstraintdef,
         CatalogFunction::PgRelationIsPublishable,
         CatalogFunction::PgGetStatisticsobjdefColumns,
+        CatalogFunction::PgRelationSize,
+        CatalogFunction::PgTableSize,
+        CatalogFunction::PgIndexesSize,
+        CatalogFunction::PgTotalRelationSize,
+        CatalogFunction::ObjDescription,
+        CatalogFunction::ShobjDescription,
+        CatalogFunction::ColDescription,
     ];
 
     /// The function called `name`, if any (the casts are found by
@@ -976,6 +1000,13 @@ impl CatalogFunction {
             CatalogFunction::PgGetConstraintdef => "pg_get_constraintdef",
             CatalogFunction::PgRelationIsPublishable => "pg_relation_is_publishable",
             CatalogFunction::PgGetStatisticsobjdefColumns => "pg_get_statisticsobjdef_columns",
+            CatalogFunction::PgRelationSize => "pg_relation_size",
+            CatalogFunction::PgTableSize => "pg_table_size",
+            CatalogFunction::PgIndexesSize => "pg_indexes_size",
+            CatalogFunction::PgTotalRelationSize => "pg_total_relation_size",
+            CatalogFunction::ObjDescription => "obj_description",
+            CatalogFunction::ShobjDescription => "shobj_description",
+            CatalogFunction::ColDescription => "col_description",
             CatalogFunction::Regclass => "regclass",
             CatalogFunction::Regtype => "regtype",
             CatalogFunction::Regnamespace => "regnamespace",
@@ -988,23 +1019,40 @@ impl CatalogFunction {
             CatalogFunction::PgTableIsVisible | CatalogFunction::PgRelationIsPublishable => {
                 ColumnType::Boolean
             }
+            CatalogFunction::PgRelationSize
+            | CatalogFunction::PgTableSize
+            | CatalogFunction::PgIndexesSize
+            | CatalogFunction::PgTotalRelationSize => ColumnType::BigInt,
             _ => ColumnType::Text,
         }
     }
 
-    /// How many arguments it takes beyond the oid (each a constant the
-    /// planner checks: a column number of 0, a `pretty` flag), at most.
+    /// Whether its first further argument is a second key (a column
+    /// number) rather than a constant it ignores.
+    pub fn takes_column(self) -> bool {
+        matches!(
+            self,
+            CatalogFunction::PgGetIndexdef | CatalogFunction::ColDescription
+        )
+    }
+
+    /// How many arguments it takes beyond the oid, at most: a column
+    /// number ([`CatalogFunction::takes_column`]), else constants (a
+    /// `pretty` flag, a catalog's name).
     pub fn extra_args(self) -> usize {
         match self {
             CatalogFunction::PgGetIndexdef => 2,
-            CatalogFunction::PgGetConstraintdef => 1,
+            CatalogFunction::PgGetConstraintdef
+            | CatalogFunction::ObjDescription
+            | CatalogFunction::ShobjDescription
+            | CatalogFunction::ColDescription => 1,
             _ => 0,
         }
     }
 
     /// Its table of values as a statement of transaction `viewer` sees
-    /// the catalog now.
-    pub fn lookup(self, db: &Database, viewer: Option<Xid>) -> OidLookup {
+    /// the catalog now (and the sizes the files have now).
+    pub fn lookup(self, db: &Database, viewer: Option<Xid>) -> Result<OidLookup, ExecError> {
         let mut values = HashMap::new();
         let mut missing: fn(i64) -> Value = |_| Value::Null;
         let key = |oid: u32| i64::from(oid);
@@ -1056,7 +1104,49 @@ impl CatalogFunction {
                     }
                 }
             }
-            CatalogFunction::PgGetStatisticsobjdefColumns => {}
+            CatalogFunction::PgGetStatisticsobjdefColumns
+            | CatalogFunction::ObjDescription
+            | CatalogFunction::ShobjDescription
+            | CatalogFunction::ColDescription => {}
+            CatalogFunction::PgRelationSize
+            | CatalogFunction::PgTableSize
+            | CatalogFunction::PgIndexesSize
+            | CatalogFunction::PgTotalRelationSize => {
+                let forks: &[Fork] = if self == CatalogFunction::PgRelationSize {
+                    &[Fork::Main]
+                } else {
+                    &Fork::ALL
+                };
+                let bytes = |rel: u32, forks: &[Fork]| -> Result<i64, ExecError> {
+                    let relation = db.pool().relation(rel);
+                    let mut blocks = 0u64;
+                    for &fork in forks {
+                        blocks += u64::from(relation.nblocks(fork)?);
+                    }
+                    Ok(i64::try_from(blocks * BLOCK_SIZE as u64).unwrap_or(i64::MAX))
+                };
+                for (table, indexes) in &Relations::of(db, viewer).tables {
+                    let mut index_bytes = 0;
+                    for index in indexes {
+                        let size = bytes(index.rel, forks)?;
+                        index_bytes += size;
+                        // An index's own size; of an index it has none.
+                        let own = match self {
+                            CatalogFunction::PgIndexesSize => 0,
+                            _ => size,
+                        };
+                        values.insert((key(index.oid), 0), Value::BigInt(own));
+                    }
+                    let size = match self {
+                        CatalogFunction::PgIndexesSize => index_bytes,
+                        CatalogFunction::PgTotalRelationSize => {
+                            bytes(table.heap.rel, forks)? + index_bytes
+                        }
+                        _ => bytes(table.heap.rel, forks)?,
+                    };
+                    values.insert((key(table.oid), 0), Value::BigInt(size));
+                }
+            }
             CatalogFunction::Regclass => {
                 for (table, indexes) in &Relations::of(db, viewer).tables {
                     values.insert((key(table.oid), 0), text(table.name()));
@@ -1081,11 +1171,11 @@ impl CatalogFunction {
                 missing = |oid| Value::Text(oid.to_string());
             }
         }
-        OidLookup {
+        Ok(OidLookup {
             function: self.name(),
             values,
             missing,
-        }
+        })
     }
 }
 

@@ -1359,7 +1359,7 @@ impl<'a> ExprPlanner<'a> {
         oid: Expr,
         second: Option<Expr>,
     ) -> Result<Expr, SqlError> {
-        let lookup = function.lookup(self.db, self.cx.viewer);
+        let lookup = function.lookup(self.db, self.cx.viewer)?;
         Ok(Expr::lookup(
             oid,
             second,
@@ -1743,9 +1743,10 @@ impl<'a> ExprPlanner<'a> {
         })
     }
 
-    /// A call of a catalog function: its oid planned, `pg_get_indexdef`'s
-    /// column number too (0 for the whole definition), and a `pretty`
-    /// flag a constant (pretty or not, the text here is the same).
+    /// A call of a catalog function: its oid planned, a column number too
+    /// (`pg_get_indexdef`'s, 0 for the whole definition), any other
+    /// argument a constant it ignores (a `pretty` flag: pretty or not,
+    /// the text here is the same; a catalog's name).
     fn catalog_function(
         &mut self,
         function: CatalogFunction,
@@ -1757,7 +1758,7 @@ impl<'a> ExprPlanner<'a> {
             cx.unsupported(
                 span,
                 format!(
-                    "this call of {name}(); it takes an oid, then at most {} more (a column number, a constant pretty flag)",
+                    "this call of {name}(); it takes an oid, then at most {} more (a column number, constants)",
                     function.extra_args()
                 ),
             )
@@ -1774,7 +1775,7 @@ impl<'a> ExprPlanner<'a> {
                 return Err(refuse(self.cx));
             };
             let planned = self.plan(x)?;
-            if i == 0 && function == CatalogFunction::PgGetIndexdef {
+            if i == 0 && function.takes_column() {
                 column = Some(coerce_literal(
                     self.cx,
                     planned,
@@ -1783,7 +1784,7 @@ impl<'a> ExprPlanner<'a> {
                 )?);
                 continue;
             }
-            if !matches!(planned.as_const(), Some(Value::Boolean(_) | Value::Null)) {
+            if planned.as_const().is_none() {
                 return Err(refuse(self.cx));
             }
         }
