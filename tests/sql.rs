@@ -3519,6 +3519,22 @@ fn case_regex_any_arrays_and_string_agg_follow_postgresql() {
             .to_string()
             .contains("CASE types integer and text cannot be matched")
     );
+    // Named as PostgreSQL names them.
+    let r = last(
+        &mut s,
+        "SELECT CASE WHEN true THEN 1 END, k COLLATE \"C\", ('{a}'::text[])[1], \
+         ARRAY(SELECT 1) FROM t LIMIT 1",
+    );
+    let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["case", "k", "text", "array"]);
+    // An aggregate inside a CASE makes the query an aggregate one.
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CASE WHEN count(*) > 2 THEN 'many' ELSE 'few' END FROM t"
+        ),
+        Value::Text("many".into())
+    );
     // ~ and !~, psql's OPERATOR(pg_catalog.~) and COLLATE.
     assert_eq!(
         scalar(

@@ -519,6 +519,10 @@ pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
 /// `float8`, `boolean` `bool`, `character varying` `varchar`, `char(n)`
 /// `bpchar`).
 fn cast_name(dt: &DataType) -> Option<&'static str> {
+    // An array type is named as its element type (`x::text[]` is `text`).
+    if let DataType::Array(ast::ArrayElemTypeDef::SquareBracket(element, _)) = dt {
+        return cast_name(element);
+    }
     Some(match column_type(dt).ok()? {
         ColumnType::Integer => "int4",
         ColumnType::BigInt => "int8",
@@ -570,6 +574,11 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
             // `(SELECT max(y) …)` is named as its column; EXISTS `exists`.
             ast::Expr::Subquery(q) => query_column_name(q).map(|n| (n, STRENGTH_NAME)),
             ast::Expr::Exists { .. } => Some(("exists".into(), STRENGTH_NAME)),
+            // As PostgreSQL's FigureColname: `case`, the collated
+            // expression's name, the array's name for `a[i]`.
+            ast::Expr::Case { .. } => Some(("case".into(), STRENGTH_NAME)),
+            ast::Expr::Collate { expr, .. } => name(expr),
+            ast::Expr::CompoundFieldAccess { root, .. } => name(root),
             _ => None,
         }
     }
@@ -623,6 +632,29 @@ pub(crate) fn has_aggregate(e: &ast::Expr) -> bool {
             expr, low, high, ..
         } => has_aggregate(expr) || has_aggregate(low) || has_aggregate(high),
         A::Like { expr, pattern, .. } => has_aggregate(expr) || has_aggregate(pattern),
+        A::Collate { expr, .. } => has_aggregate(expr),
+        A::AnyOp { left, right, .. } => has_aggregate(left) || has_aggregate(right),
+        A::CompoundFieldAccess { root, access_chain } => {
+            has_aggregate(root)
+                || access_chain.iter().any(|a| match a {
+                    ast::AccessExpr::Subscript(ast::Subscript::Index { index }) => {
+                        has_aggregate(index)
+                    }
+                    _ => false,
+                })
+        }
+        A::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            operand.as_deref().is_some_and(has_aggregate)
+                || conditions
+                    .iter()
+                    .any(|w| has_aggregate(&w.condition) || has_aggregate(&w.result))
+                || else_result.as_deref().is_some_and(has_aggregate)
+        }
         _ => false,
     }
 }
