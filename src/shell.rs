@@ -479,17 +479,10 @@ fn describe(
                 // the longest.
                 let types: Vec<String> = t.columns.iter().map(|c| c.ty.display_name()).collect();
                 let width = types.iter().map(String::len).max().unwrap_or(0).max(18);
-                // A primary key ALTER TABLE added keeps its columns NOT NULL
-                // through its index, not their catalog rows.
                 let indexes = db.catalog().indexes_of(&t);
-                let in_primary_key = |column: usize| {
-                    indexes
-                        .iter()
-                        .any(|i| i.kind.primary() && i.columns.iter().any(|c| c.column == column))
-                };
                 writeln!(out, "{:<30} {:<width$} nullable", "column", "type")?;
                 for (i, (c, ty)) in t.columns.iter().zip(&types).enumerate() {
-                    let not_null = c.not_null || in_primary_key(i);
+                    let not_null = aiostore::catalog::refuses_null(&t, &indexes, i);
                     writeln!(
                         out,
                         "{:<30} {:<width$} {}",

@@ -241,3 +241,127 @@ fn psql_runs_statements_copy_and_scripts_and_reports_errors() {
     );
     assert_eq!(out, "1\n2\n3\n");
 }
+
+/// The schema the `\d` tests describe: two tables, a primary key, a
+/// UNIQUE constraint over two columns and a descending index.
+const DESCRIBED_SCHEMA: &str = "CREATE TABLE t (id integer PRIMARY KEY, note text NOT NULL, \
+     score double precision, code varchar(10));\n\
+     CREATE INDEX t_note_idx ON t (note DESC);\n\
+     CREATE TABLE u (a bigint, b numeric(5,2), c char(3), d date, e timestamp, f boolean, \
+     UNIQUE (a, b));\n\
+     CREATE ROLE reader;\n";
+
+#[test]
+fn psql_lists_tables_indexes_databases_and_roles_from_pg_catalog() {
+    let Some((_, psql)) = clients("psql_lists_tables_indexes_databases_and_roles_from_pg_catalog")
+    else {
+        return;
+    };
+    let server = Server::start();
+    server.ok(
+        &psql,
+        &["-v", "ON_ERROR_STOP=1", "-q", "-f", "-"],
+        DESCRIBED_SCHEMA,
+    );
+    let owner = aiostore::catalog::current_role_name();
+    // Unaligned (-A), so that the owner's name does not change the
+    // layout; PostgreSQL 15 prints the same for the same schema, its
+    // owner and locale aside.
+    let describe = |command: &str| server.ok(&psql, &["-A", "-c", command], "");
+    assert_eq!(
+        describe("\\dt"),
+        format!(
+            "List of relations\nSchema|Name|Type|Owner\n\
+             public|t|table|{owner}\npublic|u|table|{owner}\n(2 rows)\n"
+        )
+    );
+    assert_eq!(
+        describe("\\di"),
+        format!(
+            "List of relations\nSchema|Name|Type|Owner|Table\n\
+             public|t_note_idx|index|{owner}|t\npublic|t_pkey|index|{owner}|t\n\
+             public|u_a_b_key|index|{owner}|u\n(3 rows)\n"
+        )
+    );
+    // A pattern goes through `~` and pg_table_is_visible.
+    assert_eq!(
+        describe("\\dt u*"),
+        format!("List of relations\nSchema|Name|Type|Owner\npublic|u|table|{owner}\n(1 row)\n")
+    );
+    assert_eq!(
+        describe("\\l"),
+        format!(
+            "List of databases\n\
+             Name|Owner|Encoding|Collate|Ctype|ICU Locale|Locale Provider|Access privileges\n\
+             postgres|{owner}|UTF8|C|C||libc|\n(1 row)\n"
+        )
+    );
+    // In name order, as PostgreSQL lists them.
+    let mut roles = [
+        "reader|Cannot login|{}".to_string(),
+        format!("{owner}|Superuser, Create role, Create DB, Replication, Bypass RLS|{{}}"),
+    ];
+    roles.sort();
+    assert_eq!(
+        describe("\\du"),
+        format!(
+            "List of roles\nRole name|Attributes|Member of\n{}\n",
+            roles.join("\n")
+        )
+    );
+    // \d t: columns, types, nullability and indexes, laid out exactly
+    // as PostgreSQL 15 lays them out for the same schema.
+    assert_eq!(
+        server.ok(&psql, &["-c", "\\d t"], ""),
+        "                        Table \"public.t\"\n \
+         Column |         Type          | Collation | Nullable | Default \n\
+         --------+-----------------------+-----------+----------+---------\n \
+         id     | integer               |           | not null | \n \
+         note   | text                  |           | not null | \n \
+         score  | double precision      |           |          | \n \
+         code   | character varying(10) |           |          | \n\
+         Indexes:\n    \
+         \"t_pkey\" PRIMARY KEY, btree (id)\n    \
+         \"t_note_idx\" btree (note DESC)\n\n"
+    );
+    assert_eq!(
+        server.ok(&psql, &["-c", "\\d u"], ""),
+        "                           Table \"public.u\"\n \
+         Column |            Type             | Collation | Nullable | Default \n\
+         --------+-----------------------------+-----------+----------+---------\n \
+         a      | bigint                      |           |          | \n \
+         b      | numeric(5,2)                |           |          | \n \
+         c      | character(3)                |           |          | \n \
+         d      | date                        |           |          | \n \
+         e      | timestamp without time zone |           |          | \n \
+         f      | boolean                     |           |          | \n\
+         Indexes:\n    \
+         \"u_a_b_key\" UNIQUE CONSTRAINT, btree (a, b)\n\n"
+    );
+    // \d of an index: its columns, kind and table.
+    assert_eq!(
+        server.ok(&psql, &["-c", "\\d u_a_b_key"], ""),
+        "         Index \"public.u_a_b_key\"\n \
+         Column |     Type     | Key? | Definition \n\
+         --------+--------------+------+------------\n \
+         a      | bigint       | yes  | a\n \
+         b      | numeric(5,2) | yes  | b\n\
+         unique, btree, for table \"public.u\"\n\n"
+    );
+    assert!(server
+        .ok(&psql, &["-c", "\\d t_pkey"], "")
+        .ends_with("primary key, btree, for table \"public.t\"\n\n"));
+    // The + forms add persistence, access method, size and description.
+    assert!(describe("\\dt+ t").contains(&format!("public|t|table|{owner}|permanent|heap|")));
+    assert!(describe("\\di+ t_pkey").contains("|permanent|btree|16 kB|"));
+    // A catalog query the engine cannot run fails with its SQLSTATE, and
+    // the connection goes on.
+    let out = server.run(
+        &psql,
+        &["-v", "VERBOSITY=verbose", "-c", "\\df", "-c", "SELECT 1"],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ERROR:  42"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(1 row)"));
+}

@@ -601,8 +601,8 @@ fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
             "in statement 2 at line 2, column 27: RIGHT or FULL JOIN is not supported",
         ),
         (
-            "SELECT CASE WHEN id > 1 THEN 1 END FROM t",
-            "in statement 1 at line 1, column 8: CASE is not supported",
+            "SELECT note COLLATE \"de_DE\" FROM t",
+            "in statement 1 at line 1, column 8: the collation \"de_DE\" is not supported",
         ),
         (
             "SELECT count(*) FROM t GROUP BY (SELECT 1)",
@@ -625,8 +625,8 @@ fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
             "partial indexes (CREATE INDEX … WHERE) is not supported",
         ),
         (
-            "SELECT note ~ 'x' FROM t",
-            "the operator ~ is not supported",
+            "SELECT note ~~ 'x' FROM t",
+            "the operator ~~ is not supported",
         ),
         (
             "WITH x AS (SELECT 1) SELECT * FROM x",
@@ -2910,6 +2910,7 @@ fn nesting_to_the_bound_runs_in_a_small_stack_and_one_level_more_is_refused(meth
                 ("- ", "1", "", int(1)),
                 ("NOT ", "false", "", Value::Boolean(false)),
                 ("CAST(", "1", " AS bigint)", big(1)),
+                ("CASE WHEN true THEN ", "1", " END", int(1)),
             ];
             for (open, inner, close, expected) in cases {
                 let ok = nest(open, inner, close, n);
@@ -2922,16 +2923,6 @@ fn nesting_to_the_bound_runs_in_a_small_stack_and_one_level_more_is_refused(meth
                 );
                 assert!(e.to_string().starts_with("stack depth limit exceeded"));
             }
-            // CASE is not supported, but 1000 levels of it are walked to
-            // say so, and one more is too deep.
-            let case = nest("CASE WHEN true THEN ", "1", " END", n);
-            let e = err(&mut s, &case);
-            assert!(
-                matches!(e, SqlError::Unsupported { .. }) && e.to_string().contains("CASE"),
-                "{e}"
-            );
-            let case = nest("CASE WHEN true THEN ", "1", " END", n + 1);
-            assert!(matches!(err(&mut s, &case), SqlError::TooDeep { .. }));
             // Deep expressions over rows: filtered, aggregated, grouped.
             let deep_id = format!("{}g{}", "(".repeat(n - 1), ")".repeat(n - 1));
             assert_eq!(
@@ -3490,4 +3481,208 @@ fn explain_shows_a_sort_key_given_by_position_as_its_column() {
         ),
         "a DESC"
     );
+}
+
+#[test]
+fn case_regex_any_arrays_and_string_agg_follow_postgresql() {
+    let (_dir, db) = new_db(IoMethod::Sync);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id int PRIMARY KEY, k text); \
+         INSERT INTO t VALUES (1, 'r'), (2, 'i'), (3, NULL)",
+    );
+    // Simple and searched CASE; a missing ELSE is NULL; literals meet the
+    // operand's type.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT CASE k WHEN 'r' THEN 'table' WHEN 'i' THEN 'index' END, \
+             CASE WHEN id > 1 THEN id * 10 ELSE 0 END FROM t ORDER BY id"
+        ),
+        vec![
+            vec![Value::Text("table".into()), Value::Integer(0)],
+            vec![Value::Text("index".into()), Value::Integer(20)],
+            vec![Value::Null, Value::Integer(30)],
+        ]
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT CASE WHEN false THEN 1 ELSE '2' END + 1"),
+        Value::Integer(3)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT 'ab'::char(4) ~ '^ab$'"),
+        Value::Boolean(true)
+    );
+    assert!(
+        err(&mut s, "SELECT CASE WHEN true THEN 1 ELSE 'x'::text END")
+            .to_string()
+            .contains("CASE types integer and text cannot be matched")
+    );
+    // Named as PostgreSQL names them.
+    let r = last(
+        &mut s,
+        "SELECT CASE WHEN true THEN 1 END, k COLLATE \"C\", ('{a}'::text[])[1], \
+         ARRAY(SELECT 1) FROM t LIMIT 1",
+    );
+    let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["case", "k", "text", "array"]);
+    // An aggregate inside a CASE makes the query an aggregate one.
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CASE WHEN count(*) > 2 THEN 'many' ELSE 'few' END FROM t"
+        ),
+        Value::Text("many".into())
+    );
+    // ~ and !~, psql's OPERATOR(pg_catalog.~) and COLLATE.
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT count(*) FROM t WHERE k OPERATOR(pg_catalog.~) '^(r|i)$' \
+             COLLATE pg_catalog.default AND k !~ '^i'"
+        ),
+        Value::BigInt(1)
+    );
+    assert!(err(&mut s, "SELECT 'a' ~ '('")
+        .to_string()
+        .starts_with("invalid regular expression"));
+    // = ANY over an array's text, its elements, array_upper,
+    // array_to_string; ARRAY(SELECT …) and string_agg.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT 2 = ANY ('{1,2}'), 3 = ANY ('{1,NULL}'), ('{10,20}'::int[])[2] + 1, \
+             array_upper('{a,b,c}'::text[], 1), array_to_string('{a,NULL,\"b c\"}', '-'), \
+             ARRAY(SELECT k FROM t ORDER BY id), \
+             (SELECT string_agg(k, ', ') FROM t)"
+        ),
+        vec![vec![
+            Value::Boolean(true),
+            Value::Null,
+            Value::Integer(21),
+            Value::Integer(3),
+            Value::Text("a-b c".into()),
+            Value::Text("{r,i,NULL}".into()),
+            Value::Text("r, i".into()),
+        ]]
+    );
+}
+
+#[test]
+fn pg_catalog_describes_tables_indexes_and_constraints() {
+    let (_dir, db) = new_db(IoMethod::Sync);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id int PRIMARY KEY, note varchar(10) NOT NULL, n numeric(5,2)); \
+         CREATE INDEX t_note_idx ON t (note DESC)",
+    );
+    let text = |v: &str| Value::Text(v.into());
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT c.relname, c.relkind, n.nspname, am.amname, pg_table_is_visible(c.oid), \
+                    c.oid::pg_catalog.regclass::pg_catalog.text \
+             FROM pg_catalog.pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             JOIN pg_am am ON am.oid = c.relam ORDER BY 1"
+        ),
+        vec![
+            vec![
+                text("t"),
+                text("r"),
+                text("public"),
+                text("heap"),
+                Value::Boolean(true),
+                text("t")
+            ],
+            vec![
+                text("t_note_idx"),
+                text("i"),
+                text("public"),
+                text("btree"),
+                Value::Boolean(true),
+                text("t_note_idx")
+            ],
+            vec![
+                text("t_pkey"),
+                text("i"),
+                text("public"),
+                text("btree"),
+                Value::Boolean(true),
+                text("t_pkey")
+            ],
+        ]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull \
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+             WHERE c.relname = 't' AND a.attnum > 0 ORDER BY a.attnum"
+        ),
+        vec![
+            vec![text("id"), text("integer"), Value::Boolean(true)],
+            vec![
+                text("note"),
+                text("character varying(10)"),
+                Value::Boolean(true)
+            ],
+            vec![text("n"), text("numeric(5,2)"), Value::Boolean(false)],
+        ]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT c.relname, pg_get_indexdef(i.indexrelid, 0, true), \
+                    pg_get_constraintdef(con.oid, true), i.indkey \
+             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+             LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid ORDER BY 1"
+        ),
+        vec![
+            vec![
+                text("t_note_idx"),
+                text("CREATE INDEX t_note_idx ON public.t USING btree (note DESC)"),
+                Value::Null,
+                text("2"),
+            ],
+            vec![
+                text("t_pkey"),
+                text("CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id)"),
+                text("PRIMARY KEY (id)"),
+                text("1"),
+            ],
+        ]
+    );
+    // Sizes from the files, as pg_size_pretty prints them.
+    run(&mut s, "INSERT INTO t VALUES (1, 'a', 1)");
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT pg_relation_size(c.oid) % 8192 = 0 AND pg_relation_size(c.oid) > 0, \
+                    pg_table_size(c.oid) >= pg_relation_size(c.oid), \
+                    pg_total_relation_size(c.oid) = pg_table_size(c.oid) + pg_indexes_size(c.oid), \
+                    pg_size_pretty(8192), obj_description(c.oid, 'pg_class') \
+             FROM pg_class c WHERE relname = 't'"
+        ),
+        vec![vec![
+            Value::Boolean(true),
+            Value::Boolean(true),
+            Value::Boolean(true),
+            text("8192 bytes"),
+            Value::Null,
+        ]]
+    );
+    // A table a transaction is creating is in its own pg_class only.
+    run(&mut s, "BEGIN; CREATE TABLE w (a int)");
+    let mut other = db.session().unwrap();
+    let count_w = "SELECT count(*) FROM pg_class WHERE relname = 'w'";
+    assert_eq!(scalar(&mut s, count_w), Value::BigInt(1));
+    assert_eq!(scalar(&mut other, count_w), Value::BigInt(0));
+    run(&mut s, "COMMIT");
+    assert_eq!(scalar(&mut other, count_w), Value::BigInt(1));
+    // pg_catalog's relations cannot be written or made.
+    assert!(err(&mut s, "CREATE TABLE pg_class (a int)")
+        .to_string()
+        .contains("pg_class"));
 }

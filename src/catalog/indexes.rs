@@ -42,6 +42,36 @@ use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
 
 use super::{log_smgr, scan_rows, Catalog, CatalogError, TableDef, DROP_WAIT, INDEXES_REL};
 
+/// A name as PostgreSQL's `quote_identifier` writes it: bare if it is
+/// lower case letters, digits and underscores not starting with a digit,
+/// else in double quotes with `"` doubled. (Keywords, which PostgreSQL
+/// quotes too, are not told apart.)
+pub fn quote_identifier(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// Whether column `column` of `table` refuses NULL: NOT NULL in its
+/// catalog row, or a key column of its primary key (`indexes`, the
+/// table's): one ALTER TABLE added keeps its columns NOT NULL through its
+/// index, not their catalog rows.
+pub fn refuses_null(table: &TableDef, indexes: &[Arc<IndexDef>], column: usize) -> bool {
+    table.columns[column].not_null
+        || indexes
+            .iter()
+            .any(|i| i.kind.primary() && i.columns.iter().any(|c| c.column == column))
+}
+
 /// A key column of an index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexColumn {
@@ -154,6 +184,27 @@ impl IndexDef {
             Value::Integer(self.kind.flags()),
             Value::Text(self.keys_text()),
         ]
+    }
+
+    /// Its key columns as `pg_get_indexdef` lists them, without the
+    /// parentheses: `a, b DESC`, with the sort options that are not the
+    /// default (`DESC` is NULLS FIRST, ascending NULLS LAST).
+    pub fn key_text(&self, table: &TableDef) -> String {
+        let key: Vec<String> = self
+            .columns
+            .iter()
+            .map(|c| {
+                let name = quote_identifier(&table.columns[c.column].name);
+                match (c.desc, c.nulls_first) {
+                    (false, false) | (true, true) => {
+                        format!("{name}{}", if c.desc { " DESC" } else { "" })
+                    }
+                    (false, true) => format!("{name} NULLS FIRST"),
+                    (true, false) => format!("{name} DESC NULLS LAST"),
+                }
+            })
+            .collect();
+        key.join(", ")
     }
 
     /// What the B-tree needs to know of the index on `table`.

@@ -60,7 +60,7 @@ pub mod scram;
 pub mod statistics;
 mod truncate;
 
-pub use indexes::{IndexColumn, IndexDef, IndexKind};
+pub use indexes::{quote_identifier, refuses_null, IndexColumn, IndexDef, IndexKind};
 pub use roles::{
     current_role_name, role_name_for_uid, RoleDef, RoleError, RoleOptions, BOOTSTRAP_ROLE_OID,
     ROLES_REL,
@@ -92,6 +92,9 @@ pub(crate) const CATALOG_WRITER: Writer = Writer {
 
 /// Relation numbers of user tables start here (as PostgreSQL's do).
 pub const FIRST_USER_REL: u32 = 16384;
+/// The one database a data directory holds, by the name clients ask for
+/// (PostgreSQL's default maintenance database).
+pub const DATABASE_NAME: &str = "postgres";
 /// How often DROP TABLE looks again for pins on the table's buffers.
 const DROP_PIN_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 /// How long DROP TABLE waits for statements using the table.

@@ -31,17 +31,21 @@ pub enum AggFunc {
     Avg,
     Min,
     Max,
+    /// `string_agg(text, delimiter)`: the values joined, NULLs left
+    /// out (the delimiter a constant, see [`Aggregate::string_agg`]).
+    StringAgg,
 }
 
 impl AggFunc {
     /// Every aggregate SQL can name (`count(*)` is `count` planned with
     /// `*`).
-    pub const ALL: [AggFunc; 5] = [
+    pub const ALL: [AggFunc; 6] = [
         AggFunc::Count,
         AggFunc::Sum,
         AggFunc::Avg,
         AggFunc::Min,
         AggFunc::Max,
+        AggFunc::StringAgg,
     ];
 
     /// The aggregate called `name` (lower case) taking an argument.
@@ -57,6 +61,7 @@ impl AggFunc {
             AggFunc::Avg => "avg",
             AggFunc::Min => "min",
             AggFunc::Max => "max",
+            AggFunc::StringAgg => "string_agg",
         }
     }
 }
@@ -67,6 +72,8 @@ pub struct Aggregate {
     func: AggFunc,
     arg: Option<Expr>,
     ty: ColumnType,
+    /// `string_agg`'s delimiter.
+    delimiter: String,
 }
 
 impl Aggregate {
@@ -102,8 +109,34 @@ impl Aggregate {
             },
             (AggFunc::Avg, Some(_)) => ColumnType::Double,
             (AggFunc::Min | AggFunc::Max, Some(_)) => arg_ty.unwrap_or(ColumnType::Text),
+            (AggFunc::StringAgg, Some(_)) => {
+                return Err(ExecError::Internal(
+                    "string_agg is made by Aggregate::string_agg",
+                ))
+            }
         };
-        Ok(Aggregate { func, arg, ty })
+        Ok(Aggregate {
+            func,
+            arg,
+            ty,
+            delimiter: String::new(),
+        })
+    }
+
+    /// `string_agg(arg, delimiter)`: `arg` of a character type.
+    pub fn string_agg(arg: Expr, delimiter: String) -> Result<Aggregate, ExecError> {
+        if !arg.ty().is_none_or(crate::types::is_text) {
+            return Err(ExecError::NoFunction {
+                call: format!("string_agg({}, text)", crate::types::type_name(arg.ty())),
+                signature: "string_agg(text, text)",
+            });
+        }
+        Ok(Aggregate {
+            func: AggFunc::StringAgg,
+            arg: Some(Expr::cast(arg, ColumnType::Text)?),
+            ty: ColumnType::Text,
+            delimiter,
+        })
     }
 
     /// The result type.
@@ -133,6 +166,7 @@ impl Aggregate {
             }
             AggFunc::Sum | AggFunc::Avg => Acc::Integer { sum: 0, n: 0 },
             AggFunc::Min | AggFunc::Max => Acc::Extreme(Value::Null),
+            AggFunc::StringAgg => Acc::Text(None),
         }
     }
 
@@ -156,6 +190,18 @@ impl Aggregate {
         }
         match acc {
             Acc::Count(n) => *n += 1,
+            Acc::Text(joined) => {
+                let Value::Text(t) = &*v else {
+                    return Err(ExecError::Internal("string_agg of a non-text"));
+                };
+                match joined {
+                    None => *joined = Some(t.clone()),
+                    Some(j) => {
+                        j.push_str(&self.delimiter);
+                        j.push_str(t);
+                    }
+                }
+            }
             Acc::Integer { sum, n } => {
                 *sum += i128::from(as_i64(&v).unwrap_or(0));
                 *n += 1;
@@ -233,6 +279,7 @@ impl Aggregate {
             ),
             (_, Acc::Double { sum, .. }) => Value::Double(*sum),
             (_, Acc::Extreme(v)) => v.clone(),
+            (_, Acc::Text(joined)) => joined.clone().map_or(Value::Null, Value::Text),
         })
     }
 }
@@ -259,13 +306,15 @@ pub enum Acc {
     },
     /// min or max so far (NULL before the first value).
     Extreme(Value),
+    /// `string_agg`'s text so far (None before the first value).
+    Text(Option<String>),
 }
 
 impl Acc {
     /// Memory it owns beyond itself: the text a min or max holds.
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Acc::Extreme(Value::Text(t) | Value::Char(t)) => t.capacity(),
+            Acc::Extreme(Value::Text(t) | Value::Char(t)) | Acc::Text(Some(t)) => t.capacity(),
             Acc::Extreme(Value::Numeric(x)) | Acc::Numeric { sum: x, .. } => x.heap_bytes(),
             _ => 0,
         }

@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use super::subplan::SubPlanCall;
 use super::value::like_match;
@@ -105,11 +106,33 @@ pub enum Function {
     Ceil,
     /// `floor(x)`.
     Floor,
+    /// `array_to_string(array, delimiter)`: the elements joined, NULL
+    /// ones left out. Arrays are kept as their text (`{a,"b c"}`), which
+    /// is what the `pg_catalog` relations hold (`exec::pg_catalog`).
+    ArrayToString,
+    /// `format_type(type_oid, typmod)` (`types::pg::format_type`).
+    FormatType,
+    /// `pg_encoding_to_char(encoding)`: 6 is `UTF8`, the one encoding.
+    PgEncodingToChar,
+    /// `pg_get_expr(expression, relation[, pretty])`: an expression kept
+    /// in the catalog (a default, a partial index's predicate), which we
+    /// keep as its SQL text; no relation of `pg_catalog` holds one yet.
+    PgGetExpr,
+    /// `array_upper(array, dimension)`: the last index of a
+    /// one-dimensional array (its length), NULL if empty or another
+    /// dimension.
+    ArrayUpper,
+    /// `pg_size_pretty(bytes)`: `8192 bytes`, `16 kB`, `3 MB` … `PB`, as
+    /// PostgreSQL 15 rounds them.
+    PgSizePretty,
+    /// `array[i]`: the element at `i` (from 1), NULL beyond the ends.
+    /// Its text takes the type the context wants, as a literal's does.
+    ArrayElement,
 }
 
 impl Function {
     /// Every scalar function.
-    pub const ALL: [Function; 11] = [
+    pub const ALL: [Function; 17] = [
         Function::Random,
         Function::Md5,
         Function::Repeat,
@@ -121,6 +144,12 @@ impl Function {
         Function::Trunc,
         Function::Ceil,
         Function::Floor,
+        Function::ArrayToString,
+        Function::FormatType,
+        Function::PgEncodingToChar,
+        Function::PgGetExpr,
+        Function::ArrayUpper,
+        Function::PgSizePretty,
     ];
 
     /// The function called `name` (lower case), if there is one.
@@ -145,6 +174,13 @@ impl Function {
             Function::Trunc => "trunc",
             Function::Ceil => "ceil",
             Function::Floor => "floor",
+            Function::ArrayToString => "array_to_string",
+            Function::FormatType => "format_type",
+            Function::PgEncodingToChar => "pg_encoding_to_char",
+            Function::PgGetExpr => "pg_get_expr",
+            Function::ArrayUpper => "array_upper",
+            Function::PgSizePretty => "pg_size_pretty",
+            Function::ArrayElement => "array subscript",
         }
     }
 
@@ -162,6 +198,13 @@ impl Function {
             Function::Trunc => "trunc(numeric | double precision), trunc(numeric, integer)",
             Function::Ceil => "ceil(numeric | double precision)",
             Function::Floor => "floor(numeric | double precision)",
+            Function::ArrayToString => "array_to_string(array, text)",
+            Function::FormatType => "format_type(oid, integer)",
+            Function::PgEncodingToChar => "pg_encoding_to_char(integer)",
+            Function::PgGetExpr => "pg_get_expr(text, oid[, boolean])",
+            Function::ArrayUpper => "array_upper(array, integer)",
+            Function::PgSizePretty => "pg_size_pretty(bigint)",
+            Function::ArrayElement => "array[integer]",
         }
     }
 
@@ -191,6 +234,24 @@ impl Function {
                     Some(ColumnType::Numeric(_)) => ColumnType::Numeric(None),
                     _ => ColumnType::Double,
                 }))
+            }
+            (Function::ArrayToString, [a, d]) if text(a) && text(d) => Some(Some(ColumnType::Text)),
+            (Function::FormatType, [t, m]) if integer(t) && integer(m) => {
+                Some(Some(ColumnType::Text))
+            }
+            (Function::PgEncodingToChar, [e]) if integer(e) => Some(Some(ColumnType::Text)),
+            (Function::PgGetExpr, [x, r]) if text(x) && integer(r) => Some(Some(ColumnType::Text)),
+            (Function::PgGetExpr, [x, r, p])
+                if text(x) && integer(r) && matches!(p, None | Some(ColumnType::Boolean)) =>
+            {
+                Some(Some(ColumnType::Text))
+            }
+            (Function::PgSizePretty, [b]) if integer(b) => Some(Some(ColumnType::Text)),
+            (Function::ArrayUpper, [a, d]) if text(a) && integer(d) => {
+                Some(Some(ColumnType::Integer))
+            }
+            (Function::ArrayElement, [a, i]) if text(a) && integer(i) => {
+                Some(Some(ColumnType::Text))
             }
             (Function::Round | Function::Trunc, [a, n])
                 if a.is_none_or(|t| is_numeric(t) && t != ColumnType::Double)
@@ -318,6 +379,45 @@ enum Kind {
     Param(usize),
     /// A subquery's value for the row.
     SubPlan(Box<SubPlanCall>),
+    /// `CASE WHEN c THEN r … ELSE e END`: the first branch whose
+    /// condition is true (a simple `CASE x WHEN v` is planned as `x = v`).
+    Case(Vec<(Expr, Expr)>, Box<Expr>),
+    /// `text ~ pattern` and its negation and case-blind forms; the
+    /// pattern compiled once when it is a constant.
+    Regex(Box<Expr>, Box<Expr>, RegexOp, Option<Arc<regex::Regex>>),
+    /// A function of an oid answered from the catalog as it was when the
+    /// statement was planned.
+    /// Its second key (`pg_get_indexdef`'s column number) is 0 if absent.
+    Lookup(Box<Expr>, Option<Box<Expr>>, Arc<OidLookup>),
+    /// `x = ANY (array)`: each element (of the array's text) read as a
+    /// value of x's type and compared, with IN's NULL rules.
+    AnyArray(Box<Expr>, Box<Expr>),
+}
+
+/// Which of PostgreSQL's regular-expression match operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegexOp {
+    /// `!~`, `!~*`
+    pub negated: bool,
+    /// `~*`, `!~*`
+    pub case_insensitive: bool,
+}
+
+/// A catalog function of an oid (`pg_get_userbyid`, `pg_get_indexdef`,
+/// a cast to `regclass`, …) as a table from the oids the catalog holds to
+/// their values, built when the statement is planned (by
+/// `exec::pg_catalog`): evaluation has no catalog to ask, and a
+/// statement sees the catalog of one moment anyway.
+#[derive(Debug)]
+pub struct OidLookup {
+    /// The function's name, for EXPLAIN and errors.
+    pub function: &'static str,
+    /// By oid and a second key: 0, or for `pg_get_indexdef` a column
+    /// number.
+    pub values: std::collections::HashMap<(i64, i64), Value>,
+    /// The value for an oid the table lacks (PostgreSQL's NULL, or
+    /// `unknown (OID=n)` for `pg_get_userbyid`).
+    pub missing: fn(i64) -> Value,
 }
 
 /// A condition an index can search by (see [`Expr::as_index_cond`]); the
@@ -426,6 +526,14 @@ impl Expr {
             // values it passes in (the subquery's own expressions are
             // over its rows).
             Kind::SubPlan(call) => call.outer_exprs().collect(),
+            Kind::Case(branches, otherwise) => branches
+                .iter()
+                .flat_map(|(c, r)| [c, r])
+                .chain(std::iter::once(&**otherwise))
+                .collect(),
+            Kind::Regex(a, b, _, _) => vec![&**a, &**b],
+            Kind::Lookup(a, b, _) => std::iter::once(&**a).chain(b.as_deref()).collect(),
+            Kind::AnyArray(a, b) => vec![&**a, &**b],
         }
     }
 
@@ -466,6 +574,14 @@ impl Expr {
             Kind::InList(a, list, _) => std::iter::once(&mut **a).chain(list.iter_mut()).collect(),
             Kind::Call(_, args) => args.iter_mut().collect(),
             Kind::SubPlan(call) => call.outer_exprs_mut().collect(),
+            Kind::Case(branches, otherwise) => branches
+                .iter_mut()
+                .flat_map(|(c, r)| [c, r])
+                .chain(std::iter::once(&mut **otherwise))
+                .collect(),
+            Kind::Regex(a, b, _, _) => vec![&mut **a, &mut **b],
+            Kind::Lookup(a, b, _) => std::iter::once(&mut **a).chain(b.as_deref_mut()).collect(),
+            Kind::AnyArray(a, b) => vec![&mut **a, &mut **b],
         }
     }
 
@@ -840,6 +956,124 @@ impl Expr {
         })
     }
 
+    /// `e ~ pattern` (and `!~`, `~*`, `!~*`), both text.
+    pub fn regex(e: Expr, pattern: Expr, op: RegexOp) -> Result<Expr, ExecError> {
+        let symbol = match (op.negated, op.case_insensitive) {
+            (false, false) => "~",
+            (true, false) => "!~",
+            (false, true) => "~*",
+            (true, true) => "!~*",
+        };
+        for side in [&e, &pattern] {
+            if !side.ty.is_none_or(is_text) {
+                return Err(ExecError::NoOperator {
+                    left: type_name(e.ty),
+                    op: symbol,
+                    right: type_name(pattern.ty),
+                });
+            }
+        }
+        // char(n) matches without its padding, as PostgreSQL casts
+        // bpchar to text for `~`.
+        let unpadded = |x: Expr| match x.ty {
+            Some(ColumnType::Char(_)) => Expr::cast(x, ColumnType::Text),
+            _ => Ok(x),
+        };
+        let (e, pattern) = (unpadded(e)?, unpadded(pattern)?);
+        let compiled = match pattern.as_const() {
+            Some(Value::Text(p) | Value::Char(p)) => Some(Arc::new(compile_regex(p, op)?)),
+            _ => None,
+        };
+        Ok(Expr {
+            kind: Kind::Regex(Box::new(e), Box::new(pattern), op, compiled),
+            ty: Some(ColumnType::Boolean),
+        })
+    }
+
+    /// `CASE WHEN c THEN r … ELSE otherwise END`. The results must share
+    /// a type: a branch of unknown type (NULL) takes the others', numbers
+    /// are promoted as arithmetic promotes them, and the character types
+    /// meet in text (PostgreSQL's rules for a CASE, in short).
+    pub fn case(branches: Vec<(Expr, Expr)>, otherwise: Expr) -> Result<Expr, ExecError> {
+        for (c, _) in &branches {
+            require_boolean(c, "CASE/WHEN")?;
+        }
+        let mut ty: Option<ColumnType> = None;
+        for r in branches.iter().map(|(_, r)| r).chain([&otherwise]) {
+            let Some(t) = r.ty else { continue };
+            ty = Some(match ty {
+                None => t,
+                Some(u) if u == t => u,
+                Some(u) if is_numeric(u) && is_numeric(t) => promote(u, t),
+                Some(u) if is_text(u) && is_text(t) => ColumnType::Text,
+                Some(u) => {
+                    return Err(ExecError::CaseTypes {
+                        first: u.name(),
+                        other: t.name(),
+                    })
+                }
+            });
+        }
+        let fit = |r: Expr| match ty {
+            Some(t) if r.ty.is_some() && r.ty != Some(t) => Expr::cast(r, t),
+            _ => Ok(r),
+        };
+        let branches = branches
+            .into_iter()
+            .map(|(c, r)| Ok((c, fit(r)?)))
+            .collect::<Result<Vec<_>, ExecError>>()?;
+        Ok(Expr {
+            kind: Kind::Case(branches, Box::new(fit(otherwise)?)),
+            ty,
+        })
+    }
+
+    /// `e = ANY (array)`, the array in its text form.
+    pub fn any_array(e: Expr, array: Expr) -> Result<Expr, ExecError> {
+        if !array.ty.is_none_or(is_text) {
+            return Err(ExecError::NoOperator {
+                left: type_name(e.ty),
+                op: "= ANY",
+                right: type_name(array.ty),
+            });
+        }
+        Ok(Expr {
+            kind: Kind::AnyArray(Box::new(e), Box::new(array)),
+            ty: Some(ColumnType::Boolean),
+        })
+    }
+
+    /// `function(e[, second])` answered by `lookup` (see [`OidLookup`]);
+    /// `e` is an oid (integer here), `second` an integer.
+    pub fn lookup(
+        e: Expr,
+        second: Option<Expr>,
+        lookup: Arc<OidLookup>,
+        ty: ColumnType,
+    ) -> Result<Expr, ExecError> {
+        let integer = |t: Option<ColumnType>| {
+            matches!(t, None | Some(ColumnType::Integer | ColumnType::BigInt))
+        };
+        if !integer(e.ty) || !integer(second.as_ref().and_then(|s| s.ty)) {
+            return Err(ExecError::NoFunction {
+                call: format!(
+                    "{}({})",
+                    lookup.function,
+                    std::iter::once(&e)
+                        .chain(&second)
+                        .map(|a| type_name(a.ty))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                signature: "an oid (integer)",
+            });
+        }
+        Ok(Expr {
+            kind: Kind::Lookup(Box::new(e), second.map(Box::new), lookup),
+            ty: Some(ty),
+        })
+    }
+
     /// `e::to`. A constant is converted at once, so that a bad literal is
     /// reported before the statement runs.
     pub fn cast(e: Expr, to: ColumnType) -> Result<Expr, ExecError> {
@@ -1188,6 +1422,70 @@ impl Expr {
             Kind::Cast(e, to) => Ok(cast_value(&*e.eval_ref(row, ctx)?, *to)?),
             Kind::AssignCast(e, to) => Ok(assign_value(&*e.eval_ref(row, ctx)?, *to)?),
             Kind::Call(f, args) => call(*f, args, row, ctx),
+            Kind::Case(branches, otherwise) => {
+                for (condition, result) in branches {
+                    if *condition.eval_ref(row, ctx)? == Value::Boolean(true) {
+                        return result.eval(row, ctx);
+                    }
+                }
+                otherwise.eval(row, ctx)
+            }
+            Kind::Regex(e, pattern, op, compiled) => {
+                let v = e.eval_ref(row, ctx)?;
+                let (Value::Text(s) | Value::Char(s)) = &*v else {
+                    return Ok(Value::Null);
+                };
+                let matched = match compiled {
+                    Some(re) => re.is_match(s),
+                    None => match &*pattern.eval_ref(row, ctx)? {
+                        Value::Text(p) | Value::Char(p) => compile_regex(p, *op)?.is_match(s),
+                        _ => return Ok(Value::Null),
+                    },
+                };
+                Ok(Value::Boolean(matched != op.negated))
+            }
+            Kind::AnyArray(e, array) => {
+                let v = e.eval_ref(row, ctx)?;
+                let (Value::Text(a) | Value::Char(a)) = &*array.eval_ref(row, ctx)? else {
+                    return Ok(Value::Null);
+                };
+                if v.is_null() {
+                    return Ok(Value::Null);
+                }
+                let ty = e.ty.unwrap_or(ColumnType::Text);
+                let mut saw_null = false;
+                for element in array_elements(a)? {
+                    let Some(element) = element else {
+                        saw_null = true;
+                        continue;
+                    };
+                    let element = cast_value(&Value::Text(element), ty)?;
+                    if compare(&v, &element) == Some(Ordering::Equal) {
+                        return Ok(Value::Boolean(true));
+                    }
+                }
+                Ok(if saw_null {
+                    Value::Null
+                } else {
+                    Value::Boolean(false)
+                })
+            }
+            Kind::Lookup(e, second, lookup) => {
+                let (Some(key), Some(second)) = (
+                    as_i64(&*e.eval_ref(row, ctx)?),
+                    match second {
+                        Some(s) => as_i64(&*s.eval_ref(row, ctx)?),
+                        None => Some(0),
+                    },
+                ) else {
+                    return Ok(Value::Null);
+                };
+                Ok(lookup
+                    .values
+                    .get(&(key, second))
+                    .cloned()
+                    .unwrap_or_else(|| (lookup.missing)(key)))
+            }
         }
     }
 
@@ -1230,7 +1528,7 @@ fn check_text_len(len: usize) -> Result<(), ExecError> {
 }
 
 /// Most arguments a scalar function takes.
-const MAX_FUNCTION_ARGS: usize = 2;
+const MAX_FUNCTION_ARGS: usize = 3;
 
 fn call<E: EvalEnv + ?Sized>(
     f: Function,
@@ -1295,10 +1593,179 @@ fn call<E: EvalEnv + ?Sized>(
                 x.trunc(scale)?
             })
         }
+        (Function::ArrayToString, Value::Text(a), Value::Text(d)) => Value::Text(
+            array_elements(a)?
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(d),
+        ),
+        (Function::FormatType, t, m) => {
+            let (Some(t), Some(m)) = (as_i64(t), as_i64(m)) else {
+                return Err(type_check());
+            };
+            Value::Text(crate::types::pg::format_type(
+                u32::try_from(t).unwrap_or(0),
+                i32::try_from(m).ok(),
+            ))
+        }
+        (Function::PgGetExpr, Value::Text(x), _) => Value::Text(x.clone()),
+        (Function::PgSizePretty, b, _) => Value::Text(size_pretty(as_i64(b).unwrap_or(0))),
+        (Function::ArrayUpper, Value::Text(a), d) => {
+            let n = array_elements(a)?.len();
+            if as_i64(d) == Some(1) && n > 0 {
+                Value::Integer(i32::try_from(n).unwrap_or(i32::MAX))
+            } else {
+                Value::Null
+            }
+        }
+        (Function::ArrayElement, Value::Text(a), i) => {
+            let i = as_i64(i).unwrap_or(0);
+            usize::try_from(i - 1)
+                .ok()
+                .and_then(|i| array_elements(a).ok()?.into_iter().nth(i))
+                .flatten()
+                .map_or(Value::Null, Value::Text)
+        }
+        (Function::PgEncodingToChar, e, _) => Value::Text(match as_i64(e) {
+            Some(crate::types::pg::ENCODING_UTF8) => "UTF8".to_string(),
+            _ => String::new(),
+        }),
         (Function::Ceil, Value::Numeric(x), _) => Value::Numeric(x.ceil()?),
         (Function::Floor, Value::Numeric(x), _) => Value::Numeric(x.floor()?),
         _ => return Err(type_check()),
     })
+}
+
+/// PostgreSQL 15's `pg_size_pretty`: each unit is used below its limit,
+/// the others rounded half away from zero from one more bit kept.
+fn size_pretty(bytes: i64) -> String {
+    // (name, limit, rounded, bits of the unit)
+    const UNITS: [(&str, i64, bool, u32); 6] = [
+        ("bytes", 10 * 1024, false, 0),
+        ("kB", 20 * 1024 - 1, true, 10),
+        ("MB", 20 * 1024 - 1, true, 20),
+        ("GB", 20 * 1024 - 1, true, 30),
+        ("TB", 20 * 1024 - 1, true, 40),
+        ("PB", 20 * 1024 - 1, true, 50),
+    ];
+    let mut size = bytes;
+    // One pass over the units, each taken once at most.
+    let mut unit = 0;
+    loop {
+        let (name, limit, rounded, bits) = UNITS[unit];
+        match UNITS.get(unit + 1) {
+            Some(&(_, _, next_rounded, next_bits))
+                if size.unsigned_abs() >= limit.unsigned_abs() =>
+            {
+                size /= 1i64 << (next_bits - bits - u32::from(next_rounded) + u32::from(rounded));
+                unit += 1;
+            }
+            _ => {
+                if rounded {
+                    size = (size + if size < 0 { -1 } else { 1 }) / 2;
+                }
+                return format!("{size} {name}");
+            }
+        }
+    }
+}
+
+/// Compiles `pattern` for `op`. **Departure:** the `regex` crate's syntax,
+/// not PostgreSQL's (ARE): the same for the anchors, classes,
+/// alternations and repetitions psql's patterns use, but without
+/// back-references and look-around.
+fn compile_regex(pattern: &str, op: RegexOp) -> Result<regex::Regex, ExecError> {
+    regex::RegexBuilder::new(pattern)
+        .case_insensitive(op.case_insensitive)
+        .build()
+        .map_err(|e| ExecError::Regex(e.to_string()))
+}
+
+/// `items` as an array's text (PostgreSQL's `array_out`): `{a,"b c",NULL}`,
+/// quoting an element when it is empty, `NULL` spelt out, or holds a
+/// delimiter, quote, backslash or space; None is NULL.
+pub fn array_text(items: impl Iterator<Item = Option<String>>) -> String {
+    let quoted: Vec<String> = items
+        .map(|item| {
+            let Some(item) = item else {
+                return "NULL".to_string();
+            };
+            let plain = !item.is_empty()
+                && !item.eq_ignore_ascii_case("null")
+                && !item
+                    .chars()
+                    .any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+            if plain {
+                item
+            } else {
+                format!("\"{}\"", item.replace('\\', "\\\\").replace('"', "\\\""))
+            }
+        })
+        .collect();
+    format!("{{{}}}", quoted.join(","))
+}
+
+/// The elements of an array in its text form (`{a,"b c",NULL}`), NULL
+/// ones as None: one dimension, as the `pg_catalog` relations' arrays
+/// are.
+pub fn array_elements(text: &str) -> Result<Vec<Option<String>>, ExecError> {
+    let malformed = || {
+        ExecError::Type(TypeError::InvalidInput {
+            ty: "array",
+            text: text.to_string(),
+        })
+    };
+    let inner = text
+        .trim()
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(malformed)?;
+    let mut elements = Vec::new();
+    if inner.trim().is_empty() {
+        return Ok(elements);
+    }
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut element = String::new();
+        let quoted = chars.peek() == Some(&'"');
+        if quoted {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some('\\') => element.push(chars.next().ok_or_else(malformed)?),
+                    Some(c) => element.push(c),
+                    None => return Err(malformed()),
+                }
+            }
+            while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                chars.next();
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                if c == '{' || c == '}' || c == '"' {
+                    return Err(malformed());
+                }
+                element.push(c);
+                chars.next();
+            }
+            element.truncate(element.trim_end().len());
+        }
+        let null = !quoted && element.eq_ignore_ascii_case("null");
+        elements.push((!null).then_some(element));
+        match chars.next() {
+            None => return Ok(elements),
+            Some(',') => {}
+            Some(_) => return Err(malformed()),
+        }
+    }
 }
 
 /// `s` with each character mapped by `map` (`char::to_uppercase` or
@@ -1543,6 +2010,52 @@ mod tests {
         assert_eq!(eval(&list).unwrap(), Value::Null);
         let list = Expr::in_list(int(3), vec![int(1), int(3)], true).unwrap();
         assert_eq!(eval(&list).unwrap(), Value::Boolean(false));
+    }
+
+    #[test]
+    fn size_pretty_rounds_as_postgresql_15() {
+        // What PostgreSQL 15's pg_size_pretty prints for each.
+        for (bytes, pretty) in [
+            (0, "0 bytes"),
+            (1, "1 bytes"),
+            (10239, "10239 bytes"),
+            (10240, "10 kB"),
+            (10752, "11 kB"),
+            (20479 * 1024, "20 MB"),
+            (20480 * 1024, "20 MB"),
+            (1 << 30, "1024 MB"),
+            (-10240, "-10 kB"),
+            (-20480 * 1024, "-20 MB"),
+            (i64::MAX, "8192 PB"),
+        ] {
+            assert_eq!(size_pretty(bytes), pretty, "{bytes}");
+        }
+    }
+
+    #[test]
+    fn array_text_reads_back_with_quotes_nulls_and_escapes() {
+        let items = vec![
+            Some("a".to_string()),
+            None,
+            Some(String::new()),
+            Some("b c".to_string()),
+            Some("NULL".to_string()),
+            Some("x\"y\\z,{}".to_string()),
+        ];
+        let text = array_text(items.clone().into_iter());
+        assert_eq!(text, r#"{a,NULL,"","b c","NULL","x\"y\\z,{}"}"#);
+        assert_eq!(array_elements(&text).unwrap(), items);
+        assert_eq!(
+            array_elements(" { } ").unwrap(),
+            Vec::<Option<String>>::new()
+        );
+        assert_eq!(
+            array_elements("{1, 2 ,3}").unwrap(),
+            ["1", "2", "3"].map(|e| Some(e.to_string()))
+        );
+        for malformed in ["", "1,2", "{a", "{\"a}", "{{a}}", "{a\"b}"] {
+            assert!(array_elements(malformed).is_err(), "{malformed}");
+        }
     }
 
     #[test]

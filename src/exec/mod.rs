@@ -72,6 +72,7 @@ pub mod join;
 pub mod mergejoin;
 pub mod nodes;
 pub mod partition;
+pub mod pg_catalog;
 pub mod plan;
 pub mod progress;
 pub mod scan;
@@ -153,6 +154,16 @@ pub enum ExecError {
     TextTooLong { bytes: usize, limit: usize },
     #[error("LIKE pattern must not end with escape character")]
     LikeEscape,
+    /// A pattern of `~` that does not compile (the `regex` crate's
+    /// syntax, close to PostgreSQL's for the patterns psql sends).
+    #[error("invalid regular expression: {0}")]
+    Regex(String),
+    /// CASE branches of types no one type holds (PostgreSQL's words).
+    #[error("CASE types {first} and {other} cannot be matched")]
+    CaseTypes {
+        first: &'static str,
+        other: &'static str,
+    },
     #[error(
         "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
     )]
@@ -265,6 +276,8 @@ impl ExecError {
             // PostgreSQL's string limit ("requested length too large").
             ExecError::TextTooLong { .. } => "54000",
             ExecError::LikeEscape => "22025", // invalid_escape_sequence
+            ExecError::Regex(_) => "2201B",   // invalid_regular_expression
+            ExecError::CaseTypes { .. } => "42804",
             ExecError::NotNull { .. } | ExecError::PrimaryKeyNulls { .. } => "23502",
             ExecError::MultiplePrimaryKeys { .. } => "42P16", // invalid_table_definition
             ExecError::IndexOfConstraint { .. } => "2BP01",   // dependent_objects_still_exist

@@ -387,7 +387,10 @@ impl PlanNode for ViewNode {
             return Ok(());
         }
         let view = self.view;
-        let rows = self.rows.get_or_insert_with(|| view.rows(cx.session.db()));
+        let viewer = cx.session.current_xid();
+        let rows = self
+            .rows
+            .get_or_insert_with(|| view.rows(cx.session.db(), viewer));
         while out.is_empty() {
             let end = (self.next + BATCH_ROWS_MAX.min(max_rows)).min(rows.len());
             out.rows.extend_from_slice(&rows[self.next..end]);

@@ -62,6 +62,10 @@ pub enum SubLink {
     /// comparison's right operand over a row of the subquery (its column,
     /// cast to the type it is compared in).
     Any { right: Expr },
+    /// `ARRAY(SELECT …)`: its rows' one column as an array, in the rows'
+    /// order; an empty array without a row. **Departure:** arrays are
+    /// their text here (`{a,b}`, type text), as there is no array type.
+    Array,
 }
 
 /// How often a subquery runs (see the module comment).
@@ -127,6 +131,7 @@ impl SubPlan {
         );
         let ty = match link {
             SubLink::Scalar => ty,
+            SubLink::Array => Some(ColumnType::Text),
             SubLink::Exists | SubLink::Any { .. } => Some(ColumnType::Boolean),
         };
         SubPlan {
@@ -218,6 +223,17 @@ impl SubPlan {
                     Ok(true)
                 })?;
                 Ok(value.unwrap_or(Value::Null))
+            }
+            SubLink::Array => {
+                let mut elements = Vec::new();
+                pull(root.as_mut(), cx, BATCH_ROWS_MAX, |row, _| {
+                    elements.push(match row.first() {
+                        None | Some(Value::Null) => None,
+                        Some(v) => Some(crate::types::value_to_text(v)),
+                    });
+                    Ok(true)
+                })?;
+                Ok(Value::Text(super::expr::array_text(elements.into_iter())))
             }
             SubLink::Any { right } => {
                 let left = left.ok_or(ExecError::Internal("IN (SELECT …) without its operand"))?;

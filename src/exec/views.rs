@@ -11,11 +11,13 @@
 
 use std::sync::Arc;
 
+use super::expr::array_text;
+use super::pg_catalog::CatalogView;
 use super::ExecError;
 use crate::catalog::TableDef;
 use crate::database::{Database, Session};
 use crate::storage::Fork;
-use crate::txn::WaitTarget;
+use crate::txn::{WaitTarget, Xid};
 use crate::types::{ColumnType, Value};
 use crate::wal::format_lsn;
 
@@ -52,6 +54,8 @@ pub enum View {
     /// transaction's own id, and waits for another's id (a row, a unique
     /// key).
     Locks,
+    /// A relation of `pg_catalog` (see `exec::pg_catalog`).
+    Catalog(CatalogView),
 }
 
 const AIO_INFLIGHT: &[ColumnSpec] = &[
@@ -183,26 +187,6 @@ const STAT_TABLES: &[ColumnSpec] = &[
     ("last_analyze", ColumnType::Timestamp),
 ];
 
-/// `items` as an array literal's text, quoting an element as PostgreSQL
-/// does when it is empty or holds a delimiter, quote, backslash or space.
-fn array_text(items: impl Iterator<Item = String>) -> String {
-    let quoted: Vec<String> = items
-        .map(|item| {
-            let plain = !item.is_empty()
-                && !item.eq_ignore_ascii_case("null")
-                && !item
-                    .chars()
-                    .any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
-            if plain {
-                item
-            } else {
-                format!("\"{}\"", item.replace('\\', "\\\\").replace('"', "\\\""))
-            }
-        })
-        .collect();
-    format!("{{{}}}", quoted.join(","))
-}
-
 /// A value's text output, for a list of values.
 fn value_text(v: &Value) -> String {
     match crate::types::cast_value(v, ColumnType::Text) {
@@ -224,7 +208,8 @@ fn text(s: &str) -> Value {
 }
 
 impl View {
-    /// Every view.
+    /// Every view of the engine's own (the `pg_catalog` relations are
+    /// [`CatalogView::ALL`]).
     pub const ALL: [View; 9] = [
         View::AioInflight,
         View::StatIo,
@@ -237,9 +222,18 @@ impl View {
         View::Locks,
     ];
 
-    /// The view called `name`, if any.
+    /// The view called `name`, if any: one of ours, or a `pg_catalog`
+    /// relation (PostgreSQL finds those without their schema too).
     pub fn by_name(name: &str) -> Option<View> {
-        View::ALL.into_iter().find(|v| v.name() == name)
+        View::ALL
+            .into_iter()
+            .find(|v| v.name() == name)
+            .or_else(|| CatalogView::by_name(name).map(View::Catalog))
+    }
+
+    /// Whether it is a relation of `pg_catalog`.
+    pub fn is_catalog(self) -> bool {
+        matches!(self, View::Catalog(_))
     }
 
     /// The name SQL reads it by.
@@ -254,6 +248,7 @@ impl View {
             View::StatCheckpointer => "stat_checkpointer",
             View::StatBgwriter => "stat_bgwriter",
             View::Locks => "locks",
+            View::Catalog(c) => c.name(),
         }
     }
 
@@ -269,12 +264,16 @@ impl View {
             View::StatCheckpointer => STAT_CHECKPOINTER,
             View::StatBgwriter => STAT_BGWRITER,
             View::Locks => LOCKS,
+            View::Catalog(c) => c.columns(),
         }
     }
 
-    /// The view's rows now.
-    pub fn rows(self, db: &Database) -> Vec<Vec<Value>> {
+    /// The view's rows now, as a statement of transaction `viewer` sees
+    /// them (the catalog's tables it created, not yet committed,
+    /// included).
+    pub fn rows(self, db: &Database, viewer: Option<Xid>) -> Vec<Vec<Value>> {
         match self {
+            View::Catalog(c) => c.rows(db, viewer),
             View::AioInflight => db
                 .aio()
                 .inflight()
@@ -494,7 +493,7 @@ impl View {
                             if empty {
                                 Value::Null
                             } else {
-                                Value::Text(array_text(values))
+                                Value::Text(array_text(values.map(Some)))
                             }
                         };
                         rows.push(vec![

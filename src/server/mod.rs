@@ -70,9 +70,7 @@ use crate::database::{Database, Session};
 pub use auth::{Method as AuthMethod, AUTH_FAILURE_DELAY, MOCK_SECRET_FILE};
 use wire::Stream;
 
-/// The one database a data directory holds, by the name clients ask for
-/// (PostgreSQL's default maintenance database).
-pub const DATABASE_NAME: &str = "postgres";
+pub use crate::catalog::DATABASE_NAME;
 /// The version reported to clients as `server_version`: the PostgreSQL
 /// release whose protocol, catalog queries and behaviour we follow.
 pub const SERVER_VERSION: &str = concat!("15.0 (aiostore ", env!("CARGO_PKG_VERSION"), ")");

@@ -7,25 +7,8 @@
 use bytes::{BufMut, BytesMut};
 use thiserror::Error;
 
+pub use crate::types::pg::{column_type, oid, type_modifier, type_oid, type_size};
 use crate::types::{parse_value, write_output_text, ColumnType, Numeric, TypeError, Value};
-
-/// PostgreSQL's type OIDs (`pg_type.oid`) for the types we have, and the
-/// ones a client may name for a parameter that we take as one of ours.
-pub mod oid {
-    pub const BOOL: u32 = 16;
-    pub const INT8: u32 = 20;
-    pub const INT2: u32 = 21;
-    pub const INT4: u32 = 23;
-    pub const TEXT: u32 = 25;
-    pub const FLOAT4: u32 = 700;
-    pub const FLOAT8: u32 = 701;
-    pub const UNKNOWN: u32 = 705;
-    pub const BPCHAR: u32 = 1042;
-    pub const VARCHAR: u32 = 1043;
-    pub const DATE: u32 = 1082;
-    pub const TIMESTAMP: u32 = 1114;
-    pub const NUMERIC: u32 = 1700;
-}
 
 /// The protocol's format codes.
 pub const FORMAT_TEXT: i16 = 0;
@@ -56,70 +39,6 @@ impl ValueError {
             ValueError::Input { source, .. } => source.sqlstate(),
             ValueError::UnknownTypeOid { .. } => "42704",
         }
-    }
-}
-
-/// The OID of column type `ty`.
-pub fn type_oid(ty: ColumnType) -> u32 {
-    match ty {
-        ColumnType::Integer => oid::INT4,
-        ColumnType::BigInt => oid::INT8,
-        ColumnType::Double => oid::FLOAT8,
-        ColumnType::Text => oid::TEXT,
-        ColumnType::Boolean => oid::BOOL,
-        ColumnType::Date => oid::DATE,
-        ColumnType::Timestamp => oid::TIMESTAMP,
-        ColumnType::Varchar(_) => oid::VARCHAR,
-        ColumnType::Char(_) => oid::BPCHAR,
-        ColumnType::Numeric(_) => oid::NUMERIC,
-    }
-}
-
-/// `pg_type.typlen`: the fixed size in bytes, or -1 for a varlena.
-pub fn type_size(ty: ColumnType) -> i16 {
-    match ty {
-        ColumnType::Boolean => 1,
-        ColumnType::Integer | ColumnType::Date => 4,
-        ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => 8,
-        ColumnType::Text
-        | ColumnType::Varchar(_)
-        | ColumnType::Char(_)
-        | ColumnType::Numeric(_) => -1,
-    }
-}
-
-/// The type modifier (`atttypmod`): the length plus 4 for `varchar(n)`
-/// and `char(n)`, `(precision << 16 | scale) + 4` for `numeric(p, s)`,
-/// else -1.
-pub fn type_modifier(ty: ColumnType) -> i32 {
-    const VARHDRSZ: i32 = 4;
-    match ty {
-        ColumnType::Varchar(Some(n)) | ColumnType::Char(Some(n)) => n as i32 + VARHDRSZ,
-        ColumnType::Numeric(Some(t)) => {
-            ((t.precision() as i32) << 16 | (t.scale() as i32 & 0x7ff)) + VARHDRSZ
-        }
-        _ => -1,
-    }
-}
-
-/// The column type of a result column of type `oid` with modifier
-/// `typmod` (a client reading RowDescription); text for a type we do not
-/// have.
-pub fn column_type(oid: u32, typmod: i32) -> ColumnType {
-    const VARHDRSZ: i32 = 4;
-    let length = u32::try_from(typmod - VARHDRSZ).ok();
-    match oid {
-        oid::BOOL => ColumnType::Boolean,
-        oid::INT2 | oid::INT4 => ColumnType::Integer,
-        oid::INT8 => ColumnType::BigInt,
-        oid::FLOAT4 | oid::FLOAT8 => ColumnType::Double,
-        oid::VARCHAR => ColumnType::Varchar(length),
-        oid::BPCHAR => ColumnType::Char(length),
-        oid::DATE => ColumnType::Date,
-        oid::TIMESTAMP => ColumnType::Timestamp,
-        // Its modifier only limits what is stored; the text is exact.
-        oid::NUMERIC => ColumnType::Numeric(None),
-        _ => ColumnType::Text,
     }
 }
 

@@ -28,7 +28,8 @@ use super::{Position, SqlError};
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::{AggFunc, Aggregate};
-use crate::exec::expr::Function;
+use crate::exec::expr::{Function, RegexOp};
+use crate::exec::pg_catalog::CatalogFunction;
 use crate::exec::{
     BinaryOp, ExecError, Expr, Filter, SubLink, SubPlan, SubPlanCall, SubPlanMode, Utility,
     UtilityCall,
@@ -376,12 +377,21 @@ pub(crate) fn column_type(dt: &DataType) -> Result<ColumnType, SqlError> {
             ast::ExactNumberInfo::Precision(p) => Some(numeric_typmod(*p, 0)?),
             ast::ExactNumberInfo::PrecisionAndScale(p, s) => Some(numeric_typmod(*p, *s)?),
         }),
+        // **Departure:** an array is its text (`{1,2}`), as the
+        // `pg_catalog` relations hold them; there is no array type.
+        D::Array(ast::ArrayElemTypeDef::SquareBracket(element, None)) => {
+            column_type(element)?;
+            ColumnType::Text
+        }
         D::Date => ColumnType::Date,
         D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
             ColumnType::Timestamp
         }
-        D::Custom(name, modifiers) => {
-            let name = name.to_string().to_lowercase();
+        D::Custom(object, modifiers) => {
+            let name = match catalog_name(object) {
+                Some(name) => name,
+                None => return Err(unknown()),
+            };
             // `varchar(n)` and `bpchar(n)` when the parser did not take
             // them as its own types.
             let length = match modifiers.as_slice() {
@@ -400,7 +410,12 @@ pub(crate) fn column_type(dt: &DataType) -> Result<ColumnType, SqlError> {
                     ColumnType::Char(n.map(|n| char_length_value(n, "char")).transpose()?)
                 }
                 (_, Some(_)) => return Err(unknown()),
-                ("int" | "int4" | "integer", None) => ColumnType::Integer,
+                // PostgreSQL's catalog types, as the `pg_catalog`
+                // relations hold them (exec::pg_catalog).
+                ("int" | "int4" | "integer" | "int2" | "smallint" | "oid", None) => {
+                    ColumnType::Integer
+                }
+                ("name", None) => ColumnType::Text,
                 ("int8" | "bigint", None) => ColumnType::BigInt,
                 ("float8", None) => ColumnType::Double,
                 ("text", None) => ColumnType::Text,
@@ -440,6 +455,12 @@ fn unparenthesized(mut e: &ast::Expr) -> &ast::Expr {
 fn is_string_literal(e: &ast::Expr) -> bool {
     matches!(unparenthesized(e), ast::Expr::Value(v) if string_literal(&v.value).is_some())
         || placeholder(e).is_some()
+}
+
+/// Whether `e` is an array's element (`a[i]`), whose text takes the type
+/// its context wants, as a literal does (arrays are their text here).
+fn is_array_element(e: &ast::Expr) -> bool {
+    matches!(unparenthesized(e), ast::Expr::CompoundFieldAccess { .. })
 }
 
 /// Whether `e` is of PostgreSQL's `unknown` type: a string literal or
@@ -498,6 +519,10 @@ pub(crate) fn constant(e: &ast::Expr) -> Option<Value> {
 /// `float8`, `boolean` `bool`, `character varying` `varchar`, `char(n)`
 /// `bpchar`).
 fn cast_name(dt: &DataType) -> Option<&'static str> {
+    // An array type is named as its element type (`x::text[]` is `text`).
+    if let DataType::Array(ast::ArrayElemTypeDef::SquareBracket(element, _)) = dt {
+        return cast_name(element);
+    }
     Some(match column_type(dt).ok()? {
         ColumnType::Integer => "int4",
         ColumnType::BigInt => "int8",
@@ -549,6 +574,11 @@ pub(crate) fn output_name(e: &ast::Expr) -> String {
             // `(SELECT max(y) …)` is named as its column; EXISTS `exists`.
             ast::Expr::Subquery(q) => query_column_name(q).map(|n| (n, STRENGTH_NAME)),
             ast::Expr::Exists { .. } => Some(("exists".into(), STRENGTH_NAME)),
+            // As PostgreSQL's FigureColname: `case`, the collated
+            // expression's name, the array's name for `a[i]`.
+            ast::Expr::Case { .. } => Some(("case".into(), STRENGTH_NAME)),
+            ast::Expr::Collate { expr, .. } => name(expr),
+            ast::Expr::CompoundFieldAccess { root, .. } => name(root),
             _ => None,
         }
     }
@@ -602,15 +632,80 @@ pub(crate) fn has_aggregate(e: &ast::Expr) -> bool {
             expr, low, high, ..
         } => has_aggregate(expr) || has_aggregate(low) || has_aggregate(high),
         A::Like { expr, pattern, .. } => has_aggregate(expr) || has_aggregate(pattern),
+        A::Collate { expr, .. } => has_aggregate(expr),
+        A::AnyOp { left, right, .. } => has_aggregate(left) || has_aggregate(right),
+        A::CompoundFieldAccess { root, access_chain } => {
+            has_aggregate(root)
+                || access_chain.iter().any(|a| match a {
+                    ast::AccessExpr::Subscript(ast::Subscript::Index { index }) => {
+                        has_aggregate(index)
+                    }
+                    _ => false,
+                })
+        }
+        A::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            operand.as_deref().is_some_and(has_aggregate)
+                || conditions
+                    .iter()
+                    .any(|w| has_aggregate(&w.condition) || has_aggregate(&w.result))
+                || else_result.as_deref().is_some_and(has_aggregate)
+        }
         _ => false,
     }
 }
 
 pub(crate) fn function_name(f: &ast::Function) -> Option<String> {
-    match f.name.0.as_slice() {
+    catalog_name(&f.name)
+}
+
+/// The name `name` gives, unqualified or in schema `pg_catalog` (where
+/// PostgreSQL's built-in functions, types and system relations are, and
+/// which psql names them by).
+pub(crate) fn catalog_name(name: &ObjectName) -> Option<String> {
+    match name.0.as_slice() {
         [ObjectNamePart::Identifier(i)] => Some(ident(i)),
+        [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(i)]
+            if ident(schema) == "pg_catalog" =>
+        {
+            Some(ident(i))
+        }
         _ => None,
     }
+}
+
+/// The regular-expression operator `op` is, if it is one: `~`, `!~`,
+/// `~*`, `!~*`, or `OPERATOR(pg_catalog.~)` (psql's spelling).
+fn regex_op(op: &BinaryOperator) -> Option<RegexOp> {
+    let (negated, case_insensitive) = match op {
+        BinaryOperator::PGRegexMatch => (false, false),
+        BinaryOperator::PGRegexNotMatch => (true, false),
+        BinaryOperator::PGRegexIMatch => (false, true),
+        BinaryOperator::PGRegexNotIMatch => (true, true),
+        BinaryOperator::PGCustomBinaryOperator(parts) => {
+            let symbol = match parts.as_slice() {
+                [schema, symbol] if schema.eq_ignore_ascii_case("pg_catalog") => symbol,
+                [symbol] => symbol,
+                _ => return None,
+            };
+            match symbol.as_str() {
+                "~" => (false, false),
+                "!~" => (true, false),
+                "~*" => (false, true),
+                "!~*" => (true, true),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    Some(RegexOp {
+        negated,
+        case_insensitive,
+    })
 }
 
 /// A short name for an expression we do not support.
@@ -865,6 +960,8 @@ enum LinkKind {
     Exists,
     Scalar,
     In,
+    /// `ARRAY(SELECT …)`.
+    Array,
 }
 
 impl<'a> ExprPlanner<'a> {
@@ -899,6 +996,22 @@ impl<'a> ExprPlanner<'a> {
         let mut planner = ExprPlanner::new(cx, db, scope, clause);
         planner.outer = outer;
         planner.subqueries = true;
+        planner
+    }
+
+    /// A planner of expressions that may read the columns of the query
+    /// around (`outer`) but hold no subquery: a table function's
+    /// arguments in a correlated subquery, evaluated where no subquery
+    /// can run (`generate_series(0, array_upper(outer.a, 1))`).
+    pub fn with_outer_columns(
+        cx: &'a StmtCx,
+        db: &'a Database,
+        scope: &'a Scope,
+        clause: &'static str,
+        outer: Outer<'a>,
+    ) -> Self {
+        let mut planner = ExprPlanner::new(cx, db, scope, clause);
+        planner.outer = outer;
         planner
     }
 
@@ -1123,6 +1236,13 @@ impl<'a> ExprPlanner<'a> {
                 data_type,
                 format: None,
             } => {
+                if let DataType::Custom(name, modifiers) = data_type {
+                    let cast = catalog_name(name).and_then(|n| CatalogFunction::by_cast(&n));
+                    if let (Some(cast), true) = (cast, modifiers.is_empty()) {
+                        let oid = self.plan(expr)?;
+                        return self.catalog_call(cast, oid, None);
+                    }
+                }
                 let ty = column_type(data_type)?;
                 // `$1::integer` makes the parameter an integer, as in
                 // PostgreSQL.
@@ -1131,6 +1251,44 @@ impl<'a> ExprPlanner<'a> {
                 Ok(Expr::cast(planned, ty)?)
             }
             A::Function(f) => self.function(f, e),
+            // `x = ANY (array)`; `ANY (SELECT …)` is IN.
+            A::AnyOp {
+                left,
+                compare_op: BinaryOperator::Eq,
+                right,
+                ..
+            } => match unparenthesized(right) {
+                A::Subquery(q) => self.plan_sublink(e, q, LinkKind::In, Some(left), false),
+                array => {
+                    let x = self.plan(left)?;
+                    let array = self.plan(array)?;
+                    Ok(Expr::any_array(x, array)?)
+                }
+            },
+            // `array[i]`.
+            A::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
+                [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] => {
+                    let array = self.plan(root)?;
+                    let index = self.plan(index)?;
+                    Ok(Expr::call(Function::ArrayElement, vec![array, index])?)
+                }
+                _ => Err(self.cx.unsupported(e.span(), describe(e))),
+            },
+            A::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => self.plan_case(operand.as_deref(), conditions, else_result.as_deref()),
+            // Text compares byte by byte whatever the collation, as
+            // PostgreSQL's C collation does: the default, C and POSIX are
+            // that one.
+            A::Collate { expr, collation } => match catalog_name(collation).as_deref() {
+                Some("default" | "C" | "POSIX" | "c" | "posix") => self.plan(expr),
+                _ => Err(self
+                    .cx
+                    .unsupported(e.span(), format!("the collation {collation}"))),
+            },
             // `ceil(x)` and `floor(x)`, which the parser reads itself (for
             // forms PostgreSQL lacks: `CEIL(x TO DAY)`, `FLOOR(x, 2)`).
             A::Ceil {
@@ -1169,6 +1327,78 @@ impl<'a> ExprPlanner<'a> {
     // holds every arm's temporaries, and `plan` with them all inline took
     // 17 KiB per level, overflowing an 8 MiB stack within the depth that
     // `parse` allows.
+
+    /// `CASE [operand] WHEN … THEN … [ELSE …] END`; a simple CASE's
+    /// `WHEN v` is `operand = v`.
+    fn plan_case(
+        &mut self,
+        operand: Option<&ast::Expr>,
+        conditions: &[ast::CaseWhen],
+        else_result: Option<&ast::Expr>,
+    ) -> Result<Expr, SqlError> {
+        let operand = operand
+            .map(|o| Ok::<_, SqlError>((self.plan(o)?, o)))
+            .transpose()?;
+        let mut branches = Vec::with_capacity(conditions.len());
+        for when in conditions {
+            let condition = match &operand {
+                Some((x, x_ast)) => {
+                    let v = self.plan(&when.condition)?;
+                    let (xt, vt) = (x.ty(), v.ty());
+                    let x = coerce_literal(self.cx, x.clone(), x_ast, vt)?;
+                    let v = coerce_literal(self.cx, v, &when.condition, xt)?;
+                    Expr::binary(BinaryOp::Eq, x, v)?
+                }
+                None => self.plan(&when.condition)?,
+            };
+            branches.push((condition, self.plan(&when.result)?));
+        }
+        let otherwise = match else_result {
+            Some(e) => self.plan(e)?,
+            None => Expr::null(None),
+        };
+        // A string literal result takes the type of the first other
+        // result that has one, as PostgreSQL's select_common_type gives
+        // `unknown` the others' type (`THEN 1 ELSE '2'` is an integer).
+        let results: Vec<&ast::Expr> = conditions
+            .iter()
+            .map(|w| &w.result)
+            .chain(else_result)
+            .collect();
+        let known = branches
+            .iter()
+            .map(|(_, r)| r)
+            .chain([&otherwise])
+            .zip(&results)
+            .find(|(_, e)| !is_unknown_literal(e))
+            .and_then(|(r, _)| r.ty());
+        let mut coerced = Vec::with_capacity(branches.len());
+        for ((condition, result), e) in branches.into_iter().zip(&results) {
+            coerced.push((condition, coerce_literal(self.cx, result, e, known)?));
+        }
+        let otherwise = match else_result {
+            Some(e) => coerce_literal(self.cx, otherwise, e, known)?,
+            None => otherwise,
+        };
+        Ok(Expr::case(coerced, otherwise)?)
+    }
+
+    /// `function(oid)` of a catalog function, its values taken from the
+    /// catalog now (see `exec::pg_catalog`).
+    fn catalog_call(
+        &mut self,
+        function: CatalogFunction,
+        oid: Expr,
+        second: Option<Expr>,
+    ) -> Result<Expr, SqlError> {
+        let lookup = function.lookup(self.db, self.cx.viewer)?;
+        Ok(Expr::lookup(
+            oid,
+            second,
+            std::sync::Arc::new(lookup),
+            function.result_type(),
+        )?)
+    }
 
     fn plan_unary(
         &mut self,
@@ -1209,6 +1439,11 @@ impl<'a> ExprPlanner<'a> {
         right: &ast::Expr,
     ) -> Result<Expr, SqlError> {
         self.refuse_chained_comparison(left, op)?;
+        if let Some(regex) = regex_op(op) {
+            let l = self.plan(left)?;
+            let r = self.plan(right)?;
+            return Ok(Expr::regex(l, r, regex)?);
+        }
         let Some(op) = binary_op(op) else {
             return Err(self.cx.unsupported(e.span(), format!("the operator {op}")));
         };
@@ -1327,6 +1562,13 @@ impl<'a> ExprPlanner<'a> {
                     "subquery must return only one column",
                 )?;
                 (SubLink::Scalar, None)
+            }
+            LinkKind::Array => {
+                one_column(
+                    "subquery must return a column",
+                    "subquery must return only one column",
+                )?;
+                (SubLink::Array, None)
             }
             LinkKind::In => {
                 one_column(
@@ -1492,6 +1734,9 @@ impl<'a> ExprPlanner<'a> {
         if let Some(now) = self.current_time(f, &name) {
             return now;
         }
+        if let (FunctionArguments::Subquery(q), "array") = (&f.args, name.as_str()) {
+            return self.plan_sublink(e, q, LinkKind::Array, None, false);
+        }
         let args = function_args(self.cx, f, &name, span)?;
         if let Some(func) = AggFunc::by_name(&name) {
             return self.aggregate(func, &args, e, at);
@@ -1505,6 +1750,9 @@ impl<'a> ExprPlanner<'a> {
                 }
             }
             return Ok(Expr::call(func, planned)?);
+        }
+        if let Some(function) = CatalogFunction::by_name(&name) {
+            return self.catalog_function(function, &args, span);
         }
         if let Some(utility) = Utility::by_name(&name) {
             let (Some(calls), [(_, ty)]) = (&mut self.utilities, utility.columns()) else {
@@ -1525,6 +1773,56 @@ impl<'a> ExprPlanner<'a> {
             at,
             known: known_functions(),
         })
+    }
+
+    /// A call of a catalog function: its oid planned, a column number too
+    /// (`pg_get_indexdef`'s, 0 for the whole definition), any other
+    /// argument a constant it ignores (a `pretty` flag: pretty or not,
+    /// the text here is the same; a catalog's name).
+    fn catalog_function(
+        &mut self,
+        function: CatalogFunction,
+        args: &[&FunctionArgExpr],
+        span: Span,
+    ) -> Result<Expr, SqlError> {
+        let name = function.name();
+        let refuse = |cx: &StmtCx| {
+            cx.unsupported(
+                span,
+                format!(
+                    "this call of {name}(); it takes an oid, then at most {} more (a column number, constants)",
+                    function.extra_args()
+                ),
+            )
+        };
+        let Some((FunctionArgExpr::Expr(first), rest)) = args.split_first() else {
+            return Err(refuse(self.cx));
+        };
+        if rest.len() > function.extra_args() {
+            return Err(refuse(self.cx));
+        }
+        let mut column = None;
+        for (i, a) in rest.iter().enumerate() {
+            let FunctionArgExpr::Expr(x) = a else {
+                return Err(refuse(self.cx));
+            };
+            let planned = self.plan(x)?;
+            if i == 0 && function.takes_column() {
+                column = Some(coerce_literal(
+                    self.cx,
+                    planned,
+                    x,
+                    Some(ColumnType::Integer),
+                )?);
+                continue;
+            }
+            if planned.as_const().is_none() {
+                return Err(refuse(self.cx));
+            }
+        }
+        let oid = self.plan(first)?;
+        let oid = coerce_literal(self.cx, oid, first, Some(ColumnType::Integer))?;
+        self.catalog_call(function, oid, column)
     }
 
     /// `CURRENT_DATE`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` (written
@@ -1602,6 +1900,16 @@ impl<'a> ExprPlanner<'a> {
         e: &ast::Expr,
     ) -> Result<Aggregate, SqlError> {
         let (func, arg) = match (func, args) {
+            (AggFunc::StringAgg, [FunctionArgExpr::Expr(x), FunctionArgExpr::Expr(d)]) => {
+                let x = self.plan(x)?;
+                return match self.plan(d)?.as_const() {
+                    Some(Value::Text(d)) => Ok(Aggregate::string_agg(x, d.clone())?),
+                    _ => Err(self.cx.unsupported(
+                        e.span(),
+                        "string_agg() with a delimiter that is not a text constant",
+                    )),
+                };
+            }
             (AggFunc::Count, [FunctionArgExpr::Wildcard]) => (AggFunc::CountStar, None),
             (_, [FunctionArgExpr::Expr(x)]) => (func, Some(self.plan(x)?)),
             _ => {
@@ -1627,7 +1935,7 @@ fn coerce_literal(
     match ty {
         // To the type without its modifier, as the operator takes it:
         // `c = 'abcdef'` with c char(3) must not cut the literal.
-        Some(ty) if ty != ColumnType::Text && is_string_literal(e) => {
+        Some(ty) if ty != ColumnType::Text && (is_string_literal(e) || is_array_element(e)) => {
             Ok(Expr::cast(planned, ty.without_modifier())?)
         }
         _ => Ok(planned),
@@ -1685,6 +1993,7 @@ fn known_functions() -> String {
     names.extend(["now", "current_date", "current_timestamp", "localtimestamp"]);
     names.extend(Function::ALL.map(Function::name));
     names.extend(Utility::ALL.map(Utility::name));
+    names.extend(CatalogFunction::ALL.map(CatalogFunction::name));
     names.join(", ")
 }
 

@@ -115,25 +115,6 @@ pub fn format_csv_rows(columns: &[ResultColumn], rows: &[Vec<Value>], header: bo
     crate::exec::copy::csv_rows(names, rows)
 }
 
-/// A name as PostgreSQL's `quote_identifier` writes it: bare if it is
-/// lower case letters, digits and underscores not starting with a digit,
-/// else in double quotes with `"` doubled. (Keywords, which PostgreSQL
-/// quotes too, are not told apart.)
-fn quote_identifier(name: &str) -> String {
-    let plain = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
-}
-
 /// The indexes of `table` as psql's `\d t` lists them under "Indexes:",
 /// in its order (the primary key first, then by name), one line each
 /// without the indentation: `"t_pkey" PRIMARY KEY, btree (id)`, `"t_code_key"
@@ -158,21 +139,7 @@ pub fn describe_index(def: &IndexDef, table: &TableDef) -> String {
         IndexKind::Unique => "UNIQUE, ",
         IndexKind::Plain => "",
     };
-    let key: Vec<String> = def
-        .columns
-        .iter()
-        .map(|c| {
-            let name = quote_identifier(&table.columns[c.column].name);
-            match (c.desc, c.nulls_first) {
-                (false, false) | (true, true) => {
-                    format!("{name}{}", if c.desc { " DESC" } else { "" })
-                }
-                (false, true) => format!("{name} NULLS FIRST"),
-                (true, false) => format!("{name} DESC NULLS LAST"),
-            }
-        })
-        .collect();
-    format!("{kind}btree ({})", key.join(", "))
+    format!("{kind}btree ({})", def.key_text(table))
 }
 
 #[cfg(test)]

@@ -721,7 +721,23 @@ fn plan_factor(
             return Err(cx.unsupported(span, "AT in an alias"));
         }
     }
-    let relation = object_name(cx, name)?;
+    // `pg_catalog.pg_class`: a relation of pg_catalog by its schema.
+    let relation = match (name.0.len(), super::expr::catalog_name(name)) {
+        (2, Some(catalog)) if View::by_name(&catalog).is_some_and(View::is_catalog) => catalog,
+        (2, Some(function)) if args.is_some() => function,
+        (2, Some(missing)) => {
+            return Err(SqlError::UnknownTable {
+                name: format!("pg_catalog.{missing}"),
+                hint: format!(
+                    " (pg_catalog has: {})",
+                    crate::exec::pg_catalog::CatalogView::ALL
+                        .map(crate::exec::pg_catalog::CatalogView::name)
+                        .join(", ")
+                ),
+            })
+        }
+        _ => object_name(cx, name)?,
+    };
     let alias_name = alias.as_ref().map(|a| ident(&a.name));
     let alias_columns: Vec<String> = alias
         .as_ref()
@@ -755,7 +771,8 @@ fn plan_factor(
         return Err(cx.unsupported(span, format!("the table function {relation}()")));
     }
     let scope = Scope::empty();
-    let mut planner = ExprPlanner::new(cx, db, &scope, "FROM");
+    let mut outer = outer;
+    let mut planner = ExprPlanner::with_outer_columns(cx, db, &scope, "FROM", reborrow(&mut outer));
     let mut bounds = Vec::with_capacity(fargs.len());
     for a in &fargs {
         match a {

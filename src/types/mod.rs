@@ -58,6 +58,7 @@ mod compare;
 pub mod datetime;
 mod double;
 mod numeric;
+pub mod pg;
 mod text;
 
 use thiserror::Error;
