@@ -73,9 +73,20 @@ impl Served {
 const TESTER_PASSWORD: &str = "tester-password";
 
 fn serve(method: IoMethod, extra: &[&str]) -> Served {
+    serve_prepared(method, extra, |_| {})
+}
+
+/// [`serve`], with `prepare` given the data directory before the server
+/// starts (to put files in it).
+fn serve_prepared(
+    method: IoMethod,
+    extra: &[&str],
+    prepare: impl FnOnce(&std::path::Path),
+) -> Served {
     let dir = common::temp_dir();
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
+    prepare(&path);
     let sockets = socket_dir();
     let mut settings = vec![
         format!("io_method={}", method.name()),
@@ -1322,4 +1333,272 @@ fn psql_logs_in_over_tcp_with_pgpassword() {
         stderr.contains("password authentication failed for user \"tester\""),
         "{stderr}"
     );
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1: its PEM, its
+/// key's PEM, and its DER (for a client's trusted roots).
+fn self_signed() -> (String, String, Vec<u8>) {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    (
+        made.cert.pem(),
+        made.key_pair.serialize_pem(),
+        made.cert.der().to_vec(),
+    )
+}
+
+/// Writes `cert` and `key` as the data directory's server.crt and
+/// server.key (the key readable by its owner alone, as the server wants).
+fn write_cert(dir: &std::path::Path, cert: &str, key: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(dir.join("server.crt"), cert).unwrap();
+    let key_path = dir.join("server.key");
+    std::fs::write(&key_path, key).unwrap();
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A server with `ssl = on` and a new self-signed certificate; returns
+/// it and the certificate's DER.
+fn serve_tls(method: IoMethod) -> (Served, Vec<u8>) {
+    let (cert, key, der) = self_signed();
+    let served = serve_prepared(method, &["ssl=on"], |dir| write_cert(dir, &cert, &key));
+    (served, der)
+}
+
+/// A TLS connector for tokio-postgres trusting the certificate `der`
+/// alone.
+fn tls_connector(der: &[u8]) -> tokio_postgres_rustls::MakeRustlsConnect {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(der.to_vec()))
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
+}
+
+async fn connect_tls(config: &str, der: &[u8]) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = tokio_postgres::connect(config, tls_connector(der)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+#[test]
+fn sslmode_require_connects_over_tls_and_logs_in_with_scram() {
+    let (served, der) = serve_tls(IoMethod::Worker);
+    runtime().block_on(async {
+        // The driver can bind channels (tokio-postgres-rustls gives it the
+        // certificate's hash), the server offers no PLUS: the default
+        // channel_binding=prefer goes on with plain SCRAM-SHA-256.
+        let c = connect_tls(&format!("{} sslmode=require", served.tcp_config()), &der)
+            .await
+            .unwrap();
+        c.batch_execute("CREATE TABLE t (id integer PRIMARY KEY, note text)")
+            .await
+            .unwrap();
+        // Both protocols, and a result longer than a TLS record (16 kB)
+        // and than the server's write buffer (64 kB).
+        let insert = format!(
+            "INSERT INTO t SELECT i, '{}' FROM generate_series(1, $1::integer) AS g(i)",
+            "x".repeat(100)
+        );
+        let inserted = c.execute(insert.as_str(), &[&5000i32]).await.unwrap();
+        assert_eq!(inserted, 5000);
+        let rows = c
+            .query("SELECT id, note FROM t ORDER BY id", &[])
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 5000);
+        assert_eq!(rows[4999].get::<_, i32>(0), 5000);
+        assert_eq!(count(&c, "SELECT count(*) FROM t").await, 5000);
+        let wrong = connect_tls(
+            &format!(
+                "host=127.0.0.1 port={} user=tester password=wrong dbname=postgres sslmode=require",
+                served.port()
+            ),
+            &der,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(code(&wrong), &SqlState::INVALID_PASSWORD, "{wrong}");
+        // Channel binding demanded: refused, saying why.
+        let bound = connect_tls(
+            &format!(
+                "{} sslmode=require channel_binding=require",
+                served.tcp_config()
+            ),
+            &der,
+        )
+        .await
+        .unwrap_err();
+        // tokio-postgres refuses it itself, seeing no SCRAM-SHA-256-PLUS.
+        let why = format!("{bound:?}");
+        assert!(why.contains("channel binding"), "{why}");
+    });
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+#[test]
+fn sslmode_require_against_ssl_off_fails_and_prefer_goes_on_in_the_clear() {
+    let served = serve(IoMethod::Worker, &[]);
+    let (_, _, der) = self_signed();
+    runtime().block_on(async {
+        let e = connect_tls(&format!("{} sslmode=require", served.tcp_config()), &der)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("TLS"), "{e}");
+        let c = connect_tls(&format!("{} sslmode=prefer", served.tcp_config()), &der)
+            .await
+            .unwrap();
+        let one: i32 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+    });
+}
+
+#[test]
+fn ssl_requests_are_answered_by_transport_and_cleartext_after_one_is_refused() {
+    const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+    let (served, _) = serve_tls(IoMethod::Worker);
+    let answer = |mut stream: Box<dyn ReadWrite>, extra: &[u8]| {
+        let mut bytes = SSL_REQUEST.to_vec();
+        bytes.extend_from_slice(extra);
+        stream.write_all(&bytes).unwrap();
+        stream.set_timeout(Some(Duration::from_secs(30)));
+        let mut reply = Vec::new();
+        let _ = stream.read_to_end(&mut reply);
+        reply
+    };
+    let tcp = || -> Box<dyn ReadWrite> {
+        Box::new(std::net::TcpStream::connect(("127.0.0.1", served.port())).unwrap())
+    };
+    // The Unix socket is never encrypted, as in PostgreSQL: 'N', then the
+    // client goes on (here it just leaves).
+    let unix: Box<dyn ReadWrite> =
+        Box::new(std::os::unix::net::UnixStream::connect(served.socket()).unwrap());
+    let mut stream = unix;
+    stream.write_all(&SSL_REQUEST).unwrap();
+    let mut one = [0u8; 1];
+    stream.read_exact(&mut one).unwrap();
+    assert_eq!(&one, b"N");
+    drop(stream);
+    // TCP: 'S', then a handshake this client does not start.
+    let mut stream = tcp();
+    stream.write_all(&SSL_REQUEST).unwrap();
+    stream.read_exact(&mut one).unwrap();
+    assert_eq!(&one, b"S");
+    drop(stream);
+    // A startup message sent in the clear right behind the request is
+    // refused in the clear (CVE-2021-23214), before any 'S'.
+    let reply = answer(tcp(), &startup_bytes("tester"));
+    assert_eq!(reply.first(), Some(&b'E'), "{reply:?}");
+    assert!(
+        String::from_utf8_lossy(&reply).contains("received unencrypted data after SSL request"),
+        "{reply:?}"
+    );
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+/// A client socket of either kind.
+trait ReadWrite: Read + Write {
+    fn set_timeout(&self, timeout: Option<Duration>);
+}
+
+impl ReadWrite for std::net::TcpStream {
+    fn set_timeout(&self, timeout: Option<Duration>) {
+        self.set_read_timeout(timeout).unwrap();
+    }
+}
+
+impl ReadWrite for std::os::unix::net::UnixStream {
+    fn set_timeout(&self, timeout: Option<Duration>) {
+        self.set_read_timeout(timeout).unwrap();
+    }
+}
+
+#[test]
+fn ssl_on_without_a_usable_certificate_does_not_start_and_says_why() {
+    let start = |prepare: &dyn Fn(&std::path::Path)| -> String {
+        let dir = common::temp_dir();
+        let path = dir.path().join("data");
+        Database::init(&path).unwrap();
+        prepare(&path);
+        let db = Database::open(
+            &path,
+            &[
+                "io_method=sync".into(),
+                "ssl=on".into(),
+                "port=0".into(),
+                "unix_socket_directories=".into(),
+                "max_connections=4".into(),
+                "max_sessions=16".into(),
+            ],
+        )
+        .unwrap();
+        match server::start(db) {
+            Ok(_) => panic!("the server started without a usable certificate"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let missing = start(&|_| {});
+    assert!(
+        missing.contains("server.crt") && missing.contains("ssl = off"),
+        "{missing}"
+    );
+    let (cert, key, _) = self_signed();
+    let (_, other_key, _) = self_signed();
+    let mismatched = start(&|dir| write_cert(dir, &cert, &other_key));
+    assert!(
+        mismatched.contains("server.crt") && mismatched.contains("server.key"),
+        "{mismatched}"
+    );
+    let open_key = start(&|dir| {
+        use std::os::unix::fs::PermissionsExt;
+        write_cert(dir, &cert, &key);
+        std::fs::set_permissions(
+            dir.join("server.key"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+    });
+    assert!(open_key.contains("chmod 600"), "{open_key}");
+    let not_pem = start(&|dir| write_cert(dir, "not a certificate", &key));
+    assert!(not_pem.contains("no PEM certificate"), "{not_pem}");
+}
+
+#[test]
+fn psql_connects_with_sslmode_require() {
+    const PSQL: &str = "/usr/lib/postgresql/15/bin/psql";
+    if !std::path::Path::new(PSQL).exists() {
+        eprintln!("skipped: {PSQL} is not installed (apt-get install postgresql-client-15)");
+        return;
+    }
+    let (served, _) = serve_tls(IoMethod::Worker);
+    let out = std::process::Command::new(PSQL)
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "tester",
+            "-d",
+            "postgres",
+        ])
+        .args(["-p", &served.port().to_string()])
+        .args(["-c", "SELECT 40 + 2"])
+        .env("PGPASSWORD", TESTER_PASSWORD)
+        .env("PGSSLMODE", "require")
+        .env("PGCONNECT_TIMEOUT", "10")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
 }

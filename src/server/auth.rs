@@ -18,8 +18,12 @@
 //! users can write to and reach). `unix_socket_authentication =
 //! scram-sha-256` asks for the password on the socket too.
 //!
-//! Only `SCRAM-SHA-256` is offered, never `SCRAM-SHA-256-PLUS`: channel
-//! binding needs TLS, which the server does not speak.
+//! Only `SCRAM-SHA-256` is offered, never `SCRAM-SHA-256-PLUS`, over
+//! TLS too: channel binding (`tls-server-end-point`) is not done yet. A
+//! client that could bind sends `y` in its gs2 header (it can, the
+//! server cannot), which is accepted, and `channel_binding = prefer`
+//! (libpq's and tokio-postgres's default) goes on without it; only
+//! `channel_binding = require` is refused.
 //!
 //! # Failing alike
 //!
@@ -322,11 +326,11 @@ impl ScramExchange {
         let flag = parts.next().unwrap_or_default();
         match flag {
             // "y": the client could bind but thinks we cannot, which is
-            // so without TLS.
+            // so: PLUS is never offered.
             "n" | "y" => {}
             f if f.starts_with("p=") => {
                 return Err(malformed(
-                    "the client asked for channel binding, which needs TLS; the server offered SCRAM-SHA-256 without it",
+                    "the client asked for channel binding, which this server does not do; it offered SCRAM-SHA-256 without it (use channel_binding=prefer or disable)",
                 ))
             }
             _ => return Err(malformed("unexpected channel-binding flag")),

@@ -2,7 +2,7 @@
 //! Terminate, on the connection's own thread and with its own session.
 //!
 //! ```text
-//! Startup ──(SSLRequest: 'N')──▶ StartupMessage ─▶ authentication (see `auth`) ─▶
+//! Startup ──(SSLRequest: 'S' and TLS with ssl = on, else 'N')──▶ StartupMessage ─▶ authentication (see `auth`) ─▶
 //!                                  AuthenticationOk, ParameterStatus…, BackendKeyData, ReadyForQuery
 //! Ready ─ Query ─▶ results…, ReadyForQuery
 //!       ─ Parse/Bind/Describe/Execute/Close/Flush ─▶ their answers
@@ -202,6 +202,7 @@ fn run(shared: &Arc<Shared>, stream: Stream, starting: super::Starting) {
         Ok(None) | Err(Closed::Gone) => return,
         Err(Closed::Fatal(e)) => {
             let _ = send_error(&out, &e, true).and_then(|()| out.borrow_mut().flush());
+            out.borrow().stream().close_notify();
             return;
         }
     };
@@ -233,6 +234,7 @@ fn run(shared: &Arc<Shared>, stream: Stream, starting: super::Starting) {
     // The session's drop rolls back a transaction left open, before the
     // connection gives up its slot.
     drop(conn);
+    out.borrow().stream().close_notify();
     drop(registered);
 }
 
@@ -250,15 +252,30 @@ fn startup(
     reader: &mut MessageReader,
     out: &Out,
 ) -> Result<Option<StartedUp>, Closed> {
-    // SSL and GSS encryption are refused; the client may go on in the
-    // clear (or give up, if it requires them).
+    // SSL is accepted on TCP with `ssl = on`; otherwise, and GSS
+    // encryption always, refused: the client may go on in the clear (or
+    // give up, if it requires encryption). Each pass takes one message;
+    // a client may ask for encryption at most twice (GSS, then SSL)
+    // before its startup message, as libpq does.
     let startup = loop {
         match reader.next()? {
             None => return Ok(None),
             Some(Front::SslNegotiation(SslNegotiationMetaMessage::None)) => {
                 reader.ctx.awaiting_frontend_ssl = false;
             }
-            Some(Front::SslNegotiation(_)) => {
+            Some(Front::SslNegotiation(SslNegotiationMetaMessage::PostgresSsl(_))) => {
+                match (&shared.tls, reader.stream()) {
+                    (Some(config), Stream::Tcp(socket)) => {
+                        let socket = socket.try_clone()?;
+                        start_tls(config, socket, reader, out)?;
+                    }
+                    _ => {
+                        out.borrow_mut().send_raw(b"N")?;
+                        out.borrow_mut().flush()?;
+                    }
+                }
+            }
+            Some(Front::SslNegotiation(SslNegotiationMetaMessage::PostgresGss(_))) => {
                 out.borrow_mut().send_raw(b"N")?;
                 out.borrow_mut().flush()?;
             }
@@ -348,7 +365,7 @@ fn startup(
     // Authenticated before the connection takes one of max_connections'
     // slots: a client failing to log in holds only a starting thread.
     let method = match reader.stream() {
-        Stream::Tcp(_) => auth::Method::ScramSha256,
+        Stream::Tcp(_) | Stream::Tls { .. } => auth::Method::ScramSha256,
         Stream::Unix(_) => shared.unix_socket_auth,
     };
     let authenticated = auth::authenticate(
@@ -422,6 +439,44 @@ fn startup(
         session: started?,
         cancel,
     }))
+}
+
+/// Answers an SSLRequest with `S` and runs the TLS handshake on
+/// `socket`; from then on the reader and writer go through TLS.
+fn start_tls(
+    config: &Arc<rustls::ServerConfig>,
+    socket: std::net::TcpStream,
+    reader: &mut MessageReader,
+    out: &Out,
+) -> Result<(), Closed> {
+    // Bytes the client sent after its SSLRequest, before the handshake,
+    // would be taken as if they had come encrypted (PostgreSQL's
+    // CVE-2021-23214): refused, in the clear, as PostgreSQL does.
+    if reader.buffered() > 0 {
+        return Err(Closed::Fatal(ClientError::protocol(
+            "received unencrypted data after SSL request",
+        )));
+    }
+    {
+        let mut o = out.borrow_mut();
+        o.send_raw(b"S")?;
+        o.flush()?;
+    }
+    let stream = match super::tls::accept(config, socket) {
+        Ok(stream) => stream,
+        Err(e) => {
+            // Nothing can be said to the client outside the handshake
+            // (rustls sent it an alert if it could).
+            log::info!("could not accept SSL connection: {e}");
+            return Err(Closed::Gone);
+        }
+    };
+    reader.replace_stream(stream.try_clone()?);
+    out.borrow_mut().replace_stream(stream);
+    // Inside TLS a second SSLRequest is no longer one (PostgreSQL reads
+    // it as a startup message of an unknown protocol version).
+    reader.ctx.awaiting_frontend_ssl = false;
+    Ok(())
 }
 
 /// A connection's place in the server's table, given up when dropped.
