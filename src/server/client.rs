@@ -1,7 +1,7 @@
-//! A client of the server, for the CLI: `aiostore sql` on a data
-//! directory that a running `aiostore serve` holds sends its statements to
-//! that server (over its Unix socket, else TCP) instead of failing on the
-//! directory's lock. It speaks the simple query protocol and hands the
+//! A client of the server, for the CLI: `aiostore sql` and `aiostore
+//! shell` on a data directory that a running `aiostore serve` holds send
+//! their statements to that server (over its Unix socket) instead of
+//! failing on the directory's lock. It speaks the simple query protocol and hands the
 //! results to the same [`StatementIo`] receivers a local session feeds,
 //! so the CLI prints both alike.
 //!

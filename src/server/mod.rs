@@ -416,7 +416,7 @@ pub fn serve(db: Arc<Database>, on_ready: impl FnOnce(&ServerHandle)) -> Result<
         handle.unix_sockets.first().map(PathBuf::as_path),
     ) {
         log::warn!(
-            "could not write {}: {e}; `aiostore sql` will not find the server",
+            "could not write {}: {e}; `aiostore sql` and `aiostore shell` will not find the server",
             client::SERVER_FILE
         );
     }
