@@ -89,7 +89,10 @@ impl Runner for Session {
         io: &mut StatementIo,
         on_result: &mut dyn FnMut(StatementResult),
     ) -> Result<Result<(), String>, String> {
-        Ok(aiostore::sql::execute_each(self, text, io, on_result).map_err(|e| e.to_string()))
+        Ok(
+            aiostore::sql::execute_simple_query(self, text, io, on_result)
+                .map_err(|e| e.to_string()),
+        )
     }
 }
 

@@ -783,11 +783,14 @@ fn serve_stops_cleanly_on_sigterm() {
                 }
             }
         };
-        c.batch_execute(
-            "CREATE TABLE s (a integer); INSERT INTO s VALUES (7); BEGIN; INSERT INTO s VALUES (8)",
-        )
-        .await
-        .unwrap();
+        c.batch_execute("CREATE TABLE s (a integer); INSERT INTO s VALUES (7)")
+            .await
+            .unwrap();
+        // Its own text: BEGIN would make a block of the statements
+        // before it in the same text (PostgreSQL's implicit transaction).
+        c.batch_execute("BEGIN; INSERT INTO s VALUES (8)")
+            .await
+            .unwrap();
         // The CLI on the directory the server holds goes through the
         // server: its rows, its COPY in and out, its errors.
         let cli = |args: &[&str], input: &str| {
@@ -1001,13 +1004,17 @@ fn protocol_details_match_postgresql() {
     assert_eq!(raw.scalar("SELECT count(*) FROM r"), "4");
 
     // A finished portal is not run again: an INSERT's second Execute is
-    // refused, a query's returns nothing more.
+    // refused (and the error rolls back the pipeline's implicit
+    // transaction, the first Execute's row with it, as in PostgreSQL), a
+    // query's returns nothing more.
     let mut m = parse_bind("INSERT INTO r VALUES (5)");
     m.extend(execute(0));
     m.extend(execute(0));
     m.extend(message(b'S', b""));
     raw.send(&m);
     assert_eq!(raw.until_ready(), "1 2 C E Z");
+    assert_eq!(raw.scalar("SELECT count(*) FROM r WHERE a = 5"), "0");
+    raw.query("INSERT INTO r VALUES (5)");
     let mut m = parse_bind("SELECT a FROM r WHERE a = 5");
     m.extend(execute(0));
     m.extend(execute(0));
@@ -1601,4 +1608,213 @@ fn psql_connects_with_sslmode_require() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
+}
+
+/// The messages up to ReadyForQuery: each one's type, and a NoticeResponse's
+/// or ErrorResponse's severity and message's first line ("N WARNING: …").
+fn responses(raw: &mut RawClient) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let (kind, body) = raw.recv();
+        let mut line = (kind as char).to_string();
+        if kind == b'N' || kind == b'E' {
+            let field = |tag: u8| {
+                let mut rest = &body[..];
+                while let [t, tail @ ..] = rest {
+                    let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+                    if *t == tag {
+                        return String::from_utf8_lossy(&tail[..end]).into_owned();
+                    }
+                    rest = tail.get(end + 1..).unwrap_or(&[]);
+                }
+                String::new()
+            };
+            let text = field(b'M');
+            let first = text.lines().next().unwrap_or_default();
+            line = format!("{line} {}: {first}", field(b'V'));
+        }
+        seen.push(line);
+        if kind == b'Z' {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn a_simple_querys_statements_are_one_implicit_transaction() {
+    let served = serve(IoMethod::Worker, &[]);
+    runtime().block_on(async {
+        let c = served.connect().await;
+        let other = served.connect().await;
+        c.batch_execute("CREATE TABLE t (id integer PRIMARY KEY, note text)")
+            .await
+            .unwrap();
+        // An error in the third statement rolls back the first two.
+        let e = c
+            .batch_execute(
+                "INSERT INTO t VALUES (1, 'a'); INSERT INTO t VALUES (2, 'b'); \
+                 INSERT INTO t VALUES (1, 'again')",
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), &SqlState::UNIQUE_VIOLATION, "{e}");
+        assert_eq!(count(&other, "SELECT count(*) FROM t").await, 0);
+        // The statements see each other's rows, and commit together.
+        let rows = c
+            .simple_query(
+                "INSERT INTO t VALUES (1, 'a'); UPDATE t SET note = 'A' WHERE id = 1; \
+                 SELECT note FROM t",
+            )
+            .await
+            .unwrap();
+        assert_eq!(simple_rows(&rows), [vec![Some("A".to_string())]]);
+        assert_eq!(count(&other, "SELECT count(*) FROM t").await, 1);
+        // BEGIN inside makes the implicit transaction a block, which
+        // stays open after the text, the statement before it included.
+        c.batch_execute("INSERT INTO t VALUES (2, 'b'); BEGIN; INSERT INTO t VALUES (3, 'c')")
+            .await
+            .unwrap();
+        assert_eq!(count(&other, "SELECT count(*) FROM t").await, 1);
+        c.batch_execute("ROLLBACK").await.unwrap();
+        assert_eq!(count(&c, "SELECT count(*) FROM t").await, 1);
+        // A failure inside that block fails the block, not more.
+        let e = c
+            .batch_execute("BEGIN; INSERT INTO t VALUES (4, 'd'); SELECT nosuch FROM t")
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), &SqlState::UNDEFINED_COLUMN, "{e}");
+        let e = c.batch_execute("SELECT 1").await.unwrap_err();
+        assert_eq!(code(&e), &SqlState::IN_FAILED_SQL_TRANSACTION, "{e}");
+        c.batch_execute("ROLLBACK").await.unwrap();
+        // A statement that runs in no block here (CREATE INDEX) commits
+        // those before it; the ones after it are another transaction.
+        let e = c
+            .batch_execute(
+                "INSERT INTO t VALUES (5, 'e'); CREATE INDEX ON t (note); \
+                 INSERT INTO t VALUES (6, 'f'); INSERT INTO t VALUES (6, 'f')",
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), &SqlState::UNIQUE_VIOLATION, "{e}");
+        let ids: Vec<i32> = c
+            .query("SELECT id FROM t ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(ids, [1, 5]);
+        c.batch_execute("SELECT 1; VACUUM t").await.unwrap();
+    });
+    // COMMIT and ROLLBACK inside end it early, with PostgreSQL's warning;
+    // the statements after them are a new implicit transaction.
+    let mut raw = RawClient::connect(&served.socket(), &startup_bytes("tester"));
+    raw.until_ready();
+    let seen = {
+        raw.send(&message(
+            b'Q',
+            b"INSERT INTO t VALUES (7, 'g'); COMMIT; INSERT INTO t VALUES (8, 'h'); \
+              INSERT INTO t VALUES (7, 'g')\0",
+        ));
+        responses(&mut raw)
+    };
+    assert_eq!(
+        seen,
+        [
+            "C",
+            "N WARNING: there is no transaction in progress",
+            "C",
+            "C",
+            "E ERROR: duplicate key value violates unique constraint \"t_pkey\"",
+            "Z"
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>(),
+        "{seen:?}"
+    );
+    raw.send(&message(
+        b'Q',
+        b"INSERT INTO t VALUES (9, 'i'); ROLLBACK; INSERT INTO t VALUES (10, 'j')\0",
+    ));
+    let seen = responses(&mut raw);
+    assert_eq!(
+        seen[1], "N WARNING: there is no transaction in progress",
+        "{seen:?}"
+    );
+    assert_eq!(raw.scalar("SELECT count(*) FROM t"), "4");
+    assert_eq!(
+        raw.scalar("SELECT count(*) FROM t WHERE id IN (1, 5, 7, 10)"),
+        "4"
+    );
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+#[test]
+fn the_extended_protocols_statements_up_to_a_sync_are_one_implicit_transaction() {
+    let served = serve(IoMethod::Worker, &[]);
+    let mut raw = RawClient::connect(&served.socket(), &startup_bytes("tester"));
+    raw.until_ready();
+    let mut other = RawClient::connect(&served.socket(), &startup_bytes("tester"));
+    other.until_ready();
+    raw.query("CREATE TABLE p (id integer PRIMARY KEY)");
+    let run = |text: &str| {
+        let mut m = parse_bind(text);
+        m.extend(execute(0));
+        m
+    };
+    // Two Executes and a Flush: nothing is committed before the Sync.
+    let mut m = run("INSERT INTO p VALUES (1)");
+    m.extend(run("INSERT INTO p VALUES (2)"));
+    m.extend(message(b'H', b""));
+    raw.send(&m);
+    for expected in [b'1', b'2', b'C', b'1', b'2', b'C'] {
+        assert_eq!(raw.recv().0, expected);
+    }
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "0");
+    raw.send(&message(b'S', b""));
+    assert_eq!(raw.until_ready(), "Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    // An error in the third rolls back the first two.
+    let mut m = run("INSERT INTO p VALUES (3)");
+    m.extend(run("INSERT INTO p VALUES (4)"));
+    m.extend(run("INSERT INTO p VALUES (1)"));
+    m.extend(run("INSERT INTO p VALUES (5)"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 2 C 1 2 E Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    // So does an error outside a statement: a Bind with a bad value.
+    let mut m = run("INSERT INTO p VALUES (3)");
+    m.extend(message(b'P', b"\0INSERT INTO p VALUES ($1)\0\0\0"));
+    m.extend(message(b'B', b"\0\0\0\0\0\x01\0\0\0\x03abc\0\0"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 E Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    // BEGIN among them opens a block holding the statement before it;
+    // COMMIT ends it.
+    let mut m = run("INSERT INTO p VALUES (3)");
+    m.extend(run("BEGIN"));
+    m.extend(run("INSERT INTO p VALUES (4)"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 2 C 1 2 C Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    raw.send(&{
+        let mut m = run("COMMIT");
+        m.extend(message(b'S', b""));
+        m
+    });
+    assert_eq!(raw.until_ready(), "1 2 C Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "4");
+    // COMMIT in a pipeline commits what came before, with a warning.
+    let mut m = run("INSERT INTO p VALUES (5)");
+    m.extend(run("COMMIT"));
+    m.extend(run("INSERT INTO p VALUES (1)"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 2 N C 1 2 E Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "5");
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
 }

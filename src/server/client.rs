@@ -186,9 +186,10 @@ impl Client {
 
     /// Runs the `;`-separated statements of `text` on the server, handing
     /// each one's result to `on_result` and rows, COPY data and input
-    /// through `io`, as [`crate::sql::execute_each`] does for a local
-    /// session. `Ok(Err(e))`: a statement failed (those before it kept
-    /// their effect, as they would locally).
+    /// through `io`, as [`crate::sql::execute_simple_query`] does for a
+    /// local session: several statements are one implicit transaction.
+    /// `Ok(Err(e))`: a statement failed (and the implicit transaction,
+    /// those before it with it, rolled back, as it would locally).
     pub fn execute_each(
         &mut self,
         text: &str,

@@ -13,10 +13,13 @@
 //!       CopyOutResponse, CopyData…, CopyDone
 //! ```
 //!
-//! Each statement runs as `sql` runs it in the CLI: outside a transaction
-//! block every statement commits on its own (each Execute, not each Sync:
-//! a pipeline of Executes without BEGIN is not one transaction here,
-//! unlike PostgreSQL's implicit transaction block).
+//! Transactions are PostgreSQL's: outside a block, a simple Query's
+//! several statements are one implicit transaction (`sql::
+//! execute_simple_query`), and so are the extended protocol's Executes up
+//! to a Sync (`database::Implicit::Pipeline`): the first Execute after a
+//! Sync opens the grouping, the Sync commits it, and an error anywhere in
+//! between rolls back the Executes before it (the messages after it are
+//! skipped to the Sync, as ever).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -614,6 +617,12 @@ impl Connection {
                 }
                 Front::Sync(_) => {
                     skipping = false;
+                    // The pipeline's implicit transaction commits here;
+                    // if it cannot, the client hears why before it is
+                    // told the server is ready.
+                    if let Err(e) = self.session.end_implicit() {
+                        send_error(&self.out, &SqlError::from(e).into(), false)?;
+                    }
                     // Portals live as long as their transaction, as in
                     // PostgreSQL; outside a block that ends here.
                     if self.session.transaction_status() == database::TransactionStatus::Idle {
@@ -638,6 +647,12 @@ impl Connection {
                     Failed::Closed(c) => return Err(c),
                     Failed::Error(e) => e,
                 };
+                // An error anywhere in a pipeline ends its implicit
+                // transaction, as a failed statement's does (that one
+                // rolled it back already).
+                if let Err(e) = self.session.rollback_implicit() {
+                    log::error!("could not roll back a pipeline's transaction: {e}");
+                }
                 // Sent at once, as PostgreSQL does: a client waiting on a
                 // Flush, not a Sync, must see it.
                 send_error(&self.out, &e, false)?;
@@ -653,6 +668,11 @@ impl Connection {
     /// PostgreSQL does.
     fn next_message(&mut self) -> Result<Option<Front>, Closed> {
         let limit = match self.session.transaction_status() {
+            // A pipeline's implicit transaction holds its rows until
+            // the Sync as a block does.
+            database::TransactionStatus::Idle if self.session.in_implicit_transaction() => {
+                self.session.settings.idle_in_transaction_session_timeout()
+            }
             database::TransactionStatus::Idle => None,
             database::TransactionStatus::InBlock | database::TransactionStatus::Failed => {
                 self.session.settings.idle_in_transaction_session_timeout()
@@ -743,9 +763,16 @@ impl Connection {
     /// The simple query protocol: every statement of `text`, results as
     /// they come, then ReadyForQuery.
     fn simple_query(&mut self, text: &str) -> Result<(), Closed> {
+        // A Query amid an unsynced pipeline ends the pipeline's
+        // transaction first (PostgreSQL's ends it with the Query's).
+        if let Err(e) = self.session.end_implicit() {
+            send_error(&self.out, &SqlError::from(e).into(), false)?;
+            self.ready()?;
+            return Ok(());
+        }
         let any = Cell::new(false);
         let outcome = self.run_with_io(Rc::from([]), true, true, |session, io, out, end_out| {
-            sql::execute_each(session, text, io, |r| {
+            sql::execute_simple_query(session, text, io, |r| {
                 any.set(true);
                 // A failure to send shows at the next send or flush.
                 let _ = end_out.end().and_then(|()| send_result(out, &r, &[]));
@@ -896,6 +923,10 @@ impl Connection {
     }
 
     fn execute(&mut self, e: Execute) -> Result<(), Failed> {
+        // The Executes up to the next Sync are one implicit transaction.
+        if self.session.implicit().is_none() {
+            self.session.begin_implicit(database::Implicit::Pipeline);
+        }
         let name = e.name.unwrap_or_default();
         let max_rows = u64::try_from(e.max_rows).ok().filter(|&n| n > 0);
         let Some(portal) = self.portals.get_mut(&name) else {

@@ -18,7 +18,7 @@
 //!     ▼
 //! connection thread: startup ─▶ ReadyForQuery ─▶ Query | Parse/Bind/Describe/Execute/Sync
 //!     │  Session (its transaction, settings)       │
-//!     └──────────────── sql::execute_each / sql::prepare, execute_prepared
+//!     └──────────────── sql::execute_simple_query / sql::prepare, execute_prepared
 //! ```
 //!
 //! `pgwire` supplies the messages' encoding; the protocol's states
