@@ -1402,8 +1402,8 @@ fn sslmode_require_connects_over_tls_and_logs_in_with_scram() {
     let (served, der) = serve_tls(IoMethod::Worker);
     runtime().block_on(async {
         // The driver can bind channels (tokio-postgres-rustls gives it the
-        // certificate's hash), the server offers no PLUS: the default
-        // channel_binding=prefer goes on with plain SCRAM-SHA-256.
+        // certificate's hash) and the server offers SCRAM-SHA-256-PLUS:
+        // the default channel_binding=prefer takes it.
         let c = connect_tls(&format!("{} sslmode=require", served.tcp_config()), &der)
             .await
             .unwrap();
@@ -1435,7 +1435,8 @@ fn sslmode_require_connects_over_tls_and_logs_in_with_scram() {
         .await
         .unwrap_err();
         assert_eq!(code(&wrong), &SqlState::INVALID_PASSWORD, "{wrong}");
-        // Channel binding demanded: refused, saying why.
+        // Channel binding demanded: SCRAM-SHA-256-PLUS, bound to the
+        // certificate the client saw.
         let bound = connect_tls(
             &format!(
                 "{} sslmode=require channel_binding=require",
@@ -1444,9 +1445,19 @@ fn sslmode_require_connects_over_tls_and_logs_in_with_scram() {
             &der,
         )
         .await
+        .unwrap();
+        assert_eq!(count(&bound, "SELECT count(*) FROM t").await, 5000);
+        // In the clear there is nothing to bind to: refused by the client.
+        let clear = connect_tls(
+            &format!(
+                "{} sslmode=disable channel_binding=require",
+                served.tcp_config()
+            ),
+            &der,
+        )
+        .await
         .unwrap_err();
-        // tokio-postgres refuses it itself, seeing no SCRAM-SHA-256-PLUS.
-        let why = format!("{bound:?}");
+        let why = format!("{clear:?}");
         assert!(why.contains("channel binding"), "{why}");
     });
     assert_eq!(served.handle.as_ref().unwrap().panics(), 0);

@@ -268,9 +268,9 @@ fn startup(
             }
             Some(Front::SslNegotiation(SslNegotiationMetaMessage::PostgresSsl(_))) => {
                 match (&shared.tls, reader.stream()) {
-                    (Some(config), Stream::Tcp(socket)) => {
+                    (Some(tls), Stream::Tcp(socket)) => {
                         let socket = socket.try_clone()?;
-                        start_tls(config, socket, reader, out)?;
+                        start_tls(&tls.config, socket, reader, out)?;
                     }
                     _ => {
                         out.borrow_mut().send_raw(b"N")?;
@@ -371,6 +371,11 @@ fn startup(
         Stream::Tcp(_) | Stream::Tls { .. } => auth::Method::ScramSha256,
         Stream::Unix(_) => shared.unix_socket_auth,
     };
+    // Over TLS, SCRAM binds to the certificate (SCRAM-SHA-256-PLUS).
+    let channel_binding = match (reader.stream(), &shared.tls) {
+        (Stream::Tls { .. }, Some(tls)) => tls.end_point.as_deref(),
+        _ => None,
+    };
     let authenticated = auth::authenticate(
         shared.db.catalog(),
         reader,
@@ -378,6 +383,7 @@ fn startup(
         &user,
         method,
         &shared.mock_secret,
+        channel_binding,
     );
     let role = authenticated.map_err(|failure| match failure {
         AuthFailure::Gone => Closed::Gone,

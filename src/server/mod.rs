@@ -143,8 +143,9 @@ struct Shared {
     /// What mock salts are derived from (see `auth`).
     mock_secret: [u8; auth::MOCK_SECRET_BYTES],
     /// With `ssl = on`: the certificate and key TCP connections are
-    /// encrypted with when they ask (see `tls`).
-    tls: Option<Arc<rustls::ServerConfig>>,
+    /// encrypted with when they ask, and the certificate's channel-binding
+    /// data (see `tls`).
+    tls: Option<tls::ServerTls>,
 }
 
 impl Shared {

@@ -22,10 +22,9 @@
 //! through the lock (a thread blocked reading holds it).
 //!
 //! Only the Unix socket is never encrypted, as in PostgreSQL: its
-//! directory's permissions are its guard. Channel binding
-//! (`SCRAM-SHA-256-PLUS`) is not offered over TLS either; a client that
-//! could bind says so (`y` in its gs2 header) and goes on with
-//! SCRAM-SHA-256 (see `auth`).
+//! directory's permissions are its guard. Over TLS, SCRAM is offered with
+//! channel binding (`SCRAM-SHA-256-PLUS`, see `auth`), binding to the
+//! certificate's hash ([`server_end_point`]).
 
 use std::io;
 use std::net::TcpStream;
@@ -75,6 +74,15 @@ pub enum TlsError {
     },
 }
 
+/// What `ssl = on` serves with: the TLS configuration, and the
+/// certificate's `tls-server-end-point` channel-binding data, if its
+/// signature algorithm names a hash (RFC 5929).
+#[derive(Debug)]
+pub struct ServerTls {
+    pub config: Arc<ServerConfig>,
+    pub end_point: Option<Vec<u8>>,
+}
+
 /// `file` as the server reads it: relative to the data directory `dir`
 /// unless absolute.
 fn in_data_dir(dir: &Path, file: &Path) -> PathBuf {
@@ -85,14 +93,10 @@ fn in_data_dir(dir: &Path, file: &Path) -> PathBuf {
     }
 }
 
-/// The TLS configuration `ssl = on` serves with: the certificate chain in
-/// `cert_file` and its key in `key_file` (each relative to `dir` unless
-/// absolute), checked to belong together.
-pub fn server_config(
-    dir: &Path,
-    cert_file: &Path,
-    key_file: &Path,
-) -> Result<Arc<ServerConfig>, TlsError> {
+/// What `ssl = on` serves with: the certificate chain in `cert_file` and
+/// its key in `key_file` (each relative to `dir` unless absolute),
+/// checked to belong together.
+pub fn server_config(dir: &Path, cert_file: &Path, key_file: &Path) -> Result<ServerTls, TlsError> {
     let cert_path = in_data_dir(dir, cert_file);
     let key_path = in_data_dir(dir, key_file);
     let cert_pem = std::fs::read(&cert_path).map_err(|source| TlsError::CertFile {
@@ -110,6 +114,13 @@ pub fn server_config(
             path: cert_path,
             reason: "none found".into(),
         });
+    }
+    let end_point = server_end_point(&chain[0]);
+    if end_point.is_none() {
+        log::warn!(
+            "the certificate in \"{}\" is signed with an algorithm that names no single hash (Ed25519, RSA-PSS): SCRAM-SHA-256-PLUS (channel binding) is not offered",
+            cert_path.display()
+        );
     }
     check_key_permissions(&key_path)?;
     let key_pem = std::fs::read(&key_path).map_err(|source| TlsError::KeyFile {
@@ -134,7 +145,90 @@ pub fn server_config(
             .with_single_cert(chain, key)
             .map_err(unusable)?;
     config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
-    Ok(Arc::new(config))
+    Ok(ServerTls {
+        config: Arc::new(config),
+        end_point,
+    })
+}
+
+/// The `tls-server-end-point` channel-binding data of certificate `der`
+/// (RFC 5929 section 4.1): its hash by the hash its signature algorithm
+/// uses, SHA-256 for MD5 and SHA-1, as PostgreSQL computes it (and
+/// libpq, and tokio-postgres). `None` for an algorithm with no single
+/// hash (Ed25519, RSA-PSS) or a certificate that does not parse; then
+/// channel binding is not offered.
+pub fn server_end_point(der: &[u8]) -> Option<Vec<u8>> {
+    use sha2::{Digest, Sha256, Sha384, Sha512};
+    // Certificate ::= SEQUENCE { tbsCertificate SEQUENCE, signatureAlgorithm
+    // SEQUENCE { algorithm OBJECT IDENTIFIER, … }, signature BIT STRING }
+    let (certificate, _) = der_item(der, DER_SEQUENCE)?;
+    let (_, rest) = der_item(certificate, DER_SEQUENCE)?;
+    let (algorithm, _) = der_item(rest, DER_SEQUENCE)?;
+    let (oid, _) = der_item(algorithm, DER_OID)?;
+    /// 1.2.840.113549.1.1 (PKCS #1 signatures) and 1.2.840.10045.4
+    /// (ECDSA signatures), as DER encodes their arcs.
+    const PKCS1: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01];
+    const ECDSA: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04];
+    enum Hash {
+        Sha256,
+        Sha384,
+        Sha512,
+    }
+    let hash = if let Some(last) = oid.strip_prefix(PKCS1) {
+        match last {
+            // md5WithRSA, sha1WithRSA: SHA-256 (RFC 5929), sha256WithRSA.
+            [0x04] | [0x05] | [0x0b] => Hash::Sha256,
+            [0x0c] => Hash::Sha384,
+            [0x0d] => Hash::Sha512,
+            _ => return None,
+        }
+    } else if let Some(last) = oid.strip_prefix(ECDSA) {
+        match last {
+            // ecdsa-with-SHA1 (4.1), ecdsa-with-SHA256 (4.3.2), -384, -512.
+            [0x01] | [0x03, 0x02] => Hash::Sha256,
+            [0x03, 0x03] => Hash::Sha384,
+            [0x03, 0x04] => Hash::Sha512,
+            _ => return None,
+        }
+    } else {
+        return None;
+    };
+    Some(match hash {
+        Hash::Sha256 => Sha256::digest(der).to_vec(),
+        Hash::Sha384 => Sha384::digest(der).to_vec(),
+        Hash::Sha512 => Sha512::digest(der).to_vec(),
+    })
+}
+
+const DER_SEQUENCE: u8 = 0x30;
+const DER_OID: u8 = 0x06;
+
+/// The content of the DER item at the start of `bytes` if its tag is
+/// `tag`, and what follows it; `None` if it is not, or is cut short.
+fn der_item(bytes: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    let (&first, rest) = bytes.split_first()?;
+    if first != tag {
+        return None;
+    }
+    let (&length_byte, rest) = rest.split_first()?;
+    let (length, rest) = if length_byte < 0x80 {
+        (usize::from(length_byte), rest)
+    } else {
+        // Long form: that many bytes of length follow (a certificate
+        // needs at most 4).
+        let count = usize::from(length_byte & 0x7f);
+        if count == 0 || count > 4 || rest.len() < count {
+            return None;
+        }
+        let length = rest[..count]
+            .iter()
+            .fold(0usize, |n, &b| (n << 8) | usize::from(b));
+        (length, &rest[count..])
+    };
+    if rest.len() < length {
+        return None;
+    }
+    Some(rest.split_at(length))
 }
 
 /// PostgreSQL's rule for the key file (`check_ssl_key_file_permissions`):
@@ -214,6 +308,17 @@ mod tests {
         );
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         check_key_permissions(&key).unwrap();
+    }
+
+    #[test]
+    fn the_end_point_is_the_certificates_hash_by_its_signatures_hash() {
+        use sha2::{Digest, Sha256};
+        // rcgen signs with ECDSA P-256 and SHA-256 by default.
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let der = made.cert.der().to_vec();
+        assert_eq!(server_end_point(&der), Some(Sha256::digest(&der).to_vec()));
+        assert_eq!(server_end_point(&der[..der.len() / 2]), None);
+        assert_eq!(server_end_point(b"not a certificate"), None);
     }
 
     #[test]
