@@ -80,7 +80,8 @@ enum Command {
         csv: bool,
     },
     /// An interactive SQL prompt (history, multi-line statements, \timing,
-    /// \d, \d t, \q).
+    /// \d, \d t, \q). On a data directory that `aiostore serve` holds,
+    /// its statements run in a session of the server.
     Shell,
     /// Serves the data directory to PostgreSQL clients (psql, pgbench,
     /// drivers) over TCP (listen_addresses, port) and a Unix socket
@@ -771,14 +772,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 Ok(db) => shell::run_sql(&db, text, how)?,
                 // A server holds the directory: its session runs the text.
                 Err(e @ aiostore::database::DbError::InUse { .. }) => {
-                    let Some(file) = aiostore::server::client::ServerFile::read(&cli.data_dir)
-                    else {
-                        return Err(e.to_string());
-                    };
-                    // The role `init` made for this user (catalog/roles.rs).
-                    let user = aiostore::catalog::current_role_name();
-                    let mut client = aiostore::server::client::Client::connect(&file, &user)
-                        .map_err(|e| e.to_string())?;
+                    let (mut client, _) = connect_to_server(&cli.data_dir, e)?;
                     shell::run_sql_remote(&mut client, text, how)?
                 }
                 Err(e) => return Err(e.to_string()),
@@ -812,8 +806,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Shell => {
-            let db = Database::open(&cli.data_dir, &cli.settings).map_err(|e| e.to_string())?;
-            shell::shell(&db)?;
+            match Database::open(&cli.data_dir, &cli.settings) {
+                Ok(db) => shell::shell(&db)?,
+                // A server holds the directory: the prompt is its session's.
+                Err(e @ aiostore::database::DbError::InUse { .. }) => {
+                    let (client, file) = connect_to_server(&cli.data_dir, e)?;
+                    shell::shell_remote(client, &cli.data_dir, &file)?
+                }
+                Err(e) => return Err(e.to_string()),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Prewarm { ref table, json } => {
@@ -1741,6 +1742,30 @@ fn note_io_uring_fallback(settings: &mut Settings) {
             eprintln!("note: io_uring is not usable here ({reason}); {e}");
         }
     }
+}
+
+/// A connection to the server that holds data directory `dir` (its lock
+/// refused us with `in_use`), as the OS user's role, which `init` made
+/// and the server's Unix socket trusts (catalog/roles.rs). Without the
+/// server's file (a server that is starting or stopping, or a process
+/// that is no server) the lock's own error stands.
+fn connect_to_server(
+    dir: &std::path::Path,
+    in_use: aiostore::database::DbError,
+) -> Result<
+    (
+        aiostore::server::client::Client,
+        aiostore::server::client::ServerFile,
+    ),
+    String,
+> {
+    let Some(file) = aiostore::server::client::ServerFile::read(dir) else {
+        return Err(in_use.to_string());
+    };
+    let user = aiostore::catalog::current_role_name();
+    let client =
+        aiostore::server::client::Client::connect(&file, &user).map_err(|e| e.to_string())?;
+    Ok((client, file))
 }
 
 /// The settings `aiostore serve` opens the database with: the command

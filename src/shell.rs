@@ -89,7 +89,10 @@ impl Runner for Session {
         io: &mut StatementIo,
         on_result: &mut dyn FnMut(StatementResult),
     ) -> Result<Result<(), String>, String> {
-        Ok(aiostore::sql::execute_each(self, text, io, on_result).map_err(|e| e.to_string()))
+        Ok(
+            aiostore::sql::execute_simple_query(self, text, io, on_result)
+                .map_err(|e| e.to_string()),
+        )
     }
 }
 
@@ -679,9 +682,86 @@ mod describe_tests {
 
 const HELP: &str = "\\d [table]  list tables, or describe one (its columns and indexes)\n\\di         list indexes\n\\timing     toggle timing of statements\n\\q          quit\nSQL statements end with ';' and may span lines.";
 
-/// The interactive prompt.
+/// What the prompt runs against: a session of this process, with the
+/// catalog at hand for `\d`, or the server that holds the data directory.
+trait ShellTarget: Runner {
+    /// `\d [name]`.
+    fn describe(&mut self, name: Option<&str>, out: &mut dyn Write) -> std::io::Result<()>;
+    /// `\di`.
+    fn describe_indexes(&mut self, out: &mut dyn Write) -> std::io::Result<()>;
+}
+
+/// The shell's own session of a database it opened.
+struct Local<'a> {
+    db: &'a Arc<Database>,
+    session: Session,
+}
+
+impl Runner for Local<'_> {
+    fn execute_each(
+        &mut self,
+        text: &str,
+        io: &mut StatementIo,
+        on_result: &mut dyn FnMut(StatementResult),
+    ) -> Result<Result<(), String>, String> {
+        Runner::execute_each(&mut self.session, text, io, on_result)
+    }
+}
+
+impl ShellTarget for Local<'_> {
+    fn describe(&mut self, name: Option<&str>, out: &mut dyn Write) -> std::io::Result<()> {
+        describe(self.db, self.session.current_xid(), name, out)
+    }
+
+    fn describe_indexes(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        describe_indexes(self.db, self.session.current_xid(), out)
+    }
+}
+
+/// Why `\d` says nothing through a server: it reads the catalog in
+/// memory, which only the server holds, and the server has no
+/// `pg_catalog` to ask yet.
+const NO_DESCRIBE_REMOTE: &str = "\\d and \\di read the catalog directly, which only the server holding this data directory can do; through the server they are not available yet (stop the server and run the shell on the directory, or ask the server with a query)";
+
+impl ShellTarget for aiostore::server::client::Client {
+    fn describe(&mut self, _name: Option<&str>, out: &mut dyn Write) -> std::io::Result<()> {
+        writeln!(out, "{NO_DESCRIBE_REMOTE}")
+    }
+
+    fn describe_indexes(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        writeln!(out, "{NO_DESCRIBE_REMOTE}")
+    }
+}
+
+/// The interactive prompt on a database this process opened.
 pub fn shell(db: &Arc<Database>) -> Result<(), String> {
-    let mut s = db.session().map_err(|e| e.to_string())?;
+    let session = db.session().map_err(|e| e.to_string())?;
+    println!(
+        "aiostore shell on \"{}\" (io_method={}); \\? for help, \\q to quit",
+        db.dir().display(),
+        db.aio().method()
+    );
+    prompt(&mut Local { db, session })
+}
+
+/// The interactive prompt through the server that holds data directory
+/// `dir` (as its file `server` says), in a session of that server: what
+/// it runs, it runs as `aiostore sql` does through a server.
+pub fn shell_remote(
+    mut client: aiostore::server::client::Client,
+    dir: &std::path::Path,
+    server: &aiostore::server::client::ServerFile,
+) -> Result<(), String> {
+    println!(
+        "aiostore shell on \"{}\" through its server (pid {}); \\? for help, \\q to quit",
+        dir.display(),
+        server.pid
+    );
+    prompt(&mut client)
+}
+
+/// The prompt's loop: lines until `\q` or end of input.
+fn prompt(target: &mut dyn ShellTarget) -> Result<(), String> {
     let mut editor = rustyline::DefaultEditor::new().map_err(|e| e.to_string())?;
     let history =
         std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".aiostore_history"));
@@ -691,11 +771,6 @@ pub fn shell(db: &Arc<Database>) -> Result<(), String> {
     let mut timing = false;
     let mut buf = String::new();
     let mut out = std::io::stdout();
-    println!(
-        "aiostore shell on \"{}\" (io_method={}); \\? for help, \\q to quit",
-        db.dir().display(),
-        db.aio().method()
-    );
     loop {
         let prompt = if buf.is_empty() {
             "aiostore=> "
@@ -722,11 +797,11 @@ pub fn shell(db: &Arc<Database>) -> Result<(), String> {
                     println!("Timing is {}.", if timing { "on" } else { "off" });
                 }
                 (Some("\\d"), name) => {
-                    describe(db, s.current_xid(), name, &mut out).map_err(|e| e.to_string())?
+                    target.describe(name, &mut out).map_err(|e| e.to_string())?
                 }
-                (Some("\\di"), _) => {
-                    describe_indexes(db, s.current_xid(), &mut out).map_err(|e| e.to_string())?
-                }
+                (Some("\\di"), _) => target
+                    .describe_indexes(&mut out)
+                    .map_err(|e| e.to_string())?,
                 (Some("\\?"), _) => println!("{HELP}"),
                 (Some(other), _) => println!("invalid command {other}; \\? for help"),
                 (None, _) => {}
@@ -740,7 +815,7 @@ pub fn shell(db: &Arc<Database>) -> Result<(), String> {
         buf.push('\n');
         if statement_complete(&buf) {
             let _ = editor.add_history_entry(buf.trim_end());
-            run_in(&mut s, &buf, Output::Table, &mut out, timing)?;
+            run_in(target, &buf, Output::Table, &mut out, timing)?;
             buf.clear();
         }
     }

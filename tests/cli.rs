@@ -957,3 +957,100 @@ fn bench_indexscan_reports_every_cell_and_its_scans_agree() {
         "{text}"
     );
 }
+
+/// `aiostore serve` on `dir`, on a Unix socket in `sockets` alone;
+/// returns once it has written the file that tells the CLI where it is.
+fn serve_in_background(dir: &std::path::Path, sockets: &std::path::Path) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_aiostore"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["-c", "listen_addresses="])
+        .args([
+            "-c",
+            &format!("unix_socket_directories={}", sockets.display()),
+        ])
+        .args(["-c", "shared_buffers=2048", "serve"])
+        .env_remove("AIOSTORE_DATA")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runs");
+    let file = dir.join(aiostore::server::client::SERVER_FILE);
+    let started = std::time::Instant::now();
+    while !file.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the server never wrote {}",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn shell_and_sql_beside_a_running_server_go_through_it() {
+    use std::io::Write;
+    let tmp = common::temp_dir();
+    let dir = tmp.path().join("data");
+    assert!(aiostore(&dir, &["init"]).0);
+    // A socket's path must fit in 108 bytes: a short directory.
+    let sockets = tempfile::Builder::new()
+        .prefix("cli-sock")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let mut server = serve_in_background(&dir, sockets.path());
+    let mut shell = Command::new(env!("CARGO_BIN_EXE_aiostore"))
+        .arg("--data-dir")
+        .arg(&dir)
+        .arg("shell")
+        .env_remove("AIOSTORE_DATA")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    shell
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"CREATE TABLE t (id integer,\n  note text);\n\
+              INSERT INTO t VALUES (1, 'one'), (2, 'two');\n\
+              SELECT id, note FROM t ORDER BY id;\n\
+              \\d t\n\
+              SELECT nosuch FROM t;\n\
+              BEGIN;\nINSERT INTO t VALUES (3, 'three');\nCOMMIT;\n\\q\n",
+        )
+        .unwrap();
+    let out = shell.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("through its server (pid "), "{stdout}");
+    assert!(
+        stdout.contains("CREATE TABLE") && stdout.contains("INSERT 0 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(" 1 | one") && stdout.contains(" 2 | two"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("not available yet"), "{stdout}");
+    assert!(
+        stderr.contains("ERROR:  column \"nosuch\" does not exist"),
+        "{stderr}"
+    );
+    // What the shell did, the server's other sessions see: committed.
+    let (ok, out, err) = sql_with_input(&dir, "SELECT count(*) FROM t", b"");
+    assert!(ok, "{err}");
+    assert!(out.contains(" 3\n"), "{out}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(server.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(server.wait().unwrap().success());
+    // Stopped, the server leaves the directory to the CLI itself.
+    let (ok, text) = aiostore(&dir, &["sql", "SELECT count(*) FROM t"]);
+    assert!(ok && text.contains(" 3\n"), "{text}");
+}

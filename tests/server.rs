@@ -73,9 +73,20 @@ impl Served {
 const TESTER_PASSWORD: &str = "tester-password";
 
 fn serve(method: IoMethod, extra: &[&str]) -> Served {
+    serve_prepared(method, extra, |_| {})
+}
+
+/// [`serve`], with `prepare` given the data directory before the server
+/// starts (to put files in it).
+fn serve_prepared(
+    method: IoMethod,
+    extra: &[&str],
+    prepare: impl FnOnce(&std::path::Path),
+) -> Served {
     let dir = common::temp_dir();
     let path = dir.path().join("data");
     Database::init(&path).unwrap();
+    prepare(&path);
     let sockets = socket_dir();
     let mut settings = vec![
         format!("io_method={}", method.name()),
@@ -772,11 +783,14 @@ fn serve_stops_cleanly_on_sigterm() {
                 }
             }
         };
-        c.batch_execute(
-            "CREATE TABLE s (a integer); INSERT INTO s VALUES (7); BEGIN; INSERT INTO s VALUES (8)",
-        )
-        .await
-        .unwrap();
+        c.batch_execute("CREATE TABLE s (a integer); INSERT INTO s VALUES (7)")
+            .await
+            .unwrap();
+        // Its own text: BEGIN would make a block of the statements
+        // before it in the same text (PostgreSQL's implicit transaction).
+        c.batch_execute("BEGIN; INSERT INTO s VALUES (8)")
+            .await
+            .unwrap();
         // The CLI on the directory the server holds goes through the
         // server: its rows, its COPY in and out, its errors.
         let cli = |args: &[&str], input: &str| {
@@ -990,13 +1004,17 @@ fn protocol_details_match_postgresql() {
     assert_eq!(raw.scalar("SELECT count(*) FROM r"), "4");
 
     // A finished portal is not run again: an INSERT's second Execute is
-    // refused, a query's returns nothing more.
+    // refused (and the error rolls back the pipeline's implicit
+    // transaction, the first Execute's row with it, as in PostgreSQL), a
+    // query's returns nothing more.
     let mut m = parse_bind("INSERT INTO r VALUES (5)");
     m.extend(execute(0));
     m.extend(execute(0));
     m.extend(message(b'S', b""));
     raw.send(&m);
     assert_eq!(raw.until_ready(), "1 2 C E Z");
+    assert_eq!(raw.scalar("SELECT count(*) FROM r WHERE a = 5"), "0");
+    raw.query("INSERT INTO r VALUES (5)");
     let mut m = parse_bind("SELECT a FROM r WHERE a = 5");
     m.extend(execute(0));
     m.extend(execute(0));
@@ -1322,4 +1340,492 @@ fn psql_logs_in_over_tcp_with_pgpassword() {
         stderr.contains("password authentication failed for user \"tester\""),
         "{stderr}"
     );
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1: its PEM, its
+/// key's PEM, and its DER (for a client's trusted roots).
+fn self_signed() -> (String, String, Vec<u8>) {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    (
+        made.cert.pem(),
+        made.key_pair.serialize_pem(),
+        made.cert.der().to_vec(),
+    )
+}
+
+/// Writes `cert` and `key` as the data directory's server.crt and
+/// server.key (the key readable by its owner alone, as the server wants).
+fn write_cert(dir: &std::path::Path, cert: &str, key: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(dir.join("server.crt"), cert).unwrap();
+    let key_path = dir.join("server.key");
+    std::fs::write(&key_path, key).unwrap();
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A server with `ssl = on` and a new self-signed certificate; returns
+/// it and the certificate's DER.
+fn serve_tls(method: IoMethod) -> (Served, Vec<u8>) {
+    let (cert, key, der) = self_signed();
+    let served = serve_prepared(method, &["ssl=on"], |dir| write_cert(dir, &cert, &key));
+    (served, der)
+}
+
+/// A TLS connector for tokio-postgres trusting the certificate `der`
+/// alone.
+fn tls_connector(der: &[u8]) -> tokio_postgres_rustls::MakeRustlsConnect {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(der.to_vec()))
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
+}
+
+async fn connect_tls(config: &str, der: &[u8]) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = tokio_postgres::connect(config, tls_connector(der)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+#[test]
+fn sslmode_require_connects_over_tls_and_logs_in_with_scram() {
+    let (served, der) = serve_tls(IoMethod::Worker);
+    runtime().block_on(async {
+        // The driver can bind channels (tokio-postgres-rustls gives it the
+        // certificate's hash) and the server offers SCRAM-SHA-256-PLUS:
+        // the default channel_binding=prefer takes it.
+        let c = connect_tls(&format!("{} sslmode=require", served.tcp_config()), &der)
+            .await
+            .unwrap();
+        c.batch_execute("CREATE TABLE t (id integer PRIMARY KEY, note text)")
+            .await
+            .unwrap();
+        // Both protocols, and a result longer than a TLS record (16 kB)
+        // and than the server's write buffer (64 kB).
+        let insert = format!(
+            "INSERT INTO t SELECT i, '{}' FROM generate_series(1, $1::integer) AS g(i)",
+            "x".repeat(100)
+        );
+        let inserted = c.execute(insert.as_str(), &[&5000i32]).await.unwrap();
+        assert_eq!(inserted, 5000);
+        let rows = c
+            .query("SELECT id, note FROM t ORDER BY id", &[])
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 5000);
+        assert_eq!(rows[4999].get::<_, i32>(0), 5000);
+        assert_eq!(count(&c, "SELECT count(*) FROM t").await, 5000);
+        let wrong = connect_tls(
+            &format!(
+                "host=127.0.0.1 port={} user=tester password=wrong dbname=postgres sslmode=require",
+                served.port()
+            ),
+            &der,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(code(&wrong), &SqlState::INVALID_PASSWORD, "{wrong}");
+        // Channel binding demanded: SCRAM-SHA-256-PLUS, bound to the
+        // certificate the client saw.
+        let bound = connect_tls(
+            &format!(
+                "{} sslmode=require channel_binding=require",
+                served.tcp_config()
+            ),
+            &der,
+        )
+        .await
+        .unwrap();
+        assert_eq!(count(&bound, "SELECT count(*) FROM t").await, 5000);
+        // In the clear there is nothing to bind to: refused by the client.
+        let clear = connect_tls(
+            &format!(
+                "{} sslmode=disable channel_binding=require",
+                served.tcp_config()
+            ),
+            &der,
+        )
+        .await
+        .unwrap_err();
+        let why = format!("{clear:?}");
+        assert!(why.contains("channel binding"), "{why}");
+    });
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+#[test]
+fn sslmode_require_against_ssl_off_fails_and_prefer_goes_on_in_the_clear() {
+    let served = serve(IoMethod::Worker, &[]);
+    let (_, _, der) = self_signed();
+    runtime().block_on(async {
+        let e = connect_tls(&format!("{} sslmode=require", served.tcp_config()), &der)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("TLS"), "{e}");
+        let c = connect_tls(&format!("{} sslmode=prefer", served.tcp_config()), &der)
+            .await
+            .unwrap();
+        let one: i32 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+    });
+}
+
+#[test]
+fn ssl_requests_are_answered_by_transport_and_cleartext_after_one_is_refused() {
+    const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+    let (served, _) = serve_tls(IoMethod::Worker);
+    let answer = |mut stream: Box<dyn ReadWrite>, extra: &[u8]| {
+        let mut bytes = SSL_REQUEST.to_vec();
+        bytes.extend_from_slice(extra);
+        stream.write_all(&bytes).unwrap();
+        stream.set_timeout(Some(Duration::from_secs(30)));
+        let mut reply = Vec::new();
+        let _ = stream.read_to_end(&mut reply);
+        reply
+    };
+    let tcp = || -> Box<dyn ReadWrite> {
+        Box::new(std::net::TcpStream::connect(("127.0.0.1", served.port())).unwrap())
+    };
+    // The Unix socket is never encrypted, as in PostgreSQL: 'N', then the
+    // client goes on (here it just leaves).
+    let unix: Box<dyn ReadWrite> =
+        Box::new(std::os::unix::net::UnixStream::connect(served.socket()).unwrap());
+    let mut stream = unix;
+    stream.write_all(&SSL_REQUEST).unwrap();
+    let mut one = [0u8; 1];
+    stream.read_exact(&mut one).unwrap();
+    assert_eq!(&one, b"N");
+    drop(stream);
+    // TCP: 'S', then a handshake this client does not start.
+    let mut stream = tcp();
+    stream.write_all(&SSL_REQUEST).unwrap();
+    stream.read_exact(&mut one).unwrap();
+    assert_eq!(&one, b"S");
+    drop(stream);
+    // A startup message sent in the clear right behind the request is
+    // refused in the clear (CVE-2021-23214), before any 'S'.
+    let reply = answer(tcp(), &startup_bytes("tester"));
+    assert_eq!(reply.first(), Some(&b'E'), "{reply:?}");
+    assert!(
+        String::from_utf8_lossy(&reply).contains("received unencrypted data after SSL request"),
+        "{reply:?}"
+    );
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+/// A client socket of either kind.
+trait ReadWrite: Read + Write {
+    fn set_timeout(&self, timeout: Option<Duration>);
+}
+
+impl ReadWrite for std::net::TcpStream {
+    fn set_timeout(&self, timeout: Option<Duration>) {
+        self.set_read_timeout(timeout).unwrap();
+    }
+}
+
+impl ReadWrite for std::os::unix::net::UnixStream {
+    fn set_timeout(&self, timeout: Option<Duration>) {
+        self.set_read_timeout(timeout).unwrap();
+    }
+}
+
+#[test]
+fn ssl_on_without_a_usable_certificate_does_not_start_and_says_why() {
+    let start = |prepare: &dyn Fn(&std::path::Path)| -> String {
+        let dir = common::temp_dir();
+        let path = dir.path().join("data");
+        Database::init(&path).unwrap();
+        prepare(&path);
+        let db = Database::open(
+            &path,
+            &[
+                "io_method=sync".into(),
+                "ssl=on".into(),
+                "port=0".into(),
+                "unix_socket_directories=".into(),
+                "max_connections=4".into(),
+                "max_sessions=16".into(),
+            ],
+        )
+        .unwrap();
+        match server::start(db) {
+            Ok(_) => panic!("the server started without a usable certificate"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let missing = start(&|_| {});
+    assert!(
+        missing.contains("server.crt") && missing.contains("ssl = off"),
+        "{missing}"
+    );
+    let (cert, key, _) = self_signed();
+    let (_, other_key, _) = self_signed();
+    let mismatched = start(&|dir| write_cert(dir, &cert, &other_key));
+    assert!(
+        mismatched.contains("server.crt") && mismatched.contains("server.key"),
+        "{mismatched}"
+    );
+    let open_key = start(&|dir| {
+        use std::os::unix::fs::PermissionsExt;
+        write_cert(dir, &cert, &key);
+        std::fs::set_permissions(
+            dir.join("server.key"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+    });
+    assert!(open_key.contains("chmod 600"), "{open_key}");
+    let not_pem = start(&|dir| write_cert(dir, "not a certificate", &key));
+    assert!(not_pem.contains("no PEM certificate"), "{not_pem}");
+}
+
+#[test]
+fn psql_connects_with_sslmode_require() {
+    const PSQL: &str = "/usr/lib/postgresql/15/bin/psql";
+    if !std::path::Path::new(PSQL).exists() {
+        eprintln!("skipped: {PSQL} is not installed (apt-get install postgresql-client-15)");
+        return;
+    }
+    let (served, _) = serve_tls(IoMethod::Worker);
+    let out = std::process::Command::new(PSQL)
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "tester",
+            "-d",
+            "postgres",
+        ])
+        .args(["-p", &served.port().to_string()])
+        .args(["-c", "SELECT 40 + 2"])
+        .env("PGPASSWORD", TESTER_PASSWORD)
+        .env("PGSSLMODE", "require")
+        .env("PGCONNECT_TIMEOUT", "10")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
+}
+
+/// The messages up to ReadyForQuery: each one's type, and a NoticeResponse's
+/// or ErrorResponse's severity and message's first line ("N WARNING: …").
+fn responses(raw: &mut RawClient) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let (kind, body) = raw.recv();
+        let mut line = (kind as char).to_string();
+        if kind == b'N' || kind == b'E' {
+            let field = |tag: u8| {
+                let mut rest = &body[..];
+                while let [t, tail @ ..] = rest {
+                    let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+                    if *t == tag {
+                        return String::from_utf8_lossy(&tail[..end]).into_owned();
+                    }
+                    rest = tail.get(end + 1..).unwrap_or(&[]);
+                }
+                String::new()
+            };
+            let text = field(b'M');
+            let first = text.lines().next().unwrap_or_default();
+            line = format!("{line} {}: {first}", field(b'V'));
+        }
+        seen.push(line);
+        if kind == b'Z' {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn a_simple_querys_statements_are_one_implicit_transaction() {
+    let served = serve(IoMethod::Worker, &[]);
+    runtime().block_on(async {
+        let c = served.connect().await;
+        let other = served.connect().await;
+        c.batch_execute("CREATE TABLE t (id integer PRIMARY KEY, note text)")
+            .await
+            .unwrap();
+        // An error in the third statement rolls back the first two.
+        let e = c
+            .batch_execute(
+                "INSERT INTO t VALUES (1, 'a'); INSERT INTO t VALUES (2, 'b'); \
+                 INSERT INTO t VALUES (1, 'again')",
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), &SqlState::UNIQUE_VIOLATION, "{e}");
+        assert_eq!(count(&other, "SELECT count(*) FROM t").await, 0);
+        // The statements see each other's rows, and commit together.
+        let rows = c
+            .simple_query(
+                "INSERT INTO t VALUES (1, 'a'); UPDATE t SET note = 'A' WHERE id = 1; \
+                 SELECT note FROM t",
+            )
+            .await
+            .unwrap();
+        assert_eq!(simple_rows(&rows), [vec![Some("A".to_string())]]);
+        assert_eq!(count(&other, "SELECT count(*) FROM t").await, 1);
+        // BEGIN inside makes the implicit transaction a block, which
+        // stays open after the text, the statement before it included.
+        c.batch_execute("INSERT INTO t VALUES (2, 'b'); BEGIN; INSERT INTO t VALUES (3, 'c')")
+            .await
+            .unwrap();
+        assert_eq!(count(&other, "SELECT count(*) FROM t").await, 1);
+        c.batch_execute("ROLLBACK").await.unwrap();
+        assert_eq!(count(&c, "SELECT count(*) FROM t").await, 1);
+        // A failure inside that block fails the block, not more.
+        let e = c
+            .batch_execute("BEGIN; INSERT INTO t VALUES (4, 'd'); SELECT nosuch FROM t")
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), &SqlState::UNDEFINED_COLUMN, "{e}");
+        let e = c.batch_execute("SELECT 1").await.unwrap_err();
+        assert_eq!(code(&e), &SqlState::IN_FAILED_SQL_TRANSACTION, "{e}");
+        c.batch_execute("ROLLBACK").await.unwrap();
+        // A statement that runs in no block here (CREATE INDEX) commits
+        // those before it; the ones after it are another transaction.
+        let e = c
+            .batch_execute(
+                "INSERT INTO t VALUES (5, 'e'); CREATE INDEX ON t (note); \
+                 INSERT INTO t VALUES (6, 'f'); INSERT INTO t VALUES (6, 'f')",
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), &SqlState::UNIQUE_VIOLATION, "{e}");
+        let ids: Vec<i32> = c
+            .query("SELECT id FROM t ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(ids, [1, 5]);
+        c.batch_execute("SELECT 1; VACUUM t").await.unwrap();
+    });
+    // COMMIT and ROLLBACK inside end it early, with PostgreSQL's warning;
+    // the statements after them are a new implicit transaction.
+    let mut raw = RawClient::connect(&served.socket(), &startup_bytes("tester"));
+    raw.until_ready();
+    let seen = {
+        raw.send(&message(
+            b'Q',
+            b"INSERT INTO t VALUES (7, 'g'); COMMIT; INSERT INTO t VALUES (8, 'h'); \
+              INSERT INTO t VALUES (7, 'g')\0",
+        ));
+        responses(&mut raw)
+    };
+    assert_eq!(
+        seen,
+        [
+            "C",
+            "N WARNING: there is no transaction in progress",
+            "C",
+            "C",
+            "E ERROR: duplicate key value violates unique constraint \"t_pkey\"",
+            "Z"
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>(),
+        "{seen:?}"
+    );
+    raw.send(&message(
+        b'Q',
+        b"INSERT INTO t VALUES (9, 'i'); ROLLBACK; INSERT INTO t VALUES (10, 'j')\0",
+    ));
+    let seen = responses(&mut raw);
+    assert_eq!(
+        seen[1], "N WARNING: there is no transaction in progress",
+        "{seen:?}"
+    );
+    assert_eq!(raw.scalar("SELECT count(*) FROM t"), "4");
+    assert_eq!(
+        raw.scalar("SELECT count(*) FROM t WHERE id IN (1, 5, 7, 10)"),
+        "4"
+    );
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+}
+
+#[test]
+fn the_extended_protocols_statements_up_to_a_sync_are_one_implicit_transaction() {
+    let served = serve(IoMethod::Worker, &[]);
+    let mut raw = RawClient::connect(&served.socket(), &startup_bytes("tester"));
+    raw.until_ready();
+    let mut other = RawClient::connect(&served.socket(), &startup_bytes("tester"));
+    other.until_ready();
+    raw.query("CREATE TABLE p (id integer PRIMARY KEY)");
+    let run = |text: &str| {
+        let mut m = parse_bind(text);
+        m.extend(execute(0));
+        m
+    };
+    // Two Executes and a Flush: nothing is committed before the Sync.
+    let mut m = run("INSERT INTO p VALUES (1)");
+    m.extend(run("INSERT INTO p VALUES (2)"));
+    m.extend(message(b'H', b""));
+    raw.send(&m);
+    for expected in [b'1', b'2', b'C', b'1', b'2', b'C'] {
+        assert_eq!(raw.recv().0, expected);
+    }
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "0");
+    raw.send(&message(b'S', b""));
+    assert_eq!(raw.until_ready(), "Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    // An error in the third rolls back the first two.
+    let mut m = run("INSERT INTO p VALUES (3)");
+    m.extend(run("INSERT INTO p VALUES (4)"));
+    m.extend(run("INSERT INTO p VALUES (1)"));
+    m.extend(run("INSERT INTO p VALUES (5)"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 2 C 1 2 E Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    // So does an error outside a statement: a Bind with a bad value.
+    let mut m = run("INSERT INTO p VALUES (3)");
+    m.extend(message(b'P', b"\0INSERT INTO p VALUES ($1)\0\0\0"));
+    m.extend(message(b'B', b"\0\0\0\0\0\x01\0\0\0\x03abc\0\0"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 E Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    // BEGIN among them opens a block holding the statement before it;
+    // COMMIT ends it.
+    let mut m = run("INSERT INTO p VALUES (3)");
+    m.extend(run("BEGIN"));
+    m.extend(run("INSERT INTO p VALUES (4)"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 2 C 1 2 C Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "2");
+    raw.send(&{
+        let mut m = run("COMMIT");
+        m.extend(message(b'S', b""));
+        m
+    });
+    assert_eq!(raw.until_ready(), "1 2 C Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "4");
+    // COMMIT in a pipeline commits what came before, with a warning.
+    let mut m = run("INSERT INTO p VALUES (5)");
+    m.extend(run("COMMIT"));
+    m.extend(run("INSERT INTO p VALUES (1)"));
+    m.extend(message(b'S', b""));
+    raw.send(&m);
+    assert_eq!(raw.until_ready(), "1 2 C 1 2 N C 1 2 E Z");
+    assert_eq!(other.scalar("SELECT count(*) FROM p"), "5");
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
 }

@@ -339,6 +339,27 @@ pub static SETTINGS: &[SettingDef] = &[
         description: "How `aiostore serve` authenticates connections over its Unix socket: trust (any role with LOGIN; the socket directory's permissions are the guard, as PostgreSQL's initdb default) or scram-sha-256 (the role's password, as over TCP)",
     },
     SettingDef {
+        name: "ssl",
+        default: "off",
+        kind: Kind::Bool,
+        context: Context::Startup,
+        description: "Whether `aiostore serve` accepts TLS on TCP connections (an SSLRequest is answered 'S' and the TLS handshake follows), with ssl_cert_file and ssl_key_file",
+    },
+    SettingDef {
+        name: "ssl_cert_file",
+        default: "server.crt",
+        kind: Kind::Text { max_len: 1024 },
+        context: Context::Startup,
+        description: "The server's TLS certificate (PEM; the chain after it, if any), relative to the data directory unless absolute",
+    },
+    SettingDef {
+        name: "ssl_key_file",
+        default: "server.key",
+        kind: Kind::Text { max_len: 1024 },
+        context: Context::Startup,
+        description: "The TLS certificate's private key (PEM, unencrypted; readable by its owner alone), relative to the data directory unless absolute",
+    },
+    SettingDef {
         name: "max_connections",
         default: "100",
         kind: Kind::Integer { min: 1, max: 4000 },
@@ -1040,6 +1061,22 @@ impl Settings {
     /// (`unix_socket_authentication = scram-sha-256`) or trusts it.
     pub fn unix_socket_password(&self) -> bool {
         self.enumeration("unix_socket_authentication") == "scram-sha-256"
+    }
+
+    /// Whether the server accepts TLS on TCP connections (`ssl`).
+    pub fn ssl(&self) -> bool {
+        self.boolean("ssl")
+    }
+
+    /// The server's certificate file (`ssl_cert_file`), as given: a
+    /// relative path is the data directory's.
+    pub fn ssl_cert_file(&self) -> &Path {
+        Path::new(self.text("ssl_cert_file"))
+    }
+
+    /// The certificate's private key file (`ssl_key_file`), as given.
+    pub fn ssl_key_file(&self) -> &Path {
+        Path::new(self.text("ssl_key_file"))
     }
 
     /// How long a wait for another transaction goes before the deadlock

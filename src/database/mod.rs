@@ -617,6 +617,7 @@ impl Database {
             buf,
             settings,
             xact: None,
+            implicit: None,
             interrupt: crate::txn::Interrupt::NONE,
         })
     }
@@ -920,6 +921,19 @@ pub enum TransactionStatus {
     Failed,
 }
 
+/// What groups statements outside a transaction block into one
+/// transaction, as PostgreSQL's wire protocol does (see
+/// [`Session::begin_implicit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Implicit {
+    /// A simple Query message's several statements (PostgreSQL's implicit
+    /// transaction block): they commit together when the last one is
+    /// done, and an error in any rolls back those before it.
+    Statements,
+    /// The extended protocol's statements up to the next Sync.
+    Pipeline,
+}
+
 /// A transaction in progress in a session.
 struct Xact {
     /// Assigned at the first write.
@@ -929,8 +943,14 @@ struct Xact {
     isolation: Isolation,
     /// The transaction's snapshot under repeatable read.
     snapshot: Option<SnapshotGuard>,
-    /// Opened by BEGIN (else it is the statement's own).
+    /// Opened by BEGIN (else it is the statement's own, or an implicit
+    /// transaction's).
     explicit: bool,
+    /// Opened for statements that [`Session::begin_implicit`] groups:
+    /// a statement that succeeds leaves it open (a failed one rolls it
+    /// back), and [`Session::end_implicit`] commits it. Never together
+    /// with `explicit`: BEGIN turns an implicit transaction into a block.
+    implicit: bool,
     /// A statement failed: only ROLLBACK (or COMMIT, which rolls back) is
     /// accepted.
     failed: bool,
@@ -966,6 +986,7 @@ impl Xact {
             isolation,
             snapshot: None,
             explicit,
+            implicit: false,
             failed: false,
             created: Vec::new(),
             started: std::time::SystemTime::now(),
@@ -984,6 +1005,8 @@ pub enum XactError {
     NotInProgress,
     #[error("{0} cannot run inside a transaction block")]
     NotInBlock(&'static str),
+    #[error("SET TRANSACTION ISOLATION LEVEL must be called before any query")]
+    IsolationAfterQuery,
     #[error(transparent)]
     Txn(#[from] TxnError),
     #[error(transparent)]
@@ -998,10 +1021,11 @@ impl XactError {
     /// PostgreSQL's SQLSTATE for this error.
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            XactError::Aborted => "25P02",           // in_failed_sql_transaction
-            XactError::AlreadyInProgress => "25001", // active_sql_transaction
-            XactError::NotInProgress => "25P01",     // no_active_sql_transaction
-            XactError::NotInBlock(_) => "25001",     // active_sql_transaction
+            XactError::Aborted => "25P02",             // in_failed_sql_transaction
+            XactError::AlreadyInProgress => "25001",   // active_sql_transaction
+            XactError::NotInProgress => "25P01",       // no_active_sql_transaction
+            XactError::NotInBlock(_) => "25001",       // active_sql_transaction
+            XactError::IsolationAfterQuery => "25001", // active_sql_transaction
             XactError::Txn(e) => e.sqlstate(),
             XactError::Wal(e) => e.sqlstate(),
             // The file operation that failed says what went wrong.
@@ -1017,6 +1041,10 @@ pub struct Session {
     pub buf: BufferSession,
     pub settings: Settings,
     xact: Option<Xact>,
+    /// Set between [`Session::begin_implicit`] and
+    /// [`Session::end_implicit`]: a transaction a statement opens outside
+    /// a block is implicit (stays open after it).
+    implicit: Option<Implicit>,
     /// What stops the running statement from outside: a cancel flag, if
     /// someone can cancel (a server's connection), and the
     /// statement_timeout deadline, set as each statement starts.
@@ -1091,12 +1119,96 @@ impl Session {
         }
     }
 
-    /// BEGIN.
+    /// BEGIN. In an implicit transaction it makes that transaction the
+    /// block, with the statements already run in it (PostgreSQL's
+    /// implicit block becoming a real one): those commit or roll back
+    /// with the block. A different isolation can be asked for only
+    /// before any of them read (PostgreSQL's "SET TRANSACTION ISOLATION
+    /// LEVEL must be called before any query").
     pub fn begin(&mut self, isolation: Isolation) -> Result<(), XactError> {
         if self.in_transaction_block() {
             return Err(XactError::AlreadyInProgress);
         }
+        if let Some(x) = self.xact.as_mut() {
+            debug_assert!(
+                x.implicit,
+                "between statements only an implicit transaction is open"
+            );
+            if x.isolation != isolation && x.command > 0 {
+                return Err(XactError::IsolationAfterQuery);
+            }
+            x.isolation = isolation;
+            x.implicit = false;
+            x.explicit = true;
+            return Ok(());
+        }
         self.xact = Some(Xact::new(self.db.txn.new_owner(), isolation, true));
+        Ok(())
+    }
+
+    /// Groups the statements that follow, outside a transaction block, into
+    /// one transaction until [`Self::end_implicit`], as PostgreSQL does
+    /// with a simple query's several statements and with the extended
+    /// protocol's statements up to a Sync: each leaves the transaction
+    /// open for the next; a failure rolls it back (the ones before it
+    /// too); COMMIT or ROLLBACK end it early (with PostgreSQL's warning,
+    /// see [`Self::in_implicit_transaction`]) and the next statement
+    /// opens another; BEGIN makes it a block. Inside a block it changes
+    /// nothing.
+    pub fn begin_implicit(&mut self, kind: Implicit) {
+        debug_assert!(
+            self.xact.as_ref().is_none_or(|x| x.explicit),
+            "statements of their own end their transaction"
+        );
+        self.implicit = Some(kind);
+    }
+
+    /// Ends what [`Self::begin_implicit`] began: commits the implicit
+    /// transaction open, if any (a block stays open). Afterwards each
+    /// statement outside a block commits on its own again.
+    pub fn end_implicit(&mut self) -> Result<(), XactError> {
+        self.implicit = None;
+        self.commit_implicit()
+    }
+
+    /// What groups statements now, if anything.
+    pub fn implicit(&self) -> Option<Implicit> {
+        self.implicit
+    }
+
+    /// Whether an implicit transaction is open (statements ran in it, no
+    /// BEGIN): a COMMIT or ROLLBACK now ends it, with PostgreSQL's
+    /// warning that there is no transaction (block) in progress.
+    pub fn in_implicit_transaction(&self) -> bool {
+        self.xact.as_ref().is_some_and(|x| x.implicit)
+    }
+
+    /// Rolls back the implicit transaction open, if any, leaving the
+    /// grouping on: an error outside a statement (a Bind's bad value)
+    /// ends it as a statement's error would.
+    pub fn rollback_implicit(&mut self) -> Result<(), XactError> {
+        if !self.in_implicit_transaction() {
+            return Ok(());
+        }
+        let x = self.xact.take().expect("looked at above");
+        self.end_xact(x, false)?;
+        Ok(())
+    }
+
+    /// Commits the implicit transaction open, if any, leaving the
+    /// grouping on: for a statement that must run in a transaction of
+    /// its own (see `sql::commands::runs_outside_blocks`), the ones
+    /// before it commit first.
+    pub fn commit_implicit(&mut self) -> Result<(), XactError> {
+        if !self.in_implicit_transaction() {
+            return Ok(());
+        }
+        let x = self.xact.take().expect("looked at above");
+        debug_assert!(
+            !x.failed,
+            "a failure rolls an implicit transaction back at once"
+        );
+        self.end_xact(x, true)?;
         Ok(())
     }
 
@@ -1305,11 +1417,9 @@ impl Session {
             .statement_timeout()
             .map(|t| std::time::Instant::now() + t);
         if self.xact.is_none() {
-            self.xact = Some(Xact::new(
-                self.db.txn.new_owner(),
-                Isolation::ReadCommitted,
-                false,
-            ));
+            let mut x = Xact::new(self.db.txn.new_owner(), Isolation::ReadCommitted, false);
+            x.implicit = self.implicit.is_some();
+            self.xact = Some(x);
         }
         let txn = Arc::clone(&self.db.txn);
         let x = self.xact.as_mut().expect("opened above");
@@ -1370,11 +1480,15 @@ impl Session {
     }
 
     /// Ends a statement: commits or rolls back its own transaction, or
-    /// marks a transaction block failed.
+    /// marks a transaction block failed; in an implicit transaction, a
+    /// success leaves it open and a failure rolls it back.
     pub fn end_statement(&mut self, ok: bool) -> Result<(), XactError> {
         let Some(x) = self.xact.as_mut() else {
             return Ok(());
         };
+        if x.implicit && ok {
+            return Ok(());
+        }
         if x.explicit {
             if !ok && !x.failed {
                 // As in PostgreSQL, the error ends the transaction now:
@@ -1455,10 +1569,20 @@ impl Session {
         self.db.txn.release_locks(x.owner, &held);
     }
 
-    /// Refuses statements that must run outside a transaction block.
-    pub fn require_no_block(&self, what: &'static str) -> Result<(), XactError> {
+    /// Refuses statements that must run outside a transaction block. In
+    /// an implicit transaction such a statement is the first (the ones
+    /// before it were committed first, see
+    /// [`Self::commit_implicit`]): its transaction becomes its own, to
+    /// commit when it ends, and the next statement opens another
+    /// implicit one.
+    pub fn require_no_block(&mut self, what: &'static str) -> Result<(), XactError> {
         if self.in_transaction_block() {
             return Err(XactError::NotInBlock(what));
+        }
+        if let Some(x) = self.xact.as_mut().filter(|x| x.implicit) {
+            // Opened by this statement's own start: `sql::commands::
+            // run_with` committed the implicit one before it.
+            x.implicit = false;
         }
         Ok(())
     }

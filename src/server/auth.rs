@@ -18,8 +18,14 @@
 //! users can write to and reach). `unix_socket_authentication =
 //! scram-sha-256` asks for the password on the socket too.
 //!
-//! Only `SCRAM-SHA-256` is offered, never `SCRAM-SHA-256-PLUS`: channel
-//! binding needs TLS, which the server does not speak.
+//! Over TLS the server offers `SCRAM-SHA-256-PLUS` first, with channel
+//! binding `tls-server-end-point` (RFC 5929: the hash of the server's
+//! certificate, see `tls::server_end_point`), as PostgreSQL does: the
+//! client's proof then covers the certificate it saw, so a man in the
+//! middle holding another certificate cannot relay the exchange. Plain
+//! `SCRAM-SHA-256` is offered too; a client that chooses it while saying
+//! it could bind (`y`) is refused, since the server could (a downgrade).
+//! In the clear only `SCRAM-SHA-256` is offered, and `y` is accepted.
 //!
 //! # Failing alike
 //!
@@ -156,6 +162,7 @@ pub(super) fn authenticate(
     user: &str,
     method: Method,
     mock_secret: &[u8; MOCK_SECRET_BYTES],
+    channel_binding: Option<&[u8]>,
 ) -> Result<std::sync::Arc<RoleDef>, AuthFailure> {
     let role = catalog.role(user);
     let role = match method {
@@ -178,6 +185,7 @@ pub(super) fn authenticate(
                 message: format!("could not generate a SCRAM nonce: {e}"),
             })?;
             let mut exchange = ScramExchange::new(verifier, &nonce);
+            exchange.channel_binding = channel_binding.map(<[u8]>::to_vec);
             let ok = scram_over_wire(reader, out, &mut exchange)?;
             match (ok, role) {
                 (true, Some(role)) if !doomed => role,
@@ -214,17 +222,25 @@ fn scram_over_wire(
     out: &mut MessageWriter,
     exchange: &mut ScramExchange,
 ) -> Result<bool, AuthFailure> {
-    out.send(&Authentication::SASL(vec![MECHANISM.to_string()]))?;
+    // PostgreSQL's order: the one with channel binding first.
+    let offered: Vec<String> = if exchange.channel_binding.is_some() {
+        vec![MECHANISM_PLUS.to_string(), MECHANISM.to_string()]
+    } else {
+        vec![MECHANISM.to_string()]
+    };
+    out.send(&Authentication::SASL(offered.clone()))?;
     out.flush()?;
     let initial = next_password_message(reader)?
         .into_sasl_initial_response()
         .map_err(|e| AuthFailure::Protocol(format!("malformed SASLInitialResponse: {e}")))?;
-    if initial.auth_method != MECHANISM {
+    if !offered.contains(&initial.auth_method) {
         return Err(AuthFailure::Protocol(format!(
-            "client selected an invalid SASL authentication mechanism \"{}\"; the server offers {MECHANISM}",
-            initial.auth_method
+            "client selected an invalid SASL authentication mechanism \"{}\"; the server offers {}",
+            initial.auth_method,
+            offered.join(", ")
         )));
     }
+    exchange.plus = initial.auth_method == MECHANISM_PLUS;
     let data = initial.data.unwrap_or_default();
     let server_first = exchange.client_first(&data)?;
     out.send(&Authentication::SASLContinue(Bytes::from(server_first)))?;
@@ -263,13 +279,24 @@ pub struct ScramExchange {
     verifier: Verifier,
     server_nonce: String,
     state: ScramState,
+    /// The connection's channel-binding data (`tls-server-end-point`),
+    /// if it is TLS and the certificate has it: then PLUS is offered.
+    channel_binding: Option<Vec<u8>>,
+    /// The client chose `SCRAM-SHA-256-PLUS`.
+    plus: bool,
 }
+
+/// SCRAM with channel binding, offered over TLS.
+pub const MECHANISM_PLUS: &str = "SCRAM-SHA-256-PLUS";
+/// The one channel-binding type offered (RFC 5929), PostgreSQL's.
+const CHANNEL_BINDING_TYPE: &str = "tls-server-end-point";
 
 enum ScramState {
     AwaitClientFirst,
     AwaitClientFinal {
-        /// What `c=` must say: the base64 of the GS2 header.
-        gs2_header: String,
+        /// What `c=` must say, base64-encoded: the GS2 header, then with
+        /// PLUS the channel-binding data.
+        binding: Vec<u8>,
         client_first_bare: String,
         server_first: String,
         /// Client's and server's nonces together.
@@ -308,6 +335,8 @@ impl ScramExchange {
             verifier,
             server_nonce: scram::base64_encode(server_nonce),
             state: ScramState::AwaitClientFirst,
+            channel_binding: None,
+            plus: false,
         }
     }
 
@@ -320,13 +349,33 @@ impl ScramExchange {
         // gs2-header: cbind-flag "," [authzid] ","
         let mut parts = text.splitn(3, ',');
         let flag = parts.next().unwrap_or_default();
-        match flag {
-            // "y": the client could bind but thinks we cannot, which is
-            // so without TLS.
-            "n" | "y" => {}
-            f if f.starts_with("p=") => {
-                return Err(malformed(
-                    "the client asked for channel binding, which needs TLS; the server offered SCRAM-SHA-256 without it",
+        // PostgreSQL's checks and words (read_client_first_message).
+        match (flag, self.plus) {
+            ("n", false) => {}
+            // The client could bind but thinks the server cannot: so it
+            // is in the clear; over TLS PLUS was offered, and a client
+            // that saw no PLUS had its offer changed on the way.
+            ("y", false) if self.channel_binding.is_none() => {}
+            ("y", false) => {
+                return Err(AuthFailure::Protocol(
+                    "SCRAM channel binding negotiation error: the client supports SCRAM channel binding but thinks the server does not; however, this server does support channel binding".into(),
+                ))
+            }
+            (f, true) if f.strip_prefix("p=") == Some(CHANNEL_BINDING_TYPE) => {}
+            (f, true) if f.starts_with("p=") => {
+                return Err(AuthFailure::Protocol(format!(
+                    "unsupported SCRAM channel-binding type \"{}\"; the server binds with {CHANNEL_BINDING_TYPE}",
+                    &f[2..]
+                )))
+            }
+            (_, true) => {
+                return Err(AuthFailure::Protocol(
+                    "the client selected SCRAM-SHA-256-PLUS, but the SCRAM message does not specify channel binding".into(),
+                ))
+            }
+            (f, false) if f.starts_with("p=") => {
+                return Err(AuthFailure::Protocol(
+                    "the client selected SCRAM-SHA-256 without channel binding, but the SCRAM message includes channel binding data".into(),
                 ))
             }
             _ => return Err(malformed("unexpected channel-binding flag")),
@@ -338,7 +387,14 @@ impl ScramExchange {
             ));
         }
         let bare = parts.next().ok_or_else(|| malformed("comma expected"))?;
-        let gs2_header = format!("{flag},,");
+        let mut binding = format!("{flag},,").into_bytes();
+        if self.plus {
+            // PLUS is offered only with the data (scram_over_wire).
+            let data = self.channel_binding.as_deref().ok_or_else(|| {
+                AuthFailure::Protocol("SCRAM-SHA-256-PLUS was not offered".into())
+            })?;
+            binding.extend_from_slice(data);
+        }
         let mut attributes = bare.split(',');
         if bare.starts_with("m=") {
             return Err(AuthFailure::Protocol(
@@ -359,7 +415,7 @@ impl ScramExchange {
             self.verifier.iterations
         );
         self.state = ScramState::AwaitClientFinal {
-            gs2_header,
+            binding,
             client_first_bare: bare.to_string(),
             server_first: server_first.clone(),
             nonce,
@@ -371,7 +427,7 @@ impl ScramExchange {
     /// if the proof was right, None if it was not.
     pub(super) fn client_final(&mut self, message: &[u8]) -> Result<Option<String>, AuthFailure> {
         let ScramState::AwaitClientFinal {
-            gs2_header,
+            binding: expected_binding,
             client_first_bare,
             server_first,
             nonce,
@@ -385,8 +441,12 @@ impl ScramExchange {
             .ok_or_else(|| malformed("proof expected"))?;
         let mut attributes = without_proof.split(',');
         let binding = attribute(&mut attributes, 'c')?;
-        if scram::base64_decode(binding).as_deref() != Some(gs2_header.as_bytes()) {
-            return Err(malformed("unexpected SCRAM channel-binding attribute"));
+        if scram::base64_decode(binding).as_deref() != Some(&expected_binding[..]) {
+            // With PLUS: the client saw another certificate (a man in the
+            // middle), or hashed it otherwise. PostgreSQL's words.
+            return Err(AuthFailure::Protocol(
+                "SCRAM channel binding check failed".into(),
+            ));
         }
         if attribute(&mut attributes, 'r')? != nonce {
             return Err(malformed("nonce does not match"));
@@ -459,6 +519,34 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+        // Over TLS (binding data at hand): "y" is a downgrade; PLUS needs
+        // "p=tls-server-end-point", and the plain mechanism no "p=".
+        for (plus, message) in [
+            (false, &b"y,,n=,r=abc"[..]),
+            (false, b"p=tls-server-end-point,,n=,r=abc"),
+            (true, b"n,,n=,r=abc"),
+            (true, b"p=tls-unique,,n=,r=abc"),
+        ] {
+            let mut e = ScramExchange::new(verifier.clone(), b"nonce");
+            e.channel_binding = Some(vec![7; 32]);
+            e.plus = plus;
+            assert!(
+                matches!(e.client_first(message), Err(AuthFailure::Protocol(_))),
+                "{}",
+                String::from_utf8_lossy(message)
+            );
+        }
+        let mut e = ScramExchange::new(verifier.clone(), b"nonce");
+        e.channel_binding = Some(vec![7; 32]);
+        e.plus = true;
+        let first = e.client_first(b"p=tls-server-end-point,,n=,r=abc").unwrap();
+        let nonce = first.split(',').next().unwrap().to_string();
+        // The binding must be the header and the certificate's hash.
+        let header_only = scram::base64_encode(b"p=tls-server-end-point,,");
+        assert!(matches!(
+            e.client_final(format!("c={header_only},{nonce},p=AAAA").as_bytes()),
+            Err(AuthFailure::Protocol(m)) if m.contains("channel binding check failed")
+        ));
         // A binding that is not the header's, a nonce that is not the
         // server's.
         let started = || {

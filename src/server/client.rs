@@ -1,7 +1,7 @@
-//! A client of the server, for the CLI: `aiostore sql` on a data
-//! directory that a running `aiostore serve` holds sends its statements to
-//! that server (over its Unix socket, else TCP) instead of failing on the
-//! directory's lock. It speaks the simple query protocol and hands the
+//! A client of the server, for the CLI: `aiostore sql` and `aiostore
+//! shell` on a data directory that a running `aiostore serve` holds send
+//! their statements to that server (over its Unix socket) instead of
+//! failing on the directory's lock. It speaks the simple query protocol and hands the
 //! results to the same [`StatementIo`] receivers a local session feeds,
 //! so the CLI prints both alike.
 //!
@@ -186,9 +186,10 @@ impl Client {
 
     /// Runs the `;`-separated statements of `text` on the server, handing
     /// each one's result to `on_result` and rows, COPY data and input
-    /// through `io`, as [`crate::sql::execute_each`] does for a local
-    /// session. `Ok(Err(e))`: a statement failed (those before it kept
-    /// their effect, as they would locally).
+    /// through `io`, as [`crate::sql::execute_simple_query`] does for a
+    /// local session: several statements are one implicit transaction.
+    /// `Ok(Err(e))`: a statement failed (and the implicit transaction,
+    /// those before it with it, rolled back, as it would locally).
     pub fn execute_each(
         &mut self,
         text: &str,

@@ -2,7 +2,7 @@
 //! Terminate, on the connection's own thread and with its own session.
 //!
 //! ```text
-//! Startup ──(SSLRequest: 'N')──▶ StartupMessage ─▶ authentication (see `auth`) ─▶
+//! Startup ──(SSLRequest: 'S' and TLS with ssl = on, else 'N')──▶ StartupMessage ─▶ authentication (see `auth`) ─▶
 //!                                  AuthenticationOk, ParameterStatus…, BackendKeyData, ReadyForQuery
 //! Ready ─ Query ─▶ results…, ReadyForQuery
 //!       ─ Parse/Bind/Describe/Execute/Close/Flush ─▶ their answers
@@ -13,10 +13,13 @@
 //!       CopyOutResponse, CopyData…, CopyDone
 //! ```
 //!
-//! Each statement runs as `sql` runs it in the CLI: outside a transaction
-//! block every statement commits on its own (each Execute, not each Sync:
-//! a pipeline of Executes without BEGIN is not one transaction here,
-//! unlike PostgreSQL's implicit transaction block).
+//! Transactions are PostgreSQL's: outside a block, a simple Query's
+//! several statements are one implicit transaction (`sql::
+//! execute_simple_query`), and so are the extended protocol's Executes up
+//! to a Sync (`database::Implicit::Pipeline`): the first Execute after a
+//! Sync opens the grouping, the Sync commits it, and an error anywhere in
+//! between rolls back the Executes before it (the messages after it are
+//! skipped to the Sync, as ever).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -202,6 +205,7 @@ fn run(shared: &Arc<Shared>, stream: Stream, starting: super::Starting) {
         Ok(None) | Err(Closed::Gone) => return,
         Err(Closed::Fatal(e)) => {
             let _ = send_error(&out, &e, true).and_then(|()| out.borrow_mut().flush());
+            out.borrow().stream().close_notify();
             return;
         }
     };
@@ -233,6 +237,7 @@ fn run(shared: &Arc<Shared>, stream: Stream, starting: super::Starting) {
     // The session's drop rolls back a transaction left open, before the
     // connection gives up its slot.
     drop(conn);
+    out.borrow().stream().close_notify();
     drop(registered);
 }
 
@@ -250,15 +255,30 @@ fn startup(
     reader: &mut MessageReader,
     out: &Out,
 ) -> Result<Option<StartedUp>, Closed> {
-    // SSL and GSS encryption are refused; the client may go on in the
-    // clear (or give up, if it requires them).
+    // SSL is accepted on TCP with `ssl = on`; otherwise, and GSS
+    // encryption always, refused: the client may go on in the clear (or
+    // give up, if it requires encryption). Each pass takes one message;
+    // a client may ask for encryption at most twice (GSS, then SSL)
+    // before its startup message, as libpq does.
     let startup = loop {
         match reader.next()? {
             None => return Ok(None),
             Some(Front::SslNegotiation(SslNegotiationMetaMessage::None)) => {
                 reader.ctx.awaiting_frontend_ssl = false;
             }
-            Some(Front::SslNegotiation(_)) => {
+            Some(Front::SslNegotiation(SslNegotiationMetaMessage::PostgresSsl(_))) => {
+                match (&shared.tls, reader.stream()) {
+                    (Some(tls), Stream::Tcp(socket)) => {
+                        let socket = socket.try_clone()?;
+                        start_tls(&tls.config, socket, reader, out)?;
+                    }
+                    _ => {
+                        out.borrow_mut().send_raw(b"N")?;
+                        out.borrow_mut().flush()?;
+                    }
+                }
+            }
+            Some(Front::SslNegotiation(SslNegotiationMetaMessage::PostgresGss(_))) => {
                 out.borrow_mut().send_raw(b"N")?;
                 out.borrow_mut().flush()?;
             }
@@ -348,8 +368,13 @@ fn startup(
     // Authenticated before the connection takes one of max_connections'
     // slots: a client failing to log in holds only a starting thread.
     let method = match reader.stream() {
-        Stream::Tcp(_) => auth::Method::ScramSha256,
+        Stream::Tcp(_) | Stream::Tls { .. } => auth::Method::ScramSha256,
         Stream::Unix(_) => shared.unix_socket_auth,
+    };
+    // Over TLS, SCRAM binds to the certificate (SCRAM-SHA-256-PLUS).
+    let channel_binding = match (reader.stream(), &shared.tls) {
+        (Stream::Tls { .. }, Some(tls)) => tls.end_point.as_deref(),
+        _ => None,
     };
     let authenticated = auth::authenticate(
         shared.db.catalog(),
@@ -358,6 +383,7 @@ fn startup(
         &user,
         method,
         &shared.mock_secret,
+        channel_binding,
     );
     let role = authenticated.map_err(|failure| match failure {
         AuthFailure::Gone => Closed::Gone,
@@ -422,6 +448,44 @@ fn startup(
         session: started?,
         cancel,
     }))
+}
+
+/// Answers an SSLRequest with `S` and runs the TLS handshake on
+/// `socket`; from then on the reader and writer go through TLS.
+fn start_tls(
+    config: &Arc<rustls::ServerConfig>,
+    socket: std::net::TcpStream,
+    reader: &mut MessageReader,
+    out: &Out,
+) -> Result<(), Closed> {
+    // Bytes the client sent after its SSLRequest, before the handshake,
+    // would be taken as if they had come encrypted (PostgreSQL's
+    // CVE-2021-23214): refused, in the clear, as PostgreSQL does.
+    if reader.buffered() > 0 {
+        return Err(Closed::Fatal(ClientError::protocol(
+            "received unencrypted data after SSL request",
+        )));
+    }
+    {
+        let mut o = out.borrow_mut();
+        o.send_raw(b"S")?;
+        o.flush()?;
+    }
+    let stream = match super::tls::accept(config, socket) {
+        Ok(stream) => stream,
+        Err(e) => {
+            // Nothing can be said to the client outside the handshake
+            // (rustls sent it an alert if it could).
+            log::info!("could not accept SSL connection: {e}");
+            return Err(Closed::Gone);
+        }
+    };
+    reader.replace_stream(stream.try_clone()?);
+    out.borrow_mut().replace_stream(stream);
+    // Inside TLS a second SSLRequest is no longer one (PostgreSQL reads
+    // it as a startup message of an unknown protocol version).
+    reader.ctx.awaiting_frontend_ssl = false;
+    Ok(())
 }
 
 /// A connection's place in the server's table, given up when dropped.
@@ -559,6 +623,12 @@ impl Connection {
                 }
                 Front::Sync(_) => {
                     skipping = false;
+                    // The pipeline's implicit transaction commits here;
+                    // if it cannot, the client hears why before it is
+                    // told the server is ready.
+                    if let Err(e) = self.session.end_implicit() {
+                        send_error(&self.out, &SqlError::from(e).into(), false)?;
+                    }
                     // Portals live as long as their transaction, as in
                     // PostgreSQL; outside a block that ends here.
                     if self.session.transaction_status() == database::TransactionStatus::Idle {
@@ -583,6 +653,12 @@ impl Connection {
                     Failed::Closed(c) => return Err(c),
                     Failed::Error(e) => e,
                 };
+                // An error anywhere in a pipeline ends its implicit
+                // transaction, as a failed statement's does (that one
+                // rolled it back already).
+                if let Err(e) = self.session.rollback_implicit() {
+                    log::error!("could not roll back a pipeline's transaction: {e}");
+                }
                 // Sent at once, as PostgreSQL does: a client waiting on a
                 // Flush, not a Sync, must see it.
                 send_error(&self.out, &e, false)?;
@@ -598,6 +674,11 @@ impl Connection {
     /// PostgreSQL does.
     fn next_message(&mut self) -> Result<Option<Front>, Closed> {
         let limit = match self.session.transaction_status() {
+            // A pipeline's implicit transaction holds its rows until
+            // the Sync as a block does.
+            database::TransactionStatus::Idle if self.session.in_implicit_transaction() => {
+                self.session.settings.idle_in_transaction_session_timeout()
+            }
             database::TransactionStatus::Idle => None,
             database::TransactionStatus::InBlock | database::TransactionStatus::Failed => {
                 self.session.settings.idle_in_transaction_session_timeout()
@@ -688,9 +769,16 @@ impl Connection {
     /// The simple query protocol: every statement of `text`, results as
     /// they come, then ReadyForQuery.
     fn simple_query(&mut self, text: &str) -> Result<(), Closed> {
+        // A Query amid an unsynced pipeline ends the pipeline's
+        // transaction first (PostgreSQL's ends it with the Query's).
+        if let Err(e) = self.session.end_implicit() {
+            send_error(&self.out, &SqlError::from(e).into(), false)?;
+            self.ready()?;
+            return Ok(());
+        }
         let any = Cell::new(false);
         let outcome = self.run_with_io(Rc::from([]), true, true, |session, io, out, end_out| {
-            sql::execute_each(session, text, io, |r| {
+            sql::execute_simple_query(session, text, io, |r| {
                 any.set(true);
                 // A failure to send shows at the next send or flush.
                 let _ = end_out.end().and_then(|()| send_result(out, &r, &[]));
@@ -841,6 +929,10 @@ impl Connection {
     }
 
     fn execute(&mut self, e: Execute) -> Result<(), Failed> {
+        // The Executes up to the next Sync are one implicit transaction.
+        if self.session.implicit().is_none() {
+            self.session.begin_implicit(database::Implicit::Pipeline);
+        }
         let name = e.name.unwrap_or_default();
         let max_rows = u64::try_from(e.max_rows).ok().filter(|&n| n > 0);
         let Some(portal) = self.portals.get_mut(&name) else {

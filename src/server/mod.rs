@@ -18,7 +18,7 @@
 //!     ▼
 //! connection thread: startup ─▶ ReadyForQuery ─▶ Query | Parse/Bind/Describe/Execute/Sync
 //!     │  Session (its transaction, settings)       │
-//!     └──────────────── sql::execute_each / sql::prepare, execute_prepared
+//!     └──────────────── sql::execute_simple_query / sql::prepare, execute_prepared
 //! ```
 //!
 //! `pgwire` supplies the messages' encoding; the protocol's states
@@ -41,16 +41,20 @@
 //! after [`AUTH_FAILURE_DELAY`], alike for a wrong password, an unknown
 //! role and a role without a password.
 //!
+//! # TLS
+//!
+//! With `ssl = on` a TCP client that sends an SSLRequest gets `S` and a
+//! TLS handshake (`tls`, rustls over the blocking socket); without it,
+//! `N`, and the client goes on in the clear or gives up.
+//!
 //! # Not yet
 //!
-//! TLS: connections are in the clear (SCRAM never sends the password),
-//! so the server listens on the loopback address unless
-//! `listen_addresses` says otherwise. Privileges: any role that logs in
-//! may do anything.
+//! Privileges: any role that logs in may do anything.
 
 mod auth;
 pub mod client;
 mod connection;
+pub mod tls;
 pub mod values;
 mod wire;
 
@@ -105,6 +109,8 @@ pub enum ServerError {
     Poll(std::io::Error),
     #[error("could not read or write the authentication secret {MOCK_SECRET_FILE} in the data directory: {0}")]
     Secret(std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// A connection's entry in the server's table, for cancel requests and
@@ -134,6 +140,10 @@ struct Shared {
     unix_socket_auth: auth::Method,
     /// What mock salts are derived from (see `auth`).
     mock_secret: [u8; auth::MOCK_SECRET_BYTES],
+    /// With `ssl = on`: the certificate and key TCP connections are
+    /// encrypted with when they ask, and the certificate's channel-binding
+    /// data (see `tls`).
+    tls: Option<tls::ServerTls>,
 }
 
 impl Shared {
@@ -324,6 +334,17 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
             needed,
         });
     }
+    // Before binding: a server that cannot serve TLS as asked does not
+    // start at all (rather than refusing each client that asks).
+    let tls = if settings.ssl() {
+        Some(tls::server_config(
+            db.dir(),
+            settings.ssl_cert_file(),
+            settings.ssl_key_file(),
+        )?)
+    } else {
+        None
+    };
     let listeners = bind(
         &settings.listen_addresses(),
         settings.port(),
@@ -362,6 +383,7 @@ pub fn start(db: Arc<Database>) -> Result<ServerHandle, ServerError> {
         panics: std::sync::atomic::AtomicU64::new(0),
         unix_socket_auth,
         mock_secret,
+        tls,
     });
     let panics = Arc::clone(&shared);
     let thread = std::thread::Builder::new()
@@ -393,7 +415,7 @@ pub fn serve(db: Arc<Database>, on_ready: impl FnOnce(&ServerHandle)) -> Result<
         handle.unix_sockets.first().map(PathBuf::as_path),
     ) {
         log::warn!(
-            "could not write {}: {e}; `aiostore sql` will not find the server",
+            "could not write {}: {e}; `aiostore sql` and `aiostore shell` will not find the server",
             client::SERVER_FILE
         );
     }

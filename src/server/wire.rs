@@ -11,10 +11,14 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, BytesMut};
+use parking_lot::Mutex;
 use pgwire::messages::{DecodeContext, Message, PgWireFrontendMessage};
 use thiserror::Error;
+
+use super::tls::TlsSession;
 
 /// The longest frontend message accepted (a query's text, a Bind's
 /// values, one CopyData). PostgreSQL allows 1 GB; a client that needs
@@ -25,11 +29,28 @@ pub const WRITE_BUFFER_BYTES: usize = 64 << 10;
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 64 << 10;
 
-/// A client's connection, over TCP or a Unix socket.
-#[derive(Debug)]
+/// A client's connection, over TCP or a Unix socket, or TLS over TCP.
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// TLS over TCP (see `tls`): the session, shared by the connection's
+    /// reader and writer (on its one thread, so never contended), and
+    /// the socket beneath it, for timeouts and shutdown without the
+    /// session's lock (which a thread blocked reading holds).
+    Tls {
+        session: Arc<Mutex<TlsSession>>,
+        socket: TcpStream,
+    },
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stream::Tcp(s) => f.debug_tuple("Tcp").field(s).finish(),
+            Stream::Unix(s) => f.debug_tuple("Unix").field(s).finish(),
+            Stream::Tls { socket, .. } => f.debug_tuple("Tls").field(socket).finish(),
+        }
+    }
 }
 
 impl Stream {
@@ -37,13 +58,17 @@ impl Stream {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls { session, socket } => Stream::Tls {
+                session: Arc::clone(session),
+                socket: socket.try_clone()?,
+            },
         })
     }
 
     /// A bound on each read (`None`: none).
     pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => s.set_read_timeout(timeout),
+            Stream::Tcp(s) | Stream::Tls { socket: s, .. } => s.set_read_timeout(timeout),
             Stream::Unix(s) => s.set_read_timeout(timeout),
         }
     }
@@ -52,9 +77,26 @@ impl Stream {
     pub fn shutdown(&self) {
         // It may already be closed by the client; nothing to do then.
         let _ = match self {
-            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Tcp(s) | Stream::Tls { socket: s, .. } => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
         };
+    }
+
+    /// Whether the connection is encrypted.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls { .. })
+    }
+
+    /// Ends a TLS session with close_notify, as a server that closes
+    /// the connection on purpose does (the client then knows nothing was
+    /// cut off); nothing for a plain socket.
+    pub fn close_notify(&self) {
+        if let Stream::Tls { session, .. } = self {
+            let mut session = session.lock();
+            session.conn.send_close_notify();
+            // The client may be gone already; nothing to do then.
+            let _ = session.flush();
+        }
     }
 }
 
@@ -63,6 +105,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls { session, .. } => session.lock().read(buf),
         }
     }
 }
@@ -72,6 +115,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls { session, .. } => session.lock().write(buf),
         }
     }
 
@@ -79,6 +123,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
+            Stream::Tls { session, .. } => session.lock().flush(),
         }
     }
 }
@@ -121,6 +166,24 @@ impl MessageReader {
     /// The connection's stream (to register a handle on it).
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// Bytes the client sent that no message has taken yet.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Reads from `stream` from now on (the connection became TLS).
+    /// Nothing may be buffered from the old one: bytes sent in the clear
+    /// after an SSLRequest would otherwise be taken as if they came
+    /// through TLS.
+    pub fn replace_stream(&mut self, stream: Stream) {
+        assert_eq!(
+            self.buf.len(),
+            0,
+            "cleartext bytes buffered across a TLS upgrade"
+        );
+        self.stream = stream;
     }
 
     /// The next message; `None` if the client closed the connection
@@ -262,6 +325,18 @@ impl MessageWriter {
         self.stream.write_all(&self.buf)?;
         self.buf.clear();
         Ok(())
+    }
+
+    /// Writes to `stream` from now on (the connection became TLS);
+    /// everything queued must have been written out to the old one.
+    pub fn replace_stream(&mut self, stream: Stream) {
+        assert!(self.buf.is_empty(), "unwritten bytes across a TLS upgrade");
+        self.stream = stream;
+    }
+
+    /// The stream written to.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
     }
 
     /// Writes out everything queued: before the server waits for the

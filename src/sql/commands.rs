@@ -115,6 +115,11 @@ pub(crate) fn run_with(
     io: &mut StatementIo,
     placeholders: Placeholders,
 ) -> Result<StatementResult, SqlError> {
+    if runs_outside_blocks(parsed) {
+        // The implicit transaction's statements so far commit first; this
+        // one runs in a transaction of its own (Session::require_no_block).
+        s.commit_implicit()?;
+    }
     let result = dispatch(s, parsed, io, placeholders);
     let ends_block = matches!(
         &parsed.statement,
@@ -124,6 +129,31 @@ pub(crate) fn run_with(
         end_failed(s);
     }
     result
+}
+
+/// Whether `parsed` is a statement that must run in a transaction of its
+/// own, outside any block (each calls `Session::require_no_block` as it
+/// starts): VACUUM, as in PostgreSQL, and, as limits of this engine,
+/// CREATE INDEX, ALTER TABLE, DROP TABLE, DROP INDEX and the role
+/// statements. Told before it starts, so that an implicit transaction
+/// can commit the statements before it first.
+fn runs_outside_blocks(parsed: &Parsed) -> bool {
+    match &parsed.statement {
+        Stmt::VacuumAnalyze(_) => true,
+        Stmt::Checkpoint => false,
+        Stmt::Ast(statement) => match &**statement {
+            Statement::Vacuum(_)
+            | Statement::CreateIndex(_)
+            | Statement::AlterTable(_)
+            | Statement::CreateRole(_)
+            | Statement::AlterRole { .. } => true,
+            Statement::Drop { object_type, .. } => matches!(
+                object_type,
+                ObjectType::Table | ObjectType::Index | ObjectType::Role | ObjectType::User
+            ),
+            _ => false,
+        },
+    }
 }
 
 /// After a statement that failed: one refused before it started (an
@@ -289,7 +319,12 @@ fn dispatch(
             if *chain || modifier.is_some() {
                 return Err(cx.unsupported(statement.span(), "COMMIT AND CHAIN"));
             }
+            // PostgreSQL commits an implicit transaction, and warns.
+            let implicit = s.in_implicit_transaction();
             match s.commit() {
+                Ok(true) if implicit => {
+                    Ok(with_notice("COMMIT", "there is no transaction in progress"))
+                }
                 Ok(true) => Ok(StatementResult::tag("COMMIT")),
                 // A failed block can only roll back, and says so.
                 Ok(false) => Ok(StatementResult::tag("ROLLBACK")),
@@ -306,7 +341,12 @@ fn dispatch(
             if *chain {
                 return Err(cx.unsupported(statement.span(), "ROLLBACK AND CHAIN"));
             }
+            let implicit = s.in_implicit_transaction();
             match s.rollback() {
+                Ok(()) if implicit => Ok(with_notice(
+                    "ROLLBACK",
+                    "there is no transaction in progress",
+                )),
                 Ok(()) => Ok(StatementResult::tag("ROLLBACK")),
                 Err(XactError::NotInProgress) => Ok(with_notice(
                     "ROLLBACK",

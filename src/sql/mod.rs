@@ -510,9 +510,51 @@ pub fn execute_each(
     session: &mut Session,
     text: &str,
     io: &mut StatementIo,
-    mut on_result: impl FnMut(StatementResult),
+    on_result: impl FnMut(StatementResult),
+) -> Result<(), SqlError> {
+    run_each(session, parse::parse(text)?, io, on_result)
+}
+
+/// [`execute_each`] as PostgreSQL runs a simple Query message: several
+/// statements outside a transaction block are one implicit transaction
+/// (`database::Implicit::Statements`), committed after the last; an
+/// error in one rolls back those before it too, and the rest do not run.
+/// BEGIN among them makes that transaction a block (it stays open after
+/// the text), COMMIT or ROLLBACK end it early with a warning, and the
+/// statements after start another. A statement that must run outside
+/// any block (VACUUM, and here CREATE INDEX, ALTER TABLE, DROP TABLE,
+/// DROP INDEX and the role statements) commits those before it and runs
+/// in a transaction of its own (PostgreSQL refuses VACUUM there, and
+/// runs the others in the implicit transaction). One statement alone
+/// runs as [`execute_each`] runs it.
+pub fn execute_simple_query(
+    session: &mut Session,
+    text: &str,
+    io: &mut StatementIo,
+    on_result: impl FnMut(StatementResult),
 ) -> Result<(), SqlError> {
     let parsed = parse::parse(text)?;
+    let grouped = parsed.len() > 1 && session.implicit().is_none();
+    if !grouped {
+        return run_each(session, parsed, io, on_result);
+    }
+    session.begin_implicit(crate::database::Implicit::Statements);
+    let ran = run_each(session, parsed, io, on_result);
+    // After a failure nothing implicit is open (the failed statement
+    // rolled it back); this only ends the grouping.
+    let ended = session.end_implicit();
+    ran?;
+    Ok(ended?)
+}
+
+/// Runs parsed statements in order, handing each result to `on_result`;
+/// stops at the first error.
+fn run_each(
+    session: &mut Session,
+    parsed: Vec<parse::Parsed>,
+    io: &mut StatementIo,
+    mut on_result: impl FnMut(StatementResult),
+) -> Result<(), SqlError> {
     // Planning copies, compares and drops (an error leaving statements
     // unrun drops them all) parts of the syntax trees with `sqlparser`'s
     // own code, which does not grow the stack.
@@ -562,6 +604,91 @@ mod tests {
         let e = execute(&mut s, "SELECT +'a'::text").unwrap_err();
         assert_eq!(e.to_string(), "operator does not exist: + text");
         assert_eq!(rows(&mut s, "SELECT +2"), [vec![Value::Integer(2)]]);
+    }
+
+    /// Runs `text` as a simple query; returns its results' tags and
+    /// notices, and its error.
+    fn simple(s: &mut Session, text: &str) -> (Vec<String>, Option<String>) {
+        let mut seen = Vec::new();
+        let ran = execute_simple_query(s, text, &mut StatementIo::default(), |r| {
+            seen.extend(r.notices.iter().cloned());
+            seen.push(r.tag);
+        });
+        (seen, ran.err().map(|e| e.to_string()))
+    }
+
+    #[test]
+    fn a_simple_querys_statements_commit_or_roll_back_together() {
+        let (mut s, _dir) = session();
+        execute(&mut s, "CREATE TABLE t (id integer PRIMARY KEY)").unwrap();
+        let (_, e) = simple(
+            &mut s,
+            "INSERT INTO t VALUES (1); INSERT INTO t VALUES (2); INSERT INTO t VALUES (1)",
+        );
+        assert!(e.is_some_and(|e| e.contains("duplicate key")));
+        assert_eq!(
+            rows(&mut s, "SELECT count(*) FROM t"),
+            [vec![Value::BigInt(0)]]
+        );
+        assert_eq!(
+            s.transaction_status(),
+            crate::database::TransactionStatus::Idle
+        );
+        assert_eq!(s.implicit(), None, "the grouping ends with the text");
+        // COMMIT among them commits what came before, and warns.
+        let (seen, e) = simple(
+            &mut s,
+            "INSERT INTO t VALUES (1); COMMIT; INSERT INTO t VALUES (2); INSERT INTO t VALUES (1)",
+        );
+        assert!(e.is_some());
+        assert_eq!(
+            seen,
+            [
+                "INSERT 0 1",
+                "WARNING: there is no transaction in progress",
+                "COMMIT",
+                "INSERT 0 1"
+            ]
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT count(*) FROM t"),
+            [vec![Value::BigInt(1)]]
+        );
+        // BEGIN takes in the statements before it, and stays open.
+        simple(
+            &mut s,
+            "INSERT INTO t VALUES (2); BEGIN; INSERT INTO t VALUES (3)",
+        );
+        assert_eq!(
+            s.transaction_status(),
+            crate::database::TransactionStatus::InBlock
+        );
+        execute(&mut s, "ROLLBACK").unwrap();
+        assert_eq!(
+            rows(&mut s, "SELECT count(*) FROM t"),
+            [vec![Value::BigInt(1)]]
+        );
+        // Asking for another isolation after a statement ran in it is
+        // too late, as in PostgreSQL.
+        let (_, e) = simple(
+            &mut s,
+            "INSERT INTO t VALUES (2); BEGIN ISOLATION LEVEL REPEATABLE READ",
+        );
+        assert!(e.is_some_and(|e| e.contains("before any query")));
+        assert_eq!(
+            rows(&mut s, "SELECT count(*) FROM t"),
+            [vec![Value::BigInt(1)]]
+        );
+        // A statement that runs in no block commits those before it.
+        let (_, e) = simple(
+            &mut s,
+            "INSERT INTO t VALUES (2); CREATE INDEX ON t (id); INSERT INTO t VALUES (2)",
+        );
+        assert!(e.is_some());
+        assert_eq!(
+            rows(&mut s, "SELECT count(*) FROM t"),
+            [vec![Value::BigInt(2)]]
+        );
     }
 
     #[test]
