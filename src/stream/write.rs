@@ -103,7 +103,7 @@ impl WriteStream {
         if self.pending.len() == self.slots.blocks_per_write() {
             self.start_pending(s)?;
         }
-        debug_assert!(self.claimed.is_empty());
+        debug_assert!(self.claimed.is_empty() && s.claims_held() == 0);
         Ok(())
     }
 
@@ -190,6 +190,7 @@ impl WriteStream {
             }
         }
         keep_first(self.slots.finish_all(s));
+        debug_assert_eq!(s.claims_held(), 0, "a write stream left a claim");
         result
     }
 
