@@ -89,6 +89,47 @@ fn a_second_start_fails_a_waiting_start_blocks_and_may_take_over_a_failed_io(met
     a.release(id);
 }
 
+/// An I/O claimed and never started has no wait reference, and only its
+/// claimer could end it: a session that ends holding one (a panic between
+/// the claim and the I/O) lets it go, or its page would stay busy for
+/// ever, every reader and every DROP of the relation waiting for it. Both
+/// kinds: a read's, and a write's, whose own pin goes with it (the page
+/// stays dirty).
+fn a_session_ending_with_an_io_claimed_and_not_started_lets_it_go(method: IoMethod) {
+    let db = db(method, 4, 32);
+    let mut a = session(&db);
+    let (id, found) = a.get_buffer(tag(2), None).unwrap();
+    assert!(!found);
+    assert_eq!(a.start_buffer_io(id, true).unwrap(), StartIo::Started);
+    let dirty = a.read_buffer(REL, Fork::Main, 3).unwrap();
+    a.modify_page(dirty, |page| page[100] ^= 1);
+    a.release(dirty);
+    assert_eq!(
+        a.claim_for_write(dirty, Some(tag(3)), |_| true),
+        Some(tag(3))
+    );
+    assert_eq!(a.claims_held(), 2);
+    a.release(id);
+    drop(a);
+    for buffer in [id, dirty] {
+        assert!(
+            !db.pool.is_io_in_progress(buffer),
+            "buffer {buffer} stays busy after its claimer ended"
+        );
+        assert_eq!(db.pool.pins(buffer), 0, "buffer {buffer} stays pinned");
+    }
+    assert!(db
+        .pool
+        .contents()
+        .iter()
+        .any(|r| r.buffer == dirty && r.dirty));
+    let mut b = session(&db);
+    let id = b.read_buffer(REL, Fork::Main, 2).unwrap();
+    check(&b, id, 2);
+    b.release(id);
+    assert_eq!(b.evict_relation(REL).unwrap().skipped, 0);
+}
+
 // ---- read combining -----------------------------------------------------------
 
 fn two_misses_are_one_two_block_io(method: IoMethod) {
@@ -742,6 +783,7 @@ fn concurrent_sessions_read_overlapping_blocks_of_a_relation_larger_than_the_poo
 
 for_each_method!(
     write_behind_cleans_the_sweeps_next_victims,
+    a_session_ending_with_an_io_claimed_and_not_started_lets_it_go,
     syncing_files_skips_a_relation_dropped_after_its_writes,
     a_read_of_a_relation_without_files_fails_and_leaves_the_session_usable,
     a_bulk_write_ring_writes_its_victims_back_in_runs,

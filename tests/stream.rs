@@ -1,7 +1,8 @@
 //! Read stream scenarios of DESIGN.md §11 for every I/O method: repeated
 //! blocks, a block stuck in another session's I/O (and that I/O failing),
 //! combining and segment boundaries, distance control, pause/resume, reset,
-//! and several sessions streaming over overlapping blocks.
+//! and several sessions streaming over overlapping blocks. Then write
+//! streams (the checkpointer's): what they hold between offers.
 
 mod common;
 
@@ -12,7 +13,7 @@ use aiostore::config::IoMethod;
 use aiostore::inject::{Injection, BEFORE_COMPLETE_SHARED};
 use aiostore::stats::IoOp;
 use aiostore::storage::Fork;
-use aiostore::stream::{Next, ReadStream, StreamFlags, StreamLimits};
+use aiostore::stream::{Next, ReadStream, StreamFlags, StreamLimits, WriteStream};
 use common::*;
 
 /// Streams over `blocks` in session `s`, checking each page's contents,
@@ -825,6 +826,102 @@ fn a_shortened_advised_read_is_finished_by_another_read(method: IoMethod) {
     assert_eq!(row.partial, 1, "{row:?}");
 }
 
+// ---- write streams -----------------------------------------------------------
+
+/// Dirties blocks `blocks` of the test relation in session `s`; returns
+/// their buffers (unpinned).
+fn dirty_blocks(s: &mut BufferSession, blocks: std::ops::Range<u32>) -> Vec<u32> {
+    blocks
+        .map(|block| {
+            let id = s.read_buffer(REL, Fork::Main, block).unwrap();
+            s.modify_page(id, |page| page[100] ^= 1);
+            s.release(id);
+            id
+        })
+        .collect()
+}
+
+fn block_tag(block: u32) -> aiostore::buffer::BufferTag {
+    aiostore::buffer::BufferTag {
+        rel: REL,
+        fork: Fork::Main,
+        block,
+    }
+}
+
+/// A spread checkpoint sleeps between the buffers it offers its write
+/// stream. The run the stream gathers meanwhile must not be claimed for
+/// its write (busy, with no I/O to wait for): a DROP TABLE waited for such
+/// a buffer after discarding the relation's others, which made the stream
+/// skip every later offer and so never start the run; the DROP gave up
+/// after 60 s with the relation's files left behind. Here the relation is
+/// dropped between two offers: at once, and the run is then skipped.
+fn a_write_stream_holds_no_claim_between_offers_so_a_drop_does_not_wait_for_it(method: IoMethod) {
+    let db = db(method, 8, 64);
+    let mut checkpointer = session(&db);
+    let mut s = session(&db);
+    let ids = dirty_blocks(&mut s, 0..2);
+    let mut stream = WriteStream::new(4, 16);
+    stream
+        .write(&mut checkpointer, ids[0], block_tag(0))
+        .unwrap();
+    assert!(
+        !db.pool.is_io_in_progress(ids[0]),
+        "a buffer offered to a write stream is busy between offers"
+    );
+    let dropped = std::time::Instant::now();
+    let outcome = s.discard_relation(REL).unwrap();
+    assert!(
+        dropped.elapsed() < std::time::Duration::from_secs(5),
+        "the drop waited for the write stream"
+    );
+    assert_eq!(outcome.skipped, 0, "every buffer of the relation dropped");
+    stream
+        .write(&mut checkpointer, ids[1], block_tag(1))
+        .unwrap();
+    stream.finish(&mut checkpointer).unwrap();
+    let stats = stream.stats();
+    assert_eq!(
+        (stats.offered, stats.blocks, stats.skipped),
+        (2, 0, 2),
+        "the dropped pages are skipped, not written"
+    );
+    assert!(db.pool.contents().iter().all(|r| r.tag.rel != REL));
+}
+
+/// The run is claimed when it is started: a buffer of it cleaned since it
+/// was offered (by a session's own write) splits it, and the rest is still
+/// written, in as few writes as the split allows.
+fn a_write_stream_run_is_split_by_a_buffer_cleaned_after_it_was_offered(method: IoMethod) {
+    let db = db(method, 8, 64);
+    let mut checkpointer = session(&db);
+    let mut s = session(&db);
+    let ids = dirty_blocks(&mut s, 0..5);
+    let mut stream = WriteStream::new(4, 16);
+    for (&id, block) in ids.iter().zip(0..) {
+        stream
+            .write(&mut checkpointer, id, block_tag(block))
+            .unwrap();
+        assert!(!db.pool.is_io_in_progress(id));
+    }
+    let id = s.read_buffer(REL, Fork::Main, 2).unwrap();
+    assert_eq!(id, ids[2]);
+    s.flush_buffer(id).unwrap();
+    s.release(id);
+    stream.finish(&mut checkpointer).unwrap();
+    let stats = stream.stats();
+    assert_eq!(
+        (stats.offered, stats.blocks, stats.writes, stats.skipped),
+        (5, 4, 2, 1),
+        "blocks 0-1 and 3-4 written, block 2 skipped"
+    );
+    assert!(db
+        .pool
+        .contents()
+        .iter()
+        .all(|r| r.tag.rel != REL || !r.dirty && !r.io_in_progress));
+}
+
 for_each_method!(
     a_ring_sized_for_the_look_ahead_keeps_several_reads_in_flight,
     a_repeat_consumed_before_its_run_is_read_leaves_no_pin_behind,
@@ -843,7 +940,9 @@ for_each_method!(
     a_stream_limited_in_pins_keeps_to_them_with_reads_in_flight,
     a_reset_stream_starts_over_and_releases_what_it_held,
     a_bulk_read_stream_stays_inside_its_ring,
-    sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool;
+    sessions_streaming_overlapping_blocks_of_a_relation_larger_than_the_pool,
+    a_write_stream_holds_no_claim_between_offers_so_a_drop_does_not_wait_for_it,
+    a_write_stream_run_is_split_by_a_buffer_cleaned_after_it_was_offered;
     not sync:
     // A sync read cannot be held in progress.
     a_stream_meeting_a_block_stuck_in_another_sessions_io_returns_every_block,

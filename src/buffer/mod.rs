@@ -404,6 +404,7 @@ impl BufferPool {
             ring_writes: None,
             write_behind: None,
             counts: ReadCounts::default(),
+            claims: Vec::with_capacity(CLAIMS_MAX),
         })
     }
 
@@ -501,6 +502,23 @@ impl BufferPool {
     /// never reused even if its issuer gives up.
     pub(crate) fn pin_for_io(&self, id: BufferId) {
         self.desc(id).state.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Ends a claimed I/O that was never started: sets `set`, clears
+    /// `clear` and IO_IN_PROGRESS, and wakes the waiters.
+    fn terminate_claimed_io(&self, id: BufferId, set: u64, clear: u64) {
+        let d = self.desc(id);
+        let mut header = d.header.lock();
+        debug_assert!(
+            d.state.load(Ordering::SeqCst) & BM_IO_IN_PROGRESS != 0 && header.wait_ref.is_none(),
+            "buffer {id} ended as claimed while it is not, or while its I/O runs"
+        );
+        header.wait_ref = None;
+        d.state.fetch_or(set, Ordering::SeqCst);
+        d.state
+            .fetch_and(!(clear | BM_IO_IN_PROGRESS), Ordering::SeqCst);
+        drop(header);
+        d.io_done.notify_all();
     }
 
     /// One row per buffer that holds a page, for `buffers` listings.
@@ -659,7 +677,31 @@ pub struct BufferSession {
     /// reads without a stream (an index scan) shows the difference over
     /// its own calls as EXPLAIN's Buffers.
     pub counts: ReadCounts,
+    /// Buffers whose I/O this session has claimed (IO_IN_PROGRESS) and
+    /// neither handed to an I/O nor ended yet; see [`Claim`].
+    claims: Vec<Claim>,
 }
+
+/// A buffer's I/O claimed by a session and not yet started: nobody can
+/// wait for it (it has no wait reference) and nobody but its claimer can
+/// end it. So a claim lasts only from the claim to the start of its I/O
+/// (or its end) within one call, and every session keeps a list of its
+/// own: checked empty where a call that claims returns, and let go of when
+/// the session ends (a panic between a claim and its I/O must not leave
+/// the page busy for ever). A write stream's claims lasting across a
+/// spread checkpoint's sleeps are how a DROP TABLE came to wait 60 s and
+/// fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Claim {
+    id: BufferId,
+    /// A write's claim, which holds a pin of its own
+    /// ([`BufferSession::claim_for_write`]); a read's holds none.
+    write: bool,
+}
+
+/// Most claims a session holds at once: one I/O's buffers (at most
+/// `io_max_combine_limit`, itself at most 128, or a write slot's 128).
+const CLAIMS_MAX: usize = 128;
 
 /// Blocks a session's reads found in the pool and blocks they read (or
 /// waited for another session's read of), cumulative.
@@ -696,6 +738,37 @@ impl BufferSession {
     /// Number of distinct buffers this session pins.
     pub fn pinned_count(&self) -> usize {
         self.pins.len()
+    }
+
+    /// Buffers whose I/O this session has claimed and not yet started or
+    /// ended: 0 between calls (see [`Claim`]).
+    pub fn claims_held(&self) -> usize {
+        self.claims.len()
+    }
+
+    /// Records a claim just taken.
+    fn note_claim(&mut self, id: BufferId, write: bool) {
+        debug_assert!(
+            self.claims.iter().all(|c| c.id != id),
+            "buffer {id} claimed twice by one session"
+        );
+        debug_assert!(
+            self.claims.len() < CLAIMS_MAX,
+            "more claims than one I/O takes"
+        );
+        self.claims.push(Claim { id, write });
+    }
+
+    /// Forgets the claims of `ids`: their I/O has been started (the I/O
+    /// ends them now) or they were ended.
+    pub(crate) fn note_claims_gone(&mut self, ids: &[BufferId]) {
+        for &id in ids {
+            let at = self.claims.iter().position(|c| c.id == id);
+            debug_assert!(at.is_some(), "buffer {id} was not claimed by this session");
+            if let Some(at) = at {
+                self.claims.swap_remove(at);
+            }
+        }
     }
 
     /// Pins `id` for this session (one shared pin however often we pin).
@@ -871,6 +944,8 @@ impl BufferSession {
             if st & BM_IO_IN_PROGRESS == 0 {
                 d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
                 d.state.fetch_and(!BM_IO_ERROR, Ordering::SeqCst);
+                drop(header);
+                self.note_claim(id, false);
                 return Ok(StartIo::Started);
             }
             let wait_ref = header.wait_ref;
@@ -901,24 +976,17 @@ impl BufferSession {
         }
     }
 
-    /// Ends an I/O we started with [`BufferSession::start_buffer_io`]
-    /// without the AIO callbacks (a synchronous write, or an I/O given up
-    /// before it was issued).
-    pub(crate) fn terminate_buffer_io(&self, id: BufferId, set: u64, clear: u64) {
-        let d = self.pool.desc(id);
-        let mut header = d.header.lock();
-        header.wait_ref = None;
-        d.state.fetch_or(set, Ordering::SeqCst);
-        d.state
-            .fetch_and(!(clear | BM_IO_IN_PROGRESS), Ordering::SeqCst);
-        drop(header);
-        d.io_done.notify_all();
+    /// Ends an I/O we claimed and did not start (a page zeroed in place,
+    /// or an I/O given up before it was issued), without the AIO callbacks.
+    pub(crate) fn terminate_buffer_io(&mut self, id: BufferId, set: u64, clear: u64) {
+        self.note_claims_gone(&[id]);
+        self.pool.terminate_claimed_io(id, set, clear);
     }
 
     /// Ends an I/O we started with [`BufferSession::start_buffer_io`] and
     /// performed ourselves: the page is now valid, the I/O failed (waiters
     /// may retry it), or we gave it up before doing anything.
-    pub fn end_buffer_io(&self, id: BufferId, outcome: BufferIoOutcome) {
+    pub fn end_buffer_io(&mut self, id: BufferId, outcome: BufferIoOutcome) {
         match outcome {
             BufferIoOutcome::Valid => self.terminate_buffer_io(id, BM_VALID, 0),
             BufferIoOutcome::Failed => self.terminate_buffer_io(id, BM_IO_ERROR, 0),
@@ -1154,6 +1222,20 @@ impl Drop for BufferSession {
     fn drop(&mut self) {
         if let Err(e) = self.finish_writes_ahead() {
             log::warn!("a write a session started ahead of need failed: {e}");
+        }
+        // Nobody else could ever end these (see `Claim`): a read's waiters
+        // read the page themselves, a write's page stays dirty.
+        if !self.claims.is_empty() {
+            log::error!(
+                "session ended holding {} buffer I/Os claimed and not started; ending them",
+                self.claims.len()
+            );
+        }
+        for claim in std::mem::take(&mut self.claims) {
+            self.pool.terminate_claimed_io(claim.id, 0, 0);
+            if claim.write {
+                self.pool.unpin_shared(claim.id);
+            }
         }
         // Pins a session forgot would keep buffers from ever being reused.
         if !self.pins.is_empty() {

@@ -289,6 +289,8 @@ impl BufferSession {
             }
             return Err(e);
         }
+        // Staged: the read's completion ends the claims now.
+        self.note_claims_gone(buffers);
         self.pool()
             .stats
             .reads

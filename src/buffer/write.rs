@@ -324,14 +324,14 @@ impl WriteSlots {
         let pool = Arc::clone(&s.pool);
         if self.free.is_empty() {
             if let Err(e) = self.finish_oldest(s) {
-                pool.end_write(tag, run, false, false);
+                s.end_unstarted_write(tag, run);
                 return Err(e);
             }
         }
         let location = match pool.relation(tag.rel).locate(tag.fork, tag.block) {
             Ok(location) => location,
             Err(e) => {
-                pool.end_write(tag, run, false, false);
+                s.end_unstarted_write(tag, run);
                 return Err(e.into());
             }
         };
@@ -387,7 +387,7 @@ impl WriteSlots {
             // not go back is the session's to warn of at its end.
             let _ = s.aio.release(token);
             self.free.push(slot);
-            pool.end_write(tag, run, false, false);
+            s.end_unstarted_write(tag, run);
             return Err(e);
         }
         let wref = s.aio.wait_ref(&token);
@@ -402,9 +402,11 @@ impl WriteSlots {
         if let Err(e) = started {
             // start_writev gives the handle back on failure; nothing ran.
             self.free.push(slot);
-            pool.end_write(tag, run, false, false);
+            s.end_unstarted_write(tag, run);
             return Err(write_failed(&location.file, e));
         }
+        // Staged: the write's completion ends the claims now.
+        s.note_claims_gone(run);
         w.run.clear();
         w.run.extend_from_slice(run);
         w.tag = Some(tag);
@@ -515,7 +517,7 @@ impl BufferSession {
     /// eviction checks under. Returns its tag, or None if it does not
     /// qualify (nothing is claimed then).
     pub fn claim_for_write(
-        &self,
+        &mut self,
         id: BufferId,
         want: Option<BufferTag>,
         qualifies: impl Fn(u64) -> bool,
@@ -535,12 +537,21 @@ impl BufferSession {
         d.state.fetch_or(BM_IO_IN_PROGRESS, Ordering::SeqCst);
         d.state
             .fetch_and(!(BM_JUST_DIRTIED | BM_IO_ERROR), Ordering::SeqCst);
+        drop(header);
+        self.note_claim(id, true);
         Some(tag)
+    }
+
+    /// Ends the claims of `run` (blocks `tag.block..`) as a failed write
+    /// that was never started: still dirty, IO_ERROR.
+    fn end_unstarted_write(&mut self, tag: BufferTag, run: &[BufferId]) {
+        self.note_claims_gone(run);
+        self.pool.end_write(tag, run, false, false);
     }
 
     /// Lets go of buffers claimed with [`BufferSession::claim_for_write`]
     /// without writing them (still dirty).
-    pub fn unclaim(&self, run: &[BufferId]) {
+    pub fn unclaim(&mut self, run: &[BufferId]) {
         for &id in run {
             self.terminate_buffer_io(id, 0, 0);
             self.pool.unpin_shared(id);
@@ -552,7 +563,7 @@ impl BufferSession {
     /// qualify, up to `max` blocks in all and the end of `tag`'s segment.
     /// Returns the run.
     pub fn claim_run(
-        &self,
+        &mut self,
         first: BufferId,
         tag: BufferTag,
         candidates: &[BufferId],
@@ -598,7 +609,12 @@ impl BufferSession {
                 continue;
             }
             // Claimed but not staged yet (perhaps by us: submit ours), or
-            // the rest of a shortened write its issuer is writing.
+            // the rest of a shortened write its issuer is writing. Not
+            // claimed by us and not started: that would wait for ever.
+            debug_assert!(
+                self.claims.iter().all(|c| c.id != id),
+                "waiting for buffer {id}'s I/O, claimed by this session and not started"
+            );
             drop(header);
             self.aio.submit_staged();
             header = d.header.lock();
