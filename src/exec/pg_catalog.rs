@@ -40,7 +40,7 @@ use crate::catalog::{quote_identifier, refuses_null, IndexDef, TableDef, DATABAS
 use crate::database::Database;
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::txn::Xid;
-use crate::types::pg::{format_type, type_modifier, type_oid, type_size, ENCODING_UTF8};
+use crate::types::pg::{type_modifier, type_oid, type_size, ENCODING_UTF8};
 use crate::types::{ColumnType, Value};
 
 /// `pg_namespace.oid` of `pg_catalog`.
@@ -767,89 +767,99 @@ fn class_rows(db: &Database, relations: &Relations) -> Vec<Vec<Value>> {
     for (table, indexes) in &relations.tables {
         let stats = db.statistics().of(table.oid);
         let fillfactor = table.heap.fillfactor;
-        rows.push(vec![
-            oid(table.oid),
-            text(table.name()),
-            Value::Integer(NAMESPACE_PUBLIC),
-            Value::Integer(0),
-            Value::Integer(0),
-            Value::Integer(OWNER),
-            Value::Integer(AM_HEAP),
-            oid(table.heap.rel),
-            Value::Integer(0),
+        rows.push(class_row(ClassRow {
+            oid: table.oid,
+            name: table.name(),
+            am: AM_HEAP,
+            filenode: table.heap.rel,
             // As PostgreSQL: what the last ANALYZE found, -1 rows if none.
-            stats.as_ref().map_or(Value::Integer(0), |s| oid(s.pages)),
-            Value::Double(stats.as_ref().map_or(-1.0, |s| s.rows)),
-            stats
-                .as_ref()
-                .map_or(Value::Integer(0), |s| oid(s.all_visible_pages)),
-            Value::Integer(0),
-            boolean(!indexes.is_empty()),
-            boolean(false),
-            text("p"),
-            text("r"),
-            int(table.columns.len()),
-            Value::Integer(0),
-            boolean(false),
-            boolean(false),
-            boolean(false),
-            boolean(false),
-            boolean(false),
-            boolean(true),
-            text("d"),
-            boolean(false),
-            Value::Integer(0),
-            Value::BigInt(0),
-            Value::BigInt(0),
-            Value::Null,
-            if fillfactor == 100 {
-                Value::Null
-            } else {
+            pages: stats.as_ref().map_or(0, |s| s.pages),
+            tuples: stats.as_ref().map_or(-1.0, |s| s.rows),
+            all_visible: stats.as_ref().map_or(0, |s| s.all_visible_pages),
+            has_index: !indexes.is_empty(),
+            kind: "r",
+            columns: table.columns.len(),
+            replica_identity: "d",
+            options: (fillfactor != 100).then(|| {
                 Value::Text(array_text(std::iter::once(Some(format!(
                     "fillfactor={fillfactor}"
                 )))))
-            },
-            Value::Null,
-        ]);
+            }),
+        }));
         for index in indexes {
-            rows.push(vec![
-                oid(index.oid),
-                text(&index.name),
-                Value::Integer(NAMESPACE_PUBLIC),
-                Value::Integer(0),
-                Value::Integer(0),
-                Value::Integer(OWNER),
-                Value::Integer(AM_BTREE),
-                oid(index.rel),
-                Value::Integer(0),
-                Value::Integer(0),
-                Value::Double(-1.0),
-                Value::Integer(0),
-                Value::Integer(0),
-                boolean(false),
-                boolean(false),
-                text("p"),
-                text("i"),
-                int(index.columns.len()),
-                Value::Integer(0),
-                boolean(false),
-                boolean(false),
-                boolean(false),
-                boolean(false),
-                boolean(false),
-                boolean(true),
-                text("n"),
-                boolean(false),
-                Value::Integer(0),
-                Value::BigInt(0),
-                Value::BigInt(0),
-                Value::Null,
-                Value::Null,
-                Value::Null,
-            ]);
+            rows.push(class_row(ClassRow {
+                oid: index.oid,
+                name: &index.name,
+                am: AM_BTREE,
+                filenode: index.rel,
+                pages: 0,
+                tuples: -1.0,
+                all_visible: 0,
+                has_index: false,
+                kind: "i",
+                columns: index.columns.len(),
+                replica_identity: "n",
+                options: None,
+            }));
         }
     }
     rows
+}
+
+/// What tells one `pg_class` row from another (the rest is the same for
+/// every relation we have).
+struct ClassRow<'a> {
+    oid: u32,
+    name: &'a str,
+    am: i32,
+    filenode: u32,
+    pages: u32,
+    tuples: f64,
+    all_visible: u32,
+    has_index: bool,
+    kind: &'static str,
+    columns: usize,
+    replica_identity: &'static str,
+    options: Option<Value>,
+}
+
+/// A `pg_class` row, in [`PG_CLASS`]'s order.
+fn class_row(r: ClassRow) -> Vec<Value> {
+    vec![
+        oid(r.oid),
+        text(r.name),
+        Value::Integer(NAMESPACE_PUBLIC),
+        Value::Integer(0),
+        Value::Integer(0),
+        Value::Integer(OWNER),
+        Value::Integer(r.am),
+        oid(r.filenode),
+        Value::Integer(0),
+        oid(r.pages),
+        Value::Double(r.tuples),
+        oid(r.all_visible),
+        Value::Integer(0),
+        boolean(r.has_index),
+        boolean(false),
+        text("p"),
+        text(r.kind),
+        int(r.columns),
+        Value::Integer(0),
+        boolean(false),
+        boolean(false),
+        boolean(false),
+        boolean(false),
+        boolean(false),
+        boolean(true),
+        text(r.replica_identity),
+        boolean(false),
+        Value::Integer(0),
+        Value::BigInt(0),
+        Value::BigInt(0),
+        Value::Null,
+        r.options.unwrap_or(Value::Null),
+        Value::Null,
+    ]
 }
 
 /// One `pg_attribute` row: `relation`'s column `number` (from 1) of
@@ -1157,11 +1167,10 @@ impl CatalogFunction {
                 missing = |oid| Value::Text(oid.to_string());
             }
             CatalogFunction::Regtype => {
+                // PostgreSQL's regtype output is format_type_be's
+                // (`character`, not `bpchar`).
                 for (ty, ..) in TYPES {
-                    values.insert(
-                        (key(type_oid(ty)), 0),
-                        Value::Text(format_type(type_oid(ty), None)),
-                    );
+                    values.insert((key(type_oid(ty)), 0), text(ty.name()));
                 }
                 missing = |oid| Value::Text(oid.to_string());
             }

@@ -993,8 +993,7 @@ impl<'a> ExprPlanner<'a> {
         clause: &'static str,
         outer: Outer<'a>,
     ) -> Self {
-        let mut planner = ExprPlanner::new(cx, db, scope, clause);
-        planner.outer = outer;
+        let mut planner = ExprPlanner::with_outer_columns(cx, db, scope, clause, outer);
         planner.subqueries = true;
         planner
     }
