@@ -83,22 +83,14 @@ pub struct ServerTls {
     pub end_point: Option<Vec<u8>>,
 }
 
-/// `file` as the server reads it: relative to the data directory `dir`
-/// unless absolute.
-fn in_data_dir(dir: &Path, file: &Path) -> PathBuf {
-    if file.is_absolute() {
-        file.to_path_buf()
-    } else {
-        dir.join(file)
-    }
-}
-
 /// What `ssl = on` serves with: the certificate chain in `cert_file` and
 /// its key in `key_file` (each relative to `dir` unless absolute),
 /// checked to belong together.
 pub fn server_config(dir: &Path, cert_file: &Path, key_file: &Path) -> Result<ServerTls, TlsError> {
-    let cert_path = in_data_dir(dir, cert_file);
-    let key_path = in_data_dir(dir, key_file);
+    // Relative to the data directory unless absolute (`join` keeps an
+    // absolute path as it is).
+    let cert_path = dir.join(cert_file);
+    let key_path = dir.join(key_file);
     let cert_pem = std::fs::read(&cert_path).map_err(|source| TlsError::CertFile {
         path: cert_path.clone(),
         source,

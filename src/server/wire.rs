@@ -82,11 +82,6 @@ impl Stream {
         };
     }
 
-    /// Whether the connection is encrypted.
-    pub fn is_tls(&self) -> bool {
-        matches!(self, Stream::Tls { .. })
-    }
-
     /// Ends a TLS session with close_notify, as a server that closes
     /// the connection on purpose does (the client then knows nothing was
     /// cut off); nothing for a plain socket.

@@ -86,12 +86,13 @@ impl WriteStream {
         self.offered += 1;
         self.slots.finish_done(s)?;
         if let Some(first) = self.pending_tag {
+            // A full run was started as it filled (below).
+            debug_assert!(self.pending.len() < self.slots.blocks_per_write());
             let per_segment = s.pool().blocks_per_segment();
             let continues = first.rel == tag.rel
                 && first.fork == tag.fork
                 && tag.block == first.block + self.pending.len() as u32
-                && !tag.block.is_multiple_of(per_segment)
-                && self.pending.len() < self.slots.blocks_per_write();
+                && !tag.block.is_multiple_of(per_segment);
             if !continues {
                 self.start_pending(s)?;
             }
