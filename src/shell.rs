@@ -718,19 +718,49 @@ impl ShellTarget for Local<'_> {
     }
 }
 
-/// Why `\d` says nothing through a server: it reads the catalog in
-/// memory, which only the server holds, and the server has no
-/// `pg_catalog` to ask yet.
-const NO_DESCRIBE_REMOTE: &str = "\\d and \\di read the catalog directly, which only the server holding this data directory can do; through the server they are not available yet (stop the server and run the shell on the directory, or ask the server with a query)";
-
+/// Through a server, `\d` asks `pg_catalog`, as psql does: the catalog in
+/// memory is the server's.
 impl ShellTarget for aiostore::server::client::Client {
-    fn describe(&mut self, _name: Option<&str>, out: &mut dyn Write) -> std::io::Result<()> {
-        writeln!(out, "{NO_DESCRIBE_REMOTE}")
+    fn describe(&mut self, name: Option<&str>, out: &mut dyn Write) -> std::io::Result<()> {
+        let query = match name {
+            None => "SELECT c.relname AS \"table\" FROM pg_catalog.pg_class c \
+                     WHERE c.relkind = 'r' ORDER BY 1"
+                .to_string(),
+            Some(table) => format!(
+                "SELECT a.attname AS \"column\", \
+                        pg_catalog.format_type(a.atttypid, a.atttypmod) AS \"type\", \
+                        CASE WHEN a.attnotnull THEN 'not null' ELSE '' END AS \"nullable\" \
+                 FROM pg_catalog.pg_attribute a \
+                 JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+                 WHERE c.relname = '{}' AND c.relkind = 'r' AND a.attnum > 0 \
+                 ORDER BY a.attnum",
+                table.replace('\'', "''")
+            ),
+        };
+        describe_through(self, &query, out)
     }
 
     fn describe_indexes(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
-        writeln!(out, "{NO_DESCRIBE_REMOTE}")
+        describe_through(
+            self,
+            "SELECT c.relname AS \"index\", pg_catalog.pg_get_indexdef(c.oid) AS \"definition\" \
+             FROM pg_catalog.pg_class c WHERE c.relkind = 'i' ORDER BY 1",
+            out,
+        )
     }
+}
+
+/// Runs a catalog query of `\d` through the server, its error printed
+/// as a statement's is.
+fn describe_through(
+    client: &mut aiostore::server::client::Client,
+    query: &str,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if let Err(e) = run_in(client, query, Output::Table, out, false) {
+        writeln!(out, "{e}")?;
+    }
+    Ok(())
 }
 
 /// The interactive prompt on a database this process opened.
