@@ -32,7 +32,7 @@ use crate::database::{Database, Session};
 use crate::heap::{vm, TupleHeader};
 use crate::page::{item, line_pointer_count, page_flags, PD_ALL_VISIBLE};
 use crate::storage::{Fork, SegmentFile, BLOCK_SIZE};
-use crate::txn::{XidStatus, INVALID_XID};
+use crate::txn::XidStatus;
 use crate::types::Value;
 
 /// Problems listed in one failure message; the rest are counted.
@@ -782,10 +782,10 @@ fn check_visibility_map(s: &mut Session, rel: u32) -> Result<usize, String> {
                         h.xmin
                     ));
                 }
-                if h.xmax != INVALID_XID && txn.status(h.xmax) != XidStatus::Aborted {
+                // A lock-only xmax deletes nothing.
+                if let Some(deleter) = h.deleter().filter(|&d| txn.status(d) != XidStatus::Aborted) {
                     return Some(format!(
-                        "block {block} is all-visible but tuple {index} was deleted by transaction {}, which committed",
-                        h.xmax
+                        "block {block} is all-visible but tuple {index} was deleted by transaction {deleter}, which did not abort",
                     ));
                 }
             }

@@ -253,20 +253,21 @@ pub(crate) fn run_insert(
 /// another transaction committed a change of that very row meanwhile).
 const UPDATE_CHAIN_MAX: usize = 1000;
 
-/// Where a read-committed statement goes after the row it was changing
-/// turned out changed by transaction `by`, which committed: to the newer
-/// version (`newer`), if it still exists and still passes the statement's
-/// WHERE clause, with its values; None if the row is gone or no longer
-/// matches. PostgreSQL's EvalPlanQual: the statement acts on the row as it
-/// is now rather than failing. Under repeatable read it fails, as there.
-fn follow_update_chain(
+/// Where a read-committed statement goes after the row of `table` it was
+/// changing or locking turned out changed by transaction `by`, which
+/// committed: to the newer version (`newer`), if it still exists and
+/// still passes the statement's WHERE clause `condition`, with its values
+/// (every column); None if the row is gone or no longer matches.
+/// PostgreSQL's EvalPlanQual: the statement acts on the row as it is now
+/// rather than failing. Under repeatable read it fails, as there.
+pub(crate) fn follow_update_chain(
     cx: &mut ExecCx,
-    target: &ChangeTarget,
+    table: &TableDef,
+    condition: Option<&Expr>,
     by: Xid,
     newer: Option<Tid>,
 ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
     let s = &mut *cx.session;
-    let table = &target.table;
     if s.isolation() == Isolation::RepeatableRead {
         return Err(HeapError::ConcurrentUpdate {
             table: table.name().to_string(),
@@ -290,7 +291,7 @@ fn follow_update_chain(
         &vec![true; table.columns.len()],
         &mut row,
     )?;
-    let matches = match &target.condition {
+    let matches = match condition {
         Some(condition) => is_true(&*condition.eval_ref(&row, cx)?),
         None => true,
     };
@@ -298,7 +299,7 @@ fn follow_update_chain(
 }
 
 /// Refuses to follow a row's update chain past [`UPDATE_CHAIN_MAX`].
-fn chain_step(table: &TableDef, step: usize) -> Result<(), ExecError> {
+pub(crate) fn chain_step(table: &TableDef, step: usize) -> Result<(), ExecError> {
     if step >= UPDATE_CHAIN_MAX {
         return Err(HeapError::ConcurrentUpdate {
             table: table.name().to_string(),
@@ -404,7 +405,7 @@ pub(crate) fn run_update(
                 // snapshot should not have shown it.
                 return Ok(false);
             };
-            match follow_update_chain(cx, target, by, newer)? {
+            match follow_update_chain(cx, &table, target.condition.as_ref(), by, newer)? {
                 Some((next, values)) => (tid, old) = (next, values),
                 None => return Ok(false),
             }
@@ -444,7 +445,7 @@ pub(crate) fn run_delete(
                 DeleteOutcome::Deleted => return Ok(true),
                 DeleteOutcome::AlreadyOurs => return Ok(false),
                 DeleteOutcome::Changed { by, newer } => {
-                    match follow_update_chain(cx, target, by, newer)? {
+                    match follow_update_chain(cx, &table, target.condition.as_ref(), by, newer)? {
                         Some((next, _)) => tid = next,
                         None => return Ok(false),
                     }

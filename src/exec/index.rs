@@ -91,18 +91,19 @@ impl UniqueCheck for RowCheck<'_> {
             XidStatus::InProgress => return Ok(Liveness::InProgress(h.xmin)),
             XidStatus::Committed => {}
         }
-        if h.xmax == INVALID_XID {
+        // A locked row is live, whoever locks it.
+        let Some(deleter) = h.deleter() else {
             return Ok(Liveness::Live);
-        }
-        Ok(match Self::status(txn, self.own, h.xmax) {
+        };
+        Ok(match Self::status(txn, self.own, deleter) {
             XidStatus::Aborted => Liveness::Live,
-            XidStatus::InProgress => Liveness::InProgress(h.xmax),
+            XidStatus::InProgress => Liveness::InProgress(deleter),
             XidStatus::Committed => {
                 // Our own deletion counts as committed here but is not
                 // below the horizon: our transaction still runs.
                 let oldest = *self.oldest.get_or_insert_with(|| txn.oldest_xmin());
                 Liveness::Dead {
-                    removable: h.xmax < oldest && h.xmax != self.own,
+                    removable: deleter < oldest && deleter != self.own,
                 }
             }
         })

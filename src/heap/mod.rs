@@ -32,11 +32,13 @@
 //! (`ConcurrentUpdate`: retry the transaction).
 
 pub mod fsm;
+pub mod lock;
 pub mod tuple;
 pub mod vm;
 
 mod bitmap;
 pub use bitmap::{BitmapScanStats, HeapBitmapScan};
+pub use lock::{xmax_without_effect, LockOutcome, LockWait};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -54,7 +56,8 @@ use crate::page::{
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
 use crate::txn::{
-    CommandId, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid, XidStatus, INVALID_XID,
+    CommandId, RowLockMode, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid, XidStatus,
+    INVALID_XID,
 };
 use crate::types::ColumnType;
 use crate::wal::record::{DataReader, SMGR_TRUNCATE};
@@ -98,6 +101,13 @@ pub enum HeapError {
     /// lock_timeout.
     #[error("{source} (waiting for a row of table \"{table}\")")]
     Wait { table: String, source: WaitError },
+    /// `NOWAIT` met a row another transaction holds (PostgreSQL's words).
+    #[error("could not obtain lock on row in relation \"{table}\"")]
+    RowLockNotAvailable { table: String },
+    /// Other transactions held a row one after another for longer than a
+    /// writer or locker waits (`lock::ROW_HOLDER_WAITS_MAX`).
+    #[error("could not lock a row of table \"{table}\": {waits} transactions held it one after another while this one waited; retry the statement")]
+    RowKeptBusy { table: String, waits: usize },
     #[error("could not find room for a row in table \"{table}\": other sessions filled each of the {attempts} pages this insert added first; retry the statement")]
     NoRoom { table: String, attempts: u32 },
     #[error("row {block}/{index} of table \"{table}\" is damaged: {what}")]
@@ -122,6 +132,8 @@ impl HeapError {
             // update".
             HeapError::ConcurrentUpdate { .. } => "40001",
             HeapError::Wait { source, .. } => source.sqlstate(),
+            // lock_not_available, as PostgreSQL's NOWAIT.
+            HeapError::RowLockNotAvailable { .. } | HeapError::RowKeptBusy { .. } => "55P03",
             // Room others kept taking: no PostgreSQL counterpart (its
             // insert waits for the extension lock instead).
             HeapError::NoRoom { .. } => "53000",
@@ -154,9 +166,15 @@ pub enum PageChange<'a> {
         cmax: CommandId,
         newer: Option<Tid>,
     },
-    /// Forgets an `xmax` whose transaction aborted, so that later checks
-    /// need not look it up.
+    /// Forgets an `xmax` that means nothing any more (its deleter
+    /// aborted, its lockers ended), so that later checks need not look it
+    /// up.
     ClearXmax { index: u16 },
+    /// Locks tuple `index`: `xmax` becomes a locker's id or a multi's,
+    /// with the infomask's lock bits `bits` (`TupleHeader::lock_bits`).
+    /// Changes no one's view of the tuple, so it leaves the page's
+    /// all-visible flag (see `lock.rs`).
+    Lock { index: u16, xmax: Xid, bits: u16 },
     /// Frees the line pointers of dead tuples, or of dead line pointers
     /// whose index entries are gone (vacuum).
     Prune { remove: &'a [u16] },
@@ -189,6 +207,7 @@ const HEAP_SET_ALL_VISIBLE: u8 = 5;
 /// Several inserts on one page ([`apply_logged_multi`]).
 const HEAP_MULTI_INSERT: u8 = 6;
 const HEAP_MARK_DEAD: u8 = 7;
+const HEAP_LOCK: u8 = 8;
 /// First data byte of a heap record: the change cleared the page's
 /// all-visible flag, so replay clears the map bit too.
 const CLEARED_ALL_VISIBLE: u8 = 1;
@@ -203,7 +222,19 @@ impl PageChange<'_> {
             PageChange::Prune { .. } => HEAP_PRUNE,
             PageChange::MarkDead { .. } => HEAP_MARK_DEAD,
             PageChange::SetAllVisible => HEAP_SET_ALL_VISIBLE,
+            PageChange::Lock { .. } => HEAP_LOCK,
         }
+    }
+
+    /// Whether applying it clears the page's all-visible flag: every
+    /// change but the one that sets it and those that hide nothing from
+    /// anyone: a lock, and forgetting an xmax that meant nothing (vacuum
+    /// forgets ended locks on pages it leaves all-visible).
+    fn clears_all_visible(&self) -> bool {
+        !matches!(
+            self,
+            PageChange::SetAllVisible | PageChange::Lock { .. } | PageChange::ClearXmax { .. }
+        )
     }
 
     /// The record's data: the flag byte, then what replay needs to make
@@ -239,6 +270,11 @@ impl PageChange<'_> {
                 }
             }
             PageChange::ClearXmax { index } => d.extend_from_slice(&index.to_le_bytes()),
+            PageChange::Lock { index, xmax, bits } => {
+                d.extend_from_slice(&index.to_le_bytes());
+                d.extend_from_slice(&xmax.to_le_bytes());
+                d.extend_from_slice(&bits.to_le_bytes());
+            }
             PageChange::Prune { remove: list } | PageChange::MarkDead { dead: list } => {
                 d.extend_from_slice(&(list.len() as u32).to_le_bytes());
                 for i in *list {
@@ -502,6 +538,20 @@ fn decode_change<'a>(
         HEAP_CLEAR_XMAX => PageChange::ClearXmax {
             index: r.u16().ok_or(MALFORMED)?,
         },
+        HEAP_LOCK => {
+            let index = r.u16().ok_or(MALFORMED)?;
+            let xmax = r.u32().ok_or(MALFORMED)?;
+            let bits = r.u16().ok_or(MALFORMED)?;
+            let multi = bits & tuple::XMAX_IS_MULTI != 0;
+            if xmax == INVALID_XID
+                || bits & tuple::XMAX_LOCK_ONLY == 0
+                || bits & !tuple::XMAX_LOCK_BITS != 0
+                || (multi && bits & tuple::XMAX_LOCK_MODE != 0)
+            {
+                return Err(MALFORMED);
+            }
+            PageChange::Lock { index, xmax, bits }
+        }
         HEAP_PRUNE | HEAP_MARK_DEAD => {
             let n = r.u32().ok_or(MALFORMED)? as usize;
             *prune = (0..n)
@@ -552,7 +602,9 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<(
                 return Err("a heap insert that does not fit its page");
             }
         }
-        PageChange::SetXmax { index, .. } | PageChange::ClearXmax { index } => {
+        PageChange::SetXmax { index, .. }
+        | PageChange::ClearXmax { index }
+        | PageChange::Lock { index, .. } => {
             needs_item(page, index)?;
         }
         PageChange::MarkDead { dead } => {
@@ -591,6 +643,7 @@ pub fn record_kind_name(info: u8) -> &'static str {
         HEAP_SET_ALL_VISIBLE => "SET_ALL_VISIBLE",
         HEAP_MULTI_INSERT => "MULTI_INSERT",
         HEAP_MARK_DEAD => "MARK_DEAD",
+        HEAP_LOCK => "LOCK",
         _ => "UNKNOWN",
     }
 }
@@ -645,6 +698,14 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             format!("{kind} off: {index}, xmax: {xmax}, cmax: {cmax}{newer}")
         }
         PageChange::ClearXmax { index } => format!("{kind} off: {index}"),
+        PageChange::Lock { index, xmax, bits } => {
+            match tuple::Locker::of(xmax, bits) {
+                tuple::Locker::One(_, mode) => {
+                    format!("{kind} off: {index}, xmax: {xmax}, {}", mode.clause())
+                }
+                _ => format!("{kind} off: {index}, multi: {xmax}"),
+            }
+        }
         PageChange::Prune { remove: list } | PageChange::MarkDead { dead: list } => {
             let shown: Vec<String> = list
                 .iter()
@@ -679,7 +740,7 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
         cleared_all_visible: false,
         lsn: 0,
     };
-    if *change != PageChange::SetAllVisible && flags & PD_ALL_VISIBLE != 0 {
+    if change.clears_all_visible() && flags & PD_ALL_VISIBLE != 0 {
         set_page_flags(page, flags & !PD_ALL_VISIBLE);
         applied.cleared_all_visible = true;
     }
@@ -707,6 +768,8 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
             let mut h = TupleHeader::read(t);
             h.xmax = *xmax;
             h.cmax = *cmax;
+            // A deletion replaces whatever locks the row had.
+            h.infomask &= !tuple::XMAX_LOCK_BITS;
             match newer {
                 Some(tid) => {
                     h.ctid = *tid;
@@ -721,12 +784,27 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
             let mut h = TupleHeader::read(t);
             h.xmax = INVALID_XID;
             h.cmax = 0;
-            h.infomask &= !tuple::UPDATED;
+            h.infomask &= !(tuple::UPDATED | tuple::XMAX_LOCK_BITS);
             h.ctid = Tid {
                 block,
                 index: *index,
             };
             h.write(t);
+        }
+        PageChange::Lock { index, xmax, bits } => {
+            let t = item_mut(page, *index as usize).expect("caller checked the tuple");
+            let mut h = TupleHeader::read(t);
+            h.xmax = *xmax;
+            h.cmax = 0;
+            h.infomask = h.infomask & !(tuple::UPDATED | tuple::XMAX_LOCK_BITS) | bits;
+            // A lock leaves no link to a newer version (one an aborted
+            // update made is nothing).
+            h.ctid = Tid {
+                block,
+                index: *index,
+            };
+            h.write(t);
+            debug_assert!(h.deleter().is_none() && h.locker() != tuple::Locker::None);
         }
         PageChange::Prune { remove } => {
             remove_items(page, |i| remove.contains(&(i as u16)));
@@ -803,14 +881,15 @@ impl<'a> Visibility<'a> {
         if !inserted {
             return false;
         }
-        if h.xmax == INVALID_XID {
+        // A lock-only xmax deletes nothing.
+        let Some(deleter) = h.deleter() else {
             return true;
-        }
-        if Some(h.xmax) == snap.own {
+        };
+        if Some(deleter) == snap.own {
             // Deleted by a later command of ours: still visible to this one.
             return h.cmax >= snap.command;
         }
-        snap.is_running(h.xmax) || !self.did_commit(h.xmax)
+        snap.is_running(deleter) || !self.did_commit(deleter)
     }
 }
 
@@ -1288,10 +1367,13 @@ pub(crate) fn visit_page_tuples(
 
 /// Dead to every snapshot there is or will be: inserted by an aborted
 /// transaction, or deleted by one that committed before the oldest
-/// snapshot's horizon `oldest` (what vacuum removes).
+/// snapshot's horizon `oldest` (what vacuum removes). A locked row is not
+/// deleted, whoever locked it.
 fn dead_to_everyone(txn: &TxnManager, oldest: Xid, h: &TupleHeader) -> bool {
     txn.status(h.xmin) == XidStatus::Aborted
-        || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
+        || h
+            .deleter()
+            .is_some_and(|deleter| deleter < oldest && txn.did_commit(deleter))
 }
 
 /// The normal tuples of `page` dead to everyone below horizon `oldest`,
@@ -1880,7 +1962,11 @@ impl Heap {
     /// As [`Heap::delete`], but a row another transaction changed and
     /// committed since the statement's snapshot is reported with where its
     /// newer version is, so that a read-committed statement can follow the
-    /// update chain (PostgreSQL's EvalPlanQual) instead of failing.
+    /// update chain (PostgreSQL's EvalPlanQual) instead of failing. A
+    /// running transaction that changes the row, or locks it in any mode
+    /// (every UPDATE counts as one that changes the key, so `FOR KEY
+    /// SHARE` holds it back too, see `txn/multi.rs`), is waited for; the
+    /// transaction's own locks are no obstacle.
     pub fn try_delete(
         &self,
         s: &mut BufferSession,
@@ -1893,27 +1979,26 @@ impl Heap {
         let (xid, cid) = (*xid, *cid);
         let rs = self.rel_state(table.rel);
         let wal = self.page_wal(&rs, xid);
-        loop {
+        for _ in 0..lock::ROW_HOLDER_WAITS_MAX {
             let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
             let outcome = s.modify_page(id, |page| {
                 let Some(t) = item(page, tid.index as usize) else {
                     return Err(Ok("no tuple at this line pointer"));
                 };
                 let h = TupleHeader::read(t);
-                let state = if h.xmax == INVALID_XID {
-                    RowState::Done(DeleteOutcome::Deleted)
-                } else if h.xmax == xid {
-                    RowState::Done(DeleteOutcome::AlreadyOurs)
-                } else {
-                    match self.txn.status(h.xmax) {
-                        XidStatus::Aborted => RowState::Done(DeleteOutcome::Deleted),
-                        XidStatus::Committed => RowState::Done(DeleteOutcome::Changed {
-                            by: h.xmax,
-                            newer: (h.infomask & tuple::UPDATED != 0 && h.ctid != tid)
-                                .then_some(h.ctid),
-                        }),
-                        XidStatus::InProgress => RowState::Wait(h.xmax),
+                // A deletion takes the row in the strongest mode: every
+                // lock conflicts with it, and the deleter's own do not
+                // count (see `lock.rs`).
+                let state = match self.examine(&h, tid, xid, RowLockMode::Update) {
+                    lock::Examined::Free { others, .. } => {
+                        debug_assert!(others.is_empty(), "a lock beside a deletion: {others:?}");
+                        RowState::Done(DeleteOutcome::Deleted)
                     }
+                    lock::Examined::SelfChanged => RowState::Done(DeleteOutcome::AlreadyOurs),
+                    lock::Examined::Changed { by, newer } => {
+                        RowState::Done(DeleteOutcome::Changed { by, newer })
+                    }
+                    lock::Examined::Busy(holder) => RowState::Wait(holder),
                 };
                 let applied = if matches!(state, RowState::Done(DeleteOutcome::Deleted)) {
                     Some(
@@ -1963,6 +2048,10 @@ impl Heap {
                     })?,
             }
         }
+        Err(HeapError::RowKeptBusy {
+            table: table.name.clone(),
+            waits: lock::ROW_HOLDER_WAITS_MAX,
+        })
     }
 
     /// Calls `f` with each tuple visible to `snap`, in block order, reading
@@ -2120,8 +2209,8 @@ impl Heap {
                 }
                 let Some(t) = item(page, index) else { continue };
                 let h = TupleHeader::read(t);
-                let xmax_aborted =
-                    h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted;
+                // A deleter that aborted, or lockers that all ended.
+                let xmax_void = xmax_without_effect(txn, &h);
                 // Dead to everyone: inserted by an aborted transaction, or
                 // deleted by one that committed before the oldest snapshot.
                 // With index entries to remove first, its storage goes now
@@ -2135,13 +2224,15 @@ impl Heap {
                     }
                     continue;
                 }
-                if xmax_aborted {
+                if xmax_void {
                     plan.clear_xmax.push(index as u16);
                 }
                 plan.kept += 1;
+                // A row locked by a running transaction is visible to
+                // everyone all the same.
                 all_visible &= h.xmin < oldest
                     && txn.did_commit(h.xmin)
-                    && (h.xmax == INVALID_XID || xmax_aborted);
+                    && (h.deleter().is_none() || xmax_void);
             }
             all_visible &= plan.deferred.is_empty();
             plan.set_all_visible = all_visible && page_flags(page) & PD_ALL_VISIBLE == 0;
