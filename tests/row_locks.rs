@@ -70,7 +70,8 @@ fn table(s: &mut Session) {
 }
 
 fn xid(s: &Session) -> Xid {
-    s.current_xid().expect("the session's transaction has an id")
+    s.current_xid()
+        .expect("the session's transaction has an id")
 }
 
 /// Waits until some transaction waits for transaction `holder` (a row it
@@ -85,8 +86,11 @@ fn wait_until_waiting_for(db: &Database, s: &mut Session, holder: Xid) {
             ),
         );
         if shown == [1] {
-            assert!(db.txn().lock_rows().iter().any(|r| !r.granted
-                && r.target == WaitTarget::Transaction(holder)));
+            assert!(db
+                .txn()
+                .lock_rows()
+                .iter()
+                .any(|r| !r.granted && r.target == WaitTarget::Transaction(holder)));
             return;
         }
         assert!(
@@ -97,14 +101,38 @@ fn wait_until_waiting_for(db: &Database, s: &mut Session, holder: Xid) {
     }
 }
 
+/// Waits until exactly one transaction is waited for (a row it holds),
+/// and returns it.
+fn waited_for(db: &Database) -> Xid {
+    let started = Instant::now();
+    loop {
+        let waited: Vec<Xid> = db
+            .txn()
+            .lock_rows()
+            .iter()
+            .filter(|r| !r.granted)
+            .filter_map(|r| match r.target {
+                WaitTarget::Transaction(x) => Some(x),
+                _ => None,
+            })
+            .collect();
+        if let [x] = waited[..] {
+            return x;
+        }
+        assert!(started.elapsed() < SEEN_WAITING_WITHIN, "nobody waited");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Runs `text` in `s` on a thread of its own, returning the session and
 /// what the statements returned (or the error).
 fn spawn(
     mut s: Session,
-    text: &'static str,
+    text: impl Into<String>,
 ) -> std::thread::JoinHandle<(Session, Result<Vec<sql::StatementResult>, SqlError>)> {
+    let text = text.into();
     std::thread::spawn(move || {
-        let result = sql::execute(&mut s, text);
+        let result = sql::execute(&mut s, &text);
         (s, result)
     })
 }
@@ -145,7 +173,10 @@ fn lock_then_change_in_one_transaction(method: IoMethod) {
     // Its own lock is no obstacle to its UPDATE or DELETE, nor to locking
     // again, weaker or stronger.
     run(&mut s, "SET lock_timeout = 1000");
-    assert_eq!(column(&mut s, "SELECT id FROM t WHERE id = 1 FOR SHARE"), [1]);
+    assert_eq!(
+        column(&mut s, "SELECT id FROM t WHERE id = 1 FOR SHARE"),
+        [1]
+    );
     run(&mut s, "UPDATE t SET v = v + 1 WHERE id = 1");
     run(&mut s, "DELETE FROM t WHERE id = 2");
     assert_eq!(
@@ -153,12 +184,18 @@ fn lock_then_change_in_one_transaction(method: IoMethod) {
         [3]
     );
     assert_eq!(
-        column(&mut s, "SELECT id FROM t WHERE id = 3 FOR NO KEY UPDATE NOWAIT"),
+        column(
+            &mut s,
+            "SELECT id FROM t WHERE id = 3 FOR NO KEY UPDATE NOWAIT"
+        ),
         [3]
     );
     run(&mut s, "UPDATE t SET v = 0 WHERE id = 3");
     run(&mut s, "COMMIT");
-    assert_eq!(column(&mut s, "SELECT v FROM t ORDER BY id"), [11, 0, 40, 50]);
+    assert_eq!(
+        column(&mut s, "SELECT v FROM t ORDER BY id"),
+        [11, 0, 40, 50]
+    );
     // A lock whose transaction committed deletes nothing: the rows it
     // locked are there for everyone, and free.
     run(&mut s, "BEGIN; SELECT * FROM t FOR UPDATE; COMMIT");
@@ -178,7 +215,10 @@ fn second_waits_for_a_for_update_holder(
 ) -> (Session, Result<Vec<sql::StatementResult>, SqlError>) {
     let mut a = db.session().unwrap();
     run(&mut a, "BEGIN");
-    assert_eq!(column(&mut a, "SELECT v FROM t WHERE id = 1 FOR UPDATE"), [10]);
+    assert_eq!(
+        column(&mut a, "SELECT v FROM t WHERE id = 1 FOR UPDATE"),
+        [10]
+    );
     let holder = xid(&a);
     let waiter = spawn(db.session().unwrap(), second);
     wait_until_waiting_for(db, &mut a, holder);
@@ -234,31 +274,23 @@ fn share_lockers_hold_a_row_together_and_an_update_waits_for_both(method: IoMeth
     };
     let mut members = db.txn().running_multi_members(multi);
     members.sort();
-    assert_eq!(members, [(xa, RowLockMode::Share), (xb, RowLockMode::Share)]);
+    assert_eq!(
+        members,
+        [(xa, RowLockMode::Share), (xb, RowLockMode::Share)]
+    );
     // A third locker in a mode that conflicts with share waits.
-    let e = sql::execute(&mut s, "SELECT * FROM t WHERE id = 2 FOR NO KEY UPDATE NOWAIT")
-        .unwrap_err();
-    assert_eq!(e.to_string(), "could not obtain lock on row in relation \"t\"");
+    let e = sql::execute(
+        &mut s,
+        "SELECT * FROM t WHERE id = 2 FOR NO KEY UPDATE NOWAIT",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "could not obtain lock on row in relation \"t\""
+    );
     let writer = spawn(db.session().unwrap(), "UPDATE t SET v = v + 1 WHERE id = 2");
     // It waits for one of them, then, that one gone, for the other.
-    let started = Instant::now();
-    let first = loop {
-        let waited: Vec<Xid> = db
-            .txn()
-            .lock_rows()
-            .iter()
-            .filter(|r| !r.granted)
-            .filter_map(|r| match r.target {
-                WaitTarget::Transaction(x) => Some(x),
-                _ => None,
-            })
-            .collect();
-        if let [x] = waited[..] {
-            break x;
-        }
-        assert!(started.elapsed() < SEEN_WAITING_WITHIN, "the UPDATE never waited");
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let first = waited_for(&db);
     assert!(first == xa || first == xb, "{first}");
     let (first_s, second_s, second) = if first == xa {
         (&mut a, &mut b, xb)
@@ -267,7 +299,10 @@ fn share_lockers_hold_a_row_together_and_an_update_waits_for_both(method: IoMeth
     };
     run(first_s, "COMMIT");
     wait_until_waiting_for(&db, &mut s, second);
-    assert!(!writer.is_finished(), "the UPDATE went on with a share lock held");
+    assert!(
+        !writer.is_finished(),
+        "the UPDATE went on with a share lock held"
+    );
     run(second_s, "ROLLBACK");
     writer.join().unwrap().1.unwrap();
     assert_eq!(column(&mut s, "SELECT v FROM t WHERE id = 2"), [21]);
@@ -321,7 +356,10 @@ fn nowait_fails_at_once_naming_the_table(method: IoMethod) {
     // A key-share lock leaves FOR NO KEY UPDATE free, not FOR UPDATE.
     run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 1 FOR KEY SHARE");
     assert_eq!(
-        column(&mut b, "SELECT id FROM t WHERE id = 1 FOR NO KEY UPDATE NOWAIT"),
+        column(
+            &mut b,
+            "SELECT id FROM t WHERE id = 1 FOR NO KEY UPDATE NOWAIT"
+        ),
         [1]
     );
     let e = sql::execute(&mut b, "SELECT id FROM t WHERE id = 1 FOR UPDATE NOWAIT").unwrap_err();
@@ -360,14 +398,17 @@ fn skip_locked_workers_take_disjoint_rows(method: IoMethod) {
         ),
         [7, 8]
     );
-    run(&mut a, "UPDATE queue SET done = true WHERE id IN (1, 2, 3); COMMIT");
+    run(
+        &mut a,
+        "UPDATE queue SET done = true WHERE id IN (1, 2, 3); COMMIT",
+    );
     // A's rows are done, B's still held.
     assert_eq!(column(&mut c, take), [7, 8, 9]);
-    run(&mut b, "UPDATE queue SET done = true WHERE id IN (4, 5, 6); COMMIT");
-    assert_eq!(
-        column(&mut c, "SELECT count(*) FROM queue WHERE done"),
-        [6]
+    run(
+        &mut b,
+        "UPDATE queue SET done = true WHERE id IN (4, 5, 6); COMMIT",
     );
+    assert_eq!(column(&mut c, "SELECT count(*) FROM queue WHERE done"), [6]);
 }
 
 fn read_committed_checks_a_row_its_holder_updated_again(method: IoMethod) {
@@ -454,8 +495,14 @@ fn row_locks_in_opposite_order_deadlock(method: IoMethod) {
     table(&mut s);
     let mut a = db.session().unwrap();
     let mut b = db.session().unwrap();
-    run(&mut a, "SET deadlock_timeout = 60000; SET lock_timeout = 60000");
-    run(&mut b, "SET deadlock_timeout = 100; SET lock_timeout = 5000");
+    run(
+        &mut a,
+        "SET deadlock_timeout = 60000; SET lock_timeout = 60000",
+    );
+    run(
+        &mut b,
+        "SET deadlock_timeout = 100; SET lock_timeout = 5000",
+    );
     run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 1 FOR UPDATE");
     run(&mut b, "BEGIN; SELECT * FROM t WHERE id = 2 FOR SHARE");
     let holder = xid(&b);
@@ -482,7 +529,10 @@ fn waits_for_a_row_lock_end_at_lock_timeout_and_statement_timeout(method: IoMeth
     let mut s = db.session().unwrap();
     table(&mut s);
     let mut a = db.session().unwrap();
-    run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 1 FOR NO KEY UPDATE");
+    run(
+        &mut a,
+        "BEGIN; SELECT * FROM t WHERE id = 1 FOR NO KEY UPDATE",
+    );
     run(&mut s, "SET lock_timeout = 150");
     let started = Instant::now();
     let e = sql::execute(&mut s, "SELECT * FROM t WHERE id = 1 FOR SHARE").unwrap_err();
@@ -532,6 +582,192 @@ fn the_statement_holds_its_table_in_row_share_mode(method: IoMethod) {
     run(&mut a, "COMMIT");
 }
 
+/// What a second transaction does to a row another holds: lock it in a
+/// mode, update it without or with its key, or delete it.
+#[derive(Debug, Clone, Copy)]
+enum Second {
+    Lock(RowLockMode),
+    NoKeyUpdate,
+    KeyUpdate,
+    Delete,
+}
+
+impl Second {
+    const ALL: [Second; 7] = [
+        Second::Lock(RowLockMode::KeyShare),
+        Second::Lock(RowLockMode::Share),
+        Second::Lock(RowLockMode::NoKeyUpdate),
+        Second::Lock(RowLockMode::Update),
+        Second::NoKeyUpdate,
+        Second::KeyUpdate,
+        Second::Delete,
+    ];
+
+    /// The mode it takes the row in (PostgreSQL's heap_update and
+    /// heap_delete take theirs so).
+    fn mode(self) -> RowLockMode {
+        match self {
+            Second::Lock(mode) => mode,
+            Second::NoKeyUpdate => RowLockMode::NoKeyUpdate,
+            Second::KeyUpdate | Second::Delete => RowLockMode::Update,
+        }
+    }
+
+    /// Its statements on row `id`, as one transaction.
+    fn text(self, id: i64) -> String {
+        match self {
+            Second::Lock(mode) => {
+                format!(
+                    "BEGIN; SELECT id FROM t WHERE id = {id} {}; COMMIT",
+                    mode.clause()
+                )
+            }
+            Second::NoKeyUpdate => format!("UPDATE t SET v = -v WHERE id = {id}"),
+            Second::KeyUpdate => format!("UPDATE t SET id = -id WHERE id = {id}"),
+            Second::Delete => format!("DELETE FROM t WHERE id = {id}"),
+        }
+    }
+
+    /// Checks that it took effect on row `id` (whose v was 10 × id).
+    fn check(self, s: &mut Session, id: i64) {
+        let rows = |s: &mut Session, text: String| common::rows(s, &text);
+        let found = rows(s, format!("SELECT id, v FROM t WHERE abs(id) = {id}"));
+        let row = |id: i64, v: i64| vec![Value::Integer(id as i32), Value::Integer(v as i32)];
+        let expected = match self {
+            Second::Lock(_) => vec![row(id, 10 * id)],
+            Second::NoKeyUpdate => vec![row(id, -10 * id)],
+            Second::KeyUpdate => vec![row(-id, 10 * id)],
+            Second::Delete => Vec::new(),
+        };
+        assert_eq!(found, expected, "{self:?} on row {id}");
+    }
+}
+
+/// PostgreSQL's conflict table, each cell forced: A holds a row in each
+/// mode; B locks, updates (with and without its key) or deletes it. B
+/// goes on at once where the modes do not conflict (a short lock_timeout
+/// would fail it otherwise: A does not end), and where they do is seen
+/// waiting for A's transaction in the `locks` view, then goes on once A
+/// commits or rolls back.
+fn each_strength_holds_back_exactly_the_statements_that_conflict(method: IoMethod) {
+    let (_dir, db) = open(method);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "CREATE TABLE t (id integer PRIMARY KEY, v integer);
+         INSERT INTO t SELECT g, 10 * g FROM generate_series(1, 28) g",
+    );
+    let mut a = db.session().unwrap();
+    let mut b = Some(db.session().unwrap());
+    run(b.as_mut().unwrap(), "SET lock_timeout = 500");
+    let mut id = 0;
+    let mut waited = 0;
+    for held in RowLockMode::ALL {
+        for second in Second::ALL {
+            id += 1;
+            run(&mut a, "BEGIN");
+            assert_eq!(
+                column(
+                    &mut a,
+                    &format!("SELECT id FROM t WHERE id = {id} {}", held.clause())
+                ),
+                [id]
+            );
+            let end = if id % 2 == 0 { "COMMIT" } else { "ROLLBACK" };
+            if held.conflicts_with(second.mode()) {
+                waited += 1;
+                let holder = xid(&a);
+                let waiter = spawn(b.take().unwrap(), second.text(id));
+                wait_until_waiting_for(&db, &mut s, holder);
+                assert!(!waiter.is_finished(), "{second:?} went past {held:?}");
+                run(&mut a, end);
+                let (back, r) = waiter.join().unwrap();
+                r.unwrap_or_else(|e| panic!("{second:?} after {held:?}: {e}"));
+                b = Some(back);
+            } else {
+                let text = second.text(id);
+                sql::execute(b.as_mut().unwrap(), &text)
+                    .unwrap_or_else(|e| panic!("{second:?} waited for {held:?}: {e}"));
+                run(&mut a, end);
+            }
+            second.check(&mut s, id);
+        }
+    }
+    // Key share conflicts with FOR UPDATE, key updates and deletes;
+    // share with those and no-key updates and locks; the two update
+    // strengths with all but key share and every lock and change.
+    assert_eq!(waited, 3 + 5 + 6 + 7);
+}
+
+/// A no-key UPDATE goes on beside a `FOR KEY SHARE` lock, and the lock
+/// stays: on the new version once the update commits, on the old one if
+/// it rolls back; both times a DELETE (and a key update) waits for the
+/// key-share locker.
+fn a_key_share_lock_lets_a_no_key_update_by_and_stays(method: IoMethod) {
+    let (_dir, db) = open(method);
+    let mut s = db.session().unwrap();
+    table(&mut s);
+    let mut a = db.session().unwrap();
+    let mut b = db.session().unwrap();
+    run(&mut b, "SET lock_timeout = 500");
+    for (end, deleter) in [
+        ("COMMIT", "DELETE FROM t WHERE id = 1"),
+        ("ROLLBACK", "UPDATE t SET id = 100 WHERE id = 1"),
+    ] {
+        run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 1 FOR KEY SHARE");
+        let locker = xid(&a);
+        // Assigning the key its own value changes no key either.
+        run(
+            &mut b,
+            "BEGIN; UPDATE t SET v = v + 1, id = id WHERE id = 1",
+        );
+        let updater = xid(&b);
+        let e =
+            sql::execute(&mut s, "SELECT * FROM t WHERE id = 1 FOR KEY SHARE NOWAIT").unwrap_err();
+        assert_eq!(e.sqlstate(), "55P03", "a running update holds the row: {e}");
+        run(&mut b, end);
+        let waiter = spawn(db.session().unwrap(), deleter);
+        wait_until_waiting_for(&db, &mut s, locker);
+        assert_ne!(waited_for(&db), updater);
+        // The lock is still the locker's own: no obstacle to it.
+        assert_eq!(
+            column(&mut a, "SELECT id FROM t WHERE id = 1 FOR UPDATE NOWAIT"),
+            [1]
+        );
+        run(&mut a, "COMMIT");
+        waiter.join().unwrap().1.unwrap();
+        assert!(column(&mut s, "SELECT id FROM t WHERE id = 1").is_empty());
+        run(
+            &mut s,
+            "DELETE FROM t WHERE id = 100; INSERT INTO t VALUES (1, 10)",
+        );
+    }
+    // Two key-share lockers: the new version names both.
+    let mut c = db.session().unwrap();
+    run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 2 FOR KEY SHARE");
+    run(&mut c, "BEGIN; SELECT * FROM t WHERE id = 2 FOR KEY SHARE");
+    let (xa, xc) = (xid(&a), xid(&c));
+    run(&mut b, "UPDATE t SET v = 0 WHERE id = 2");
+    let waiter = spawn(db.session().unwrap(), "DELETE FROM t WHERE id = 2");
+    let first = waited_for(&db);
+    let (first_s, second_s, second) = if first == xa {
+        (&mut a, &mut c, xc)
+    } else {
+        assert_eq!(first, xc);
+        (&mut c, &mut a, xa)
+    };
+    run(first_s, "COMMIT");
+    wait_until_waiting_for(&db, &mut s, second);
+    run(second_s, "COMMIT");
+    waiter.join().unwrap().1.unwrap();
+    assert!(column(&mut s, "SELECT id FROM t WHERE id = 2").is_empty());
+    // A share lock holds a no-key update back.
+    run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 3 FOR SHARE");
+    let e = sql::execute(&mut b, "UPDATE t SET v = 0 WHERE id = 3").unwrap_err();
+    assert_eq!(e.sqlstate(), "55P03", "{e}");
+    run(&mut a, "COMMIT");
+}
+
 fn vacuum_keeps_locked_rows_and_clears_ended_locks(method: IoMethod) {
     let (_dir, db) = open(method);
     let mut s = db.session().unwrap();
@@ -549,8 +785,11 @@ fn vacuum_keeps_locked_rows_and_clears_ended_locks(method: IoMethod) {
     assert!(all_visible(&db, "t"), "vacuum set the page all-visible");
     common::storage_is_sound(&db);
     for id in [1, 2] {
-        let e = sql::execute(&mut s, &format!("SELECT * FROM t WHERE id = {id} FOR UPDATE NOWAIT"))
-            .unwrap_err();
+        let e = sql::execute(
+            &mut s,
+            &format!("SELECT * FROM t WHERE id = {id} FOR UPDATE NOWAIT"),
+        )
+        .unwrap_err();
         assert_eq!(e.sqlstate(), "55P03", "the locks stand after vacuum: {e}");
     }
     // A lock on an all-visible page leaves it so.
@@ -564,7 +803,11 @@ fn vacuum_keeps_locked_rows_and_clears_ended_locks(method: IoMethod) {
     for index in [0, 1, 2] {
         let h = header(&db, "t", index);
         assert_eq!(
-            (h.xmax, h.locker(), h.infomask & aiostore::heap::tuple::XMAX_LOCK_BITS),
+            (
+                h.xmax,
+                h.locker(),
+                h.infomask & aiostore::heap::tuple::XMAX_LOCK_BITS
+            ),
             (0, Locker::None, 0),
             "vacuum clears a lock whose lockers ended: tuple {index}"
         );
@@ -585,28 +828,44 @@ fn a_crash_leaves_no_lock_standing(method: IoMethod) {
     // The locked page reaches the disk, and its lock records the WAL.
     run(&mut s, "CHECKPOINT");
     run(&mut a, "SELECT * FROM t WHERE id = 3 FOR KEY SHARE");
-    // That last lock is only in the WAL: replay puts it on the page.
+    // Row 4: a no-key update in progress beside a key-share lock, which
+    // it kept on both versions.
+    run(&mut a, "SELECT * FROM t WHERE id = 4 FOR KEY SHARE");
+    run(&mut b, "UPDATE t SET v = 41 WHERE id = 4");
+    // Those last changes are only in the WAL: replay puts them on the
+    // page.
     db.wal().flush_all().unwrap();
     db.simulate_crash();
     drop((a, b, s));
     common::crash(db);
     let db = Database::open(&dir.path().join("data"), &settings(method)).unwrap();
     // The locks are on the page, and mean nothing.
-    assert!(matches!(header(&db, "t", 0).locker(), Locker::One(_, RowLockMode::Update)));
+    assert!(matches!(
+        header(&db, "t", 0).locker(),
+        Locker::One(_, RowLockMode::Update)
+    ));
     assert!(matches!(header(&db, "t", 1).locker(), Locker::Multi(_)));
-    assert!(matches!(header(&db, "t", 2).locker(), Locker::One(_, RowLockMode::KeyShare)));
+    assert!(matches!(
+        header(&db, "t", 2).locker(),
+        Locker::One(_, RowLockMode::KeyShare)
+    ));
     let mut s = db.session().unwrap();
     run(&mut s, "SET lock_timeout = 1000");
+    // The update died with the crash: row 4 is as before it.
+    assert_eq!(column(&mut s, "SELECT v FROM t WHERE id = 4"), [40]);
     assert_eq!(
-        column(&mut s, "SELECT id FROM t WHERE id <= 3 ORDER BY id FOR UPDATE NOWAIT"),
-        [1, 2, 3]
+        column(&mut s, "SELECT id FROM t ORDER BY id FOR UPDATE NOWAIT"),
+        [1, 2, 3, 4, 5]
     );
-    run(&mut s, "UPDATE t SET v = 0 WHERE id <= 3");
-    assert_eq!(column(&mut s, "SELECT sum(v) FROM t"), [90]);
+    run(&mut s, "UPDATE t SET v = 0 WHERE id <= 4");
+    assert_eq!(column(&mut s, "SELECT sum(v) FROM t"), [50]);
+    common::storage_is_sound(&db);
 }
 
 for_each_method!(
     lock_then_change_in_one_transaction,
+    each_strength_holds_back_exactly_the_statements_that_conflict,
+    a_key_share_lock_lets_a_no_key_update_by_and_stays,
     writers_and_lockers_wait_for_a_for_update_holder,
     share_lockers_hold_a_row_together_and_an_update_waits_for_both,
     nowait_fails_at_once_naming_the_table,

@@ -415,6 +415,8 @@ fn update_random_rows(
                         waits: crate::txn::WaitLimits::DEFAULT,
                     },
                     Some(new),
+                    // The key column stays.
+                    crate::txn::RowLockMode::NoKeyUpdate,
                 )
                 .map_err(|e| e.to_string())?
             {

@@ -9,6 +9,12 @@
 //! command id keeps the scan from seeing the versions the statement
 //! writes, wherever they land. NOT NULL is checked per row before the row is encoded, so
 //! the error names the table and column.
+//!
+//! A DELETE, and an UPDATE that changes a key column (one of a unique
+//! index), take each row as `FOR UPDATE` would; any other UPDATE as `FOR
+//! NO KEY UPDATE`, which `FOR KEY SHARE` lockers do not hold back (their
+//! locks stay, see `heap/lock.rs`). Both wait for the holders of
+//! conflicting row locks, as for an earlier writer of the row.
 
 use std::sync::Arc;
 
@@ -21,7 +27,7 @@ use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
 use crate::heap::tuple::{decode, encode_into};
 use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Writer};
-use crate::txn::{CommandId, Xid};
+use crate::txn::{CommandId, RowLockMode, Xid};
 use crate::types::Value;
 
 /// `INSERT INTO table …`: the input produces rows of the table's full
@@ -365,6 +371,7 @@ pub(crate) fn run_update(
     let db = Arc::clone(s.db());
     let table = Arc::clone(&plan.target.table);
     let indexes = TableIndexes::of(&db, &table);
+    let key_columns = indexes.key_columns();
     let mut state = InsertState::default();
     let assignments = &plan.assignments;
     let result = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, old| {
@@ -386,9 +393,16 @@ pub(crate) fn run_update(
             let new_tid =
                 db.heap()
                     .insert_version(&mut s.buf, &table.heap, &tuple, &mut state, tid)?;
-            let outcome = db
-                .heap()
-                .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid))?;
+            // As PostgreSQL's heap_update: a key changes only if a value
+            // in a key column does (assigning the same value changes none).
+            let mode = if key_columns.iter().any(|&c| old[c] != new[c]) {
+                RowLockMode::Update
+            } else {
+                RowLockMode::NoKeyUpdate
+            };
+            let outcome =
+                db.heap()
+                    .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid), mode)?;
             if outcome == DeleteOutcome::Deleted {
                 // Every version gets its entries (no HOT updates), after the
                 // old one is marked: a unique check must see it deleted by
@@ -438,10 +452,14 @@ pub(crate) fn run_delete(
         loop {
             chain_step(&table, step)?;
             step += 1;
-            match db
-                .heap()
-                .try_delete(&mut cx.session.buf, &table.heap, tid, &by, None)?
-            {
+            match db.heap().try_delete(
+                &mut cx.session.buf,
+                &table.heap,
+                tid,
+                &by,
+                None,
+                RowLockMode::Update,
+            )? {
                 DeleteOutcome::Deleted => return Ok(true),
                 DeleteOutcome::AlreadyOurs => return Ok(false),
                 DeleteOutcome::Changed { by, newer } => {

@@ -156,6 +156,22 @@ impl TableIndexes {
         self.indexes.is_empty()
     }
 
+    /// The table's key columns, as PostgreSQL's row locks count them
+    /// (`INDEX_ATTR_BITMAP_KEY`): every column of a unique index, each
+    /// once. An UPDATE that changes none of them conflicts with no `FOR
+    /// KEY SHARE` lock (`Heap::try_delete`).
+    pub(crate) fn key_columns(&self) -> Vec<usize> {
+        let mut columns: Vec<usize> = self
+            .indexes
+            .iter()
+            .filter(|(def, _)| def.kind.unique())
+            .flat_map(|(def, _)| def.columns.iter().map(|c| c.column))
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        columns
+    }
+
     /// Adds the entries of a new row version at `tid`, written by `own`.
     /// A NULL in a primary key column is refused first, before any entry:
     /// CREATE TABLE made those columns NOT NULL, but a primary key ALTER

@@ -892,9 +892,11 @@ impl PlanNode for SortNode {
             match sorted.next_row()? {
                 Some(mut row) => {
                     if self.with_tids {
-                        let tid = row.pop().as_ref().and_then(value_tid).ok_or(
-                            ExecError::Internal("a sorted row lost its tuple id"),
-                        )?;
+                        let tid = row
+                            .pop()
+                            .as_ref()
+                            .and_then(value_tid)
+                            .ok_or(ExecError::Internal("a sorted row lost its tuple id"))?;
                         out.tids.push(tid);
                     }
                     out.rows.push(row);

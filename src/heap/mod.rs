@@ -38,7 +38,7 @@ pub mod vm;
 
 mod bitmap;
 pub use bitmap::{BitmapScanStats, HeapBitmapScan};
-pub use lock::{xmax_without_effect, LockOutcome, LockWait};
+pub use lock::{LockOutcome, LockWait};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -698,14 +698,12 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             format!("{kind} off: {index}, xmax: {xmax}, cmax: {cmax}{newer}")
         }
         PageChange::ClearXmax { index } => format!("{kind} off: {index}"),
-        PageChange::Lock { index, xmax, bits } => {
-            match tuple::Locker::of(xmax, bits) {
-                tuple::Locker::One(_, mode) => {
-                    format!("{kind} off: {index}, xmax: {xmax}, {}", mode.clause())
-                }
-                _ => format!("{kind} off: {index}, multi: {xmax}"),
+        PageChange::Lock { index, xmax, bits } => match tuple::Locker::of(xmax, bits) {
+            tuple::Locker::One(_, mode) => {
+                format!("{kind} off: {index}, xmax: {xmax}, {}", mode.clause())
             }
-        }
+            _ => format!("{kind} off: {index}, multi: {xmax}"),
+        },
         PageChange::Prune { remove: list } | PageChange::MarkDead { dead: list } => {
             let shown: Vec<String> = list
                 .iter()
@@ -918,6 +916,10 @@ struct RelState {
     /// removes its entry only if the count has not moved since it copied
     /// the entry, so the TID cannot have gone to a new row meanwhile.
     line_pointers_freed: AtomicU64,
+    /// The key-share lockers no-key updates of the relation's rows went
+    /// on beside (`lock.rs`). Taken under a page's content lock, never
+    /// the other way round.
+    kept_locks: Mutex<lock::KeptLocks>,
 }
 
 /// The heap access method of one database.
@@ -1371,8 +1373,7 @@ pub(crate) fn visit_page_tuples(
 /// deleted, whoever locked it.
 fn dead_to_everyone(txn: &TxnManager, oldest: Xid, h: &TupleHeader) -> bool {
     txn.status(h.xmin) == XidStatus::Aborted
-        || h
-            .deleter()
+        || h.deleter()
             .is_some_and(|deleter| deleter < oldest && txn.did_commit(deleter))
 }
 
@@ -1925,7 +1926,7 @@ impl Heap {
         by: &Writer,
         newer: Option<Tid>,
     ) -> Result<bool, HeapError> {
-        match self.try_delete(s, table, tid, by, newer)? {
+        match self.try_delete(s, table, tid, by, newer, RowLockMode::Update)? {
             DeleteOutcome::Deleted => Ok(true),
             DeleteOutcome::AlreadyOurs => Ok(false),
             DeleteOutcome::Changed { .. } => Err(HeapError::ConcurrentUpdate {
@@ -1962,11 +1963,15 @@ impl Heap {
     /// As [`Heap::delete`], but a row another transaction changed and
     /// committed since the statement's snapshot is reported with where its
     /// newer version is, so that a read-committed statement can follow the
-    /// update chain (PostgreSQL's EvalPlanQual) instead of failing. A
-    /// running transaction that changes the row, or locks it in any mode
-    /// (every UPDATE counts as one that changes the key, so `FOR KEY
-    /// SHARE` holds it back too, see `txn/multi.rs`), is waited for; the
-    /// transaction's own locks are no obstacle.
+    /// update chain (PostgreSQL's EvalPlanQual) instead of failing.
+    ///
+    /// The row is taken in `mode`: [`RowLockMode::Update`] for a deletion
+    /// and an update of a key column, [`RowLockMode::NoKeyUpdate`] for
+    /// another update (`newer` given). A running transaction that changes
+    /// the row, or locks it in a mode that conflicts, is waited for; the
+    /// transaction's own locks are no obstacle. `FOR KEY SHARE` lockers a
+    /// no-key update does not wait for keep their locks, on the new
+    /// version and beside the update on the old (`lock.rs`).
     pub fn try_delete(
         &self,
         s: &mut BufferSession,
@@ -1974,24 +1979,35 @@ impl Heap {
         tid: Tid,
         by: &Writer,
         newer: Option<Tid>,
+        mode: RowLockMode,
     ) -> Result<DeleteOutcome, HeapError> {
+        debug_assert!(
+            mode == RowLockMode::Update || (mode == RowLockMode::NoKeyUpdate && newer.is_some()),
+            "a row changed in {mode:?}"
+        );
         let Writer { xid, cid, waits } = by;
         let (xid, cid) = (*xid, *cid);
         let rs = self.rel_state(table.rel);
         let wal = self.page_wal(&rs, xid);
         for _ in 0..lock::ROW_HOLDER_WAITS_MAX {
             let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
+            // The lockers the change goes on beside (key-share ones of a
+            // no-key update), as the new version's xmax will name them.
+            let mut kept = None;
             let outcome = s.modify_page(id, |page| {
                 let Some(t) = item(page, tid.index as usize) else {
                     return Err(Ok("no tuple at this line pointer"));
                 };
                 let h = TupleHeader::read(t);
-                // A deletion takes the row in the strongest mode: every
-                // lock conflicts with it, and the deleter's own do not
-                // count (see `lock.rs`).
-                let state = match self.examine(&h, tid, xid, RowLockMode::Update) {
+                let state = match self.examine(&rs, &h, tid, xid, mode) {
                     lock::Examined::Free { others, .. } => {
-                        debug_assert!(others.is_empty(), "a lock beside a deletion: {others:?}");
+                        debug_assert!(
+                            others.iter().all(|&(_, m)| !m.conflicts_with(mode)),
+                            "a conflicting lock beside a change in {mode:?}: {others:?}"
+                        );
+                        if !others.is_empty() {
+                            kept = Some(self.lock_xmax(&others).map_err(Err)?);
+                        }
                         RowState::Done(DeleteOutcome::Deleted)
                     }
                     lock::Examined::SelfChanged => RowState::Done(DeleteOutcome::AlreadyOurs),
@@ -2034,6 +2050,9 @@ impl Heap {
             })?;
             if let Some(applied) = applied {
                 self.clear_vm_bit(s, table.rel, tid.block, applied)?;
+            }
+            if let (Some(kept), Some(newer)) = (kept, newer) {
+                self.carry_locks(s, table, tid, newer, xid, kept)?;
             }
             match state {
                 RowState::Done(outcome) => return Ok(outcome),
@@ -2193,7 +2212,7 @@ impl Heap {
         // to leave clean pages alone, and decided again under the exclusive
         // lock before changing anything: between the two, another session
         // may have inserted a tuple or set an xmax.
-        let plan_page = |page: &PageBytes| {
+        let plan_page = |page: &PageBytes, block: u32| {
             let mut plan = PagePlan::default();
             let mut all_visible = true;
             for index in 0..line_pointer_count(page) {
@@ -2210,7 +2229,11 @@ impl Heap {
                 let Some(t) = item(page, index) else { continue };
                 let h = TupleHeader::read(t);
                 // A deleter that aborted, or lockers that all ended.
-                let xmax_void = xmax_without_effect(txn, &h);
+                let tid = Tid {
+                    block,
+                    index: index as u16,
+                };
+                let xmax_void = lock::xmax_without_effect(txn, &rs.kept_locks, tid, &h);
                 // Dead to everyone: inserted by an aborted transaction, or
                 // deleted by one that committed before the oldest snapshot.
                 // With index entries to remove first, its storage goes now
@@ -2261,7 +2284,7 @@ impl Heap {
                 if is_new(page) {
                     (PagePlan::default(), EMPTY_PAGE_FREE_BYTES)
                 } else {
-                    (plan_page(page), free_space(page))
+                    (plan_page(page, block), free_space(page))
                 }
             });
             if plan.changes_page() {
@@ -2273,7 +2296,7 @@ impl Heap {
                 );
                 let wal = self.page_wal(&rs, 0);
                 let changed = s.modify_page(id, |page| {
-                    let plan = plan_page(page);
+                    let plan = plan_page(page, block);
                     let log = |page: &mut PageBytes, change: &PageChange| {
                         apply_logged(wal, page, table.rel, block, 0, change)
                     };

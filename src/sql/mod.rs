@@ -339,8 +339,8 @@ impl SqlError {
             | SqlError::LockingTargetKind { .. } => "0A000",
             SqlError::LockingTargetMissing { .. } => "42P01", // undefined_table
             SqlError::LockingQualifiedName { .. } => "42601", // syntax_error
-            SqlError::TooDeep { .. } => "54001", // statement_too_complex
-            SqlError::NulInText { .. } => "22021", // character_not_in_repertoire
+            SqlError::TooDeep { .. } => "54001",              // statement_too_complex
+            SqlError::NulInText { .. } => "22021",            // character_not_in_repertoire
             // PostgreSQL's scanner reports a bad Unicode escape as a
             // syntax error.
             SqlError::NulUnicodeEscape { .. } => "42601",

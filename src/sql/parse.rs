@@ -602,7 +602,11 @@ fn rewrite_locking_clauses(tokens: &mut Vec<TokenWithSpan>) {
             _ => "SHARE",
         };
         let mut clauses: Vec<Token> = Vec::new();
-        let names = if names.is_empty() { vec![Vec::new()] } else { names };
+        let names = if names.is_empty() {
+            vec![Vec::new()]
+        } else {
+            names
+        };
         for name in names {
             clauses.push(Token::make_keyword("FOR"));
             clauses.push(Token::make_keyword(strength));
@@ -621,7 +625,9 @@ fn rewrite_locking_clauses(tokens: &mut Vec<TokenWithSpan>) {
         let written = clauses.len();
         tokens.splice(
             at..end,
-            clauses.into_iter().map(|token| TokenWithSpan { token, span }),
+            clauses
+                .into_iter()
+                .map(|token| TokenWithSpan { token, span }),
         );
         at += written;
     }

@@ -143,16 +143,7 @@ impl FromItem {
     ) -> Result<super::access::TableScan, SqlError> {
         if let FromItem::Table(table, alias) = self {
             return super::access::table_scan(
-                cx,
-                db,
-                table,
-                alias,
-                wanted,
-                filters,
-                purpose,
-                order,
-                loops,
-                size,
+                cx, db, table, alias, wanted, filters, purpose, order, loops, size,
             );
         }
         let c = &cx.costs;

@@ -27,13 +27,13 @@
 //! holds at most twice the lists some running transaction is in, plus
 //! the first threshold).
 //!
-//! Only lockers are members: every UPDATE and DELETE takes the strongest
-//! mode ([`RowLockMode::Update`], see `Heap::try_delete`), which conflicts
-//! with every lock, so it waits until it is the only holder and then
-//! writes its own id as a plain xmax. PostgreSQL's multis may also hold
-//! one updater beside `FOR KEY SHARE` lockers (an UPDATE that changes no
-//! key column); here such an UPDATE waits for those lockers instead,
-//! which is a stronger conflict than PostgreSQL's, never a weaker one.
+//! Only lockers are members. PostgreSQL's multis may also hold one
+//! updater beside `FOR KEY SHARE` lockers (an UPDATE that changes no key
+//! column does not wait for those), and must then be kept on disk, as
+//! the updater's fate decides the row's visibility after a crash. Here
+//! such an update writes its own id as a plain xmax, durable as any
+//! deleter's, and the lockers it went on beside are kept by the heap in
+//! memory (`heap/lock.rs`): multis stay lock-only, and in memory.
 
 use std::collections::HashMap;
 
@@ -131,8 +131,9 @@ impl Default for Multis {
 
 impl TxnManager {
     /// Makes a multi of `members` (at least two, each transaction once,
-    /// each running) and returns its id, which stands for them in a
-    /// tuple's xmax. The id is taken from the transaction id counter (see
+    /// each running when the caller looked: one that ended since is kept
+    /// and means no lock, as in any multi) and returns its id, which
+    /// stands for them in a tuple's xmax. The id is taken from the transaction id counter (see
     /// the module comment), so this may write the id reservation as
     /// [`TxnManager::assign_xid`] does.
     pub fn create_multi(&self, members: &[(Xid, RowLockMode)]) -> Result<Xid, TxnError> {
@@ -149,8 +150,8 @@ impl TxnManager {
         );
         let mut inner = self.inner.lock();
         debug_assert!(
-            list.iter().all(|(x, _)| inner.running.contains(x)),
-            "a multi of ended transactions: {list:?}"
+            list.iter().all(|&(x, _)| x < inner.next_xid),
+            "a multi of ids never assigned: {list:?}"
         );
         let id = self.next_id(&mut inner)?;
         let multis = &mut inner.multis;
@@ -283,8 +284,11 @@ mod tests {
         let keeper = txn.assign_xid(txn.new_owner()).unwrap();
         let kept = {
             let other = txn.assign_xid(txn.new_owner()).unwrap();
-            txn.create_multi(&[(keeper, RowLockMode::Share), (other, RowLockMode::Share)])
-                .unwrap()
+            let multi = txn
+                .create_multi(&[(keeper, RowLockMode::Share), (other, RowLockMode::Share)])
+                .unwrap();
+            txn.finish(other, true).unwrap();
+            multi
         };
         for _ in 0..3 * MULTI_SWEEP_FIRST {
             let a = txn.assign_xid(txn.new_owner()).unwrap();

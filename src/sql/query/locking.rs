@@ -66,10 +66,9 @@ pub(super) fn lock_requests(cx: &StmtCx, q: &ast::Query) -> Result<Vec<LockReque
                 })
             }
             _ => {
-                return Err(cx.unsupported(
-                    q.span(),
-                    format!("this name in a {} clause", mode.clause()),
-                ))
+                return Err(
+                    cx.unsupported(q.span(), format!("this name in a {} clause", mode.clause()))
+                )
             }
         };
         let wait = match lock.nonblock {
@@ -161,7 +160,10 @@ pub(super) fn lock_target(
                         clause,
                         what: match other {
                             FromItem::View(view, _) => {
-                                format!("the system view \"{}\" (its rows are computed, not stored)", view.name())
+                                format!(
+                                    "the system view \"{}\" (its rows are computed, not stored)",
+                                    view.name()
+                                )
                             }
                             _ => "a function".into(),
                         },
