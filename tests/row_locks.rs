@@ -489,39 +489,55 @@ fn a_concurrent_update_under_repeatable_read_fails_the_locker(method: IoMethod) 
     run(&mut b, "COMMIT");
 }
 
+/// Two sessions lock two rows in opposite orders: the second to close
+/// the cycle (after its own short deadlock_timeout) fails with 40P01,
+/// naming both waits, whether its last step is a lock or an UPDATE, and
+/// the other goes on at once.
 fn row_locks_in_opposite_order_deadlock(method: IoMethod) {
     let (_dir, db) = open(method);
     let mut s = db.session().unwrap();
     table(&mut s);
-    let mut a = db.session().unwrap();
-    let mut b = db.session().unwrap();
-    run(
-        &mut a,
-        "SET deadlock_timeout = 60000; SET lock_timeout = 60000",
-    );
-    run(
-        &mut b,
-        "SET deadlock_timeout = 100; SET lock_timeout = 5000",
-    );
-    run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 1 FOR UPDATE");
-    run(&mut b, "BEGIN; SELECT * FROM t WHERE id = 2 FOR SHARE");
-    let holder = xid(&b);
-    let a_thread = std::thread::spawn(move || {
-        run(&mut a, "SELECT * FROM t WHERE id = 2 FOR UPDATE");
-        run(&mut a, "COMMIT");
-    });
-    wait_until_waiting_for(&db, &mut s, holder);
-    let e = sql::execute(&mut b, "UPDATE t SET v = 0 WHERE id = 1").unwrap_err();
-    assert_eq!(e.sqlstate(), "40P01", "{e}");
-    assert_eq!(
-        e.to_string().matches("waits for transaction").count(),
-        2,
-        "{e}"
-    );
-    // The error ended B's transaction: A goes on.
-    a_thread.join().unwrap();
-    run(&mut b, "ROLLBACK");
-    assert!(db.txn().waits().is_empty());
+    for (b_first, b_second) in [
+        (
+            "SELECT * FROM t WHERE id = 2 FOR UPDATE",
+            "SELECT * FROM t WHERE id = 1 FOR UPDATE",
+        ),
+        (
+            "SELECT * FROM t WHERE id = 2 FOR SHARE",
+            "UPDATE t SET v = 0 WHERE id = 1",
+        ),
+    ] {
+        let mut a = db.session().unwrap();
+        let mut b = db.session().unwrap();
+        run(
+            &mut a,
+            "SET deadlock_timeout = 60000; SET lock_timeout = 60000",
+        );
+        run(
+            &mut b,
+            "SET deadlock_timeout = 100; SET lock_timeout = 5000",
+        );
+        run(&mut a, "BEGIN; SELECT * FROM t WHERE id = 1 FOR UPDATE");
+        run(&mut b, "BEGIN");
+        run(&mut b, b_first);
+        let holder = xid(&b);
+        let a_thread = std::thread::spawn(move || {
+            run(&mut a, "SELECT * FROM t WHERE id = 2 FOR UPDATE");
+            run(&mut a, "COMMIT");
+        });
+        wait_until_waiting_for(&db, &mut s, holder);
+        let e = sql::execute(&mut b, b_second).unwrap_err();
+        assert_eq!(e.sqlstate(), "40P01", "{b_second}: {e}");
+        assert_eq!(
+            e.to_string().matches("waits for transaction").count(),
+            2,
+            "{e}"
+        );
+        // The error ended B's transaction: A goes on.
+        a_thread.join().unwrap();
+        run(&mut b, "ROLLBACK");
+        assert!(db.txn().waits().is_empty());
+    }
 }
 
 fn waits_for_a_row_lock_end_at_lock_timeout_and_statement_timeout(method: IoMethod) {
@@ -768,6 +784,113 @@ fn a_key_share_lock_lets_a_no_key_update_by_and_stays(method: IoMethod) {
     run(&mut a, "COMMIT");
 }
 
+/// What PostgreSQL refuses, with its SQLSTATE and words; what it passes
+/// over; and where EXPLAIN shows the LockRows node.
+fn locking_clauses_are_refused_where_postgresql_refuses_them(method: IoMethod) {
+    let (_dir, db) = open(method);
+    let mut s = db.session().unwrap();
+    table(&mut s);
+    for (text, sqlstate, message) in [
+        (
+            "SELECT count(*) FROM t FOR UPDATE",
+            "0A000",
+            "FOR UPDATE is not allowed with aggregate functions",
+        ),
+        (
+            "SELECT v FROM t GROUP BY v FOR NO KEY UPDATE",
+            "0A000",
+            "FOR NO KEY UPDATE is not allowed with GROUP BY clause",
+        ),
+        (
+            "SELECT 1 FROM t HAVING true FOR SHARE",
+            "0A000",
+            "FOR SHARE is not allowed with HAVING clause",
+        ),
+        (
+            "SELECT DISTINCT v FROM t FOR KEY SHARE",
+            "0A000",
+            "FOR KEY SHARE is not allowed with DISTINCT clause",
+        ),
+        (
+            "SELECT id FROM t UNION SELECT id FROM t FOR UPDATE",
+            "0A000",
+            "FOR UPDATE is not allowed with UNION/INTERSECT/EXCEPT",
+        ),
+        (
+            "(SELECT id FROM t FOR KEY SHARE) UNION SELECT id FROM t",
+            "0A000",
+            "FOR KEY SHARE is not allowed with UNION/INTERSECT/EXCEPT",
+        ),
+        (
+            "SELECT * FROM t FOR UPDATE OF nope",
+            "42P01",
+            "relation \"nope\" in FOR UPDATE clause not found in FROM clause",
+        ),
+        (
+            "SELECT * FROM t FOR SHARE OF public.t",
+            "42601",
+            "FOR SHARE must specify unqualified relation names",
+        ),
+        (
+            "SELECT * FROM generate_series(1, 3) g FOR UPDATE OF g",
+            "0A000",
+            "FOR UPDATE cannot be applied to a function",
+        ),
+    ] {
+        let e = sql::execute(&mut s, text).unwrap_err();
+        assert_eq!(
+            (e.sqlstate(), e.to_string().as_str()),
+            (sqlstate, message),
+            "{text}"
+        );
+    }
+    // A join is refused naming the way round it, which works.
+    let e = sql::execute(
+        &mut s,
+        "SELECT * FROM t a JOIN t b ON a.id = b.id FOR UPDATE OF a",
+    )
+    .unwrap_err();
+    assert_eq!(e.sqlstate(), "0A000", "{e}");
+    assert!(
+        e.to_string().contains("FROM (SELECT … FOR UPDATE) s JOIN"),
+        "{e}"
+    );
+    assert_eq!(
+        column(
+            &mut s,
+            "SELECT a.id FROM (SELECT id FROM t WHERE id < 3 FOR UPDATE) a JOIN t b ON a.id = b.id ORDER BY 1"
+        ),
+        [1, 2]
+    );
+    // Nothing to lock is no error: no FROM, a function, several names.
+    assert_eq!(column(&mut s, "SELECT 1 AS one FOR UPDATE"), [1]);
+    assert_eq!(
+        column(&mut s, "SELECT g FROM generate_series(1, 3) g FOR SHARE"),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        column(
+            &mut s,
+            "SELECT id FROM t WHERE id = 4 FOR KEY SHARE OF t FOR UPDATE OF t NOWAIT"
+        ),
+        [4]
+    );
+    assert_eq!(
+        common::plan_lines(
+            &mut s,
+            "EXPLAIN (COSTS OFF) SELECT id FROM t WHERE v > 10 ORDER BY v DESC LIMIT 2 FOR UPDATE"
+        ),
+        [
+            "Limit",
+            "  ->  LockRows",
+            "        ->  Sort",
+            "              Sort Key: v DESC",
+            "              ->  Seq Scan on t",
+            "                    Filter: (v > 10)",
+        ]
+    );
+}
+
 fn vacuum_keeps_locked_rows_and_clears_ended_locks(method: IoMethod) {
     let (_dir, db) = open(method);
     let mut s = db.session().unwrap();
@@ -866,6 +989,7 @@ for_each_method!(
     lock_then_change_in_one_transaction,
     each_strength_holds_back_exactly_the_statements_that_conflict,
     a_key_share_lock_lets_a_no_key_update_by_and_stays,
+    locking_clauses_are_refused_where_postgresql_refuses_them,
     writers_and_lockers_wait_for_a_for_update_holder,
     share_lockers_hold_a_row_together_and_an_update_waits_for_both,
     nowait_fails_at_once_naming_the_table,

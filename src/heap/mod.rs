@@ -6,10 +6,11 @@
 //! [`apply_logged`], under the page's exclusive content lock: the one path
 //! by which heap pages change, and where their WAL records are made (the
 //! page's `pd_lsn` becomes the record's end). Replay runs the same
-//! [`apply`] again ([`redo`]). Each change clears the page's all-visible
-//! flag (and the caller then the map bit, which replay clears too: the
-//! record says so); vacuum's `SetAllVisible` is the only change that sets
-//! it. A bulk load ([`Heap::insert_batch`], COPY) puts a page's worth of
+//! [`apply`] again ([`redo`]). Each change that can hide a tuple from
+//! someone clears the page's all-visible flag (and the caller then the map
+//! bit, which replay clears too: the record says so); a row lock and
+//! vacuum's forgetting of a void xmax leave it, and vacuum's
+//! `SetAllVisible` is the only change that sets it. A bulk load ([`Heap::insert_batch`], COPY) puts a page's worth of
 //! tuples on a page at once and logs them as one record
 //! ([`apply_logged_multi`], PostgreSQL's heap_multi_insert).
 //!
@@ -30,6 +31,11 @@
 //! a read-committed statement follows and re-checks (PostgreSQL's
 //! EvalPlanQual) and a repeatable-read one turns into a conflict
 //! (`ConcurrentUpdate`: retry the transaction).
+//!
+//! Row locks (`SELECT … FOR UPDATE` and its weaker strengths) are a
+//! lock-only xmax: see [`lock`]. Whatever reads an xmax as a deletion
+//! asks [`TupleHeader::deleter`], which passes over a lock; whatever
+//! wants the row reads it through `Heap::examine`, which knows both.
 
 pub mod fsm;
 pub mod lock;

@@ -59,6 +59,7 @@ mod join;
 mod locking;
 
 use join::{build_joins, plan_joins, ItemSizes, PlannedJoins};
+pub(crate) use locking::clause_name as locking_clause_name;
 use locking::{lock_requests, LockRequest, LockRows};
 
 /// A planned query and the columns it returns.

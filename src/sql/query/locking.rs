@@ -43,20 +43,7 @@ pub(super) struct LockRequest {
 pub(super) fn lock_requests(cx: &StmtCx, q: &ast::Query) -> Result<Vec<LockRequest>, SqlError> {
     let mut requests = Vec::with_capacity(q.locks.len());
     for lock in &q.locks {
-        let mut mode = match lock.lock_type {
-            ast::LockType::Update => RowLockMode::Update,
-            ast::LockType::Share => RowLockMode::Share,
-        };
-        let mut parts: &[ObjectNamePart] = lock.of.as_ref().map_or(&[], |n| n.0.as_slice());
-        if let [ObjectNamePart::Identifier(first), rest @ ..] = parts {
-            if first.quote_style.is_some() {
-                match first.value.as_str() {
-                    KEY_SHARE_MARK => (mode, parts) = (RowLockMode::KeyShare, rest),
-                    NO_KEY_UPDATE_MARK => (mode, parts) = (RowLockMode::NoKeyUpdate, rest),
-                    _ => {}
-                }
-            }
-        }
+        let (mode, parts) = strength(lock);
         let of = match parts {
             [] => None,
             [ObjectNamePart::Identifier(name)] => Some(ident(name)),
@@ -79,6 +66,32 @@ pub(super) fn lock_requests(cx: &StmtCx, q: &ast::Query) -> Result<Vec<LockReque
         requests.push(LockRequest { mode, wait, of });
     }
     Ok(requests)
+}
+
+/// The strength a clause asks for, and the parts of its `OF` name (the
+/// mark of a strength `sqlparser` does not know taken off).
+fn strength(lock: &ast::LockClause) -> (RowLockMode, &[ObjectNamePart]) {
+    let mode = match lock.lock_type {
+        ast::LockType::Update => RowLockMode::Update,
+        ast::LockType::Share => RowLockMode::Share,
+    };
+    let parts: &[ObjectNamePart] = lock.of.as_ref().map_or(&[], |n| n.0.as_slice());
+    if let [ObjectNamePart::Identifier(first), rest @ ..] = parts {
+        if first.quote_style.is_some() {
+            match first.value.as_str() {
+                KEY_SHARE_MARK => return (RowLockMode::KeyShare, rest),
+                NO_KEY_UPDATE_MARK => return (RowLockMode::NoKeyUpdate, rest),
+                _ => {}
+            }
+        }
+    }
+    (mode, parts)
+}
+
+/// The clause a parsed locking clause spells (`FOR KEY SHARE`), for
+/// messages.
+pub(crate) fn clause_name(lock: &ast::LockClause) -> &'static str {
+    strength(lock).0.clause()
 }
 
 /// Refuses a locking clause on a SELECT whose rows are no table's rows:
