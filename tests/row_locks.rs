@@ -891,6 +891,109 @@ fn locking_clauses_are_refused_where_postgresql_refuses_them(method: IoMethod) {
     );
 }
 
+/// How the tests below make every session read the table.
+const SCAN_SETTINGS: [&str; 3] = [
+    "SET enable_seqscan = on; SET enable_bitmapscan = off; SET enable_indexscan = off; SET enable_indexonlyscan = off",
+    "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = off",
+    "SET enable_seqscan = off; SET enable_bitmapscan = on; SET enable_indexscan = off; SET enable_indexonlyscan = off",
+];
+
+/// HOT updates (no indexed column changes: `v` has no index) make
+/// heap-only versions found through their chain's root. Locks meet them
+/// through every scan: the newest version is locked, a no-key HOT update
+/// goes on beside a key-share lock and its heap-only version carries
+/// the lock, a lock on a row whose HOT update aborted ends that chain
+/// (the orphan version is pruned, the row still found), and the
+/// read-committed recheck follows a HOT link.
+fn row_locks_meet_hot_chains_through_every_scan(method: IoMethod) {
+    let (_dir, db) = open(method);
+    for scans in SCAN_SETTINGS {
+        let session = || {
+            let mut s = db.session().unwrap();
+            run(&mut s, scans);
+            s
+        };
+        let mut s = session();
+        run(&mut s, "DROP TABLE IF EXISTS t");
+        table(&mut s);
+        let hot_updates = |s: &mut Session| {
+            column(
+                s,
+                "SELECT n_tup_hot_upd FROM stat_tables WHERE relname = 't'",
+            )[0]
+        };
+        run(
+            &mut s,
+            "UPDATE t SET v = 11 WHERE id = 1; UPDATE t SET v = 12 WHERE id = 1",
+        );
+        assert_eq!(hot_updates(&mut s), 2, "{scans}");
+        let mut a = session();
+        run(&mut a, "BEGIN");
+        assert_eq!(
+            column(&mut a, "SELECT v FROM t WHERE id = 1 FOR KEY SHARE"),
+            [12]
+        );
+        let locker = xid(&a);
+        let mut b = session();
+        run(&mut b, "SET lock_timeout = 500");
+        run(&mut b, "UPDATE t SET v = 13 WHERE id = 1");
+        assert_eq!(
+            hot_updates(&mut s),
+            3,
+            "{scans}: the update beside the lock was HOT"
+        );
+        let deleter = spawn(session(), "DELETE FROM t WHERE id = 1");
+        wait_until_waiting_for(&db, &mut s, locker);
+        run(&mut a, "COMMIT");
+        let (_, r) = deleter.join().unwrap();
+        assert_eq!(r.unwrap()[0].tag, "DELETE 1", "{scans}");
+        assert!(column(&mut s, "SELECT v FROM t WHERE id = 1").is_empty());
+
+        // A HOT update that aborted, then a lock: the row is the old
+        // version again, locked, and found after pruning.
+        run(&mut b, "BEGIN; UPDATE t SET v = 0 WHERE id = 2; ROLLBACK");
+        assert_eq!(hot_updates(&mut s), 4, "{scans}");
+        run(&mut a, "BEGIN");
+        assert_eq!(
+            column(&mut a, "SELECT v FROM t WHERE id = 2 FOR UPDATE"),
+            [20]
+        );
+        run(&mut s, "VACUUM t");
+        assert_eq!(
+            column(&mut s, "SELECT v FROM t WHERE id = 2"),
+            [20],
+            "{scans}"
+        );
+        let e = sql::execute(&mut s, "SELECT v FROM t WHERE id = 2 FOR SHARE NOWAIT").unwrap_err();
+        assert_eq!(e.sqlstate(), "55P03", "{scans}: {e}");
+        run(&mut a, "COMMIT");
+        run(&mut s, "UPDATE t SET v = 21 WHERE id = 2");
+        assert_eq!(
+            column(&mut s, "SELECT v FROM t WHERE id = 2"),
+            [21],
+            "{scans}"
+        );
+
+        // The read-committed recheck follows a HOT link to the version
+        // the holder made.
+        run(&mut a, "BEGIN; UPDATE t SET v = 31 WHERE id = 3");
+        let holder = xid(&a);
+        let waiter = spawn(
+            session(),
+            "SELECT v FROM t WHERE id = 3 AND v > 25 FOR UPDATE",
+        );
+        wait_until_waiting_for(&db, &mut s, holder);
+        run(&mut a, "COMMIT");
+        let (_, r) = waiter.join().unwrap();
+        assert_eq!(
+            r.unwrap().pop().unwrap().rows,
+            [[Value::Integer(31)]],
+            "{scans}"
+        );
+        common::storage_is_sound(&db);
+    }
+}
+
 fn vacuum_keeps_locked_rows_and_clears_ended_locks(method: IoMethod) {
     let (_dir, db) = open(method);
     let mut s = db.session().unwrap();
@@ -990,6 +1093,7 @@ for_each_method!(
     each_strength_holds_back_exactly_the_statements_that_conflict,
     a_key_share_lock_lets_a_no_key_update_by_and_stays,
     locking_clauses_are_refused_where_postgresql_refuses_them,
+    row_locks_meet_hot_chains_through_every_scan,
     writers_and_lockers_wait_for_a_for_update_holder,
     share_lockers_hold_a_row_together_and_an_update_waits_for_both,
     nowait_fails_at_once_naming_the_table,

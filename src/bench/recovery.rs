@@ -415,6 +415,7 @@ fn update_random_rows(
                         waits: crate::txn::WaitLimits::DEFAULT,
                     },
                     Some(new),
+                    false,
                     // The key column stays.
                     crate::txn::RowLockMode::NoKeyUpdate,
                 )

@@ -371,9 +371,9 @@ pub(crate) fn run_update(
     let db = Arc::clone(s.db());
     let table = Arc::clone(&plan.target.table);
     let indexes = TableIndexes::of(&db, &table);
-    let key_columns = indexes.key_columns();
     let mut state = InsertState::default();
     let assignments = &plan.assignments;
+    let mut hot_updates = 0;
     let result = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, old| {
         let (mut tid, mut old) = (tid, old);
         let mut step = 0;
@@ -390,24 +390,40 @@ pub(crate) fn run_update(
             let s = &mut *cx.session;
             let mut tuple = Vec::new();
             encode_row(&table, &new, xid, cid, &mut tuple)?;
-            let new_tid =
-                db.heap()
-                    .insert_version(&mut s.buf, &table.heap, &tuple, &mut state, tid)?;
-            // As PostgreSQL's heap_update: a key changes only if a value
-            // in a key column does (assigning the same value changes none).
-            let mode = if key_columns.iter().any(|&c| old[c] != new[c]) {
+            let keep_entries = indexes.keep_entries(&old, &new);
+            let (new_tid, hot) = db.heap().insert_version(
+                &mut s.buf,
+                &table.heap,
+                &mut tuple,
+                &mut state,
+                tid,
+                keep_entries,
+            )?;
+            // As PostgreSQL's heap_update: a key changes only if the image
+            // of a key column does (assigning the same value changes none).
+            let mode = if indexes.keys_change(&old, &new) {
                 RowLockMode::Update
             } else {
                 RowLockMode::NoKeyUpdate
             };
-            let outcome =
-                db.heap()
-                    .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid), mode)?;
+            let outcome = db.heap().try_delete(
+                &mut s.buf,
+                &table.heap,
+                tid,
+                &by,
+                Some(new_tid),
+                hot,
+                mode,
+            )?;
             if outcome == DeleteOutcome::Deleted {
-                // Every version gets its entries (no HOT updates), after the
-                // old one is marked: a unique check must see it deleted by
-                // us, not live.
-                indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, &by)?;
+                // A HOT version is found through the old one's entries.
+                // Any other gets its own, after the old one is marked: a
+                // unique check must see it deleted by us, not live.
+                if hot {
+                    hot_updates += 1;
+                } else {
+                    indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, &by)?;
+                }
                 return Ok(true);
             }
             // The new version must not survive: this command inserted and
@@ -426,9 +442,11 @@ pub(crate) fn run_update(
         }
     });
     state.finish(&mut s.buf);
+    let count = result?;
+    db.statistics().note_updates(table.oid, count, hot_updates);
     Ok(Outcome {
         rows: Vec::new(),
-        count: result?,
+        count,
     })
 }
 
@@ -458,6 +476,7 @@ pub(crate) fn run_delete(
                 tid,
                 &by,
                 None,
+                false,
                 RowLockMode::Update,
             )? {
                 DeleteOutcome::Deleted => return Ok(true),
