@@ -1029,32 +1029,22 @@ mod tests {
         let ops: Vec<Op> = (1..=3)
             .map(|generation| Op::LockUpdate { generation })
             .collect();
-        let logs = [
-            log(Component::Lock, &ops, 3),
-            log(Component::Lock, &ops, 2),
-            SessionLog::default(),
-        ];
-        let rows = |v: [i64; 3]| -> Vec<(i64, i64)> {
+        let logs = [log(Component::Lock, &ops, 3), log(Component::Lock, &ops, 2)];
+        let rows = |v: [i64; 2]| -> Vec<(i64, i64)> {
             (1..=LOCK_ROWS)
                 .map(|id| (id, v[(id % i64::from(LOCK_SESSIONS)) as usize]))
                 .collect()
         };
-        assert_eq!(
-            judge_lock(&logs, &rows([3, 2, 0])),
-            Ok(Tally::resolved(false))
-        );
-        assert_eq!(
-            judge_lock(&logs, &rows([3, 3, 0])),
-            Ok(Tally::resolved(true))
-        );
-        let e = judge_lock(&logs, &rows([2, 2, 0])).unwrap_err();
+        assert_eq!(judge_lock(&logs, &rows([3, 2])), Ok(Tally::resolved(false)));
+        assert_eq!(judge_lock(&logs, &rows([3, 3])), Ok(Tally::resolved(true)));
+        let e = judge_lock(&logs, &rows([2, 2])).unwrap_err();
         assert!(e.contains("session 0's rows have v = 2; expected 3"), "{e}");
-        let mut torn = rows([3, 2, 0]);
+        let mut torn = rows([3, 2]);
         // Id 1 is session 1's.
         torn[0].1 = 3;
         let e = judge_lock(&logs, &torn).unwrap_err();
         assert!(e.contains("session 1's rows were torn: v = 2, 3"), "{e}");
-        let mut lost = rows([3, 2, 0]);
+        let mut lost = rows([3, 2]);
         let (id, v) = lost.pop().unwrap();
         lost.push((1, v));
         let e = judge_lock(&logs, &lost).unwrap_err();

@@ -2928,6 +2928,112 @@ mod tests {
             describe(HEAP_SET_ALL_VISIBLE, &[0]),
             "SET_ALL_VISIBLE".to_string()
         );
+        let lock = PageChange::Lock {
+            index: 4,
+            xmax: 900,
+            bits: TupleHeader::lock_bits(Some(RowLockMode::NoKeyUpdate)),
+        };
+        assert_eq!(
+            describe(lock.info(), &logged(&lock, None, false)),
+            "LOCK off: 4, xmax: 900, FOR NO KEY UPDATE"
+        );
+        let multi = PageChange::Lock {
+            index: 4,
+            xmax: 901,
+            bits: TupleHeader::lock_bits(None),
+        };
+        assert_eq!(
+            describe(multi.info(), &logged(&multi, None, false)),
+            "LOCK off: 4, multi: 901"
+        );
+    }
+
+    #[test]
+    fn a_lock_record_with_bits_no_lock_has_is_malformed() {
+        for bits in [
+            0,
+            tuple::UPDATED | tuple::XMAX_LOCK_ONLY,
+            TupleHeader::lock_bits(None) | tuple::XMAX_LOCK_MODE,
+        ] {
+            let lock = PageChange::Lock {
+                index: 4,
+                xmax: 900,
+                bits,
+            };
+            let text = describe(lock.info(), &logged(&lock, None, false));
+            assert!(text.contains("malformed"), "{bits:#x}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_lock_hides_nothing_leaves_all_visible_and_ends_an_aborted_update() {
+        let mut page = [0u8; BLOCK_SIZE];
+        apply(&mut page, 0, &PageChange::Init);
+        let t = tuple(40);
+        let old = apply(&mut page, 0, &PageChange::Insert { tuple: &t })
+            .index
+            .unwrap();
+        let newer = apply(&mut page, 0, &PageChange::Insert { tuple: &t })
+            .index
+            .unwrap();
+        // An update (HOT) whose transaction then aborted.
+        apply(
+            &mut page,
+            0,
+            &PageChange::SetXmax {
+                index: old,
+                xmax: 8,
+                cmax: 0,
+                newer: Some(Tid {
+                    block: 0,
+                    index: newer,
+                }),
+                hot: true,
+            },
+        );
+        apply(&mut page, 0, &PageChange::SetAllVisible);
+        let bits = TupleHeader::lock_bits(Some(RowLockMode::Share));
+        let before = page;
+        let lock = PageChange::Lock {
+            index: old,
+            xmax: 9,
+            bits,
+        };
+        let applied = apply(&mut page, 0, &lock);
+        assert!(!applied.cleared_all_visible);
+        let mut replayed = before;
+        assert_eq!(
+            redo(&mut replayed, 0, HEAP_LOCK, &logged(&lock, None, false)),
+            Ok(())
+        );
+        assert_eq!(replayed[..], page[..], "replay makes the same page");
+        assert_ne!(page_flags(&page) & PD_ALL_VISIBLE, 0);
+        let h = TupleHeader::read(item(&page, old as usize).unwrap());
+        assert_eq!(h.deleter(), None);
+        assert_eq!(h.locker(), tuple::Locker::One(9, RowLockMode::Share));
+        assert!(!h.is_hot_updated() && h.infomask & tuple::UPDATED == 0);
+        assert_eq!(
+            h.ctid,
+            Tid {
+                block: 0,
+                index: old
+            }
+        );
+        // A deletion over the lock takes its place.
+        apply(
+            &mut page,
+            0,
+            &PageChange::SetXmax {
+                index: old,
+                xmax: 10,
+                cmax: 0,
+                newer: None,
+                hot: false,
+            },
+        );
+        let h = TupleHeader::read(item(&page, old as usize).unwrap());
+        assert_eq!((h.deleter(), h.locker()), (Some(10), tuple::Locker::None));
+        assert_eq!(h.infomask & tuple::XMAX_LOCK_BITS, 0);
     }
 
     #[test]
