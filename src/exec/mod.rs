@@ -25,7 +25,9 @@
 //! no more rows closes its child: `LIMIT` closes the scan below it, whose
 //! read stream then stops, so `SELECT … LIMIT 10` reads only the pages
 //! it needs and what the stream had read ahead. Sort and Aggregate consume
-//! their input before returning a row.
+//! their input before returning a row. A locking query (`SELECT … FOR
+//! UPDATE`) has a LockRows node between the Sort and the Limit
+//! ([`lockrows`]), which locks each row it passes up by its tuple id.
 //!
 //! # Transactions and tables
 //!

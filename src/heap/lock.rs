@@ -7,10 +7,11 @@
 //!
 //! A lock-only xmax is no deletion: visibility, pruning, vacuum's dead
 //! tuples and unique checks read [`TupleHeader::deleter`], which ignores
-//! it. Writers and lockers meet it here, in [`Heap::examine`], the one
+//! it. Writers and lockers meet it here, in `Heap::examine`, the one
 //! place an xmax is read as "who holds the row": a transaction that wants
-//! the row in some mode (an UPDATE or DELETE wants
-//! [`RowLockMode::Update`]) finds it free, held by a running transaction
+//! the row in some mode (a DELETE or an UPDATE of a key wants
+//! [`RowLockMode::Update`], another UPDATE [`RowLockMode::NoKeyUpdate`])
+//! finds it free, held by a running transaction
 //! whose mode conflicts (it waits for that one, through the wait-for graph
 //! as any row wait, and looks again), changed by a committed transaction
 //! (the caller follows the update chain or fails, see `exec::dml`), or
@@ -19,10 +20,14 @@
 //! A lock is a page change like any other ([`PageChange::Lock`]), logged
 //! so that replay of later changes to the page finds it as it was; it
 //! does not clear the page's all-visible flag (no one's view of the row
-//! changes). After a crash no locker runs, so a lock found on a page is
-//! no lock: its xid counts as aborted, and a multi names no member.
+//! changes). A lock leaves no update behind it either: it clears
+//! `UPDATED` and `HOT_UPDATED` (an aborted update's newer version, HOT or
+//! not, is then no chain's), so a HOT chain ends at a locked version.
+//! After a crash no locker runs, so a lock found on a page is no lock:
+//! its locker reads as ended (a transaction running at the crash counts
+//! as aborted), and a multi names no member.
 //! Vacuum clears a lock-only xmax whose lockers have all ended
-//! ([`xmax_without_effect`]).
+//! (`xmax_without_effect`).
 //!
 //! # An UPDATE beside `FOR KEY SHARE` lockers
 //!
@@ -37,7 +42,7 @@
 //! updater's fate decides visibility after a crash. Here the old version's
 //! xmax stays the updater's plain id, durable and read by visibility as
 //! any deleter's, and the lockers beside it are kept in memory instead
-//! ([`KeptLocks`], per relation, by tuple): consulted only once that
+//! (`KeptLocks`, per relation, by tuple): consulted only once that
 //! updater has aborted, and meaningless after a restart, when no locker
 //! runs. The new version gets them as its own lock-only xmax
 //! (`Heap::try_delete`, a logged [`PageChange::Lock`]), as PostgreSQL's
