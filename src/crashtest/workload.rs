@@ -117,7 +117,8 @@ pub enum Component {
     Vacuum,
     /// One session creating, filling and dropping tables; every other
     /// table is created and loaded with COPY in one transaction (a load
-    /// that skips the WAL).
+    /// that skips the WAL), every other such load with FREEZE (its pages
+    /// all-visible as it fills them).
     Ddl,
     /// One session running CHECKPOINT every few commits of the others.
     Checkpointer,
