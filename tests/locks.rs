@@ -14,10 +14,6 @@ use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::sql::{self, SqlError};
 
-/// The longest the test waits for the first waiter to show in the wait
-/// graph.
-const SEEN_WAITING_WITHIN: Duration = Duration::from_secs(30);
-
 fn open(method: IoMethod) -> (tempfile::TempDir, Arc<Database>) {
     let dir = common::temp_dir();
     let path = dir.path().join("data");
@@ -32,18 +28,6 @@ fn open(method: IoMethod) -> (tempfile::TempDir, Arc<Database>) {
 
 fn run(s: &mut Session, text: &str) {
     sql::execute(s, text).unwrap_or_else(|e| panic!("{text}: {e}"));
-}
-
-/// Waits until some transaction waits for another.
-fn wait_until_waiting(db: &Database) {
-    let started = Instant::now();
-    while db.txn().waits().is_empty() {
-        assert!(
-            started.elapsed() < SEEN_WAITING_WITHIN,
-            "the first session never waited"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Session A holds `first` and then runs `a_second`, which waits for B;
@@ -78,7 +62,7 @@ fn deadlock(
         run(&mut a, a_second);
         run(&mut a, "COMMIT");
     });
-    wait_until_waiting(&db);
+    common::wait_until_someone_waits(&db, "the first session");
     // The locks view shows A waiting for B.
     let shown = common::ints(
         &mut b,
@@ -166,7 +150,7 @@ fn lock_timeout_ends_a_wait(method: IoMethod) {
         run(&mut b, "UPDATE t SET v = v + 10");
         b
     });
-    wait_until_waiting(&db);
+    common::wait_until_someone_waits(&db, "the first session");
     run(&mut a, "COMMIT");
     let mut b = waiter.join().unwrap();
     assert_eq!(common::ints(&mut b, "SELECT v FROM t"), [12]);

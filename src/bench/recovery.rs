@@ -415,6 +415,7 @@ fn update_random_rows(
                         waits: crate::txn::WaitLimits::DEFAULT,
                     },
                     Some(new),
+                    false,
                 )
                 .map_err(|e| e.to_string())?
             {

@@ -30,13 +30,14 @@
 //! its name is taken for everyone meanwhile, as the table's is.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::CATALOG_WRITER;
 use crate::btree::{IndexDesc, KeySpec};
 use crate::buffer::BufferSession;
 use crate::heap::{Heap, HeapTable, Tid};
-use crate::txn::{CommandId, Xid, FROZEN_XID};
+use crate::txn::{CommandId, Xid, FROZEN_XID, INVALID_XID};
 use crate::types::{ColumnType, Value};
 use crate::wal::record::{SMGR_CREATE, SMGR_DROP};
 
@@ -149,6 +150,13 @@ pub struct IndexDef {
     pub columns: Vec<IndexColumn>,
     /// Where its catalog row is (None until published).
     row: parking_lot::Mutex<Option<Tid>>,
+    /// The oldest snapshot xmin that may read through the index
+    /// ([`INVALID_XID`]: any). Set by a build that left out older versions
+    /// of HOT chains some snapshot could still see (PostgreSQL's
+    /// `indcheckxmin`, see `heap/hot.rs`): an older snapshot could need a
+    /// version whose key the index lacks. Kept in memory only: after a
+    /// restart no such snapshot is left.
+    usable_from: AtomicU32,
 }
 
 impl IndexDef {
@@ -162,7 +170,28 @@ impl IndexDef {
             kind: old.kind,
             columns: old.columns.clone(),
             row: parking_lot::Mutex::new(None),
+            // An emptied table's index has no entry to lack.
+            usable_from: AtomicU32::new(INVALID_XID),
         }
+    }
+
+    /// Whether a snapshot with xmin `xmin` may read through the index:
+    /// every transaction that had deleted a version the build left out
+    /// had ended before it was taken.
+    pub fn usable_by(&self, xmin: Xid) -> bool {
+        xmin >= self.usable_from.load(Ordering::Acquire)
+    }
+
+    /// Whether some snapshot may not read through the index.
+    pub fn has_snapshot_limit(&self) -> bool {
+        self.usable_from.load(Ordering::Acquire) != INVALID_XID
+    }
+
+    /// Makes the index usable only by snapshots whose xmin is at least
+    /// `xid` (a transaction id not yet handed out when the build ended).
+    pub fn set_usable_from(&self, xid: Xid) {
+        debug_assert!(self.row().is_none(), "limited after it was published");
+        self.usable_from.store(xid, Ordering::Release);
     }
 
     /// Where its catalog row is, once published.
@@ -412,6 +441,7 @@ pub(super) fn load(
             kind: kind.expect("checked"),
             columns: columns.expect("checked"),
             row: parking_lot::Mutex::new(Some(tid)),
+            usable_from: AtomicU32::new(INVALID_XID),
         };
         indexes.insert(Arc::new(def));
     }
@@ -502,6 +532,7 @@ impl Catalog {
             kind,
             columns,
             row: parking_lot::Mutex::new(None),
+            usable_from: AtomicU32::new(INVALID_XID),
         })))
     }
 

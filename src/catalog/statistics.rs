@@ -550,6 +550,17 @@ pub struct Statistics {
     tables: RwLock<HashMap<u32, Arc<TableStats>>>,
     /// Serialises rewrites of the file.
     writing: Mutex<()>,
+    /// Rows updated since the database opened, by table oid.
+    updates: Mutex<HashMap<u32, UpdateCounts>>,
+}
+
+/// Rows a table's UPDATEs changed since the database opened, and how many
+/// of those made heap-only versions (PostgreSQL's `n_tup_upd` and
+/// `n_tup_hot_upd`): how often updates keep off the indexes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpdateCounts {
+    pub updated: u64,
+    pub hot: u64,
 }
 
 /// Why the statistics could not be saved.
@@ -598,7 +609,25 @@ impl Statistics {
             path,
             tables: RwLock::new(tables),
             writing: Mutex::new(()),
+            updates: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Counts an UPDATE statement's `updated` rows of table `oid`, `hot`
+    /// of them heap-only versions.
+    pub fn note_updates(&self, oid: u32, updated: u64, hot: u64) {
+        debug_assert!(hot <= updated);
+        if updated > 0 {
+            let mut updates = self.updates.lock();
+            let counts = updates.entry(oid).or_default();
+            counts.updated += updated;
+            counts.hot += hot;
+        }
+    }
+
+    /// The rows table `oid`'s updates changed since the database opened.
+    pub fn update_counts(&self, oid: u32) -> UpdateCounts {
+        self.updates.lock().get(&oid).copied().unwrap_or_default()
     }
 
     /// The statistics of the table `oid`, if it was analysed.

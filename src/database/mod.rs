@@ -1400,6 +1400,18 @@ impl Session {
         self.xact.as_ref().map(|x| x.started)
     }
 
+    /// A lower bound for the xmin of the snapshot the next statement reads
+    /// with: the transaction's own under repeatable read once taken, else
+    /// that of a snapshot taken now (one taken later has no lower one).
+    /// The planner leaves out indexes such a snapshot may not use
+    /// (`IndexDef::usable_by`).
+    pub fn snapshot_xmin_bound(&self) -> Xid {
+        match self.xact.as_ref().and_then(|x| x.snapshot.as_ref()) {
+            Some(guard) => guard.snapshot().xmin,
+            None => self.db.txn.xmin_now(),
+        }
+    }
+
     /// ROLLBACK.
     pub fn rollback(&mut self) -> Result<(), XactError> {
         let Some(x) = self.xact.take() else {

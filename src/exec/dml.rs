@@ -393,6 +393,7 @@ pub(crate) fn run_update(
     let indexes = TableIndexes::of(&db, &table);
     let mut state = InsertState::default();
     let assignments = &plan.assignments;
+    let mut hot_updates = 0;
     let result = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, old| {
         let (mut tid, mut old) = (tid, old);
         let mut step = 0;
@@ -409,17 +410,27 @@ pub(crate) fn run_update(
             let s = &mut *cx.session;
             let mut tuple = Vec::new();
             encode_row(&table, &new, xid, cid, &mut tuple)?;
-            let new_tid =
+            let keep_entries = indexes.keep_entries(&old, &new);
+            let (new_tid, hot) = db.heap().insert_version(
+                &mut s.buf,
+                &table.heap,
+                &mut tuple,
+                &mut state,
+                tid,
+                keep_entries,
+            )?;
+            let outcome =
                 db.heap()
-                    .insert_version(&mut s.buf, &table.heap, &tuple, &mut state, tid)?;
-            let outcome = db
-                .heap()
-                .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid))?;
+                    .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid), hot)?;
             if outcome == DeleteOutcome::Deleted {
-                // Every version gets its entries (no HOT updates), after the
-                // old one is marked: a unique check must see it deleted by
-                // us, not live.
-                indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, &by)?;
+                // A HOT version is found through the old one's entries.
+                // Any other gets its own, after the old one is marked: a
+                // unique check must see it deleted by us, not live.
+                if hot {
+                    hot_updates += 1;
+                } else {
+                    indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, &by)?;
+                }
                 return Ok(true);
             }
             // The new version must not survive: this command inserted and
@@ -438,9 +449,11 @@ pub(crate) fn run_update(
         }
     });
     state.finish(&mut s.buf);
+    let count = result?;
+    db.statistics().note_updates(table.oid, count, hot_updates);
     Ok(Outcome {
         rows: Vec::new(),
-        count: result?,
+        count,
     })
 }
 
@@ -466,7 +479,7 @@ pub(crate) fn run_delete(
             step += 1;
             match db
                 .heap()
-                .try_delete(&mut cx.session.buf, &table.heap, tid, &by, None)?
+                .try_delete(&mut cx.session.buf, &table.heap, tid, &by, None, false)?
             {
                 DeleteOutcome::Deleted => return Ok(true),
                 DeleteOutcome::AlreadyOurs => return Ok(false),

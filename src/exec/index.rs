@@ -9,6 +9,7 @@
 //! INDEX's AccessExclusive one, so a writing transaction either gives an
 //! index entries for all its rows or for none.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::btree::{BtreeError, BuildKeys, IndexDesc, Liveness, SortSpace, UniqueCheck};
@@ -76,35 +77,51 @@ impl<'a> RowCheck<'a> {
 }
 
 impl UniqueCheck for RowCheck<'_> {
+    /// The row's liveness is its HOT chain's (the entry points at the
+    /// chain's root, see `heap/hot.rs`): that of its first version that
+    /// is not dead, else dead, and removable only if every version is.
     fn liveness(&mut self, s: &mut BufferSession, tid: Tid) -> Result<Liveness, BtreeError> {
-        let h = match self.db.heap().line_at(s, self.table, tid)? {
-            LineAt::Tuple(h) => h,
-            // Pruned: dead to everyone.
-            LineAt::Dead => return Ok(Liveness::Dead { removable: true }),
-            // No tuple there: nothing to conflict with, but nothing says
-            // why, so the entry stays for vacuum to judge.
-            LineAt::Nothing => return Ok(Liveness::Dead { removable: false }),
-        };
         let txn = self.db.txn();
-        match Self::status(txn, self.own, h.xmin) {
-            XidStatus::Aborted => return Ok(Liveness::Dead { removable: true }),
-            XidStatus::InProgress => return Ok(Liveness::InProgress(h.xmin)),
-            XidStatus::Committed => {}
-        }
-        if h.xmax == INVALID_XID {
-            return Ok(Liveness::Live);
-        }
-        Ok(match Self::status(txn, self.own, h.xmax) {
-            XidStatus::Aborted => Liveness::Live,
-            XidStatus::InProgress => Liveness::InProgress(h.xmax),
-            XidStatus::Committed => {
-                // Our own deletion counts as committed here but is not
-                // below the horizon: our transaction still runs.
-                let oldest = *self.oldest.get_or_insert_with(|| txn.oldest_xmin());
-                Liveness::Dead {
-                    removable: h.xmax < oldest && h.xmax != self.own,
+        let (own, oldest) = (self.own, &mut self.oldest);
+        let mut found = None;
+        let mut removable = true;
+        let line = self.db.heap().chain_at(s, self.table, tid, |h| {
+            let version = match Self::status(txn, own, h.xmin) {
+                XidStatus::Aborted => Liveness::Dead { removable: true },
+                XidStatus::InProgress => Liveness::InProgress(h.xmin),
+                XidStatus::Committed if h.xmax == INVALID_XID => Liveness::Live,
+                XidStatus::Committed => match Self::status(txn, own, h.xmax) {
+                    XidStatus::Aborted => Liveness::Live,
+                    XidStatus::InProgress => Liveness::InProgress(h.xmax),
+                    XidStatus::Committed => {
+                        // Our own deletion counts as committed here but is
+                        // not below the horizon: our transaction still runs.
+                        let oldest = *oldest.get_or_insert_with(|| txn.oldest_xmin());
+                        Liveness::Dead {
+                            removable: h.xmax < oldest && h.xmax != own,
+                        }
+                    }
+                },
+            };
+            match version {
+                Liveness::Dead { removable: r } => {
+                    removable &= r;
+                    ControlFlow::Continue(())
+                }
+                decided => {
+                    found = Some(decided);
+                    ControlFlow::Break(())
                 }
             }
+        })?;
+        Ok(match (line, found) {
+            (_, Some(decided)) => decided,
+            (LineAt::Versions, None) => Liveness::Dead { removable },
+            // Pruned: dead to everyone.
+            (LineAt::Dead, None) => Liveness::Dead { removable: true },
+            // No tuple there: nothing to conflict with, but nothing says
+            // why, so the entry stays for vacuum to judge.
+            (LineAt::Nothing, None) => Liveness::Dead { removable: false },
         })
     }
 
@@ -153,6 +170,17 @@ impl TableIndexes {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.indexes.is_empty()
+    }
+
+    /// Whether an update from `old` to `new` may be HOT (see
+    /// `heap/hot.rs`): no index's column changed its stored image, so the
+    /// entries of the old version are right for the new one.
+    pub(crate) fn keep_entries(&self, old: &[Value], new: &[Value]) -> bool {
+        self.indexes.iter().all(|(def, _)| {
+            def.columns
+                .iter()
+                .all(|c| old[c.column].same_image(&new[c.column]))
+        })
     }
 
     /// Adds the entries of a new row version at `tid`, written by `own`.
@@ -278,20 +306,21 @@ pub fn create_index(
 }
 
 /// Calls `f` with the key of index `def` and the TID of every row of
-/// `table` some transaction may still see ([`Heap::scan_all_not_dead`]):
-/// the entries the index must hold. `f` runs under the heap page's
-/// shared lock; the caller holds the table exclusively, so that lock
-/// keeps out no statement. The first error ends the calls and is
-/// returned.
+/// `table` some transaction may still see, the root of its HOT chain
+/// ([`Heap::scan_for_index_build`]): the entries the index must hold.
+/// `f` runs under the heap page's shared lock; the caller holds the table
+/// against writers, so that lock keeps out no statement. The first error
+/// ends the calls and is returned. Returns whether older versions of a
+/// HOT chain that some snapshot may still see were left out.
 ///
-/// [`Heap::scan_all_not_dead`]: crate::heap::Heap::scan_all_not_dead
+/// [`Heap::scan_for_index_build`]: crate::heap::Heap::scan_for_index_build
 fn index_entries(
     db: &Database,
     session: &mut Session,
     table: &TableDef,
     def: &IndexDef,
     mut f: impl FnMut(&[Value], Tid) -> Result<(), ExecError>,
-) -> Result<(), ExecError> {
+) -> Result<bool, ExecError> {
     let mut wanted = vec![false; table.columns.len()];
     for c in &def.columns {
         wanted[c.column] = true;
@@ -303,32 +332,33 @@ fn index_entries(
     let mut row = Vec::with_capacity(decoded);
     let mut key = Vec::with_capacity(def.columns.len());
     let mut failure = None;
-    db.heap()
-        .scan_all_not_dead(&mut session.buf, &table.heap, limits, |tid, t| {
-            if failure.is_some() {
-                return;
-            }
-            row.clear();
-            let done = match decode(types, t, &wanted, &mut row) {
-                Ok(()) => {
-                    // The key's values move out of the row (no copy of
-                    // a text), unless a column is in the key twice.
-                    key.clear();
-                    for (i, c) in def.columns.iter().enumerate() {
-                        let again = def.columns[i + 1..].iter().any(|d| d.column == c.column);
-                        key.push(if again {
-                            row[c.column].clone()
-                        } else {
-                            std::mem::replace(&mut row[c.column], Value::Null)
-                        });
-                    }
-                    f(&key, tid)
+    let older_versions_left_out =
+        db.heap()
+            .scan_for_index_build(&mut session.buf, &table.heap, limits, |tid, t| {
+                if failure.is_some() {
+                    return;
                 }
-                Err(e) => Err(HeapError::from(e).into()),
-            };
-            failure = done.err();
-        })?;
-    failure.map_or(Ok(()), Err)
+                row.clear();
+                let done = match decode(types, t, &wanted, &mut row) {
+                    Ok(()) => {
+                        // The key's values move out of the row (no copy of
+                        // a text), unless a column is in the key twice.
+                        key.clear();
+                        for (i, c) in def.columns.iter().enumerate() {
+                            let again = def.columns[i + 1..].iter().any(|d| d.column == c.column);
+                            key.push(if again {
+                                row[c.column].clone()
+                            } else {
+                                std::mem::replace(&mut row[c.column], Value::Null)
+                            });
+                        }
+                        f(&key, tid)
+                    }
+                    Err(e) => Err(HeapError::from(e).into()),
+                };
+                failure = done.err();
+            })?;
+    failure.map_or(Ok(older_versions_left_out), Err)
 }
 
 /// Builds index `def` from every row of `table` some transaction may
@@ -361,7 +391,7 @@ fn build(
         ProgressUnit::Rows,
     );
     let interrupt = session.interrupt();
-    index_entries(db, session, table, def, |key, tid| {
+    let older_versions_left_out = index_entries(db, session, table, def, |key, tid| {
         if def.kind.primary() {
             if let Some(i) = key.iter().position(Value::is_null) {
                 nulls.push((tid, i));
@@ -376,6 +406,11 @@ fn build(
         Ok(())
     })?;
     task.update(keys.pushed());
+    if older_versions_left_out {
+        // Snapshots that may still see such a version must not use the
+        // index: those older than every deleter's end (`heap/hot.rs`).
+        def.set_usable_from(db.txn().next_xid());
+    }
     let mut check = RowCheck::new(db, &table.heap, INVALID_XID, &WaitLimits::DEFAULT);
     refuse_nulls(session, table, def, &nulls, &mut check)?;
     let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
@@ -532,6 +567,8 @@ pub fn verify_index(session: &mut Session, name: &str) -> Result<u64, ExecError>
     let desc = def.desc(&table);
     let report = db.btree().verify(&mut session.buf, &desc)?;
     let mut rows = std::collections::HashMap::new();
+    // Whether older versions of HOT chains were left out does not change
+    // what the index must hold.
     index_entries(&db, session, &table, &def, |key, tid| {
         rows.insert(tid, key.to_vec());
         Ok(())

@@ -598,9 +598,11 @@ pub fn vacuum(
             let mut dead = std::mem::take(&mut report.dead);
             dead.sort_unstable();
             index::vacuum_indexes(&db, &mut session.buf, table, &dead, limits)?;
-            report.tuples_removed += db
+            // Counted in `tuples_removed` already, as vacuum listed them.
+            let freed = db
                 .heap()
                 .remove_dead(&mut session.buf, &table.heap, &dead)?;
+            debug_assert_eq!(freed, dead.len() as u64);
         }
         if report.empty_pages_at_end > 0 {
             report.pages_truncated = truncate_empty_tail(session, table, &report, limits)?;

@@ -658,7 +658,8 @@ impl CatalogView {
                         boolean(true),
                         boolean(false),
                         boolean(true),
-                        boolean(false),
+                        // indcheckxmin: old snapshots may not use it.
+                        boolean(index.has_snapshot_limit()),
                         boolean(true),
                         boolean(true),
                         boolean(false),

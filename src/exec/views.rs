@@ -41,8 +41,9 @@ pub enum View {
     /// What ANALYZE learnt of each column, one row per column of an
     /// analysed table (PostgreSQL's pg_stats).
     Stats,
-    /// Per table: its size when analysed, when that was, and the rows
-    /// changed since (PostgreSQL's pg_stat_user_tables, in part).
+    /// Per table: its size when analysed, when that was, the rows
+    /// changed since, and the rows updated since the database opened, in
+    /// place or not (PostgreSQL's pg_stat_user_tables, in part).
     StatTables,
     /// Checkpoints since the database opened, and the last one, one row
     /// (PostgreSQL's pg_stat_checkpointer, with the last's figures).
@@ -185,6 +186,8 @@ const STAT_TABLES: &[ColumnSpec] = &[
     ("n_mod_since_analyze", ColumnType::BigInt),
     ("stale", ColumnType::Boolean),
     ("last_analyze", ColumnType::Timestamp),
+    ("n_tup_upd", ColumnType::BigInt),
+    ("n_tup_hot_upd", ColumnType::BigInt),
 ];
 
 /// A value's text output, for a list of values.
@@ -526,6 +529,7 @@ impl View {
                 .into_iter()
                 .map(|table| {
                     let stats = db.statistics().of(table.oid);
+                    let updates = db.statistics().update_counts(table.oid);
                     vec![
                         text(table.name()),
                         stats
@@ -541,6 +545,8 @@ impl View {
                         stats
                             .as_ref()
                             .map_or(Value::Null, |s| Value::Timestamp(s.analyzed_at)),
+                        big(updates.updated),
+                        big(updates.hot),
                     ]
                 })
                 .collect(),

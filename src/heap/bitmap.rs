@@ -17,8 +17,8 @@ use crate::tidbitmap::{BitmapPage, PageTids, TidBitmap};
 use crate::txn::Snapshot;
 
 use super::{
-    line_pointer_count, visit_page_tuples, Heap, HeapError, HeapTable, ScanControl, Tid,
-    Visibility, SCAN_PINS_RESERVED,
+    line_pointer_count, visit_page_chains, visit_page_tuples, Heap, HeapError, HeapTable,
+    ScanControl, Tid, Visibility, SCAN_PINS_RESERVED,
 };
 
 /// The bitmap's pages, as the stream's callback hands them on.
@@ -149,7 +149,9 @@ impl HeapBitmapScan {
         let mut visibility = Visibility::new(&heap.txn, snap);
         let keep = |h: &super::TupleHeader| visibility.is_visible(h);
         let stopped_after = s.with_page(buffer, |p| match &page.tids {
-            PageTids::Exact(offsets) => visit_page_tuples(
+            // An index's TIDs: roots of HOT chains, whose versions a
+            // lossy page's every tuple covers anyway.
+            PageTids::Exact(offsets) => visit_page_chains(
                 p,
                 page.block,
                 // Ascending: a resumed page starts past the offsets done.

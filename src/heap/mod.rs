@@ -47,9 +47,11 @@ pub mod tuple;
 pub mod vm;
 
 mod bitmap;
+mod hot;
 pub use bitmap::{BitmapScanStats, HeapBitmapScan};
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -58,9 +60,9 @@ use thiserror::Error;
 
 use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
 use crate::page::{
-    add_item, free_space, init_page, is_dead_item, is_new, item, item_mut, line_pointer_count,
-    mark_dead_items, page_flags, page_lsn, remove_items, set_page_flags, set_page_lsn, PageBytes,
-    EMPTY_PAGE_FREE_BYTES, LINE_POINTER_SIZE, MAX_ALIGN, PD_ALL_VISIBLE,
+    add_item, free_space, init_page, is_dead_item, is_new, item, item_mut, line_pointer,
+    line_pointer_count, page_flags, page_lsn, prune_items, set_page_flags, set_page_lsn, LineFate,
+    LineFlags, PageBytes, EMPTY_PAGE_FREE_BYTES, LINE_POINTER_SIZE, MAX_ALIGN, PD_ALL_VISIBLE,
 };
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
@@ -159,23 +161,32 @@ pub enum PageChange<'a> {
     Init,
     /// Adds a tuple; its ctid is set to where it lands.
     Insert { tuple: &'a [u8] },
-    /// Marks tuple `index` deleted (or updated to `newer`) by `xmax`.
+    /// Marks tuple `index` deleted (or updated to `newer`) by `xmax`;
+    /// `hot` if `newer` is a heap-only tuple on the same page (a HOT
+    /// update).
     SetXmax {
         index: u16,
         xmax: Xid,
         cmax: CommandId,
         newer: Option<Tid>,
+        hot: bool,
     },
     /// Forgets an `xmax` whose transaction aborted, so that later checks
     /// need not look it up.
     ClearXmax { index: u16 },
-    /// Frees the line pointers of dead tuples, or of dead line pointers
-    /// whose index entries are gone (vacuum).
-    Prune { remove: &'a [u16] },
-    /// Drops the storage of tuples dead to everyone, leaving their line
-    /// pointers dead until vacuum has removed their index entries
-    /// (pruning, by vacuum or by an update that needs the room).
-    MarkDead { dead: &'a [u16] },
+    /// Pruning (PostgreSQL's `heap_page_prune`, by an update that needs
+    /// the room or by vacuum) and vacuum's freeing of line pointers, each
+    /// list sorted: `redirected` roots of HOT chains point at the chain's
+    /// first version still needed (`(root, to)`), `dead` line pointers
+    /// keep their place with no storage until the index entries pointing
+    /// at them are gone, and `unused` ones are free for reuse (heap-only
+    /// tuples, which no index entry points at, and dead line pointers
+    /// whose entries vacuum removed).
+    Prune {
+        redirected: &'a [(u16, u16)],
+        dead: &'a [u16],
+        unused: &'a [u16],
+    },
     /// Every tuple is visible to everyone (vacuum).
     SetAllVisible,
 }
@@ -199,11 +210,21 @@ const HEAP_INIT: u8 = 0;
 const HEAP_INSERT: u8 = 1;
 const HEAP_SET_XMAX: u8 = 2;
 const HEAP_CLEAR_XMAX: u8 = 3;
-const HEAP_PRUNE: u8 = 4;
+/// Line pointers freed, the only list: what [`PageChange::Prune`] was
+/// before HOT chains (read in WAL written then, never written now).
+const HEAP_PRUNE_UNUSED: u8 = 4;
 const HEAP_SET_ALL_VISIBLE: u8 = 5;
 /// Several inserts on one page ([`apply_logged_multi`]).
 const HEAP_MULTI_INSERT: u8 = 6;
-const HEAP_MARK_DEAD: u8 = 7;
+/// Line pointers made dead, the only list (as `HEAP_PRUNE_UNUSED`).
+const HEAP_PRUNE_DEAD: u8 = 7;
+/// [`PageChange::Prune`]: redirected, dead and unused line pointers.
+const HEAP_PRUNE: u8 = 8;
+/// `SetXmax`'s byte saying what follows: no newer version, a newer one,
+/// or a newer heap-only one on the page (HOT).
+const SET_XMAX_NO_NEWER: u8 = 0;
+const SET_XMAX_NEWER: u8 = 1;
+const SET_XMAX_NEWER_HOT: u8 = 2;
 /// First data byte of a heap record: the change cleared the page's
 /// all-visible flag, so replay clears the map bit too.
 const CLEARED_ALL_VISIBLE: u8 = 1;
@@ -220,7 +241,6 @@ impl PageChange<'_> {
             PageChange::SetXmax { .. } => HEAP_SET_XMAX,
             PageChange::ClearXmax { .. } => HEAP_CLEAR_XMAX,
             PageChange::Prune { .. } => HEAP_PRUNE,
-            PageChange::MarkDead { .. } => HEAP_MARK_DEAD,
             PageChange::SetAllVisible => HEAP_SET_ALL_VISIBLE,
         }
     }
@@ -245,23 +265,39 @@ impl PageChange<'_> {
                 xmax,
                 cmax,
                 newer,
+                hot,
             } => {
                 d.extend_from_slice(&index.to_le_bytes());
                 d.extend_from_slice(&xmax.to_le_bytes());
                 d.extend_from_slice(&cmax.to_le_bytes());
                 if let Some(t) = newer {
-                    d.push(1);
+                    d.push(if *hot {
+                        SET_XMAX_NEWER_HOT
+                    } else {
+                        SET_XMAX_NEWER
+                    });
                     d.extend_from_slice(&t.block.to_le_bytes());
                     d.extend_from_slice(&t.index.to_le_bytes());
                 } else {
-                    d.push(0);
+                    d.push(SET_XMAX_NO_NEWER);
                 }
             }
             PageChange::ClearXmax { index } => d.extend_from_slice(&index.to_le_bytes()),
-            PageChange::Prune { remove: list } | PageChange::MarkDead { dead: list } => {
-                d.extend_from_slice(&(list.len() as u32).to_le_bytes());
-                for i in *list {
-                    d.extend_from_slice(&i.to_le_bytes());
+            PageChange::Prune {
+                redirected,
+                dead,
+                unused,
+            } => {
+                d.extend_from_slice(&(redirected.len() as u32).to_le_bytes());
+                for (from, to) in *redirected {
+                    d.extend_from_slice(&from.to_le_bytes());
+                    d.extend_from_slice(&to.to_le_bytes());
+                }
+                for list in [dead, unused] {
+                    d.extend_from_slice(&(list.len() as u32).to_le_bytes());
+                    for i in *list {
+                        d.extend_from_slice(&i.to_le_bytes());
+                    }
                 }
             }
         }
@@ -530,13 +566,22 @@ struct LoggedChange<'a> {
     insert_index: Option<u16>,
 }
 
-/// Decodes a heap record's data. A `Prune`'s offsets are decoded into
-/// `prune`, which the change borrows. Every read is checked: a malformed
+/// The line pointer lists of a decoded prune record, which its change
+/// borrows.
+#[derive(Default)]
+struct PruneLists {
+    redirected: Vec<(u16, u16)>,
+    dead: Vec<u16>,
+    unused: Vec<u16>,
+}
+
+/// Decodes a heap record's data. A `Prune`'s lists are decoded into
+/// `lists`, which the change borrows. Every read is checked: a malformed
 /// record is an error, never a panic.
 fn decode_change<'a>(
     info: u8,
     data: &'a [u8],
-    prune: &'a mut Vec<u16>,
+    lists: &'a mut PruneLists,
 ) -> Result<LoggedChange<'a>, &'static str> {
     const MALFORMED: &str = "malformed heap record";
     let mut r = DataReader::new(data);
@@ -552,32 +597,61 @@ fn decode_change<'a>(
             let index = r.u16().ok_or(MALFORMED)?;
             let xmax = r.u32().ok_or(MALFORMED)?;
             let cmax = r.u32().ok_or(MALFORMED)?;
-            let newer = match r.u8().ok_or(MALFORMED)? {
-                0 => None,
-                _ => Some(Tid {
+            let what = r.u8().ok_or(MALFORMED)?;
+            let newer = match what {
+                SET_XMAX_NO_NEWER => None,
+                SET_XMAX_NEWER | SET_XMAX_NEWER_HOT => Some(Tid {
                     block: r.u32().ok_or(MALFORMED)?,
                     index: r.u16().ok_or(MALFORMED)?,
                 }),
+                _ => return Err(MALFORMED),
             };
             PageChange::SetXmax {
                 index,
                 xmax,
                 cmax,
                 newer,
+                hot: what == SET_XMAX_NEWER_HOT,
             }
         }
         HEAP_CLEAR_XMAX => PageChange::ClearXmax {
             index: r.u16().ok_or(MALFORMED)?,
         },
-        HEAP_PRUNE | HEAP_MARK_DEAD => {
-            let n = r.u32().ok_or(MALFORMED)? as usize;
-            *prune = (0..n)
-                .map(|_| r.u16().ok_or(MALFORMED))
-                .collect::<Result<Vec<u16>, _>>()?;
+        HEAP_PRUNE | HEAP_PRUNE_UNUSED | HEAP_PRUNE_DEAD => {
+            // Counts are checked against what is left before anything is
+            // allocated: a damaged count must not ask for gigabytes.
+            let offsets = |r: &mut DataReader, width: usize| {
+                let n = r.u32().ok_or(MALFORMED)? as usize;
+                if n.checked_mul(width)
+                    .is_none_or(|bytes| bytes > r.remaining())
+                {
+                    return Err(MALFORMED);
+                }
+                Ok(n)
+            };
             if info == HEAP_PRUNE {
-                PageChange::Prune { remove: prune }
-            } else {
-                PageChange::MarkDead { dead: prune }
+                let n = offsets(&mut r, 4)?;
+                lists.redirected = (0..n)
+                    .map(|_| Ok((r.u16().ok_or(MALFORMED)?, r.u16().ok_or(MALFORMED)?)))
+                    .collect::<Result<_, &str>>()?;
+            }
+            let list = |r: &mut DataReader| -> Result<Vec<u16>, &'static str> {
+                let n = offsets(r, 2)?;
+                (0..n).map(|_| r.u16().ok_or(MALFORMED)).collect()
+            };
+            match info {
+                HEAP_PRUNE => {
+                    lists.dead = list(&mut r)?;
+                    lists.unused = list(&mut r)?;
+                }
+                HEAP_PRUNE_DEAD => lists.dead = list(&mut r)?,
+                _ => lists.unused = list(&mut r)?,
+            }
+            let lists: &'a PruneLists = lists;
+            PageChange::Prune {
+                redirected: &lists.redirected,
+                dead: &lists.dead,
+                unused: &lists.unused,
             }
         }
         HEAP_SET_ALL_VISIBLE => PageChange::SetAllVisible,
@@ -600,8 +674,8 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<(
     if info == HEAP_MULTI_INSERT {
         return redo_multi_insert(page, block, data);
     }
-    let mut prune = Vec::new();
-    let logged = decode_change(info, data, &mut prune)?;
+    let mut lists = PruneLists::default();
+    let logged = decode_change(info, data, &mut lists)?;
     let needs_item = |page: &PageBytes, index: u16| {
         item(page, index as usize)
             .map(|_| ())
@@ -622,12 +696,12 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<(
         PageChange::SetXmax { index, .. } | PageChange::ClearXmax { index } => {
             needs_item(page, index)?;
         }
-        PageChange::MarkDead { dead } => {
-            for &index in dead {
-                needs_item(page, index)?;
-            }
-        }
-        PageChange::Prune { .. } | PageChange::SetAllVisible => {}
+        PageChange::Prune {
+            redirected,
+            dead,
+            unused,
+        } => prune_fits(page, redirected, dead, unused)?,
+        PageChange::SetAllVisible => {}
     }
     let applied = apply(page, block, &logged.change);
     if logged.insert_index.is_some() && applied.index != logged.insert_index {
@@ -655,9 +729,10 @@ pub fn record_kind_name(info: u8) -> &'static str {
         HEAP_SET_XMAX => "SET_XMAX",
         HEAP_CLEAR_XMAX => "CLEAR_XMAX",
         HEAP_PRUNE => "PRUNE",
+        HEAP_PRUNE_UNUSED => "PRUNE_UNUSED",
         HEAP_SET_ALL_VISIBLE => "SET_ALL_VISIBLE",
         HEAP_MULTI_INSERT => "MULTI_INSERT",
-        HEAP_MARK_DEAD => "MARK_DEAD",
+        HEAP_PRUNE_DEAD => "PRUNE_DEAD",
         _ => "UNKNOWN",
     }
 }
@@ -693,8 +768,8 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             Err(what) => format!("{kind} ({what}: {} bytes)", data.len()),
         };
     }
-    let mut prune = Vec::new();
-    let logged = match decode_change(info, data, &mut prune) {
+    let mut lists = PruneLists::default();
+    let logged = match decode_change(info, data, &mut lists) {
         Ok(logged) => logged,
         Err(what) => return format!("{kind} ({what}: info {info}, {} bytes)", data.len()),
     };
@@ -710,36 +785,96 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             xmax,
             cmax,
             newer,
+            hot,
         } => {
             let newer = newer.map_or(String::new(), |t| {
-                format!(", newer: ({},{})", t.block, t.index)
+                let hot = if hot { ", hot" } else { "" };
+                format!(", newer: ({},{}){hot}", t.block, t.index)
             });
             format!("{kind} off: {index}, xmax: {xmax}, cmax: {cmax}{newer}")
         }
         PageChange::ClearXmax { index } => format!("{kind} off: {index}"),
-        PageChange::Prune { remove: list } | PageChange::MarkDead { dead: list } => {
-            let shown: Vec<String> = list
-                .iter()
-                .take(DESCRIBE_PRUNE_OFFSETS_MAX)
-                .map(u16::to_string)
-                .collect();
-            let more = if list.len() > DESCRIBE_PRUNE_OFFSETS_MAX {
-                ", …"
-            } else {
-                ""
-            };
-            let what = if info == HEAP_PRUNE {
-                "removed"
-            } else {
-                "marked dead"
-            };
-            format!("{kind} {what}: {} [{}{more}]", list.len(), shown.join(", "))
+        PageChange::Prune {
+            redirected,
+            dead,
+            unused,
+        } => {
+            fn shown<T>(list: &[T], show: impl Fn(&T) -> String) -> String {
+                let mut text: Vec<String> = list
+                    .iter()
+                    .take(DESCRIBE_PRUNE_OFFSETS_MAX)
+                    .map(show)
+                    .collect();
+                if list.len() > DESCRIBE_PRUNE_OFFSETS_MAX {
+                    text.push("…".into());
+                }
+                format!("{} [{}]", list.len(), text.join(", "))
+            }
+            let mut parts = Vec::new();
+            if !redirected.is_empty() {
+                let redirects = shown(redirected, |(from, to)| format!("{from}->{to}"));
+                parts.push(format!("redirected: {redirects}"));
+            }
+            if !dead.is_empty() {
+                parts.push(format!("dead: {}", shown(dead, u16::to_string)));
+            }
+            if !unused.is_empty() {
+                parts.push(format!("unused: {}", shown(unused, u16::to_string)));
+            }
+            format!("{kind} {}", parts.join(", "))
         }
     };
     if logged.flags & CLEARED_ALL_VISIBLE != 0 {
         text.push_str(", all-visible cleared");
     }
     text
+}
+
+/// Whether a prune's lists fit `page`: each sorted without repeats and
+/// apart from the others; a redirect from a used line pointer to a tuple;
+/// a dead line pointer from a tuple, a redirect or a dead one; an unused
+/// one from a tuple, a redirect or a dead one. Replay checks a record so
+/// before it applies it, as pruning checks its own plan.
+fn prune_fits(
+    page: &PageBytes,
+    redirected: &[(u16, u16)],
+    dead: &[u16],
+    unused: &[u16],
+) -> Result<(), &'static str> {
+    fn ascending_within(list: impl Iterator<Item = u16>, count: usize) -> bool {
+        let mut last = None;
+        list.into_iter().all(|i| {
+            let ok = last.is_none_or(|l| l < i) && usize::from(i) < count;
+            last = Some(i);
+            ok
+        })
+    }
+    let count = line_pointer_count(page);
+    if !ascending_within(redirected.iter().map(|&(from, _)| from), count)
+        || !ascending_within(dead.iter().copied(), count)
+        || !ascending_within(unused.iter().copied(), count)
+    {
+        return Err("a prune record's line pointers are unsorted or past the page's");
+    }
+    let flags = |i: u16| line_pointer(page, usize::from(i)).map(|lp| lp.flags);
+    let in_use = |i: u16| matches!(flags(i), Some(f) if f != LineFlags::Unused);
+    let twice = redirected
+        .iter()
+        .any(|&(from, _)| dead.binary_search(&from).is_ok() || unused.binary_search(&from).is_ok())
+        || dead.iter().any(|i| unused.binary_search(i).is_ok());
+    if twice {
+        return Err("a prune record names a line pointer twice");
+    }
+    let stays = |i: &u16| dead.binary_search(i).is_err() && unused.binary_search(i).is_err();
+    if !redirected.iter().all(|&(from, to)| {
+        in_use(from) && from != to && stays(&to) && item(page, usize::from(to)).is_some()
+    }) {
+        return Err("a prune record redirects to a line pointer holding no tuple");
+    }
+    if !dead.iter().chain(unused).all(|&i| in_use(i)) {
+        return Err("a prune record frees a line pointer already unused");
+    }
+    Ok(())
 }
 
 /// Applies `change` to heap page `block`. The one place heap pages change;
@@ -775,17 +910,23 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
             xmax,
             cmax,
             newer,
+            hot,
         } => {
+            debug_assert!(
+                !hot || newer.is_some_and(|t| t.block == block && t.index != *index),
+                "a HOT update's newer version is another tuple of the page"
+            );
             let t = item_mut(page, *index as usize).expect("caller checked the tuple");
             let mut h = TupleHeader::read(t);
             h.xmax = *xmax;
             h.cmax = *cmax;
-            match newer {
-                Some(tid) => {
-                    h.ctid = *tid;
-                    h.infomask |= tuple::UPDATED;
+            h.infomask &= !(tuple::UPDATED | tuple::HOT_UPDATED);
+            if let Some(tid) = newer {
+                h.ctid = *tid;
+                h.infomask |= tuple::UPDATED;
+                if *hot {
+                    h.infomask |= tuple::HOT_UPDATED;
                 }
-                None => h.infomask &= !tuple::UPDATED,
             }
             h.write(t);
         }
@@ -794,18 +935,33 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
             let mut h = TupleHeader::read(t);
             h.xmax = INVALID_XID;
             h.cmax = 0;
-            h.infomask &= !tuple::UPDATED;
+            // A HOT update that aborted no longer links to its version,
+            // which pruning then frees as no chain's.
+            h.infomask &= !(tuple::UPDATED | tuple::HOT_UPDATED);
             h.ctid = Tid {
                 block,
                 index: *index,
             };
             h.write(t);
         }
-        PageChange::Prune { remove } => {
-            remove_items(page, |i| remove.contains(&(i as u16)));
-        }
-        PageChange::MarkDead { dead } => {
-            mark_dead_items(page, |i| dead.contains(&(i as u16)));
+        PageChange::Prune {
+            redirected,
+            dead,
+            unused,
+        } => {
+            debug_assert_eq!(prune_fits(page, redirected, dead, unused), Ok(()));
+            prune_items(page, |i, _| {
+                let i = i as u16;
+                if let Ok(at) = redirected.binary_search_by_key(&i, |&(from, _)| from) {
+                    LineFate::Redirect(redirected[at].1)
+                } else if dead.binary_search(&i).is_ok() {
+                    LineFate::Dead
+                } else if unused.binary_search(&i).is_ok() {
+                    LineFate::Unused
+                } else {
+                    LineFate::Keep
+                }
+            });
         }
         PageChange::SetAllVisible => set_page_flags(page, flags | PD_ALL_VISIBLE),
     }
@@ -1065,14 +1221,16 @@ impl HeapFetch {
         }
     }
 
-    /// Calls `f(k, tuple)` for each line pointer `items[k]` of page
-    /// `block` whose tuple `snap` sees, all under one shared content lock
-    /// (`f` must not touch the pool): one lock and one visibility set-up
-    /// for all of them (an index scan on data in key order finds tens of
-    /// its rows on each page). Calls `dead(k)` for each whose tuple is
-    /// dead to every snapshot there is or will be, so that the caller may
-    /// remove the index entry that led to it. Returns how many were
-    /// visible; none if the table has no such page (any more).
+    /// Calls `f(k, index, tuple)` for each line pointer `items[k]` of page
+    /// `block` (an index entry's TID: the root of a HOT chain) whose chain
+    /// holds a version `snap` sees, at line pointer `index`, all under one
+    /// shared content lock (`f` must not touch the pool): one lock and one
+    /// visibility set-up for all of them (an index scan on data in key
+    /// order finds tens of its rows on each page). A snapshot sees at most
+    /// one version of a chain. Calls `dead(k)` for each whose every
+    /// version is dead to every snapshot there is or will be, so that the
+    /// caller may remove the index entry that led to it. Returns how many
+    /// were visible; none if the table has no such page (any more).
     ///
     /// An index scan drops its leaf page before it fetches (its batch is
     /// a copy), so vacuum may meanwhile remove the entry, free the line
@@ -1090,7 +1248,7 @@ impl HeapFetch {
         block: u32,
         items: impl ExactSizeIterator<Item = u16>,
         snap: &Snapshot,
-        mut f: impl FnMut(usize, &[u8]),
+        mut f: impl FnMut(usize, u16, &[u8]),
         mut dead: impl FnMut(usize),
     ) -> Result<usize, HeapError> {
         self.stats.fetches += items.len() as u64;
@@ -1105,22 +1263,24 @@ impl HeapFetch {
         let visible = s.with_page(id, |page| {
             let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
             let mut visible = 0;
-            for (k, index) in items.enumerate() {
-                let Some(t) = item(page, index as usize) else {
-                    if is_dead_item(page, index as usize) {
-                        dead(k);
+            for (k, root) in items.enumerate() {
+                let mut all_dead = true;
+                let end = hot::walk_chain(page, block, root as usize, |index, h, t| {
+                    if all_visible || visibility.is_visible(h) {
+                        f(k, index, t);
+                        visible += 1;
+                        return ControlFlow::Break(());
                     }
-                    continue;
-                };
-                let h = TupleHeader::read(t);
-                if all_visible || visibility.is_visible(&h) {
-                    f(k, t);
-                    visible += 1;
-                } else {
-                    let oldest = *oldest.get_or_insert_with(|| heap.txn.oldest_xmin());
-                    if dead_to_everyone(&heap.txn, oldest, &h) {
-                        dead(k);
+                    if all_dead {
+                        let oldest = *oldest.get_or_insert_with(|| heap.txn.oldest_xmin());
+                        all_dead = dead_to_everyone(&heap.txn, oldest, h);
                     }
+                    ControlFlow::Continue(())
+                });
+                match end {
+                    hot::ChainEnd::Dead => dead(k),
+                    hot::ChainEnd::Ended if all_dead => dead(k),
+                    _ => {}
                 }
             }
             visible
@@ -1297,8 +1457,29 @@ impl HeapScan {
         self.next_page_where(s, |h| visibility.is_visible(h), f)
     }
 
-    /// [`HeapScan::next_page`] with the tuples `keep` says, whatever the
-    /// page's all-visible flag (a build wants tuples no snapshot sees).
+    /// Calls `f(block, page)` with the next page whole, under its shared
+    /// lock; false once the table is done. (Not for a scan that paused in
+    /// a page.)
+    fn next_whole_page(
+        &mut self,
+        s: &mut BufferSession,
+        f: impl FnOnce(u32, &PageBytes),
+    ) -> Result<bool, HeapError> {
+        debug_assert!(self.paused.is_none(), "a whole page after a paused one");
+        let Some((id, block)) = self.stream.next_buffer(s)? else {
+            return Ok(false);
+        };
+        debug_assert_eq!(
+            s.pool().tag(id).map(|t| (t.rel, t.block)),
+            Some((self.rel, block)),
+            "a scan's stream read another page"
+        );
+        s.with_page(id, |page| f(block, page));
+        s.release(id);
+        Ok(true)
+    }
+
+    /// [`HeapScan::next_page`] with the tuples `keep` says.
     fn next_page_where(
         &mut self,
         s: &mut BufferSession,
@@ -1379,6 +1560,37 @@ pub(crate) fn visit_page_tuples(
     None
 }
 
+/// As [`visit_page_tuples`], for the TIDs an index gave, `roots`: calls
+/// `f` with the version of each one's HOT chain that `keep` says (the
+/// first: a snapshot sees at most one version of a row), at the version's
+/// own TID. Returns the root it stopped after.
+pub(crate) fn visit_page_chains(
+    page: &PageBytes,
+    block: u32,
+    roots: impl Iterator<Item = usize>,
+    mut keep: impl FnMut(&TupleHeader) -> bool,
+    mut f: impl FnMut(Tid, &[u8]) -> ScanControl,
+) -> Option<usize> {
+    let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
+    let mut last = None;
+    for root in roots {
+        debug_assert!(last.is_none_or(|l| l < root), "line pointers out of order");
+        last = Some(root);
+        let mut stop = false;
+        hot::walk_chain(page, block, root, |index, h, t| {
+            if !all_visible && !keep(h) {
+                return ControlFlow::Continue(());
+            }
+            stop = f(Tid { block, index }, t) == ScanControl::Stop;
+            ControlFlow::Break(())
+        });
+        if stop {
+            return Some(root);
+        }
+    }
+    None
+}
+
 /// Dead to every snapshot there is or will be: inserted by an aborted
 /// transaction, or deleted by one that committed before the oldest
 /// snapshot's horizon `oldest` (what vacuum removes).
@@ -1387,48 +1599,40 @@ fn dead_to_everyone(txn: &TxnManager, oldest: Xid, h: &TupleHeader) -> bool {
         || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
 }
 
-/// The normal tuples of `page` dead to everyone below horizon `oldest`,
-/// whose storage pruning may free.
-fn dead_tuples(txn: &TxnManager, oldest: Xid, page: &PageBytes) -> Vec<u16> {
-    (0..line_pointer_count(page))
-        .filter(|&i| {
-            item(page, i).is_some_and(|t| dead_to_everyone(txn, oldest, &TupleHeader::read(t)))
-        })
-        .map(|i| i as u16)
-        .collect()
-}
-
 /// What vacuum changes on one page.
 #[derive(Default)]
 struct PagePlan {
-    remove: Vec<u16>,
-    /// Dead tuples whose storage goes now, their line pointers later
-    /// (all of them are in `deferred` too).
-    mark_dead: Vec<u16>,
-    /// Dead tuples left for later (see [`VacuumReport::dead`]).
+    /// The pruning of its HOT chains and other dead tuples; for a table
+    /// without indexes, dead line pointers freed too.
+    prune: hot::PrunePlan,
+    /// Dead line pointers whose index entries go first, their line
+    /// pointers later (see [`VacuumReport::dead`]): those this pruning
+    /// leaves and those an earlier one left.
     deferred: Vec<u16>,
     clear_xmax: Vec<u16>,
     set_all_visible: bool,
     /// Tuples that stay.
     kept: u64,
+    /// Row versions whose storage or line pointer goes: the tuples pruned
+    /// now, and the dead line pointers of those pruned before.
+    removed: u64,
 }
 
 impl PagePlan {
     fn changes_page(&self) -> bool {
-        !self.remove.is_empty()
-            || !self.mark_dead.is_empty()
-            || !self.clear_xmax.is_empty()
-            || self.set_all_visible
+        !self.prune.is_empty() || !self.clear_xmax.is_empty() || self.set_all_visible
     }
 }
 
-/// What a line pointer holds ([`Heap::line_at`]).
+/// What an index entry's line pointer holds ([`Heap::chain_at`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LineAt {
-    Tuple(TupleHeader),
-    /// A tuple dead to everyone was pruned from here.
+    /// The root of a HOT chain, whose versions were visited.
+    Versions,
+    /// A chain dead to everyone was pruned from here.
     Dead,
-    /// Nothing: unused, or past the page's end.
+    /// Nothing: unused, past the page's end, or a heap-only tuple (the
+    /// line pointer was reused since the entry was made).
     Nothing,
 }
 
@@ -1634,14 +1838,21 @@ impl Heap {
     /// and again then keeps to its page instead of spreading its versions
     /// over the table until the next vacuum. Elsewhere as [`Heap::insert`]
     /// if it still does not fit.
+    ///
+    /// With `hot_allowed` (the update changed no indexed column) a version
+    /// put on `old`'s page is a heap-only tuple (see `hot.rs`): the second
+    /// value returned says so, and the caller then gives it no index
+    /// entries and marks `old` HOT-updated. `tuple`'s heap-only flag is
+    /// set to match.
     pub fn insert_version(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
-        tuple: &[u8],
+        tuple: &mut [u8],
         state: &mut InsertState,
         old: Tid,
-    ) -> Result<Tid, HeapError> {
+        hot_allowed: bool,
+    ) -> Result<(Tid, bool), HeapError> {
         let rs = self.rel_state(table.rel);
         let xid = TupleHeader::read(tuple).xmin;
         let (wal, rel, block) = (self.page_wal(&rs, xid), table.rel, old.block);
@@ -1656,16 +1867,16 @@ impl Heap {
             let mut pruned = None;
             if free_space(page) < need {
                 let oldest = txn.oldest_xmin();
-                let dead = dead_tuples(txn, oldest, page);
-                if dead.is_empty() {
+                let plan = hot::plan_prune(txn, oldest, page, block, hot::DeadRoots::Dead);
+                if plan.is_empty() {
                     return Ok((pruned, None));
                 }
-                let change = PageChange::MarkDead { dead: &dead };
-                pruned = Some(apply_logged(wal, page, rel, block, 0, &change)?);
+                pruned = Some(apply_logged(wal, page, rel, block, 0, &plan.change())?);
                 if free_space(page) < need {
                     return Ok((pruned, None));
                 }
             }
+            TupleHeader::set_heap_only(tuple, hot_allowed);
             let change = PageChange::Insert { tuple };
             let inserted = apply_logged(wal, page, rel, block, xid, &change)?;
             Ok::<_, WalError>((pruned, Some(inserted)))
@@ -1681,9 +1892,13 @@ impl Heap {
             Some(applied) => {
                 self.clear_vm_bit(s, rel, block, applied)?;
                 let index = applied.index.expect("insert reports its index");
-                Ok(Tid { block, index })
+                Ok((Tid { block, index }, hot_allowed))
             }
-            None => self.insert(s, table, tuple, state),
+            None => {
+                // Another page: the indexes must find it.
+                TupleHeader::set_heap_only(tuple, false);
+                Ok((self.insert(s, table, tuple, state)?, false))
+            }
         }
     }
 
@@ -1988,7 +2203,7 @@ impl Heap {
         by: &Writer,
         newer: Option<Tid>,
     ) -> Result<bool, HeapError> {
-        match self.try_delete(s, table, tid, by, newer)? {
+        match self.try_delete(s, table, tid, by, newer, false)? {
             DeleteOutcome::Deleted => Ok(true),
             DeleteOutcome::AlreadyOurs => Ok(false),
             DeleteOutcome::Changed { .. } => Err(HeapError::ConcurrentUpdate {
@@ -2026,6 +2241,8 @@ impl Heap {
     /// committed since the statement's snapshot is reported with where its
     /// newer version is, so that a read-committed statement can follow the
     /// update chain (PostgreSQL's EvalPlanQual) instead of failing.
+    /// `hot`: `newer` is a heap-only version on the same page
+    /// ([`Heap::insert_version`]), and `tid` becomes HOT-updated.
     pub fn try_delete(
         &self,
         s: &mut BufferSession,
@@ -2033,7 +2250,12 @@ impl Heap {
         tid: Tid,
         by: &Writer,
         newer: Option<Tid>,
+        hot: bool,
     ) -> Result<DeleteOutcome, HeapError> {
+        debug_assert!(
+            !hot || newer.is_some_and(|n| n.block == tid.block),
+            "a HOT update's version is on its row's page"
+        );
         let Writer { xid, cid, waits } = by;
         let (xid, cid) = (*xid, *cid);
         let rs = self.rel_state(table.rel);
@@ -2073,6 +2295,7 @@ impl Heap {
                                 xmax: xid,
                                 cmax: cid,
                                 newer,
+                                hot,
                             },
                         )
                         .map_err(|e| Err(HeapError::from(e)))?,
@@ -2149,37 +2372,76 @@ impl Heap {
         result.map(|()| stats)
     }
 
-    /// Calls `f` with each tuple some transaction may still see: every
-    /// one but those inserted by aborted transactions and those deleted
-    /// by one that committed before the oldest snapshot (what vacuum
-    /// removes). What an index build indexes: rows of transactions still
-    /// running are in, in case they commit. `f` runs under the page's
+    /// Calls `f(root, tuple)` with what an index build indexes: of each
+    /// row, the newest version some transaction may still see (every
+    /// tuple but those inserted by aborted transactions and those deleted
+    /// by one that committed before the oldest snapshot, what vacuum
+    /// removes; rows of transactions still running are in, in case they
+    /// commit), under the TID of its HOT chain's root (see `hot.rs`). An
+    /// older version of a chain that some snapshot may still see is left
+    /// out, as PostgreSQL's build leaves it: the index has one entry per
+    /// chain. Returns whether any was left out (a *broken* chain, if the
+    /// new index's columns differ between the two): then snapshots older
+    /// than the build must not use the index. `f` runs under the page's
     /// shared lock.
-    pub fn scan_all_not_dead(
+    pub fn scan_for_index_build(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         limits: StreamLimits,
         mut f: impl FnMut(Tid, &[u8]),
-    ) -> Result<(), HeapError> {
-        let oldest = self.txn.oldest_xmin();
+    ) -> Result<bool, HeapError> {
+        let txn = &self.txn;
+        let oldest = txn.oldest_xmin();
+        let mut older_versions_left_out = false;
         let mut scan = HeapScan::begin(s, table, limits)?;
         let result = loop {
-            match scan.next_page_where(
-                s,
-                |h| !dead_to_everyone(&self.txn, oldest, h),
-                |tid, t| {
-                    f(tid, t);
-                    ScanControl::Continue
-                },
-            ) {
+            match scan.next_whole_page(s, |block, page| {
+                let all_visible = page_flags(page) & PD_ALL_VISIBLE != 0;
+                let roots = hot::roots_of(page, block);
+                debug_assert_eq!(roots.len(), line_pointer_count(page));
+                for (index, &root_of) in roots.iter().enumerate() {
+                    let Some(t) = item(page, index) else { continue };
+                    let h = TupleHeader::read(t);
+                    if !all_visible {
+                        match hot::version_state(txn, oldest, &h) {
+                            hot::VersionState::Dead => continue,
+                            hot::VersionState::RecentlyDead if h.is_hot_updated() => {
+                                older_versions_left_out = true;
+                                continue;
+                            }
+                            _ => {}
+                        }
+                    }
+                    let root = if h.is_heap_only() {
+                        match root_of {
+                            Some(root) => root,
+                            None => {
+                                // No chain's: its update aborted, or lost
+                                // to a concurrent one and was deleted by
+                                // its own command; nobody sees it.
+                                debug_assert_ne!(
+                                    hot::version_state(txn, oldest, &h),
+                                    hot::VersionState::Live,
+                                    "heap-only tuple {block}/{index} of {} is live and no chain's",
+                                    table.name
+                                );
+                                continue;
+                            }
+                        }
+                    } else {
+                        index as u16
+                    };
+                    f(Tid { block, index: root }, t);
+                }
+            }) {
                 Ok(true) => {}
                 Ok(false) => break Ok(()),
                 Err(e) => break Err(e),
             }
         };
         scan.end(s);
-        result
+        result.map(|()| older_versions_left_out)
     }
 
     /// Removes tuples no transaction can see any more, and marks pages
@@ -2249,37 +2511,41 @@ impl Heap {
         // to leave clean pages alone, and decided again under the exclusive
         // lock before changing anything: between the two, another session
         // may have inserted a tuple or set an xmax.
-        let plan_page = |page: &PageBytes| {
-            let mut plan = PagePlan::default();
+        let plan_page = |page: &PageBytes, block: u32| {
+            // Dead to everyone: inserted by an aborted transaction, or
+            // deleted by one that committed before the oldest snapshot.
+            // With index entries to remove first, a dead chain's storage
+            // goes now and its root's line pointer once they are gone.
+            let dead_roots = if defer_removal {
+                hot::DeadRoots::Dead
+            } else {
+                hot::DeadRoots::Unused
+            };
+            let mut plan = PagePlan {
+                prune: hot::plan_prune(txn, oldest, page, block, dead_roots),
+                ..PagePlan::default()
+            };
+            plan.removed = plan.prune.tuples_removed;
             let mut all_visible = true;
             for index in 0..line_pointer_count(page) {
-                // A line pointer an update's pruning left dead: its index
+                // A line pointer an earlier pruning left dead: its index
                 // entries go first if there are any.
                 if is_dead_item(page, index) {
+                    plan.removed += 1;
                     if defer_removal {
                         plan.deferred.push(index as u16);
                     } else {
-                        plan.remove.push(index as u16);
+                        plan.prune.unused.push(index as u16);
                     }
                     continue;
                 }
                 let Some(t) = item(page, index) else { continue };
+                if plan.prune.removes(index as u16) {
+                    continue;
+                }
                 let h = TupleHeader::read(t);
                 let xmax_aborted =
                     h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted;
-                // Dead to everyone: inserted by an aborted transaction, or
-                // deleted by one that committed before the oldest snapshot.
-                // With index entries to remove first, its storage goes now
-                // and its line pointer once they are gone.
-                if dead_to_everyone(txn, oldest, &h) {
-                    if defer_removal {
-                        plan.mark_dead.push(index as u16);
-                        plan.deferred.push(index as u16);
-                    } else {
-                        plan.remove.push(index as u16);
-                    }
-                    continue;
-                }
                 if xmax_aborted {
                     plan.clear_xmax.push(index as u16);
                 }
@@ -2288,6 +2554,9 @@ impl Heap {
                     && txn.did_commit(h.xmin)
                     && (h.xmax == INVALID_XID || xmax_aborted);
             }
+            plan.prune.unused.sort_unstable();
+            plan.deferred.extend_from_slice(&plan.prune.dead);
+            plan.deferred.sort_unstable();
             all_visible &= plan.deferred.is_empty();
             plan.set_all_visible = all_visible && page_flags(page) & PD_ALL_VISIBLE == 0;
             plan
@@ -2315,7 +2584,7 @@ impl Heap {
                 if is_new(page) {
                     (PagePlan::default(), EMPTY_PAGE_FREE_BYTES)
                 } else {
-                    (plan_page(page), free_space(page))
+                    (plan_page(page, block), free_space(page))
                 }
             });
             if plan.changes_page() {
@@ -2327,29 +2596,21 @@ impl Heap {
                 );
                 let wal = self.page_wal(&rs, 0);
                 let changed = s.modify_page(id, |page| {
-                    let plan = plan_page(page);
+                    let plan = plan_page(page, block);
                     let log = |page: &mut PageBytes, change: &PageChange| {
                         apply_logged(wal, page, table.rel, block, 0, change)
                     };
                     for &index in &plan.clear_xmax {
                         log(page, &PageChange::ClearXmax { index })?;
                     }
-                    if !plan.mark_dead.is_empty() {
-                        log(
-                            page,
-                            &PageChange::MarkDead {
-                                dead: &plan.mark_dead,
-                            },
-                        )?;
-                    }
-                    if !plan.remove.is_empty() {
-                        rs.line_pointers_freed.fetch_add(1, Ordering::SeqCst);
-                        log(
-                            page,
-                            &PageChange::Prune {
-                                remove: &plan.remove,
-                            },
-                        )?;
+                    if !plan.prune.is_empty() {
+                        // Freeing an index entry's line pointer: see
+                        // `RelState::line_pointers_freed`. (Only a table
+                        // without indexes frees roots here.)
+                        if !defer_removal {
+                            rs.line_pointers_freed.fetch_add(1, Ordering::SeqCst);
+                        }
+                        log(page, &plan.prune.change())?;
                     }
                     if plan.set_all_visible {
                         log(page, &PageChange::SetAllVisible)?;
@@ -2369,7 +2630,7 @@ impl Heap {
                 set_visible.push(block);
             }
             s.release(id);
-            report.tuples_removed += plan.remove.len() as u64;
+            report.tuples_removed += plan.removed;
             report.tuples_kept += plan.kept;
             report
                 .dead
@@ -2445,20 +2706,24 @@ impl Heap {
         vm::clear(s, self.map_wal(rs), table.rel, &flag_gone)
     }
 
-    /// What line pointer `tid` holds, for a unique index's check of a
-    /// row with an equal key.
-    pub fn line_at(
+    /// What the line pointer at `tid`, an index entry's, holds, for a
+    /// unique index's check of a row with an equal key: `visit` hears the
+    /// header of each version of the HOT chain rooted there, oldest
+    /// first, until it breaks. It runs under the page's shared lock and
+    /// must not touch the pool.
+    pub fn chain_at(
         &self,
         s: &mut BufferSession,
         table: &HeapTable,
         tid: Tid,
+        mut visit: impl FnMut(&TupleHeader) -> ControlFlow<()>,
     ) -> Result<LineAt, HeapError> {
         let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
         let line = s.with_page(id, |page| {
-            match item(page, tid.index as usize).filter(|t| t.len() >= tuple::TUPLE_HEADER_SIZE) {
-                Some(t) => LineAt::Tuple(TupleHeader::read(t)),
-                None if is_dead_item(page, tid.index as usize) => LineAt::Dead,
-                None => LineAt::Nothing,
+            match hot::walk_chain(page, tid.block, tid.index as usize, |_, h, _| visit(h)) {
+                hot::ChainEnd::Stopped | hot::ChainEnd::Ended => LineAt::Versions,
+                hot::ChainEnd::Dead => LineAt::Dead,
+                hot::ChainEnd::NoChain => LineAt::Nothing,
             }
         });
         s.release(id);
@@ -2496,20 +2761,17 @@ impl Heap {
             let changed = s.modify_page(id, |page| {
                 for &index in &remove {
                     assert!(
-                        item(page, index as usize).is_some() || is_dead_item(page, index as usize),
-                        "dead tuple {block}/{index} of {} went before its index entries",
+                        is_dead_item(page, index as usize),
+                        "dead line pointer {block}/{index} of {} went before its index entries",
                         table.name
                     );
                 }
-                apply_logged(
-                    wal,
-                    page,
-                    table.rel,
-                    block,
-                    0,
-                    &PageChange::Prune { remove: &remove },
-                )
-                .map(|_| free_space(page))
+                let free = PageChange::Prune {
+                    redirected: &[],
+                    dead: &[],
+                    unused: &remove,
+                };
+                apply_logged(wal, page, table.rel, block, 0, &free).map(|_| free_space(page))
             });
             s.release(id);
             room_by_block.push((block, changed?));
@@ -2644,16 +2906,44 @@ mod tests {
             xmax: 735,
             cmax: 1,
             newer: Some(Tid { block: 4, index: 9 }),
+            hot: false,
         };
         assert_eq!(
             describe(set_xmax.info(), &logged(&set_xmax, None, true)),
             "SET_XMAX off: 2, xmax: 735, cmax: 1, newer: (4,9), all-visible cleared"
         );
-        let remove: Vec<u16> = (0..20).collect();
-        let prune = PageChange::Prune { remove: &remove };
+        let hot = PageChange::SetXmax {
+            index: 2,
+            xmax: 735,
+            cmax: 1,
+            newer: Some(Tid { block: 4, index: 3 }),
+            hot: true,
+        };
+        assert_eq!(
+            describe(hot.info(), &logged(&hot, None, false)),
+            "SET_XMAX off: 2, xmax: 735, cmax: 1, newer: (4,3), hot"
+        );
+        let unused: Vec<u16> = (0..20).collect();
+        let prune = PageChange::Prune {
+            redirected: &[(21, 23)],
+            dead: &[22],
+            unused: &unused,
+        };
         let text = describe(prune.info(), &logged(&prune, None, false));
-        assert!(text.starts_with("PRUNE removed: 20 [0, 1, 2,"), "{text}");
+        assert!(
+            text.starts_with("PRUNE redirected: 1 [21->23], dead: 1 [22], unused: 20 [0, 1, 2,"),
+            "{text}"
+        );
         assert!(text.ends_with("15, …]"), "{text}");
+        // Records written before HOT chains read as what they meant.
+        let mut old = vec![0u8];
+        old.extend_from_slice(&2u32.to_le_bytes());
+        old.extend_from_slice(&[3, 0, 5, 0]);
+        assert_eq!(describe(HEAP_PRUNE_DEAD, &old), "PRUNE_DEAD dead: 2 [3, 5]");
+        assert_eq!(
+            describe(HEAP_PRUNE_UNUSED, &old),
+            "PRUNE_UNUSED unused: 2 [3, 5]"
+        );
         assert_eq!(
             describe(HEAP_SET_ALL_VISIBLE, &[0]),
             "SET_ALL_VISIBLE".to_string()
@@ -2670,6 +2960,11 @@ mod tests {
         let text = describe(42, &[0]);
         assert!(text.contains("unknown heap record kind"), "{text}");
         let text = describe(HEAP_INSERT, &[]);
+        assert!(text.contains("malformed"), "{text}");
+        // A count far past the record's bytes is refused, not allocated.
+        let mut huge = vec![0u8];
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        let text = describe(HEAP_PRUNE, &huge);
         assert!(text.contains("malformed"), "{text}");
     }
 

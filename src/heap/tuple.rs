@@ -37,6 +37,15 @@ pub const MAX_TUPLE_SIZE: usize =
 pub const HAS_NULLS: u16 = 0x0001;
 /// xmax is an update; ctid names the newer version.
 pub const UPDATED: u16 = 0x0002;
+/// The update made a heap-only tuple (HOT, PostgreSQL's
+/// `HEAP_HOT_UPDATED`): the newer version is on the same page, and no
+/// index was given an entry for it, since no indexed column changed.
+pub const HOT_UPDATED: u16 = 0x0004;
+/// A heap-only tuple (PostgreSQL's `HEAP_ONLY_TUPLE`): no index entry
+/// points at it; it is found from the root of its HOT chain (the first
+/// version on the page, or the redirect pruning left in its place) by
+/// following `HOT_UPDATED` ctids.
+pub const HEAP_ONLY: u16 = 0x0008;
 
 /// A tuple's location: block and line pointer index (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -119,6 +128,31 @@ impl TupleHeader {
         t[20..22].copy_from_slice(&self.ctid.index.to_le_bytes());
         t[22..24].copy_from_slice(&self.infomask.to_le_bytes());
         t[24..26].copy_from_slice(&self.natts.to_le_bytes());
+    }
+
+    /// Updated by a HOT update: the newer version is `ctid`, a heap-only
+    /// tuple on the same page.
+    pub fn is_hot_updated(&self) -> bool {
+        self.infomask & HOT_UPDATED != 0
+    }
+
+    /// A heap-only tuple: reached through its HOT chain, never from an
+    /// index entry.
+    pub fn is_heap_only(&self) -> bool {
+        self.infomask & HEAP_ONLY != 0
+    }
+
+    /// Sets or clears the heap-only flag of an encoded tuple (an update
+    /// decides where the new version goes only once it has it encoded).
+    pub fn set_heap_only(t: &mut [u8], heap_only: bool) {
+        let mut infomask = u16_at(t, 22);
+        if heap_only {
+            infomask |= HEAP_ONLY;
+        } else {
+            infomask &= !HEAP_ONLY;
+        }
+        t[22..24].copy_from_slice(&infomask.to_le_bytes());
+        debug_assert_eq!(TupleHeader::read(t).is_heap_only(), heap_only);
     }
 
     /// Sets only the tuple's ctid (an insert stamps where it landed).

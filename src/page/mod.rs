@@ -318,46 +318,29 @@ pub fn item_mut(page: &mut PageBytes, index: usize) -> Option<&mut [u8]> {
         .then(|| &mut page[start..end])
 }
 
-/// Removes the items for which `remove` says so: their line pointers
-/// become unused (indexes of the others do not change) and the remaining
-/// items are packed together at the end of the page, making their space
-/// one free block (PostgreSQL's `PageRepairFragmentation`). Dead line
-/// pointers ([`mark_dead_items`]) may be removed too. Returns how many
-/// were removed.
-pub fn remove_items(page: &mut PageBytes, mut remove: impl FnMut(usize) -> bool) -> usize {
-    repair(
-        page,
-        |i, flags| {
-            if remove(i) {
-                LineFlags::Unused
-            } else {
-                flags
-            }
-        },
-    )
+/// What pruning makes of one used line pointer (PostgreSQL's
+/// `heap_page_prune` records): it stays as it is, or its item's storage
+/// goes and it becomes dead (an index entry may still point at it),
+/// unused (free for reuse), or a redirect to another line pointer of the
+/// page (the first live tuple of a HOT chain whose root is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineFate {
+    Keep,
+    Dead,
+    Unused,
+    Redirect(u16),
 }
 
-/// Marks the normal items for which `dead` says so dead: their line
-/// pointers stay taken, holding no storage (an index entry may still
-/// point at one: it must not be reused until the entry is gone), and the
-/// remaining items are packed as [`remove_items`] packs them. Returns how
-/// many were marked.
-pub fn mark_dead_items(page: &mut PageBytes, mut dead: impl FnMut(usize) -> bool) -> usize {
-    repair(page, |i, flags| {
-        if flags == LineFlags::Normal && dead(i) {
-            LineFlags::Dead
-        } else {
-            flags
-        }
-    })
-}
-
-/// Gives each normal or dead line pointer the state `fate` chooses for
-/// it (Normal keeps a normal item, Dead or Unused drops its storage; a
-/// dead one stays dead or becomes unused), packs the items kept at the
-/// end of the page and drops unused line pointers at the array's end.
+/// Gives each used line pointer (normal, dead or redirect) the fate
+/// `fate` chooses for it, packs the items kept together at the end of the
+/// page, making the space of those that went one free block (PostgreSQL's
+/// `PageRepairFragmentation`), and drops unused line pointers at the
+/// array's end. Indexes of the line pointers that stay do not change.
 /// Returns how many line pointers changed.
-fn repair(page: &mut PageBytes, mut fate: impl FnMut(usize, LineFlags) -> LineFlags) -> usize {
+pub fn prune_items(
+    page: &mut PageBytes,
+    mut fate: impl FnMut(usize, LineFlags) -> LineFate,
+) -> usize {
     let mut h = PageHeader::read(page);
     let count = line_pointer_count(page);
     let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(count);
@@ -366,30 +349,42 @@ fn repair(page: &mut PageBytes, mut fate: impl FnMut(usize, LineFlags) -> LineFl
         let Some(lp) = line_pointer(page, i) else {
             continue;
         };
-        if lp.flags != LineFlags::Normal && lp.flags != LineFlags::Dead {
+        if lp.flags == LineFlags::Unused {
             continue;
         }
-        let to = fate(i, lp.flags);
-        debug_assert!(
-            to != LineFlags::Redirect && (to != LineFlags::Normal || lp.flags == LineFlags::Normal),
-            "line pointer {i}: {:?} cannot become {to:?}",
-            lp.flags
-        );
-        if to == LineFlags::Normal {
-            if let Some(bytes) = item(page, i) {
-                kept.push((i, bytes.to_vec()));
+        let new = match fate(i, lp.flags) {
+            LineFate::Keep => {
+                if let Some(bytes) = item(page, i) {
+                    kept.push((i, bytes.to_vec()));
+                }
+                continue;
             }
-            continue;
-        }
-        if to != lp.flags {
+            LineFate::Dead => LinePointer {
+                offset: 0,
+                flags: LineFlags::Dead,
+                length: 0,
+            },
+            LineFate::Unused => LinePointer {
+                offset: 0,
+                flags: LineFlags::Unused,
+                length: 0,
+            },
+            LineFate::Redirect(to) => {
+                debug_assert!(
+                    usize::from(to) < count && usize::from(to) != i,
+                    "line pointer {i} redirected to {to} of {count}"
+                );
+                LinePointer {
+                    offset: to,
+                    flags: LineFlags::Redirect,
+                    length: 0,
+                }
+            }
+        };
+        if new != lp {
             changed += 1;
         }
-        let lp = LinePointer {
-            offset: 0,
-            flags: to,
-            length: 0,
-        };
-        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, lp.encode());
+        put_u32(page, PAGE_HEADER_SIZE + i * LINE_POINTER_SIZE, new.encode());
     }
     let upper = pack_items(page, h.special as usize, &kept);
     // Unused pointers at the end of the array are dropped altogether.
@@ -409,10 +404,19 @@ fn repair(page: &mut PageBytes, mut fate: impl FnMut(usize, LineFlags) -> LineFl
         h.flags & !PD_HAS_FREE_LINES
     };
     h.write(page);
+    debug_assert!(h.is_sane(), "pruning left a bad header: {h:?}");
     changed
 }
 
-/// Whether line pointer `index` is dead ([`mark_dead_items`]).
+/// The line pointer that line pointer `index` redirects to, if it is a
+/// redirect ([`LineFate::Redirect`]).
+pub fn redirect_target(page: &PageBytes, index: usize) -> Option<usize> {
+    line_pointer(page, index)
+        .filter(|lp| lp.flags == LineFlags::Redirect)
+        .map(|lp| usize::from(lp.offset))
+}
+
+/// Whether line pointer `index` is dead ([`LineFate::Dead`]).
 pub fn is_dead_item(page: &PageBytes, index: usize) -> bool {
     line_pointer(page, index).is_some_and(|lp| lp.flags == LineFlags::Dead)
 }
@@ -630,7 +634,9 @@ mod tests {
             mask: u64,
         ) {
             let (mut page, added) = page_of_items(&sizes);
-            let removed = remove_items(&mut page, |i| mask & (1 << (i % 64)) != 0);
+            let removed = prune_items(&mut page, |i, _| {
+                if mask & (1 << (i % 64)) != 0 { LineFate::Unused } else { LineFate::Keep }
+            });
             let mut expected_free = BLOCK_SIZE - PAGE_HEADER_SIZE;
             let mut gone = 0;
             for (i, bytes) in &added {
@@ -662,7 +668,9 @@ mod tests {
             let (mut page, added) = page_of_items(&sizes);
             let lines = line_pointer_count(&page);
             let is_marked = |i: usize| mask & (1 << (i % 64)) != 0;
-            let marked = mark_dead_items(&mut page, is_marked);
+            let marked = prune_items(&mut page, |i, _| {
+                if is_marked(i) { LineFate::Dead } else { LineFate::Keep }
+            });
             prop_assert_eq!(marked, added.iter().filter(|(i, _)| is_marked(*i)).count());
             // Dead line pointers are not reused, and hold no bytes.
             prop_assert_eq!(line_pointer_count(&page), lines);
@@ -686,9 +694,49 @@ mod tests {
                 prop_assert_eq!(line_pointer_count(&page), lines + 1);
             }
             // Removing them makes their line pointers free again.
-            let removed = remove_items(&mut page, |i| i < lines && is_marked(i));
+            let removed = prune_items(&mut page, |i, flags| {
+                if i < lines && flags == LineFlags::Dead { LineFate::Unused } else { LineFate::Keep }
+            });
             prop_assert_eq!(removed, marked);
             prop_assert!(added.iter().all(|(i, _)| !is_dead_item(&page, *i)));
+            prop_assert!(PageHeader::read(&page).is_sane());
+        }
+
+        #[test]
+        fn redirects_keep_their_target_and_survive_later_pruning(
+            sizes in proptest::collection::vec(1usize..300, 2..40),
+            mask: u64,
+        ) {
+            // Each marked item but the last redirects to the last item
+            // (a HOT chain's root whose storage went), as pruning does.
+            let (mut page, added) = page_of_items(&sizes);
+            let target = added.last().unwrap().0;
+            let is_marked = |i: usize| i != target && mask & (1 << (i % 64)) != 0;
+            let redirected = prune_items(&mut page, |i, _| {
+                if is_marked(i) { LineFate::Redirect(target as u16) } else { LineFate::Keep }
+            });
+            prop_assert_eq!(redirected, added.iter().filter(|(i, _)| is_marked(*i)).count());
+            for (i, bytes) in &added {
+                if is_marked(*i) {
+                    prop_assert_eq!(redirect_target(&page, *i), Some(target));
+                    prop_assert_eq!(item(&page, *i), None);
+                    prop_assert!(!is_dead_item(&page, *i));
+                } else {
+                    prop_assert_eq!(redirect_target(&page, *i), None);
+                    prop_assert_eq!(item(&page, *i), Some(&bytes[..]));
+                }
+            }
+            // A redirect is never reused for a new item, and a later
+            // pruning that keeps it keeps its target.
+            let lines = line_pointer_count(&page);
+            if redirected > 0 && page_flags(&page) & PD_HAS_FREE_LINES == 0 {
+                add_item(&mut page, b"new").unwrap();
+                prop_assert_eq!(line_pointer_count(&page), lines + 1);
+            }
+            prune_items(&mut page, |_, _| LineFate::Keep);
+            for (i, _) in &added {
+                prop_assert_eq!(redirect_target(&page, *i), is_marked(*i).then_some(target));
+            }
             prop_assert!(PageHeader::read(&page).is_sane());
         }
 

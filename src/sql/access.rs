@@ -97,7 +97,18 @@ pub(crate) fn table_scan(
     loops: f64,
     size: Option<&TableSize>,
 ) -> Result<TableScan, super::SqlError> {
-    let indexes = db.catalog().indexes_of(&table);
+    let mut indexes = db.catalog().indexes_of(&table);
+    if indexes.iter().any(|i| !i.usable_by(cx.snapshot_xmin)) {
+        // Built while a snapshot like this one could still see versions
+        // it lacks (`heap/hot.rs`); a later run may use it.
+        indexes = indexes
+            .iter()
+            .filter(|i| i.usable_by(cx.snapshot_xmin))
+            .cloned()
+            .collect::<Vec<_>>()
+            .into();
+        cx.fixed_for_run.set(true);
+    }
     let read;
     let size = match size {
         Some(size) => size,

@@ -246,6 +246,7 @@ pub(crate) fn statement_cx(s: &Session, parsed: &Parsed, placeholders: Placehold
         subquery_depth: Default::default(),
         placeholders,
         fixed_for_run: Default::default(),
+        snapshot_xmin: s.snapshot_xmin_bound(),
     }
 }
 

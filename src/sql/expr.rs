@@ -69,8 +69,13 @@ pub(crate) struct StmtCx {
     /// parameters): their types, and their values once bound.
     pub placeholders: Placeholders,
     /// Planning fixed a value that holds for this run of the statement
-    /// only (a LIMIT's parameter): its plan is not kept for another run.
+    /// only (a LIMIT's parameter, an index left out for the snapshot):
+    /// its plan is not kept for another run.
     pub fixed_for_run: Cell<bool>,
+    /// No snapshot the statement reads with has an older xmin
+    /// ([`crate::database::Session::snapshot_xmin_bound`]): indexes it
+    /// may not use are left out.
+    pub snapshot_xmin: crate::txn::Xid,
 }
 
 /// Most parameters a statement may have (PostgreSQL's limit: the count is

@@ -479,6 +479,24 @@ impl TxnManager {
         }
     }
 
+    /// The id the next transaction to write will get: every id handed
+    /// out so far is below it.
+    pub fn next_xid(&self) -> Xid {
+        self.inner.lock().next_xid
+    }
+
+    /// The xmin a snapshot taken now would have: no snapshot taken later
+    /// has a lower one (a transaction running then started before).
+    pub fn xmin_now(&self) -> Xid {
+        let inner = self.inner.lock();
+        inner
+            .running
+            .first()
+            .copied()
+            .unwrap_or(inner.next_xid)
+            .min(inner.next_xid)
+    }
+
     /// The oldest transaction any running transaction or registered
     /// snapshot may still need to see as not finished: changes of
     /// transactions that committed below it are seen by everyone.

@@ -247,6 +247,25 @@ impl Value {
         matches!(self, Value::Null)
     }
 
+    /// Whether the two are stored alike, byte for byte (PostgreSQL's
+    /// `datumIsEqual`), which is stricter than `==`: `1.0` and `1.00`
+    /// are equal numerics of other display scales, `0.0` and `-0.0` equal
+    /// doubles of other bits. An update is HOT only if every indexed
+    /// column keeps its image: an index-only scan answers with the key's
+    /// bytes, which must be the row's.
+    pub fn same_image(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Double(a), Value::Double(b)) => a.to_bits() == b.to_bits(),
+            (Value::Numeric(a), Value::Numeric(b)) => {
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                a.encode(&mut x);
+                b.encode(&mut y);
+                x == y
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// The type of a non-NULL value (without a modifier: a `Text` value
     /// may be of a `varchar(n)` column too).
     pub fn column_type(&self) -> Option<ColumnType> {

@@ -440,6 +440,12 @@ impl<'a> DataReader<'a> {
     pub fn is_empty(&self) -> bool {
         self.at >= self.bytes.len()
     }
+
+    /// Bytes not read yet (a decoder checks a count against it before it
+    /// allocates for that many).
+    pub fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.at)
+    }
 }
 
 #[cfg(test)]

@@ -564,3 +564,20 @@ pub fn release_when_parked(aio: &Arc<Aio>) -> std::thread::JoinHandle<()> {
         aio.injections().release(BEFORE_COMPLETE_SHARED);
     })
 }
+
+/// The longest a test waits for a transaction to show in the wait graph.
+pub const SEEN_WAITING_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until some transaction waits for another's (the transaction
+/// manager's wait graph), so that a test can order what comes next
+/// after the wait began; `who` names the waiter expected, for the panic.
+pub fn wait_until_someone_waits(db: &aiostore::database::Database, who: &str) {
+    let started = std::time::Instant::now();
+    while db.txn().waits().is_empty() {
+        assert!(
+            started.elapsed() < SEEN_WAITING_WITHIN,
+            "{who} never waited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -127,8 +127,9 @@ enum Slot {
     /// index, or an item past a LIMIT's end when its page was visited).
     InTurn,
     /// Fetched when its page was visited: the row the snapshot saw, if
-    /// any.
-    Ahead(Option<Vec<Value>>),
+    /// any, with where it is (a newer version of the entry's HOT chain,
+    /// or the entry's own TID).
+    Ahead(Option<(Tid, Vec<Value>)>),
 }
 
 /// One leaf page's matches, with their heap pages.
@@ -343,7 +344,7 @@ impl IndexFetch {
             };
             self.items_taken += 1;
             return Ok(Some(match row {
-                Some(row) => {
+                Some((tid, row)) => {
                     self.rows_returned += 1;
                     Fetched::Row(tid, row)
                 }
@@ -428,10 +429,13 @@ impl IndexFetch {
             block,
             group.iter().map(|&j| items[j as usize].tid.index),
             cx.snapshot,
-            |k, tuple| {
+            |k, index, tuple| {
                 let mut row = Vec::with_capacity(columns);
                 match decode(tuple, &mut row) {
-                    Ok(()) => rows[group[k] as usize] = Slot::Ahead(Some(row)),
+                    Ok(()) => {
+                        let at = Tid { block, index };
+                        rows[group[k] as usize] = Slot::Ahead(Some((at, row)));
+                    }
                     Err(e) if decoded.is_ok() => decoded = Err(e),
                     Err(_) => {}
                 }
@@ -446,15 +450,15 @@ impl IndexFetch {
         Ok(())
     }
 
-    /// Fetches the row at `tid` in its turn: an item past a LIMIT's reach
-    /// when its page was visited, whose page is pinned again if another
-    /// has been since.
+    /// Fetches the row of the entry at `tid` in its turn, and where it is:
+    /// an item past a LIMIT's reach when its page was visited, whose page
+    /// is pinned again if another has been since.
     fn fetch_row(
         &mut self,
         cx: &mut ExecCx,
         tid: Tid,
         decode: &mut DecodeTuple,
-    ) -> Result<Option<Vec<Value>>, ExecError> {
+    ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
         let db = Arc::clone(cx.session.db());
         let before = cx.session.buf.counts;
         let mut row = None;
@@ -466,10 +470,16 @@ impl IndexFetch {
             tid.block,
             std::iter::once(tid.index),
             cx.snapshot,
-            |_, tuple| {
+            |_, index, tuple| {
                 let mut values = Vec::with_capacity(self.columns);
                 decoded = decode(tuple, &mut values);
-                row = Some(values);
+                row = Some((
+                    Tid {
+                        block: tid.block,
+                        index,
+                    },
+                    values,
+                ));
             },
             |_| dead = true,
         )?;
