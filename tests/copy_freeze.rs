@@ -444,6 +444,81 @@ fn a_crash_before_the_commit_leaves_nothing_and_after_it_everything(method: IoMe
     }
 }
 
+/// The blocks whose state differs between `before` and `after`.
+fn changed_blocks(before: &[PageState], after: &[PageState]) -> Vec<usize> {
+    assert_eq!(before.len(), after.len(), "no block added");
+    (0..before.len())
+        .filter(|&b| before[b] != after[b])
+        .collect()
+}
+
+/// An UPDATE of a frozen row (a HOT one: fillfactor 90 leaves room on the
+/// page) takes its page's flag and bit, in the loading transaction (while
+/// the table skips the WAL, its map too) and after the commit (logged);
+/// no other page changes. A crash after both, with no checkpoint since
+/// the load, keeps every page as it was: the first update's changes in
+/// the files the commit synced, the second's by replay. Index-only scans
+/// fetch the rows of the two pages, and none once VACUUM set them again.
+fn updates_of_frozen_rows_clear_their_pages_in_the_load_and_after(method: IoMethod) {
+    let (dir, path, db) = new_small_pool_db(method, false);
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        "BEGIN; CREATE TABLE t (id integer PRIMARY KEY, note text) WITH (fillfactor = 90)",
+    );
+    run(&mut s, &copy_freeze(dir.path(), "t", 1, LOAD_ROWS));
+    let own = s.current_xid().unwrap();
+    let rel = db.catalog().table_for("t", Some(own)).unwrap().heap.rel;
+    let loaded = pages(&mut s, rel);
+    assert!(filled(&loaded)
+        .iter()
+        .all(|p| p.frozen() && p.all_visible()));
+    run(&mut s, "UPDATE t SET note = 'in the load' WHERE id = 5");
+    let in_load = pages(&mut s, rel);
+    let first = changed_blocks(&loaded, &in_load);
+    assert_eq!(first.len(), 1, "a HOT update stays on its page: {first:?}");
+    let page = &in_load[first[0]];
+    assert!(
+        !page.flag && !page.bit && page.xmins.contains(&own),
+        "{page:?}"
+    );
+    run(&mut s, "COMMIT");
+    run(&mut s, "UPDATE t SET note = 'after it' WHERE id = 30000");
+    let after = pages(&mut s, rel);
+    let second = changed_blocks(&in_load, &after);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second, first);
+    assert!(!after[second[0]].flag && !after[second[0]].bit);
+    drop(s);
+    crash(db);
+    let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
+    let mut s = db.session().unwrap();
+    assert_eq!(pages(&mut s, rel), after, "replay keeps every page");
+    assert_eq!(
+        ints(&mut s, "SELECT count(*), sum(id) FROM t"),
+        [LOAD_ROWS, LOAD_ROWS * (LOAD_ROWS + 1) / 2]
+    );
+    assert_eq!(
+        ints(
+            &mut s,
+            "SELECT count(*) FROM t WHERE note IN ('in the load', 'after it')"
+        ),
+        [2]
+    );
+    let all = format!("SELECT id FROM t WHERE id BETWEEN 1 AND {LOAD_ROWS}");
+    let fetched = heap_fetches(&mut s, &all);
+    let per_page = LOAD_ROWS as u64 / filled(&after).len() as u64;
+    assert!(
+        fetched > 0 && fetched <= 3 * per_page,
+        "{fetched} heap fetches, about {per_page} rows a page"
+    );
+    let (_, set) = vacuum(&mut s, "t");
+    assert_eq!(set, 2, "the two updated pages");
+    assert_eq!(heap_fetches(&mut s, &all), 0);
+    drop(s);
+    storage_is_sound(&db);
+}
+
 /// FREEZE stays refused where the table is not new in the transaction: a
 /// table created or truncated by an earlier transaction, one emptied by
 /// DELETE; the refused COPY loads nothing.
@@ -554,6 +629,7 @@ for_each_method!(
     freeze_after_plain_inserts_freezes_only_its_own_rows,
     an_aborted_frozen_load_leaves_nothing,
     a_crash_before_the_commit_leaves_nothing_and_after_it_everything,
+    updates_of_frozen_rows_clear_their_pages_in_the_load_and_after,
     freeze_is_refused_unless_the_table_is_new_in_the_transaction,
     other_sessions_see_the_rows_once_committed,
 );
