@@ -173,7 +173,7 @@ enum Command {
     /// acknowledged commit kept, nothing half done, pages, visibility map
     /// and files sound; again for each iteration (docs/crashtest.md).
     Crashtest {
-        /// insert, update, copy, delete, vacuum, checkpoint, ddl or mixed.
+        /// insert, update, copy, delete, vacuum, checkpoint, ddl, lock or mixed.
         #[arg(long, value_parser = parse_workload)]
         workload: Workload,
         #[arg(long, default_value_t = 20)]

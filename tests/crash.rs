@@ -117,6 +117,14 @@ fn ddl(method: IoMethod) {
     survives_kills(method, "ddl", &[]);
 }
 
+/// Row locks of every strength, several lockers of a row at once, and
+/// no-key updates beside key-share locks: after the kill every row is
+/// there once, as the acknowledged transactions left it, and none stays
+/// locked.
+fn lock(method: IoMethod) {
+    survives_kills(method, "lock", &[]);
+}
+
 fn mixed(method: IoMethod) {
     survives_kills(method, "mixed", &[]);
 }
@@ -172,7 +180,15 @@ fn passes_after_a_clean_stop(method: IoMethod, workload: &str) {
 }
 
 fn clean_stop_passes_every_check(method: IoMethod) {
-    for workload in ["insert", "update", "copy", "delete", "checkpoint", "ddl"] {
+    for workload in [
+        "insert",
+        "update",
+        "copy",
+        "delete",
+        "checkpoint",
+        "ddl",
+        "lock",
+    ] {
         passes_after_a_clean_stop(method, workload);
     }
 }
@@ -190,7 +206,7 @@ fn clean_stop_vacuum_keeps_the_visibility_map_true(method: IoMethod) {
 /// kill must pass, and the transactions in doubt are found committed or
 /// absent as the kill fell. A check of the harness's judgement of them.
 fn kills_pass_when_every_commit_is_written_back_first(method: IoMethod) {
-    for workload in ["insert", "update", "copy", "delete", "checkpoint"] {
+    for workload in ["insert", "update", "copy", "delete", "checkpoint", "lock"] {
         let (ok, text) = crashtest(
             method,
             &[],
@@ -220,6 +236,7 @@ for_each_method!(
     vacuum,
     checkpoint,
     ddl,
+    lock,
     mixed,
     update_with_direct_io,
     mixed_with_direct_io,
@@ -234,7 +251,7 @@ fn bad_arguments_are_refused_naming_the_choices() {
     let (ok, text) = crashtest(IoMethod::Sync, &[], &["--workload", "updates"]);
     assert!(
         !ok && text.contains(
-            "unknown workload \"updates\"; choose one of insert, update, copy, delete, vacuum, checkpoint, ddl, mixed"
+            "unknown workload \"updates\"; choose one of insert, update, copy, delete, vacuum, checkpoint, ddl, lock, mixed"
         ),
         "{text}"
     );

@@ -416,6 +416,8 @@ fn update_random_rows(
                     },
                     Some(new),
                     false,
+                    // The key column stays.
+                    crate::txn::RowLockMode::NoKeyUpdate,
                 )
                 .map_err(|e| e.to_string())?
             {

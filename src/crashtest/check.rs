@@ -32,7 +32,7 @@ use crate::database::{Database, Session};
 use crate::heap::{vm, TupleHeader};
 use crate::page::{item, line_pointer_count, page_flags, PD_ALL_VISIBLE};
 use crate::storage::{Fork, SegmentFile, BLOCK_SIZE};
-use crate::txn::{XidStatus, INVALID_XID};
+use crate::txn::XidStatus;
 use crate::types::Value;
 
 /// Problems listed in one failure message; the rest are counted.
@@ -240,7 +240,96 @@ fn judge_component(
             }
             judge_ddl(&log(0), &tables)
         }
+        Component::Lock => {
+            let rows = int_rows(s, &format!("SELECT id, v FROM {LOCK_TABLE}"))?;
+            let logs: Vec<SessionLog> = (0..LOCK_SESSIONS).map(log).collect();
+            let tally = judge_lock(&logs, &pairs(rows))?;
+            no_row_stays_locked(s)?;
+            Ok(tally)
+        }
         Component::Checkpointer => Ok(Tally::default()),
+    }
+}
+
+/// After the restart no locker runs: every row of the lock table can be
+/// locked `FOR UPDATE NOWAIT`, the strongest mode, at once (the
+/// transaction rolls back, leaving only ended locks).
+fn no_row_stays_locked(s: &mut Session) -> Result<(), String> {
+    let sql = format!("BEGIN; SELECT id FROM {LOCK_TABLE} FOR UPDATE NOWAIT; ROLLBACK");
+    let results = crate::sql::execute(s, &sql).map_err(|e| {
+        let _ = crate::sql::execute(s, "ROLLBACK");
+        format!("a row stays locked after the restart: {sql}: {e}")
+    })?;
+    let locked = results.get(1).map_or(0, |r| r.rows.len()) as i64;
+    if locked != LOCK_ROWS {
+        return Err(format!(
+            "{locked} of the {LOCK_ROWS} rows could be locked after the restart"
+        ));
+    }
+    Ok(())
+}
+
+/// The lock table: exactly ids 1..=[`LOCK_ROWS`] (a lock-only xmax hides
+/// no row, and a no-key update beside locks makes no second one), and
+/// session `i`'s rows (id ≡ i modulo [`LOCK_SESSIONS`]) all with the same
+/// v: its acknowledged transactions, or one more if one is in doubt.
+pub fn judge_lock(logs: &[SessionLog], rows: &[(i64, i64)]) -> Result<Tally, String> {
+    let mut problems = Vec::new();
+    let mut found: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut twice = Vec::new();
+    for &(id, v) in rows {
+        if found.insert(id, v).is_some() {
+            twice.push(id);
+        }
+    }
+    if !twice.is_empty() {
+        problems.push(format!("ids more than once: {}", some_keys(&twice)));
+    }
+    let missing: Vec<i64> = (1..=LOCK_ROWS)
+        .filter(|id| !found.contains_key(id))
+        .collect();
+    if !missing.is_empty() {
+        problems.push(format!("ids missing: {}", some_keys(&missing)));
+    }
+    let foreign: Vec<i64> = found
+        .keys()
+        .filter(|id| !(1..=LOCK_ROWS).contains(*id))
+        .copied()
+        .collect();
+    if !foreign.is_empty() {
+        problems.push(format!("ids never inserted: {}", some_keys(&foreign)));
+    }
+    let mut tally = Tally::default();
+    for (index, log) in logs.iter().enumerate() {
+        let acked = log.acked().len() as i64;
+        let doubt = matches!(log.in_doubt(), Some(Op::LockUpdate { .. }));
+        let values: BTreeSet<i64> = found
+            .iter()
+            .filter(|(id, _)| *id % i64::from(LOCK_SESSIONS) == index as i64)
+            .map(|(_, &v)| v)
+            .collect();
+        match values.iter().copied().collect::<Vec<_>>()[..] {
+            [] => {}
+            [v] if v == acked => {
+                if doubt {
+                    tally += Tally::resolved(false);
+                }
+            }
+            [v] if doubt && v == acked + 1 => tally += Tally::resolved(true),
+            [v] => problems.push(format!(
+                "session {index}'s rows have v = {v}; expected {acked} (transactions acknowledged){}",
+                if doubt { " or one more (in doubt)" } else { "" }
+            )),
+            _ => problems.push(format!(
+                "session {index}'s rows were torn: v = {}",
+                some_keys(&values.into_iter().collect::<Vec<_>>())
+            )),
+        }
+    }
+    if problems.is_empty() {
+        Ok(tally)
+    } else {
+        Err(join_problems(problems))
     }
 }
 
@@ -782,10 +871,10 @@ fn check_visibility_map(s: &mut Session, rel: u32) -> Result<usize, String> {
                         h.xmin
                     ));
                 }
-                if h.xmax != INVALID_XID && txn.status(h.xmax) != XidStatus::Aborted {
+                // A lock-only xmax deletes nothing.
+                if let Some(deleter) = h.deleter().filter(|&d| txn.status(d) != XidStatus::Aborted) {
                     return Some(format!(
-                        "block {block} is all-visible but tuple {index} was deleted by transaction {}, which committed",
-                        h.xmax
+                        "block {block} is all-visible but tuple {index} was deleted by transaction {deleter}, which did not abort",
                     ));
                 }
             }
@@ -933,6 +1022,46 @@ mod tests {
 
     fn update_rows(v: impl Fn(i64) -> i64) -> Vec<(i64, i64)> {
         (1..=UPDATE_ROWS).map(|id| (id, v(id))).collect()
+    }
+
+    #[test]
+    fn lock_sessions_own_their_rows_and_may_leave_one_transaction_in_doubt() {
+        let ops: Vec<Op> = (1..=3)
+            .map(|generation| Op::LockUpdate { generation })
+            .collect();
+        let logs = [
+            log(Component::Lock, &ops, 3),
+            log(Component::Lock, &ops, 2),
+            SessionLog::default(),
+        ];
+        let rows = |v: [i64; 3]| -> Vec<(i64, i64)> {
+            (1..=LOCK_ROWS)
+                .map(|id| (id, v[(id % i64::from(LOCK_SESSIONS)) as usize]))
+                .collect()
+        };
+        assert_eq!(
+            judge_lock(&logs, &rows([3, 2, 0])),
+            Ok(Tally::resolved(false))
+        );
+        assert_eq!(
+            judge_lock(&logs, &rows([3, 3, 0])),
+            Ok(Tally::resolved(true))
+        );
+        let e = judge_lock(&logs, &rows([2, 2, 0])).unwrap_err();
+        assert!(e.contains("session 0's rows have v = 2; expected 3"), "{e}");
+        let mut torn = rows([3, 2, 0]);
+        // Id 1 is session 1's.
+        torn[0].1 = 3;
+        let e = judge_lock(&logs, &torn).unwrap_err();
+        assert!(e.contains("session 1's rows were torn: v = 2, 3"), "{e}");
+        let mut lost = rows([3, 2, 0]);
+        let (id, v) = lost.pop().unwrap();
+        lost.push((1, v));
+        let e = judge_lock(&logs, &lost).unwrap_err();
+        assert!(
+            e.contains("ids more than once: 1") && e.contains(&format!("ids missing: {id}")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -118,6 +118,11 @@ impl Cx {
                 flushed = format!("BEGIN; {sql}; CHECKPOINT; COMMIT");
                 (flushed.as_str(), 1)
             }
+            // Several statements, one transaction.
+            Op::LockUpdate { .. } => {
+                flushed = format!("BEGIN; {sql}; COMMIT");
+                (flushed.as_str(), 1)
+            }
             _ => (sql, 0),
         };
         *seq += 1;
@@ -340,6 +345,31 @@ fn run_session(cx: &Cx, s: &mut Session, name: SessionName, seed: u64) -> Result
                     let sql = format!("DROP TABLE {}", ddl_table(old));
                     cx.transaction(s, name, &mut seq, Op::Drop { table: old }, &sql, None)?;
                 }
+            }
+        }
+        Component::Lock => {
+            // Session `index` changes only its own rows, and locks others'
+            // only `FOR KEY SHARE`, which neither their own locks (`FOR
+            // SHARE`, `FOR NO KEY UPDATE`) nor their no-key updates
+            // conflict with: a key-share lock meeting another session's
+            // update in progress waits for it, and that session waits for
+            // nothing more before its commit, so there is no deadlock.
+            let own = format!("id % {LOCK_SESSIONS} = {index}");
+            while !cx.stopping() {
+                let first = 1 + rng.below(LOCK_ROWS as u64) as i64;
+                let last = first + rng.below(LOCK_RANGE_ROWS_MAX as u64) as i64;
+                let shared = last.min(LOCK_ROWS) - first + 1;
+                let sql = format!(
+                    "SELECT id FROM {LOCK_TABLE} WHERE id BETWEEN {first} AND {last} FOR KEY SHARE;
+                     SELECT id FROM {LOCK_TABLE} WHERE {own} AND id BETWEEN {first} AND {last} FOR SHARE;
+                     SELECT id FROM {LOCK_TABLE} WHERE {own} FOR NO KEY UPDATE;
+                     UPDATE {LOCK_TABLE} SET v = v + 1 WHERE {own}"
+                );
+                let op = Op::LockUpdate {
+                    generation: seq as i64 + 1,
+                };
+                let tag = format!("SELECT {shared}");
+                cx.transaction(s, name, &mut seq, op, &sql, Some(&tag))?;
             }
         }
         Component::Checkpointer => {

@@ -52,6 +52,10 @@ pub enum Op {
     Vacuum,
     /// CHECKPOINT.
     Checkpoint,
+    /// A lock session's transaction: its own rows locked `FOR NO KEY
+    /// UPDATE` and `v = v + 1` for each of them (generation `generation`
+    /// once committed), with other rows locked in weaker modes meanwhile.
+    LockUpdate { generation: i64 },
 }
 
 impl fmt::Display for Op {
@@ -70,6 +74,7 @@ impl fmt::Display for Op {
             Op::Load { table } => write!(f, "load {table}"),
             Op::Vacuum => write!(f, "vacuum"),
             Op::Checkpoint => write!(f, "checkpoint"),
+            Op::LockUpdate { generation } => write!(f, "lock-update {generation}"),
         }
     }
 }
@@ -110,6 +115,7 @@ impl Op {
             "load" => (Op::Load { table: n(1)? }, 2),
             "vacuum" => (Op::Vacuum, 1),
             "checkpoint" => (Op::Checkpoint, 1),
+            "lock-update" => (Op::LockUpdate { generation: n(1)? }, 2),
             _ => return None,
         };
         (words.len() == arity).then_some(op)
@@ -282,6 +288,7 @@ mod tests {
             Op::Load { table: 5 },
             Op::Vacuum,
             Op::Checkpoint,
+            Op::LockUpdate { generation: 6 },
         ] {
             let text = op.to_string();
             let words: Vec<&str> = text.split(' ').collect();

@@ -17,11 +17,12 @@ pub enum Workload {
     Vacuum,
     Checkpoint,
     Ddl,
+    Lock,
     Mixed,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Insert,
         Workload::Update,
         Workload::Copy,
@@ -29,6 +30,7 @@ impl Workload {
         Workload::Vacuum,
         Workload::Checkpoint,
         Workload::Ddl,
+        Workload::Lock,
         Workload::Mixed,
     ];
 
@@ -41,6 +43,7 @@ impl Workload {
             Workload::Vacuum => "vacuum",
             Workload::Checkpoint => "checkpoint",
             Workload::Ddl => "ddl",
+            Workload::Lock => "lock",
             Workload::Mixed => "mixed",
         }
     }
@@ -70,6 +73,7 @@ impl Workload {
                 | Workload::Copy
                 | Workload::Delete
                 | Workload::Checkpoint
+                | Workload::Lock
         )
     }
 
@@ -84,6 +88,7 @@ impl Workload {
             Workload::Vacuum => vec![Component::Vacuum],
             Workload::Checkpoint => vec![Component::Update, Component::Checkpointer],
             Workload::Ddl => vec![Component::Ddl],
+            Workload::Lock => vec![Component::Lock],
             Workload::Mixed => {
                 let mut pool = Component::DATA.to_vec();
                 let take = 2 + rng.below(3) as usize;
@@ -120,19 +125,23 @@ pub enum Component {
     /// that skips the WAL), every other such load with FREEZE (its pages
     /// all-visible as it fills them).
     Ddl,
+    /// [`LOCK_SESSIONS`] sessions locking rows in every strength and
+    /// updating their own beside the others' key-share locks.
+    Lock,
     /// One session running CHECKPOINT every few commits of the others.
     Checkpointer,
 }
 
 impl Component {
     /// The components that change rows (all but the checkpointer).
-    pub const DATA: [Component; 6] = [
+    pub const DATA: [Component; 7] = [
         Component::Insert,
         Component::Update,
         Component::Copy,
         Component::Delete,
         Component::Vacuum,
         Component::Ddl,
+        Component::Lock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -143,6 +152,7 @@ impl Component {
             Component::Delete => "delete",
             Component::Vacuum => "vacuum",
             Component::Ddl => "ddl",
+            Component::Lock => "lock",
             Component::Checkpointer => "checkpoint",
         }
     }
@@ -159,6 +169,7 @@ impl Component {
         match self {
             Component::Insert => INSERT_SESSIONS,
             Component::Delete => DELETE_SESSIONS,
+            Component::Lock => LOCK_SESSIONS,
             // The writer and the vacuum session.
             Component::Vacuum => 2,
             Component::Update | Component::Copy | Component::Ddl | Component::Checkpointer => 1,
@@ -191,6 +202,11 @@ impl Component {
                  INSERT INTO {VACUUM_TABLE} SELECT i, 0, repeat('v', {NOTE_BYTES}) FROM generate_series(1, {VACUUM_ROWS}) i;
                  VACUUM {VACUUM_TABLE}"
             )),
+            Component::Lock => Some(format!(
+                "CREATE TABLE {LOCK_TABLE} (id integer PRIMARY KEY, v integer NOT NULL, note text);
+                 INSERT INTO {LOCK_TABLE} SELECT i, 0, repeat('l', {NOTE_BYTES}) FROM generate_series(1, {LOCK_ROWS}) i;
+                 VACUUM {LOCK_TABLE}"
+            )),
             Component::Ddl | Component::Checkpointer => None,
         }
     }
@@ -204,6 +220,7 @@ impl Component {
             Component::Delete => name == DELETE_TABLE,
             Component::Vacuum => name == VACUUM_TABLE,
             Component::Ddl => ddl_table_number(name).is_some(),
+            Component::Lock => name == LOCK_TABLE,
             Component::Checkpointer => false,
         }
     }
@@ -230,6 +247,13 @@ pub const VACUUM_RANGE_ROWS_MAX: i64 = 120;
 pub const DDL_ROWS: i64 = 500;
 /// Tables the ddl component keeps; older ones are dropped.
 pub const DDL_LIVE_TABLES: usize = 3;
+/// Sessions of the lock component; session `i` owns the rows whose id
+/// is `i` modulo this.
+pub const LOCK_SESSIONS: u32 = 3;
+/// Rows of the lock table.
+pub const LOCK_ROWS: i64 = 3_000;
+/// Most rows one key-share lock of the lock component takes at once.
+pub const LOCK_RANGE_ROWS_MAX: i64 = 400;
 /// Bytes of filler text in rows that carry one, so that tables span
 /// enough pages for some of them to be written back before the kill.
 pub const NOTE_BYTES: usize = 100;
@@ -239,6 +263,7 @@ pub const UPDATE_TABLE: &str = "crash_update";
 pub const COPY_TABLE: &str = "crash_copy";
 pub const DELETE_TABLE: &str = "crash_delete";
 pub const VACUUM_TABLE: &str = "crash_vacuum";
+pub const LOCK_TABLE: &str = "crash_lock";
 const DDL_TABLE_PREFIX: &str = "crash_ddl_";
 
 /// The name of the ddl component's table number `n`.
@@ -265,7 +290,7 @@ mod tests {
         let e = Workload::from_name("updates").unwrap_err();
         assert_eq!(
             e,
-            "unknown workload \"updates\"; choose one of insert, update, copy, delete, vacuum, checkpoint, ddl, mixed"
+            "unknown workload \"updates\"; choose one of insert, update, copy, delete, vacuum, checkpoint, ddl, lock, mixed"
         );
     }
 
@@ -293,6 +318,7 @@ mod tests {
             COPY_TABLE,
             DELETE_TABLE,
             VACUUM_TABLE,
+            LOCK_TABLE,
             "crash_ddl_12",
         ] {
             let owners: Vec<_> = Component::DATA

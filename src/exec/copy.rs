@@ -746,11 +746,15 @@ pub fn copy_to(
     target: &str,
 ) -> Result<u64, ExecError> {
     let mut tables = Vec::new();
+    let mut row_locked = Vec::new();
     match &plan.source {
         CopySource::Table { scan, .. } => tables.push(Arc::clone(&scan.table)),
-        CopySource::Query(q) => q.root.tables(&mut tables),
+        CopySource::Query(q) => {
+            q.root.tables(&mut tables);
+            q.root.row_locked_tables(&mut row_locked);
+        }
     }
-    hold_tables(s, &tables, None)?;
+    hold_tables(s, &tables, None, &row_locked)?;
     let mut w = RowWriter {
         opts: &plan.options,
         buf: Vec::with_capacity(WRITE_CHUNK * 2),

@@ -9,6 +9,12 @@
 //! command id keeps the scan from seeing the versions the statement
 //! writes, wherever they land. NOT NULL is checked per row before the row is encoded, so
 //! the error names the table and column.
+//!
+//! A DELETE, and an UPDATE that changes a key column (one of a unique
+//! index), take each row as `FOR UPDATE` would; any other UPDATE as `FOR
+//! NO KEY UPDATE`, which `FOR KEY SHARE` lockers do not hold back (their
+//! locks stay, see `heap/lock.rs`). Both wait for the holders of
+//! conflicting row locks, as for an earlier writer of the row.
 
 use std::sync::Arc;
 
@@ -21,7 +27,7 @@ use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
 use crate::heap::tuple::{decode, encode_into};
 use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Writer};
-use crate::txn::{CommandId, Xid, FROZEN_XID};
+use crate::txn::{CommandId, RowLockMode, Xid, FROZEN_XID};
 use crate::types::Value;
 
 /// `INSERT INTO table …`: the input produces rows of the table's full
@@ -280,20 +286,21 @@ pub(crate) fn run_insert(
 /// another transaction committed a change of that very row meanwhile).
 const UPDATE_CHAIN_MAX: usize = 1000;
 
-/// Where a read-committed statement goes after the row it was changing
-/// turned out changed by transaction `by`, which committed: to the newer
-/// version (`newer`), if it still exists and still passes the statement's
-/// WHERE clause, with its values; None if the row is gone or no longer
-/// matches. PostgreSQL's EvalPlanQual: the statement acts on the row as it
-/// is now rather than failing. Under repeatable read it fails, as there.
-fn follow_update_chain(
+/// Where a read-committed statement goes after the row of `table` it was
+/// changing or locking turned out changed by transaction `by`, which
+/// committed: to the newer version (`newer`), if it still exists and
+/// still passes the statement's WHERE clause `condition`, with its values
+/// (every column); None if the row is gone or no longer matches.
+/// PostgreSQL's EvalPlanQual: the statement acts on the row as it is now
+/// rather than failing. Under repeatable read it fails, as there.
+pub(crate) fn follow_update_chain(
     cx: &mut ExecCx,
-    target: &ChangeTarget,
+    table: &TableDef,
+    condition: Option<&Expr>,
     by: Xid,
     newer: Option<Tid>,
 ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
     let s = &mut *cx.session;
-    let table = &target.table;
     if s.isolation() == Isolation::RepeatableRead {
         return Err(HeapError::ConcurrentUpdate {
             table: table.name().to_string(),
@@ -317,7 +324,7 @@ fn follow_update_chain(
         &vec![true; table.columns.len()],
         &mut row,
     )?;
-    let matches = match &target.condition {
+    let matches = match condition {
         Some(condition) => is_true(&*condition.eval_ref(&row, cx)?),
         None => true,
     };
@@ -325,7 +332,7 @@ fn follow_update_chain(
 }
 
 /// Refuses to follow a row's update chain past [`UPDATE_CHAIN_MAX`].
-fn chain_step(table: &TableDef, step: usize) -> Result<(), ExecError> {
+pub(crate) fn chain_step(table: &TableDef, step: usize) -> Result<(), ExecError> {
     if step >= UPDATE_CHAIN_MAX {
         return Err(HeapError::ConcurrentUpdate {
             table: table.name().to_string(),
@@ -419,9 +426,22 @@ pub(crate) fn run_update(
                 tid,
                 keep_entries,
             )?;
-            let outcome =
-                db.heap()
-                    .try_delete(&mut s.buf, &table.heap, tid, &by, Some(new_tid), hot)?;
+            // As PostgreSQL's heap_update: a key changes only if the image
+            // of a key column does (assigning the same value changes none).
+            let mode = if indexes.keys_change(&old, &new) {
+                RowLockMode::Update
+            } else {
+                RowLockMode::NoKeyUpdate
+            };
+            let outcome = db.heap().try_delete(
+                &mut s.buf,
+                &table.heap,
+                tid,
+                &by,
+                Some(new_tid),
+                hot,
+                mode,
+            )?;
             if outcome == DeleteOutcome::Deleted {
                 // A HOT version is found through the old one's entries.
                 // Any other gets its own, after the old one is marked: a
@@ -442,7 +462,7 @@ pub(crate) fn run_update(
                 // snapshot should not have shown it.
                 return Ok(false);
             };
-            match follow_update_chain(cx, target, by, newer)? {
+            match follow_update_chain(cx, &table, target.condition.as_ref(), by, newer)? {
                 Some((next, values)) => (tid, old) = (next, values),
                 None => return Ok(false),
             }
@@ -477,14 +497,19 @@ pub(crate) fn run_delete(
         loop {
             chain_step(&table, step)?;
             step += 1;
-            match db
-                .heap()
-                .try_delete(&mut cx.session.buf, &table.heap, tid, &by, None, false)?
-            {
+            match db.heap().try_delete(
+                &mut cx.session.buf,
+                &table.heap,
+                tid,
+                &by,
+                None,
+                false,
+                RowLockMode::Update,
+            )? {
                 DeleteOutcome::Deleted => return Ok(true),
                 DeleteOutcome::AlreadyOurs => return Ok(false),
                 DeleteOutcome::Changed { by, newer } => {
-                    match follow_update_chain(cx, target, by, newer)? {
+                    match follow_update_chain(cx, &table, target.condition.as_ref(), by, newer)? {
                         Some((next, _)) => tid = next,
                         None => return Ok(false),
                     }

@@ -114,6 +114,10 @@ impl PlanNode for Estimated {
         self.node.tables(out)
     }
 
+    fn row_locked_tables(&self, out: &mut Vec<u32>) {
+        self.node.row_locked_tables(out)
+    }
+
     fn keeps_statement_state(&self) -> bool {
         self.node.keeps_statement_state()
     }

@@ -89,18 +89,22 @@ impl UniqueCheck for RowCheck<'_> {
             let version = match Self::status(txn, own, h.xmin) {
                 XidStatus::Aborted => Liveness::Dead { removable: true },
                 XidStatus::InProgress => Liveness::InProgress(h.xmin),
-                XidStatus::Committed if h.xmax == INVALID_XID => Liveness::Live,
-                XidStatus::Committed => match Self::status(txn, own, h.xmax) {
-                    XidStatus::Aborted => Liveness::Live,
-                    XidStatus::InProgress => Liveness::InProgress(h.xmax),
-                    XidStatus::Committed => {
-                        // Our own deletion counts as committed here but is
-                        // not below the horizon: our transaction still runs.
-                        let oldest = *oldest.get_or_insert_with(|| txn.oldest_xmin());
-                        Liveness::Dead {
-                            removable: h.xmax < oldest && h.xmax != own,
+                // A locked row is live, whoever locks it.
+                XidStatus::Committed => match h.deleter() {
+                    None => Liveness::Live,
+                    Some(deleter) => match Self::status(txn, own, deleter) {
+                        XidStatus::Aborted => Liveness::Live,
+                        XidStatus::InProgress => Liveness::InProgress(deleter),
+                        XidStatus::Committed => {
+                            // Our own deletion counts as committed here but
+                            // is not below the horizon: our transaction
+                            // still runs.
+                            let oldest = *oldest.get_or_insert_with(|| txn.oldest_xmin());
+                            Liveness::Dead {
+                                removable: deleter < oldest && deleter != own,
+                            }
                         }
-                    }
+                    },
                 },
             };
             match version {
@@ -181,6 +185,22 @@ impl TableIndexes {
                 .iter()
                 .all(|c| old[c.column].same_image(&new[c.column]))
         })
+    }
+
+    /// Whether an update from `old` to `new` changes a key, as
+    /// PostgreSQL's row locks count keys (`INDEX_ATTR_BITMAP_KEY`, and
+    /// heap_update's comparison of images): a column of a unique index
+    /// whose stored image differs. An update that changes none conflicts
+    /// with no `FOR KEY SHARE` lock (`Heap::try_delete`).
+    pub(crate) fn keys_change(&self, old: &[Value], new: &[Value]) -> bool {
+        self.indexes
+            .iter()
+            .filter(|(def, _)| def.kind.unique())
+            .any(|(def, _)| {
+                def.columns
+                    .iter()
+                    .any(|c| !old[c.column].same_image(&new[c.column]))
+            })
     }
 
     /// Adds the entries of a new row version at `tid`, written by `own`.

@@ -69,6 +69,7 @@ pub mod expr;
 pub mod index;
 pub mod indexscan;
 pub mod join;
+pub mod lockrows;
 pub mod mergejoin;
 pub mod nodes;
 pub mod partition;
@@ -100,6 +101,7 @@ pub use estimate::{estimate_of, Estimate, Estimated};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
 pub use join::{HashCond, HashJoinNode, JoinKind, NestedLoopNode};
+pub use lockrows::LockRowsNode;
 pub use mergejoin::{MergeCond, MergeJoinNode};
 pub use nodes::{
     AggregateNode, AppendNode, FilterNode, LimitNode, ProjectNode, ResultNode, Series, SeriesNode,
@@ -351,6 +353,26 @@ impl Plan {
         out
     }
 
+    /// The oids of the tables whose rows the plan locks (`SELECT … FOR
+    /// UPDATE`, in a query or its subqueries).
+    pub fn row_locked_tables(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        match self {
+            Plan::Query(q) => q.root.row_locked_tables(&mut out),
+            Plan::Insert(i) => i.input.row_locked_tables(&mut out),
+            Plan::Update(u) => {
+                u.target.scan.row_locked_tables(&mut out);
+                for (_, e) in &u.assignments {
+                    for call in e.subplans() {
+                        call.plan.borrow().root.row_locked_tables(&mut out);
+                    }
+                }
+            }
+            Plan::Delete(d) => d.target.scan.row_locked_tables(&mut out),
+        }
+        out
+    }
+
     /// Whether the plan can run again for another statement (a prepared
     /// statement's kept plan): each run starts its nodes over with
     /// `rescan`, so none may keep what it computed for one statement
@@ -427,16 +449,23 @@ pub fn lock_table(
 /// running the plan locks first, to plan again if a table changed.
 /// Returns whether it waited for a lock.
 pub fn lock_plan_tables(session: &mut Session, plan: &Plan) -> Result<bool, ExecError> {
-    hold_tables(session, &plan.tables(), plan.written_table())
+    hold_tables(
+        session,
+        &plan.tables(),
+        plan.written_table(),
+        &plan.row_locked_tables(),
+    )
 }
 
-/// Locks every table a statement uses, the one it writes (if any) in
-/// RowExclusive mode and those it reads in AccessShare, each once.
-/// Returns whether it waited for any.
+/// Locks every table a statement uses, each once: the one it writes (if
+/// any) in RowExclusive mode, those whose rows it locks (`FOR UPDATE`) in
+/// RowShare, those it only reads in AccessShare. Returns whether it
+/// waited for any.
 fn hold_tables(
     session: &mut Session,
     tables: &[Arc<TableDef>],
     written: Option<u32>,
+    row_locked: &[u32],
 ) -> Result<bool, ExecError> {
     let mut waited = false;
     let mut seen: Vec<u32> = Vec::with_capacity(tables.len());
@@ -447,6 +476,8 @@ fn hold_tables(
         seen.push(table.oid);
         let mode = if Some(table.oid) == written {
             LockMode::RowExclusive
+        } else if row_locked.contains(&table.oid) {
+            LockMode::RowShare
         } else {
             LockMode::AccessShare
         };
@@ -503,7 +534,7 @@ pub fn execute_bound(
     bound: Bound,
 ) -> Result<Outcome, ExecError> {
     let db = Arc::clone(session.db());
-    hold_tables(session, &plan.tables(), plan.written_table())?;
+    lock_plan_tables(session, plan)?;
     let mut ctx = EvalContext::new();
     for (n, v) in bound.params.iter().enumerate() {
         ctx.set_param(n, v.clone());

@@ -16,6 +16,7 @@ use super::plan::{
 use super::views::{UtilityCall, View};
 use super::ExecError;
 use crate::catalog::TableDef;
+use crate::heap::Tid;
 use crate::sort::{RowOrder, SortStats, SortedRows, Sorter};
 use crate::types::{as_i64, sort_cmp, ColumnType, TypeError, Value};
 
@@ -763,17 +764,40 @@ fn consume(
 
 /// Sorts everything its child returns (a stable sort), in `work_mem`:
 /// beyond it the sort spills runs to temporary files and merges them
-/// (`sort::Sorter`).
+/// (`sort::Sorter`). With `keep_tids` (a LockRows above: `ORDER BY … FOR
+/// UPDATE`), rows that come with their tuple ids keep them, each carried
+/// through the sort as one more value of its row; otherwise the ids are
+/// dropped (no sort pays for them unasked).
 pub struct SortNode {
     pub child: Box<dyn PlanNode>,
     pub keys: Vec<SortKey>,
     /// Only this many first rows will be pulled (a LIMIT above): a top-N
     /// sort, which holds about twice that many rows.
     pub bound: Option<usize>,
+    /// Its rows keep their tuple ids (see above).
+    pub keep_tids: bool,
     pub counts: NodeCounts,
     sorted: Option<SortedRows>,
+    /// The sorted rows end with their tuple ids ([`tid_value`]).
+    with_tids: bool,
     /// The last sort's statistics, for EXPLAIN ANALYZE.
     stats: Option<SortStats>,
+}
+
+/// A tuple id as a value a row can carry through a sort.
+fn tid_value(tid: Tid) -> Value {
+    Value::BigInt(i64::from(tid.block) << 16 | i64::from(tid.index))
+}
+
+/// The tuple id [`tid_value`] made.
+fn value_tid(v: &Value) -> Option<Tid> {
+    match *v {
+        Value::BigInt(x) => Some(Tid {
+            block: u32::try_from(x >> 16).ok()?,
+            index: (x & 0xFFFF) as u16,
+        }),
+        _ => None,
+    }
 }
 
 impl SortNode {
@@ -782,8 +806,10 @@ impl SortNode {
             child,
             keys,
             bound: None,
+            keep_tids: false,
             counts: NodeCounts::default(),
             sorted: None,
+            with_tids: false,
             stats: None,
         }
     }
@@ -800,12 +826,29 @@ impl SortNode {
         if let Some(bound) = self.bound {
             sorter = sorter.with_bound(bound);
         }
+        let mut with_tids = None;
+        let keep_tids = self.keep_tids;
         consume(self.child.as_mut(), cx, |batch, _| {
-            for row in batch.rows.drain(..) {
+            if !keep_tids {
+                batch.tids.clear();
+            }
+            let tids = !batch.tids.is_empty();
+            if *with_tids.get_or_insert(tids) != tids {
+                return Err(ExecError::Internal(
+                    "a sort's input gave tuple ids with some batches only",
+                ));
+            }
+            let mut tids = batch.tids.drain(..);
+            for mut row in batch.rows.drain(..) {
+                if let Some(tid) = tids.next() {
+                    row.push(tid_value(tid));
+                }
                 sorter.push(row)?;
             }
+            debug_assert!(tids.next().is_none(), "a tid per row");
             Ok(())
         })?;
+        self.with_tids = with_tids.unwrap_or(false);
         Ok(sorter.finish()?)
     }
 }
@@ -847,7 +890,17 @@ impl PlanNode for SortNode {
         let want = BATCH_ROWS_MAX.min(max_rows);
         while out.len() < want {
             match sorted.next_row()? {
-                Some(row) => out.rows.push(row),
+                Some(mut row) => {
+                    if self.with_tids {
+                        let tid = row
+                            .pop()
+                            .as_ref()
+                            .and_then(value_tid)
+                            .ok_or(ExecError::Internal("a sorted row lost its tuple id"))?;
+                        out.tids.push(tid);
+                    }
+                    out.rows.push(row);
+                }
                 None => break,
             }
         }

@@ -150,6 +150,21 @@ pub trait PlanNode {
         }
         subplan_tables(self.expressions(), out);
     }
+
+    /// The oids of the tables whose rows the subtree locks (a LockRows
+    /// node's table, `SELECT … FOR UPDATE`), its subqueries' too: the
+    /// statement holds those in RowShare mode rather than AccessShare, as
+    /// PostgreSQL's.
+    fn row_locked_tables(&self, out: &mut Vec<u32>) {
+        for child in self.children() {
+            child.row_locked_tables(out);
+        }
+        for e in self.expressions() {
+            for call in e.subplans() {
+                call.plan.borrow().root.row_locked_tables(out);
+            }
+        }
+    }
 }
 
 /// The tables the subqueries in `exprs` read.

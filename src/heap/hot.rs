@@ -131,6 +131,9 @@ pub(crate) fn walk_chain(
         if h.ctid.block != block || h.ctid.index as usize == at {
             return ChainEnd::Ended;
         }
+        // A HOT update's xmax is its updater's, never a lock: a lock
+        // clears HOT_UPDATED (`heap::apply`).
+        debug_assert!(h.deleter().is_some(), "a HOT link from a lock-only xmax");
         prior_xmax = h.xmax;
         at = h.ctid.index as usize;
     }
@@ -203,7 +206,8 @@ pub(crate) enum VersionState {
 pub(crate) fn version_state(txn: &TxnManager, oldest: Xid, h: &TupleHeader) -> VersionState {
     if dead_to_everyone(txn, oldest, h) {
         VersionState::Dead
-    } else if h.xmax != INVALID_XID && txn.did_commit(h.xmax) {
+    } else if h.deleter().is_some_and(|deleter| txn.did_commit(deleter)) {
+        // (A lock-only xmax deletes nothing, whoever held it.)
         VersionState::RecentlyDead
     } else {
         VersionState::Live

@@ -6,11 +6,13 @@
 //! [`apply_logged`], under the page's exclusive content lock: the one path
 //! by which heap pages change, and where their WAL records are made (the
 //! page's `pd_lsn` becomes the record's end). Replay runs the same
-//! [`apply`] again ([`redo`]). Each change clears the page's all-visible
-//! flag (and the caller then the map bit, which replay clears too: the
-//! record says so); vacuum's `SetAllVisible` sets it, and so does a frozen
-//! load's multi-insert. A bulk load ([`Heap::insert_batch`], COPY) puts a
-//! page's worth of tuples on a page at once and logs them as one record
+//! [`apply`] again ([`redo`]). Each change that can hide a tuple from
+//! someone clears the page's all-visible flag (and the caller then the map
+//! bit, which replay clears too: the record says so); a row lock and
+//! vacuum's forgetting of a void xmax leave it; vacuum's `SetAllVisible`
+//! sets it, and so does a frozen load's multi-insert. A bulk load
+//! ([`Heap::insert_batch`], COPY) puts a page's worth of tuples on a page
+//! at once and logs them as one record
 //! ([`apply_logged_multi`], PostgreSQL's heap_multi_insert).
 //!
 //! A frozen load (COPY FREEZE, [`InsertState::frozen_load`]) writes its
@@ -41,14 +43,21 @@
 //! a read-committed statement follows and re-checks (PostgreSQL's
 //! EvalPlanQual) and a repeatable-read one turns into a conflict
 //! (`ConcurrentUpdate`: retry the transaction).
+//!
+//! Row locks (`SELECT … FOR UPDATE` and its weaker strengths) are a
+//! lock-only xmax: see [`lock`]. Whatever reads an xmax as a deletion
+//! asks [`TupleHeader::deleter`], which passes over a lock; whatever
+//! wants the row reads it through `Heap::examine`, which knows both.
 
 pub mod fsm;
+pub mod lock;
 pub mod tuple;
 pub mod vm;
 
 mod bitmap;
 mod hot;
 pub use bitmap::{BitmapScanStats, HeapBitmapScan};
+pub use lock::{LockOutcome, LockWait};
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -67,7 +76,8 @@ use crate::page::{
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
 use crate::txn::{
-    CommandId, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid, XidStatus, FROZEN_XID,
+    CommandId, RowLockMode, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid,
+    XidStatus, FROZEN_XID,
     INVALID_XID,
 };
 use crate::types::ColumnType;
@@ -112,6 +122,13 @@ pub enum HeapError {
     /// lock_timeout.
     #[error("{source} (waiting for a row of table \"{table}\")")]
     Wait { table: String, source: WaitError },
+    /// `NOWAIT` met a row another transaction holds (PostgreSQL's words).
+    #[error("could not obtain lock on row in relation \"{table}\"")]
+    RowLockNotAvailable { table: String },
+    /// Other transactions held a row one after another for longer than a
+    /// writer or locker waits (`lock::ROW_HOLDER_WAITS_MAX`).
+    #[error("could not lock a row of table \"{table}\": {waits} transactions held it one after another while this one waited; retry the statement")]
+    RowKeptBusy { table: String, waits: usize },
     #[error("could not find room for a row in table \"{table}\": other sessions filled each of the {attempts} pages this insert added first; retry the statement")]
     NoRoom { table: String, attempts: u32 },
     #[error("row {block}/{index} of table \"{table}\" is damaged: {what}")]
@@ -136,6 +153,8 @@ impl HeapError {
             // update".
             HeapError::ConcurrentUpdate { .. } => "40001",
             HeapError::Wait { source, .. } => source.sqlstate(),
+            // lock_not_available, as PostgreSQL's NOWAIT.
+            HeapError::RowLockNotAvailable { .. } | HeapError::RowKeptBusy { .. } => "55P03",
             // Room others kept taking: no PostgreSQL counterpart (its
             // insert waits for the extension lock instead).
             HeapError::NoRoom { .. } => "53000",
@@ -171,9 +190,15 @@ pub enum PageChange<'a> {
         newer: Option<Tid>,
         hot: bool,
     },
-    /// Forgets an `xmax` whose transaction aborted, so that later checks
-    /// need not look it up.
+    /// Forgets an `xmax` that means nothing any more (its deleter
+    /// aborted, its lockers ended), so that later checks need not look it
+    /// up.
     ClearXmax { index: u16 },
+    /// Locks tuple `index`: `xmax` becomes a locker's id or a multi's,
+    /// with the infomask's lock bits `bits` (`TupleHeader::lock_bits`).
+    /// Changes no one's view of the tuple, so it leaves the page's
+    /// all-visible flag (see `lock.rs`).
+    Lock { index: u16, xmax: Xid, bits: u16 },
     /// Pruning (PostgreSQL's `heap_page_prune`, by an update that needs
     /// the room or by vacuum) and vacuum's freeing of line pointers, each
     /// list sorted: `redirected` roots of HOT chains point at the chain's
@@ -225,6 +250,8 @@ const HEAP_PRUNE: u8 = 8;
 const SET_XMAX_NO_NEWER: u8 = 0;
 const SET_XMAX_NEWER: u8 = 1;
 const SET_XMAX_NEWER_HOT: u8 = 2;
+/// [`PageChange::Lock`]: a row lock.
+const HEAP_LOCK: u8 = 9;
 /// First data byte of a heap record: the change cleared the page's
 /// all-visible flag, so replay clears the map bit too.
 const CLEARED_ALL_VISIBLE: u8 = 1;
@@ -242,7 +269,19 @@ impl PageChange<'_> {
             PageChange::ClearXmax { .. } => HEAP_CLEAR_XMAX,
             PageChange::Prune { .. } => HEAP_PRUNE,
             PageChange::SetAllVisible => HEAP_SET_ALL_VISIBLE,
+            PageChange::Lock { .. } => HEAP_LOCK,
         }
+    }
+
+    /// Whether applying it clears the page's all-visible flag: every
+    /// change but the one that sets it and those that hide nothing from
+    /// anyone: a lock, and forgetting an xmax that meant nothing (vacuum
+    /// forgets ended locks on pages it leaves all-visible).
+    fn clears_all_visible(&self) -> bool {
+        !matches!(
+            self,
+            PageChange::SetAllVisible | PageChange::Lock { .. } | PageChange::ClearXmax { .. }
+        )
     }
 
     /// The record's data: the flag byte, then what replay needs to make
@@ -283,6 +322,11 @@ impl PageChange<'_> {
                 }
             }
             PageChange::ClearXmax { index } => d.extend_from_slice(&index.to_le_bytes()),
+            PageChange::Lock { index, xmax, bits } => {
+                d.extend_from_slice(&index.to_le_bytes());
+                d.extend_from_slice(&xmax.to_le_bytes());
+                d.extend_from_slice(&bits.to_le_bytes());
+            }
             PageChange::Prune {
                 redirected,
                 dead,
@@ -617,6 +661,20 @@ fn decode_change<'a>(
         HEAP_CLEAR_XMAX => PageChange::ClearXmax {
             index: r.u16().ok_or(MALFORMED)?,
         },
+        HEAP_LOCK => {
+            let index = r.u16().ok_or(MALFORMED)?;
+            let xmax = r.u32().ok_or(MALFORMED)?;
+            let bits = r.u16().ok_or(MALFORMED)?;
+            let multi = bits & tuple::XMAX_IS_MULTI != 0;
+            if xmax == INVALID_XID
+                || bits & tuple::XMAX_LOCK_ONLY == 0
+                || bits & !tuple::XMAX_LOCK_BITS != 0
+                || (multi && bits & tuple::XMAX_LOCK_MODE != 0)
+            {
+                return Err(MALFORMED);
+            }
+            PageChange::Lock { index, xmax, bits }
+        }
         HEAP_PRUNE | HEAP_PRUNE_UNUSED | HEAP_PRUNE_DEAD => {
             // Counts are checked against what is left before anything is
             // allocated: a damaged count must not ask for gigabytes.
@@ -693,7 +751,9 @@ pub fn redo(page: &mut PageBytes, block: u32, info: u8, data: &[u8]) -> Result<(
                 return Err("a heap insert that does not fit its page");
             }
         }
-        PageChange::SetXmax { index, .. } | PageChange::ClearXmax { index } => {
+        PageChange::SetXmax { index, .. }
+        | PageChange::ClearXmax { index }
+        | PageChange::Lock { index, .. } => {
             needs_item(page, index)?;
         }
         PageChange::Prune {
@@ -733,6 +793,7 @@ pub fn record_kind_name(info: u8) -> &'static str {
         HEAP_SET_ALL_VISIBLE => "SET_ALL_VISIBLE",
         HEAP_MULTI_INSERT => "MULTI_INSERT",
         HEAP_PRUNE_DEAD => "PRUNE_DEAD",
+        HEAP_LOCK => "LOCK",
         _ => "UNKNOWN",
     }
 }
@@ -794,6 +855,12 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             format!("{kind} off: {index}, xmax: {xmax}, cmax: {cmax}{newer}")
         }
         PageChange::ClearXmax { index } => format!("{kind} off: {index}"),
+        PageChange::Lock { index, xmax, bits } => match tuple::Locker::of(xmax, bits) {
+            tuple::Locker::One(_, mode) => {
+                format!("{kind} off: {index}, xmax: {xmax}, {}", mode.clause())
+            }
+            _ => format!("{kind} off: {index}, multi: {xmax}"),
+        },
         PageChange::Prune {
             redirected,
             dead,
@@ -887,7 +954,7 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
         set_all_visible: false,
         lsn: 0,
     };
-    if *change != PageChange::SetAllVisible && flags & PD_ALL_VISIBLE != 0 {
+    if change.clears_all_visible() && flags & PD_ALL_VISIBLE != 0 {
         set_page_flags(page, flags & !PD_ALL_VISIBLE);
         applied.cleared_all_visible = true;
     }
@@ -920,7 +987,8 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
             let mut h = TupleHeader::read(t);
             h.xmax = *xmax;
             h.cmax = *cmax;
-            h.infomask &= !(tuple::UPDATED | tuple::HOT_UPDATED);
+            // A deletion replaces whatever locks the row had.
+            h.infomask &= !(tuple::UPDATED | tuple::HOT_UPDATED | tuple::XMAX_LOCK_BITS);
             if let Some(tid) = newer {
                 h.ctid = *tid;
                 h.infomask |= tuple::UPDATED;
@@ -937,12 +1005,30 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
             h.cmax = 0;
             // A HOT update that aborted no longer links to its version,
             // which pruning then frees as no chain's.
-            h.infomask &= !(tuple::UPDATED | tuple::HOT_UPDATED);
+            h.infomask &= !(tuple::UPDATED | tuple::HOT_UPDATED | tuple::XMAX_LOCK_BITS);
             h.ctid = Tid {
                 block,
                 index: *index,
             };
             h.write(t);
+        }
+        PageChange::Lock { index, xmax, bits } => {
+            let t = item_mut(page, *index as usize).expect("caller checked the tuple");
+            let mut h = TupleHeader::read(t);
+            h.xmax = *xmax;
+            h.cmax = 0;
+            // A lock leaves no link to a newer version (one an aborted
+            // update made is nothing: a HOT one's version is then freed
+            // by pruning as no chain's, as after ClearXmax). A heap-only
+            // tuple stays one.
+            h.infomask =
+                h.infomask & !(tuple::UPDATED | tuple::HOT_UPDATED | tuple::XMAX_LOCK_BITS) | bits;
+            h.ctid = Tid {
+                block,
+                index: *index,
+            };
+            h.write(t);
+            debug_assert!(h.deleter().is_none() && h.locker() != tuple::Locker::None);
         }
         PageChange::Prune {
             redirected,
@@ -1032,14 +1118,15 @@ impl<'a> Visibility<'a> {
         if !inserted {
             return false;
         }
-        if h.xmax == INVALID_XID {
+        // A lock-only xmax deletes nothing.
+        let Some(deleter) = h.deleter() else {
             return true;
-        }
-        if Some(h.xmax) == snap.own {
+        };
+        if Some(deleter) == snap.own {
             // Deleted by a later command of ours: still visible to this one.
             return h.cmax >= snap.command;
         }
-        snap.is_running(h.xmax) || !self.did_commit(h.xmax)
+        snap.is_running(deleter) || !self.did_commit(deleter)
     }
 }
 
@@ -1068,6 +1155,10 @@ struct RelState {
     /// removes its entry only if the count has not moved since it copied
     /// the entry, so the TID cannot have gone to a new row meanwhile.
     line_pointers_freed: AtomicU64,
+    /// The key-share lockers no-key updates of the relation's rows went
+    /// on beside (`lock.rs`). Taken under a page's content lock, never
+    /// the other way round.
+    kept_locks: Mutex<lock::KeptLocks>,
 }
 
 /// The heap access method of one database.
@@ -1600,10 +1691,12 @@ pub(crate) fn visit_page_chains(
 
 /// Dead to every snapshot there is or will be: inserted by an aborted
 /// transaction, or deleted by one that committed before the oldest
-/// snapshot's horizon `oldest` (what vacuum removes).
+/// snapshot's horizon `oldest` (what vacuum removes). A locked row is not
+/// deleted, whoever locked it.
 fn dead_to_everyone(txn: &TxnManager, oldest: Xid, h: &TupleHeader) -> bool {
     txn.status(h.xmin) == XidStatus::Aborted
-        || (h.xmax != INVALID_XID && h.xmax < oldest && txn.did_commit(h.xmax))
+        || h.deleter()
+            .is_some_and(|deleter| deleter < oldest && txn.did_commit(deleter))
 }
 
 /// What vacuum changes on one page.
@@ -2235,7 +2328,7 @@ impl Heap {
         by: &Writer,
         newer: Option<Tid>,
     ) -> Result<bool, HeapError> {
-        match self.try_delete(s, table, tid, by, newer, false)? {
+        match self.try_delete(s, table, tid, by, newer, false, RowLockMode::Update)? {
             DeleteOutcome::Deleted => Ok(true),
             DeleteOutcome::AlreadyOurs => Ok(false),
             DeleteOutcome::Changed { .. } => Err(HeapError::ConcurrentUpdate {
@@ -2275,6 +2368,17 @@ impl Heap {
     /// update chain (PostgreSQL's EvalPlanQual) instead of failing.
     /// `hot`: `newer` is a heap-only version on the same page
     /// ([`Heap::insert_version`]), and `tid` becomes HOT-updated.
+    ///
+    /// The row is taken in `mode`: [`RowLockMode::Update`] for a deletion
+    /// and an update of a key column, [`RowLockMode::NoKeyUpdate`] for
+    /// another update (`newer` given). A running transaction that changes
+    /// the row, or locks it in a mode that conflicts, is waited for; the
+    /// transaction's own locks are no obstacle. `FOR KEY SHARE` lockers a
+    /// no-key update does not wait for keep their locks, on the new
+    /// version and beside the update on the old (`lock.rs`).
+    // The change's three parts (its newer version, HOT or not, the mode
+    // it takes the row in) are each decided by a different layer above.
+    #[allow(clippy::too_many_arguments)]
     pub fn try_delete(
         &self,
         s: &mut BufferSession,
@@ -2283,36 +2387,46 @@ impl Heap {
         by: &Writer,
         newer: Option<Tid>,
         hot: bool,
+        mode: RowLockMode,
     ) -> Result<DeleteOutcome, HeapError> {
         debug_assert!(
             !hot || newer.is_some_and(|n| n.block == tid.block),
             "a HOT update's version is on its row's page"
         );
+        debug_assert!(
+            mode == RowLockMode::Update || (mode == RowLockMode::NoKeyUpdate && newer.is_some()),
+            "a row changed in {mode:?}"
+        );
         let Writer { xid, cid, waits } = by;
         let (xid, cid) = (*xid, *cid);
         let rs = self.rel_state(table.rel);
         let wal = self.page_wal(&rs, xid);
-        loop {
+        for _ in 0..lock::ROW_HOLDER_WAITS_MAX {
             let id = s.read_buffer(table.rel, Fork::Main, tid.block)?;
+            // The lockers the change goes on beside (key-share ones of a
+            // no-key update), as the new version's xmax will name them.
+            let mut kept = None;
             let outcome = s.modify_page(id, |page| {
                 let Some(t) = item(page, tid.index as usize) else {
                     return Err(Ok("no tuple at this line pointer"));
                 };
                 let h = TupleHeader::read(t);
-                let state = if h.xmax == INVALID_XID {
-                    RowState::Done(DeleteOutcome::Deleted)
-                } else if h.xmax == xid {
-                    RowState::Done(DeleteOutcome::AlreadyOurs)
-                } else {
-                    match self.txn.status(h.xmax) {
-                        XidStatus::Aborted => RowState::Done(DeleteOutcome::Deleted),
-                        XidStatus::Committed => RowState::Done(DeleteOutcome::Changed {
-                            by: h.xmax,
-                            newer: (h.infomask & tuple::UPDATED != 0 && h.ctid != tid)
-                                .then_some(h.ctid),
-                        }),
-                        XidStatus::InProgress => RowState::Wait(h.xmax),
+                let state = match self.examine(&rs, &h, tid, xid, mode) {
+                    lock::Examined::Free { others, .. } => {
+                        debug_assert!(
+                            others.iter().all(|&(_, m)| !m.conflicts_with(mode)),
+                            "a conflicting lock beside a change in {mode:?}: {others:?}"
+                        );
+                        if !others.is_empty() {
+                            kept = Some(self.lock_xmax(&others).map_err(Err)?);
+                        }
+                        RowState::Done(DeleteOutcome::Deleted)
                     }
+                    lock::Examined::SelfChanged => RowState::Done(DeleteOutcome::AlreadyOurs),
+                    lock::Examined::Changed { by, newer } => {
+                        RowState::Done(DeleteOutcome::Changed { by, newer })
+                    }
+                    lock::Examined::Busy(holder) => RowState::Wait(holder),
                 };
                 let applied = if matches!(state, RowState::Done(DeleteOutcome::Deleted)) {
                     Some(
@@ -2350,6 +2464,9 @@ impl Heap {
             if let Some(applied) = applied {
                 self.clear_vm_bit(s, table.rel, tid.block, applied)?;
             }
+            if let (Some(kept), Some(newer)) = (kept, newer) {
+                self.carry_locks(s, table, tid, newer, xid, kept)?;
+            }
             match state {
                 RowState::Done(outcome) => return Ok(outcome),
                 // The loop goes round once per holder: each one ended
@@ -2363,6 +2480,10 @@ impl Heap {
                     })?,
             }
         }
+        Err(HeapError::RowKeptBusy {
+            table: table.name.clone(),
+            waits: lock::ROW_HOLDER_WAITS_MAX,
+        })
     }
 
     /// Calls `f` with each tuple visible to `snap`, in block order, reading
@@ -2576,15 +2697,21 @@ impl Heap {
                     continue;
                 }
                 let h = TupleHeader::read(t);
-                let xmax_aborted =
-                    h.xmax != INVALID_XID && txn.status(h.xmax) == XidStatus::Aborted;
-                if xmax_aborted {
+                // A deleter that aborted, or lockers that all ended.
+                let tid = Tid {
+                    block,
+                    index: index as u16,
+                };
+                let xmax_void = lock::xmax_without_effect(txn, &rs.kept_locks, tid, &h);
+                if xmax_void {
                     plan.clear_xmax.push(index as u16);
                 }
                 plan.kept += 1;
+                // A row locked by a running transaction is visible to
+                // everyone all the same.
                 all_visible &= h.xmin < oldest
                     && txn.did_commit(h.xmin)
-                    && (h.xmax == INVALID_XID || xmax_aborted);
+                    && (h.deleter().is_none() || xmax_void);
             }
             plan.prune.unused.sort_unstable();
             plan.deferred.extend_from_slice(&plan.prune.dead);

@@ -25,7 +25,7 @@ use thiserror::Error;
 
 use crate::page::{LINE_POINTER_SIZE, MAX_ALIGN, PAGE_HEADER_SIZE};
 use crate::storage::BLOCK_SIZE;
-use crate::txn::{CommandId, Xid};
+use crate::txn::{CommandId, RowLockMode, Xid, INVALID_XID};
 use crate::types::{ColumnType, Numeric, Value};
 
 pub const TUPLE_HEADER_SIZE: usize = 26;
@@ -46,6 +46,22 @@ pub const HOT_UPDATED: u16 = 0x0004;
 /// version on the page, or the redirect pruning left in its place) by
 /// following `HOT_UPDATED` ctids.
 pub const HEAP_ONLY: u16 = 0x0008;
+/// xmax only locks the row (PostgreSQL's `HEAP_XMAX_LOCK_ONLY`): the row
+/// is neither deleted nor updated, whoever holds it. Visibility, pruning
+/// and unique checks ignore such an xmax; writers and lockers wait for it
+/// (`heap::lock`).
+pub const XMAX_LOCK_ONLY: u16 = 0x0010;
+/// xmax is a multi, an id standing for several lockers
+/// (`txn::create_multi`); always with [`XMAX_LOCK_ONLY`] (a multi holds
+/// lockers only).
+pub const XMAX_IS_MULTI: u16 = 0x0020;
+/// The mode of a single locker's lock ([`RowLockMode::bits`]), two bits
+/// from [`XMAX_LOCK_MODE_SHIFT`]; 0 for a multi (its members' modes are in
+/// the multi) and without a lock.
+pub const XMAX_LOCK_MODE: u16 = 0x00C0;
+pub const XMAX_LOCK_MODE_SHIFT: u32 = 6;
+/// Every bit that says what a lock-only xmax is.
+pub const XMAX_LOCK_BITS: u16 = XMAX_LOCK_ONLY | XMAX_IS_MULTI | XMAX_LOCK_MODE;
 
 /// A tuple's location: block and line pointer index (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -130,6 +146,27 @@ impl TupleHeader {
         t[24..26].copy_from_slice(&self.natts.to_le_bytes());
     }
 
+    /// The transaction that deleted or updated the tuple (committed or
+    /// not): its xmax, unless that is unset or only locks the row.
+    pub fn deleter(&self) -> Option<Xid> {
+        (self.xmax != INVALID_XID && self.infomask & XMAX_LOCK_ONLY == 0).then_some(self.xmax)
+    }
+
+    /// Who locks the row without changing it, as the xmax says (whether
+    /// they still run is the transaction manager's to say).
+    pub fn locker(&self) -> Locker {
+        Locker::of(self.xmax, self.infomask)
+    }
+
+    /// The infomask bits of a lock-only xmax: one locker in `mode`, or a
+    /// multi (`mode` None).
+    pub fn lock_bits(mode: Option<RowLockMode>) -> u16 {
+        match mode {
+            Some(mode) => XMAX_LOCK_ONLY | mode.bits() << XMAX_LOCK_MODE_SHIFT,
+            None => XMAX_LOCK_ONLY | XMAX_IS_MULTI,
+        }
+    }
+
     /// Updated by a HOT update: the newer version is `ctid`, a heap-only
     /// tuple on the same page.
     pub fn is_hot_updated(&self) -> bool {
@@ -160,6 +197,33 @@ impl TupleHeader {
         t[16..20].copy_from_slice(&ctid.block.to_le_bytes());
         t[20..22].copy_from_slice(&ctid.index.to_le_bytes());
         debug_assert_eq!(TupleHeader::read(t).ctid, ctid);
+    }
+}
+
+/// Who a lock-only xmax names ([`TupleHeader::locker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locker {
+    /// No lock: xmax unset, or a deleter's.
+    None,
+    /// One transaction, in its mode.
+    One(Xid, RowLockMode),
+    /// A multi, whose members are in the transaction manager.
+    Multi(Xid),
+}
+
+impl Locker {
+    /// Who `xmax` with the infomask `infomask` names. Lock bits on an
+    /// xmax that is no lock, and a multi's mode bits, are never written
+    /// (`heap::apply`) and are ignored here.
+    pub fn of(xmax: Xid, infomask: u16) -> Locker {
+        if xmax == INVALID_XID || infomask & XMAX_LOCK_ONLY == 0 {
+            Locker::None
+        } else if infomask & XMAX_IS_MULTI != 0 {
+            Locker::Multi(xmax)
+        } else {
+            let bits = (infomask & XMAX_LOCK_MODE) >> XMAX_LOCK_MODE_SHIFT;
+            Locker::One(xmax, RowLockMode::from_bits(bits))
+        }
     }
 }
 

@@ -131,6 +131,17 @@ pub(super) fn filter(input: Estimate, conditions: usize, selectivity: f64, c: &C
     )
 }
 
+/// A LockRows node over `input`: a tuple's CPU per row locked (PostgreSQL's
+/// `create_lockrows_path`; the lock's I/O is not counted, as there).
+pub(super) fn lock_rows(input: Estimate, c: &Costs) -> Estimate {
+    Estimate::new(
+        input.startup,
+        input.total + c.cpu_tuple * input.rows,
+        input.rows,
+        input.width,
+    )
+}
+
 /// A projection of `input` to rows of `width` bytes: PostgreSQL counts
 /// its work in its input's nodes, so only the width changes.
 pub(super) fn project(input: Estimate, width: usize) -> Estimate {

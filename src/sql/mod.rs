@@ -275,6 +275,23 @@ pub enum SqlError {
     SubqueryColumns { problem: &'static str, at: Position },
     #[error("\"{name}\" is a system view and cannot be changed")]
     ReadOnlyView { name: String },
+    /// A locking clause on a query that has no rows of a table to lock
+    /// (PostgreSQL's words: "FOR UPDATE is not allowed with GROUP BY
+    /// clause").
+    #[error("{clause} is not allowed with {with}")]
+    LockingNotAllowed {
+        clause: &'static str,
+        with: &'static str,
+    },
+    /// `FOR UPDATE OF x` naming no FROM item (PostgreSQL's words).
+    #[error("relation \"{name}\" in {clause} clause not found in FROM clause")]
+    LockingTargetMissing { clause: &'static str, name: String },
+    /// `FOR UPDATE OF x` naming a FROM item that is no table.
+    #[error("{clause} cannot be applied to {what}")]
+    LockingTargetKind { clause: &'static str, what: String },
+    /// `FOR UPDATE OF s.t` (PostgreSQL's words).
+    #[error("{clause} must specify unqualified relation names")]
+    LockingQualifiedName { clause: &'static str },
     /// An EXPLAIN option that is not one, or not given on or off.
     #[error("{0}")]
     Explain(String),
@@ -317,9 +334,13 @@ impl SqlError {
             SqlError::Syntax { .. } | SqlError::MultipleCommands => "42601",
             SqlError::UnknownParameter { .. } => "42P02", // undefined_parameter
             SqlError::ParameterCount { .. } => "08P01",   // protocol_violation
-            SqlError::Unsupported { .. } => "0A000",
-            SqlError::TooDeep { .. } => "54001", // statement_too_complex
-            SqlError::NulInText { .. } => "22021", // character_not_in_repertoire
+            SqlError::Unsupported { .. }
+            | SqlError::LockingNotAllowed { .. }
+            | SqlError::LockingTargetKind { .. } => "0A000",
+            SqlError::LockingTargetMissing { .. } => "42P01", // undefined_table
+            SqlError::LockingQualifiedName { .. } => "42601", // syntax_error
+            SqlError::TooDeep { .. } => "54001",              // statement_too_complex
+            SqlError::NulInText { .. } => "22021",            // character_not_in_repertoire
             // PostgreSQL's scanner reports a bad Unicode escape as a
             // syntax error.
             SqlError::NulUnicodeEscape { .. } => "42601",
@@ -761,7 +782,8 @@ mod tests {
                 "21000",
             ),
             ("SET no_such_setting = 1", "42704"),
-            ("SELECT * FROM t FOR UPDATE", "0A000"),
+            ("SELECT count(*) FROM t FOR UPDATE", "0A000"),
+            ("SELECT * FROM t FOR UPDATE OF nope", "42P01"),
             ("VACUUM buffers", "42809"),
             (
                 &format!("COPY u FROM '{}'", missing_file.display()),

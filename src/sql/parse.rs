@@ -14,7 +14,8 @@
 //! stack); `sqlparser`'s parser grows its own as well. Its recursion
 //! counter ([`MAX_PARSER_RECURSION`]) is only a backstop.
 //!
-//! `CHECKPOINT` is handled here: `sqlparser` does not know it.
+//! `CHECKPOINT` is handled here: `sqlparser` does not know it. So are
+//! the locking clauses it does not parse ([`rewrite_locking_clauses`]).
 
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
@@ -506,6 +507,132 @@ fn spell_copy_booleans(tokens: &mut [TokenWithSpan]) {
     }
 }
 
+/// The first part a locking clause's `OF` name is given, for the
+/// strengths `sqlparser` does not know (see [`rewrite_locking_clauses`]).
+/// No name can hold it: a control character the rewrite alone writes.
+pub(crate) const KEY_SHARE_MARK: &str = "\u{1}key share";
+pub(crate) const NO_KEY_UPDATE_MARK: &str = "\u{1}no key update";
+
+/// Rewrites the locking clauses of a statement's tokens that `sqlparser`
+/// does not take into ones it does: it knows `FOR UPDATE` and `FOR SHARE`
+/// with at most one `OF` name, PostgreSQL also `FOR NO KEY UPDATE`, `FOR
+/// KEY SHARE` and `OF a, b`. A clause of several names becomes one per
+/// name (`FOR UPDATE OF a FOR UPDATE OF b`, each with the clause's
+/// `NOWAIT` or `SKIP LOCKED`: PostgreSQL reads the list so), and a weak
+/// strength becomes the stronger spelling with [`KEY_SHARE_MARK`] or
+/// [`NO_KEY_UPDATE_MARK`] as its name's first part (the whole name
+/// without `OF`), which the planner reads back (`query::lock_clause`).
+/// A clause `sqlparser` takes is left as it is.
+fn rewrite_locking_clauses(tokens: &mut Vec<TokenWithSpan>) {
+    let keyword = |t: &Token| match t {
+        Token::Word(w) if w.quote_style.is_none() => w.keyword,
+        _ => Keyword::NoKeyword,
+    };
+    let mut at = 0;
+    while at < tokens.len() {
+        if keyword(&tokens[at].token) != Keyword::FOR {
+            at += 1;
+            continue;
+        }
+        // The significant tokens after FOR, by position.
+        let significant: Vec<usize> = (at + 1..tokens.len())
+            .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+            .collect();
+        let word = |k: usize| {
+            significant
+                .get(k)
+                .map_or(Keyword::NoKeyword, |&i| keyword(&tokens[i].token))
+        };
+        let (mark, strength, mut k) = match (word(0), word(1), word(2)) {
+            (Keyword::NO, Keyword::KEY, Keyword::UPDATE) => {
+                (Some(NO_KEY_UPDATE_MARK), Keyword::UPDATE, 3)
+            }
+            (Keyword::KEY, Keyword::SHARE, _) => (Some(KEY_SHARE_MARK), Keyword::SHARE, 2),
+            (Keyword::UPDATE, ..) => (None, Keyword::UPDATE, 1),
+            (Keyword::SHARE, ..) => (None, Keyword::SHARE, 1),
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        let token_at = |k: usize| significant.get(k).map(|&i| &tokens[i].token);
+        // OF name [, name …], each name words joined by dots.
+        let mut names: Vec<Vec<Token>> = Vec::new();
+        if word(k) == Keyword::OF {
+            k += 1;
+            loop {
+                let mut name = Vec::new();
+                while let Some(t @ Token::Word(_)) = token_at(k) {
+                    name.push(t.clone());
+                    k += 1;
+                    if token_at(k) != Some(&Token::Period) {
+                        break;
+                    }
+                    name.push(Token::Period);
+                    k += 1;
+                }
+                if name.is_empty() {
+                    break;
+                }
+                names.push(name);
+                if token_at(k) != Some(&Token::Comma) {
+                    break;
+                }
+                k += 1;
+            }
+        }
+        let nonblock: Vec<Token> = match (word(k), word(k + 1)) {
+            (Keyword::NOWAIT, _) => vec![Token::make_keyword("NOWAIT")],
+            (Keyword::SKIP, Keyword::LOCKED) => {
+                vec![Token::make_keyword("SKIP"), Token::make_keyword("LOCKED")]
+            }
+            _ => Vec::new(),
+        };
+        let end = significant
+            .get(k + nonblock.len())
+            .copied()
+            .unwrap_or(tokens.len());
+        if mark.is_none() && names.len() <= 1 {
+            at = end;
+            continue;
+        }
+        let span = tokens[at].span;
+        let strength = match strength {
+            Keyword::UPDATE => "UPDATE",
+            _ => "SHARE",
+        };
+        let mut clauses: Vec<Token> = Vec::new();
+        let names = if names.is_empty() {
+            vec![Vec::new()]
+        } else {
+            names
+        };
+        for name in names {
+            clauses.push(Token::make_keyword("FOR"));
+            clauses.push(Token::make_keyword(strength));
+            if mark.is_some() || !name.is_empty() {
+                clauses.push(Token::make_keyword("OF"));
+            }
+            if let Some(mark) = mark {
+                clauses.push(Token::make_word(mark, Some('"')));
+                if !name.is_empty() {
+                    clauses.push(Token::Period);
+                }
+            }
+            clauses.extend(name);
+            clauses.extend(nonblock.iter().cloned());
+        }
+        let written = clauses.len();
+        tokens.splice(
+            at..end,
+            clauses
+                .into_iter()
+                .map(|token| TokenWithSpan { token, span }),
+        );
+        at += written;
+    }
+}
+
 /// Parses the statements of `tokens`, a text that [`check_depth`] found
 /// nests at most `depth` levels.
 fn parse_tokens(
@@ -559,6 +686,7 @@ fn parse_tokens(
         if let Some(at) = create_user {
             tokens[at].token = Token::make_keyword("ROLE");
         }
+        rewrite_locking_clauses(&mut tokens);
         let mut parser = Parser::new(dialect)
             .with_recursion_limit(MAX_PARSER_RECURSION)
             .with_tokens_with_locations(tokens);

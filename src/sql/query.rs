@@ -34,7 +34,7 @@ use sqlparser::ast::{
     WildcardAdditionalOptions,
 };
 
-use super::access::TableSize;
+use super::access::{ReadFor, TableSize};
 use super::cost;
 use super::expr::{
     constant, function_args, has_aggregate, ident, is_unknown_literal, object_name, output_name,
@@ -47,17 +47,20 @@ use crate::exec::agg::Aggregate;
 use crate::exec::estimate::UNKNOWN_ROWS;
 use crate::exec::{estimate_of, Estimate};
 use crate::exec::{
-    AggregateNode, BinaryOp, Expr, Filter, JoinKind, LimitNode, PlanNode, ProjectNode, QueryPlan,
-    ResultNode, Series, SeriesNode, SortKey, SortNode, SubqueryScanNode, Utility, UtilityCall,
-    View, ViewNode,
+    AggregateNode, BinaryOp, Expr, Filter, JoinKind, LimitNode, LockRowsNode, PlanNode,
+    ProjectNode, QueryPlan, ResultNode, Series, SeriesNode, SortKey, SortNode, SubqueryScanNode,
+    Utility, UtilityCall, View, ViewNode,
 };
 use crate::types::{as_i64, ColumnType, Value};
 
 use std::sync::Arc;
 
 mod join;
+mod locking;
 
 use join::{build_joins, plan_joins, ItemSizes, PlannedJoins};
+pub(crate) use locking::clause_name as locking_clause_name;
+use locking::{lock_requests, LockRequest, LockRows};
 
 /// A planned query and the columns it returns.
 pub(crate) struct PlannedQuery {
@@ -124,8 +127,8 @@ impl FromItem {
     /// The node that reads it, decoding the `wanted` columns, with the
     /// item's own conditions: a table chooses how it is read by them,
     /// for rows in `order` if an index gives it cheaply (the scan says
-    /// whether it does), run `loops` times, of `size` if known (see
-    /// `access::table_scan`).
+    /// whether it does), run `loops` times, of `size` if known, for
+    /// `purpose` (see `access::table_scan`).
     /// The node carries its estimate.
     #[allow(clippy::too_many_arguments)]
     fn scan(
@@ -137,19 +140,11 @@ impl FromItem {
         order: Option<&super::access::WantedOrder>,
         loops: f64,
         size: Option<&TableSize>,
+        purpose: ReadFor,
     ) -> Result<super::access::TableScan, SqlError> {
         if let FromItem::Table(table, alias) = self {
             return super::access::table_scan(
-                cx,
-                db,
-                table,
-                alias,
-                wanted,
-                filters,
-                super::access::ReadFor::Query,
-                order,
-                loops,
-                size,
+                cx, db, table, alias, wanted, filters, purpose, order, loops, size,
             );
         }
         let c = &cx.costs;
@@ -231,7 +226,7 @@ fn check_query(cx: &StmtCx, q: &ast::Query) -> Result<(), SqlError> {
         order_by,
         limit_clause,
         fetch,
-        locks,
+        locks: _,
         for_clause,
         settings,
         format_clause,
@@ -243,9 +238,6 @@ fn check_query(cx: &StmtCx, q: &ast::Query) -> Result<(), SqlError> {
     }
     if fetch.is_some() {
         return Err(cx.unsupported_hint(span, "FETCH FIRST", "; use LIMIT"));
-    }
-    if !locks.is_empty() {
-        return Err(cx.unsupported(span, "FOR UPDATE / FOR SHARE"));
     }
     if for_clause.is_some()
         || settings.is_some()
@@ -372,9 +364,29 @@ pub(crate) fn plan_query_in(
     outer: Outer<'_>,
 ) -> Result<PlannedQuery, SqlError> {
     check_query(cx, q)?;
+    let locking = lock_requests(cx, q)?;
     if let SetExpr::Select(select) = &*q.body {
+        if let (Some(first), Some(_)) = (locking.first(), &select.distinct) {
+            return Err(SqlError::LockingNotAllowed {
+                clause: first.mode.clause(),
+                with: "DISTINCT clause",
+            });
+        }
         check_select(cx, select)?;
-        return plan_select(cx, db, Some(q), select, outer);
+        return plan_select(cx, db, Some(q), select, &locking, outer);
+    }
+    if let Some(first) = locking.first() {
+        return Err(match &*q.body {
+            SetExpr::SetOperation { .. } => SqlError::LockingNotAllowed {
+                clause: first.mode.clause(),
+                with: "UNION/INTERSECT/EXCEPT",
+            },
+            _ => cx.unsupported_hint(
+                q.span(),
+                format!("{} of a parenthesized query", first.mode.clause()),
+                "; write the clause inside the parentheses",
+            ),
+        });
     }
     let body = plan_set_expr(cx, db, &q.body, outer)?;
     order_set_query(cx, db, q, body)
@@ -391,7 +403,7 @@ pub(crate) fn plan_set_expr(
     match body {
         SetExpr::Select(select) => {
             check_select(cx, select)?;
-            plan_select(cx, db, None, select, outer)
+            plan_select(cx, db, None, select, &[], outer)
         }
         SetExpr::Query(q) => plan_query_in(cx, db, q, outer),
         SetExpr::SetOperation { .. } => super::setop::plan_set_operation(cx, db, body, outer),
@@ -464,7 +476,7 @@ fn order_set_query(
     }
     let (offset, count) = limit_clause(cx, db, q.limit_clause.as_ref())?;
     let width = body.query.width;
-    let node = sort_and_limit(cx, body.query.root, keys, offset, count);
+    let node = sort_and_limit(cx, body.query.root, keys, offset, count, None);
     Ok(PlannedQuery {
         query: QueryPlan::new(node, width),
         ..body
@@ -548,23 +560,43 @@ fn limit_clause(
     }
 }
 
-/// `node` sorted by `keys` (if any) and cut to `offset` and `count`,
-/// each with its estimate.
+/// `node` sorted by `keys` (if any), its rows locked as `lock` says (a
+/// locking clause: PostgreSQL's LockRows goes above the sort and below
+/// the limit), and cut to `offset` and `count`, each with its estimate.
 fn sort_and_limit(
     cx: &StmtCx,
     mut node: Box<dyn PlanNode>,
     keys: Vec<SortKey>,
     offset: u64,
     count: Option<u64>,
+    lock: Option<LockRows>,
 ) -> Box<dyn PlanNode> {
     let limited = offset > 0 || count.is_some();
     if !keys.is_empty() {
         let input = estimate_of(node.as_ref());
         let mut sort = SortNode::new(node, keys);
-        // A LIMIT above reads only its offset and count of rows.
-        sort.bound = count.map(|c| offset.saturating_add(c).min(usize::MAX as u64) as usize);
-        let estimate = cost::sort(input, count.map(|c| c.saturating_add(offset)), &cx.costs);
+        // A LIMIT above reads only its offset and count of rows, unless
+        // rows are locked between: a row left out there must be made up
+        // by the next.
+        let bound = count
+            .filter(|_| lock.is_none())
+            .map(|c| c.saturating_add(offset));
+        sort.bound = bound.map(|b| b.min(usize::MAX as u64) as usize);
+        sort.keep_tids = lock.is_some();
+        let estimate = cost::sort(input, bound, &cx.costs);
         node = cost::estimated(Box::new(sort), estimate);
+    }
+    if let Some(lock) = lock {
+        let estimate = cost::lock_rows(estimate_of(node.as_ref()), &cx.costs);
+        let locking = LockRowsNode::new(
+            node,
+            lock.table,
+            lock.mode,
+            lock.wait,
+            lock.condition,
+            lock.outputs,
+        );
+        node = cost::estimated(Box::new(locking), estimate);
     }
     if limited {
         let estimate = cost::limit(estimate_of(node.as_ref()), offset, count);
@@ -1088,14 +1120,15 @@ fn limit_value(
     }
 }
 
-/// Plans a SELECT, with the ORDER BY and LIMIT of `q` if given (a
-/// branch of a set operation has none of its own), inside `outer` if it
-/// is a subquery.
+/// Plans a SELECT, with the ORDER BY, LIMIT and locking clauses of `q`
+/// (`locking`) if given (a branch of a set operation has none of its
+/// own), inside `outer` if it is a subquery.
 fn plan_select(
     cx: &StmtCx,
     db: &Database,
     q: Option<&ast::Query>,
     select: &Select,
+    locking: &[LockRequest],
     mut outer: Outer<'_>,
 ) -> Result<PlannedQuery, SqlError> {
     let mut from = plan_from(cx, db, &select.from, reborrow(&mut outer))?;
@@ -1175,10 +1208,16 @@ fn plan_select(
         Some(q) => order_by_exprs(cx, q)?,
         None => &[],
     };
-    let aggregated = !group_by.is_empty()
-        || select.having.is_some()
-        || items.iter().any(|i| has_aggregate(&i.expr))
+    let aggregates = items.iter().any(|i| has_aggregate(&i.expr))
         || order_by.iter().any(|o| has_aggregate(&o.expr));
+    let aggregated = !group_by.is_empty() || select.having.is_some() || aggregates;
+    locking::check_locking(
+        locking,
+        !group_by.is_empty(),
+        select.having.is_some(),
+        aggregates,
+    )?;
+    let lock_target = locking::lock_target(cx, select.span(), locking, &from.items, &scope)?;
 
     let mut planner = ExprPlanner::nested(cx, db, &scope, "WHERE", reborrow(&mut outer));
     if from.items.is_empty() {
@@ -1274,6 +1313,7 @@ fn plan_select(
         })
         .flatten();
     let mut ordered = false;
+    let mut lock: Option<LockRows> = None;
     let c = &cx.costs;
     // What joins and groups are estimated from: the tables' sizes and
     // statistics, read once (a lone table's scan reads them itself when
@@ -1294,6 +1334,22 @@ fn plan_select(
         )
     } else if from.items.len() == 1 {
         let item = from.items.pop().expect("one item");
+        // Rows to lock are read from the table, never an index alone, and
+        // a newer version of one is checked against the whole WHERE.
+        if let (Some((_, mode, wait)), FromItem::Table(table, _)) = (lock_target, &item) {
+            lock = Some(LockRows {
+                table: Arc::clone(table),
+                mode,
+                wait,
+                condition: and_all(filters.clone())?.map(|f| f.predicate),
+                outputs: Vec::new(),
+            });
+        }
+        let purpose = if lock.is_some() {
+            ReadFor::Change
+        } else {
+            ReadFor::Query
+        };
         let scan = item.scan(
             cx,
             db,
@@ -1302,6 +1358,7 @@ fn plan_select(
             wanted_order.as_ref(),
             1.0,
             sizes.table(0),
+            purpose,
         )?;
         ordered = scan.ordered;
         scan.node
@@ -1337,10 +1394,13 @@ fn plan_select(
     }
     let width = cost::row_width(outputs.iter().filter_map(Expr::ty));
     let estimate = cost::project(estimate_of(node.as_ref()), width);
+    if let Some(lock) = &mut lock {
+        lock.outputs = outputs.clone();
+    }
     node = cost::estimated(Box::new(ProjectNode::new(node, outputs)), estimate);
     // Rows the index gives in order need no sort.
     let keys = if ordered { Vec::new() } else { keys };
-    let node = sort_and_limit(cx, node, keys, offset, count);
+    let node = sort_and_limit(cx, node, keys, offset, count, lock);
     Ok(PlannedQuery {
         query: QueryPlan::new(node, items.len()),
         columns,

@@ -154,6 +154,16 @@ pub(crate) fn plan_set_operation(
     debug_assert!(sides.len() >= 2, "a set operation has two sides");
     let mut planned: Vec<PlannedQuery> = Vec::with_capacity(sides.len());
     for side in sides {
+        // PostgreSQL refuses a locking clause on a branch as on the whole
+        // (transformSetOperationTree).
+        if let SetExpr::Query(q) = side {
+            if let Some(lock) = q.locks.first() {
+                return Err(SqlError::LockingNotAllowed {
+                    clause: super::query::locking_clause_name(lock),
+                    with: "UNION/INTERSECT/EXCEPT",
+                });
+            }
+        }
         planned.push(plan_set_expr(cx, db, side, reborrow(&mut outer))?);
     }
     let width = planned[0].columns.len();

@@ -34,8 +34,10 @@ use thiserror::Error;
 use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
 
 mod locks;
+mod multi;
 
 pub use locks::{DeadlockMember, LockMode, LockOwner, LockRow, WaitTarget};
+pub use multi::{RowLockMode, MULTI_MEMBERS_MAX, MULTI_SWEEP_FIRST};
 
 /// A transaction id.
 pub type Xid = u32;
@@ -144,6 +146,8 @@ struct Inner {
     xid_owners: HashMap<Xid, LockOwner>,
     /// Table locks by table oid (only tables someone locks).
     tables: HashMap<u32, locks::TableLock>,
+    /// The lockers of each multi a tuple's xmax may name (`multi.rs`).
+    multis: multi::Multis,
 }
 
 /// Transaction ids, their status and snapshots for one data directory.
@@ -253,6 +257,7 @@ impl TxnManager {
                 waits: HashMap::new(),
                 xid_owners: HashMap::new(),
                 tables: HashMap::new(),
+                multis: multi::Multis::default(),
             }),
             finished: Condvar::new(),
             next_owner: std::sync::atomic::AtomicU64::new(1),
@@ -264,6 +269,15 @@ impl TxnManager {
     /// whose locks `owner` holds.
     pub fn assign_xid(&self, owner: LockOwner) -> Result<Xid, TxnError> {
         let mut inner = self.inner.lock();
+        let xid = self.next_id(&mut inner)?;
+        inner.running.insert(xid);
+        inner.xid_owners.insert(xid, owner);
+        Ok(xid)
+    }
+
+    /// Takes the next id of the counter (for a transaction, or a multi),
+    /// recording a new reservation first when it reaches the last one.
+    fn next_id(&self, inner: &mut Inner) -> Result<Xid, TxnError> {
         let xid = inner.next_xid;
         if xid == Xid::MAX {
             return Err(TxnError::Wraparound);
@@ -286,8 +300,6 @@ impl TxnManager {
             inner.reserved_until = until;
         }
         inner.next_xid = xid + 1;
-        inner.running.insert(xid);
-        inner.xid_owners.insert(xid, owner);
         Ok(xid)
     }
 

@@ -704,6 +704,7 @@ impl<'a> JoinSearch<'a> {
                     None,
                     1.0,
                     sizes.table(i),
+                    super::super::access::ReadFor::Query,
                 )?
                 .node;
             items.push(SearchItem {
