@@ -76,9 +76,8 @@ use crate::page::{
 use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
 use crate::txn::{
-    CommandId, RowLockMode, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid,
-    XidStatus, FROZEN_XID,
-    INVALID_XID,
+    CommandId, RowLockMode, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid, XidStatus,
+    FROZEN_XID, INVALID_XID,
 };
 use crate::types::ColumnType;
 use crate::wal::record::{DataReader, SMGR_TRUNCATE};
