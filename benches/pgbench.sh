@@ -13,8 +13,10 @@
 #
 # Usage (as root, after `cargo build --release`):
 #   benches/pgbench.sh [--scale 50] [--seconds 60] [--clients "1 8 32"]
-#                      [--io-method worker] [--quick]
+#                      [--io-method worker] [--quick] [--loads 1] [--load-only]
 # --quick: scale 5, 10 s runs, for a look in two minutes.
+# --loads N: `pgbench -i` N times per system, alternating (each drops and
+# makes the tables again); --load-only: stop after the loads.
 # Directories: /var/tmp/pgbench-pg and /var/tmp/pgbench-aio (made anew
 # unless KEEP=1 and they hold tables of the same scale).
 set -euo pipefail
@@ -24,6 +26,8 @@ SCALE=50
 SECONDS_PER_RUN=60
 CLIENTS="1 8 32"
 IO_METHOD=""
+LOADS=1
+LOAD_ONLY=0
 while [ $# -gt 0 ]; do
     case $1 in
         --scale) SCALE=$2; shift 2 ;;
@@ -31,6 +35,8 @@ while [ $# -gt 0 ]; do
         --clients) CLIENTS=$2; shift 2 ;;
         --io-method) IO_METHOD=$2; shift 2 ;;
         --quick) SCALE=5; SECONDS_PER_RUN=10; shift ;;
+        --loads) LOADS=$2; shift 2 ;;
+        --load-only) LOAD_ONLY=1; shift ;;
         *) echo "unknown argument $1 (see the comment at the top of $0)" >&2; exit 2 ;;
     esac
 done
@@ -102,16 +108,20 @@ start
 aio_start
 echo "# aiostore: $("$AIOSTORE" --version), io_method=$("$BIN/psql" -h /tmp -p $AIO_PORT -At -c 'SHOW io_method' postgres)"
 
-# Load: pgbench -i, timed by pgbench itself.
+# Load: pgbench -i, timed by pgbench itself (the last load's times are
+# the ones the ratio takes).
 printf "%-9s %-14s %8s\n" system step seconds
-for system in aio pg; do
-    out=$(bench $system -i -s "$SCALE" -q 2>&1)
-    secs=$(echo "$out" | sed -n 's/^done in \([0-9.]*\) s.*/\1/p')
-    [ -n "$secs" ] || { echo "pgbench -i failed on $system: $out" >&2; exit 1; }
-    printf "%-9s %-14s %8s   %s\n" $system "init -s $SCALE" "$secs" "$(echo "$out" | sed -n 's/^done in [0-9.]* s (\(.*\))\./\1/p')"
-    eval "load_$system=$secs"
+for _ in $(seq 1 "$LOADS"); do
+    for system in aio pg; do
+        out=$(bench $system -i -s "$SCALE" -q 2>&1)
+        secs=$(echo "$out" | sed -n 's/^done in \([0-9.]*\) s.*/\1/p')
+        [ -n "$secs" ] || { echo "pgbench -i failed on $system: $out" >&2; exit 1; }
+        printf "%-9s %-14s %8s   %s\n" $system "init -s $SCALE" "$secs" "$(echo "$out" | sed -n 's/^done in [0-9.]* s (\(.*\))\./\1/p')"
+        eval "load_$system=$secs"
+    done
 done
 echo "load ratio (PostgreSQL / aiostore time): $(echo "scale=2; $load_pg / $load_aio" | bc)"
+[ "$LOAD_ONLY" = 1 ] && exit 0
 
 LOGDIR=$(mktemp -d /tmp/pgbench-logs.XXXXXX)
 chmod 777 "$LOGDIR"

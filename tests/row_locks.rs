@@ -994,6 +994,51 @@ fn row_locks_meet_hot_chains_through_every_scan(method: IoMethod) {
     }
 }
 
+/// Rows a COPY FREEZE loaded (xmin frozen, pages all-visible from the
+/// load) lock as any: the lock leaves the page all-visible, holds
+/// against NOWAIT, and a no-key update beside a key-share lock of them
+/// keeps it.
+fn rows_a_frozen_load_wrote_lock_as_any(method: IoMethod) {
+    let (dir, db) = open(method);
+    let path = dir.path().join("frozen.csv");
+    let csv: String = (1..=5).map(|i| format!("{i},{}\n", 10 * i)).collect();
+    std::fs::write(&path, csv).unwrap();
+    let mut s = db.session().unwrap();
+    run(
+        &mut s,
+        &format!(
+            "BEGIN; CREATE TABLE t (id integer PRIMARY KEY, v integer); COPY t FROM '{}' WITH (FORMAT csv, FREEZE); COMMIT",
+            path.display()
+        ),
+    );
+    assert!(
+        all_visible(&db, "t"),
+        "the frozen load left its page all-visible"
+    );
+    assert_eq!(header(&db, "t", 0).xmin, aiostore::txn::FROZEN_XID);
+    let mut a = db.session().unwrap();
+    run(&mut a, "BEGIN");
+    assert_eq!(
+        column(&mut a, "SELECT id FROM t WHERE id <= 2 FOR KEY SHARE"),
+        [1, 2]
+    );
+    let locker = xid(&a);
+    assert!(all_visible(&db, "t"), "a lock leaves the page all-visible");
+    let e = sql::execute(&mut s, "SELECT id FROM t WHERE id = 1 FOR UPDATE NOWAIT").unwrap_err();
+    assert_eq!(e.sqlstate(), "55P03", "{e}");
+    run(
+        &mut s,
+        "SET lock_timeout = 500; UPDATE t SET v = 11 WHERE id = 1",
+    );
+    let deleter = spawn(db.session().unwrap(), "DELETE FROM t WHERE id <= 2");
+    wait_until_waiting_for(&db, &mut s, locker);
+    run(&mut a, "COMMIT");
+    let (_, r) = deleter.join().unwrap();
+    assert_eq!(r.unwrap()[0].tag, "DELETE 2");
+    assert_eq!(column(&mut s, "SELECT id FROM t ORDER BY id"), [3, 4, 5]);
+    common::storage_is_sound(&db);
+}
+
 fn vacuum_keeps_locked_rows_and_clears_ended_locks(method: IoMethod) {
     let (_dir, db) = open(method);
     let mut s = db.session().unwrap();
@@ -1094,6 +1139,7 @@ for_each_method!(
     a_key_share_lock_lets_a_no_key_update_by_and_stays,
     locking_clauses_are_refused_where_postgresql_refuses_them,
     row_locks_meet_hot_chains_through_every_scan,
+    rows_a_frozen_load_wrote_lock_as_any,
     writers_and_lockers_wait_for_a_for_update_holder,
     share_lockers_hold_a_row_together_and_an_update_waits_for_both,
     nowait_fails_at_once_naming_the_table,

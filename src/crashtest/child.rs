@@ -317,8 +317,11 @@ fn run_session(cx: &Cx, s: &mut Session, name: SessionName, seed: u64) -> Result
                 let create = format!("CREATE TABLE {t} (k integer NOT NULL, i integer NOT NULL)");
                 if table % 2 == 0 {
                     let path = write_ddl_load(&cx.files, table)?;
+                    // Every other load frozen: its pages all-visible, map
+                    // bits set, before the commit makes any of it durable.
+                    let freeze = if table % 4 == 0 { ", FREEZE" } else { "" };
                     let sql = format!(
-                        "BEGIN; {create}; COPY {t} FROM '{}' (FORMAT csv); COMMIT",
+                        "BEGIN; {create}; COPY {t} FROM '{}' (FORMAT csv{freeze}); COMMIT",
                         path.display().to_string().replace('\'', "''")
                     );
                     cx.transaction(s, name, &mut seq, Op::Load { table }, &sql, None)?;

@@ -122,7 +122,8 @@ pub enum Component {
     Vacuum,
     /// One session creating, filling and dropping tables; every other
     /// table is created and loaded with COPY in one transaction (a load
-    /// that skips the WAL).
+    /// that skips the WAL), every other such load with FREEZE (its pages
+    /// all-visible as it fills them).
     Ddl,
     /// [`LOCK_SESSIONS`] sessions locking rows in every strength and
     /// updating their own beside the others' key-share locks.

@@ -23,6 +23,13 @@
 //! then invisible (its transaction, or the block's, is rolled back), so a
 //! COPY loads all of its input or nothing.
 //!
+//! With FREEZE (into a table the transaction created or truncated) the
+//! rows are written frozen and each page they fill is all-visible, map
+//! bit included (`InsertSink::frozen`, PostgreSQL's `HEAP_INSERT_FROZEN`):
+//! a VACUUM after the load skips those pages. A failed load's frozen rows
+//! are never seen: the failure rolls the transaction back, which removes
+//! the table's new files with them.
+//!
 //! # Writing out
 //!
 //! [`copy_to`] formats rows into a buffer while the scan holds the page,
@@ -97,6 +104,10 @@ pub struct CopyFrom {
     /// listed are NULL.
     pub columns: Vec<usize>,
     pub options: CopyOptions,
+    /// `FREEZE`: the rows are loaded frozen and their pages all-visible
+    /// (the caller checked that the transaction created or truncated the
+    /// table).
+    pub freeze: bool,
 }
 
 /// What `COPY … TO` writes out.
@@ -547,7 +558,11 @@ pub fn copy_from(
     if plan.options.header && !reader.next_record().map_err(bad)? {
         return Ok(0);
     }
-    let mut sink = InsertSink::new(s, Arc::clone(table), ids, true);
+    let mut sink = if plan.freeze {
+        InsertSink::frozen(s, Arc::clone(table), ids)
+    } else {
+        InsertSink::new(s, Arc::clone(table), ids, true)
+    };
     let mut row = vec![Value::Null; table.columns.len()];
     let mut reported = 0u64;
     let mut load = |s: &mut Session, sink: &mut InsertSink| -> Result<(), ExecError> {

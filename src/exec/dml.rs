@@ -27,7 +27,7 @@ use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
 use crate::heap::tuple::{decode, encode_into};
 use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Writer};
-use crate::txn::{CommandId, RowLockMode, Xid};
+use crate::txn::{CommandId, RowLockMode, Xid, FROZEN_XID};
 use crate::types::Value;
 
 /// `INSERT INTO table …`: the input produces rows of the table's full
@@ -111,6 +111,9 @@ pub(crate) struct InsertSink {
     /// The inserting transaction and command, and how its unique checks
     /// wait (made once: a row-at-a-time INSERT flushes per row).
     by: Writer,
+    /// The xmin and cmin each tuple is written with: `by`'s, or those of
+    /// a frozen load (see [`InsertSink::frozen`]).
+    stamp: (Xid, CommandId),
     state: InsertState,
     inserted: u64,
     bulk: bool,
@@ -150,6 +153,7 @@ impl InsertSink {
                 cid,
                 waits: s.wait_limits(),
             },
+            stamp: (xid, cid),
             inserted: 0,
             bulk,
             batch: Vec::new(),
@@ -157,11 +161,34 @@ impl InsertSink {
         }
     }
 
+    /// A bulk load of frozen rows (COPY FREEZE) for transaction `xid`,
+    /// which created or truncated the table: the rows are written with
+    /// the frozen xmin, visible to every command and transaction without
+    /// a look at who wrote them, and the pages they fill are all-visible
+    /// at once (`InsertState::frozen_load`). The caller has checked the
+    /// condition; before the commit nobody else can read the table, and
+    /// no command of `xid` reading it is still running (a statement's
+    /// reads end with it, and a portal's rows are made at its first
+    /// Execute).
+    pub(crate) fn frozen(
+        s: &Session,
+        table: Arc<TableDef>,
+        (xid, cid): (Xid, CommandId),
+    ) -> InsertSink {
+        let nbuffers = s.db().pool().nbuffers();
+        InsertSink {
+            stamp: (FROZEN_XID, 0),
+            state: InsertState::frozen_load(nbuffers, xid),
+            ..InsertSink::new(s, table, (xid, cid), true)
+        }
+    }
+
     /// Adds `row`, encoded, to the rows to insert (errors here are the
     /// row's: NULL in a NOT NULL column, a wrong type, too large); call
     /// [`InsertSink::flush_if_due`] after it.
     pub(crate) fn push_row(&mut self, row: &[Value]) -> Result<(), ExecError> {
-        encode_row(&self.table, row, self.by.xid, self.by.cid, &mut self.batch)?;
+        let (xmin, cmin) = self.stamp;
+        encode_row(&self.table, row, xmin, cmin, &mut self.batch)?;
         self.batch_ends.push(self.batch.len());
         if !self.indexes.is_empty() {
             self.batch_rows.push(row.to_vec());

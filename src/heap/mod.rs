@@ -9,10 +9,22 @@
 //! [`apply`] again ([`redo`]). Each change that can hide a tuple from
 //! someone clears the page's all-visible flag (and the caller then the map
 //! bit, which replay clears too: the record says so); a row lock and
-//! vacuum's forgetting of a void xmax leave it, and vacuum's
-//! `SetAllVisible` is the only change that sets it. A bulk load ([`Heap::insert_batch`], COPY) puts a page's worth of
-//! tuples on a page at once and logs them as one record
+//! vacuum's forgetting of a void xmax leave it; vacuum's `SetAllVisible`
+//! sets it, and so does a frozen load's multi-insert. A bulk load
+//! ([`Heap::insert_batch`], COPY) puts a page's worth of tuples on a page
+//! at once and logs them as one record
 //! ([`apply_logged_multi`], PostgreSQL's heap_multi_insert).
+//!
+//! A frozen load (COPY FREEZE, [`InsertState::frozen_load`]) writes its
+//! tuples with xmin [`FROZEN_XID`] and leaves each page it starts on an
+//! empty page all-visible, map bit included, as PostgreSQL's
+//! `HEAP_INSERT_FROZEN` does: VACUUM then has nothing to do on them. Its
+//! relation is new in the loading transaction (created or truncated by
+//! it), so nobody else can read the rows before the commit, and an abort
+//! removes the files with them; a page that already held tuples of the
+//! transaction's other statements is not made all-visible (theirs are not
+//! frozen), and one a frozen load made all-visible stays so as more
+//! frozen tuples join it.
 //!
 //! A table created by a transaction still running skips the WAL
 //! (PostgreSQL's `wal_level = minimal`): nobody else can see it, so its
@@ -65,7 +77,7 @@ use crate::storage::{Fork, BLOCK_SIZE};
 use crate::stream::{Next, ReadStream, StreamFlags, StreamLimits, StreamStats};
 use crate::txn::{
     CommandId, RowLockMode, Snapshot, TxnError, TxnManager, WaitError, WaitLimits, Xid, XidStatus,
-    INVALID_XID,
+    FROZEN_XID, INVALID_XID,
 };
 use crate::types::ColumnType;
 use crate::wal::record::{DataReader, SMGR_TRUNCATE};
@@ -210,6 +222,9 @@ pub struct Applied {
     pub index: Option<u16>,
     /// The page was all-visible before: the map bit must be cleared.
     pub cleared_all_visible: bool,
+    /// The page is all-visible after the change, as a frozen load's
+    /// inserts leave it: the map bit must be set.
+    pub set_all_visible: bool,
     /// Where the change's WAL record ends (0 until logged).
     pub lsn: Lsn,
 }
@@ -239,6 +254,10 @@ const HEAP_LOCK: u8 = 9;
 /// First data byte of a heap record: the change cleared the page's
 /// all-visible flag, so replay clears the map bit too.
 const CLEARED_ALL_VISIBLE: u8 = 1;
+/// First data byte of a multi-insert record: its tuples are frozen and
+/// left the page all-visible (a frozen load's), so replay sets the flag
+/// after them.
+const SET_ALL_VISIBLE: u8 = 2;
 
 impl PageChange<'_> {
     fn info(&self) -> u8 {
@@ -400,6 +419,14 @@ fn log_page_change(
 /// that every tuple fits. `indexes` receives the line pointer of each.
 /// `wal` is as for [`apply_logged`]. The returned `index` is the first
 /// tuple's.
+///
+/// With `frozen` the tuples are a frozen load's (xmin [`FROZEN_XID`],
+/// for transaction `xid`, into a relation only it can see): a page they
+/// start on empty, or one an earlier frozen load left all-visible, is
+/// all-visible after them (`set_all_visible`), as PostgreSQL's
+/// heap_multi_insert with `HEAP_INSERT_FROZEN`; one holding other
+/// tuples is not.
+#[allow(clippy::too_many_arguments)]
 pub fn apply_logged_multi(
     wal: Option<&Wal>,
     page: &mut PageBytes,
@@ -407,6 +434,7 @@ pub fn apply_logged_multi(
     block: u32,
     xid: Xid,
     tuples: &[&[u8]],
+    frozen: bool,
     indexes: &mut Vec<u16>,
 ) -> Result<Applied, WalError> {
     assert!(
@@ -414,25 +442,13 @@ pub fn apply_logged_multi(
         "a multi-insert of {} tuples",
         tuples.len()
     );
+    let xmin = if frozen { FROZEN_XID } else { xid };
+    debug_assert!(
+        tuples.iter().all(|t| TupleHeader::read(t).xmin == xmin),
+        "one transaction's tuples, all frozen or none"
+    );
     let old_lsn = page_lsn(page);
-    indexes.clear();
-    let mut cleared_all_visible = false;
-    for tuple in tuples {
-        debug_assert_eq!(
-            TupleHeader::read(tuple).xmin,
-            xid,
-            "one transaction's tuples"
-        );
-        let one = apply(page, block, &PageChange::Insert { tuple });
-        // Only the first insert can find the flag set.
-        cleared_all_visible |= one.cleared_all_visible;
-        indexes.push(one.index.expect("insert reports its index"));
-    }
-    let mut applied = Applied {
-        index: indexes.first().copied(),
-        cleared_all_visible,
-        lsn: 0,
-    };
+    let mut applied = apply_multi_insert(page, block, tuples.iter().copied(), frozen, indexes);
     let Some(wal) = wal else {
         debug_assert_eq!(
             old_lsn, 0,
@@ -440,7 +456,7 @@ pub fn apply_logged_multi(
         );
         return Ok(applied);
     };
-    let data = encode_multi_insert(cleared_all_visible, tuples, indexes);
+    let data = encode_multi_insert(&applied, tuples, indexes);
     applied.lsn = log_page_change(
         wal,
         page,
@@ -454,17 +470,54 @@ pub fn apply_logged_multi(
     Ok(applied)
 }
 
+/// The inserts of a multi-insert, made and replayed alike: each tuple
+/// added (its line pointer pushed to `indexes`), and with `frozen` the
+/// page's all-visible flag kept or set if the page was all-visible or
+/// empty before (see [`apply_logged_multi`]).
+fn apply_multi_insert<'t>(
+    page: &mut PageBytes,
+    block: u32,
+    tuples: impl Iterator<Item = &'t [u8]>,
+    frozen: bool,
+    indexes: &mut Vec<u16>,
+) -> Applied {
+    let all_visible_after =
+        frozen && (line_pointer_count(page) == 0 || page_flags(page) & PD_ALL_VISIBLE != 0);
+    indexes.clear();
+    let mut cleared_all_visible = false;
+    for tuple in tuples {
+        let one = apply(page, block, &PageChange::Insert { tuple });
+        // Only the first insert can find the flag set.
+        cleared_all_visible |= one.cleared_all_visible;
+        indexes.push(one.index.expect("insert reports its index"));
+    }
+    if all_visible_after {
+        // Under the same lock as the inserts: nobody sees the page
+        // without its flag in between.
+        apply(page, block, &PageChange::SetAllVisible);
+    }
+    Applied {
+        index: indexes.first().copied(),
+        cleared_all_visible: cleared_all_visible && !all_visible_after,
+        set_all_visible: all_visible_after,
+        lsn: 0,
+    }
+}
+
 /// A multi-insert record's data: the flag byte, the number of tuples,
 /// then each tuple's line pointer, length and bytes.
-fn encode_multi_insert(cleared_all_visible: bool, tuples: &[&[u8]], indexes: &[u16]) -> Vec<u8> {
+fn encode_multi_insert(applied: &Applied, tuples: &[&[u8]], indexes: &[u16]) -> Vec<u8> {
     debug_assert_eq!(tuples.len(), indexes.len());
     let bytes: usize = tuples.iter().map(|t| t.len() + 4).sum();
     let mut d = Vec::with_capacity(3 + bytes);
-    d.push(if cleared_all_visible {
-        CLEARED_ALL_VISIBLE
-    } else {
-        0
-    });
+    let mut flags = 0;
+    if applied.cleared_all_visible {
+        flags |= CLEARED_ALL_VISIBLE;
+    }
+    if applied.set_all_visible {
+        flags |= SET_ALL_VISIBLE;
+    }
+    d.push(flags);
     d.extend_from_slice(&(tuples.len() as u16).to_le_bytes());
     for (tuple, index) in tuples.iter().zip(indexes) {
         d.extend_from_slice(&index.to_le_bytes());
@@ -504,7 +557,7 @@ fn decode_multi_insert(data: &[u8]) -> Result<LoggedMultiInsert<'_>, &'static st
 }
 
 /// Replays a multi-insert record on page `block`: the same inserts, each
-/// checked to land where it did.
+/// checked to land where it did, and the page's flag as it was logged.
 fn redo_multi_insert(page: &mut PageBytes, block: u32, data: &[u8]) -> Result<(), &'static str> {
     let LoggedMultiInsert { flags, tuples } = decode_multi_insert(data)?;
     if is_new(page) {
@@ -517,18 +570,32 @@ fn redo_multi_insert(page: &mut PageBytes, block: u32, data: &[u8]) -> Result<()
     if free_space(page) < need {
         return Err("a heap multi-insert that does not fit its page");
     }
-    let mut cleared_all_visible = false;
-    for (index, tuple) in tuples {
-        let applied = apply(page, block, &PageChange::Insert { tuple });
-        cleared_all_visible |= applied.cleared_all_visible;
-        if applied.index != Some(index) {
-            return Err("a heap insert landed on another line pointer than logged");
-        }
+    // A frozen load's record says it left the page all-visible; one whose
+    // frozen tuples joined other tuples' page says nothing, and replays
+    // as any multi-insert (its inserts find no flag to clear).
+    let frozen = flags & SET_ALL_VISIBLE != 0;
+    let mut indexes = Vec::with_capacity(tuples.len());
+    let applied = apply_multi_insert(
+        page,
+        block,
+        tuples.iter().map(|&(_, t)| t),
+        frozen,
+        &mut indexes,
+    );
+    if tuples
+        .iter()
+        .zip(&indexes)
+        .any(|(&(logged, _), &landed)| logged != landed)
+    {
+        return Err("a heap insert landed on another line pointer than logged");
     }
-    if cleared_all_visible != (flags & CLEARED_ALL_VISIBLE != 0) {
+    if applied.cleared_all_visible != (flags & CLEARED_ALL_VISIBLE != 0) {
         return Err(
             "a heap change found the page's all-visible flag otherwise than when it was logged",
         );
+    }
+    if applied.set_all_visible != frozen {
+        return Err("a frozen heap multi-insert found its page otherwise than when it was logged");
     }
     Ok(())
 }
@@ -748,8 +815,13 @@ pub fn describe(info: u8, data: &[u8]) -> String {
                 } else {
                     ""
                 };
+                let set = if flags & SET_ALL_VISIBLE != 0 {
+                    ", frozen, all-visible set"
+                } else {
+                    ""
+                };
                 format!(
-                    "{kind} ntuples: {}, off: {first}..{last}, len: {bytes}{cleared}",
+                    "{kind} ntuples: {}, off: {first}..{last}, len: {bytes}{cleared}{set}",
                     tuples.len()
                 )
             }
@@ -878,6 +950,7 @@ pub fn apply(page: &mut PageBytes, block: u32, change: &PageChange) -> Applied {
     let mut applied = Applied {
         index: None,
         cleared_all_visible: false,
+        set_all_visible: false,
         lsn: 0,
     };
     if change.clears_all_visible() && flags & PD_ALL_VISIBLE != 0 {
@@ -1110,6 +1183,15 @@ pub struct InsertState {
     /// in the map too, for others (one may fill a page first: it is then
     /// found full and passed over).
     spare: std::ops::Range<u32>,
+    /// A frozen load's transaction ([`InsertState::frozen_load`]);
+    /// [`INVALID_XID`] for any other insert.
+    frozen_by: Xid,
+    /// Blocks the frozen load left all-visible whose map bits are not set
+    /// yet: set together when the insert call ends, with one look at the
+    /// map's size for all (a look per page was 3% of a load's time, in
+    /// `stat` calls). Until then a page has its flag without its bit, as
+    /// between vacuum's two steps.
+    bits_to_set: Vec<u32>,
 }
 
 impl InsertState {
@@ -1121,6 +1203,24 @@ impl InsertState {
             strategy: Some(Strategy::new(StrategyKind::BulkWrite, nbuffers, 0)),
             extended_by: 0,
             spare: 0..0,
+            frozen_by: INVALID_XID,
+            bits_to_set: Vec::new(),
+        }
+    }
+
+    /// For a frozen load (COPY FREEZE) by transaction `xid`, a bulk load
+    /// whose tuples carry xmin [`FROZEN_XID`]: the pages it fills are
+    /// made all-visible as it fills them (see the module comment). The
+    /// relation must be one `xid` created or truncated, which nobody else
+    /// can read before `xid` commits and whose files go if it aborts.
+    pub fn frozen_load(nbuffers: u32, xid: Xid) -> InsertState {
+        assert!(
+            xid != INVALID_XID && xid != FROZEN_XID,
+            "a frozen load by {xid}"
+        );
+        InsertState {
+            frozen_by: xid,
+            ..InsertState::bulk(nbuffers)
         }
     }
 
@@ -1748,6 +1848,65 @@ impl Heap {
         }
     }
 
+    /// Where a change to the visibility map of the relation of `rs` is
+    /// logged: None while the relation skips the WAL, as its heap pages
+    /// do (the commit syncs the map fork with the rest; a map page changed
+    /// both ways could lose an unlogged change to a logged change's image
+    /// in replay).
+    fn map_wal(&self, rs: &RelState) -> Option<&Wal> {
+        if rs.wal_skipped_by.load(Ordering::SeqCst) == INVALID_XID {
+            return Some(&self.wal);
+        }
+        rs.skipped_changes.store(true, Ordering::SeqCst);
+        None
+    }
+
+    /// Brings the map bit of heap page `block` in line with what an insert
+    /// did to the page's flag: cleared at once if it found the page
+    /// all-visible; if a frozen load left it all-visible, to be set by
+    /// [`Heap::set_loaded_bits`] before the insert call returns.
+    fn insert_map_bit(
+        &self,
+        s: &mut BufferSession,
+        state: &mut InsertState,
+        rel: u32,
+        block: u32,
+        applied: Applied,
+    ) -> Result<(), HeapError> {
+        if !applied.set_all_visible {
+            return self.clear_vm_bit(s, rel, block, applied);
+        }
+        debug_assert!(!applied.cleared_all_visible, "a flag both set and cleared");
+        debug_assert!(
+            state.frozen_by != INVALID_XID,
+            "only a frozen load sets flags"
+        );
+        if state.bits_to_set.last() != Some(&block) {
+            state.bits_to_set.push(block);
+        }
+        Ok(())
+    }
+
+    /// Sets the map bits of the pages a frozen load left all-visible
+    /// (their flags set under their locks first, as vacuum sets the flag
+    /// before the bit; the extension lock taken as vacuum takes it, for a
+    /// map page the bits may need added).
+    fn set_loaded_bits(
+        &self,
+        s: &mut BufferSession,
+        rel: u32,
+        state: &mut InsertState,
+    ) -> Result<(), HeapError> {
+        if state.bits_to_set.is_empty() {
+            return Ok(());
+        }
+        let rs = self.rel_state(rel);
+        let _extending = rs.extension.lock();
+        vm::set_all_visible(s, self.map_wal(&rs), rel, &state.bits_to_set)?;
+        state.bits_to_set.clear();
+        Ok(())
+    }
+
     /// Clears the map bit after a change found the page all-visible.
     fn clear_vm_bit(
         &self,
@@ -1770,7 +1929,7 @@ impl Heap {
                     return Ok(());
                 }
             }
-            vm::clear(s, &self.wal, rel, &[block])?;
+            vm::clear(s, self.map_wal(&rs), rel, &[block])?;
         }
         Ok(())
     }
@@ -1786,6 +1945,7 @@ impl Heap {
         for _ in 0..INSERT_EXTENSIONS_MAX {
             if let Some((tid, placed)) = self.insert_once(s, table, &[tuple], state, None)? {
                 debug_assert_eq!(placed, 1);
+                self.set_loaded_bits(s, table.rel, state)?;
                 return Ok(tid);
             }
         }
@@ -1899,7 +2059,7 @@ impl Heap {
                 }
             }
         }
-        Ok(())
+        self.set_loaded_bits(s, table.rel, state)
     }
 
     /// One try at inserting `tuples` (at least one): puts the first, and
@@ -1941,7 +2101,14 @@ impl Heap {
         // Puts the tuples that fit on page `block` (formatting a page not
         // yet formatted); returns what was applied, how many, and the room
         // left.
-        let xid = TupleHeader::read(tuples[0]).xmin;
+        // A frozen load's tuples carry FROZEN_XID; its changes are its
+        // transaction's.
+        let frozen = state.frozen_by != INVALID_XID;
+        let xid = if frozen {
+            state.frozen_by
+        } else {
+            TupleHeader::read(tuples[0]).xmin
+        };
         let (wal, rel) = (self.page_wal(&rs, xid), table.rel);
         let mut indexes = Vec::new();
         let mut place = |page: &mut PageBytes, block: u32| {
@@ -1950,7 +2117,9 @@ impl Heap {
             }
             let applied = match fitting(page) {
                 0 => None,
-                1 => {
+                // A frozen tuple goes through the multi-insert, which
+                // keeps or sets the page's flag.
+                1 if !frozen => {
                     let applied = apply_logged(
                         wal,
                         page,
@@ -1966,8 +2135,16 @@ impl Heap {
                     Some((applied, 1))
                 }
                 n => {
-                    let applied =
-                        apply_logged_multi(wal, page, rel, block, xid, &tuples[..n], &mut indexes)?;
+                    let applied = apply_logged_multi(
+                        wal,
+                        page,
+                        rel,
+                        block,
+                        xid,
+                        &tuples[..n],
+                        frozen,
+                        &mut indexes,
+                    )?;
                     debug_assert_eq!(indexes.len(), n, "a line pointer for each tuple");
                     if let Some(tids) = placed_tids.as_deref_mut() {
                         tids.extend(indexes.iter().map(|&index| Tid { block, index }));
@@ -2020,7 +2197,7 @@ impl Heap {
             };
             let (applied, room) = s.modify_page(id, |page| place(page, block))?;
             if let Some((applied, placed)) = applied {
-                self.clear_vm_bit(s, table.rel, block, applied)?;
+                self.insert_map_bit(s, state, table.rel, block, applied)?;
                 return Ok(Some((
                     Tid {
                         block,
@@ -2098,7 +2275,7 @@ impl Heap {
             fsm::record(s, table.rel, &[(block, room)], &rs.fsm, &rs.extension)?;
             return Ok(None);
         };
-        self.clear_vm_bit(s, table.rel, block, applied)?;
+        self.insert_map_bit(s, state, table.rel, block, applied)?;
         Ok(Some((
             Tid {
                 block,
@@ -2668,7 +2845,7 @@ impl Heap {
             .hit(crate::inject::VACUUM_BEFORE_MAP_BITS, pages);
         {
             let _extending = rs.extension.lock();
-            vm::set_all_visible(s, &self.wal, table.rel, blocks)?;
+            vm::set_all_visible(s, self.map_wal(rs), table.rel, blocks)?;
         }
         points
             .injections()
@@ -2684,7 +2861,7 @@ impl Heap {
             }
             s.release(id);
         }
-        vm::clear(s, &self.wal, table.rel, &flag_gone)
+        vm::clear(s, self.map_wal(rs), table.rel, &flag_gone)
     }
 
     /// What the line pointer at `tid`, an index entry's, holds, for a
@@ -2844,7 +3021,7 @@ impl Heap {
         let lsn = self.wal.insert(Rmgr::Smgr, SMGR_TRUNCATE, 0, &[], &data)?;
         self.wal.flush(lsn)?;
         let gone: Vec<u32> = (new_nblocks..nblocks).collect();
-        vm::clear(s, &self.wal, table.rel, &gone)?;
+        vm::clear(s, self.map_wal(&rs), table.rel, &gone)?;
         fsm::truncate(s, table.rel, new_nblocks, &rs.fsm)?;
         s.flush_fork(table.rel, Fork::VisibilityMap)?;
         s.flush_fork(table.rel, Fork::FreeSpace)?;
@@ -2870,6 +3047,7 @@ mod tests {
         change.encode(&Applied {
             index,
             cleared_all_visible: cleared,
+            set_all_visible: false,
             lsn: 0,
         })
     }
@@ -3056,13 +3234,71 @@ mod tests {
 
     /// A tuple of `len` bytes written by transaction 7.
     fn tuple(len: usize) -> Vec<u8> {
+        tuple_with_xmin(7, len)
+    }
+
+    /// A tuple of `len` bytes with xmin `xmin`.
+    fn tuple_with_xmin(xmin: Xid, len: usize) -> Vec<u8> {
         let mut t = vec![0u8; len];
         TupleHeader {
-            xmin: 7,
+            xmin,
             ..TupleHeader::read(&t)
         }
         .write(&mut t);
         t
+    }
+
+    #[test]
+    fn a_frozen_multi_insert_leaves_only_its_own_pages_all_visible() {
+        let rows: Vec<Vec<u8>> = (0..4)
+            .map(|i| tuple_with_xmin(FROZEN_XID, tuple::TUPLE_HEADER_SIZE + i))
+            .collect();
+        let frozen: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let all_visible = |page: &PageBytes| page_flags(page) & PD_ALL_VISIBLE != 0;
+        let mut indexes = Vec::new();
+        // Onto an empty page: all-visible after, and replayed so.
+        let mut page = [0u8; BLOCK_SIZE];
+        apply(&mut page, 0, &PageChange::Init);
+        let before = page;
+        let first =
+            apply_logged_multi(None, &mut page, 9, 0, 7, &frozen, true, &mut indexes).unwrap();
+        assert!(first.set_all_visible && !first.cleared_all_visible);
+        assert!(all_visible(&page));
+        let data = encode_multi_insert(&first, &frozen, &indexes);
+        assert!(
+            describe(HEAP_MULTI_INSERT, &data).ends_with(", frozen, all-visible set"),
+            "{}",
+            describe(HEAP_MULTI_INSERT, &data)
+        );
+        let mut replayed = before;
+        assert_eq!(redo(&mut replayed, 0, HEAP_MULTI_INSERT, &data), Ok(()));
+        assert_eq!(replayed[..], page[..], "replay makes the same page");
+        // More frozen tuples keep it all-visible; a plain insert clears it.
+        let before_more = page;
+        let more =
+            apply_logged_multi(None, &mut page, 9, 0, 7, &frozen, true, &mut indexes).unwrap();
+        assert!(more.set_all_visible && !more.cleared_all_visible && all_visible(&page));
+        // Replayed onto the page without its flag: replay has diverged.
+        let more_data = encode_multi_insert(&more, &frozen, &indexes);
+        let mut unflagged = before_more;
+        set_page_flags(&mut unflagged, page_flags(&before_more) & !PD_ALL_VISIBLE);
+        assert_eq!(
+            redo(&mut unflagged, 0, HEAP_MULTI_INSERT, &more_data),
+            Err("a frozen heap multi-insert found its page otherwise than when it was logged")
+        );
+        let plain_row = tuple(tuple::TUPLE_HEADER_SIZE + 2);
+        let plain: Vec<&[u8]> = vec![&plain_row, &plain_row];
+        let cleared =
+            apply_logged_multi(None, &mut page, 9, 0, 7, &plain, false, &mut indexes).unwrap();
+        assert!(cleared.cleared_all_visible && !cleared.set_all_visible && !all_visible(&page));
+        // Onto a page holding another statement's tuple: not all-visible,
+        // and the record says nothing that replay would set.
+        let mut shared = before;
+        apply(&mut shared, 0, &PageChange::Insert { tuple: &plain_row });
+        let joined =
+            apply_logged_multi(None, &mut shared, 9, 0, 7, &frozen, true, &mut indexes).unwrap();
+        assert!(!joined.set_all_visible && !joined.cleared_all_visible);
+        assert!(!all_visible(&shared));
     }
 
     #[test]
@@ -3077,10 +3313,12 @@ mod tests {
             .collect();
         let tuples: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
         let mut indexes = Vec::new();
-        let applied = apply_logged_multi(None, &mut page, 3, 3, 7, &tuples, &mut indexes).unwrap();
+        let applied =
+            apply_logged_multi(None, &mut page, 3, 3, 7, &tuples, false, &mut indexes).unwrap();
         assert_eq!(indexes, [1, 2, 3, 4, 5]);
         assert_eq!(applied.index, Some(1));
-        let data = encode_multi_insert(false, &tuples, &indexes);
+        assert!(!applied.set_all_visible && !applied.cleared_all_visible);
+        let data = encode_multi_insert(&applied, &tuples, &indexes);
         assert_eq!(
             describe(HEAP_MULTI_INSERT, &data),
             format!(

@@ -25,13 +25,14 @@ fn locate(heap_block: u32) -> (u32, usize, u8) {
     (vm_block, PAGE_HEADER_SIZE + bit / 8, 1 << (bit % 8))
 }
 
-/// Sets the bits of `heap_blocks` (vacuum found them all-visible, and set
-/// their pages' flags first), changing and logging each map page once.
-/// Extends the map as needed; the caller holds the relation's extension
-/// lock for that.
+/// Sets the bits of `heap_blocks` (vacuum found them all-visible, or a
+/// frozen load filled them, and set their pages' flags first), changing
+/// and logging each map page once (`wal` None: a relation that skips the
+/// WAL, whose map pages are changed unlogged). Extends the map as needed;
+/// the caller holds the relation's extension lock for that.
 pub fn set_all_visible(
     s: &mut BufferSession,
-    wal: &Wal,
+    wal: Option<&Wal>,
     rel: u32,
     heap_blocks: &[u32],
 ) -> Result<(), HeapError> {
@@ -54,7 +55,7 @@ pub fn set_all_visible(
 /// changing and logging each map page once, and only where a bit differs.
 fn change(
     s: &mut BufferSession,
-    wal: &Wal,
+    wal: Option<&Wal>,
     rel: u32,
     heap_blocks: &[u32],
     set: bool,
@@ -152,10 +153,11 @@ pub fn covers(s: &BufferSession, rel: u32, heap_block: u32) -> Result<bool, Heap
 /// the blocks are gone), logging each map page's change, so that a map
 /// page is always changed by logged records only and a torn one is
 /// repaired by replay from its image. (Replay also clears the bit when it
-/// replays the heap change, which says it cleared the flag.)
+/// replays the heap change, which says it cleared the flag.) `wal` is as
+/// for [`set_all_visible`].
 pub fn clear(
     s: &mut BufferSession,
-    wal: &Wal,
+    wal: Option<&Wal>,
     rel: u32,
     heap_blocks: &[u32],
 ) -> Result<(), HeapError> {
@@ -163,23 +165,31 @@ pub fn clear(
 }
 
 /// Changes the bits of `heap_blocks` on map page `vm_block` (pinned as
-/// `id`) and logs it: [`VM_SET`] or [`VM_CLEAR`].
+/// `id`) and logs it: [`VM_SET`] or [`VM_CLEAR`]; without a `wal` (a
+/// relation that skips the WAL) the page keeps `pd_lsn` 0.
 fn log_change(
     s: &mut BufferSession,
-    wal: &Wal,
+    wal: Option<&Wal>,
     id: crate::buffer::BufferId,
     rel: u32,
     vm_block: u32,
     info: u8,
     heap_blocks: &[u32],
 ) -> Result<(), HeapError> {
-    let mut data = Vec::with_capacity(heap_blocks.len() * 4);
-    for b in heap_blocks {
-        data.extend_from_slice(&b.to_le_bytes());
-    }
     s.modify_page(id, |page: &mut PageBytes| {
         let old_lsn = page_lsn(page);
         change_bits(page, heap_blocks, info == VM_SET);
+        let Some(wal) = wal else {
+            debug_assert_eq!(
+                old_lsn, 0,
+                "a map page of a relation that skips the WAL was logged"
+            );
+            return Ok(());
+        };
+        let mut data = Vec::with_capacity(heap_blocks.len() * 4);
+        for b in heap_blocks {
+            data.extend_from_slice(&b.to_le_bytes());
+        }
         let lsn = wal.insert(
             Rmgr::Vm,
             info,

@@ -126,10 +126,18 @@ pub(crate) fn copy(
             return Err(cx.unsupported(st.span(), "COPY (query) FROM"));
         };
         let table = locked_table(cx, s, &object_name(cx, table_name)?, LockMode::RowExclusive)?;
-        // PostgreSQL's condition: only then could it write the rows frozen
-        // without anyone seeing them early. The rows are loaded as the
-        // transaction's own here (FREEZE is accepted, not yet acted on);
-        // such a load already skips the WAL for its pages.
+        // PostgreSQL's condition, under which the rows can be written
+        // frozen: nobody else can read the table's new files before the
+        // commit (a created table is the transaction's alone, a truncated
+        // one is held in AccessExclusive mode), and an abort removes them,
+        // frozen rows with them. There are no savepoints, so no
+        // subtransaction can roll back the creation without the rows. Nor
+        // does an earlier command of the transaction still read the table
+        // (PostgreSQL refuses FREEZE then, "because of prior transaction
+        // activity", as its scan would see rows frozen after it began):
+        // each statement's reads end with it, and a portal's rows are
+        // made at its first Execute. Such a table skips the WAL, and so
+        // does its visibility map.
         if freeze && !s.new_files_in_transaction(table.oid) {
             return Err(SqlError::CopyFreeze {
                 table: table.name().to_string(),
@@ -140,6 +148,7 @@ pub(crate) fn copy(
             table,
             columns,
             options: opts,
+            freeze,
         };
         let loaded = match target {
             CopyTarget::Stdin => {
