@@ -10,7 +10,9 @@ use aiostore::config::IoMethod;
 use aiostore::database::{Database, Session};
 use aiostore::exec::ExecError;
 use aiostore::heap::HeapError;
-use aiostore::inject::{Injection, HEAP_INSERT_AFTER_EXTEND, TXN_STATUS_BETWEEN_LOOKUPS};
+use aiostore::inject::{
+    Injection, BUFFER_EXTEND_AFTER_GROW, HEAP_INSERT_AFTER_EXTEND, TXN_STATUS_BETWEEN_LOOKUPS,
+};
 use aiostore::sql::{self, SqlError};
 use aiostore::storage::Fork;
 use aiostore::types::Value;
@@ -186,6 +188,67 @@ fn a_block_another_session_filled_after_an_extension_is_not_formatted_again(meth
     run(&mut s1, "INSERT INTO t VALUES (5, repeat('y', 2500))");
     points.release(HEAP_INSERT_AFTER_EXTEND);
     first.join().unwrap();
+    assert_eq!(scalar(&mut s1, "SELECT count(*) FROM t"), 5);
+    assert_eq!(scalar(&mut s1, "SELECT sum(id) FROM t"), 15);
+}
+
+/// How long the test below lets a second insert run while the first is
+/// parked mid-extension. With the bug it finishes at once (it filled the
+/// new block and let it go); fixed, it waits for the parked extension and
+/// the grace runs out.
+const SECOND_INSERT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Session 1 extends the table and is parked after the file has grown,
+/// before its new buffer is valid. Session 2 takes the new block as the
+/// table's last and puts its row there; the block is then written back
+/// and evicted. Session 1 must keep that row: it looked its buffer up only
+/// after the file grew, missed the evicted one, zeroed a fresh buffer over
+/// the row, and whole pages of rows vanished (the crash test's lock
+/// workload lost 58 rows this way). Now its buffer is in the pool first,
+/// and session 2 waits for it.
+fn a_new_block_filled_and_evicted_before_its_extension_ends_keeps_its_rows(method: IoMethod) {
+    let (_dir, _, db) = new_db(method);
+    let mut s1 = db.session().unwrap();
+    // The free-space map and visibility map exist already, so the first
+    // extension to reach the point is the heap's block 1.
+    run(
+        &mut s1,
+        "CREATE TABLE t (id integer, note text); \
+         INSERT INTO t SELECT i, repeat('x', 2500) FROM generate_series(1, 3) i; \
+         VACUUM t",
+    );
+    let points = db.aio().injections();
+    points.attach(
+        BUFFER_EXTEND_AFTER_GROW,
+        Injection::park().at_offset(1).times(1),
+    );
+    let spawn_insert = |id: i64| {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut s = db.session().unwrap();
+            run(
+                &mut s,
+                &format!("INSERT INTO t VALUES ({id}, repeat('y', 2500))"),
+            );
+        })
+    };
+    let first = spawn_insert(4);
+    assert!(points.wait_until_parked(BUFFER_EXTEND_AFTER_GROW));
+    let second = spawn_insert(5);
+    let deadline = std::time::Instant::now() + SECOND_INSERT_GRACE;
+    while !second.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if second.is_finished() {
+        // Its block written back and dropped from the pool (fixed, the
+        // second insert is still waiting, and the claimed buffer could not
+        // be dropped).
+        run(&mut s1, "SELECT evict_relation('t')");
+    }
+    points.release(BUFFER_EXTEND_AFTER_GROW);
+    first.join().unwrap();
+    second.join().unwrap();
+    run(&mut s1, "SELECT evict_relation('t')");
     assert_eq!(scalar(&mut s1, "SELECT count(*) FROM t"), 5);
     assert_eq!(scalar(&mut s1, "SELECT sum(id) FROM t"), 15);
 }
@@ -642,6 +705,7 @@ for_each_method!(
     an_update_racing_a_commit_follows_the_row_instead_of_duplicating_it,
     a_read_committed_change_rechecks_the_newer_version,
     a_block_another_session_filled_after_an_extension_is_not_formatted_again,
+    a_new_block_filled_and_evicted_before_its_extension_ends_keeps_its_rows,
     bank_transfers_keep_the_total_and_the_accounts,
     a_deleted_table_file_is_an_error_not_an_empty_table,
     missing_or_truncated_transaction_files_refuse_to_open,

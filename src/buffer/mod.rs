@@ -106,6 +106,10 @@ pub enum BufferError {
     },
     #[error("{0}")]
     Io(String),
+    /// A buffer for a block past the end of its relation holds data: an
+    /// extension will not zero it.
+    #[error("unexpected data beyond the end of the file in {tag}: a buffer outlived the truncation of its block; restart to clear the buffer pool")]
+    DataBeyondEnd { tag: BufferTag },
     #[error("could not write {tag}: the WAL up to its changes (to {lsn}) could not be made durable: {}", failure.reason)]
     WalFlush {
         tag: BufferTag,
@@ -144,6 +148,8 @@ impl BufferError {
             // An I/O that did not complete in its bound, or that others
             // kept from us.
             BufferError::Io(_) => "58030",
+            // PostgreSQL's "unexpected data beyond EOF": data corrupted.
+            BufferError::DataBeyondEnd { .. } => "XX001",
             BufferError::WalFlush { failure, .. } => failure.sqlstate,
             BufferError::Aio(e) | BufferError::Write { source: e, .. } => e.sqlstate(),
             BufferError::Storage(e) => e.sqlstate(),
@@ -1060,6 +1066,14 @@ impl BufferSession {
     /// pinned, valid and dirty-free (they are written as zeros first, as
     /// PostgreSQL's zero-extend does). With a strategy, their buffers come
     /// from its ring. The caller serialises extension of a relation.
+    ///
+    /// The new blocks' buffers are in the pool, their I/O claimed, before
+    /// the file grows (as PostgreSQL's ExtendBufferedRelShared): from the
+    /// moment it grows another session may take a new block as the
+    /// relation's last, and it must find our buffer and wait for it. Were
+    /// the buffer looked up only after the growth, that session could read
+    /// the block, fill it, and have it written back and evicted before our
+    /// look-up missed; we would then zero a fresh buffer over its rows.
     pub fn extend(
         &mut self,
         rel: u32,
@@ -1067,21 +1081,59 @@ impl BufferSession {
         count: u32,
         mut strategy: Option<&mut Strategy>,
     ) -> Result<Vec<BufferId>, BufferError> {
+        debug_assert!(
+            count as usize <= CLAIMS_MAX,
+            "an extension of {count} blocks claims more buffers than a session may"
+        );
         // The storage layer creates a map fork's first file on extension
         // and refuses to start a main fork again (see `nblocks`).
         let relation = self.pool.relation(rel);
         let first = relation.nblocks(fork)?;
-        relation.extend_zeroed(fork, first, count)?;
         let mut buffers = Vec::with_capacity(count as usize);
-        for block in first..first + count {
-            let (id, _) =
-                self.get_buffer(BufferTag { rel, fork, block }, strategy.as_deref_mut())?;
-            if self.start_buffer_io(id, false)? == StartIo::Started {
-                // SAFETY: we own the buffer's I/O, so nobody reads the frame.
-                unsafe { std::ptr::write_bytes(self.pool.frame_ptr(id), 0, BLOCK_SIZE) };
-                self.terminate_buffer_io(id, BM_VALID, 0);
+        let mut claimed = Vec::with_capacity(count as usize);
+        let mut claim_all = || -> Result<(), BufferError> {
+            for block in first..first + count {
+                let tag = BufferTag { rel, fork, block };
+                let (id, _) = self.get_buffer(tag, strategy.as_deref_mut())?;
+                buffers.push(id);
+                match self.start_buffer_io(id, false)? {
+                    StartIo::Started => claimed.push(id),
+                    // A buffer of a block past the end, valid: left by a
+                    // truncation that found it pinned. Only an empty page
+                    // may be taken over (PostgreSQL's "unexpected data
+                    // beyond EOF").
+                    StartIo::AlreadyValid => {
+                        if self.with_page(id, |p| p.iter().any(|&b| b != 0)) {
+                            return Err(BufferError::DataBeyondEnd { tag });
+                        }
+                    }
+                    StartIo::InProgress(_) => unreachable!("start_buffer_io waits without nowait"),
+                }
             }
-            buffers.push(id);
+            Ok(())
+        };
+        let grown = claim_all().and_then(|()| Ok(relation.extend_zeroed(fork, first, count)?));
+        if let Err(e) = grown {
+            // Nothing was added: the claimed buffers stay invalid, for the
+            // next extension (or a read past the end) to claim again.
+            for &id in &claimed {
+                self.terminate_buffer_io(id, 0, 0);
+            }
+            for &id in &buffers {
+                self.release(id);
+            }
+            return Err(e);
+        }
+        self.pool.aio.injections().hit(
+            crate::inject::BUFFER_EXTEND_AFTER_GROW,
+            crate::inject::HitContext {
+                offset: u64::from(first),
+            },
+        );
+        for &id in &claimed {
+            // SAFETY: we own the buffer's I/O, so nobody reads the frame.
+            unsafe { std::ptr::write_bytes(self.pool.frame_ptr(id), 0, BLOCK_SIZE) };
+            self.terminate_buffer_io(id, BM_VALID, 0);
         }
         Ok(buffers)
     }

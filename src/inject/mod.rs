@@ -35,6 +35,13 @@ pub const VACUUM_BEFORE_PAGE_CHANGE: &str = "heap-vacuum-before-page-change";
 /// the context's offset is the block number.
 pub const BUFFER_AFTER_VICTIM: &str = "buffer-get-after-victim";
 
+/// Reached in `BufferSession::extend` after the file has grown and before
+/// the new blocks' buffers (in the pool, their I/O claimed) are zeroed and
+/// made valid; the context's offset is the first new block. A session that
+/// takes a new block as the relation's last meanwhile finds the claimed
+/// buffer and waits for it.
+pub const BUFFER_EXTEND_AFTER_GROW: &str = "buffer-extend-after-grow";
+
 /// Reached in `TxnManager::status` when the commit log has no bits for
 /// the transaction yet, before it asks the running set; the context's
 /// offset is the transaction id. A test parks a status check here while
