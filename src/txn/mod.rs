@@ -163,7 +163,9 @@ pub struct TxnManager {
     /// the order they were taken.
     clog_file_order: Mutex<()>,
     inner: Mutex<Inner>,
-    /// Notified when a transaction ends or releases its locks.
+    /// Notified when a transaction ends, for waiters that are no
+    /// transaction ([`TxnManager::wait_for`]); transactions waiting in the
+    /// wait-for graph sleep on their own (`locks::Waiting::wake`).
     finished: Condvar,
     next_owner: std::sync::atomic::AtomicU64,
     injections: InjectionPoints,
@@ -312,6 +314,7 @@ impl TxnManager {
         let mut inner = self.inner.lock();
         inner.running.remove(&xid);
         inner.xid_owners.remove(&xid);
+        locks::wake_waiters_where(&inner.waits, |t| *t == WaitTarget::Transaction(xid));
         self.finished.notify_all();
         Ok(())
     }
@@ -568,7 +571,8 @@ impl TxnManager {
     /// check their flags under, so that none checks before the flag was
     /// set and sleeps after this.
     pub fn wake_waiters(&self) {
-        let _inner = self.inner.lock();
+        let inner = self.inner.lock();
+        locks::wake_waiters_where(&inner.waits, |_| true);
         self.finished.notify_all();
     }
 
