@@ -46,9 +46,7 @@
 //! [`LeafReadAhead::enter`] makes every change and lets the stream's pins
 //! go whenever it leaves `Active`.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Rc;
 
 use crate::buffer::{BufferId, BufferSession, LockMode};
 use crate::page::{line_pointer_count, PageBytes, LINE_POINTER_SIZE};
@@ -111,7 +109,7 @@ pub(super) struct LeafReadAhead {
     limits: StreamLimits,
     /// Leaf blocks for the stream, in the scan's order (`done` once the
     /// range has no downlinks beyond those fed).
-    feed: Rc<RefCell<BlockFeed>>,
+    feed: std::sync::Arc<parking_lot::Mutex<BlockFeed>>,
     stream: Option<ReadStream<u32, FedBlocks>>,
     state: State,
     /// A level-1 page at or before the scan's leaf in its direction: the
@@ -132,7 +130,7 @@ impl LeafReadAhead {
     pub fn new(limits: StreamLimits) -> LeafReadAhead {
         LeafReadAhead {
             limits,
-            feed: Rc::new(RefCell::new(BlockFeed::default())),
+            feed: std::sync::Arc::new(parking_lot::Mutex::new(BlockFeed::default())),
             stream: None,
             state: State::Idle,
             parent_hint: None,
@@ -158,7 +156,7 @@ impl LeafReadAhead {
                     .as_mut()
                     .expect("an active read-ahead has a stream");
                 stream.reset(s);
-                *self.feed.borrow_mut() = BlockFeed::default();
+                *self.feed.lock() = BlockFeed::default();
                 self.next_parent = None;
             }
             (State::Idle | State::Off, State::Idle) | (State::Idle, State::Off) => {}
@@ -167,7 +165,7 @@ impl LeafReadAhead {
         self.state = to;
         debug_assert!(
             self.state == State::Active
-                || (self.feed.borrow().blocks.is_empty() && self.next_parent.is_none()),
+                || (self.feed.lock().blocks.is_empty() && self.next_parent.is_none()),
             "an inactive read-ahead holds blocks"
         );
     }
@@ -223,7 +221,7 @@ impl LeafReadAhead {
                 // Refilled before the stream asks for more rather than
                 // when it has paused: at distance 1 (all hits) it asks
                 // only when pulled, and would find the feed empty then.
-                let fed = !self.feed.borrow().blocks.is_empty();
+                let fed = !self.feed.lock().blocks.is_empty();
                 if let (false, Some(parent)) = (fed, self.next_parent) {
                     self.refill(bt, s, idx, end, parent)?;
                 }
@@ -326,7 +324,7 @@ impl LeafReadAhead {
     ) -> Result<(), BtreeError> {
         debug_assert_eq!(self.state, State::Active);
         debug_assert_eq!(self.next_parent, Some(parent));
-        debug_assert!(self.feed.borrow().blocks.is_empty(), "refilled while fed");
+        debug_assert!(self.feed.lock().blocks.is_empty(), "refilled while fed");
         let (downlinks, _) = self.feed_from_parent(bt, s, idx, end, parent, None)?;
         let downlinks = downlinks.expect("a page's downlinks from its first on are found");
         self.parent_hint = Some(parent);
@@ -358,14 +356,14 @@ impl LeafReadAhead {
                     None => return Ok(None),
                 },
             };
-            let mut feed = self.feed.borrow_mut();
+            let mut feed = self.feed.lock();
             collect(p, at, end, &mut feed.blocks, &mut self.scratch).map(Some)
         });
         let sp = Special::read(p);
         page.release(s);
         if queued.is_err() {
             // It may have queued some blocks before the error.
-            self.feed.borrow_mut().blocks.clear();
+            self.feed.lock().blocks.clear();
         }
         Ok((queued.map_err(|e| e.named(idx, parent))?, sp))
     }
@@ -377,7 +375,7 @@ impl LeafReadAhead {
             Downlinks::Next(block) => Some(block),
             Downlinks::Done => None,
         };
-        let mut feed = self.feed.borrow_mut();
+        let mut feed = self.feed.lock();
         debug_assert!(feed.blocks.len() <= FEED_BLOCKS_MAX);
         feed.done = self.next_parent.is_none();
         self.stream

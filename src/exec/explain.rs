@@ -27,9 +27,6 @@
 
 use std::time::Duration;
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use super::estimate::Estimate;
 use super::plan::{Filter, NodeCounts, PlanNode};
 use super::subplan::{SubPlan, SubPlanMode};
@@ -214,15 +211,15 @@ fn change_node(verb: &str, table: &TableDef, input: &dyn PlanNode) -> Node {
     }
 }
 
-type SharedSubPlan = Rc<RefCell<SubPlan>>;
+type SharedSubPlan = std::sync::Arc<parking_lot::Mutex<SubPlan>>;
 
 /// Adds to `out` the subqueries `node`'s expressions run that it does not
 /// hold yet, in order: each is shown once.
 fn add_node_subplans(node: &dyn PlanNode, out: &mut Vec<SharedSubPlan>) {
     for e in node.expressions() {
         for call in e.subplans() {
-            if !out.iter().any(|p| Rc::ptr_eq(p, &call.plan)) {
-                out.push(Rc::clone(&call.plan));
+            if !out.iter().any(|p| std::sync::Arc::ptr_eq(p, &call.plan)) {
+                out.push(std::sync::Arc::clone(&call.plan));
             }
         }
     }
@@ -261,10 +258,10 @@ fn tree_nodes(
     });
     let (init, per_row): (Vec<_>, Vec<_>) = subplans
         .into_iter()
-        .partition(|p| p.borrow().mode == SubPlanMode::Once);
+        .partition(|p| p.lock().mode == SubPlanMode::Once);
     let show_subplans = |plans: Vec<SharedSubPlan>, out: &mut Vec<Node>| {
         for p in plans {
-            let p = p.borrow();
+            let p = p.lock();
             out.push(Node {
                 title: None,
                 estimate: None,

@@ -1221,8 +1221,8 @@ impl Expr {
             Kind::Column(_) | Kind::Call(Function::Random, _) => false,
             Kind::SubPlan(call) => {
                 call.plan
-                    .try_borrow()
-                    .is_ok_and(|p| p.mode == super::subplan::SubPlanMode::Once)
+                    .try_lock()
+                    .is_some_and(|p| p.mode == super::subplan::SubPlanMode::Once)
                     && call.outer_exprs().all(Expr::is_scan_constant)
             }
             _ => self.children().into_iter().all(Expr::is_scan_constant),

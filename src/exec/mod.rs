@@ -366,7 +366,7 @@ impl Plan {
                 u.target.scan.row_locked_tables(&mut out);
                 for (_, e) in &u.assignments {
                     for call in e.subplans() {
-                        call.plan.borrow().root.row_locked_tables(&mut out);
+                        call.plan.lock().root.row_locked_tables(&mut out);
                     }
                 }
             }

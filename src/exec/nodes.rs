@@ -1414,8 +1414,21 @@ pub(crate) mod tests {
     use crate::database::Session;
     use crate::exec::plan::{drain, Flow};
     use crate::exec::{agg::AggFunc, SeqScanNode};
-    use std::cell::Cell;
-    use std::rc::Rc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A count shared between a test and a node it made (nodes are Send).
+    #[derive(Clone, Default)]
+    pub(crate) struct Count(Arc<AtomicUsize>);
+
+    impl Count {
+        pub(crate) fn get(&self) -> usize {
+            self.0.load(Ordering::Relaxed)
+        }
+        fn add(&self, n: usize) {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
 
     /// Rows given up front, returned at most `chunk` per batch, counting
     /// the rows it was asked for and returned.
@@ -1424,7 +1437,7 @@ pub(crate) mod tests {
         chunk: usize,
         next: usize,
         /// Shared with the test, which reads it once the node is a child.
-        returned: Rc<Cell<usize>>,
+        returned: Count,
     }
 
     impl PlanNode for Rows {
@@ -1437,7 +1450,7 @@ pub(crate) mod tests {
             assert!(max_rows >= 1);
             let end = (self.next + self.chunk.min(max_rows)).min(self.rows.len());
             out.rows.extend_from_slice(&self.rows[self.next..end]);
-            self.returned.set(self.returned.get() + end - self.next);
+            self.returned.add(end - self.next);
             self.next = end;
             Ok(())
         }
@@ -1458,13 +1471,13 @@ pub(crate) mod tests {
 
     /// A source of `input`, two rows a batch, and the count of rows it
     /// returned.
-    pub(crate) fn rows(input: &[Vec<Value>]) -> (Box<Rows>, Rc<Cell<usize>>) {
-        let returned = Rc::new(Cell::new(0));
+    pub(crate) fn rows(input: &[Vec<Value>]) -> (Box<Rows>, Count) {
+        let returned = Count::default();
         let node = Box::new(Rows {
             rows: input.to_vec(),
             chunk: 2,
             next: 0,
-            returned: Rc::clone(&returned),
+            returned: returned.clone(),
         });
         (node, returned)
     }

@@ -83,7 +83,12 @@ impl EvalEnv for ExecCx<'_> {
 /// There is no separate open: a node starts on its first pull, so a node
 /// never pulled (below a `LIMIT 0`, or the inner side of a join whose
 /// outer side is empty) costs nothing, not even a read stream.
-pub trait PlanNode {
+///
+/// Nodes are `Send`: a tree may outlive the call that started it (a
+/// portal suspended at its row limit is kept by its transaction, in the
+/// session, and a session may move between threads), so what nodes
+/// share is behind `Arc` and a mutex, never `Rc`.
+pub trait PlanNode: Send {
     /// Fills `out` (empty on entry) with the next rows, at most
     /// `max_rows` (at least 1); leaves it empty once the node has no more.
     /// A node that ended returns nothing more until it is rescanned. A
@@ -161,7 +166,7 @@ pub trait PlanNode {
         }
         for e in self.expressions() {
             for call in e.subplans() {
-                call.plan.borrow().root.row_locked_tables(out);
+                call.plan.lock().root.row_locked_tables(out);
             }
         }
     }
@@ -171,7 +176,7 @@ pub trait PlanNode {
 pub(crate) fn subplan_tables(exprs: Vec<&Expr>, out: &mut Vec<Arc<TableDef>>) {
     for e in exprs {
         for call in e.subplans() {
-            call.plan.borrow().root.tables(out);
+            call.plan.lock().root.tables(out);
         }
     }
 }

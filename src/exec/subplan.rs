@@ -39,10 +39,11 @@
 //! negation, so a NULL among the subquery's values makes `x NOT IN (…)`
 //! NULL for every x not found.
 
-use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashSet;
-use std::rc::Rc;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::agg::GroupKey;
 use super::expr::Expr;
@@ -348,16 +349,16 @@ fn pull(
 /// current row that gives it). Clones of an expression share the subplan.
 #[derive(Clone)]
 pub struct SubPlanCall {
-    pub plan: Rc<RefCell<SubPlan>>,
+    pub plan: Arc<Mutex<SubPlan>>,
     pub left: Option<Expr>,
     pub args: Vec<(usize, Expr)>,
 }
 
 impl std::fmt::Debug for SubPlanCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.plan.try_borrow() {
-            Ok(p) => write!(f, "{}", p.reference()),
-            Err(_) => write!(f, "(SubPlan running)"),
+        match self.plan.try_lock() {
+            Some(p) => write!(f, "{}", p.reference()),
+            None => write!(f, "(SubPlan running)"),
         }
     }
 }
@@ -365,7 +366,10 @@ impl std::fmt::Debug for SubPlanCall {
 impl SubPlanCall {
     /// The value's type.
     pub fn ty(&self) -> Option<ColumnType> {
-        self.plan.borrow().ty
+        self.plan
+            .try_lock()
+            .expect("a subquery's type is asked for outside its own run")
+            .ty
     }
 
     /// The expressions it evaluates over the current row.
@@ -390,10 +394,9 @@ impl SubPlanCall {
             let v = e.eval(row, cx)?;
             cx.eval.set_param(*n, v);
         }
-        let mut plan = self
-            .plan
-            .try_borrow_mut()
-            .map_err(|_| ExecError::Internal("a subquery evaluated inside its own run"))?;
+        let mut plan = self.plan.try_lock().ok_or(ExecError::Internal(
+            "a subquery evaluated inside its own run",
+        ))?;
         plan.evaluate(left, cx)
     }
 }

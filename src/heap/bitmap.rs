@@ -22,7 +22,7 @@ use super::{
 };
 
 /// The bitmap's pages, as the stream's callback hands them on.
-type BitmapBlocks = Box<dyn FnMut(&mut Option<BitmapPage>) -> Next>;
+type BitmapBlocks = Box<dyn FnMut(&mut Option<BitmapPage>) -> Next + Send>;
 
 /// Figures of a bitmap heap scan, for EXPLAIN.
 #[derive(Debug, Clone, Copy, Default)]

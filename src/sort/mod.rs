@@ -144,7 +144,7 @@ impl SortError {
 }
 
 /// The order rows sort by.
-pub type RowOrder = Box<dyn Fn(&[Value], &[Value]) -> Ordering>;
+pub type RowOrder = Box<dyn Fn(&[Value], &[Value]) -> Ordering + Send>;
 
 /// How a sort ran, for EXPLAIN ANALYZE (PostgreSQL's "Sort Method").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

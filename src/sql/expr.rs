@@ -21,8 +21,7 @@ use sqlparser::ast::{
 };
 use sqlparser::tokenizer::Span;
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::cell::Cell;
 
 use super::{Position, SqlError};
 use crate::catalog::TableDef;
@@ -1602,7 +1601,7 @@ impl<'a> ExprPlanner<'a> {
         let plan = SubPlan::new(number, link, mode, planned.query.root, output_param, first);
         let reference = plan.reference();
         let call = SubPlanCall {
-            plan: Rc::new(RefCell::new(plan)),
+            plan: std::sync::Arc::new(parking_lot::Mutex::new(plan)),
             left,
             args,
         };

@@ -47,15 +47,15 @@
 mod write;
 pub use write::{WriteStream, WriteStreamStats};
 
-use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::{
     BufferError, BufferId, BufferSession, BufferTag, ReadFlags, ReadOp, ReadOpKind, Strategy,
 };
 use crate::storage::Fork;
+use parking_lot::Mutex;
 
 /// What the block callback says next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,14 +90,14 @@ pub struct BlockFeed {
 }
 
 /// A stream callback that takes its blocks from a [`BlockFeed`].
-pub type FedBlocks = Box<dyn FnMut(&mut u32) -> Next>;
+pub type FedBlocks = Box<dyn FnMut(&mut u32) -> Next + Send>;
 
 impl BlockFeed {
     /// The callback of a stream fed from `feed`.
-    pub fn callback(feed: &Rc<RefCell<BlockFeed>>) -> FedBlocks {
-        let feed = Rc::clone(feed);
+    pub fn callback(feed: &Arc<Mutex<BlockFeed>>) -> FedBlocks {
+        let feed = Arc::clone(feed);
         Box::new(move |data: &mut u32| {
-            let mut feed = feed.borrow_mut();
+            let mut feed = feed.lock();
             match feed.blocks.pop_front() {
                 Some(block) => {
                     *data = block;

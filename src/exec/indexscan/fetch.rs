@@ -60,9 +60,7 @@
 //! vacuum is no page: the fetch finds the table shorter and the item
 //! gone, and such a page is never fed to the stream.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::rc::Rc;
 use std::sync::Arc;
 
 use super::super::plan::ExecCx;
@@ -220,7 +218,7 @@ pub struct IndexFetch {
     columns: usize,
     /// The stream's blocks, in the order the reader will want them
     /// (`done` once the index has no more batches).
-    feed: Rc<RefCell<BlockFeed>>,
+    feed: std::sync::Arc<parking_lot::Mutex<BlockFeed>>,
     stream: Option<ReadStream<u32, FedBlocks>>,
     /// Scratch: a batch's distinct pages while it is loaded.
     page_numbers: HashMap<u32, u32>,
@@ -249,7 +247,7 @@ impl IndexFetch {
             items_taken: 0,
             items_loaded: 0,
             columns: table.types.len(),
-            feed: Rc::new(RefCell::new(BlockFeed::default())),
+            feed: std::sync::Arc::new(parking_lot::Mutex::new(BlockFeed::default())),
             stream: None,
             page_numbers: HashMap::new(),
             stats: PrefetchStats::default(),
@@ -534,7 +532,7 @@ impl IndexFetch {
     fn feed_more(&mut self) -> usize {
         debug_assert!(self.streaming);
         let allowed_end = self.items_allowed_end();
-        let mut feed = self.feed.borrow_mut();
+        let mut feed = self.feed.lock();
         let mut fed = 0;
         'batches: for batch in &mut self.ring {
             while batch.feed_next < batch.pages.len() {
@@ -585,7 +583,7 @@ impl IndexFetch {
     /// to feed.
     /// Under a LIMIT, no batch is loaded past its reach.
     fn top_up(&mut self, cx: &mut ExecCx) -> Result<(), ExecError> {
-        let starved = self.feed.borrow().starved;
+        let starved = self.feed.lock().starved;
         self.feed_more();
         if !starved {
             return Ok(());
@@ -600,7 +598,7 @@ impl IndexFetch {
         let mut without_page = 0;
         while self.ring.len() < RING_BATCHES
             && !self.index_done
-            && self.feed.borrow().blocks.len() < wanted
+            && self.feed.lock().blocks.len() < wanted
             && self
                 .items_allowed_end()
                 .is_none_or(|end| self.items_loaded < end)
@@ -623,7 +621,7 @@ impl IndexFetch {
         let freed_before = db.heap().line_pointers_freed(self.table_rel);
         let Some(batch) = self.scan.next_batch(db.btree(), &mut cx.session.buf)? else {
             self.index_done = true;
-            self.feed.borrow_mut().done = true;
+            self.feed.lock().done = true;
             return Ok(0);
         };
         if batch.pinned.is_some() {
@@ -741,7 +739,7 @@ impl IndexFetch {
         self.rows_returned = 0;
         self.items_taken = 0;
         self.items_loaded = 0;
-        *self.feed.borrow_mut() = BlockFeed::default();
+        *self.feed.lock() = BlockFeed::default();
         if let Some(stream) = &mut self.stream {
             stream.reset(&mut cx.session.buf);
         }
