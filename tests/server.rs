@@ -402,12 +402,90 @@ fn copy_goes_both_ways(method: IoMethod) {
     });
 }
 
-/// A portal suspended before a COPY FREEZE of its transaction returns
-/// none of the COPY's rows when it goes on, though they are frozen on
-/// all-visible pages: its rows were made by its first Execute. (PostgreSQL
-/// refuses the FREEZE there, "because of prior transaction activity": its
-/// portal's scan would see them.) The statements after the COPY see them.
-fn a_portal_suspended_before_a_copy_freeze_returns_none_of_its_rows(method: IoMethod) {
+/// A suspended portal is a query partway through its run, not a
+/// result: rows past its limit are not computed (a division by zero
+/// further on fails the Execute that reaches it, not the first), it reads
+/// with the snapshot of its first Execute while the transaction's other
+/// statements and other sessions go on (a VACUUM cannot take the rows it
+/// still has to return), and two portals of one transaction each go their
+/// own way.
+fn a_suspended_portal_runs_on_from_where_it_stopped(method: IoMethod) {
+    let served = serve(method, &[]);
+    runtime().block_on(async {
+        let mut c = served.connect().await;
+        let other = served.connect().await;
+        c.batch_execute(
+            "CREATE TABLE p (id integer, pad text);
+             INSERT INTO p SELECT i, repeat('x', 300) FROM generate_series(1, 5000) i",
+        )
+        .await
+        .unwrap();
+        let t = c.transaction().await.unwrap();
+        let failing = t
+            .prepare("SELECT i, 100 / (i - 4000) FROM generate_series(1, 5000) i")
+            .await
+            .unwrap();
+        let doomed = t.bind(&failing, &[]).await.unwrap();
+        assert_eq!(t.query_portal(&doomed, 3000).await.unwrap().len(), 3000);
+        // No sort: the portal's scan reads the table as it is fetched.
+        let scan = t.prepare("SELECT id FROM p").await.unwrap();
+        let first = t.bind(&scan, &[]).await.unwrap();
+        let mut seen: Vec<i32> = Vec::new();
+        let rows = t.query_portal(&first, 10).await.unwrap();
+        seen.extend(rows.iter().map(|r| r.get::<_, i32>(0)));
+        // Another session deletes most rows and vacuums; this one changes
+        // the rest. Neither reaches the portal's snapshot.
+        other
+            .batch_execute("DELETE FROM p WHERE id > 100; VACUUM p")
+            .await
+            .unwrap();
+        t.execute("UPDATE p SET id = -id", &[]).await.unwrap();
+        let second = t.bind(&scan, &[]).await.unwrap();
+        let mut now: Vec<i32> = t
+            .query_portal(&second, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        now.sort_unstable();
+        assert_eq!(now, (-100..=-1).collect::<Vec<_>>());
+        loop {
+            let rows = t.query_portal(&first, 777).await.unwrap();
+            if rows.is_empty() {
+                break;
+            }
+            seen.extend(rows.iter().map(|r| r.get::<_, i32>(0)));
+        }
+        assert_eq!(seen, (1..=5000).collect::<Vec<_>>());
+        // The doomed portal's next Execute reaches i = 4000 and fails the
+        // transaction.
+        let e = t.query_portal(&doomed, 3000).await.unwrap_err();
+        assert_eq!(code(&e), &SqlState::DIVISION_BY_ZERO, "{e}");
+        let e = t.query("SELECT 1", &[]).await.unwrap_err();
+        assert_eq!(code(&e), &SqlState::IN_FAILED_SQL_TRANSACTION, "{e}");
+        drop((first, second, doomed));
+        t.rollback().await.unwrap();
+        assert_eq!(count(&c, "SELECT count(*) FROM p").await, 100);
+        assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
+    });
+}
+
+async fn copy_freeze(t: &tokio_postgres::Transaction<'_>) -> Result<u64, tokio_postgres::Error> {
+    let data: String = (11..=5000).map(|i| format!("{i}\n")).collect();
+    let sink = t
+        .copy_in::<_, Bytes>("COPY f FROM STDIN WITH (FREEZE)")
+        .await?;
+    futures_util::pin_mut!(sink);
+    sink.send(Bytes::from(data)).await?;
+    sink.finish().await
+}
+
+/// A COPY FREEZE while a portal of its transaction is suspended is
+/// refused, as PostgreSQL refuses it "because of prior transaction
+/// activity": the portal's scan would see the rows frozen after it began.
+/// Once the portal is closed the COPY FREEZE goes ahead.
+fn a_copy_freeze_waits_for_the_transactions_portals_to_close(method: IoMethod) {
     let served = serve(method, &[]);
     runtime().block_on(async {
         let mut c = served.connect().await;
@@ -420,26 +498,20 @@ fn a_portal_suspended_before_a_copy_freeze_returns_none_of_its_rows(method: IoMe
             .unwrap();
         let stmt = t.prepare("SELECT id FROM f").await.unwrap();
         let portal = t.bind(&stmt, &[]).await.unwrap();
-        let first = t.query_portal(&portal, 4).await.unwrap();
-        assert_eq!(first.len(), 4);
-        let sink = t
-            .copy_in::<_, Bytes>("COPY f FROM STDIN WITH (FREEZE)")
+        assert_eq!(t.query_portal(&portal, 4).await.unwrap().len(), 4);
+        let e = copy_freeze(&t).await.unwrap_err();
+        assert_eq!(code(&e), &SqlState::INVALID_TRANSACTION_STATE, "{e}");
+        t.rollback().await.unwrap();
+
+        let t = c.transaction().await.unwrap();
+        t.batch_execute("TRUNCATE f; INSERT INTO f SELECT i FROM generate_series(1, 10) i")
             .await
             .unwrap();
-        futures_util::pin_mut!(sink);
-        let data: String = (11..=5000).map(|i| format!("{i}\n")).collect();
-        sink.send(Bytes::from(data)).await.unwrap();
-        assert_eq!(sink.finish().await.unwrap(), 4990);
-        let rest = t.query_portal(&portal, 100_000).await.unwrap();
-        let mut seen: Vec<i32> = first.iter().chain(&rest).map(|r| r.get(0)).collect();
-        seen.sort_unstable();
-        assert_eq!(seen, (1..=10).collect::<Vec<_>>());
-        let n: i64 = t
-            .query_one("SELECT count(*) FROM f", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 5000);
+        let portal = t.bind(&stmt, &[]).await.unwrap();
+        assert_eq!(t.query_portal(&portal, 4).await.unwrap().len(), 4);
+        // Dropping the driver's portal closes it on the server.
+        drop(portal);
+        assert_eq!(copy_freeze(&t).await.unwrap(), 4990);
         t.commit().await.unwrap();
         assert_eq!(count(&c, "SELECT count(*) FROM f").await, 5000);
     });
@@ -451,7 +523,8 @@ for_each_method!(
     errors_carry_sqlstate_and_the_connection_goes_on,
     portals_return_rows_a_limit_at_a_time,
     copy_goes_both_ways,
-    a_portal_suspended_before_a_copy_freeze_returns_none_of_its_rows,
+    a_suspended_portal_runs_on_from_where_it_stopped,
+    a_copy_freeze_waits_for_the_transactions_portals_to_close,
 );
 
 #[test]
@@ -1015,6 +1088,117 @@ fn execute(max_rows: i32) -> Vec<u8> {
     let mut body = vec![0u8];
     body.extend_from_slice(&max_rows.to_be_bytes());
     message(b'E', &body)
+}
+
+/// The messages up to the next ReadyForQuery, each a letter, with its
+/// tag for a CommandComplete and its SQLSTATE for an error ("C SELECT 1",
+/// "E 34000").
+fn tagged(raw: &mut RawClient) -> String {
+    let mut seen = Vec::new();
+    loop {
+        let (kind, body) = raw.recv();
+        let text = match kind {
+            b'C' => format!("C {}", String::from_utf8_lossy(&body[..body.len() - 1])),
+            b'E' => {
+                let code = body
+                    .split(|&b| b == 0)
+                    .find_map(|field| field.strip_prefix(b"C"))
+                    .expect("an error has a code");
+                format!("E {}", String::from_utf8_lossy(code))
+            }
+            _ => (kind as char).to_string(),
+        };
+        seen.push(text);
+        if kind == b'Z' {
+            return seen.join(" ");
+        }
+    }
+}
+
+fn bind_named(portal: &str, text: &str) -> Vec<u8> {
+    let mut m = message(b'P', format!("\0{text}\0\0\0").as_bytes());
+    m.extend(message(
+        b'B',
+        format!("{portal}\0\0\0\0\0\0\0\0").as_bytes(),
+    ));
+    m
+}
+
+fn execute_named(portal: &str, max_rows: i32) -> Vec<u8> {
+    let mut body = format!("{portal}\0").into_bytes();
+    body.extend_from_slice(&max_rows.to_be_bytes());
+    message(b'E', &body)
+}
+
+/// Each Execute of a portal answers as PostgreSQL 15's does (each
+/// sequence below is what it sent for the same messages): the tag counts
+/// the rows of that Execute, a finished query returns no more rows, a
+/// change is not run twice, and a portal lives as long as its
+/// transaction, closed by COMMIT, ROLLBACK or its client.
+#[test]
+fn portal_executes_answer_as_postgresqls_do() {
+    let served = serve(IoMethod::Worker, &[]);
+    let mut raw = RawClient::connect(&served.socket(), &startup_bytes("tester"));
+    raw.until_ready();
+    raw.query("CREATE TABLE pt (a integer); INSERT INTO pt SELECT i FROM generate_series(1, 5) i");
+    // `messages`, then a Sync unless they are a simple Query; what came
+    // back.
+    let mut exchange = |messages: &[Vec<u8>]| {
+        let mut m = messages.concat();
+        if m[0] != b'Q' {
+            m.extend(message(b'S', b""));
+        }
+        raw.send(&m);
+        tagged(&mut raw)
+    };
+    let select = bind_named("", "SELECT a FROM pt");
+    assert_eq!(
+        exchange(&[select, execute(2), execute(2), execute(2), execute(2)]),
+        "1 2 D D s D D s D C SELECT 1 C SELECT 0 Z"
+    );
+    let four = bind_named("", "SELECT a FROM pt WHERE a < 5");
+    assert_eq!(
+        exchange(&[four, execute(2), execute(2), execute(2)]),
+        "1 2 D D s D D s C SELECT 0 Z"
+    );
+    let update = bind_named("", "UPDATE pt SET a = a WHERE a < 3");
+    assert_eq!(
+        exchange(&[update, execute(2), execute(2)]),
+        "1 2 C UPDATE 2 E 55000 Z"
+    );
+
+    // COMMIT ends the portal; so does its client's Close.
+    let p = || bind_named("p", "SELECT a FROM pt");
+    let query = |text: &str| message(b'Q', format!("{text}\0").as_bytes());
+    let (ex, close) = (execute_named("p", 2), message(b'C', b"Pp\0"));
+    assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
+    assert_eq!(exchange(&[p(), ex.clone()]), "1 2 D D s Z");
+    assert_eq!(exchange(&[query("COMMIT")]), "C COMMIT Z");
+    assert_eq!(exchange(&[ex.clone()]), "E 34000 Z");
+    assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
+    assert_eq!(
+        exchange(&[p(), ex.clone(), close, ex.clone()]),
+        "1 2 D D s 3 E 34000 Z"
+    );
+    assert_eq!(exchange(&[query("ROLLBACK")]), "C ROLLBACK Z");
+
+    // In a failed block a suspended portal is refused, as anything but
+    // the block's end is; after the ROLLBACK its name is free again.
+    assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
+    assert_eq!(exchange(&[p(), ex.clone()]), "1 2 D D s Z");
+    assert_eq!(exchange(&[query("SELECT * FROM nowhere")]), "E 42P01 Z");
+    assert_eq!(exchange(&[ex.clone()]), "E 25P02 Z");
+    assert_eq!(exchange(&[query("ROLLBACK")]), "C ROLLBACK Z");
+    let last = bind_named("p", "SELECT a FROM pt WHERE a > 4");
+    assert_eq!(exchange(&[last, ex]), "1 2 D C SELECT 1 Z");
+
+    // An error met partway fails the Execute that meets it.
+    let failing = bind_named("", "SELECT 1 / (a - 3) FROM pt");
+    assert_eq!(
+        exchange(&[failing, execute(2), execute(2), execute(2)]),
+        "1 2 D D s E 22012 Z"
+    );
+    assert_eq!(served.handle.as_ref().unwrap().panics(), 0);
 }
 
 #[test]

@@ -619,6 +619,7 @@ impl Database {
             xact: None,
             implicit: None,
             interrupt: crate::txn::Interrupt::NONE,
+            suspended_serial: 0,
         })
     }
 }
@@ -972,7 +973,26 @@ struct Xact {
     /// Tables it dropped: gone from the catalog, their files removed once
     /// it commits (or the tables back if it aborts).
     dropped: Vec<crate::catalog::Dropped>,
+    /// Statements stopped partway (portals at their row limit), closed
+    /// as it ends.
+    suspended: Vec<(SuspendedId, Box<dyn SuspendedRun>)>,
 }
+
+/// A statement stopped partway and kept by its transaction, to go on in a
+/// later call of the same transaction: a portal that returned its row
+/// limit, holding its plan tree (pins, read streams) and its snapshot. It
+/// is a layer above, reached through this trait as the AIO callbacks are.
+/// The transaction closes what is left of them as it ends, before it lets
+/// go of its locks, so none outlives the locks and snapshot it ran under
+/// (PostgreSQL drops a transaction's portals at its commit, too).
+pub trait SuspendedRun: std::any::Any + Send {
+    /// Gives back what the run holds; it is not resumed after.
+    fn close(&mut self, s: &mut Session);
+}
+
+/// Names a [`SuspendedRun`] within its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SuspendedId(u64);
 
 impl Xact {
     fn new(owner: crate::txn::LockOwner, isolation: Isolation, explicit: bool) -> Xact {
@@ -990,6 +1010,7 @@ impl Xact {
             failed: false,
             created: Vec::new(),
             started: std::time::SystemTime::now(),
+            suspended: Vec::new(),
         }
     }
 }
@@ -1049,6 +1070,8 @@ pub struct Session {
     /// someone can cancel (a server's connection), and the
     /// statement_timeout deadline, set as each statement starts.
     interrupt: crate::txn::Interrupt,
+    /// The last [`SuspendedId`] given out.
+    suspended_serial: u64,
 }
 
 impl Session {
@@ -1231,6 +1254,9 @@ impl Session {
     /// here and the error says the database stopped; replay decides at
     /// the next start.
     fn end_xact(&mut self, mut x: Xact, commit: bool) -> Result<bool, XactError> {
+        for (_, mut run) in std::mem::take(&mut x.suspended) {
+            run.close(self);
+        }
         let locks = std::mem::take(&mut x.locks);
         let owner = x.owner;
         let ended = self.end_xact_holding_locks(x, commit);
@@ -1451,6 +1477,55 @@ impl Session {
             }
         };
         Ok(snapshot)
+    }
+
+    /// Keeps `run`, a statement stopped partway, with the transaction
+    /// until [`Session::resume`] takes it back or the transaction ends.
+    pub fn suspend(&mut self, run: Box<dyn SuspendedRun>) -> SuspendedId {
+        self.suspended_serial += 1;
+        let id = SuspendedId(self.suspended_serial);
+        let x = self
+            .xact
+            .as_mut()
+            .expect("a statement is suspended inside its transaction");
+        assert!(
+            x.implicit || x.explicit,
+            "a statement's own transaction ends with it: nothing can go on later"
+        );
+        x.suspended.push((id, run));
+        id
+    }
+
+    /// Takes back the suspended statement `id`, to go on with it: `None`
+    /// if its transaction ended (which closed it) or it was taken. Sets
+    /// the statement_timeout deadline for this part of its run, as each
+    /// Execute of a portal has its own in PostgreSQL.
+    pub fn resume(&mut self, id: SuspendedId) -> Option<Box<dyn SuspendedRun>> {
+        let x = self.xact.as_mut()?;
+        let at = x.suspended.iter().position(|&(i, _)| i == id)?;
+        self.interrupt.deadline = self
+            .settings
+            .statement_timeout()
+            .map(|t| std::time::Instant::now() + t);
+        Some(x.suspended.swap_remove(at).1)
+    }
+
+    /// Closes the suspended statement `id`, if its transaction still
+    /// holds it (a portal closed by its client).
+    pub fn close_suspended(&mut self, id: SuspendedId) {
+        let taken = self.xact.as_mut().and_then(|x| {
+            let at = x.suspended.iter().position(|&(i, _)| i == id)?;
+            Some(x.suspended.swap_remove(at).1)
+        });
+        if let Some(mut run) = taken {
+            run.close(self);
+        }
+    }
+
+    /// Whether the transaction holds a statement stopped partway (whose
+    /// reads go on after the statements that follow it).
+    pub fn holds_suspended(&self) -> bool {
+        self.xact.as_ref().is_some_and(|x| !x.suspended.is_empty())
     }
 
     /// Takes the statement's snapshot again under read committed (a

@@ -77,6 +77,7 @@ pub mod nodes;
 pub mod partition;
 pub mod pg_catalog;
 pub mod plan;
+pub mod portal;
 pub mod progress;
 pub mod scan;
 pub mod subplan;

@@ -49,7 +49,7 @@ use super::auth::{self, AuthFailure};
 use super::values::{self, ValueError, FORMAT_BINARY, FORMAT_TEXT};
 use super::wire::{MessageReader, MessageWriter, Stream, WireError};
 use super::{Shared, DATABASE_NAME, SERVER_VERSION};
-use crate::database::{self, Session};
+use crate::database::{self, Session, SuspendedId};
 use crate::sql::{
     self, CopyDirection, Prepared, ResultColumn, RowSink, SqlError, StatementIo, StatementResult,
 };
@@ -568,16 +568,21 @@ struct Portal {
 enum PortalState {
     /// Bound, not run: the parameters' values.
     Ready(Vec<Value>),
-    /// Stopped at a row limit with rows still to send.
+    /// A query stopped at a row limit: its run, plan tree and snapshot,
+    /// kept by the transaction, to go on with at the next Execute.
+    Running(SuspendedId),
+    /// Any other statement stopped at a row limit (a change with
+    /// RETURNING, run to its end at once as in PostgreSQL): its rows
+    /// still to send.
     Suspended(Pending),
-    /// Run to its end: an Execute of a query returns no more rows, one of
-    /// a change is refused (PostgreSQL's "portal cannot be run").
-    Done,
+    /// Run to its end: an Execute of a statement that returns rows
+    /// returns none more (under this tag, counting none), one of a change
+    /// without rows is refused (PostgreSQL's "portal cannot be run").
+    Done(Option<String>),
 }
 
 struct Pending {
     rows: std::collections::VecDeque<Vec<Value>>,
-    sent: u64,
     tag: String,
 }
 
@@ -615,7 +620,11 @@ impl Connection {
                 Front::Parse(p) => self.parse(p),
                 Front::Bind(b) => self.bind(b),
                 Front::Describe(d) => self.describe(d),
-                Front::Execute(e) => self.execute(e),
+                Front::Execute(e) => {
+                    let r = self.execute(e);
+                    self.drop_portals_if_transaction_ended();
+                    r
+                }
                 Front::Close(c) => self.close(c),
                 Front::Flush(_) => {
                     self.out.borrow_mut().flush()?;
@@ -629,11 +638,8 @@ impl Connection {
                     if let Err(e) = self.session.end_implicit() {
                         send_error(&self.out, &SqlError::from(e).into(), false)?;
                     }
-                    // Portals live as long as their transaction, as in
-                    // PostgreSQL; outside a block that ends here.
-                    if self.session.transaction_status() == database::TransactionStatus::Idle {
-                        self.portals.clear();
-                    }
+                    // Outside a block, the pipeline's transaction ends here.
+                    self.drop_portals_if_transaction_ended();
                     self.ready()?;
                     continue;
                 }
@@ -789,8 +795,21 @@ impl Connection {
             Ok(()) => {}
             Err(e) => send_error(&self.out, &e, false)?,
         }
+        self.drop_portals_if_transaction_ended();
         self.ready()?;
         Ok(())
+    }
+
+    /// Portals live as long as the transaction they ran in, as in
+    /// PostgreSQL: once none is open (after a simple query, a COMMIT or
+    /// an error, or at a Sync outside a block) they are gone. Their
+    /// suspended queries were closed by the transaction's end.
+    fn drop_portals_if_transaction_ended(&mut self) {
+        if self.session.transaction_status() == database::TransactionStatus::Idle
+            && !self.session.in_implicit_transaction()
+        {
+            self.portals.clear();
+        }
     }
 
     fn parse(&mut self, p: Parse) -> Result<(), Failed> {
@@ -862,7 +881,7 @@ impl Connection {
                 other => Err(ValueError::FormatCode(other)),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.portals.insert(
+        let replaced = self.portals.insert(
             portal_name,
             Portal {
                 statement,
@@ -870,6 +889,7 @@ impl Connection {
                 state: PortalState::Ready(vals),
             },
         );
+        self.close_run(replaced);
         self.out.borrow_mut().send(&BindComplete::new())?;
         Ok(())
     }
@@ -916,7 +936,8 @@ impl Connection {
                 self.statements.remove(&name);
             }
             TARGET_TYPE_BYTE_PORTAL => {
-                self.portals.remove(&name);
+                let closed = self.portals.remove(&name);
+                self.close_run(closed);
             }
             other => {
                 return Err(
@@ -926,6 +947,18 @@ impl Connection {
         }
         self.out.borrow_mut().send(&CloseComplete::new())?;
         Ok(())
+    }
+
+    /// Gives back what a portal's suspended query holds, if it is one
+    /// (its transaction closes it anyway as it ends).
+    fn close_run(&mut self, portal: Option<Portal>) {
+        if let Some(Portal {
+            state: PortalState::Running(id),
+            ..
+        }) = portal
+        {
+            self.session.close_suspended(id);
+        }
     }
 
     fn execute(&mut self, e: Execute) -> Result<(), Failed> {
@@ -943,55 +976,115 @@ impl Connection {
             self.out.borrow_mut().send(&EmptyQueryResponse::new())?;
             return Ok(());
         };
+        // Whatever the portal's state, as PostgreSQL refuses any Execute
+        // but a transaction's end in a failed block.
+        if self.session.transaction_status() == database::TransactionStatus::Failed {
+            return Err(SqlError::from(database::XactError::Aborted).into());
+        }
         let formats = Rc::clone(&portal.formats);
-        let vals = match std::mem::replace(&mut portal.state, PortalState::Done) {
+        let vals = match std::mem::replace(&mut portal.state, PortalState::Done(None)) {
             PortalState::Ready(vals) => vals,
+            PortalState::Running(id) => return self.resume(&name, id, formats, max_rows),
             PortalState::Suspended(mut pending) => {
                 if !send_pending(&self.out, &mut pending, &formats, max_rows)? {
                     portal.state = PortalState::Suspended(pending);
+                } else {
+                    portal.state = PortalState::Done(Some(pending.tag));
                 }
                 return Ok(());
             }
-            PortalState::Done if !prepared.columns.is_empty() => {
+            PortalState::Done(Some(tag)) => {
                 self.out
                     .borrow_mut()
-                    .send(&CommandComplete::new("SELECT 0".into()))?;
+                    .send(&CommandComplete::new(tag_counting(&tag, 0)))?;
+                portal.state = PortalState::Done(Some(tag));
                 return Ok(());
             }
-            PortalState::Done => {
+            PortalState::Done(None) => {
                 return Err(
                     ClientError::new("55000", format!("portal \"{name}\" cannot be run")).into(),
                 )
             }
         };
-        // With a row limit the rows are kept, to be sent a limit's worth
-        // per Execute; without one they stream.
-        let r = self
-            .run_with_io(
-                Rc::clone(&formats),
-                false,
-                max_rows.is_none(),
-                |session, io, _, _| sql::execute_prepared(session, prepared, vals, io),
-            )
-            .map_err(Failed::Closed)??;
+        let r = match max_rows {
+            // A query's rows stream a limit at a time, the rest of its
+            // run suspended; any other statement's are kept.
+            Some(limit) => self
+                .run_with_io(Rc::clone(&formats), false, true, |session, io, _, _| {
+                    sql::execute_prepared_limited(session, prepared, vals, io, limit)
+                })
+                .map_err(Failed::Closed)??,
+            None => sql::Limited::Ended(
+                self.run_with_io(Rc::clone(&formats), false, true, |session, io, _, _| {
+                    sql::execute_prepared(session, prepared, vals, io)
+                })
+                .map_err(Failed::Closed)??,
+            ),
+        };
         let out = &self.out;
-        match max_rows {
-            Some(_) if r.returns_rows() && !r.streamed => {
-                let mut pending = Pending {
-                    rows: r.rows.into(),
-                    sent: 0,
-                    tag: r.tag,
-                };
+        let state = match r {
+            sql::Limited::Suspended(id) => {
+                out.borrow_mut().send(&PortalSuspended::new())?;
+                PortalState::Running(id)
+            }
+            sql::Limited::Ended(r) if r.returns_rows() && !r.streamed => {
                 for n in &r.notices {
                     send_notice(out, n)?;
                 }
-                if !send_pending(out, &mut pending, &formats, max_rows)? {
-                    if let Some(portal) = self.portals.get_mut(&name) {
-                        portal.state = PortalState::Suspended(pending);
-                    }
+                let mut pending = Pending {
+                    rows: r.rows.into(),
+                    tag: r.tag,
+                };
+                if send_pending(out, &mut pending, &formats, max_rows)? {
+                    PortalState::Done(Some(pending.tag))
+                } else {
+                    PortalState::Suspended(pending)
                 }
             }
-            _ => send_result(out, &r, &formats)?,
+            sql::Limited::Ended(r) => {
+                send_result(out, &r, &formats)?;
+                PortalState::Done(r.returns_rows().then_some(r.tag))
+            }
+        };
+        if let Some(portal) = self.portals.get_mut(&name) {
+            portal.state = state;
+        }
+        Ok(())
+    }
+
+    /// An Execute of portal `name`, whose query was suspended as `id`.
+    fn resume(
+        &mut self,
+        name: &str,
+        id: SuspendedId,
+        formats: Rc<[i16]>,
+        max_rows: Option<u64>,
+    ) -> Result<(), Failed> {
+        let limit = max_rows.unwrap_or(u64::MAX);
+        let r = self
+            .run_with_io(formats, false, true, |session, io, _, _| {
+                let sink = io.rows.as_deref_mut().expect("asked for above");
+                sql::resume_limited(session, id, sink, limit)
+            })
+            .map_err(Failed::Closed)??;
+        let state = match r {
+            // Its transaction ended (PostgreSQL drops the portals of a
+            // transaction as it commits).
+            None => {
+                self.portals.remove(name);
+                return Err(unknown_portal(name).into());
+            }
+            Some(sql::Limited::Suspended(id)) => {
+                self.out.borrow_mut().send(&PortalSuspended::new())?;
+                PortalState::Running(id)
+            }
+            Some(sql::Limited::Ended(r)) => {
+                send_result(&self.out, &r, &[])?;
+                PortalState::Done(Some(r.tag))
+            }
+        };
+        if let Some(portal) = self.portals.get_mut(name) {
+            portal.state = state;
         }
         Ok(())
     }
@@ -1158,18 +1251,22 @@ fn send_pending(
         send_row(&mut o, &row, formats)?;
         n += 1;
     }
-    pending.sent += n;
     if pending.rows.is_empty() && limit.is_none_or(|l| n < l) {
-        // The tag counts every row the portal returned.
-        let tag = match pending.tag.split_once(' ') {
-            Some(("SELECT", _)) => format!("SELECT {}", pending.sent),
-            _ => pending.tag.clone(),
-        };
-        o.send(&CommandComplete::new(tag))?;
+        o.send(&CommandComplete::new(tag_counting(&pending.tag, n)))?;
         Ok(true)
     } else {
         o.send(&PortalSuspended::new())?;
         Ok(false)
+    }
+}
+
+/// `tag` counting `rows`: each Execute of a portal reports the rows it
+/// returned, as PostgreSQL's does (`SELECT 2`, then `SELECT 1`; `INSERT 0
+/// 1` for the last of three rows a RETURNING portal returned).
+fn tag_counting(tag: &str, rows: u64) -> String {
+    match tag.rsplit_once(' ') {
+        Some((verb, count)) if count.parse::<u64>().is_ok() => format!("{verb} {rows}"),
+        _ => tag.to_string(),
     }
 }
 

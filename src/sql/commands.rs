@@ -26,10 +26,7 @@ use crate::types::{ColumnType, Value};
 
 /// Ends the statement as `result` says; an error ending it (a commit that
 /// failed) replaces a success, never a failure.
-fn finish(
-    s: &mut Session,
-    result: Result<StatementResult, SqlError>,
-) -> Result<StatementResult, SqlError> {
+fn finish<R>(s: &mut Session, result: Result<R, SqlError>) -> Result<R, SqlError> {
     let ended = s.end_statement(result.is_ok());
     match (result, ended) {
         (Ok(r), Ok(())) => Ok(r),
@@ -160,7 +157,7 @@ fn runs_outside_blocks(parsed: &Parsed) -> bool {
 /// unsupported form) fails a transaction block like any other error. For
 /// one that already ended, this changes nothing: outside a block there is
 /// no transaction left, inside one it is already marked failed.
-fn end_failed(s: &mut Session) {
+pub(crate) fn end_failed(s: &mut Session) {
     if let Err(e) = s.end_statement(false) {
         log::error!("could not end a failed statement: {e}");
     }
@@ -175,6 +172,24 @@ pub(crate) fn run_planned(
     f: impl FnOnce(&mut Session, &mut StatementSnapshot) -> Result<StatementResult, SqlError>,
 ) -> Result<StatementResult, SqlError> {
     let result = in_statement(s, f);
+    if result.is_err() {
+        end_failed(s);
+    }
+    result
+}
+
+/// [`run_planned`] for a statement that may outlive this call (a portal
+/// suspended at its row limit): `f` owns the statement's snapshot, to
+/// keep it with what it suspends.
+pub(crate) fn run_planned_owning<R>(
+    s: &mut Session,
+    f: impl FnOnce(&mut Session, StatementSnapshot) -> Result<R, SqlError>,
+) -> Result<R, SqlError> {
+    let result = match s.start_statement() {
+        Ok(snapshot) => f(s, snapshot),
+        Err(e) => Err(e.into()),
+    };
+    let result = finish(s, result);
     if result.is_err() {
         end_failed(s);
     }

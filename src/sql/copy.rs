@@ -133,16 +133,24 @@ pub(crate) fn copy(
         // frozen rows with them. There are no savepoints, so no
         // subtransaction can roll back the creation without the rows. Nor
         // does an earlier command of the transaction still read the table
-        // (PostgreSQL refuses FREEZE then, "because of prior transaction
-        // activity", as its scan would see rows frozen after it began):
-        // each statement's reads end with it, and a portal's rows are
-        // made at its first Execute. Such a table skips the WAL, and so
-        // does its visibility map.
-        if freeze && !s.new_files_in_transaction(table.oid) {
-            return Err(SqlError::CopyFreeze {
+        // (a portal suspended at its row limit would see rows frozen
+        // after it began): each statement's reads end with it, and
+        // PostgreSQL's refusal, "because of prior transaction activity",
+        // is ours while the transaction holds a suspended portal. Such a
+        // table skips the WAL, and so does its visibility map. As in
+        // PostgreSQL, a COPY FROM STDIN is refused once it has begun (a
+        // driver waits for CopyInResponse before it hears of an error).
+        let refusal = if !freeze {
+            None
+        } else if s.holds_suspended() {
+            Some(SqlError::CopyFreezeBusy)
+        } else if !s.new_files_in_transaction(table.oid) {
+            Some(SqlError::CopyFreeze {
                 table: table.name().to_string(),
-            });
-        }
+            })
+        } else {
+            None
+        };
         let columns = copy_columns(cx, &table, columns)?;
         let plan = CopyFrom {
             table,
@@ -163,6 +171,10 @@ pub(crate) fn copy(
                         return Err(client_error(e));
                     }
                 }
+                if let Some(refusal) = refusal {
+                    io.stdin = Some(input);
+                    return Err(refusal);
+                }
                 let loaded =
                     io.with_progress(|p| exec::copy_from(s, snapshot, &plan, &mut *input, None, p));
                 // Lent back for the statements after this one.
@@ -170,6 +182,9 @@ pub(crate) fn copy(
                 loaded?
             }
             CopyTarget::File { filename } => {
+                if let Some(refusal) = refusal {
+                    return Err(refusal);
+                }
                 let file =
                     File::open(filename).map_err(|e| file_error(filename, "open", "reading", e))?;
                 let total = file.metadata().map(|m| m.len()).ok();

@@ -117,7 +117,9 @@ pub use format::{
     format_table_rows, format_value,
 };
 pub use parse::{MAX_NESTING_DEPTH, MAX_OPERATOR_DEPTH};
-pub use prepared::{execute_prepared, prepare, Prepared};
+pub use prepared::{
+    execute_prepared, execute_prepared_limited, prepare, resume_limited, Limited, Prepared,
+};
 
 /// A place in the statement text (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,6 +310,10 @@ pub enum SqlError {
     /// PostgreSQL's words and code (object_not_in_prerequisite_state).
     #[error("cannot perform COPY FREEZE because the table \"{table}\" was not created or truncated in the current transaction; TRUNCATE it in the same transaction first, or leave FREEZE out")]
     CopyFreeze { table: String },
+    /// PostgreSQL's words and code (invalid_transaction_state): a portal
+    /// of the transaction still reads, and would see the frozen rows.
+    #[error("cannot perform COPY FREEZE because of prior transaction activity: a portal of the transaction is still open; close it (or fetch it to its end) first, or leave FREEZE out")]
+    CopyFreezeBusy,
     /// COPY's file could not be opened, written or synced.
     #[error("{message}")]
     CopyFile { message: String, io: std::io::Error },
@@ -385,6 +391,7 @@ impl SqlError {
             SqlError::ExplainNeedsAnalyze { .. } | SqlError::Copy(_) => "22023",
             SqlError::CopyUnsupported(_) => "0A000",
             SqlError::CopyFreeze { .. } => "55000",
+            SqlError::CopyFreezeBusy => "25000",
             SqlError::CopyFile { io, .. } => crate::storage::io_sqlstate(io),
             SqlError::Exec(e) => e.sqlstate(),
             SqlError::Xact(e) => e.sqlstate(),

@@ -44,14 +44,15 @@ use std::sync::Arc;
 use sqlparser::ast::Statement;
 
 use super::commands::{
-    plan_locked, plan_statement, run_plan, run_planned, run_with, statement_cx, statement_time,
-    SHOW_ALL_COLUMNS, TRANSACTION_ISOLATION,
+    end_failed, plan_locked, plan_statement, run_plan, run_planned, run_planned_owning, run_with,
+    statement_cx, statement_time, SHOW_ALL_COLUMNS, TRANSACTION_ISOLATION,
 };
 use super::expr::{ident, Placeholders};
 use super::parse::{self, Parsed, Stmt};
-use super::{ResultColumn, SqlError, StatementIo, StatementResult};
+use super::{ResultColumn, RowSink, SqlError, StatementIo, StatementResult};
 use crate::config::{Costs, JoinMethods, ScanMethods};
-use crate::database::{Session, StatementSnapshot};
+use crate::database::{Session, StatementSnapshot, SuspendedId};
+use crate::exec::portal::QueryRun;
 use crate::exec::{self, ExecError, Plan, PlanNode};
 use crate::types::{ColumnType, Value};
 
@@ -221,6 +222,126 @@ pub fn execute_prepared(
             run_with(s, &prepared.parsed, io, placeholders)
         }
     })
+}
+
+/// What a run with a row limit did ([`execute_prepared_limited`],
+/// [`resume_limited`]).
+pub enum Limited {
+    /// The statement ended: its result, the tag counting the rows of this
+    /// call (as PostgreSQL's portal reports each Execute). A query's rows
+    /// went to the row sink; any other statement's rows are all here, for
+    /// the caller to hand out a limit at a time (a change with RETURNING
+    /// runs to its end at once, as PostgreSQL runs one).
+    Ended(StatementResult),
+    /// The query sent `limit` rows to the row sink and has more: the
+    /// transaction keeps it as `id`, for [`resume_limited`].
+    Suspended(SuspendedId),
+}
+
+/// Runs `prepared` with `values` as a portal with a row limit: a query
+/// returns at most `limit` rows to `io`'s row sink and, if it has more,
+/// is kept by the transaction to go on later (which must be open beyond
+/// this statement: implicit or a block). A query so run is planned with
+/// its values, never the kept generic plan: the suspended run owns its
+/// plan tree (its nodes' state is the run's), and one prepared statement
+/// may have several portals open.
+pub fn execute_prepared_limited(
+    s: &mut Session,
+    prepared: &Prepared,
+    values: Vec<Value>,
+    io: &mut StatementIo,
+    limit: u64,
+) -> Result<Limited, SqlError> {
+    let query = match &prepared.parsed.statement {
+        Stmt::Ast(st) if matches!(**st, Statement::Query(_)) => st,
+        _ => {
+            // Rows kept whole, to be handed out a limit at a time.
+            let sink = io.rows.take();
+            let r = execute_prepared(s, prepared, values, io);
+            io.rows = sink;
+            return r.map(Limited::Ended);
+        }
+    };
+    if values.len() != prepared.param_types.len() {
+        return Err(SqlError::ParameterCount {
+            given: values.len(),
+            expected: prepared.param_types.len(),
+        });
+    }
+    let Some(sink) = io.rows.as_deref_mut() else {
+        panic!("a query run with a row limit sends its rows to a row sink");
+    };
+    parse::with_stack_for_depth(prepared.parsed.depth, || {
+        run_planned_owning(s, |s, mut snapshot| {
+            let placeholders = Placeholders::bound(prepared.param_types.clone(), values);
+            let cx = statement_cx(s, &prepared.parsed, placeholders);
+            let (plan, columns) = plan_locked(&cx, s, &mut snapshot, query)?;
+            let Plan::Query(plan) = plan else {
+                unreachable!("a query plans to a query plan")
+            };
+            let run = QueryRun::start(plan, s, snapshot)?;
+            fetch_limited(s, Box::new(run), columns, sink, limit)
+        })
+    })
+}
+
+/// Goes on with the query suspended as `id`, returning at most `limit`
+/// more rows to `sink`: `None` if its transaction no longer holds it (it
+/// ended, closing it). An error ends the statement as failed.
+pub fn resume_limited(
+    s: &mut Session,
+    id: SuspendedId,
+    sink: &mut dyn RowSink,
+    limit: u64,
+) -> Result<Option<Limited>, SqlError> {
+    let Some(run) = s.resume(id) else {
+        return Ok(None);
+    };
+    let run: Box<dyn std::any::Any> = run;
+    let run = run
+        .downcast::<QueryRun>()
+        .expect("only queries are suspended by this module");
+    match fetch_limited(s, run, Vec::new(), sink, limit) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            end_failed(s);
+            Err(e)
+        }
+    }
+}
+
+/// Fetches up to `limit` rows of `run` into `sink`, then suspends it with
+/// the transaction if it has more.
+fn fetch_limited(
+    s: &mut Session,
+    mut run: Box<QueryRun>,
+    columns: Vec<ResultColumn>,
+    sink: &mut dyn RowSink,
+    limit: u64,
+) -> Result<Limited, SqlError> {
+    let output_failed = |e: std::io::Error| ExecError::ResultOutput {
+        message: e.to_string(),
+    };
+    sink.begin(&columns).map_err(output_failed)?;
+    let mut send = |rows: &mut Vec<Vec<Value>>| sink.rows(rows);
+    let fetched = match run.fetch(s, limit, &mut send) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = sink.end(None);
+            return Err(e.into());
+        }
+    };
+    if !fetched.ended {
+        return Ok(Limited::Suspended(s.suspend(run)));
+    }
+    sink.end(Some(fetched.rows)).map_err(output_failed)?;
+    Ok(Limited::Ended(StatementResult {
+        tag: format!("SELECT {}", fetched.rows),
+        columns,
+        rows: Vec::new(),
+        streamed: true,
+        notices: Vec::new(),
+    }))
 }
 
 /// Runs `statement`, a query or data change of `prepared`, with `values`,
@@ -474,6 +595,155 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.rows, [vec![Value::BigInt(7), Value::Null]]);
+    }
+
+    /// A row sink that keeps what it is sent.
+    #[derive(Default)]
+    struct Kept(Vec<Vec<Value>>);
+
+    impl RowSink for Kept {
+        fn begin(&mut self, _: &[ResultColumn]) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn rows(&mut self, rows: &mut Vec<Vec<Value>>) -> std::io::Result<()> {
+            self.0.append(rows);
+            Ok(())
+        }
+        fn end(&mut self, _: Option<u64>) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Starts `p` as a portal with row limit `limit`, its rows kept in
+    /// `kept`.
+    fn open_limited(s: &mut Session, p: &Prepared, kept: &mut Kept, limit: u64) -> Limited {
+        let mut io = StatementIo {
+            rows: Some(kept),
+            ..Default::default()
+        };
+        execute_prepared_limited(s, p, Vec::new(), &mut io, limit).unwrap()
+    }
+
+    fn ids(rows: &[Vec<Value>]) -> Vec<i32> {
+        rows.iter()
+            .map(|r| match r[0] {
+                Value::Integer(i) => i,
+                ref other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_suspended_portal_holds_its_pins_and_snapshot_until_its_transaction_ends() {
+        let (mut s, _dir) = session();
+        execute(
+            &mut s,
+            "CREATE TABLE t (id integer, pad text);
+             INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(1, 2000) i",
+        )
+        .unwrap();
+        let p = prepare(&mut s, "SELECT id FROM t", &[]).unwrap().unwrap();
+        execute(&mut s, "BEGIN").unwrap();
+        let mut kept = Kept::default();
+        let Limited::Suspended(id) = open_limited(&mut s, &p, &mut kept, 10) else {
+            panic!("2000 rows do not fit in 10");
+        };
+        assert_eq!(ids(&kept.0), (1..=10).collect::<Vec<_>>());
+        assert!(s.holds_suspended());
+        assert!(s.buf.pinned_count() > 0, "the scan's stream is kept");
+        // Another session's commit cannot move the horizon past the
+        // portal's snapshot, and the rows it deletes stay the portal's.
+        let db = Arc::clone(s.db());
+        let mut other = db.session().unwrap();
+        execute(&mut other, "DELETE FROM t WHERE id > 100").unwrap();
+        let held = db.txn().oldest_xmin();
+        // Statements of the transaction run between its fetches.
+        assert_eq!(
+            rows_of(&mut s, "SELECT count(*) FROM t"),
+            [[Value::BigInt(100)]]
+        );
+        let Some(Limited::Suspended(id)) = resume_limited(&mut s, id, &mut kept, 5).unwrap() else {
+            panic!("more rows");
+        };
+        assert_eq!(ids(&kept.0), (1..=15).collect::<Vec<_>>());
+        execute(&mut s, "COMMIT").unwrap();
+        assert_eq!(
+            s.buf.pinned_count(),
+            0,
+            "the transaction's end closed the run"
+        );
+        assert!(!s.holds_suspended());
+        assert!(db.txn().oldest_xmin() > held, "the snapshot went with it");
+        assert!(resume_limited(&mut s, id, &mut kept, 5).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_portal_fetched_to_its_end_or_closed_lets_go_of_what_it_held() {
+        let (mut s, _dir) = session();
+        execute(
+            &mut s,
+            "CREATE TABLE t (id integer);
+             INSERT INTO t SELECT i FROM generate_series(1, 3000) i",
+        )
+        .unwrap();
+        let p = prepare(&mut s, "SELECT id FROM t ORDER BY id DESC", &[])
+            .unwrap()
+            .unwrap();
+        execute(&mut s, "BEGIN").unwrap();
+        let mut kept = Kept::default();
+        let Limited::Suspended(id) = open_limited(&mut s, &p, &mut kept, 1000) else {
+            panic!("3000 rows do not fit in 1000");
+        };
+        let Some(Limited::Suspended(id)) = resume_limited(&mut s, id, &mut kept, 2000).unwrap()
+        else {
+            panic!("the last rows are not yet known to be the last");
+        };
+        // Exactly its rows were returned; the next fetch finds the end.
+        let Some(Limited::Ended(r)) = resume_limited(&mut s, id, &mut kept, 10).unwrap() else {
+            panic!("no rows are left");
+        };
+        assert_eq!(r.tag, "SELECT 0");
+        assert_eq!(ids(&kept.0), (1..=3000).rev().collect::<Vec<_>>());
+        assert!(!s.holds_suspended());
+        // One closed before its end gives back its pins at once.
+        let scan = prepare(&mut s, "SELECT id FROM t", &[]).unwrap().unwrap();
+        let Limited::Suspended(id) = open_limited(&mut s, &scan, &mut Kept::default(), 1) else {
+            panic!("3000 rows do not fit in 1");
+        };
+        assert!(s.buf.pinned_count() > 0);
+        s.close_suspended(id);
+        assert_eq!(s.buf.pinned_count(), 0);
+        assert!(!s.holds_suspended());
+        execute(&mut s, "COMMIT").unwrap();
+    }
+
+    #[test]
+    fn an_error_partway_through_a_portal_fails_its_transaction() {
+        let (mut s, _dir) = session();
+        let p = prepare(
+            &mut s,
+            "SELECT i FROM generate_series(1, 100) i WHERE 10 / (i - 50) <> 0 OR i > 0",
+            &[],
+        )
+        .unwrap()
+        .unwrap();
+        execute(&mut s, "BEGIN").unwrap();
+        let mut kept = Kept::default();
+        // The rows past the limit are not computed: the division by zero
+        // at row 50 is not met by the first fetch.
+        let Limited::Suspended(id) = open_limited(&mut s, &p, &mut kept, 10) else {
+            panic!("100 rows do not fit in 10");
+        };
+        assert_eq!(ids(&kept.0), (1..=10).collect::<Vec<_>>());
+        let e = resume_limited(&mut s, id, &mut kept, 100).err().unwrap();
+        assert_eq!(e.sqlstate(), "22012", "{e}");
+        assert_eq!(
+            s.transaction_status(),
+            crate::database::TransactionStatus::Failed
+        );
+        assert!(!s.holds_suspended());
+        assert_eq!(s.buf.pinned_count(), 0);
+        execute(&mut s, "ROLLBACK").unwrap();
     }
 
     /// Runs `p` with `values`, its rows.
