@@ -1174,7 +1174,7 @@ fn portal_executes_answer_as_postgresqls_do() {
     assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
     assert_eq!(exchange(&[p(), ex.clone()]), "1 2 D D s Z");
     assert_eq!(exchange(&[query("COMMIT")]), "C COMMIT Z");
-    assert_eq!(exchange(&[ex.clone()]), "E 34000 Z");
+    assert_eq!(exchange(std::slice::from_ref(&ex)), "E 34000 Z");
     assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
     assert_eq!(
         exchange(&[p(), ex.clone(), close, ex.clone()]),
@@ -1187,10 +1187,34 @@ fn portal_executes_answer_as_postgresqls_do() {
     assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
     assert_eq!(exchange(&[p(), ex.clone()]), "1 2 D D s Z");
     assert_eq!(exchange(&[query("SELECT * FROM nowhere")]), "E 42P01 Z");
-    assert_eq!(exchange(&[ex.clone()]), "E 25P02 Z");
-    assert_eq!(exchange(&[query("ROLLBACK")]), "C ROLLBACK Z");
+    assert_eq!(exchange(std::slice::from_ref(&ex)), "E 25P02 Z");
+    // The block's end is still taken, through an Execute too.
+    let rollback = bind_named("", "ROLLBACK");
+    assert_eq!(exchange(&[rollback, execute(0)]), "1 2 C ROLLBACK Z");
     let last = bind_named("p", "SELECT a FROM pt WHERE a > 4");
-    assert_eq!(exchange(&[last, ex]), "1 2 D C SELECT 1 Z");
+    assert_eq!(exchange(&[last, ex.clone()]), "1 2 D C SELECT 1 Z");
+
+    // Portals bound before a pipeline's first statement outlive an
+    // Execute that opens no transaction.
+    let (a, b) = (
+        bind_named("a", ""),
+        bind_named("b", "SELECT a FROM pt WHERE a = 1"),
+    );
+    let (run_a, run_b) = (execute_named("a", 0), execute_named("b", 0));
+    assert_eq!(exchange(&[a, b, run_a, run_b]), "1 2 1 2 I D C SELECT 1 Z");
+
+    // A table a suspended portal reads cannot be truncated under it; a
+    // simple Query takes the unnamed portal's place.
+    assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
+    assert_eq!(exchange(&[p(), ex]), "1 2 D D s Z");
+    assert_eq!(exchange(&[query("TRUNCATE pt")]), "E 55006 Z");
+    assert_eq!(exchange(&[query("ROLLBACK")]), "C ROLLBACK Z");
+    assert_eq!(exchange(&[query("BEGIN")]), "C BEGIN Z");
+    let unnamed = bind_named("", "SELECT a FROM pt");
+    assert_eq!(exchange(&[unnamed, execute(2)]), "1 2 D D s Z");
+    assert_eq!(exchange(&[query("SELECT 1")]), "T D C SELECT 1 Z");
+    assert_eq!(exchange(&[execute(2)]), "E 34000 Z");
+    assert_eq!(exchange(&[query("ROLLBACK")]), "C ROLLBACK Z");
 
     // An error met partway fails the Execute that meets it.
     let failing = bind_named("", "SELECT 1 / (a - 3) FROM pt");

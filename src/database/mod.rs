@@ -988,6 +988,9 @@ struct Xact {
 pub trait SuspendedRun: std::any::Any + Send {
     /// Gives back what the run holds; it is not resumed after.
     fn close(&mut self, s: &mut Session);
+
+    /// Whether it reads table `oid` (which must then stay as it is).
+    fn reads_table(&self, oid: u32) -> bool;
 }
 
 /// Names a [`SuspendedRun`] within its session.
@@ -1126,6 +1129,12 @@ impl Session {
             Some(x) if x.explicit => TransactionStatus::InBlock,
             _ => TransactionStatus::Idle,
         }
+    }
+
+    /// Whether a transaction is open: a block, or an implicit one that a
+    /// statement opened.
+    pub fn in_transaction(&self) -> bool {
+        self.xact.is_some()
     }
 
     pub fn in_transaction_block(&self) -> bool {
@@ -1520,6 +1529,14 @@ impl Session {
         if let Some(mut run) = taken {
             run.close(self);
         }
+    }
+
+    /// Whether a statement the transaction holds stopped partway reads
+    /// table `oid`.
+    pub fn suspended_reads(&self, oid: u32) -> bool {
+        self.xact
+            .as_ref()
+            .is_some_and(|x| x.suspended.iter().any(|(_, run)| run.reads_table(oid)))
     }
 
     /// Whether the transaction holds a statement stopped partway (whose

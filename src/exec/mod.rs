@@ -232,6 +232,10 @@ pub enum ExecError {
     TableDropped(String),
     #[error("cannot truncate table \"{0}\": it was created in this transaction and is not committed yet; commit its creation first, or use DELETE")]
     TruncateCreated(String),
+    /// PostgreSQL's refusal (object_in_use): a portal of the session's
+    /// transaction, suspended at its row limit, still reads the table.
+    #[error("cannot change table \"{0}\" because it is being used by active queries in this session (a portal suspended at its row limit reads it); close the portal, or fetch it to its end, first")]
+    TableInUse(String),
     /// A wait for a table lock ended without it (deadlock, lock_timeout,
     /// cancel).
     #[error("could not lock table \"{table}\": {source}")]
@@ -301,6 +305,7 @@ impl ExecError {
             ExecError::TableDropped(_) => "42P01",
             ExecError::Lock { source, .. } => source.sqlstate(),
             ExecError::TruncateCreated(_) => "0A000",
+            ExecError::TableInUse(_) => "55006",
             ExecError::Sort(e) => e.sqlstate(),
             ExecError::Heap(e) => e.sqlstate(),
             ExecError::Tuple(e) => e.sqlstate(),
@@ -437,6 +442,11 @@ pub fn lock_table(
     table: &Arc<TableDef>,
     mode: LockMode,
 ) -> Result<bool, ExecError> {
+    // What takes a table whole (DROP, TRUNCATE, ALTER) must not pull it
+    // from under a scan of this transaction's that is to go on.
+    if mode == LockMode::AccessExclusive && session.suspended_reads(table.oid) {
+        return Err(ExecError::TableInUse(table.name().to_string()));
+    }
     let waited = session
         .lock_table(table.oid, mode)
         .map_err(|source| ExecError::Lock {

@@ -140,4 +140,10 @@ impl SuspendedRun for QueryRun {
         };
         self.plan.root.close(&mut cx);
     }
+
+    fn reads_table(&self, oid: u32) -> bool {
+        let mut tables = Vec::new();
+        self.plan.root.tables(&mut tables);
+        tables.iter().any(|t| t.oid == oid)
+    }
 }

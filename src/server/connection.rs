@@ -621,8 +621,11 @@ impl Connection {
                 Front::Bind(b) => self.bind(b),
                 Front::Describe(d) => self.describe(d),
                 Front::Execute(e) => {
+                    let open = self.session.in_transaction();
                     let r = self.execute(e);
-                    self.drop_portals_if_transaction_ended();
+                    if open {
+                        self.drop_portals_if_transaction_ended();
+                    }
                     r
                 }
                 Front::Close(c) => self.close(c),
@@ -775,6 +778,9 @@ impl Connection {
     /// The simple query protocol: every statement of `text`, results as
     /// they come, then ReadyForQuery.
     fn simple_query(&mut self, text: &str) -> Result<(), Closed> {
+        // The unnamed portal is the Query's now (PostgreSQL's replaces it).
+        let unnamed = self.portals.remove("");
+        self.close_run(unnamed);
         // A Query amid an unsynced pipeline ends the pipeline's
         // transaction first (PostgreSQL's ends it with the Query's).
         if let Err(e) = self.session.end_implicit() {
@@ -803,11 +809,12 @@ impl Connection {
     /// Portals live as long as the transaction they ran in, as in
     /// PostgreSQL: once none is open (after a simple query, a COMMIT or
     /// an error, or at a Sync outside a block) they are gone. Their
-    /// suspended queries were closed by the transaction's end.
+    /// suspended queries were closed by the transaction's end. (Bind
+    /// opens no transaction here, so an Execute that opened none, or one
+    /// that runs in its own, leaves the pipeline's portals be: the caller
+    /// asks only after an Execute that found a transaction open.)
     fn drop_portals_if_transaction_ended(&mut self) {
-        if self.session.transaction_status() == database::TransactionStatus::Idle
-            && !self.session.in_implicit_transaction()
-        {
+        if !self.session.in_transaction() {
             self.portals.clear();
         }
     }
@@ -976,9 +983,12 @@ impl Connection {
             self.out.borrow_mut().send(&EmptyQueryResponse::new())?;
             return Ok(());
         };
-        // Whatever the portal's state, as PostgreSQL refuses any Execute
-        // but a transaction's end in a failed block.
-        if self.session.transaction_status() == database::TransactionStatus::Failed {
+        // A portal that ran is refused in a failed block, as everything
+        // but the block's end is (a bound one meets the same refusal as
+        // its statement starts, COMMIT and ROLLBACK excepted).
+        if !matches!(portal.state, PortalState::Ready(_))
+            && self.session.transaction_status() == database::TransactionStatus::Failed
+        {
             return Err(SqlError::from(database::XactError::Aborted).into());
         }
         let formats = Rc::clone(&portal.formats);

@@ -310,6 +310,10 @@ pub enum SqlError {
     /// PostgreSQL's words and code (object_not_in_prerequisite_state).
     #[error("cannot perform COPY FREEZE because the table \"{table}\" was not created or truncated in the current transaction; TRUNCATE it in the same transaction first, or leave FREEZE out")]
     CopyFreeze { table: String },
+    /// A row-limited run asked for where its transaction would end with
+    /// its first part (the embedding API outside a block or grouping).
+    #[error("a query run a row limit at a time needs a transaction that outlives its first part: run it in a block (BEGIN), or group statements with Session::begin_implicit")]
+    PortalOutsideTransaction,
     /// PostgreSQL's words and code (invalid_transaction_state): a portal
     /// of the transaction still reads, and would see the frozen rows.
     #[error("cannot perform COPY FREEZE because of prior transaction activity: a portal of the transaction is still open; close it (or fetch it to its end) first, or leave FREEZE out")]
@@ -391,7 +395,7 @@ impl SqlError {
             SqlError::ExplainNeedsAnalyze { .. } | SqlError::Copy(_) => "22023",
             SqlError::CopyUnsupported(_) => "0A000",
             SqlError::CopyFreeze { .. } => "55000",
-            SqlError::CopyFreezeBusy => "25000",
+            SqlError::CopyFreezeBusy | SqlError::PortalOutsideTransaction => "25000",
             SqlError::CopyFile { io, .. } => crate::storage::io_sqlstate(io),
             SqlError::Exec(e) => e.sqlstate(),
             SqlError::Xact(e) => e.sqlstate(),

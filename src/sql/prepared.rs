@@ -51,7 +51,7 @@ use super::expr::{ident, Placeholders};
 use super::parse::{self, Parsed, Stmt};
 use super::{ResultColumn, RowSink, SqlError, StatementIo, StatementResult};
 use crate::config::{Costs, JoinMethods, ScanMethods};
-use crate::database::{Session, StatementSnapshot, SuspendedId};
+use crate::database::{Session, StatementSnapshot, SuspendedId, SuspendedRun};
 use crate::exec::portal::QueryRun;
 use crate::exec::{self, ExecError, Plan, PlanNode};
 use crate::types::{ColumnType, Value};
@@ -271,6 +271,9 @@ pub fn execute_prepared_limited(
     let Some(sink) = io.rows.as_deref_mut() else {
         panic!("a query run with a row limit sends its rows to a row sink");
     };
+    if !s.in_transaction_block() && s.implicit().is_none() {
+        return Err(SqlError::PortalOutsideTransaction);
+    }
     parse::with_stack_for_depth(prepared.parsed.depth, || {
         run_planned_owning(s, |s, mut snapshot| {
             let placeholders = Placeholders::bound(prepared.param_types.clone(), values);
@@ -322,7 +325,10 @@ fn fetch_limited(
     let output_failed = |e: std::io::Error| ExecError::ResultOutput {
         message: e.to_string(),
     };
-    sink.begin(&columns).map_err(output_failed)?;
+    if let Err(e) = sink.begin(&columns) {
+        run.close(s);
+        return Err(output_failed(e).into());
+    }
     let mut send = |rows: &mut Vec<Vec<Value>>| sink.rows(rows);
     let fetched = match run.fetch(s, limit, &mut send) {
         Ok(f) => f,
