@@ -762,6 +762,37 @@ fn the_inflight_view_shows_a_held_io_and_counters_outlive_the_session(method: Io
     assert_eq!(stats.latency_us_buckets.iter().sum::<u64>(), 1);
 }
 
+/// An I/O its issuer asked to run itself (`set_synchronous`, as the WAL
+/// does its buffered writes) is done when its start returns, for every
+/// method and inside a batch too, and completes as any other: its result
+/// in its return cell, its data read. The batch's other I/O waits for the
+/// batch's end as before.
+fn a_synchronous_io_is_done_when_its_start_returns(method: IoMethod) {
+    let (data, aio, mut session) = open_file(config(method), 4, false);
+    session.enter_batch().unwrap();
+    let mut held = AlignedBuf::new(BLOCK_SIZE);
+    let (held_ref, held_ret) = start_read(&mut session, &data.file, 2 * B, &mut held);
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let token = session.acquire().unwrap();
+    let wref = session.wait_ref(&token);
+    let ret = IoReturnCell::default();
+    session.set_return(&token, &ret).unwrap();
+    session.set_synchronous(&token).unwrap();
+    let iov = [IoVec::new(buf.as_mut_ptr(), buf.len())];
+    // SAFETY: the read is done (asserted below) before buf is touched.
+    unsafe { session.start_readv(token, &data.file, B, &iov) }.unwrap();
+    assert!(aio.is_done(wref), "a synchronous I/O ran at its start");
+    let held_back = usize::from(method != IoMethod::Sync);
+    assert_eq!(session.staged_count(), held_back, "the batch's read waits");
+    session.wait(wref).unwrap();
+    assert_eq!(ret.take().unwrap().result.status, IoStatus::Ok);
+    check_block(1, &buf);
+    session.exit_batch();
+    session.wait(held_ref).unwrap();
+    assert_eq!(held_ret.take().unwrap().result.status, IoStatus::Ok);
+    check_block(2, &held);
+}
+
 fn debug_io_latency_delays_every_io(method: IoMethod) {
     const LATENCY: Duration = Duration::from_millis(20);
     let slow = AioConfig {
@@ -862,6 +893,7 @@ for_each_method!(
     a_wait_reference_whose_generation_moved_on_returns_at_once,
     the_inflight_view_shows_a_held_io_and_counters_outlive_the_session,
     debug_io_latency_delays_every_io,
+    a_synchronous_io_is_done_when_its_start_returns,
     stress_eight_sessions_buffered,
     stress_eight_sessions_direct;
     not sync:

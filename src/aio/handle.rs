@@ -153,6 +153,10 @@ pub(crate) struct HandleInner {
     pub return_to: Option<Arc<Mutex<Option<IoReturn>>>>,
     /// Executed by the issuing thread rather than asynchronously.
     pub by_issuer: bool,
+    /// Its issuer asked to execute it itself, whatever the method
+    /// (PostgreSQL's `PGAIO_HF_SYNCHRONOUS`): see
+    /// `AioSession::set_synchronous`.
+    pub synchronous: bool,
     pub submitted_at: Option<Instant>,
     /// Kept here, at a stable address, for io_uring's linked latency timer.
     pub latency_timespec: io_uring::types::Timespec,
@@ -172,6 +176,7 @@ impl HandleInner {
             result: IoResult::default(),
             return_to: None,
             by_issuer: false,
+            synchronous: false,
             submitted_at: None,
             latency_timespec: io_uring::types::Timespec::new(),
         }
@@ -193,6 +198,7 @@ impl HandleInner {
         self.result = IoResult::default();
         self.return_to = None;
         self.by_issuer = false;
+        self.synchronous = false;
         self.submitted_at = None;
     }
 }

@@ -616,11 +616,36 @@ impl AioShared {
     /// pushed to the ring, or (sync method, full worker queue) executed.
     fn submit(&self, slot: u32, staged: &[u32]) {
         let now = Instant::now();
+        let mut synchronous = 0;
         for &index in staged {
             let h = &self.handles[index as usize];
-            h.inner.lock().submitted_at = Some(now);
+            let mut inner = h.inner.lock();
+            inner.submitted_at = Some(now);
+            synchronous += usize::from(inner.synchronous);
+            drop(inner);
             h.set_state(IoState::Submitted);
         }
+        if synchronous > 0 {
+            // Those the issuer runs itself run now, in order; the rest go
+            // to the method (a mix is rare: such an I/O is started alone).
+            let mut rest = Vec::new();
+            for &index in staged {
+                if self.handles[index as usize].inner.lock().synchronous {
+                    self.execute(index, true);
+                } else {
+                    rest.push(index);
+                }
+            }
+            if !rest.is_empty() {
+                self.submit_to_method(slot, &rest);
+            }
+            return;
+        }
+        self.submit_to_method(slot, staged);
+    }
+
+    /// [`Shared::submit`]'s handing of submitted I/Os to the method.
+    fn submit_to_method(&self, slot: u32, staged: &[u32]) {
         match self.method {
             IoMethod::Sync => {
                 for &index in staged {

@@ -283,6 +283,22 @@ impl AioSession {
         self.start(token, IoOp::Write, file, offset, iov)
     }
 
+    /// Asks that the I/O of `token`, once started, be executed by this
+    /// thread at submission rather than by the method (an io_uring punt
+    /// to the kernel's workers, or a worker's queue): for an I/O that
+    /// costs less than the hand-off and whose issuer waits for it at
+    /// once, as a buffered WAL write into the page cache before the
+    /// fdatasync that makes it durable (PostgreSQL's
+    /// `PGAIO_HF_SYNCHRONOUS`). The I/O completes as any other.
+    pub fn set_synchronous(&self, token: &HandleToken) -> Result<(), AioError> {
+        self.check_token(token)?;
+        self.aio.shared.handles[token.index as usize]
+            .inner
+            .lock()
+            .synchronous = true;
+        Ok(())
+    }
+
     /// Starts flushing `file`'s data to stable storage (fdatasync).
     pub fn start_fsync(
         &mut self,
@@ -335,7 +351,7 @@ impl AioSession {
         }
         let index = token.index;
         let h = &self.aio.shared.handles[index as usize];
-        {
+        let synchronous = {
             let mut inner = h.inner.lock();
             inner.op = Some(op);
             inner.file = Some(Arc::clone(file));
@@ -374,9 +390,16 @@ impl AioSession {
                     cb.stage(&view, data);
                 }
             }
-        }
+            inner.synchronous
+        };
         h.set_state(IoState::Staged);
         self.handed_out = None;
+        if synchronous {
+            // Runs now, alone: a batch's staged I/O stays staged.
+            self.aio.shared.submit(self.slot, &[index]);
+            self.in_flight.push_back(index);
+            return Ok(());
+        }
         self.staged.push(index);
         // The sync method executes at staging, batch or not (DESIGN.md
         // §3.5): there is nothing to gain by holding the I/O back.

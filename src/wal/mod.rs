@@ -1108,6 +1108,16 @@ impl Wal {
             let _ = writer.aio.release(token);
             return Err(fail(e));
         }
+        // A buffered write that a sync makes durable only copies into the
+        // page cache: quicker done here than handed to a worker (an
+        // io_uring punt, a worker's queue) and waited for, as the flush
+        // waits for it at once. Such writes go one at a time anyway.
+        if !file.is_direct() && !self.config.sync_method.durable_on_write() {
+            if let Err(e) = writer.aio.set_synchronous(&token) {
+                let _ = writer.aio.release(token);
+                return Err(fail(e));
+            }
+        }
         // SAFETY: the ring's bytes start..end are below `upto`, whose
         // insertions have all finished; inserters do not touch them again
         // until `written` passes them, which only collecting this write
