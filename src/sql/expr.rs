@@ -34,7 +34,7 @@ use crate::exec::{
     UtilityCall,
 };
 use crate::types::{
-    as_i64, can_assign, is_numeric, ColumnType, NumericTypmod, TypeError, Value, MAX_CHAR_LENGTH,
+    as_i64, can_assign, is_numeric, ColumnType, NumericTypmod, Value, MAX_CHAR_LENGTH,
 };
 
 /// The statement being planned: for error positions, and whose tables it
@@ -483,14 +483,11 @@ fn number(text: &str) -> Result<Value, SqlError> {
     if let Ok(x) = text.parse::<i64>() {
         return Ok(Value::BigInt(x));
     }
-    match text.parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(Value::Double(x)),
-        _ => Err(ExecError::Type(TypeError::InvalidInput {
-            ty: "numeric",
-            text: text.to_string(),
-        })
-        .into()),
-    }
+    // As PostgreSQL types it: a literal with a point or an exponent, or
+    // too large for bigint, is numeric (exact: `0.1 + 0.2` is 0.3).
+    crate::types::Numeric::parse(text)
+        .map(Value::Numeric)
+        .map_err(|e| ExecError::Type(e).into())
 }
 
 /// A literal `e` evaluated, if it is a constant one (for LIMIT, utility
