@@ -551,6 +551,47 @@ fn unknown_tables_columns_and_functions_are_named(method: IoMethod) {
     }
 }
 
+/// COALESCE, GREATEST and LEAST as PostgreSQL 15 answers them: NULLs
+/// passed over (all NULL gives NULL), the arguments meeting in one type (a
+/// string literal taking the others'), COALESCE not evaluating past the
+/// first value (the division by zero after it is never met).
+fn coalesce_greatest_and_least(method: IoMethod) {
+    let (_dir, _db, mut s) = new_session(method);
+    rows(
+        &mut s,
+        "CREATE TABLE c (a integer, b integer, t text);
+         INSERT INTO c VALUES (1, NULL, NULL), (NULL, 2, 'x'), (NULL, NULL, NULL)",
+    );
+    let got = rows(
+        &mut s,
+        "SELECT coalesce(a, b, 0), greatest(a, b), least(a, b, 7), coalesce(t, 'none')
+         FROM c ORDER BY a NULLS LAST, b NULLS LAST",
+    );
+    assert_eq!(
+        got,
+        vec![
+            vec![int(1), int(1), int(1), text("none")],
+            vec![int(2), int(2), int(2), text("x")],
+            vec![int(0), Value::Null, int(7), text("none")],
+        ]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT coalesce(1, 1 / 0), greatest(1, 2.5::float8), least('b', 'a')"
+        ),
+        vec![vec![int(1), Value::Double(2.5), text("a")]]
+    );
+    assert_eq!(
+        err(&mut s, "SELECT greatest(1, 'a'::text)").to_string(),
+        "GREATEST types integer and text cannot be matched"
+    );
+    assert_eq!(
+        err(&mut s, "SELECT coalesce(1, 'x')").to_string(),
+        "invalid input syntax for type integer: \"x\""
+    );
+}
+
 fn arithmetic_errors_are_errors_not_wrong_answers(method: IoMethod) {
     let (_dir, _db, mut s) = new_session(method);
     for (query, message) in [
@@ -3035,6 +3076,7 @@ for_each_method!(
     type_and_null_errors_name_the_column_and_table,
     unknown_tables_columns_and_functions_are_named,
     arithmetic_errors_are_errors_not_wrong_answers,
+    coalesce_greatest_and_least,
     unsupported_syntax_names_the_construct_and_where_it_is,
     generate_series_builds_tables_with_md5_repeat_and_random,
     group_by_order_by_and_limit_give_postgresql_results,

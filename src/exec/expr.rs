@@ -392,6 +392,38 @@ enum Kind {
     /// `x = ANY (array)`: each element (of the array's text) read as a
     /// value of x's type and compared, with IN's NULL rules.
     AnyArray(Box<Expr>, Box<Expr>),
+    /// COALESCE, GREATEST or LEAST of the arguments, all of its type.
+    Pick(Pick, Vec<Expr>),
+}
+
+/// Which value of several [`Expr::pick`] gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The first that is not NULL; the later ones are not evaluated.
+    Coalesce,
+    /// The largest, NULLs left out (NULL if all are).
+    Greatest,
+    /// The smallest, NULLs left out.
+    Least,
+}
+
+impl Pick {
+    pub fn by_name(name: &str) -> Option<Pick> {
+        match name {
+            "coalesce" => Some(Pick::Coalesce),
+            "greatest" => Some(Pick::Greatest),
+            "least" => Some(Pick::Least),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pick::Coalesce => "COALESCE",
+            Pick::Greatest => "GREATEST",
+            Pick::Least => "LEAST",
+        }
+    }
 }
 
 /// Which of PostgreSQL's regular-expression match operators.
@@ -534,6 +566,7 @@ impl Expr {
             Kind::Regex(a, b, _, _) => vec![&**a, &**b],
             Kind::Lookup(a, b, _) => std::iter::once(&**a).chain(b.as_deref()).collect(),
             Kind::AnyArray(a, b) => vec![&**a, &**b],
+            Kind::Pick(_, args) => args.iter().collect(),
         }
     }
 
@@ -582,6 +615,7 @@ impl Expr {
             Kind::Regex(a, b, _, _) => vec![&mut **a, &mut **b],
             Kind::Lookup(a, b, _) => std::iter::once(&mut **a).chain(b.as_deref_mut()).collect(),
             Kind::AnyArray(a, b) => vec![&mut **a, &mut **b],
+            Kind::Pick(_, args) => args.iter_mut().collect(),
         }
     }
 
@@ -998,26 +1032,9 @@ impl Expr {
         for (c, _) in &branches {
             require_boolean(c, "CASE/WHEN")?;
         }
-        let mut ty: Option<ColumnType> = None;
-        for r in branches.iter().map(|(_, r)| r).chain([&otherwise]) {
-            let Some(t) = r.ty else { continue };
-            ty = Some(match ty {
-                None => t,
-                Some(u) if u == t => u,
-                Some(u) if is_numeric(u) && is_numeric(t) => promote(u, t),
-                Some(u) if is_text(u) && is_text(t) => ColumnType::Text,
-                Some(u) => {
-                    return Err(ExecError::CaseTypes {
-                        first: u.name(),
-                        other: t.name(),
-                    })
-                }
-            });
-        }
-        let fit = |r: Expr| match ty {
-            Some(t) if r.ty.is_some() && r.ty != Some(t) => Expr::cast(r, t),
-            _ => Ok(r),
-        };
+        let results = branches.iter().map(|(_, r)| r).chain([&otherwise]);
+        let ty = common_type("CASE", results)?;
+        let fit = |r: Expr| fit_to(r, ty);
         let branches = branches
             .into_iter()
             .map(|(c, r)| Ok((c, fit(r)?)))
@@ -1210,6 +1227,21 @@ impl Expr {
             }
             _ => vec![self],
         }
+    }
+
+    /// COALESCE, GREATEST or LEAST of `args` (at least one), each cast to
+    /// the type they share as a CASE's results share one.
+    pub fn pick(which: Pick, args: Vec<Expr>) -> Result<Expr, ExecError> {
+        assert!(!args.is_empty(), "{} of nothing", which.name());
+        let ty = common_type(which.name(), args.iter())?;
+        let args = args
+            .into_iter()
+            .map(|a| fit_to(a, ty))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Expr {
+            kind: Kind::Pick(which, args),
+            ty,
+        })
     }
 
     /// Whether the expression has one value for the whole of a scan: it
@@ -1444,6 +1476,32 @@ impl Expr {
                 };
                 Ok(Value::Boolean(matched != op.negated))
             }
+            Kind::Pick(Pick::Coalesce, args) => {
+                for a in args {
+                    let v = a.eval(row, ctx)?;
+                    if v != Value::Null {
+                        return Ok(v);
+                    }
+                }
+                Ok(Value::Null)
+            }
+            Kind::Pick(which, args) => {
+                let wanted = if *which == Pick::Greatest {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                };
+                let mut best = Value::Null;
+                for a in args {
+                    let v = a.eval(row, ctx)?;
+                    if v != Value::Null
+                        && (best == Value::Null || compare(&v, &best) == Some(wanted))
+                    {
+                        best = v;
+                    }
+                }
+                Ok(best)
+            }
             Kind::AnyArray(e, array) => {
                 let v = e.eval_ref(row, ctx)?;
                 let (Value::Text(a) | Value::Char(a)) = &*array.eval_ref(row, ctx)? else {
@@ -1504,6 +1562,42 @@ impl Expr {
             )),
             _ => self.eval(row, ctx).map(Cow::Owned),
         }
+    }
+}
+
+/// The type `exprs` share, by PostgreSQL's rules for a CASE's results,
+/// in short: those without a type (NULL) take the others', numeric types
+/// are promoted as arithmetic promotes them, and the character types
+/// meet in text. `construct` names the refusal.
+fn common_type<'e>(
+    construct: &'static str,
+    exprs: impl Iterator<Item = &'e Expr>,
+) -> Result<Option<ColumnType>, ExecError> {
+    let mut ty: Option<ColumnType> = None;
+    for e in exprs {
+        let Some(t) = e.ty else { continue };
+        ty = Some(match ty {
+            None => t,
+            Some(u) if u == t => u,
+            Some(u) if is_numeric(u) && is_numeric(t) => promote(u, t),
+            Some(u) if is_text(u) && is_text(t) => ColumnType::Text,
+            Some(u) => {
+                return Err(ExecError::CaseTypes {
+                    construct,
+                    first: u.name(),
+                    other: t.name(),
+                })
+            }
+        });
+    }
+    Ok(ty)
+}
+
+/// `e` cast to `ty` where it has another type.
+fn fit_to(e: Expr, ty: Option<ColumnType>) -> Result<Expr, ExecError> {
+    match ty {
+        Some(t) if e.ty.is_some() && e.ty != Some(t) => Expr::cast(e, t),
+        _ => Ok(e),
     }
 }
 

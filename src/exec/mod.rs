@@ -163,9 +163,11 @@ pub enum ExecError {
     /// syntax, close to PostgreSQL's for the patterns psql sends).
     #[error("invalid regular expression: {0}")]
     Regex(String),
-    /// CASE branches of types no one type holds (PostgreSQL's words).
-    #[error("CASE types {first} and {other} cannot be matched")]
+    /// CASE branches (or COALESCE, GREATEST, LEAST arguments) of types no
+    /// one type holds (PostgreSQL's words).
+    #[error("{construct} types {first} and {other} cannot be matched")]
     CaseTypes {
+        construct: &'static str,
         first: &'static str,
         other: &'static str,
     },

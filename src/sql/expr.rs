@@ -27,7 +27,7 @@ use super::{Position, SqlError};
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::agg::{AggFunc, Aggregate};
-use crate::exec::expr::{Function, RegexOp};
+use crate::exec::expr::{Function, Pick, RegexOp};
 use crate::exec::pg_catalog::CatalogFunction;
 use crate::exec::{
     BinaryOp, ExecError, Expr, Filter, SubLink, SubPlan, SubPlanCall, SubPlanMode, Utility,
@@ -1741,6 +1741,36 @@ impl<'a> ExprPlanner<'a> {
         if let Some(func) = AggFunc::by_name(&name) {
             return self.aggregate(func, &args, e, at);
         }
+        if let Some(which) = Pick::by_name(&name) {
+            let mut planned = Vec::with_capacity(args.len());
+            let mut asts = Vec::with_capacity(args.len());
+            for a in &args {
+                match a {
+                    FunctionArgExpr::Expr(x) => {
+                        planned.push(self.plan(x)?);
+                        asts.push(x);
+                    }
+                    _ => return Err(self.cx.unsupported(span, format!("{name}(*)"))),
+                }
+            }
+            if planned.is_empty() {
+                return Err(self
+                    .cx
+                    .unsupported(span, format!("{name}() without arguments")));
+            }
+            // A string literal takes the first typed argument's type, as
+            // a CASE's result does.
+            let known = planned
+                .iter()
+                .zip(&asts)
+                .find(|(_, e)| !is_unknown_literal(e))
+                .and_then(|(p, _)| p.ty());
+            let mut coerced = Vec::with_capacity(planned.len());
+            for (p, e) in planned.into_iter().zip(asts) {
+                coerced.push(coerce_literal(self.cx, p, e, known)?);
+            }
+            return Ok(Expr::pick(which, coerced)?);
+        }
         if let Some(func) = Function::by_name(&name) {
             let mut planned = Vec::with_capacity(args.len());
             for a in &args {
@@ -1991,6 +2021,7 @@ fn known_functions() -> String {
     let mut names: Vec<&str> = AggFunc::ALL.map(AggFunc::name).to_vec();
     names.push("generate_series");
     names.extend(["now", "current_date", "current_timestamp", "localtimestamp"]);
+    names.extend(["coalesce", "greatest", "least"]);
     names.extend(Function::ALL.map(Function::name));
     names.extend(Utility::ALL.map(Utility::name));
     names.extend(CatalogFunction::ALL.map(CatalogFunction::name));
