@@ -582,6 +582,23 @@ fn coalesce_greatest_and_least(method: IoMethod) {
         ),
         vec![vec![int(1), Value::Double(2.5), text("a")]]
     );
+    // NULLIF is its first argument's, compared in the type both share.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT nullif(a, 1), nullif(b, 2.0), nullif(t, 'y'), nullif(NULL::integer, 1)
+             FROM c ORDER BY a NULLS LAST, b NULLS LAST"
+        ),
+        vec![
+            vec![Value::Null, Value::Null, Value::Null, Value::Null],
+            vec![Value::Null, Value::Null, text("x"), Value::Null],
+            vec![Value::Null, Value::Null, Value::Null, Value::Null],
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT nullif(3, 2.5), nullif('a', 'a')"),
+        vec![vec![int(3), Value::Null]]
+    );
     assert_eq!(
         err(&mut s, "SELECT greatest(1, 'a'::text)").to_string(),
         "GREATEST types integer and text cannot be matched"

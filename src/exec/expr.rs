@@ -394,6 +394,9 @@ enum Kind {
     AnyArray(Box<Expr>, Box<Expr>),
     /// COALESCE, GREATEST or LEAST of the arguments, all of its type.
     Pick(Pick, Vec<Expr>),
+    /// `NULLIF(a, b)`: NULL where `a` equals `b` (both compared in the
+    /// type they share, the third field where it is not `a`'s), else `a`.
+    NullIf(Box<Expr>, Box<Expr>, Option<ColumnType>),
 }
 
 /// Which value of several [`Expr::pick`] gives.
@@ -567,6 +570,7 @@ impl Expr {
             Kind::Lookup(a, b, _) => std::iter::once(&**a).chain(b.as_deref()).collect(),
             Kind::AnyArray(a, b) => vec![&**a, &**b],
             Kind::Pick(_, args) => args.iter().collect(),
+            Kind::NullIf(a, b, _) => vec![&**a, &**b],
         }
     }
 
@@ -616,6 +620,7 @@ impl Expr {
             Kind::Lookup(a, b, _) => std::iter::once(&mut **a).chain(b.as_deref_mut()).collect(),
             Kind::AnyArray(a, b) => vec![&mut **a, &mut **b],
             Kind::Pick(_, args) => args.iter_mut().collect(),
+            Kind::NullIf(a, b, _) => vec![&mut **a, &mut **b],
         }
     }
 
@@ -1244,6 +1249,19 @@ impl Expr {
         })
     }
 
+    /// `NULLIF(a, b)`, of `a`'s type (PostgreSQL's), the two compared in
+    /// the type they share.
+    pub fn null_if(a: Expr, b: Expr) -> Result<Expr, ExecError> {
+        let common = common_type("NULLIF", [&a, &b].into_iter())?;
+        let b = fit_to(b, common)?;
+        let ty = a.ty;
+        let compare_as = common.filter(|&c| a.ty.is_some_and(|t| t != c));
+        Ok(Expr {
+            kind: Kind::NullIf(Box::new(a), Box::new(b), compare_as),
+            ty,
+        })
+    }
+
     /// Whether the expression has one value for the whole of a scan: it
     /// reads no column, runs no subquery but an InitPlan (computed once)
     /// and calls nothing volatile (constants, parameters, and what is
@@ -1475,6 +1493,22 @@ impl Expr {
                     },
                 };
                 Ok(Value::Boolean(matched != op.negated))
+            }
+            Kind::NullIf(a, b, compare_as) => {
+                let v = a.eval(row, ctx)?;
+                let w = b.eval(row, ctx)?;
+                if v == Value::Null || w == Value::Null {
+                    return Ok(v);
+                }
+                let left = match compare_as {
+                    Some(t) => Cow::Owned(cast_value(&v, *t)?),
+                    None => Cow::Borrowed(&v),
+                };
+                Ok(if compare(&left, &w) == Some(Ordering::Equal) {
+                    Value::Null
+                } else {
+                    v
+                })
             }
             Kind::Pick(Pick::Coalesce, args) => {
                 for a in args {

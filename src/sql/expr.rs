@@ -1771,6 +1771,18 @@ impl<'a> ExprPlanner<'a> {
             }
             return Ok(Expr::pick(which, coerced)?);
         }
+        if name == "nullif" {
+            let [FunctionArgExpr::Expr(a), FunctionArgExpr::Expr(b)] = args.as_slice() else {
+                return Err(self
+                    .cx
+                    .unsupported(span, "this call of nullif(); it takes two values"));
+            };
+            let (pa, pb) = (self.plan(a)?, self.plan(b)?);
+            let (ta, tb) = (pa.ty(), pb.ty());
+            let pa = coerce_literal(self.cx, pa, a, tb)?;
+            let pb = coerce_literal(self.cx, pb, b, ta)?;
+            return Ok(Expr::null_if(pa, pb)?);
+        }
         if let Some(func) = Function::by_name(&name) {
             let mut planned = Vec::with_capacity(args.len());
             for a in &args {
@@ -2021,7 +2033,7 @@ fn known_functions() -> String {
     let mut names: Vec<&str> = AggFunc::ALL.map(AggFunc::name).to_vec();
     names.push("generate_series");
     names.extend(["now", "current_date", "current_timestamp", "localtimestamp"]);
-    names.extend(["coalesce", "greatest", "least"]);
+    names.extend(["coalesce", "greatest", "least", "nullif"]);
     names.extend(Function::ALL.map(Function::name));
     names.extend(Utility::ALL.map(Utility::name));
     names.extend(CatalogFunction::ALL.map(CatalogFunction::name));
