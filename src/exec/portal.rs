@@ -37,16 +37,16 @@ pub struct Fetched {
 }
 
 impl QueryRun {
-    /// Starts `plan` with `snapshot`, holding its tables as any run does.
+    /// Starts `plan`, a query's, with `snapshot`, holding its tables as
+    /// any run does.
     pub fn start(
-        plan: QueryPlan,
+        plan: Plan,
         session: &mut Session,
         snapshot: StatementSnapshot,
     ) -> Result<QueryRun, ExecError> {
-        let plan = Plan::Query(plan);
         lock_plan_tables(session, &plan)?;
         let Plan::Query(plan) = plan else {
-            unreachable!("made a query above")
+            panic!("only a query's rows are fetched a limit at a time")
         };
         Ok(QueryRun {
             plan,

@@ -1741,18 +1741,20 @@ impl<'a> ExprPlanner<'a> {
         if let Some(func) = AggFunc::by_name(&name) {
             return self.aggregate(func, &args, e, at);
         }
+        // The arguments as expressions (`f(*)` is an aggregate's form).
+        let asts = args
+            .iter()
+            .map(|a| match a {
+                FunctionArgExpr::Expr(x) => Ok(x),
+                _ => Err(self.cx.unsupported(span, format!("{name}(*)"))),
+            })
+            .collect::<Result<Vec<_>, _>>();
         if let Some(which) = Pick::by_name(&name) {
-            let mut planned = Vec::with_capacity(args.len());
-            let mut asts = Vec::with_capacity(args.len());
-            for a in &args {
-                match a {
-                    FunctionArgExpr::Expr(x) => {
-                        planned.push(self.plan(x)?);
-                        asts.push(x);
-                    }
-                    _ => return Err(self.cx.unsupported(span, format!("{name}(*)"))),
-                }
-            }
+            let asts = asts?;
+            let planned = asts
+                .iter()
+                .map(|x| self.plan(x))
+                .collect::<Result<Vec<_>, _>>()?;
             if planned.is_empty() {
                 return Err(self
                     .cx
@@ -1784,13 +1786,10 @@ impl<'a> ExprPlanner<'a> {
             return Ok(Expr::null_if(pa, pb)?);
         }
         if let Some(func) = Function::by_name(&name) {
-            let mut planned = Vec::with_capacity(args.len());
-            for a in &args {
-                match a {
-                    FunctionArgExpr::Expr(x) => planned.push(self.plan(x)?),
-                    _ => return Err(self.cx.unsupported(span, format!("{name}(*)"))),
-                }
-            }
+            let planned = asts?
+                .iter()
+                .map(|x| self.plan(x))
+                .collect::<Result<Vec<_>, _>>()?;
             return Ok(Expr::call(func, planned)?);
         }
         if let Some(function) = CatalogFunction::by_name(&name) {

@@ -279,9 +279,6 @@ pub fn execute_prepared_limited(
             let placeholders = Placeholders::bound(prepared.param_types.clone(), values);
             let cx = statement_cx(s, &prepared.parsed, placeholders);
             let (plan, columns) = plan_locked(&cx, s, &mut snapshot, query)?;
-            let Plan::Query(plan) = plan else {
-                unreachable!("a query plans to a query plan")
-            };
             let run = QueryRun::start(plan, s, snapshot)?;
             fetch_limited(s, Box::new(run), columns, sink, limit)
         })
