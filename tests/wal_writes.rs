@@ -603,3 +603,96 @@ for_each_method!(
     // method runs each write as it starts.
     worker only: a_later_write_completing_first_releases_no_commit,
 );
+
+/// Two flushes ending in one block, with a sync method that syncs after
+/// writing: the second write writes the block again from its start (no
+/// padding record between), keeping the bytes the first made durable, so
+/// that a crash tearing the rewrite at any sector leaves the first record
+/// readable.
+#[test]
+fn a_block_written_in_part_is_written_again_with_its_durable_bytes_unchanged() {
+    let dir = temp_dir();
+    let path = dir.path();
+    let aio = start_aio(IoMethod::Worker);
+    let wal = open_wal(path, &aio, 2 << 20, SyncMethod::Fdatasync);
+    let record = |n: u8| vec![n; 300];
+    let first = wal.insert(Rmgr::Xlog, 2, 0, &[], &record(1)).unwrap();
+    wal.flush(first).unwrap();
+    let unpadded = FIRST_LSN + WAL_BLOCK_SIZE;
+    assert!(
+        (first..unpadded).contains(&wal.flushed()),
+        "written as far as it is filled, not padded: {}",
+        wal.flushed()
+    );
+    let segment = segment_path(path, FIRST_LSN / WAL_SEGMENT_SIZE);
+    let block_at = FIRST_LSN % WAL_SEGMENT_SIZE;
+    let block = |segment: &std::path::Path| {
+        let bytes = std::fs::read(segment).unwrap();
+        bytes[block_at as usize..(block_at + WAL_BLOCK_SIZE) as usize].to_vec()
+    };
+    let once = block(&segment);
+    let second = wal.insert(Rmgr::Xlog, 2, 0, &[], &record(2)).unwrap();
+    assert!(second < unpadded, "both in the first block");
+    wal.flush(second).unwrap();
+    assert!((second..unpadded).contains(&wal.flushed()));
+    let twice = block(&segment);
+    let durable = (first - FIRST_LSN) as usize;
+    assert_eq!(
+        once[..durable],
+        twice[..durable],
+        "the rewrite changed durable bytes"
+    );
+    assert_ne!(once, twice);
+    let stats = wal.stats();
+    assert_eq!(
+        stats
+            .padding_bytes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(stats.writes.load(std::sync::atomic::Ordering::Relaxed), 2);
+    drop(wal);
+    // Each way a crash could tear the rewrite, sector by sector: the
+    // first record is there; the second is there only if all of it is.
+    const SECTOR: usize = 512;
+    let read_back = |on_disk: &[u8]| {
+        let mut file = std::fs::read(&segment).unwrap();
+        file[block_at as usize..(block_at + WAL_BLOCK_SIZE) as usize].copy_from_slice(on_disk);
+        std::fs::write(&segment, &file).unwrap();
+        let mut reader = aiostore::wal::reader::WalReader::new(path, FIRST_LSN, None);
+        let mut ends = Vec::new();
+        while let Ok(rec) = reader.next_record().unwrap() {
+            ends.push(rec.end);
+        }
+        ends
+    };
+    for torn_at in (0..=WAL_BLOCK_SIZE as usize).step_by(SECTOR) {
+        for new_first in [true, false] {
+            let mut on_disk = if new_first {
+                once.clone()
+            } else {
+                twice.clone()
+            };
+            let other = if new_first { &twice } else { &once };
+            let range = if new_first {
+                0..torn_at
+            } else {
+                torn_at..on_disk.len()
+            };
+            on_disk[range.clone()].copy_from_slice(&other[range]);
+            let ends = read_back(&on_disk);
+            assert_eq!(
+                ends.first(),
+                Some(&first),
+                "torn at {torn_at}, new first {new_first}"
+            );
+            let whole_second =
+                on_disk[..(second - FIRST_LSN) as usize] == twice[..(second - FIRST_LSN) as usize];
+            assert_eq!(
+                ends.get(1) == Some(&second),
+                whole_second,
+                "torn at {torn_at}"
+            );
+        }
+    }
+}
