@@ -310,15 +310,6 @@ pub struct Wal {
     /// session can have in flight, for write-through sync methods; 1
     /// otherwise.
     io_concurrency: usize,
-    /// Whether a flush writes the block its target ends in as far as it
-    /// is filled, and the next write writes that block again (PostgreSQL's
-    /// way): with one write in flight at a time, as the sync methods that
-    /// sync afterwards have. Then no flush pads: padding each commit's
-    /// block had made nine bytes of ten in the log padding under TPC-B,
-    /// and the log's segments filled (made, zeroed, and checkpointed
-    /// for) ten times as fast. With several writes in flight the blocks
-    /// are padded instead, so that no two writes ever overlap.
-    rewrites_blocks: bool,
     reserve: Mutex<Reserve>,
     /// `reserve.pos`, readable without the mutex.
     reserved_upto: AtomicU64,
@@ -491,7 +482,6 @@ impl Wal {
             ring,
             ring_len,
             io_concurrency,
-            rewrites_blocks: io_concurrency == 1,
             reserve: Mutex::new(Reserve { pos, prev: last }),
             reserved_upto: AtomicU64::new(pos),
             redo: AtomicU64::new(redo),
@@ -524,6 +514,18 @@ impl Wal {
             wal.ring_write(end, &vec![0u8; skip]);
         }
         Ok(Arc::new(wal))
+    }
+
+    /// Whether a flush writes the block its target ends in as far as it
+    /// is filled, and the next write writes that block again (PostgreSQL's
+    /// way): with one write in flight at a time, as the sync methods that
+    /// sync afterwards have. Then no flush pads: padding each commit's
+    /// block had made 62 % of TPC-B's log bytes padding, and the log's
+    /// segments filled (made, zeroed, and checkpointed for) that much
+    /// faster. With several writes in flight the blocks are padded
+    /// instead, so that no two writes ever overlap.
+    fn rewrites_blocks(&self) -> bool {
+        self.io_concurrency == 1
     }
 
     pub fn dir(&self) -> &Path {
@@ -909,7 +911,7 @@ impl Wal {
 
     /// [`Wal::flush`] of a target not yet durable.
     fn flush_waiting(&self, target: Lsn) -> Result<(), WalError> {
-        let write_end = if self.rewrites_blocks {
+        let write_end = if self.rewrites_blocks() {
             target
         } else {
             let block_end = target.next_multiple_of(WAL_BLOCK_SIZE);
@@ -1006,7 +1008,7 @@ impl Wal {
             return Ok(false);
         }
         let done = self.insertions_done();
-        let done = if self.rewrites_blocks {
+        let done = if self.rewrites_blocks() {
             done
         } else {
             done / WAL_BLOCK_SIZE * WAL_BLOCK_SIZE
@@ -1074,8 +1076,8 @@ impl Wal {
     /// writes whole blocks. Returns whether it started any. A write that
     /// cannot be started stops the log.
     fn start_writes(&self, writer: &mut Writer, upto: Lsn) -> Result<bool, WalError> {
-        debug_assert!(self.rewrites_blocks || upto.is_multiple_of(WAL_BLOCK_SIZE));
-        debug_assert!(self.rewrites_blocks || writer.started_upto.is_multiple_of(WAL_BLOCK_SIZE));
+        debug_assert!(self.rewrites_blocks() || upto.is_multiple_of(WAL_BLOCK_SIZE));
+        debug_assert!(self.rewrites_blocks() || writer.started_upto.is_multiple_of(WAL_BLOCK_SIZE));
         let mut any = false;
         while writer.started_upto < upto && writer.in_flight.len() < self.io_concurrency {
             // Where blocks are rewritten, the write before this one (of
