@@ -517,8 +517,85 @@ fn a_copy_freeze_waits_for_the_transactions_portals_to_close(method: IoMethod) {
     });
 }
 
+fn returning_rows_come_back_through_both_protocols(method: IoMethod) {
+    let served = serve(method, &[]);
+    runtime().block_on(async {
+        let mut c = served.connect().await;
+        // Simple protocol: a row description, the rows, the change's tag.
+        let messages = c
+            .simple_query(
+                "CREATE TABLE t (id integer PRIMARY KEY, note text);
+                 INSERT INTO t SELECT i, 'n' || i FROM generate_series(1, 3) i RETURNING id, note",
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            simple_rows(&messages),
+            (1..=3)
+                .map(|i| vec![Some(i.to_string()), Some(format!("n{i}"))])
+                .collect::<Vec<_>>()
+        );
+        assert!(matches!(
+            messages.last(),
+            Some(SimpleQueryMessage::CommandComplete(3))
+        ));
+        // Extended protocol, binary results, a statement described with
+        // its columns and run many times (its plan kept).
+        let stmt = c
+            .prepare("INSERT INTO t VALUES ($1, $2) RETURNING id * 10 AS tens, upper(note)")
+            .await
+            .unwrap();
+        let described: Vec<&str> = stmt.columns().iter().map(|c| c.name()).collect();
+        assert_eq!(described, ["tens", "upper"]);
+        for id in 10..20 {
+            let row = c.query_one(&stmt, &[&id, &"x"]).await.unwrap();
+            assert_eq!(
+                (row.get::<_, i32>(0), row.get::<_, &str>(1)),
+                (id * 10, "X")
+            );
+        }
+        // Execute of a change with RETURNING still reports its count.
+        let n = c
+            .execute(
+                "UPDATE t SET note = 'u' WHERE id >= $1 RETURNING id",
+                &[&15i32],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 5);
+        // A portal hands out a change's rows a limit at a time; the change
+        // itself ran whole at the first Execute.
+        let t = c.transaction().await.unwrap();
+        let stmt = t
+            .prepare("DELETE FROM t WHERE id >= $1 RETURNING id")
+            .await
+            .unwrap();
+        let portal = t.bind(&stmt, &[&10i32]).await.unwrap();
+        let first = t.query_portal(&portal, 4).await.unwrap();
+        assert_eq!(first.len(), 4);
+        let left: i64 = t
+            .query_one("SELECT count(*) FROM t", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(left, 3, "every row was deleted at the first Execute");
+        let mut seen: Vec<i32> = first.iter().map(|r| r.get(0)).collect();
+        loop {
+            let rows = t.query_portal(&portal, 4).await.unwrap();
+            if rows.is_empty() {
+                break;
+            }
+            seen.extend(rows.iter().map(|r| r.get::<_, i32>(0)));
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (10..20).collect::<Vec<_>>());
+        t.commit().await.unwrap();
+    });
+}
+
 for_each_method!(
     queries_run_through_both_protocols,
+    returning_rows_come_back_through_both_protocols,
     binary_formats_are_postgresqls,
     errors_carry_sqlstate_and_the_connection_goes_on,
     portals_return_rows_a_limit_at_a_time,

@@ -705,8 +705,8 @@ fn unsupported_syntax_names_the_construct_and_where_it_is(method: IoMethod) {
             "FETCH FIRST is not supported; use LIMIT",
         ),
         (
-            "INSERT INTO t VALUES (1, 'x') RETURNING id",
-            "RETURNING is not supported",
+            "INSERT INTO t VALUES (1, 'x') ON CONFLICT DO NOTHING",
+            "ON CONFLICT is not supported",
         ),
         (
             "SELECT generate_series(1, 3)",

@@ -37,6 +37,8 @@ pub struct InsertPlan {
     pub input: Box<dyn PlanNode>,
     /// Load through a bulk-write ring (many rows) instead of the pool.
     pub bulk: bool,
+    /// RETURNING's expressions over each inserted row (full width).
+    pub returning: Returning,
 }
 
 /// `UPDATE table SET … WHERE …`.
@@ -46,12 +48,53 @@ pub struct UpdatePlan {
     pub target: ChangeTarget,
     /// (column, new value over the old row).
     pub assignments: Vec<(usize, Expr)>,
+    /// RETURNING's expressions over each row's new version.
+    pub returning: Returning,
 }
 
 /// `DELETE FROM table WHERE …`.
 pub struct DeletePlan {
-    /// The rows to delete.
+    /// The rows to delete (with the columns RETURNING uses decoded).
     pub target: ChangeTarget,
+    /// RETURNING's expressions over each deleted row.
+    pub returning: Returning,
+}
+
+/// A data change's RETURNING clause: the expressions it returns for each
+/// row changed, over the row's columns (empty without the clause). The
+/// rows are kept in [`Outcome::rows`] until the statement ends, as
+/// PostgreSQL runs such a change to its end before it returns a row: a
+/// client never sees rows of a change that then failed.
+#[derive(Default)]
+pub struct Returning {
+    pub exprs: Vec<Expr>,
+    /// The width of a returned row, as the planner estimates it.
+    pub width: usize,
+    /// Rows returned, over every run (EXPLAIN ANALYZE's actual rows of
+    /// the change's node).
+    pub returned: u64,
+}
+
+impl Returning {
+    /// Adds the values RETURNING gives for `row` to `out` (nothing
+    /// without a RETURNING clause).
+    fn add(
+        &self,
+        row: &[Value],
+        cx: &mut ExecCx,
+        out: &mut Vec<Vec<Value>>,
+    ) -> Result<(), ExecError> {
+        if self.exprs.is_empty() {
+            return Ok(());
+        }
+        let values = self
+            .exprs
+            .iter()
+            .map(|e| e.eval(row, cx))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.push(values);
+        Ok(())
+    }
 }
 
 /// The rows an UPDATE or DELETE changes: a scan of the table (sequential
@@ -265,18 +308,23 @@ pub(crate) fn run_insert(
         snapshot: snap.get(),
         eval,
     };
+    let returning = &plan.returning;
+    let mut returned = Vec::new();
     let result = drain(plan.input.as_mut(), &mut cx, |cx, batch| {
         for row in &batch.rows {
             sink.push_row(row)?;
             sink.flush_if_due(cx.session)?;
+            returning.add(row, cx, &mut returned)?;
         }
         Ok(Flow::Continue)
     })
     .and_then(|()| sink.flush(s));
     let inserted = sink.finish(s);
     result?;
+    debug_assert!(returning.exprs.is_empty() || returned.len() as u64 == inserted);
+    plan.returning.returned += returned.len() as u64;
     Ok(Outcome {
-        rows: Vec::new(),
+        rows: returned,
         count: inserted,
     })
 }
@@ -400,6 +448,8 @@ pub(crate) fn run_update(
     let indexes = TableIndexes::of(&db, &table);
     let mut state = InsertState::default();
     let assignments = &plan.assignments;
+    let returning = &plan.returning;
+    let mut returned = Vec::new();
     let mut hot_updates = 0;
     let result = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, old| {
         let (mut tid, mut old) = (tid, old);
@@ -451,6 +501,7 @@ pub(crate) fn run_update(
                 } else {
                     indexes.insert_row(&db, &mut s.buf, &table, &new, new_tid, &by)?;
                 }
+                returning.add(&new, cx, &mut returned)?;
                 return Ok(true);
             }
             // The new version must not survive: this command inserted and
@@ -471,8 +522,9 @@ pub(crate) fn run_update(
     state.finish(&mut s.buf);
     let count = result?;
     db.statistics().note_updates(table.oid, count, hot_updates);
+    plan.returning.returned += returned.len() as u64;
     Ok(Outcome {
-        rows: Vec::new(),
+        rows: returned,
         count,
     })
 }
@@ -491,8 +543,10 @@ pub(crate) fn run_delete(
     };
     let db = Arc::clone(s.db());
     let table = Arc::clone(&plan.target.table);
-    let deleted = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, _| {
-        let mut tid = tid;
+    let returning = &plan.returning;
+    let mut returned = Vec::new();
+    let deleted = change_rows(&mut plan.target, s, snap, eval, |cx, target, tid, row| {
+        let (mut tid, mut row) = (tid, row);
         let mut step = 0;
         loop {
             chain_step(&table, step)?;
@@ -506,19 +560,23 @@ pub(crate) fn run_delete(
                 false,
                 RowLockMode::Update,
             )? {
-                DeleteOutcome::Deleted => return Ok(true),
+                DeleteOutcome::Deleted => {
+                    returning.add(&row, cx, &mut returned)?;
+                    return Ok(true);
+                }
                 DeleteOutcome::AlreadyOurs => return Ok(false),
                 DeleteOutcome::Changed { by, newer } => {
                     match follow_update_chain(cx, &table, target.condition.as_ref(), by, newer)? {
-                        Some((next, _)) => tid = next,
+                        Some(newer) => (tid, row) = newer,
                         None => return Ok(false),
                     }
                 }
             }
         }
     })?;
+    plan.returning.returned += returned.len() as u64;
     Ok(Outcome {
-        rows: Vec::new(),
+        rows: returned,
         count: deleted,
     })
 }

@@ -104,7 +104,12 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
     match plan {
         Plan::Query(q) => tree_nodes(q.root.as_ref(), top, Vec::new(), opts, &mut nodes),
         Plan::Insert(i) => {
-            nodes.push(change_node("Insert", &i.table, i.input.as_ref()));
+            nodes.push(change_node(
+                "Insert",
+                &i.table,
+                i.input.as_ref(),
+                &i.returning,
+            ));
             tree_nodes(i.input.as_ref(), under_top, Vec::new(), opts, &mut nodes);
         }
         Plan::Update(u) => {
@@ -112,6 +117,7 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
                 "Update",
                 &u.target.table,
                 u.target.scan.as_ref(),
+                &u.returning,
             ));
             tree_nodes(
                 u.target.scan.as_ref(),
@@ -126,6 +132,7 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
                 "Delete",
                 &d.target.table,
                 d.target.scan.as_ref(),
+                &d.returning,
             ));
             tree_nodes(
                 d.target.scan.as_ref(),
@@ -196,15 +203,26 @@ pub fn explain(plan: &Plan, opts: &ExplainOptions, timing: Timing) -> Vec<String
 /// The top node of a data-changing statement: "Insert on t" (it returns
 /// no rows, as in PostgreSQL without RETURNING).
 /// Its estimate is its input's cost, with no rows returned.
-fn change_node(verb: &str, table: &TableDef, input: &dyn PlanNode) -> Node {
+fn change_node(
+    verb: &str,
+    table: &TableDef,
+    input: &dyn PlanNode,
+    returning: &super::Returning,
+) -> Node {
+    // As PostgreSQL's ModifyTable: it returns rows only with RETURNING,
+    // one for each row its input gives it to change.
+    let returns = !returning.exprs.is_empty();
     Node {
         title: Some(format!("{verb} on {}", table.name())),
         estimate: input.estimate().map(|e| Estimate {
-            rows: 0.0,
-            width: 0,
+            rows: if returns { e.rows } else { 0.0 },
+            width: if returns { returning.width } else { 0 },
             ..e
         }),
-        counts: Some(NodeCounts::default()),
+        counts: Some(NodeCounts {
+            rows: returning.returned,
+            ..NodeCounts::default()
+        }),
         details: Vec::new(),
         arrow_at: None,
         detail_indent: TOP_DETAIL_INDENT,

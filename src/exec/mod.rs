@@ -99,7 +99,7 @@ use crate::types::{TypeError, Value};
 pub use copy::{
     copy_from, copy_to, CopyFault, CopyFormat, CopyFrom, CopyOptions, CopySource, CopyTo,
 };
-pub use dml::{ChangeTarget, DeletePlan, InsertPlan, UpdatePlan};
+pub use dml::{ChangeTarget, DeletePlan, InsertPlan, Returning, UpdatePlan};
 pub use estimate::{estimate_of, Estimate, Estimated};
 pub use explain::{explain, ExplainOptions, Timing};
 pub use expr::{BinaryOp, EvalContext, Expr, Function};
@@ -360,6 +360,8 @@ impl Plan {
             }
             Plan::Delete(d) => d.target.scan.tables(&mut out),
         }
+        // And those RETURNING's subqueries read.
+        plan::subplan_tables(self.returning().iter().collect(), &mut out);
         out
     }
 
@@ -370,17 +372,30 @@ impl Plan {
         match self {
             Plan::Query(q) => q.root.row_locked_tables(&mut out),
             Plan::Insert(i) => i.input.row_locked_tables(&mut out),
-            Plan::Update(u) => {
-                u.target.scan.row_locked_tables(&mut out);
-                for (_, e) in &u.assignments {
-                    for call in e.subplans() {
-                        call.plan.lock().root.row_locked_tables(&mut out);
-                    }
-                }
-            }
+            Plan::Update(u) => u.target.scan.row_locked_tables(&mut out),
             Plan::Delete(d) => d.target.scan.row_locked_tables(&mut out),
         }
+        let assignments = match self {
+            Plan::Update(u) => u.assignments.iter().map(|(_, e)| e).collect(),
+            _ => Vec::new(),
+        };
+        for e in assignments.into_iter().chain(self.returning()) {
+            for call in e.subplans() {
+                call.plan.lock().root.row_locked_tables(&mut out);
+            }
+        }
         out
+    }
+
+    /// The expressions of a data change's RETURNING clause (none for a
+    /// query, or a change without one).
+    pub fn returning(&self) -> &[Expr] {
+        match self {
+            Plan::Query(_) => &[],
+            Plan::Insert(i) => &i.returning.exprs,
+            Plan::Update(u) => &u.returning.exprs,
+            Plan::Delete(d) => &d.returning.exprs,
+        }
     }
 
     /// Whether the plan can run again for another statement (a prepared
@@ -397,19 +412,20 @@ impl Plan {
                 && exprs_reusable(node.expressions())
                 && node.children().into_iter().all(node_reusable)
         }
-        match self {
-            Plan::Query(q) => node_reusable(q.root.as_ref()),
-            Plan::Insert(i) => node_reusable(i.input.as_ref()),
-            Plan::Update(u) => {
-                node_reusable(u.target.scan.as_ref())
-                    && exprs_reusable(u.target.condition.iter().collect())
-                    && exprs_reusable(u.assignments.iter().map(|(_, e)| e).collect())
+        exprs_reusable(self.returning().iter().collect())
+            && match self {
+                Plan::Query(q) => node_reusable(q.root.as_ref()),
+                Plan::Insert(i) => node_reusable(i.input.as_ref()),
+                Plan::Update(u) => {
+                    node_reusable(u.target.scan.as_ref())
+                        && exprs_reusable(u.target.condition.iter().collect())
+                        && exprs_reusable(u.assignments.iter().map(|(_, e)| e).collect())
+                }
+                Plan::Delete(d) => {
+                    node_reusable(d.target.scan.as_ref())
+                        && exprs_reusable(d.target.condition.iter().collect())
+                }
             }
-            Plan::Delete(d) => {
-                node_reusable(d.target.scan.as_ref())
-                    && exprs_reusable(d.target.condition.iter().collect())
-            }
-        }
     }
 
     /// Starts the plan's nodes over for another run (see

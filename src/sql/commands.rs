@@ -766,9 +766,18 @@ pub(crate) fn plan_statement(
             let planned = plan_query(cx, db, q)?;
             (Plan::Query(planned.query), planned.columns)
         }
-        Statement::Insert(i) => (Plan::Insert(plan_insert(cx, db, i)?), Vec::new()),
-        Statement::Update(u) => (Plan::Update(plan_update(cx, db, u)?), Vec::new()),
-        Statement::Delete(d) => (Plan::Delete(plan_delete(cx, db, d)?), Vec::new()),
+        Statement::Insert(i) => {
+            let (plan, columns) = plan_insert(cx, db, i)?;
+            (Plan::Insert(plan), columns)
+        }
+        Statement::Update(u) => {
+            let (plan, columns) = plan_update(cx, db, u)?;
+            (Plan::Update(plan), columns)
+        }
+        Statement::Delete(d) => {
+            let (plan, columns) = plan_delete(cx, db, d)?;
+            (Plan::Delete(plan), columns)
+        }
         other => {
             return Err(cx.unsupported(
                 Span::empty(),

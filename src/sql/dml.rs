@@ -15,8 +15,8 @@ use sqlparser::ast::{
 
 use super::cost;
 use super::expr::{assign, object_name, ExprPlanner, Scope, StmtCx};
-use super::query::plan_query;
-use super::SqlError;
+use super::query::{plan_query, plan_returning};
+use super::{ResultColumn, SqlError};
 use crate::catalog::TableDef;
 use crate::database::Database;
 use crate::exec::{estimate_of, Estimate};
@@ -145,7 +145,7 @@ pub(crate) fn plan_insert(
     cx: &StmtCx,
     db: &Database,
     insert: &ast::Insert,
-) -> Result<InsertPlan, SqlError> {
+) -> Result<(InsertPlan, Vec<ResultColumn>), SqlError> {
     let ast::Insert {
         insert_token: _,
         optimizer_hints,
@@ -175,8 +175,8 @@ pub(crate) fn plan_insert(
         multi_table_else_clause,
     } = insert;
     let span = insert.span();
-    if returning.is_some() || output.is_some() {
-        return Err(cx.unsupported(span, "RETURNING"));
+    if output.is_some() {
+        return Err(cx.unsupported(span, "OUTPUT"));
     }
     if on.is_some() {
         return Err(cx.unsupported(span, "ON CONFLICT"));
@@ -206,6 +206,15 @@ pub(crate) fn plan_insert(
         return Err(cx.unsupported(span, "INSERT INTO a table function"));
     };
     let table = target_table(cx, db, name)?;
+    let (returning, returned) = match returning {
+        Some(items) => {
+            let scope = Scope::of_table(&table, None);
+            let mut planner = ExprPlanner::new(cx, db, &scope, "RETURNING");
+            planner.subqueries = true;
+            plan_returning(&mut planner, items)?
+        }
+        None => Default::default(),
+    };
     let targets = if columns.is_empty() {
         (0..table.columns.len()).collect()
     } else {
@@ -272,11 +281,13 @@ pub(crate) fn plan_insert(
             rows.len() as f64,
             cost::row_width(table.columns.iter().map(|c| c.ty)),
         );
-        return Ok(InsertPlan {
+        let plan = InsertPlan {
             table: Arc::clone(&table),
             input: cost::estimated(Box::new(ValuesNode::new(rows, None)), estimate),
             bulk: false,
-        });
+            returning,
+        };
+        return Ok((plan, returned));
     }
     let query = plan_query(cx, db, source)?;
     arity(query.columns.len())?;
@@ -293,18 +304,20 @@ pub(crate) fn plan_insert(
         Box::new(ProjectNode::new(query.query.root, full_row(placed))),
         estimate,
     );
-    Ok(InsertPlan {
+    let plan = InsertPlan {
         table,
         input,
         bulk: true,
-    })
+        returning,
+    };
+    Ok((plan, returned))
 }
 
 pub(crate) fn plan_update(
     cx: &StmtCx,
     db: &Database,
     update: &ast::Update,
-) -> Result<UpdatePlan, SqlError> {
+) -> Result<(UpdatePlan, Vec<ResultColumn>), SqlError> {
     let ast::Update {
         update_token: _,
         optimizer_hints,
@@ -319,8 +332,8 @@ pub(crate) fn plan_update(
         limit,
     } = update;
     let span = update.span();
-    if returning.is_some() || output.is_some() {
-        return Err(cx.unsupported(span, "RETURNING"));
+    if output.is_some() {
+        return Err(cx.unsupported(span, "OUTPUT"));
     }
     if from.is_some() {
         return Err(cx.unsupported(span, "UPDATE … FROM"));
@@ -347,19 +360,25 @@ pub(crate) fn plan_update(
         planned.push((column, planner.plan_assignment(&a.value, &table, column)?));
     }
     let filters = super::query::plan_conditions(&mut planner, selection.as_ref())?;
+    let (returning, columns) = match returning {
+        Some(items) => plan_returning(&mut planner, items)?,
+        None => Default::default(),
+    };
     // The new version needs every column of the old one.
     let wanted = vec![true; table.columns.len()];
-    Ok(UpdatePlan {
+    let plan = UpdatePlan {
         target: change_target(cx, db, table, alias, wanted, filters)?,
         assignments: planned,
-    })
+        returning,
+    };
+    Ok((plan, columns))
 }
 
 pub(crate) fn plan_delete(
     cx: &StmtCx,
     db: &Database,
     delete: &ast::Delete,
-) -> Result<DeletePlan, SqlError> {
+) -> Result<(DeletePlan, Vec<ResultColumn>), SqlError> {
     let ast::Delete {
         delete_token: _,
         optimizer_hints,
@@ -373,8 +392,8 @@ pub(crate) fn plan_delete(
         limit,
     } = delete;
     let span = delete.span();
-    if returning.is_some() || output.is_some() {
-        return Err(cx.unsupported(span, "RETURNING"));
+    if output.is_some() {
+        return Err(cx.unsupported(span, "OUTPUT"));
     }
     if using.is_some() {
         return Err(cx.unsupported(span, "DELETE … USING"));
@@ -392,10 +411,17 @@ pub(crate) fn plan_delete(
     let mut planner = ExprPlanner::new(cx, db, &scope, "DELETE");
     planner.subqueries = true;
     let filters = super::query::plan_conditions(&mut planner, selection.as_ref())?;
+    let (returning, columns) = match returning {
+        Some(items) => plan_returning(&mut planner, items)?,
+        None => Default::default(),
+    };
+    // The scan decodes what the WHERE and RETURNING read.
     let wanted = std::mem::take(&mut planner.used);
-    Ok(DeletePlan {
+    let plan = DeletePlan {
         target: change_target(cx, db, table, alias, wanted, filters)?,
-    })
+        returning,
+    };
+    Ok((plan, columns))
 }
 
 /// The rows an UPDATE or DELETE of `table` changes: read as a query would

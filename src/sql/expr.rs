@@ -1020,6 +1020,11 @@ impl<'a> ExprPlanner<'a> {
         self.scope
     }
 
+    /// The statement it plans for.
+    pub fn cx(&self) -> &'a StmtCx {
+        self.cx
+    }
+
     /// A predicate (WHERE, HAVING): must be boolean.
     pub fn plan_predicate(
         &mut self,

@@ -872,6 +872,27 @@ mod tests {
             rows_of(&mut s, "SELECT count(*), sum(id) FROM t WHERE id > 3000"),
             [[Value::BigInt(12), Value::BigInt((3001..=3012).sum())]]
         );
+        // RETURNING's rows and columns come from the kept plan too.
+        let p = prepare(
+            &mut s,
+            "DELETE FROM t WHERE id = $1 RETURNING id + 1, v",
+            &[],
+        )
+        .unwrap()
+        .unwrap();
+        for id in 3001..=3012 {
+            let r = execute_prepared(
+                &mut s,
+                &p,
+                vec![Value::Integer(id)],
+                &mut StatementIo::default(),
+            )
+            .unwrap();
+            assert_eq!(r.tag, "DELETE 1");
+            assert_eq!(r.columns.len(), 2);
+            assert_eq!(r.rows, [[Value::Integer(id + 1), Value::Integer(1)]]);
+        }
+        assert!(kept_plan(&p).is_some());
     }
 
     #[test]

@@ -979,6 +979,95 @@ struct Item {
     star: Option<usize>,
 }
 
+/// The items of select list `projection` over `scope`, with `*` and
+/// `t.*` expanded (a SELECT's, or a data change's RETURNING).
+fn select_items(
+    cx: &StmtCx,
+    scope: &Scope,
+    projection: &[SelectItem],
+) -> Result<Vec<Item>, SqlError> {
+    let mut items = Vec::with_capacity(projection.len());
+    for item in projection {
+        match item {
+            SelectItem::UnnamedExpr(e) => items.push(Item {
+                expr: e.clone(),
+                name: output_name(e),
+                star: None,
+            }),
+            SelectItem::ExprWithAlias { expr, alias } => items.push(Item {
+                expr: expr.clone(),
+                name: ident(alias),
+                star: None,
+            }),
+            SelectItem::ExprWithAliases { expr, .. } => {
+                return Err(cx.unsupported(expr.span(), "several aliases for one item"))
+            }
+            SelectItem::Wildcard(options) => {
+                check_wildcard(cx, options, item.span())?;
+                if scope.columns.is_empty() {
+                    return Err(cx.unsupported(item.span(), "SELECT * without FROM"));
+                }
+                expand_star(scope, None, &mut items);
+            }
+            SelectItem::QualifiedWildcard(kind, options) => {
+                check_wildcard(cx, options, item.span())?;
+                let SelectItemQualifiedWildcardKind::ObjectName(name) = kind else {
+                    return Err(cx.unsupported(item.span(), format!("{kind}")));
+                };
+                let name = object_name(cx, name)?;
+                let Some(only) = scope.item(&name) else {
+                    return Err(SqlError::MissingFromItem {
+                        name,
+                        at: cx.at(item.span()),
+                    });
+                };
+                expand_star(scope, Some(only), &mut items);
+            }
+        }
+    }
+    Ok(items)
+}
+
+/// Plans a data change's RETURNING list `projection` with `planner`,
+/// whose scope is the changed table's row: the expressions, and the
+/// columns of the rows they return.
+pub(crate) fn plan_returning(
+    planner: &mut ExprPlanner,
+    projection: &[SelectItem],
+) -> Result<(crate::exec::Returning, Vec<ResultColumn>), SqlError> {
+    let items = select_items(planner.cx(), planner.scope(), projection)?;
+    planner.clause = "RETURNING";
+    let mut exprs = Vec::with_capacity(items.len());
+    for item in &items {
+        exprs.push(match item.star {
+            Some(column) => planner.plan_scope_column(column),
+            None => planner.plan(&item.expr)?,
+        });
+    }
+    let columns = result_columns(&items, &exprs);
+    let width = cost::row_width(exprs.iter().filter_map(Expr::ty));
+    let returning = crate::exec::Returning {
+        exprs,
+        width,
+        returned: 0,
+    };
+    Ok((returning, columns))
+}
+
+/// The result's columns for select-list `items` planned as `outputs`
+/// (hidden columns after them are left out): an expression of no type
+/// (a NULL) is text, as PostgreSQL's unknown is resolved.
+fn result_columns(items: &[Item], outputs: &[Expr]) -> Vec<ResultColumn> {
+    items
+        .iter()
+        .zip(outputs)
+        .map(|(item, e)| ResultColumn {
+            name: item.name.clone(),
+            ty: e.ty().unwrap_or(ColumnType::Text),
+        })
+        .collect()
+}
+
 /// Every column of `scope` (of its item `only`, if given), as `*` and
 /// `t.*` select them; qualified when several items could have a column of
 /// the name.
@@ -1160,44 +1249,7 @@ fn plan_select(
     if star {
         expand_star(&scope, None, &mut items);
     } else {
-        for item in &select.projection {
-            match item {
-                SelectItem::UnnamedExpr(e) => items.push(Item {
-                    expr: e.clone(),
-                    name: output_name(e),
-                    star: None,
-                }),
-                SelectItem::ExprWithAlias { expr, alias } => items.push(Item {
-                    expr: expr.clone(),
-                    name: ident(alias),
-                    star: None,
-                }),
-                SelectItem::ExprWithAliases { expr, .. } => {
-                    return Err(cx.unsupported(expr.span(), "several aliases for one item"))
-                }
-                SelectItem::Wildcard(options) => {
-                    check_wildcard(cx, options, item.span())?;
-                    if scope.columns.is_empty() {
-                        return Err(cx.unsupported(item.span(), "SELECT * without FROM"));
-                    }
-                    expand_star(&scope, None, &mut items);
-                }
-                SelectItem::QualifiedWildcard(kind, options) => {
-                    check_wildcard(cx, options, item.span())?;
-                    let SelectItemQualifiedWildcardKind::ObjectName(name) = kind else {
-                        return Err(cx.unsupported(item.span(), format!("{kind}")));
-                    };
-                    let name = object_name(cx, name)?;
-                    let Some(only) = scope.item(&name) else {
-                        return Err(SqlError::MissingFromItem {
-                            name,
-                            at: cx.at(item.span()),
-                        });
-                    };
-                    expand_star(&scope, Some(only), &mut items);
-                }
-            }
-        }
+        items = select_items(cx, &scope, &select.projection)?;
     }
 
     let group_by: &[ast::Expr] = match &select.group_by {
@@ -1285,14 +1337,7 @@ fn plan_select(
     }
     let (offset, count) = limit_clause(cx, db, q.and_then(|q| q.limit_clause.as_ref()))?;
 
-    let columns: Vec<ResultColumn> = items
-        .iter()
-        .zip(&outputs)
-        .map(|(item, e)| ResultColumn {
-            name: item.name.clone(),
-            ty: e.ty().unwrap_or(ColumnType::Text),
-        })
-        .collect();
+    let columns = result_columns(&items, &outputs);
     let used = std::mem::take(&mut planner.used);
     let utilities = planner.utilities.take();
     // The order an index of a lone table may give instead of a sort: the
