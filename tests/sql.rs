@@ -3082,8 +3082,73 @@ fn copy_refuses_nul_bytes_and_quotes_only_the_start_of_a_bad_value(method: IoMet
     assert!(message.len() < 300, "{} bytes", message.len());
 }
 
+fn values_is_a_query_whose_columns_take_their_rows_common_type(method: IoMethod) {
+    use aiostore::types::ColumnType;
+    let (_dir, _db, mut s) = session_with_t(method);
+    run(&mut s, "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')");
+    let r = last(
+        &mut s,
+        "VALUES (1, 'x'), (2, NULL), (3, 'z') ORDER BY column1 DESC LIMIT 2",
+    );
+    let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["column1", "column2"]);
+    assert_eq!(
+        r.columns.iter().map(|c| c.ty).collect::<Vec<_>>(),
+        [ColumnType::Integer, ColumnType::Text]
+    );
+    assert_eq!(r.rows, [vec![int(3), text("z")], vec![int(2), Value::Null]]);
+    // A string literal takes the others' type; integers widen to bigint.
+    let r = last(&mut s, "VALUES (1), ('2'), (3000000000)");
+    assert_eq!(r.columns[0].ty, ColumnType::BigInt);
+    assert_eq!(r.rows, [[big(1)], [big(2)], [big(3_000_000_000)]]);
+    // In FROM with column aliases, joined, and in a subquery.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT t.note, v.label FROM t JOIN (VALUES (1, 'one'), (3, 'three')) AS v(id, label)
+             ON t.id = v.id ORDER BY t.id"
+        ),
+        [[text("a"), text("one")], [text("c"), text("three")]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id FROM t WHERE id IN (SELECT column1 FROM (VALUES (2), (9)) x)"
+        ),
+        [[int(2)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT 0 UNION ALL VALUES (1), ((SELECT max(id) FROM t))"
+        ),
+        [[int(0)], [int(1)], [int(3)]]
+    );
+    run(&mut s, "INSERT INTO t SELECT * FROM (VALUES (4, 'd')) v");
+    assert_eq!(count(&mut s, "t"), 4);
+    // PostgreSQL's errors.
+    let e = err(&mut s, "VALUES (1, 2), (3)");
+    assert_eq!(e.sqlstate(), "42601");
+    assert!(
+        e.to_string()
+            .starts_with("VALUES lists must all be the same length"),
+        "{e}"
+    );
+    let e = err(&mut s, "VALUES (1), (now()::text)");
+    assert_eq!(
+        e.to_string(),
+        "VALUES types integer and text cannot be matched"
+    );
+    let e = err(&mut s, "VALUES (1), ('x')");
+    assert_eq!(
+        e.to_string(),
+        "invalid input syntax for type integer: \"x\""
+    );
+}
+
 for_each_method!(
     every_type_round_trips_through_insert_and_select,
+    values_is_a_query_whose_columns_take_their_rows_common_type,
     create_table_checks_options_types_and_names,
     drop_table_removes_it_and_if_exists_only_notes_a_missing_one,
     drop_and_vacuum_are_refused_inside_a_transaction_block,

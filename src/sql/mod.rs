@@ -264,6 +264,8 @@ pub enum SqlError {
         left: usize,
         right: usize,
     },
+    #[error("VALUES lists must all be the same length (at {at})")]
+    ValuesLength { at: Position },
     #[error("{op} types {left} and {right} cannot be matched")]
     SetOperationTypes {
         op: &'static str,
@@ -383,6 +385,7 @@ impl SqlError {
             SqlError::BadPosition { .. } | SqlError::TooManyColumnAliases { .. } => "42P10", // invalid_column_reference
             SqlError::SubqueryAlias { .. }
             | SqlError::SetOperationWidth { .. }
+            | SqlError::ValuesLength { .. }
             | SqlError::SubqueryColumns { .. } => "42601",
             SqlError::SetOperationOrder { .. } => "0A000",
             SqlError::SetOperationTypes { .. } => "42804", // datatype_mismatch

@@ -407,9 +407,7 @@ pub(crate) fn plan_set_expr(
         }
         SetExpr::Query(q) => plan_query_in(cx, db, q, outer),
         SetExpr::SetOperation { .. } => super::setop::plan_set_operation(cx, db, body, outer),
-        SetExpr::Values(_) => {
-            Err(cx.unsupported_hint(body.span(), "VALUES as a query", "; use it in INSERT"))
-        }
+        SetExpr::Values(values) => super::setop::plan_values(cx, db, values, outer),
         other => Err(cx.unsupported(other.span(), "this kind of query")),
     }
 }

@@ -25,17 +25,23 @@
 //! else the first branch's type (so `char(n)` first stays `char`). Every
 //! branch's values are cast to that type; the names are the first
 //! branch's.
+//!
+//! A `VALUES` list used as a query (`VALUES (1, 'a'), (2, 'b')`, or in
+//! FROM as `(VALUES …) AS v(id, note)`) resolves each column across its
+//! rows by the same rule, as PostgreSQL's `transformValuesClause` does; its
+//! columns are `column1`, `column2`, ….
 
-use sqlparser::ast::{SetExpr, SetOperator, SetQuantifier, Spanned};
+use sqlparser::ast::{self, SetExpr, SetOperator, SetQuantifier, Spanned};
 
 use super::cost;
-use super::expr::{reborrow, Outer, StmtCx};
+use super::expr::{is_unknown_literal, reborrow, ExprPlanner, Outer, Scope, StmtCx};
 use super::query::{plan_set_expr, PlannedQuery};
 use super::{ResultColumn, SqlError};
 use crate::database::Database;
 use crate::exec::{estimate_of, Estimate};
 use crate::exec::{
     AggregateNode, AppendNode, Expr, PlanNode, ProjectNode, QueryPlan, SetOpKind, SetOpNode,
+    ValuesNode,
 };
 use crate::types::{category, is_numeric, numeric_rank, ColumnType};
 
@@ -105,7 +111,8 @@ fn branches<'q>(
 
 /// The type a result column takes across branches of types `types`
 /// (None: unknown), PostgreSQL's `select_common_type`.
-fn common_type(op: SetOp, types: &[Option<ColumnType>]) -> Result<ColumnType, SqlError> {
+/// `op` names the construct in the error ("UNION", "VALUES").
+fn common_type(op: &'static str, types: &[Option<ColumnType>]) -> Result<ColumnType, SqlError> {
     use ColumnType as T;
     let mut candidate: Option<ColumnType> = None;
     for &ty in types.iter().flatten() {
@@ -115,7 +122,7 @@ fn common_type(op: SetOp, types: &[Option<ColumnType>]) -> Result<ColumnType, Sq
         };
         if category(c) != category(ty) {
             return Err(SqlError::SetOperationTypes {
-                op: op.name(),
+                op,
                 left: c.name(),
                 right: ty.name(),
             });
@@ -184,7 +191,7 @@ pub(crate) fn plan_set_operation(
             .collect();
         columns.push(ResultColumn {
             name: planned[0].columns[k].name.clone(),
-            ty: common_type(op, &types)?,
+            ty: common_type(op.name(), &types)?,
         });
     }
     // Each branch cast to the result's types, without hidden columns; for
@@ -272,6 +279,72 @@ pub(crate) fn plan_set_operation(
     })
 }
 
+/// Plans a `VALUES` list used as a query, inside `outer` if it is a
+/// subquery: each column of the common type of its rows' expressions
+/// (string literals and NULLs taking the others' type, text if all are).
+pub(crate) fn plan_values(
+    cx: &StmtCx,
+    db: &Database,
+    values: &ast::Values,
+    mut outer: Outer<'_>,
+) -> Result<PlannedQuery, SqlError> {
+    let scope = Scope::empty();
+    let mut planner = ExprPlanner::nested(cx, db, &scope, "VALUES", reborrow(&mut outer));
+    let width = values.rows.first().map_or(0, |r| r.content.len());
+    let mut rows: Vec<Vec<Expr>> = Vec::with_capacity(values.rows.len());
+    for row in &values.rows {
+        if row.content.len() != width {
+            return Err(SqlError::ValuesLength {
+                at: cx.at(row.span()),
+            });
+        }
+        let planned = row
+            .content
+            .iter()
+            .map(|e| planner.plan(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.push(planned);
+    }
+    let mut columns: Vec<ResultColumn> = Vec::with_capacity(width);
+    for k in 0..width {
+        let types: Vec<Option<ColumnType>> = values
+            .rows
+            .iter()
+            .zip(&rows)
+            .map(|(row, planned)| {
+                (!is_unknown_literal(&row.content[k]))
+                    .then(|| planned[k].ty())
+                    .flatten()
+            })
+            .collect();
+        columns.push(ResultColumn {
+            name: format!("column{}", k + 1),
+            ty: common_type("VALUES", &types)?,
+        });
+    }
+    for row in &mut rows {
+        for (e, c) in row.iter_mut().zip(&columns) {
+            let planned = std::mem::replace(e, Expr::null(None));
+            *e = match planned.ty() {
+                Some(ty) if ty.without_modifier() == c.ty => planned,
+                _ => Expr::cast(planned, c.ty)?,
+            };
+        }
+    }
+    let estimate = Estimate::new(
+        0.0,
+        cx.costs.cpu_tuple * rows.len() as f64,
+        rows.len() as f64,
+        cost::row_width(columns.iter().map(|c| c.ty)),
+    );
+    let root = cost::estimated(Box::new(ValuesNode::new(rows, None)), estimate);
+    Ok(PlannedQuery {
+        query: QueryPlan::new(root, width),
+        unknown: vec![false; width],
+        columns,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,10 +352,7 @@ mod tests {
     #[test]
     fn common_type_follows_postgresql() {
         use ColumnType as T;
-        let union = SetOp {
-            op: SetOperator::Union,
-            all: false,
-        };
+        let union = "UNION";
         let t = |types: &[Option<ColumnType>]| common_type(union, types).unwrap();
         assert_eq!(t(&[Some(T::Integer), Some(T::BigInt)]), T::BigInt);
         assert_eq!(t(&[Some(T::Integer), None, Some(T::Double)]), T::Double);
