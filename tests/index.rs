@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use aiostore::config::IoMethod;
 use aiostore::database::Database;
-use common::{crash, err, ints, new_small_pool_db, run, small_pool_settings};
+use aiostore::types::Value;
+use common::{
+    crash, err, force_index, ints, new_small_pool_db, plan_lines, rows, run, small_pool_settings,
+};
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
 
@@ -322,5 +325,85 @@ fn rows_updated_again_and_again_keep_to_their_page_and_an_old_snapshot_keeps_its
         run(&mut s, "VACUUM t");
         assert_eq!(verified(&mut s, "t_pkey"), 50, "{method:?}");
         assert_eq!(ints(&mut s, "SELECT count(*) FROM t"), [50]);
+    }
+}
+
+/// The relation files under the data directory.
+fn relation_files(path: &std::path::Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(path.join("base"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A load as loaders write it (`BEGIN; CREATE TABLE; COPY; ALTER TABLE …
+/// ADD PRIMARY KEY; CREATE INDEX; COMMIT`): the indexes of a table the
+/// block created are the block's. They see its rows and deletions as its
+/// statements do (a key deleted and inserted again is no duplicate), are
+/// used inside the block, go with its rollback or with a crash before the
+/// commit, and are whole after a crash that follows it. Any other table's
+/// index is still refused in a block.
+#[test]
+fn indexes_of_a_table_the_block_created_are_the_blocks() {
+    for method in METHODS {
+        let (_dir, path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (id int)");
+        let files = relation_files(&path);
+        let load = "BEGIN; CREATE TABLE u (id int, v text); \
+             INSERT INTO u SELECT i, 'v' || i FROM generate_series(1, 2000) AS g(i); \
+             DELETE FROM u WHERE id = 5; INSERT INTO u VALUES (5, 'again'); \
+             UPDATE u SET v = 'w' WHERE id = 7; \
+             ALTER TABLE u ADD PRIMARY KEY (id); CREATE INDEX u_v ON u (v)";
+        run(&mut s, load);
+        // Another session sees neither the table nor its indexes.
+        let mut other = db.session().unwrap();
+        assert!(err(&mut other, "SELECT verify_index('u_pkey')").contains("does not exist"));
+        force_index(&mut s, true);
+        assert!(plan_lines(&mut s, "EXPLAIN SELECT v FROM u WHERE id = 5")
+            .iter()
+            .any(|l| l.contains("u_pkey")));
+        assert_eq!(
+            rows(&mut s, "SELECT v FROM u WHERE id = 5"),
+            [[Value::Text("again".into())]],
+            "{method:?}"
+        );
+        assert!(err(&mut s, "INSERT INTO u VALUES (7, 'dup')").contains("already exists"));
+        run(&mut s, "ROLLBACK");
+        assert!(err(&mut s, "SELECT * FROM u").contains("does not exist"));
+        assert_eq!(relation_files(&path), files, "{method:?}");
+        // A duplicate fails the block, which then leaves nothing either.
+        run(
+            &mut s,
+            "BEGIN; CREATE TABLE d (id int); INSERT INTO d VALUES (1), (1)",
+        );
+        assert!(err(&mut s, "CREATE UNIQUE INDEX d_id ON d (id)").contains("is duplicated"));
+        assert_eq!(run(&mut s, "COMMIT")[0].tag, "ROLLBACK");
+        assert_eq!(relation_files(&path), files);
+        // Only the creator's table: CREATE INDEX on another is refused.
+        run(&mut s, "BEGIN; CREATE TABLE e (id int)");
+        assert!(err(&mut s, "CREATE INDEX t_id ON t (id)")
+            .contains("CREATE INDEX cannot run inside a transaction block"));
+        run(&mut s, "ROLLBACK");
+        assert!(err(&mut s, "SELECT * FROM e").contains("does not exist"));
+        // A crash before the commit leaves nothing, one after it all.
+        run(&mut s, load);
+        db.wal().flush_all().unwrap();
+        db.simulate_crash();
+        drop((s, other));
+        crash(db);
+        let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
+        let mut s = db.session().unwrap();
+        assert!(err(&mut s, "SELECT * FROM u").contains("does not exist"));
+        assert_eq!(relation_files(&path), files, "{method:?}");
+        run(&mut s, load);
+        run(&mut s, "COMMIT");
+        drop(s);
+        crash(db);
+        let db = Database::open(&path, &small_pool_settings(method, false)).unwrap();
+        let mut s = db.session().unwrap();
+        assert_eq!(verified(&mut s, "u_pkey"), 2002, "{method:?}");
+        assert_eq!(verified(&mut s, "u_v"), 2002);
+        assert!(err(&mut s, "INSERT INTO u VALUES (5, 'dup')").contains("already exists"));
     }
 }

@@ -37,7 +37,7 @@ pub(crate) struct RowCheck<'a> {
     db: &'a Database,
     table: &'a HeapTable,
     /// The checking transaction (its own rows and deletions count as
-    /// done), or none for a build.
+    /// done), or none for a build of its own.
     own: Xid,
     /// How the checking transaction waits for another.
     waits: &'a WaitLimits,
@@ -131,7 +131,7 @@ impl UniqueCheck for RowCheck<'_> {
 
     fn wait_for(&mut self, xid: Xid) -> Result<(), BtreeError> {
         if self.own == INVALID_XID {
-            // A build, which no one waits for: its wait cannot close a
+            // A build of its own, which no one waits for: its wait cannot close a
             // cycle, and it ends when the inserter does (or after the
             // bound, then failing its check).
             self.db.txn().wait_for(xid, BUILD_ROW_WAIT);
@@ -307,7 +307,10 @@ pub fn create_index(
     else {
         return Ok(None);
     };
-    let built = build(&db, session, table, &def, progress);
+    // A build inside the transaction that created the table reads that
+    // transaction's rows and deletions as done, as its statements do.
+    let own = spec.pending.map_or(INVALID_XID, |(xid, _)| xid);
+    let built = build(&db, session, table, &def, own, progress);
     let published = built.and_then(|()| {
         db.catalog()
             .publish_index(&mut session.buf, db.heap(), table, &def, spec.pending)
@@ -384,12 +387,15 @@ fn index_entries(
 /// Builds index `def` from every row of `table` some transaction may
 /// still see (committed or not: an open transaction's rows must be found
 /// if it commits). The keys go straight into a sort bounded by
-/// `maintenance_work_mem` as the heap is read.
+/// `maintenance_work_mem` as the heap is read. `own` is the building
+/// transaction when the index is part of it (INVALID_XID otherwise): its
+/// rows are no one's to wait for, and those it deleted are no duplicates.
 fn build(
     db: &Arc<Database>,
     session: &mut Session,
     table: &Arc<TableDef>,
     def: &Arc<IndexDef>,
+    own: Xid,
     progress: &mut dyn Progress,
 ) -> Result<(), ExecError> {
     let desc = def.desc(table);
@@ -431,7 +437,7 @@ fn build(
         // index: those older than every deleter's end (`heap/hot.rs`).
         def.set_usable_from(db.txn().next_xid());
     }
-    let mut check = RowCheck::new(db, &table.heap, INVALID_XID, &WaitLimits::DEFAULT);
+    let mut check = RowCheck::new(db, &table.heap, own, &WaitLimits::DEFAULT);
     refuse_nulls(session, table, def, &nulls, &mut check)?;
     let unique: Option<&mut dyn UniqueCheck> = if def.kind.unique() {
         Some(&mut check)

@@ -412,6 +412,27 @@ pub(crate) fn create_table(
     Ok(StatementResult::tag("CREATE TABLE"))
 }
 
+/// How an index is added to `table` by statement `what` (CREATE INDEX,
+/// ALTER TABLE … ADD): outside a transaction block, as a change of its own
+/// that counts once built (None); inside one, only to a table this
+/// transaction created, as part of it: the index is the table's, written
+/// with the statement's ids, and goes with the table if the transaction
+/// aborts (the ids returned). Any other table's index would have to stay
+/// unseen by others until the commit, which a catalog index cannot yet,
+/// so it is refused as PostgreSQL refuses CREATE INDEX CONCURRENTLY in a
+/// block.
+fn index_ids_for(
+    s: &mut Session,
+    table: &crate::catalog::TableDef,
+    what: &'static str,
+) -> Result<Option<(crate::txn::Xid, crate::txn::CommandId)>, SqlError> {
+    if s.in_transaction_block() && table.creator().is_some() && table.creator() == s.current_xid() {
+        return Ok(Some(s.write_ids()?));
+    }
+    s.require_no_block(what)?;
+    Ok(None)
+}
+
 /// `ALTER TABLE [IF EXISTS] [ONLY] t` with one action: `ADD [CONSTRAINT
 /// name] PRIMARY KEY (cols)` or `UNIQUE (cols)`, which builds the index
 /// over the rows there are, or `DROP CONSTRAINT [IF EXISTS] name`.
@@ -432,7 +453,6 @@ pub(crate) fn alter_table(
             "; give each action its own ALTER TABLE",
         ));
     };
-    s.require_no_block("ALTER TABLE")?;
     let db = Arc::clone(s.db());
     let name = object_name(cx, &at.name)?;
     let table = match user_table(cx, &db, &name) {
@@ -446,6 +466,14 @@ pub(crate) fn alter_table(
             })
         }
         Err(e) => return Err(e),
+    };
+    // Only an added key may be part of a block (of its table's creator).
+    let pending = match operation {
+        AlterTableOperation::AddConstraint { .. } => index_ids_for(s, &table, "ALTER TABLE")?,
+        _ => {
+            s.require_no_block("ALTER TABLE")?;
+            None
+        }
     };
     let mut result = StatementResult::tag("ALTER TABLE");
     match operation {
@@ -462,7 +490,7 @@ pub(crate) fn alter_table(
                 columns: key.index_columns(cx, &table)?,
                 kind: key.kind,
                 if_not_exists: false,
-                pending: None,
+                pending,
             };
             exec::index::create_index(s, &table, spec, progress)?;
         }
@@ -662,10 +690,10 @@ pub(crate) fn create_index(
         None | Some(ast::IndexType::BTree) => {}
         Some(other) => return refuse(&format!("index access method {other}; only btree exists")),
     }
-    s.require_no_block("CREATE INDEX")?;
     let db = Arc::clone(s.db());
     let table_name = object_name(cx, &ci.table_name)?;
     let table = user_table(cx, &db, &table_name)?;
+    let pending = index_ids_for(s, &table, "CREATE INDEX")?;
     let mut columns = Vec::with_capacity(ci.columns.len());
     for c in &ci.columns {
         if c.operator_class.is_some() {
@@ -705,7 +733,7 @@ pub(crate) fn create_index(
             IndexKind::Plain
         },
         if_not_exists: ci.if_not_exists,
-        pending: None,
+        pending,
     };
     let mut result = StatementResult::tag("CREATE INDEX");
     let wanted = spec.name.clone();
