@@ -37,6 +37,7 @@ fn index(unique: bool) -> IndexDesc {
         },
         unique,
         column_names: vec!["k".into(), "pad".into()],
+        root: Default::default(),
     }
 }
 
@@ -349,6 +350,8 @@ fn a_build_makes_the_same_index_as_inserts() {
         // An empty build is an empty root leaf.
         let empty = IndexDesc {
             rel: REL + 1,
+            // Its own file, so its own hint.
+            root: Default::default(),
             ..idx.clone()
         };
         s.pool().relation(empty.rel).create(Fork::Main).unwrap();

@@ -143,7 +143,12 @@ impl Btree {
         level: u32,
         mode: LockMode,
     ) -> Result<(Locked, Vec<u32>), BtreeError> {
-        let meta = self.meta(s, idx)?;
+        // The hinted root, unless it is below the level looked for (a
+        // downlink for a root that just split goes in the new root).
+        let (mut meta, mut hinted) = match idx.root.get() {
+            Some(hint) if hint.level >= level => (hint, true),
+            _ => (self.root_from_meta(s, idx)?, false),
+        };
         if meta.level < level {
             return Err(BtreeError::damaged("a level above the root was looked for").named(idx, 0));
         }
@@ -151,13 +156,43 @@ impl Btree {
         let mut block_level = meta.level;
         let mut stack = Vec::new();
         let mut scratch = Vec::new();
-        for _ in 0..=LEVELS_MAX {
+        // One more round than levels: a stale hint starts the descent again.
+        for _ in 0..=LEVELS_MAX + 1 {
             let page_mode = if block_level == level {
                 mode
             } else {
                 LockMode::Shared
             };
-            let at = self.lock_at(s, idx.rel, block, page_mode)?;
+            let at = match self.lock_at(s, idx.rel, block, page_mode) {
+                Ok(at) => Some(at),
+                // A hint from before the file was what it is now (a test
+                // reopening a copy of a database): the metapage decides.
+                Err(_) if hinted => None,
+                Err(e) => return Err(e),
+            };
+            if hinted {
+                hinted = false;
+                // A root that split lost its mark (as both halves do);
+                // the metapage names the root above it.
+                let stale = at.as_ref().is_none_or(|at| {
+                    let sp = Special::read(at.guard.page());
+                    sp.flags & FLAG_ROOT == 0 || sp.level != block_level
+                });
+                if stale {
+                    if let Some(at) = at {
+                        at.release(s);
+                    }
+                    meta = self.root_from_meta(s, idx)?;
+                    if meta.level < level {
+                        return Err(BtreeError::damaged("a level above the root was looked for")
+                            .named(idx, 0));
+                    }
+                    block = meta.root;
+                    block_level = meta.level;
+                    continue;
+                }
+            }
+            let at = at.expect("a page that failed to read was the hinted root");
             let at = self.move_right(s, idx, target, at, page_mode, false)?;
             let sp = Special::read(at.guard.page());
             if sp.level != block_level {

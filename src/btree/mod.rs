@@ -228,6 +228,37 @@ pub struct IndexDesc {
     pub unique: bool,
     /// The key columns' names, for a unique violation's message.
     pub column_names: Vec<String>,
+    /// Where descents start, shared by every user of the index.
+    pub root: RootHint,
+}
+
+/// The root's block and level as a descent last read them from the
+/// metapage, kept so that a search reads the metapage only when the root
+/// changed (PostgreSQL keeps it in the relcache, `rd_amcache`): one
+/// buffer of the five a pgbench lookup touched. A stale hint is found
+/// cheaply and safely, because pages are never deleted and a split keeps
+/// a page's left half in place: the hinted block stays a page of this
+/// index, and it is the root while it carries the root's mark, which a
+/// split clears (see [`Btree::find`]). One hint belongs to one relation
+/// file: an index in a new file (TRUNCATE's) starts with none.
+#[derive(Debug, Clone, Default)]
+pub struct RootHint(Arc<std::sync::atomic::AtomicU64>);
+
+impl RootHint {
+    /// The hinted root, if any: (block, level).
+    fn get(&self) -> Option<page::Meta> {
+        let v = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        (v != 0).then(|| page::Meta {
+            root: v as u32,
+            level: (v >> 32) as u32 - 1,
+        })
+    }
+
+    fn set(&self, meta: page::Meta) {
+        debug_assert!(meta.root != page::META_BLOCK && meta.level <= LEVELS_MAX);
+        let v = (u64::from(meta.level) + 1) << 32 | u64::from(meta.root);
+        self.0.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Whether the row a tuple points at stands in the way of an equal key
@@ -351,6 +382,24 @@ impl Btree {
         );
         let guard = s.lock_page(id, mode);
         insert::Locked { block, id, guard }
+    }
+
+    /// The root as the metapage names it now, which becomes the hint.
+    fn root_from_meta(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+    ) -> Result<page::Meta, BtreeError> {
+        let meta = self.meta(s, idx)?;
+        if meta.root == page::META_BLOCK || meta.level > LEVELS_MAX {
+            return Err(BtreeError::damaged(&format!(
+                "the metapage names root {} at level {}",
+                meta.root, meta.level
+            ))
+            .named(idx, page::META_BLOCK));
+        }
+        idx.root.set(meta);
+        Ok(meta)
     }
 
     /// The metapage's fields.

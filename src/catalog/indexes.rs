@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::CATALOG_WRITER;
-use crate::btree::{IndexDesc, KeySpec};
+use crate::btree::{IndexDesc, KeySpec, RootHint};
 use crate::buffer::BufferSession;
 use crate::heap::{Heap, HeapTable, Tid};
 use crate::txn::{CommandId, Xid, FROZEN_XID, INVALID_XID};
@@ -157,6 +157,8 @@ pub struct IndexDef {
     /// version whose key the index lacks. Kept in memory only: after a
     /// restart no such snapshot is left.
     usable_from: AtomicU32,
+    /// Where descents of this file start ([`RootHint`]).
+    root: RootHint,
 }
 
 impl IndexDef {
@@ -172,6 +174,7 @@ impl IndexDef {
             row: parking_lot::Mutex::new(None),
             // An emptied table's index has no entry to lack.
             usable_from: AtomicU32::new(INVALID_XID),
+            root: RootHint::default(),
         }
     }
 
@@ -256,6 +259,7 @@ impl IndexDef {
                 .iter()
                 .map(|c| table.columns[c.column].name.clone())
                 .collect(),
+            root: self.root.clone(),
         }
     }
 
@@ -442,6 +446,7 @@ pub(super) fn load(
             columns: columns.expect("checked"),
             row: parking_lot::Mutex::new(Some(tid)),
             usable_from: AtomicU32::new(INVALID_XID),
+            root: RootHint::default(),
         };
         indexes.insert(Arc::new(def));
     }
@@ -533,6 +538,7 @@ impl Catalog {
             columns,
             row: parking_lot::Mutex::new(None),
             usable_from: AtomicU32::new(INVALID_XID),
+            root: RootHint::default(),
         })))
     }
 
