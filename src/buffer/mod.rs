@@ -67,6 +67,60 @@ use crate::storage::{AlignedBuf, Fork, Smgr, SmgrRelation, StorageError, BLOCK_S
 /// A buffer's index in the pool.
 pub type BufferId = u32;
 
+/// The hasher of the pool's maps (buffer tags to buffers, a session's
+/// pins), whose keys are a few small integers. SipHash's defence against
+/// chosen keys is not worth its cost here (2–3 % of a pgbench lookup's
+/// CPU): PostgreSQL's buffer table hashes with a fixed function too, and
+/// a client chooses blocks only through the rows it asks for. FxHash's
+/// step per word, then SplitMix64's finalizer, so that both the low bits
+/// (the bucket) and the high ones (hashbrown's tag) vary with every key
+/// bit.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IntHasher(u64);
+
+impl IntHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for IntHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.mix(n.into());
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.mix(n.into());
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.mix(n.into());
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.mix(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+    fn write_isize(&mut self, n: isize) {
+        self.mix(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// A map keyed by buffer tags or ids, hashed with [`IntHasher`].
+pub(crate) type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
+
 /// Which page a buffer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BufferTag {
@@ -251,9 +305,11 @@ pub struct BufferPool {
     nbuffers: u32,
     frames: AlignedBuf,
     descs: Box<[BufferDesc]>,
-    mapping: Box<[RwLock<HashMap<BufferTag, BufferId>>]>,
+    mapping: Box<[RwLock<IntMap<BufferTag, BufferId>>]>,
     clock: AtomicU64,
-    relations: Mutex<HashMap<u32, Arc<SmgrRelation>>>,
+    /// Read on every I/O, by every session at once; written once per
+    /// relation.
+    relations: RwLock<IntMap<u32, Arc<SmgrRelation>>>,
     read_callback: CallbackId,
     write_callback: CallbackId,
     pin_limit: usize,
@@ -308,7 +364,7 @@ impl BufferPool {
             })
             .collect();
         let mapping = (0..MAPPING_PARTITIONS)
-            .map(|_| RwLock::new(HashMap::new()))
+            .map(|_| RwLock::new(IntMap::default()))
             .collect();
         Ok(Arc::new_cyclic(|weak| {
             let callbacks = Arc::new(read::BufferReadCallbacks {
@@ -326,7 +382,7 @@ impl BufferPool {
                 descs,
                 mapping,
                 clock: AtomicU64::new(0),
-                relations: Mutex::new(HashMap::new()),
+                relations: RwLock::new(IntMap::default()),
                 read_callback,
                 write_callback,
                 pin_limit: (nbuffers as usize / config.max_sessions.max(1)).max(1),
@@ -404,7 +460,7 @@ impl BufferPool {
         Ok(BufferSession {
             pool: Arc::clone(self),
             aio: self.aio.session()?,
-            pins: HashMap::new(),
+            pins: IntMap::default(),
             settings,
             sync_writes: None,
             ring_writes: None,
@@ -416,9 +472,12 @@ impl BufferPool {
 
     /// The storage handle of relation `rel`, opened once and shared.
     pub fn relation(&self, rel: u32) -> Arc<SmgrRelation> {
+        if let Some(r) = self.relations.read().get(&rel) {
+            return Arc::clone(r);
+        }
         Arc::clone(
             self.relations
-                .lock()
+                .write()
                 .entry(rel)
                 .or_insert_with(|| Arc::new(self.smgr.relation(rel))),
         )
@@ -667,7 +726,7 @@ pub struct BufferSession {
     pool: Arc<BufferPool>,
     pub(crate) aio: AioSession,
     /// Buffers this session pins, with how many times.
-    pins: HashMap<BufferId, u32>,
+    pins: IntMap<BufferId, u32>,
     pub settings: SessionSettings,
     /// The bounce buffer of synchronous writes (`flush_buffers`), made at
     /// the first.
