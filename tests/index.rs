@@ -12,7 +12,8 @@ use aiostore::config::IoMethod;
 use aiostore::database::Database;
 use aiostore::types::Value;
 use common::{
-    crash, err, force_index, ints, new_small_pool_db, plan_lines, rows, run, small_pool_settings,
+    crash, err, force_index, ints, new_small_pool_db, plan_lines, relation_files, rows, run,
+    small_pool_settings,
 };
 
 const METHODS: [IoMethod; 3] = [IoMethod::Sync, IoMethod::Worker, IoMethod::IoUring];
@@ -328,14 +329,6 @@ fn rows_updated_again_and_again_keep_to_their_page_and_an_old_snapshot_keeps_its
     }
 }
 
-/// The relation files under the data directory.
-fn relation_files(path: &std::path::Path) -> std::collections::BTreeSet<String> {
-    std::fs::read_dir(path.join("base"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
 /// A load as loaders write it (`BEGIN; CREATE TABLE; COPY; ALTER TABLE …
 /// ADD PRIMARY KEY; CREATE INDEX; COMMIT`): the indexes of a table the
 /// block created are the block's. They see its rows and deletions as its
@@ -405,5 +398,49 @@ fn indexes_of_a_table_the_block_created_are_the_blocks() {
         assert_eq!(verified(&mut s, "u_pkey"), 2002, "{method:?}");
         assert_eq!(verified(&mut s, "u_v"), 2002);
         assert!(err(&mut s, "INSERT INTO u VALUES (5, 'dup')").contains("already exists"));
+    }
+}
+
+/// The buffers a lookup by key touches, from EXPLAIN (ANALYZE, BUFFERS).
+fn lookup_buffers(s: &mut aiostore::database::Session) -> String {
+    plan_lines(s, "EXPLAIN (ANALYZE, BUFFERS) SELECT v FROM t WHERE id = 5")
+        .into_iter()
+        .find(|l| l.trim_start().starts_with("Buffers:"))
+        .expect("a Buffers line")
+        .trim()
+        .to_string()
+}
+
+/// A lookup touches the root, the pages below it and the heap page, and
+/// not the metapage (the root is remembered, `btree::RootHint`), also
+/// after the root split and a new root took its place.
+#[test]
+fn a_lookup_does_not_read_the_metapage() {
+    for method in METHODS {
+        let (_dir, _path, db) = new_small_pool_db(method, false);
+        let mut s = db.session().unwrap();
+        run(&mut s, "CREATE TABLE t (id int PRIMARY KEY, v text)");
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, 'v' FROM generate_series(1, 200) AS g(i)",
+        );
+        force_index(&mut s, false);
+        // A root that is a leaf, and the row's heap page.
+        assert_eq!(
+            lookup_buffers(&mut s),
+            "Buffers: shared hit=2",
+            "{method:?}"
+        );
+        run(
+            &mut s,
+            "INSERT INTO t SELECT i, 'v' FROM generate_series(201, 20000) AS g(i)",
+        );
+        // The new root, a leaf, the heap page.
+        assert_eq!(
+            lookup_buffers(&mut s),
+            "Buffers: shared hit=3",
+            "{method:?}"
+        );
+        assert_eq!(verified(&mut s, "t_pkey"), 20000);
     }
 }

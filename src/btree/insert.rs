@@ -61,6 +61,16 @@ fn target_of(idx: &IndexDesc, pivot: &[u8]) -> Result<Target, BtreeError> {
     Ok(Target::exact(t.values, tid))
 }
 
+/// How a descent to `level` locks a page at `page_level`: the page it
+/// looks for in the caller's mode, those above it shared.
+fn descent_mode(page_level: u32, level: u32, mode: LockMode) -> LockMode {
+    if page_level == level {
+        mode
+    } else {
+        LockMode::Shared
+    }
+}
+
 impl Btree {
     /// Creates the metapage and an empty root leaf of a new index file.
     pub fn create_empty(&self, s: &mut BufferSession, idx: &IndexDesc) -> Result<(), BtreeError> {
@@ -143,61 +153,17 @@ impl Btree {
         level: u32,
         mode: LockMode,
     ) -> Result<(Locked, Vec<u32>), BtreeError> {
-        // The hinted root, unless it is below the level looked for (a
-        // downlink for a root that just split goes in the new root).
-        let (mut meta, mut hinted) = match idx.root.get() {
-            Some(hint) if hint.level >= level => (hint, true),
-            _ => (self.root_from_meta(s, idx)?, false),
-        };
-        if meta.level < level {
-            return Err(BtreeError::damaged("a level above the root was looked for").named(idx, 0));
-        }
-        let mut block = meta.root;
-        let mut block_level = meta.level;
+        let (mut at, root) = self.lock_root(s, idx, level, mode)?;
+        let mut block_level = root.level;
         let mut stack = Vec::new();
         let mut scratch = Vec::new();
-        // One more round than levels: a stale hint starts the descent again.
-        for _ in 0..=LEVELS_MAX + 1 {
-            let page_mode = if block_level == level {
-                mode
-            } else {
-                LockMode::Shared
-            };
-            let at = match self.lock_at(s, idx.rel, block, page_mode) {
-                Ok(at) => Some(at),
-                // A hint from before the file was what it is now (a test
-                // reopening a copy of a database): the metapage decides.
-                Err(_) if hinted => None,
-                Err(e) => return Err(e),
-            };
-            if hinted {
-                hinted = false;
-                // A root that split lost its mark (as both halves do);
-                // the metapage names the root above it.
-                let stale = at.as_ref().is_none_or(|at| {
-                    let sp = Special::read(at.guard.page());
-                    sp.flags & FLAG_ROOT == 0 || sp.level != block_level
-                });
-                if stale {
-                    if let Some(at) = at {
-                        at.release(s);
-                    }
-                    meta = self.root_from_meta(s, idx)?;
-                    if meta.level < level {
-                        return Err(BtreeError::damaged("a level above the root was looked for")
-                            .named(idx, 0));
-                    }
-                    block = meta.root;
-                    block_level = meta.level;
-                    continue;
-                }
-            }
-            let at = at.expect("a page that failed to read was the hinted root");
-            let at = self.move_right(s, idx, target, at, page_mode, false)?;
-            let sp = Special::read(at.guard.page());
+        for _ in 0..=LEVELS_MAX {
+            let page_mode = descent_mode(block_level, level, mode);
+            let moved = self.move_right(s, idx, target, at, page_mode, false)?;
+            let sp = Special::read(moved.guard.page());
             if sp.level != block_level {
-                let b = at.block;
-                at.release(s);
+                let b = moved.block;
+                moved.release(s);
                 return Err(BtreeError::damaged(&format!(
                     "level {} where {block_level} was expected",
                     sp.level
@@ -205,18 +171,54 @@ impl Btree {
                 .named(idx, b));
             }
             if block_level == level {
-                return Ok((at, stack));
+                return Ok((moved, stack));
             }
-            let child = child_index(&idx.spec, at.guard.page(), target, &mut scratch)
-                .and_then(|i| page_tuple(at.guard.page(), i).map(pointer));
-            let here = at.block;
-            at.release(s);
+            let child = child_index(&idx.spec, moved.guard.page(), target, &mut scratch)
+                .and_then(|i| page_tuple(moved.guard.page(), i).map(pointer));
+            let here = moved.block;
+            moved.release(s);
             let child = child.map_err(|e| e.named(idx, here))?;
             stack.push(here);
-            block = child.block;
             block_level -= 1;
+            at = self.lock_at(
+                s,
+                idx.rel,
+                child.block,
+                descent_mode(block_level, level, mode),
+            )?;
         }
+        let block = at.block;
+        at.release(s);
         Err(BtreeError::damaged("more levels than a tree may have").named(idx, block))
+    }
+
+    /// The root, locked as [`Btree::find`] locks a page of its level, and
+    /// its level: the hinted root ([`super::RootHint`]) while it is still
+    /// the root, else the one the metapage names. A root that split lost
+    /// its mark (as both halves do), and the metapage names the root above
+    /// it. A hint below `level` is not used: a downlink for a root that
+    /// just split goes in the new root.
+    fn lock_root(
+        &self,
+        s: &mut BufferSession,
+        idx: &IndexDesc,
+        level: u32,
+        mode: LockMode,
+    ) -> Result<(Locked, Meta), BtreeError> {
+        if let Some(hint) = idx.root.get().filter(|h| h.level >= level) {
+            let at = self.lock_at(s, idx.rel, hint.root, descent_mode(hint.level, level, mode))?;
+            let sp = Special::read(at.guard.page());
+            if sp.flags & FLAG_ROOT != 0 && sp.level == hint.level {
+                return Ok((at, hint));
+            }
+            at.release(s);
+        }
+        let meta = self.root_from_meta(s, idx)?;
+        if meta.level < level {
+            return Err(BtreeError::damaged("a level above the root was looked for").named(idx, 0));
+        }
+        let at = self.lock_at(s, idx.rel, meta.root, descent_mode(meta.level, level, mode))?;
+        Ok((at, meta))
     }
 
     /// Inserts the entry (`values`, `tid`) for a heap row. For a unique
