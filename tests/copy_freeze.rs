@@ -26,7 +26,9 @@ use aiostore::page::{is_new, item, line_pointer_count, page_flags, PD_ALL_VISIBL
 use aiostore::sql;
 use aiostore::storage::Fork;
 use aiostore::txn::{Xid, FROZEN_XID};
-use common::{crash, err, ints, new_small_pool_db, run, small_pool_settings, storage_is_sound};
+use common::{
+    crash, err, ints, new_small_pool_db, relation_files, run, small_pool_settings, storage_is_sound,
+};
 
 /// Rows of a load: about 4 MiB of table with `shared_buffers=512`
 /// (4 MiB), so that eviction writes pages of it before the commit.
@@ -130,14 +132,6 @@ fn vacuum(s: &mut Session, table: &str) -> (u32, u32) {
         figure(" skipped as all-visible"),
         figure(" set all-visible"),
     )
-}
-
-/// The relation files under `path`/base (user relations).
-fn rels(path: &Path) -> std::collections::BTreeSet<u32> {
-    aiostore::database::recovery::table_files(&path.join("base"), 16384)
-        .unwrap()
-        .into_iter()
-        .collect()
 }
 
 fn wal_records(db: &Database) -> u64 {
@@ -332,13 +326,16 @@ fn an_aborted_frozen_load_leaves_nothing(method: IoMethod) {
         &mut s,
         "INSERT INTO t SELECT i, 'old' FROM generate_series(1, 10) i",
     );
-    let files = rels(&path);
+    let files = relation_files(&path);
     let load = copy_freeze(dir.path(), "t", 1, LOAD_ROWS);
     run(&mut s, &format!("BEGIN; TRUNCATE t; {load}"));
-    assert!(rels(&path).len() > files.len(), "the load made files");
+    assert!(
+        relation_files(&path).len() > files.len(),
+        "the load made files"
+    );
     run(&mut s, "ROLLBACK");
     assert_eq!(ints(&mut s, "SELECT count(*), max(id) FROM t"), [10, 10]);
-    assert_eq!(rels(&path), files);
+    assert_eq!(relation_files(&path), files);
     // A failed frozen load: its first rows are in, frozen, on all-visible
     // pages, when a bad line fails it.
     let bad = dir.path().join("bad.csv");
@@ -353,7 +350,7 @@ fn an_aborted_frozen_load_leaves_nothing(method: IoMethod) {
     assert!(e.contains(&format!("line {}", LOAD_ROWS + 1)), "{e}");
     assert_eq!(run(&mut s, "COMMIT")[0].tag, "ROLLBACK");
     assert_eq!(ints(&mut s, "SELECT count(*), max(id) FROM t"), [10, 10]);
-    assert_eq!(rels(&path), files);
+    assert_eq!(relation_files(&path), files);
     // A created table.
     run(
         &mut s,
@@ -363,7 +360,7 @@ fn an_aborted_frozen_load_leaves_nothing(method: IoMethod) {
     run(&mut s, "ROLLBACK");
     let e = err(&mut s, "SELECT count(*) FROM u");
     assert!(e.contains("does not exist"), "{e}");
-    assert_eq!(rels(&path), files);
+    assert_eq!(relation_files(&path), files);
     drop(s);
     storage_is_sound(&db);
 }
@@ -383,7 +380,7 @@ fn a_crash_before_the_commit_leaves_nothing_and_after_it_everything(method: IoMe
             "INSERT INTO t SELECT i, 'old' FROM generate_series(1, 10) i",
         );
         run(&mut s, "CHECKPOINT");
-        let files = rels(&path);
+        let files = relation_files(&path);
         run(&mut s, "BEGIN; TRUNCATE t");
         run(&mut s, &copy_freeze(dir.path(), "t", 1, LOAD_ROWS));
         let new_rel = db.catalog().table("t").unwrap().heap.rel;
@@ -407,7 +404,7 @@ fn a_crash_before_the_commit_leaves_nothing_and_after_it_everything(method: IoMe
             [10, 10],
             "direct {direct}"
         );
-        assert_eq!(rels(&path), files, "direct {direct}");
+        assert_eq!(relation_files(&path), files, "direct {direct}");
         assert!(!db.pool().relation(new_rel).exists(Fork::Main));
         // After the commit.
         run(&mut s, "BEGIN");

@@ -68,7 +68,8 @@ use crate::storage::{AlignedBuf, Fork, Smgr, SmgrRelation, StorageError, BLOCK_S
 pub type BufferId = u32;
 
 /// The hasher of the pool's maps (buffer tags to buffers, a session's
-/// pins), whose keys are a few small integers. SipHash's defence against
+/// pins, relation numbers to their files), whose keys are a few small
+/// integers. SipHash's defence against
 /// chosen keys is not worth its cost here (2–3 % of a pgbench lookup's
 /// CPU): PostgreSQL's buffer table hashes with a fixed function too, and
 /// a client chooses blocks only through the rows it asks for. FxHash's
@@ -118,7 +119,8 @@ impl std::hash::Hasher for IntHasher {
     }
 }
 
-/// A map keyed by buffer tags or ids, hashed with [`IntHasher`].
+/// A map keyed by small integers (buffer tags, ids, relation numbers),
+/// hashed with [`IntHasher`].
 pub(crate) type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
 
 /// Which page a buffer holds.

@@ -131,9 +131,9 @@ impl UniqueCheck for RowCheck<'_> {
 
     fn wait_for(&mut self, xid: Xid) -> Result<(), BtreeError> {
         if self.own == INVALID_XID {
-            // A build of its own, which no one waits for: its wait cannot close a
-            // cycle, and it ends when the inserter does (or after the
-            // bound, then failing its check).
+            // A build of its own, which no one waits for: its wait
+            // cannot close a cycle, and it ends when the inserter does
+            // (or after the bound, then failing its check).
             self.db.txn().wait_for(xid, BUILD_ROW_WAIT);
             return Ok(());
         }

@@ -581,3 +581,12 @@ pub fn wait_until_someone_waits(db: &aiostore::database::Database, who: &str) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// The files of user relations (tables and indexes) in the data
+/// directory at `path`, by relation number.
+pub fn relation_files(path: &std::path::Path) -> std::collections::BTreeSet<u32> {
+    aiostore::database::recovery::table_files(&path.join("base"), 16384)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
