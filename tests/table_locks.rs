@@ -85,6 +85,14 @@ fn drop_waits_for_a_transaction_that_wrote_the_table(method: IoMethod) {
     let mut b = db.session().unwrap();
     run(&mut a, "CREATE TABLE t (id integer PRIMARY KEY, v integer)");
     run(&mut a, "BEGIN; INSERT INTO t VALUES (1, 1)");
+    // A weak lock with no strong request about: in A's fast-path slot.
+    assert_eq!(
+        ints(
+            &mut b,
+            "SELECT count(*) FROM locks WHERE relation = 't' AND mode = 'RowExclusiveLock' AND granted AND fastpath"
+        ),
+        [1]
+    );
     // Before table locks, the statement's end let the DROP through and
     // A's commit then went to a table that was gone.
     run(&mut b, "SET lock_timeout = 100");
@@ -96,10 +104,10 @@ fn drop_waits_for_a_transaction_that_wrote_the_table(method: IoMethod) {
     assert_eq!(
         ints(
             &mut b,
-            "SELECT count(*) FROM locks WHERE relation = 't' AND mode = 'RowExclusiveLock' AND granted"
+            "SELECT count(*) FROM locks WHERE relation = 't' AND mode = 'RowExclusiveLock' AND granted AND NOT fastpath"
         ),
         [1],
-        "A's lock shows"
+        "A's lock shows, moved to the shared table by the DROP's request"
     );
     run(&mut a, "COMMIT");
     dropper.join().unwrap().unwrap();

@@ -620,6 +620,7 @@ impl Database {
             implicit: None,
             interrupt: crate::txn::Interrupt::NONE,
             suspended_serial: 0,
+            fast_path: self.txn.fast_path_slot(),
         })
     }
 }
@@ -1075,6 +1076,9 @@ pub struct Session {
     interrupt: crate::txn::Interrupt,
     /// The last [`SuspendedId`] given out.
     suspended_serial: u64,
+    /// Where this session's weak table locks are kept
+    /// (`txn/fastpath.rs`).
+    fast_path: Arc<crate::txn::FastPathSlot>,
 }
 
 impl Session {
@@ -1271,7 +1275,11 @@ impl Session {
         let ended = self.end_xact_holding_locks(x, commit);
         // Last, as PostgreSQL releases them: whoever waited for a table
         // finds the transaction's changes (and its catalog's) settled.
-        self.db.txn.release_locks(owner, &locks);
+        self.db.txn.release_locks_in(&self.fast_path, owner, &locks);
+        debug_assert!(
+            self.fast_path.is_empty(),
+            "a fast-path lock outlived its transaction"
+        );
         ended
     }
 
@@ -1638,7 +1646,10 @@ impl Session {
         }
         let limits = self.wait_limits();
         let x = self.xact.as_mut().expect("looked at above");
-        let waited = self.db.txn.lock_table(x.owner, oid, mode, &limits)?;
+        let waited = self
+            .db
+            .txn
+            .lock_table_in(&self.fast_path, x.owner, oid, mode, &limits)?;
         x.locks.push((oid, mode));
         Ok(waited)
     }
@@ -1670,7 +1681,9 @@ impl Session {
         };
         let held: Vec<_> = x.locks.iter().copied().filter(|&(o, _)| o == oid).collect();
         x.locks.retain(|&(o, _)| o != oid);
-        self.db.txn.release_locks(x.owner, &held);
+        self.db
+            .txn
+            .release_locks_in(&self.fast_path, x.owner, &held);
     }
 
     /// Refuses statements that must run outside a transaction block. In

@@ -46,7 +46,7 @@ use super::dml::InsertSink;
 use super::plan::{drain, scan_table, ExecCx, Flow, QueryPlan};
 use super::progress::{Progress, ProgressUnit, Task};
 use super::scan::SeqScanNode;
-use super::{hold_tables, lock_table, EvalContext, ExecError};
+use super::{lock_table, EvalContext, ExecError, TableLocks};
 use crate::catalog::TableDef;
 use crate::database::{Session, StatementSnapshot};
 use crate::types::{format_double, output_text, parse_value, TypeError, Value};
@@ -754,7 +754,7 @@ pub fn copy_to(
             q.root.row_locked_tables(&mut row_locked);
         }
     }
-    hold_tables(s, &tables, None, &row_locked)?;
+    TableLocks::new(tables, None, &row_locked).take(s)?;
     let mut w = RowWriter {
         opts: &plan.options,
         buf: Vec::with_capacity(WRITE_CHUNK * 2),

@@ -475,46 +475,64 @@ pub fn lock_table(
     Ok(waited)
 }
 
-/// Locks every table `plan` uses ([`hold_tables`]): [`execute`] does it
+/// Locks every table `plan` uses ([`TableLocks`]): [`execute`] does it
 /// too, but a caller that sends anything (a row description) before
 /// running the plan locks first, to plan again if a table changed.
 /// Returns whether it waited for a lock.
 pub fn lock_plan_tables(session: &mut Session, plan: &Plan) -> Result<bool, ExecError> {
-    hold_tables(
-        session,
-        &plan.tables(),
-        plan.written_table(),
-        &plan.row_locked_tables(),
-    )
+    TableLocks::of(plan).take(session)
 }
 
-/// Locks every table a statement uses, each once: the one it writes (if
-/// any) in RowExclusive mode, those whose rows it locks (`FOR UPDATE`) in
-/// RowShare, those it only reads in AccessShare. Returns whether it
-/// waited for any.
-fn hold_tables(
-    session: &mut Session,
-    tables: &[Arc<TableDef>],
-    written: Option<u32>,
-    row_locked: &[u32],
-) -> Result<bool, ExecError> {
-    let mut waited = false;
-    let mut seen: Vec<u32> = Vec::with_capacity(tables.len());
-    for table in tables {
-        if seen.contains(&table.oid) {
-            continue;
-        }
-        seen.push(table.oid);
-        let mode = if Some(table.oid) == written {
-            LockMode::RowExclusive
-        } else if row_locked.contains(&table.oid) {
-            LockMode::RowShare
-        } else {
-            LockMode::AccessShare
-        };
-        waited |= lock_table(session, table, mode)?;
+/// The tables a plan uses, each once with the mode a statement running
+/// it locks it in: the one it writes (if any) RowExclusive, those whose
+/// rows it locks (`FOR UPDATE`) RowShare, those it only reads
+/// AccessShare. Found by walking the plan and its subqueries, so a kept
+/// plan keeps its list instead of walking the tree on every run.
+#[derive(Debug, Clone)]
+pub struct TableLocks(Vec<(Arc<TableDef>, LockMode)>);
+
+impl TableLocks {
+    pub fn of(plan: &Plan) -> TableLocks {
+        TableLocks::new(
+            plan.tables(),
+            plan.written_table(),
+            &plan.row_locked_tables(),
+        )
     }
-    Ok(waited)
+
+    /// The list for `tables` (repeats allowed), of which the statement
+    /// writes `written` and locks the rows of `row_locked`.
+    pub(crate) fn new(
+        tables: Vec<Arc<TableDef>>,
+        written: Option<u32>,
+        row_locked: &[u32],
+    ) -> TableLocks {
+        let mut locks: Vec<(Arc<TableDef>, LockMode)> = Vec::new();
+        for table in tables {
+            if locks.iter().any(|(t, _)| t.oid == table.oid) {
+                continue;
+            }
+            let mode = if Some(table.oid) == written {
+                LockMode::RowExclusive
+            } else if row_locked.contains(&table.oid) {
+                LockMode::RowShare
+            } else {
+                LockMode::AccessShare
+            };
+            locks.push((table, mode));
+        }
+        TableLocks(locks)
+    }
+
+    /// Locks each table for the session's transaction ([`lock_table`]).
+    /// Returns whether it waited for any.
+    pub fn take(&self, session: &mut Session) -> Result<bool, ExecError> {
+        let mut waited = false;
+        for (table, mode) in &self.0 {
+            waited |= lock_table(session, table, *mode)?;
+        }
+        Ok(waited)
+    }
 }
 
 /// Fails if `table` was dropped (and perhaps created again) since it was
@@ -550,6 +568,10 @@ pub struct Bound<'a> {
     /// The plan ran before: its nodes are started over with `rescan`
     /// first. Only a [`Plan::reusable`] plan may run again.
     pub again: bool,
+    /// The plan's tables as its keeper locked them for this statement
+    /// (a kept plan's list, [`TableLocks`]); None: they are found and
+    /// locked here.
+    pub locked: Option<&'a TableLocks>,
 }
 
 /// [`execute`] with the parameters' values of `bound`, again if it says
@@ -565,7 +587,11 @@ pub fn execute_bound(
     bound: Bound,
 ) -> Result<Outcome, ExecError> {
     let db = Arc::clone(session.db());
-    lock_plan_tables(session, plan)?;
+    // A kept plan's tables were locked by its keeper, from the list made
+    // with the plan (and checked not dropped there).
+    if bound.locked.is_none() {
+        lock_plan_tables(session, plan)?;
+    }
     let mut ctx = EvalContext::new();
     for (n, v) in bound.params.iter().enumerate() {
         ctx.set_param(n, v.clone());

@@ -157,6 +157,7 @@ const LOCKS: &[ColumnSpec] = &[
     ("xid", ColumnType::BigInt),
     ("mode", ColumnType::Text),
     ("granted", ColumnType::Boolean),
+    ("fastpath", ColumnType::Boolean),
 ];
 
 const STAT_BGWRITER: &[ColumnSpec] = &[
@@ -438,6 +439,7 @@ impl View {
                             r.xid.map_or(Value::Null, |x| big(x.into())),
                             Value::Text(mode.into()),
                             Value::Boolean(r.granted),
+                            Value::Boolean(r.fast_path),
                         ]
                     })
                     .collect()

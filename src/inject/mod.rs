@@ -49,6 +49,13 @@ pub const BUFFER_EXTEND_AFTER_GROW: &str = "buffer-extend-after-grow";
 /// the running set turned a commit into an abort.
 pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 
+/// Reached in a weak table lock's fast path with the session's slot
+/// locked, after it found no strong request counted on the table and
+/// before it records the lock in the slot; the context's offset is the
+/// table's oid. A strong request that comes meanwhile counts itself and
+/// then waits for the slot, to move the lock once it is recorded.
+pub const TXN_FAST_PATH_BEFORE_RECORD: &str = "txn-fast-path-before-record";
+
 /// Reached in a heap insert after it added a block to the table (the file
 /// has grown, the buffer is pinned) and before it formats the block and
 /// puts its row there; the context's offset is the block number. Another

@@ -104,6 +104,8 @@ impl PlanCache {
 /// A generic plan and what it was planned with.
 struct KeptPlan {
     plan: Plan,
+    /// The plan's tables and their lock modes, found once.
+    locks: exec::TableLocks,
     columns: Vec<ResultColumn>,
     /// The catalog's generation read before planning it.
     generation: u64,
@@ -371,11 +373,12 @@ fn run_cached(
         PlanCache::Generic(kept)
             if kept.generation == generation && kept.settings_version == settings_version =>
         {
-            if lock_kept(s, snapshot, &kept.plan, generation)? {
+            if lock_kept(s, snapshot, &kept.locks, generation)? {
                 let params = generic_params(s, values);
                 let bound = exec::Bound {
                     params: &params,
                     again: std::mem::replace(&mut kept.ran, true),
+                    locked: Some(&kept.locks),
                 };
                 let columns = kept.columns.clone();
                 return run_plan(s, snapshot, &mut kept.plan, columns, io, bound);
@@ -392,20 +395,24 @@ fn run_cached(
         if runs >= CUSTOM_PLANS_FIRST {
             let average = cost_sum / f64::from(runs);
             let settings = PlannerSettings::of(s);
-            match plan_generic(s, prepared, statement, average) {
-                Some((plan, _)) if !lock_kept(s, snapshot, &plan, generation)? => {
+            match plan_generic(s, prepared, statement, average)
+                .map(|(plan, columns)| (exec::TableLocks::of(&plan), plan, columns))
+            {
+                Some((locks, ..)) if !lock_kept(s, snapshot, &locks, generation)? => {
                     // Changed under the lock: the custom plan below.
                     *plans = PlanCache::start();
                 }
-                Some((mut plan, columns)) => {
+                Some((locks, mut plan, columns)) => {
                     let params = generic_params(s, values);
                     let bound = exec::Bound {
                         params: &params,
                         again: false,
+                        locked: Some(&locks),
                     };
                     let result = run_plan(s, snapshot, &mut plan, columns.clone(), io, bound);
                     *plans = PlanCache::Generic(Box::new(KeptPlan {
                         plan,
+                        locks,
                         columns,
                         generation,
                         settings,
@@ -429,7 +436,7 @@ fn run_cached(
     run_plan(s, snapshot, &mut plan, columns, io, exec::Bound::default())
 }
 
-/// Locks the tables of `plan`, a kept one, for the statement: false if
+/// Locks a kept plan's tables (`locks`) for the statement: false if
 /// the plan is no longer current (a table of it was dropped or truncated,
 /// or the catalog changed while the lock was waited for, `generation`
 /// being what it was planned at). After a wait the snapshot is taken
@@ -437,10 +444,10 @@ fn run_cached(
 fn lock_kept(
     s: &mut Session,
     snapshot: &mut StatementSnapshot,
-    plan: &Plan,
+    locks: &exec::TableLocks,
     generation: u64,
 ) -> Result<bool, SqlError> {
-    match exec::lock_plan_tables(s, plan) {
+    match locks.take(s) {
         Err(ExecError::TableDropped(_)) => Ok(false),
         Err(e) => Err(e.into()),
         Ok(waited) => {

@@ -157,7 +157,7 @@ impl TableLock {
         blockers
     }
 
-    fn grant(&mut self, owner: LockOwner, mode: LockMode) {
+    pub(super) fn grant(&mut self, owner: LockOwner, mode: LockMode) {
         self.queue.retain(|&r| r != (owner, mode));
         debug_assert!(
             !self.granted.contains(&(owner, mode)),
@@ -247,6 +247,9 @@ pub struct LockRow {
     pub xid: Option<Xid>,
     pub target: WaitTarget,
     pub granted: bool,
+    /// Held in its session's fast-path slot, not the shared table
+    /// (`txn/fastpath.rs`).
+    pub fast_path: bool,
 }
 
 impl TxnManager {
@@ -268,7 +271,11 @@ impl TxnManager {
         mode: LockMode,
         limits: &WaitLimits,
     ) -> Result<bool, WaitError> {
+        self.count_strong(oid, mode);
         let mut inner = self.inner.lock();
+        if mode.strong() {
+            self.transfer_fast_path(&mut inner, oid);
+        }
         let table = inner.tables.entry(oid).or_default();
         if table.blockers(owner, mode).is_empty() {
             table.grant(owner, mode);
@@ -293,6 +300,8 @@ impl TxnManager {
             }
             // Who queued behind it may go now.
             wake_waiters_where(&inner.waits, |t| on_table(t, oid));
+            drop(inner);
+            self.uncount_strong(oid, mode);
         }
         waited.map(|()| true)
     }
@@ -300,13 +309,21 @@ impl TxnManager {
     /// Locks table `oid` in `mode` for `owner` if that needs no wait
     /// (VACUUM's truncation, which gives up rather than stall others).
     pub fn try_lock_table(&self, owner: LockOwner, oid: u32, mode: LockMode) -> bool {
+        self.count_strong(oid, mode);
         let mut inner = self.inner.lock();
+        if mode.strong() {
+            self.transfer_fast_path(&mut inner, oid);
+        }
         let table = inner.tables.entry(oid).or_default();
         let free = table.blockers(owner, mode).is_empty();
         if free {
             table.grant(owner, mode);
         } else if table.granted.is_empty() && table.queue.is_empty() {
             inner.tables.remove(&oid);
+        }
+        drop(inner);
+        if !free {
+            self.uncount_strong(oid, mode);
         }
         free
     }
@@ -334,6 +351,10 @@ impl TxnManager {
         wake_waiters_where(&inner.waits, |t| {
             held.iter().any(|&(oid, _)| on_table(t, oid))
         });
+        drop(inner);
+        for &(oid, mode) in held {
+            self.uncount_strong(oid, mode);
+        }
     }
 
     /// Every table lock granted or waited for, every transaction id held
@@ -349,6 +370,7 @@ impl TxnManager {
                     xid: xid_of.get(&owner).copied(),
                     target: WaitTarget::Table { oid, mode },
                     granted,
+                    fast_path: false,
                 }));
             }
         }
@@ -359,6 +381,7 @@ impl TxnManager {
             xid: Some(xid),
             target: WaitTarget::Transaction(xid),
             granted: true,
+            fast_path: false,
         }));
         for (&owner, waiting) in &inner.waits {
             if let WaitTarget::Transaction(_) = waiting.target {
@@ -367,9 +390,13 @@ impl TxnManager {
                     xid: xid_of.get(&owner).copied(),
                     target: waiting.target,
                     granted: false,
+                    fast_path: false,
                 });
             }
         }
+        // Read after the shared table, under its lock: a strong request
+        // moves fast-path locks under it, so none is listed twice or lost.
+        rows.extend(self.fast_path_rows(|owner| xid_of.get(&owner).copied()));
         rows.sort_by_key(|r| (r.owner, !r.granted, r.xid));
         rows
     }
@@ -500,16 +527,10 @@ pub(super) fn describe_cycle(cycle: &[DeadlockMember]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::TxnManager;
     use std::sync::Arc;
     use std::time::Duration;
 
-    fn manager() -> (tempfile::TempDir, Arc<TxnManager>) {
-        let dir = tempfile::tempdir().unwrap();
-        TxnManager::create(dir.path()).unwrap();
-        let txn = TxnManager::open(dir.path()).unwrap();
-        (dir, txn)
-    }
+    use crate::txn::tests::manager;
 
     #[test]
     fn conflict_table_is_postgresqls_and_symmetric() {

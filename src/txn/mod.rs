@@ -34,9 +34,11 @@ use thiserror::Error;
 
 use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
 
+mod fastpath;
 mod locks;
 mod multi;
 
+pub use fastpath::{FastPathSlot, FAST_PATH_SLOTS};
 pub use locks::{DeadlockMember, LockMode, LockOwner, LockRow, WaitTarget};
 pub use multi::{RowLockMode, MULTI_MEMBERS_MAX, MULTI_SWEEP_FIRST};
 
@@ -226,6 +228,8 @@ pub struct TxnManager {
     /// wait-for graph sleep on their own (`locks::Waiting::wake`).
     finished: Condvar,
     next_owner: std::sync::atomic::AtomicU64,
+    /// The sessions' fast-path table locks (`fastpath.rs`).
+    fast_paths: fastpath::FastPaths,
     injections: InjectionPoints,
 }
 
@@ -325,6 +329,7 @@ impl TxnManager {
             horizons,
             finished: Condvar::new(),
             next_owner: std::sync::atomic::AtomicU64::new(1),
+            fast_paths: fastpath::FastPaths::default(),
             injections: InjectionPoints::default(),
         }))
     }
@@ -862,8 +867,17 @@ impl std::fmt::Debug for SnapshotGuard {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A transaction manager over a new directory (kept while the guard
+    /// lives).
+    pub(crate) fn manager() -> (tempfile::TempDir, Arc<TxnManager>) {
+        let dir = tempfile::tempdir().unwrap();
+        TxnManager::create(dir.path()).unwrap();
+        let txn = TxnManager::open(dir.path()).unwrap();
+        (dir, txn)
+    }
 
     #[test]
     fn snapshots_see_only_what_committed_before_them() {

@@ -204,14 +204,8 @@ fn sweep(inner: &mut Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
-    fn manager() -> (tempfile::TempDir, Arc<TxnManager>) {
-        let dir = tempfile::tempdir().unwrap();
-        TxnManager::create(dir.path()).unwrap();
-        let txn = TxnManager::open(dir.path()).unwrap();
-        (dir, txn)
-    }
+    use crate::txn::tests::manager;
 
     #[test]
     fn conflict_table_is_postgresqls_and_symmetric() {
