@@ -14,9 +14,14 @@
 # Usage (as root, after `cargo build --release`):
 #   benches/pgbench.sh [--scale 50] [--seconds 60] [--clients "1 8 32"]
 #                      [--io-method worker] [--quick] [--loads 1] [--load-only]
+#                      [--rounds 1]
 # --quick: scale 5, 10 s runs, for a look in two minutes.
 # --loads N: `pgbench -i` N times per system, alternating (each drops and
 # makes the tables again); --load-only: stop after the loads.
+# --rounds N: each cell N times, the two systems alternating and taking
+# turns at going first; the ratio is of the two medians. On a machine
+# whose speed swings by ±15 % from one run to the next, one pair of runs
+# per cell says less than its digits.
 # Directories: /var/tmp/pgbench-pg and /var/tmp/pgbench-aio (made anew
 # unless KEEP=1 and they hold tables of the same scale).
 set -euo pipefail
@@ -28,6 +33,7 @@ CLIENTS="1 8 32"
 IO_METHOD=""
 LOADS=1
 LOAD_ONLY=0
+ROUNDS=1
 while [ $# -gt 0 ]; do
     case $1 in
         --scale) SCALE=$2; shift 2 ;;
@@ -37,6 +43,7 @@ while [ $# -gt 0 ]; do
         --quick) SCALE=5; SECONDS_PER_RUN=10; shift ;;
         --loads) LOADS=$2; shift 2 ;;
         --load-only) LOAD_ONLY=1; shift ;;
+        --rounds) ROUNDS=$2; shift 2 ;;
         *) echo "unknown argument $1 (see the comment at the top of $0)" >&2; exit 2 ;;
     esac
 done
@@ -98,7 +105,7 @@ restart_cold() {
     aio_start
 }
 
-echo "# pgbench.sh: scale $SCALE, $SECONDS_PER_RUN s per run, clients: $CLIENTS; $(nproc) cores"
+echo "# pgbench.sh: scale $SCALE, $SECONDS_PER_RUN s per run, $ROUNDS round(s) per cell, clients: $CLIENTS; $(nproc) cores"
 echo "# both: shared_buffers=128MB, fsync=on, synchronous_commit=on, buffered I/O, Unix socket, -M prepared"
 echo "# PostgreSQL: $($BIN/postgres --version)"
 
@@ -148,27 +155,45 @@ run() {
     printf "%-9s %-22s %7s %10.0f %7s %8s %s\n" $system "$label" $clients "$TPS" "${failed:-?}" "$avg" "$pcts"
 }
 
+# median N…: the middle value (the mean of the two middle ones).
+median() {
+    printf "%s\n" "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2 }'
+}
+
+# cell LABEL CLIENTS COLD ARGS…: ROUNDS runs of each system, alternating
+# and taking turns at going first (each restarted cold first if COLD is
+# 1); sets ratio[LABEL CLIENTS] to the ratio of the median rates.
+cell() {
+    local label=$1 c=$2 cold=$3
+    shift 3
+    local aio=() pg=() order system
+    for round in $(seq 1 "$ROUNDS"); do
+        order="aio pg"
+        [ $((round % 2)) = 0 ] && order="pg aio"
+        for system in $order; do
+            [ "$cold" = 1 ] && restart_cold
+            run $system "$label" "$c" "$@"
+            if [ $system = aio ]; then aio+=("$TPS"); else pg+=("$TPS"); fi
+        done
+    done
+    ratio["$label $c"]=$(echo "scale=2; $(median "${aio[@]}") / $(median "${pg[@]}")" | bc)
+}
+
 printf "\n%-9s %-22s %7s %10s %7s %8s %s\n" system workload clients tps failed avg_ms "p50_ms p95_ms p99_ms"
 declare -A ratio
 for workload in select-only tpcb; do
     for c in $CLIENTS; do
         args=()
         [ $workload = select-only ] && args=(-S)
-        run aio "$workload warm" "$c" "${args[@]}"; aio_tps=$TPS
-        run pg "$workload warm" "$c" "${args[@]}"; pg_tps=$TPS
-        ratio["$workload warm $c"]=$(echo "scale=2; $aio_tps / $pg_tps" | bc)
+        cell "$workload warm" "$c" 0 "${args[@]}"
     done
 done
 for c in $CLIENTS; do
-    restart_cold
-    run aio "select-only cold" "$c" -S; aio_tps=$TPS
-    restart_cold
-    run pg "select-only cold" "$c" -S; pg_tps=$TPS
-    ratio["select-only cold $c"]=$(echo "scale=2; $aio_tps / $pg_tps" | bc)
+    cell "select-only cold" "$c" 1 -S
 done
 
 echo
-echo "ratios, aiostore tps / PostgreSQL tps (targets: select-only >= 1.0 at every count; TPC-B-like >= 1.0 at 8 and 32):"
+echo "ratios, aiostore tps / PostgreSQL tps, medians of $ROUNDS round(s) (targets: select-only >= 1.0 at every count; TPC-B-like >= 1.0 at 8 and 32):"
 for key in "${!ratio[@]}"; do
     echo "  $key clients: ${ratio[$key]}"
 done | sort
