@@ -59,15 +59,14 @@ mod hot;
 pub use bitmap::{BitmapScanStats, HeapBitmapScan};
 pub use lock::{LockOutcome, LockWait};
 
-use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
-use crate::buffer::{BufferError, BufferId, BufferSession, Strategy, StrategyKind};
+use crate::buffer::{BufferError, BufferId, BufferSession, IntMap, Strategy, StrategyKind};
 use crate::page::{
     add_item, free_space, init_page, is_dead_item, is_new, item, item_mut, line_pointer,
     line_pointer_count, page_flags, page_lsn, prune_items, set_page_flags, set_page_lsn, LineFate,
@@ -1164,7 +1163,9 @@ struct RelState {
 pub struct Heap {
     txn: Arc<TxnManager>,
     wal: Arc<Wal>,
-    rels: Mutex<HashMap<u32, Arc<RelState>>>,
+    /// Read by every index batch and every write, by every session at
+    /// once; written once per relation.
+    rels: RwLock<IntMap<u32, Arc<RelState>>>,
 }
 
 /// Per-statement insert state: keeps the target block pinned across rows
@@ -1760,7 +1761,7 @@ impl Heap {
         Heap {
             txn,
             wal,
-            rels: Mutex::new(HashMap::new()),
+            rels: RwLock::new(IntMap::default()),
         }
     }
 
@@ -1769,7 +1770,10 @@ impl Heap {
     }
 
     fn rel_state(&self, rel: u32) -> Arc<RelState> {
-        Arc::clone(self.rels.lock().entry(rel).or_insert_with(|| {
+        if let Some(rs) = self.rels.read().get(&rel) {
+            return Arc::clone(rs);
+        }
+        Arc::clone(self.rels.write().entry(rel).or_insert_with(|| {
             Arc::new(RelState {
                 insert_block: AtomicU32::new(u32::MAX),
                 ..Default::default()
@@ -1779,7 +1783,7 @@ impl Heap {
 
     /// Forgets a dropped relation's state.
     pub fn forget(&self, rel: u32) {
-        self.rels.lock().remove(&rel);
+        self.rels.write().remove(&rel);
     }
 
     /// Page changes to `rel`, just created by transaction `xid`, skip the
