@@ -169,10 +169,6 @@ impl TxnManager {
                     None => shared.push((oid, mode)),
                 }
             }
-            debug_assert!(
-                locks.iter().all(|&(o, ..)| o != owner),
-                "owner {owner} left fast-path locks it did not release"
-            );
         }
         self.release_locks(owner, &shared);
     }
