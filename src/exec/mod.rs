@@ -568,10 +568,10 @@ pub struct Bound<'a> {
     /// The plan ran before: its nodes are started over with `rescan`
     /// first. Only a [`Plan::reusable`] plan may run again.
     pub again: bool,
-    /// The plan's tables as its keeper locked them for this statement
-    /// (a kept plan's list, [`TableLocks`]); None: they are found and
-    /// locked here.
-    pub locked: Option<&'a TableLocks>,
+    /// The keeper locked the plan's tables for this statement already
+    /// (a kept plan's [`TableLocks`], checked not dropped there); false:
+    /// they are found and locked here.
+    pub tables_locked: bool,
 }
 
 /// [`execute`] with the parameters' values of `bound`, again if it says
@@ -587,9 +587,7 @@ pub fn execute_bound(
     bound: Bound,
 ) -> Result<Outcome, ExecError> {
     let db = Arc::clone(session.db());
-    // A kept plan's tables were locked by its keeper, from the list made
-    // with the plan (and checked not dropped there).
-    if bound.locked.is_none() {
+    if !bound.tables_locked {
         lock_plan_tables(session, plan)?;
     }
     let mut ctx = EvalContext::new();

@@ -378,7 +378,7 @@ fn run_cached(
                 let bound = exec::Bound {
                     params: &params,
                     again: std::mem::replace(&mut kept.ran, true),
-                    locked: Some(&kept.locks),
+                    tables_locked: true,
                 };
                 let columns = kept.columns.clone();
                 return run_plan(s, snapshot, &mut kept.plan, columns, io, bound);
@@ -407,7 +407,7 @@ fn run_cached(
                     let bound = exec::Bound {
                         params: &params,
                         again: false,
-                        locked: Some(&locks),
+                        tables_locked: true,
                     };
                     let result = run_plan(s, snapshot, &mut plan, columns.clone(), io, bound);
                     *plans = PlanCache::Generic(Box::new(KeptPlan {
