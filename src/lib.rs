@@ -43,6 +43,7 @@ pub mod database;
 pub mod exec;
 pub mod heap;
 pub mod inject;
+pub mod local_arc;
 pub mod page;
 pub mod server;
 pub mod sort;

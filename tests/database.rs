@@ -36,7 +36,7 @@ fn new_db(method: IoMethod) -> (tempfile::TempDir, Arc<Database>) {
 
 /// Creates table t as a statement of its own transaction (committed).
 fn create_t(s: &mut Session) {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let mut snap = s.start_statement().unwrap();
     let ids = s.xid(&mut snap).unwrap();
     let def = db
@@ -71,7 +71,7 @@ fn create_t(s: &mut Session) {
 
 /// Inserts rows `ids` in one statement of the session's transaction.
 fn insert(s: &mut Session, ids: impl IntoIterator<Item = i32>) -> Vec<Tid> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let table = db.catalog().table("t").unwrap();
     let mut snap = s.start_statement().unwrap();
     let (xid, cid) = s.xid(&mut snap).unwrap();
@@ -100,7 +100,7 @@ fn insert(s: &mut Session, ids: impl IntoIterator<Item = i32>) -> Vec<Tid> {
 /// Deletes the rows at `tids` in one statement of the session's
 /// transaction.
 fn delete(s: &mut Session, tids: impl IntoIterator<Item = Tid>) {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let table = db.catalog().table("t").unwrap();
     let mut snap = s.start_statement().unwrap();
     let (xid, cid) = s.xid(&mut snap).unwrap();
@@ -120,7 +120,7 @@ fn delete(s: &mut Session, tids: impl IntoIterator<Item = Tid>) {
 
 /// The ids a new statement of the session sees, sorted.
 fn ids(s: &mut Session) -> Vec<i32> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let table = db.catalog().table("t").unwrap();
     let snap = s.start_statement().unwrap();
     let mut out = Vec::new();

@@ -25,7 +25,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -383,7 +382,7 @@ fn update_random_rows(
     rng: &mut XorShift,
     n: usize,
 ) -> Result<(), String> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let table = db.catalog().table(TABLE).map_err(|e| e.to_string())?;
     let mut snap = s.start_statement().map_err(|e| e.to_string())?;
     let (xid, cid) = s.xid(&mut snap).map_err(|e| e.to_string())?;

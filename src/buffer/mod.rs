@@ -61,6 +61,7 @@ use parking_lot::{Condvar, Mutex, RawRwLock, RwLock};
 use thiserror::Error;
 
 use crate::aio::{Aio, AioError, AioSession, CallbackId, WaitRef};
+use crate::local_arc::LocalArc;
 use crate::page::PageBytes;
 use crate::storage::{AlignedBuf, Fork, Smgr, SmgrRelation, StorageError, BLOCK_SIZE};
 
@@ -460,7 +461,7 @@ impl BufferPool {
         settings: SessionSettings,
     ) -> Result<BufferSession, BufferError> {
         Ok(BufferSession {
-            pool: Arc::clone(self),
+            pool: LocalArc::new(self),
             aio: self.aio.session()?,
             pins: IntMap::default(),
             settings,
@@ -469,10 +470,12 @@ impl BufferPool {
             write_behind: None,
             counts: ReadCounts::default(),
             claims: Vec::with_capacity(CLAIMS_MAX),
+            relations: IntMap::default(),
         })
     }
 
-    /// The storage handle of relation `rel`, opened once and shared.
+    /// The storage handle of relation `rel`, opened once and shared, and
+    /// never let go of (`BufferSession::relations` relies on it).
     pub fn relation(&self, rel: u32) -> Arc<SmgrRelation> {
         if let Some(r) = self.relations.read().get(&rel) {
             return Arc::clone(r);
@@ -670,7 +673,7 @@ pub enum LockMode {
 /// [`BufferSession::lock_page`]). Reading the page needs either mode;
 /// changing it needs the exclusive one, and marks the buffer dirty.
 pub struct PageGuard {
-    pool: Arc<BufferPool>,
+    pool: LocalArc<BufferPool>,
     id: BufferId,
     mode: LockMode,
 }
@@ -725,7 +728,9 @@ impl Drop for PageGuard {
 
 /// One session's use of the pool: its AIO session and its pins.
 pub struct BufferSession {
-    pool: Arc<BufferPool>,
+    /// The session's own handle: the pool's count is not written by the
+    /// session's page locks and reads (`local_arc.rs`).
+    pool: LocalArc<BufferPool>,
     pub(crate) aio: AioSession,
     /// Buffers this session pins, with how many times.
     pins: IntMap<BufferId, u32>,
@@ -747,6 +752,12 @@ pub struct BufferSession {
     /// Buffers whose I/O this session has claimed (IO_IN_PROGRESS) and
     /// neither handed to an I/O nor ended yet; see [`Claim`].
     claims: Vec<Claim>,
+    /// The pool's storage handles this session's reads used, kept as
+    /// PostgreSQL's backends keep their smgr entries: a lookup in the
+    /// pool takes its lock and a reference, writes to lines every
+    /// session's reads share (`local_arc.rs`). The pool never lets go of
+    /// a handle, so a kept one is always the pool's.
+    relations: IntMap<u32, Arc<SmgrRelation>>,
 }
 
 /// A buffer's I/O claimed by a session and not yet started: nobody can
@@ -794,8 +805,16 @@ impl ReadCounts {
 }
 
 impl BufferSession {
-    pub fn pool(&self) -> &Arc<BufferPool> {
+    pub fn pool(&self) -> &LocalArc<BufferPool> {
         &self.pool
+    }
+
+    /// [`BufferPool::relation`], through the session's own copy.
+    pub fn relation(&mut self, rel: u32) -> &Arc<SmgrRelation> {
+        let pool = &self.pool;
+        self.relations
+            .entry(rel)
+            .or_insert_with(|| pool.relation(rel))
     }
 
     pub fn aio(&mut self) -> &mut AioSession {
@@ -886,7 +905,7 @@ impl BufferSession {
         tag: BufferTag,
         mut strategy: Option<&mut Strategy>,
     ) -> Result<(BufferId, bool), BufferError> {
-        let pool = Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         let part = BufferPool::partition(&tag);
         {
             let map = pool.mapping[part].read();
@@ -1000,7 +1019,7 @@ impl BufferSession {
     /// we wait for it (submitting our staged I/O first) and look again, so a
     /// failed I/O can be started by us.
     pub fn start_buffer_io(&mut self, id: BufferId, nowait: bool) -> Result<StartIo, BufferError> {
-        let pool = Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         let d = pool.desc(id);
         loop {
             let mut header = d.header.lock();
@@ -1117,7 +1136,7 @@ impl BufferSession {
             LockMode::Exclusive => d.content.lock_exclusive(),
         }
         PageGuard {
-            pool: Arc::clone(&self.pool),
+            pool: self.pool.clone(),
             id,
             mode,
         }
@@ -1280,7 +1299,7 @@ impl BufferSession {
         write_dirty: bool,
     ) -> Result<EvictOutcome, BufferError> {
         let mut outcome = EvictOutcome::default();
-        let pool = Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         // Our own writes ahead of a ring or the clock first: one
         // shortened by the kernel waits for us to write its rest.
         self.finish_writes_ahead()?;
@@ -1378,7 +1397,7 @@ impl BufferSession {
     /// written to it since the last sync is on disk (the kernel may have
     /// dropped it); the segments not known to be synced are noted again.
     pub fn sync_written_files(&mut self, in_flight: usize) -> Result<usize, BufferError> {
-        let pool = Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         let pending: Vec<(u32, Fork, u32)> = std::mem::take(&mut *pool.pending_syncs.lock())
             .into_iter()
             .collect();

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{OnceLock, Weak};
 
 use super::{
     BufferError, BufferId, BufferPool, BufferSession, BufferTag, StartIo, Strategy, BM_IO_ERROR,
@@ -134,7 +134,7 @@ impl BufferSession {
             .min(self.settings.io_combine_limit)
             .min(left_in_segment)
             .max(1);
-        let pool = Arc::clone(self.pool());
+        let pool = self.pool().clone();
         let mut buffers = Vec::with_capacity(limit);
         for i in 0..limit {
             let block = first_block + i as u32;
@@ -307,14 +307,14 @@ impl BufferSession {
         buffers: &[BufferId],
         ret: &IoReturnCell,
     ) -> Result<(), BufferError> {
-        let pool = Arc::clone(self.pool());
-        let location = match pool.relation(rel).locate(fork, first_block) {
+        let location = match self.relation(rel).locate(fork, first_block) {
             Ok(location) => location,
             Err(e) => {
                 self.aio.release(token)?;
                 return Err(e.into());
             }
         };
+        let pool = &self.pool;
         let mut iov: Vec<IoVec> = Vec::with_capacity(buffers.len());
         for &id in buffers {
             let frame = pool.frame_ptr(id);
@@ -370,12 +370,13 @@ impl BufferSession {
     }
 
     fn wait_read_buffers_inner(&mut self, op: &mut ReadOp) -> Result<WaitOutcome, BufferError> {
-        let aio = Arc::clone(self.aio.aio());
-        let synchronous = aio.method() == crate::config::IoMethod::Sync;
+        // No clone of the `Arc`: its count is a line every session's
+        // reads would write (`local_arc.rs`).
+        let synchronous = self.aio.aio().method() == crate::config::IoMethod::Sync;
         let waited = match &op.kind {
             ReadOpKind::Hit => return Ok(WaitOutcome::default()),
             ReadOpKind::Io { wref, ret } => {
-                let waited = !aio.is_done(*wref);
+                let waited = !self.aio.aio().is_done(*wref);
                 self.aio.wait(*wref)?;
                 let ret = ret.take().expect("our own read is collected by wait");
                 let done = self.blocks_read(&ret)?;
@@ -384,7 +385,7 @@ impl BufferSession {
                 waited
             }
             ReadOpKind::Foreign { wref } => {
-                let waited = !aio.is_done(*wref);
+                let waited = !self.aio.aio().is_done(*wref);
                 self.aio.wait(*wref)?;
                 // If that read failed, its error is not ours to raise: the
                 // block is still missing, and we read it ourselves.

@@ -192,7 +192,7 @@ impl BufferSession {
             slots.stats.waits += 1;
             slots.finish_oldest(self)?;
         }
-        let pool = std::sync::Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         let reusable = |st: u64| refcount(st) == 0 && usage(st) <= 1;
         // The next one itself is written when taken (with its followers,
         // `flush_buffers`), if it is still dirty.

@@ -321,7 +321,7 @@ impl WriteSlots {
         nowait: bool,
     ) -> Result<bool, BufferError> {
         assert!(!run.is_empty() && run.len() <= self.blocks);
-        let pool = Arc::clone(&s.pool);
+        let pool = s.pool.clone();
         if self.free.is_empty() {
             if let Err(e) = self.finish_oldest(s) {
                 s.end_unstarted_write(tag, run);
@@ -595,7 +595,7 @@ impl BufferSession {
     /// Waits until no I/O is in progress on buffer `id`, joining it through
     /// its wait reference when it has one.
     pub fn wait_buffer_io(&mut self, id: BufferId) -> Result<(), BufferError> {
-        let pool = Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         let d = pool.desc(id);
         let mut polls = 0;
         loop {
@@ -774,7 +774,7 @@ impl BufferSession {
         limits: CleanLimits,
     ) -> Result<CleanOutcome, BufferError> {
         wb.slots.finish_done(self)?;
-        let pool = Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         let nbuffers = u64::from(pool.nbuffers);
         let clock = pool.clock.load(Ordering::Relaxed);
         let start = wb.scanned_to.max(clock);
@@ -887,7 +887,7 @@ impl BufferSession {
         // stays claimed until we write it, and waiting for it would wait
         // for ourselves.
         self.finish_writes_ahead()?;
-        let pool = Arc::clone(&self.pool);
+        let pool = self.pool.clone();
         let mut dirty: Vec<(BufferTag, BufferId)> = pool
             .dirty_buffers()
             .into_iter()

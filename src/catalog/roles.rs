@@ -500,7 +500,7 @@ mod tests {
     #[test]
     fn a_crash_inside_alter_role_keeps_the_newer_row_and_the_next_change_removes_both() {
         let (mut s, dir) = crate::database::test_session();
-        let db = Arc::clone(s.db());
+        let db = s.db().clone();
         crate::sql::execute(&mut s, "CREATE ROLE r LOGIN PASSWORD 'old'").unwrap();
         let old = db.catalog().role("r").unwrap();
         // The new row of an ALTER that never got to delete the old one.

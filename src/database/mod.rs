@@ -40,6 +40,7 @@ use crate::buffer::{BufferError, BufferPool, BufferSession, PoolConfig, SessionS
 use crate::catalog::{Catalog, CatalogError};
 use crate::config::{ConfigError, Settings};
 use crate::heap::{Heap, HeapError};
+use crate::local_arc::LocalArc;
 use crate::storage::{Smgr, StorageError};
 use crate::stream::StreamLimits;
 use crate::txn::{CommandId, SnapshotGuard, TxnError, TxnManager, Xid};
@@ -613,14 +614,14 @@ impl Database {
         let settings = self.settings.clone();
         let buf = self.pool.session(buffer_settings(&settings))?;
         Ok(Session {
-            db: Arc::clone(self),
+            db: LocalArc::new(self),
             buf,
             settings,
             xact: None,
             implicit: None,
             interrupt: crate::txn::Interrupt::NONE,
             suspended_serial: 0,
-            fast_path: self.txn.fast_path_slot(),
+            slot: self.txn.session_slot(),
         })
     }
 }
@@ -1062,7 +1063,9 @@ impl XactError {
 
 /// One thread's connection: its buffer session, settings and transaction.
 pub struct Session {
-    db: Arc<Database>,
+    /// The session's own handle: its clones do not write the database's
+    /// count (`local_arc.rs`).
+    db: LocalArc<Database>,
     pub buf: BufferSession,
     pub settings: Settings,
     xact: Option<Xact>,
@@ -1076,14 +1079,22 @@ pub struct Session {
     interrupt: crate::txn::Interrupt,
     /// The last [`SuspendedId`] given out.
     suspended_serial: u64,
-    /// Where this session's weak table locks are kept
-    /// (`txn/fastpath.rs`).
-    fast_path: Arc<crate::txn::FastPathSlot>,
+    /// This session's place in the transaction manager: its weak table
+    /// locks, its snapshots' xmins, its lock owner ids (`txn/slot.rs`).
+    slot: Arc<crate::txn::SessionSlot>,
 }
 
 impl Session {
-    pub fn db(&self) -> &Arc<Database> {
+    pub fn db(&self) -> &LocalArc<Database> {
         &self.db
+    }
+
+    /// The database and the buffer session at once, borrowed apart: what
+    /// a caller that needs both should use instead of cloning the
+    /// database's `Arc`, whose count is the one line every session's
+    /// clone writes (`txn/slot.rs`).
+    pub fn db_and_buf(&mut self) -> (&LocalArc<Database>, &mut BufferSession) {
+        (&self.db, &mut self.buf)
     }
 
     /// Stream sizing from this session's settings.
@@ -1178,7 +1189,7 @@ impl Session {
             x.explicit = true;
             return Ok(());
         }
-        self.xact = Some(Xact::new(self.db.txn.new_owner(), isolation, true));
+        self.xact = Some(Xact::new(self.slot.new_owner(), isolation, true));
         Ok(())
     }
 
@@ -1275,9 +1286,9 @@ impl Session {
         let ended = self.end_xact_holding_locks(x, commit);
         // Last, as PostgreSQL releases them: whoever waited for a table
         // finds the transaction's changes (and its catalog's) settled.
-        self.db.txn.release_locks_in(&self.fast_path, owner, &locks);
+        self.db.txn.release_locks_in(&self.slot, owner, &locks);
         debug_assert!(
-            self.fast_path.is_empty(),
+            self.slot.fast_path_len() == 0,
             "a fast-path lock outlived its transaction"
         );
         ended
@@ -1472,11 +1483,14 @@ impl Session {
             .statement_timeout()
             .map(|t| std::time::Instant::now() + t);
         if self.xact.is_none() {
-            let mut x = Xact::new(self.db.txn.new_owner(), Isolation::ReadCommitted, false);
+            let mut x = Xact::new(self.slot.new_owner(), Isolation::ReadCommitted, false);
             x.implicit = self.implicit.is_some();
             self.xact = Some(x);
         }
-        let txn = Arc::clone(&self.db.txn);
+        // Borrowed, not cloned: a clone of the manager's (or the
+        // database's) Arc is a write to the one line every session's
+        // statements share (`txn/slot.rs`).
+        let (txn, slot) = (&self.db.txn, &self.slot);
         let x = self.xact.as_mut().expect("opened above");
         if x.failed {
             return Err(XactError::Aborted);
@@ -1484,11 +1498,13 @@ impl Session {
         x.command += 1;
         let command = x.command;
         let snapshot = match x.isolation {
-            Isolation::ReadCommitted => StatementSnapshot::Own(txn.snapshot(x.xid, command)),
+            Isolation::ReadCommitted => {
+                StatementSnapshot::Own(txn.snapshot_in(slot, x.xid, command))
+            }
             Isolation::RepeatableRead => {
                 let guard = x
                     .snapshot
-                    .get_or_insert_with(|| txn.snapshot(x.xid, command));
+                    .get_or_insert_with(|| txn.snapshot_in(slot, x.xid, command));
                 guard.set_command(command);
                 StatementSnapshot::Transaction(guard.snapshot().clone())
             }
@@ -1560,7 +1576,8 @@ impl Session {
     pub fn retake_snapshot(&mut self, snapshot: &mut StatementSnapshot) {
         let x = self.xact.as_ref().expect("a statement is running");
         if let StatementSnapshot::Own(_) = snapshot {
-            *snapshot = StatementSnapshot::Own(self.db.txn.snapshot(x.xid, x.command));
+            *snapshot =
+                StatementSnapshot::Own(self.db.txn.snapshot_in(&self.slot, x.xid, x.command));
         }
     }
 
@@ -1607,7 +1624,7 @@ impl Session {
                 // the rows and keys it holds are free for others at once
                 // (a deadlock's other side goes on), and the block stays,
                 // failed, until ROLLBACK.
-                let mut failed = Xact::new(self.db.txn.new_owner(), x.isolation, true);
+                let mut failed = Xact::new(self.slot.new_owner(), x.isolation, true);
                 failed.failed = true;
                 failed.started = x.started;
                 let x = self.xact.replace(failed).expect("looked at above");
@@ -1649,7 +1666,7 @@ impl Session {
         let waited = self
             .db
             .txn
-            .lock_table_in(&self.fast_path, x.owner, oid, mode, &limits)?;
+            .lock_table_in(&self.slot, x.owner, oid, mode, &limits)?;
         x.locks.push((oid, mode));
         Ok(waited)
     }
@@ -1681,9 +1698,7 @@ impl Session {
         };
         let held: Vec<_> = x.locks.iter().copied().filter(|&(o, _)| o == oid).collect();
         x.locks.retain(|&(o, _)| o != oid);
-        self.db
-            .txn
-            .release_locks_in(&self.fast_path, x.owner, &held);
+        self.db.txn.release_locks_in(&self.slot, x.owner, &held);
     }
 
     /// Refuses statements that must run outside a transaction block. In

@@ -97,7 +97,7 @@ pub fn analyze(
     now: i64,
     progress: &mut dyn Progress,
 ) -> Result<Vec<AnalyzeReport>, ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     let limits = session.stream_limits();
     let target_rows = ROWS_PER_TARGET * STATISTICS_TARGET;
     let mut random = Random::seeded();

@@ -116,7 +116,7 @@ impl BitmapIndexScanNode {
     }
 
     fn fill(&mut self, cx: &mut ExecCx, bitmap: &mut TidBitmap) -> Result<(), ExecError> {
-        let db = Arc::clone(cx.session.db());
+        let db = cx.session.db().clone();
         let keys = scan_keys(&self.quals, &self.desc.spec, cx)?;
         let mut scan = BtreeScan::new(self.desc.clone(), keys, Direction::Forward, false)
             .reading_leaves_ahead(cx.session.stream_limits());
@@ -401,7 +401,7 @@ impl PlanNode for BitmapHeapScanNode {
         if self.scan.is_none() {
             self.begin(cx)?;
         }
-        let db = Arc::clone(cx.session.db());
+        let db = cx.session.db().clone();
         let table = Arc::clone(&self.table);
         let types = &table.heap.types;
         let decode_any = self.wanted.iter().any(|&w| w);

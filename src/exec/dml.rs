@@ -27,6 +27,7 @@ use crate::catalog::TableDef;
 use crate::database::{Database, Isolation, Session, StatementSnapshot};
 use crate::heap::tuple::{decode, encode_into};
 use crate::heap::{DeleteOutcome, HeapError, InsertState, Tid, Writer};
+use crate::local_arc::LocalArc;
 use crate::txn::{CommandId, RowLockMode, Xid, FROZEN_XID};
 use crate::types::Value;
 
@@ -149,7 +150,7 @@ const BULK_INSERT_BYTES_MAX: usize = 64 * 1024;
 /// a batch at a time ([`InsertSink::flush`]); the statement does not see
 /// its own rows, so nothing can tell.
 pub(crate) struct InsertSink {
-    db: Arc<Database>,
+    db: LocalArc<Database>,
     table: Arc<TableDef>,
     /// The inserting transaction and command, and how its unique checks
     /// wait (made once: a row-at-a-time INSERT flushes per row).
@@ -178,7 +179,7 @@ impl InsertSink {
         (xid, cid): (Xid, CommandId),
         bulk: bool,
     ) -> InsertSink {
-        let db = Arc::clone(s.db());
+        let db = s.db().clone();
         let indexes = TableIndexes::of(&db, &table);
         InsertSink {
             indexes,
@@ -358,7 +359,7 @@ pub(crate) fn follow_update_chain(
     let Some(newer) = newer else {
         return Ok(None);
     };
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let Some(bytes) = db
         .heap()
         .fetch_version(&mut s.buf, &table.heap, newer, by)?
@@ -443,7 +444,7 @@ pub(crate) fn run_update(
         cid,
         waits: s.wait_limits(),
     };
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let table = Arc::clone(&plan.target.table);
     let indexes = TableIndexes::of(&db, &table);
     let mut state = InsertState::default();
@@ -541,7 +542,7 @@ pub(crate) fn run_delete(
         cid,
         waits: s.wait_limits(),
     };
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let table = Arc::clone(&plan.target.table);
     let returning = &plan.returning;
     let mut returned = Vec::new();

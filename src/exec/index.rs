@@ -264,7 +264,7 @@ pub fn create_index(
     spec: IndexSpec,
     progress: &mut dyn Progress,
 ) -> Result<Option<String>, ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     // Readers go on; writers wait (PostgreSQL's mode for CREATE INDEX).
     // A constraint's index (ALTER TABLE … ADD PRIMARY KEY / UNIQUE) takes
     // the table alone, as ALTER TABLE does: two Share holders could both
@@ -512,7 +512,7 @@ pub fn index_to_drop(
 /// DROP INDEX: holds the index's table exclusively, then drops it.
 /// Returns false if it did not exist and `if_exists` was given.
 pub fn drop_index(session: &mut Session, name: &str, if_exists: bool) -> Result<bool, ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     let Some((def, table)) = index_to_drop(&db, name, if_exists)? else {
         return Ok(false);
     };
@@ -528,7 +528,7 @@ pub fn drop_constraint(
     name: &str,
     if_exists: bool,
 ) -> Result<bool, ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     let found = db
         .catalog()
         .indexes_of(table)
@@ -552,7 +552,7 @@ fn drop_held(
     table: &Arc<TableDef>,
     if_exists: bool,
 ) -> Result<bool, ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     super::lock_table(session, table, LockMode::AccessExclusive)?;
     let dropped = db
         .catalog()
@@ -585,7 +585,7 @@ pub(crate) fn vacuum_indexes(
 /// than at such a row. Holds the table exclusively. Returns the number of
 /// entries.
 pub fn verify_index(session: &mut Session, name: &str) -> Result<u64, ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     let def = db.catalog().index(name)?;
     let table = table_of(&db, &def)?;
     // No writer changes the table while its rows and entries are compared.

@@ -92,7 +92,7 @@ impl LockRowsNode {
         tid: Tid,
         row: Vec<Value>,
     ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
-        let db = Arc::clone(cx.session.db());
+        let db = cx.session.db().clone();
         let mut tid = tid;
         let mut newest: Option<Vec<Value>> = None;
         let mut step = 0;

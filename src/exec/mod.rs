@@ -586,7 +586,6 @@ pub fn execute_bound(
     rows: Rows,
     bound: Bound,
 ) -> Result<Outcome, ExecError> {
-    let db = Arc::clone(session.db());
     if !bound.tables_locked {
         lock_plan_tables(session, plan)?;
     }
@@ -610,18 +609,25 @@ pub fn execute_bound(
         }
         Plan::Insert(i) => {
             let outcome = dml::run_insert(i, session, snapshot, &mut ctx)?;
-            db.statistics().note_changes(i.table.oid, outcome.count);
+            session
+                .db()
+                .statistics()
+                .note_changes(i.table.oid, outcome.count);
             Ok(outcome)
         }
         Plan::Update(u) => {
             let outcome = dml::run_update(u, session, snapshot, &mut ctx)?;
-            db.statistics()
+            session
+                .db()
+                .statistics()
                 .note_changes(u.target.table.oid, outcome.count);
             Ok(outcome)
         }
         Plan::Delete(d) => {
             let outcome = dml::run_delete(d, session, snapshot, &mut ctx)?;
-            db.statistics()
+            session
+                .db()
+                .statistics()
                 .note_changes(d.target.table.oid, outcome.count);
             Ok(outcome)
         }
@@ -638,7 +644,7 @@ pub fn vacuum(
     tables: &[Arc<TableDef>],
     progress: &mut dyn Progress,
 ) -> Result<Vec<(Arc<TableDef>, crate::heap::VacuumReport)>, ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     let limits = session.stream_limits();
     let mut reports = Vec::with_capacity(tables.len());
     for listed in tables {
@@ -708,7 +714,7 @@ pub fn vacuum(
 /// transaction's, its files removed when that commits
 /// ([`crate::catalog::Catalog::drop_table`]).
 pub fn drop_table(session: &mut Session, table: &Arc<TableDef>) -> Result<(), ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     lock_table(session, table, LockMode::AccessExclusive)?;
     let (xid, cid) = session.write_ids()?;
     let writer = crate::heap::Writer {
@@ -733,7 +739,7 @@ pub fn truncate(
     snapshot: &mut StatementSnapshot,
     tables: &[Arc<TableDef>],
 ) -> Result<(), ExecError> {
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     let (xid, cid) = session.xid(snapshot)?;
     let writer = crate::heap::Writer {
         xid,
@@ -779,7 +785,7 @@ fn truncate_empty_tail(
     if !session.try_lock_table(table.oid, LockMode::AccessExclusive) {
         return Ok(0);
     }
-    let db = Arc::clone(session.db());
+    let db = session.db().clone();
     check_not_dropped(&db, table)?;
     Ok(db.heap().truncate_empty_tail(
         &mut session.buf,

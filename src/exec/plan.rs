@@ -402,7 +402,7 @@ pub(crate) fn scan_table(
     mut after_page: impl FnMut() -> Result<Flow, ExecError>,
 ) -> Result<(), ExecError> {
     debug_assert!(node.filter.is_none());
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let limits = s.stream_limits();
     let table = Arc::clone(&node.table);
     let types = &table.heap.types;

@@ -89,7 +89,7 @@ impl PlanNode for SeqScanNode {
         if self.ended {
             return Ok(());
         }
-        let db = Arc::clone(cx.session.db());
+        let db = cx.session.db().clone();
         if self.scan.is_none() {
             let limits = cx.session.stream_limits();
             self.scan = Some(Box::new(HeapScan::begin(

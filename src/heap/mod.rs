@@ -1159,6 +1159,15 @@ struct RelState {
     kept_locks: Mutex<lock::KeptLocks>,
 }
 
+/// See [`Heap::line_pointer_frees`].
+pub struct LinePointerFrees(Arc<RelState>);
+
+impl LinePointerFrees {
+    pub fn count(&self) -> u64 {
+        self.0.line_pointers_freed.load(Ordering::SeqCst)
+    }
+}
+
 /// The heap access method of one database.
 pub struct Heap {
     txn: Arc<TxnManager>,
@@ -2621,7 +2630,7 @@ impl Heap {
         let rs = self.rel_state(table.rel);
         // Before any flag is set (see `set_map_bits`).
         let cleared_before = rs.all_visible_cleared.load(Ordering::SeqCst);
-        let oldest = self.txn.oldest_xmin();
+        let oldest = self.txn.fresh_oldest_xmin();
         let nblocks = s.pool().relation(table.rel).nblocks(Fork::Main)?;
         let mut skip = vm::all_visible_bits(s, table.rel, nblocks)?;
         // The last page is always read, as PostgreSQL's vacuum does: an
@@ -2895,9 +2904,15 @@ impl Heap {
     /// How many times line pointers of `rel` were freed for reuse (see
     /// `RelState::line_pointers_freed`).
     pub fn line_pointers_freed(&self, rel: u32) -> u64 {
-        self.rel_state(rel)
-            .line_pointers_freed
-            .load(Ordering::SeqCst)
+        self.line_pointer_frees(rel).count()
+    }
+
+    /// The count of [`Self::line_pointers_freed`], for a caller that
+    /// reads it again and again (an index scan, at each batch): a lookup
+    /// takes the relations' lock and a reference, both writes to lines
+    /// every session's lookups share, where the kept count is one read.
+    pub fn line_pointer_frees(&self, rel: u32) -> LinePointerFrees {
+        LinePointerFrees(self.rel_state(rel))
     }
 
     /// Frees the line pointers of dead tuples a deferring vacuum listed

@@ -629,7 +629,7 @@ fn vacuum_table<'a>(
 /// Puts the session's settings `names` back to the database's values
 /// (RESET, SET … TO DEFAULT).
 fn reset_settings(s: &mut Session, names: &[String]) -> Result<(), SqlError> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     for name in names {
         s.settings.reset_session(name, db.settings())?;
     }
@@ -724,7 +724,7 @@ pub(crate) fn plan_locked(
     snapshot: &mut StatementSnapshot,
     statement: &Statement,
 ) -> Result<(Plan, Vec<ResultColumn>), SqlError> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let mut attempts = 0;
     loop {
         let generation = db.catalog().generation();

@@ -7,7 +7,6 @@
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::Path;
-use std::sync::Arc;
 
 use sqlparser::ast::{
     CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource as AstSource, CopyTarget, Ident,
@@ -51,7 +50,7 @@ pub(crate) fn copy(
     let freeze = options
         .iter()
         .any(|o| matches!(o, CopyOption::Freeze(true)));
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let count = if *to {
         if freeze {
             return Err(SqlError::CopyUnsupported(

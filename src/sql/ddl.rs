@@ -379,7 +379,7 @@ pub(crate) fn create_table(
         }
     }
     let fillfactor = fillfactor(cx, &ct.table_options, span)?;
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let ids = s.xid(snapshot)?;
     let created = db.catalog().create_table(
         &mut s.buf,
@@ -453,7 +453,7 @@ pub(crate) fn alter_table(
             "; give each action its own ALTER TABLE",
         ));
     };
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let name = object_name(cx, &at.name)?;
     let table = match user_table(cx, &db, &name) {
         Ok(table) => table,
@@ -539,7 +539,7 @@ pub(super) fn drop_each(
     drop_one: impl Fn(&mut Session, &Database, &str) -> Result<bool, SqlError>,
 ) -> Result<StatementResult, SqlError> {
     s.require_no_block(tag)?;
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let mut checked = Vec::with_capacity(names.len());
     for name in names {
         let name = object_name(cx, name)?;
@@ -590,7 +590,7 @@ pub(crate) fn vacuum(
     progress: &mut dyn exec::Progress,
 ) -> Result<StatementResult, SqlError> {
     s.require_no_block("VACUUM")?;
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let tables = match table {
         Some(name) => vec![locked_table(
             cx,
@@ -631,7 +631,7 @@ pub(crate) fn analyze(
     table: Option<&ast::ObjectName>,
     progress: &mut dyn exec::Progress,
 ) -> Result<StatementResult, SqlError> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let tables = match table {
         Some(name) => vec![user_table(cx, &db, &object_name(cx, name)?)?],
         None => db.catalog().tables_for(cx.viewer),
@@ -690,7 +690,7 @@ pub(crate) fn create_index(
         None | Some(ast::IndexType::BTree) => {}
         Some(other) => return refuse(&format!("index access method {other}; only btree exists")),
     }
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let table_name = object_name(cx, &ci.table_name)?;
     let table = user_table(cx, &db, &table_name)?;
     let pending = index_ids_for(s, &table, "CREATE INDEX")?;

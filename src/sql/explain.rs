@@ -1,7 +1,6 @@
 //! EXPLAIN: options, and planning (and for ANALYZE running) the
 //! statement to explain.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlparser::ast::{self, Spanned, Statement};
@@ -111,7 +110,7 @@ pub(crate) fn explain(
     opts: &ExplainOptions,
     rows: Option<&mut Vec<Vec<Value>>>,
 ) -> Result<StatementResult, SqlError> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let planning_started = Instant::now();
     let (mut plan, _) = plan_statement(cx, &db, inner)?;
     let planning = planning_started.elapsed();

@@ -39,7 +39,6 @@
 //! run, anew each time.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use sqlparser::ast::Statement;
 
@@ -168,7 +167,7 @@ pub fn prepare(
     };
     let placeholders = Placeholders::preparing(declared.to_vec());
     let cx = statement_cx(s, &parsed, placeholders);
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let columns = parse::with_stack_for_depth(parsed.depth, || match &parsed.statement {
         Stmt::Ast(st) => match &**st {
             Statement::Query(_)
@@ -360,9 +359,8 @@ fn run_cached(
     values: &[Value],
     io: &mut StatementIo,
 ) -> Result<StatementResult, SqlError> {
-    let db = Arc::clone(s.db());
     let mut plans = prepared.plans.borrow_mut();
-    let generation = db.catalog().generation();
+    let generation = s.db().catalog().generation();
     let settings_version = s.settings.version();
     if let PlanCache::Generic(kept) = &mut *plans {
         if kept.settings_version != settings_version && kept.settings == PlannerSettings::of(s) {
@@ -481,7 +479,7 @@ fn plan_generic(
     statement: &Statement,
     custom_average: f64,
 ) -> Option<(Plan, Vec<ResultColumn>)> {
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     let placeholders = Placeholders::generic(prepared.param_types.clone());
     let cx = statement_cx(s, &prepared.parsed, placeholders);
     let (plan, columns) = plan_statement(&cx, &db, statement).ok()?;
@@ -663,7 +661,7 @@ mod tests {
         assert!(s.buf.pinned_count() > 0, "the scan's stream is kept");
         // Another session's commit cannot move the horizon past the
         // portal's snapshot, and the rows it deletes stay the portal's.
-        let db = Arc::clone(s.db());
+        let db = s.db().clone();
         let mut other = db.session().unwrap();
         execute(&mut other, "DELETE FROM t WHERE id > 100").unwrap();
         let held = db.txn().oldest_xmin();

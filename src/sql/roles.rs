@@ -13,8 +13,6 @@
 //! Like DROP TABLE, they run outside transaction blocks: a role change
 //! is durable when the statement returns and cannot be rolled back.
 
-use std::sync::Arc;
-
 use sqlparser::ast::{self, AlterRoleOperation, CreateRole, Password, RoleOption, Spanned};
 use sqlparser::tokenizer::Span;
 
@@ -157,7 +155,7 @@ pub(crate) fn create_role(
     if let Some(password) = &cr.password {
         gathered.password(cx, span, password)?;
     }
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     db.catalog()
         .create_role(&mut s.buf, db.heap(), &name, gathered.options)?;
     Ok(StatementResult {
@@ -198,7 +196,7 @@ pub(crate) fn alter_role(
         }
     }
     let name = ident(name);
-    let db = Arc::clone(s.db());
+    let db = s.db().clone();
     db.catalog()
         .alter_role(&mut s.buf, db.heap(), &name, gathered.options)?;
     Ok(StatementResult {

@@ -24,16 +24,13 @@
 //! TPC-B statement twice more; at 32 sessions on 2 cores those were most
 //! of the spins and yields on that lock.
 //!
-//! Lock order: the manager's lock, then a slot's. The weak path takes a
-//! slot's lock alone.
+//! Lock order: the manager's lock, then a slot's (`slot.rs`). The weak
+//! path takes a slot's lock alone.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Weak};
-
-use parking_lot::{Mutex, RwLock};
 
 use super::locks::{LockMode, LockOwner, LockRow, WaitTarget};
-use super::{Inner, TxnManager};
+use super::{Inner, SessionSlot, TxnManager};
 
 /// Fast-path locks a session holds at most at once (PostgreSQL's
 /// `FP_LOCK_SLOTS_PER_BACKEND`): a statement over more tables takes the
@@ -45,39 +42,17 @@ pub const FAST_PATH_SLOTS: usize = 16;
 /// table while a strong one is held.
 const STRONG_PARTITIONS: usize = 64;
 
-/// One session's fast-path locks: (owner, table oid, mode).
-#[derive(Debug, Default)]
-pub struct FastPathSlot {
-    locks: Mutex<Vec<(LockOwner, u32, LockMode)>>,
-}
-
-impl FastPathSlot {
-    /// How many locks the slot holds now (for tests and assertions).
-    pub fn len(&self) -> usize {
-        self.locks.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// The manager's side of the fast path: the strong-request counts and
-/// every session's slot.
+/// The manager's side of the fast path: the strong-request counts (the
+/// locks are in the sessions' slots, `slot.rs`).
 #[derive(Debug)]
 pub(super) struct FastPaths {
     strong: [AtomicU32; STRONG_PARTITIONS],
-    /// Registered by [`TxnManager::fast_path_slot`]; a slot whose session
-    /// has gone holds nothing (its locks went with its transaction) and
-    /// is pruned at the next registration.
-    slots: RwLock<Vec<Weak<FastPathSlot>>>,
 }
 
 impl Default for FastPaths {
     fn default() -> FastPaths {
         FastPaths {
             strong: std::array::from_fn(|_| AtomicU32::new(0)),
-            slots: RwLock::default(),
         }
     }
 }
@@ -106,30 +81,20 @@ impl LockMode {
 }
 
 impl TxnManager {
-    /// A fast-path slot for a session, registered so that strong requests
-    /// find its locks. The session keeps it for its lifetime.
-    pub fn fast_path_slot(&self) -> Arc<FastPathSlot> {
-        let slot = Arc::new(FastPathSlot::default());
-        let mut slots = self.fast_paths.slots.write();
-        slots.retain(|w| w.strong_count() > 0);
-        slots.push(Arc::downgrade(&slot));
-        slot
-    }
-
     /// Locks table `oid` in `mode` for `owner`, in `slot` if the mode is
     /// weak, no strong request is counted on the table's partition and the
     /// slot has room; else as [`Self::lock_table`]. Release with
     /// [`Self::release_locks_in`] and the same slot.
     pub fn lock_table_in(
         &self,
-        slot: &FastPathSlot,
+        slot: &SessionSlot,
         owner: LockOwner,
         oid: u32,
         mode: LockMode,
         limits: &super::WaitLimits,
     ) -> Result<bool, super::WaitError> {
         if mode.fast_path_eligible() {
-            let mut locks = slot.locks.lock();
+            let mut locks = slot.fast_path.lock();
             if locks.len() < FAST_PATH_SLOTS
                 && self.fast_paths.strong[partition(oid)].load(Ordering::SeqCst) == 0
             {
@@ -152,15 +117,10 @@ impl TxnManager {
     /// [`Self::lock_table_in`] with `slot`: those still in the slot from
     /// it, those a strong request moved (and those never in it) from the
     /// shared table.
-    pub fn release_locks_in(
-        &self,
-        slot: &FastPathSlot,
-        owner: LockOwner,
-        held: &[(u32, LockMode)],
-    ) {
+    pub fn release_locks_in(&self, slot: &SessionSlot, owner: LockOwner, held: &[(u32, LockMode)]) {
         let mut shared = Vec::new();
         {
-            let mut locks = slot.locks.lock();
+            let mut locks = slot.fast_path.lock();
             for &(oid, mode) in held {
                 match locks.iter().position(|&l| l == (owner, oid, mode)) {
                     Some(at) => {
@@ -194,19 +154,13 @@ impl TxnManager {
         }
     }
 
-    /// The slots of the sessions still open.
-    fn live_fast_path_slots(&self) -> Vec<Arc<FastPathSlot>> {
-        let slots = self.fast_paths.slots.read();
-        slots.iter().filter_map(Weak::upgrade).collect()
-    }
-
     /// Moves every fast-path lock on `oid` into the shared table, as the
     /// holders' grants: called by a strong request for `oid` after
     /// [`Self::count_strong`], under the manager's lock.
     pub(super) fn transfer_fast_path(&self, inner: &mut Inner, oid: u32) {
         debug_assert!(self.fast_paths.strong[partition(oid)].load(Ordering::SeqCst) > 0);
-        for slot in self.live_fast_path_slots() {
-            let mut locks = slot.locks.lock();
+        for slot in self.slots.read().iter() {
+            let mut locks = slot.fast_path.lock();
             locks.retain(|&(owner, o, mode)| {
                 if o != oid {
                     return true;
@@ -223,14 +177,19 @@ impl TxnManager {
         xid_of: impl Fn(LockOwner) -> Option<super::Xid>,
     ) -> Vec<LockRow> {
         let mut rows = Vec::new();
-        for slot in self.live_fast_path_slots() {
-            rows.extend(slot.locks.lock().iter().map(|&(owner, oid, mode)| LockRow {
-                owner,
-                xid: xid_of(owner),
-                target: WaitTarget::Table { oid, mode },
-                granted: true,
-                fast_path: true,
-            }));
+        for slot in self.slots.read().iter() {
+            rows.extend(
+                slot.fast_path
+                    .lock()
+                    .iter()
+                    .map(|&(owner, oid, mode)| LockRow {
+                        owner,
+                        xid: xid_of(owner),
+                        target: WaitTarget::Table { oid, mode },
+                        granted: true,
+                        fast_path: true,
+                    }),
+            );
         }
         rows
     }
@@ -260,14 +219,14 @@ mod tests {
     #[test]
     fn weak_locks_take_the_fast_path_and_strong_ones_move_them() {
         let (_dir, txn) = manager();
-        let (slot_r, slot_d) = (txn.fast_path_slot(), txn.fast_path_slot());
+        let (slot_r, slot_d) = (txn.session_slot(), txn.session_slot());
         let (reader, dropper) = (txn.new_owner(), txn.new_owner());
         let limits = WaitLimits::DEFAULT;
         txn.lock_table_in(&slot_r, reader, 7, LockMode::AccessShare, &limits)
             .unwrap();
         txn.lock_table_in(&slot_r, reader, 8, LockMode::RowExclusive, &limits)
             .unwrap();
-        assert_eq!(slot_r.len(), 2);
+        assert_eq!(slot_r.fast_path_len(), 2);
         let mut locks = held(&txn, reader);
         locks.sort();
         assert_eq!(
@@ -280,7 +239,7 @@ mod tests {
         // A strong request that cannot be granted moves the reader's lock
         // on its table (only that one) and leaves no count behind.
         assert!(!txn.try_lock_table(dropper, 7, LockMode::AccessExclusive));
-        assert_eq!(slot_r.len(), 1);
+        assert_eq!(slot_r.fast_path_len(), 1);
         assert!(held(&txn, reader).contains(&(LockMode::AccessShare, true, false)));
         // A weak request while a strong lock is held goes to the shared
         // table (and waits there).
@@ -289,7 +248,7 @@ mod tests {
             reader,
             &[(7, LockMode::AccessShare), (8, LockMode::RowExclusive)],
         );
-        assert!(slot_r.is_empty() && txn.lock_rows().is_empty());
+        assert!(slot_r.fast_path_len() == 0 && txn.lock_rows().is_empty());
         txn.lock_table_in(&slot_d, dropper, 7, LockMode::AccessExclusive, &limits)
             .unwrap();
         let limits_short = WaitLimits {
@@ -300,16 +259,16 @@ mod tests {
         assert!(txn
             .lock_table_in(&slot_r, late, 7, LockMode::AccessShare, &limits_short)
             .is_err());
-        assert!(slot_r.is_empty());
+        assert!(slot_r.fast_path_len() == 0);
         // Another table of another partition still takes the fast path.
         txn.lock_table_in(&slot_r, late, 8, LockMode::AccessShare, &limits)
             .unwrap();
-        assert_eq!(slot_r.len(), 1);
+        assert_eq!(slot_r.fast_path_len(), 1);
         txn.release_locks_in(&slot_d, dropper, &[(7, LockMode::AccessExclusive)]);
         txn.lock_table_in(&slot_r, late, 7, LockMode::AccessShare, &limits)
             .unwrap();
         assert_eq!(
-            slot_r.len(),
+            slot_r.fast_path_len(),
             2,
             "the fast path opens again once the strong lock is released"
         );
@@ -324,7 +283,7 @@ mod tests {
     #[test]
     fn a_full_slot_sends_further_locks_to_the_shared_table() {
         let (_dir, txn) = manager();
-        let slot = txn.fast_path_slot();
+        let slot = txn.session_slot();
         let owner = txn.new_owner();
         let tables: Vec<(u32, LockMode)> = (0..FAST_PATH_SLOTS as u32 + 3)
             .map(|oid| (100 + oid, LockMode::AccessShare))
@@ -333,10 +292,10 @@ mod tests {
             txn.lock_table_in(&slot, owner, oid, mode, &WaitLimits::DEFAULT)
                 .unwrap();
         }
-        assert_eq!(slot.len(), FAST_PATH_SLOTS);
+        assert_eq!(slot.fast_path_len(), FAST_PATH_SLOTS);
         assert_eq!(txn.lock_rows().iter().filter(|r| !r.fast_path).count(), 3);
         txn.release_locks_in(&slot, owner, &tables);
-        assert!(slot.is_empty() && txn.lock_rows().is_empty());
+        assert!(slot.fast_path_len() == 0 && txn.lock_rows().is_empty());
     }
 
     /// The race the count closes: a weak request read no strong count and
@@ -346,7 +305,7 @@ mod tests {
     #[test]
     fn a_strong_request_waits_for_a_weak_lock_recorded_as_it_came() {
         let (_dir, txn) = manager();
-        let slot_r = txn.fast_path_slot();
+        let slot_r = txn.session_slot();
         let (reader, dropper) = (txn.new_owner(), txn.new_owner());
         txn.injections()
             .attach(TXN_FAST_PATH_BEFORE_RECORD, Injection::park().times(1));
@@ -383,7 +342,7 @@ mod tests {
                 assert!(rounds < 10_000, "the strong request never waited");
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert!(slot_r.is_empty());
+            assert!(slot_r.fast_path_len() == 0);
             assert_eq!(
                 held(&txn, reader),
                 vec![(LockMode::AccessShare, true, false)]

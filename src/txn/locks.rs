@@ -253,7 +253,9 @@ pub struct LockRow {
 }
 
 impl TxnManager {
-    /// A new lock owner, for a transaction that starts.
+    /// A new lock owner, for a transaction that starts outside any
+    /// session (tests); a session's come from its slot
+    /// ([`super::SessionSlot::new_owner`]).
     pub fn new_owner(&self) -> LockOwner {
         self.next_owner
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)

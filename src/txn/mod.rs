@@ -22,7 +22,7 @@
 //! log's pages are written by each checkpoint ([`TxnManager::write_log`]),
 //! and recovery replays the ends logged after it ([`TxnManager::redo_finish`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -37,10 +37,12 @@ use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
 mod fastpath;
 mod locks;
 mod multi;
+mod slot;
 
-pub use fastpath::{FastPathSlot, FAST_PATH_SLOTS};
+pub use fastpath::FAST_PATH_SLOTS;
 pub use locks::{DeadlockMember, LockMode, LockOwner, LockRow, WaitTarget};
 pub use multi::{RowLockMode, MULTI_MEMBERS_MAX, MULTI_SWEEP_FIRST};
+pub use slot::{SessionSlot, SnapshotGuard};
 
 /// A transaction id.
 pub type Xid = u32;
@@ -139,8 +141,6 @@ struct Inner {
     /// Ids below this may have been handed out before (synced).
     reserved_until: Xid,
     running: BTreeSet<Xid>,
-    /// Registered snapshots' xmin, with counts.
-    snapshot_xmins: BTreeMap<Xid, usize>,
     /// Who waits for whom: each waiting transaction (a transaction waits
     /// for one thing at a time) and those in its way. The deadlock check
     /// follows these edges (see `locks.rs`).
@@ -162,41 +162,39 @@ impl Inner {
             .unwrap_or(self.next_xid)
             .min(self.next_xid)
     }
-
-    /// The oldest id a running transaction or registered snapshot may
-    /// still see as not finished.
-    fn oldest_xmin(&self) -> Xid {
-        self.oldest_given(self.xmin_now())
-    }
-
-    /// [`Inner::oldest_xmin`] given `xmin_now`, computed already.
-    fn oldest_given(&self, xmin_now: Xid) -> Xid {
-        let registered = self.snapshot_xmins.first_key_value().map(|(&x, _)| x);
-        xmin_now.min(registered.unwrap_or(Xid::MAX))
-    }
 }
 
 /// See [`TxnManager::horizons`].
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Horizons {
     xmin_now: AtomicU32,
     oldest_xmin: AtomicU32,
 }
 
-impl Horizons {
-    /// Publishes `inner`'s horizons; called with its lock held, after
-    /// every change to its ids, running set or registered snapshots.
-    fn publish(&self, inner: &Inner) {
+impl TxnManager {
+    /// The oldest id a running transaction or registered snapshot may
+    /// still see as not finished, computed under the manager's lock
+    /// (`inner`): the lowest of xmin_now and every slot's registered xmin.
+    fn compute_oldest_xmin(&self, inner: &Inner) -> Xid {
         let now = inner.xmin_now();
-        let oldest = inner.oldest_given(now);
+        now.min(self.lowest_registered_xmin().unwrap_or(Xid::MAX))
+    }
+
+    /// Publishes the horizons; called with the manager's lock held
+    /// (`inner`), after every change to its ids or running set, and by a
+    /// snapshot's release that may move the oldest xmin (`slot.rs`).
+    fn publish_horizons(&self, inner: &Inner) {
+        let now = inner.xmin_now();
+        let oldest = self.compute_oldest_xmin(inner);
+        let horizons = &self.horizons;
         // Forward only: a new snapshot's xmin is at least the oldest, and
         // ids are given out upwards and end.
-        let before = self.oldest_xmin.swap(oldest, Ordering::SeqCst);
+        let before = horizons.oldest_xmin.swap(oldest, Ordering::SeqCst);
         debug_assert!(
             before <= oldest,
             "the oldest xmin went back from {before} to {oldest}"
         );
-        let before = self.xmin_now.swap(now, Ordering::SeqCst);
+        let before = horizons.xmin_now.swap(now, Ordering::SeqCst);
         debug_assert!(before <= now, "xmin_now went back from {before} to {now}");
     }
 }
@@ -222,14 +220,18 @@ pub struct TxnManager {
     /// lock of the engine (`perf`, TPC-B at 8 clients: the page locks'
     /// spins were mostly behind it). Both only move forward, and each is
     /// used as a lower bound, so a value read a moment late is safe.
-    horizons: Horizons,
+    /// Shared with the sessions' slots, whose snapshot releases read it.
+    horizons: Arc<Horizons>,
     /// Notified when a transaction ends, for waiters that are no
     /// transaction ([`TxnManager::wait_for`]); transactions waiting in the
     /// wait-for graph sleep on their own (`locks::Waiting::wake`).
     finished: Condvar,
+    /// Lock owner ids are handed out in blocks from here (`slot.rs`).
     next_owner: std::sync::atomic::AtomicU64,
-    /// The sessions' fast-path table locks (`fastpath.rs`).
+    /// The strong table lock requests' counts (`fastpath.rs`).
     fast_paths: fastpath::FastPaths,
+    /// Every session's slot (`slot.rs`).
+    slots: RwLock<Vec<Arc<SessionSlot>>>,
     injections: InjectionPoints,
 }
 
@@ -310,15 +312,12 @@ impl TxnManager {
             next_xid: reserved_until,
             reserved_until,
             running: BTreeSet::new(),
-            snapshot_xmins: BTreeMap::new(),
             waits: HashMap::new(),
             xid_owners: HashMap::new(),
             tables: HashMap::new(),
             multis: multi::Multis::default(),
         };
-        let horizons = Horizons::default();
-        horizons.publish(&inner);
-        Ok(Arc::new(TxnManager {
+        let txn = Arc::new(TxnManager {
             dir: dir.to_path_buf(),
             clog_file,
             xid_file,
@@ -326,12 +325,15 @@ impl TxnManager {
             dirty_pages: Mutex::new(BTreeSet::new()),
             clog_file_order: Mutex::new(()),
             inner: Mutex::new(inner),
-            horizons,
+            horizons: Arc::default(),
             finished: Condvar::new(),
             next_owner: std::sync::atomic::AtomicU64::new(1),
             fast_paths: fastpath::FastPaths::default(),
+            slots: RwLock::default(),
             injections: InjectionPoints::default(),
-        }))
+        });
+        txn.publish_horizons(&txn.inner.lock());
+        Ok(txn)
     }
 
     /// Gives out a new transaction id, now running, for the transaction
@@ -341,7 +343,7 @@ impl TxnManager {
         let xid = self.next_id(&mut inner)?;
         inner.running.insert(xid);
         inner.xid_owners.insert(xid, owner);
-        self.horizons.publish(&inner);
+        self.publish_horizons(&inner);
         Ok(xid)
     }
 
@@ -385,7 +387,7 @@ impl TxnManager {
         let mut inner = self.inner.lock();
         inner.running.remove(&xid);
         inner.xid_owners.remove(&xid);
-        self.horizons.publish(&inner);
+        self.publish_horizons(&inner);
         locks::wake_waiters_where(&inner.waits, |t| *t == WaitTarget::Transaction(xid));
         self.finished.notify_all();
         Ok(())
@@ -541,38 +543,6 @@ impl TxnManager {
         self.clog_bits(xid) == STATUS_COMMITTED
     }
 
-    /// Takes a snapshot for transaction `own` (if it has an id) at command
-    /// `command`, registered until the guard is dropped.
-    pub fn snapshot(self: &Arc<Self>, own: Option<Xid>, command: CommandId) -> SnapshotGuard {
-        let mut inner = self.inner.lock();
-        let xmax = inner.next_xid;
-        let in_progress: Vec<Xid> = inner
-            .running
-            .iter()
-            .copied()
-            .filter(|&x| Some(x) != own)
-            .collect();
-        let xmin = inner.xmin_now();
-        *inner.snapshot_xmins.entry(xmin).or_default() += 1;
-        // Nothing to publish: a snapshot registers the xmin_now of the
-        // moment, which the oldest xmin is already at or below.
-        debug_assert_eq!(
-            (self.xmin_now(), self.oldest_xmin()),
-            (xmin, inner.oldest_xmin()),
-            "the published horizons are behind what they are computed from"
-        );
-        SnapshotGuard {
-            txn: Arc::clone(self),
-            snapshot: Snapshot {
-                xmin,
-                xmax,
-                in_progress,
-                own,
-                command,
-            },
-        }
-    }
-
     /// The id the next transaction to write will get: every id handed
     /// out so far is below it.
     pub fn next_xid(&self) -> Xid {
@@ -590,6 +560,15 @@ impl TxnManager {
     /// transactions that committed below it are seen by everyone.
     pub fn oldest_xmin(&self) -> Xid {
         self.horizons.oldest_xmin.load(Ordering::SeqCst)
+    }
+
+    /// [`Self::oldest_xmin`] brought up to date first: for vacuum, which
+    /// runs seldom and should remove all it can (a snapshot's release may
+    /// leave the published value behind for a moment, `slot.rs`).
+    pub fn fresh_oldest_xmin(&self) -> Xid {
+        let inner = self.inner.lock();
+        self.publish_horizons(&inner);
+        self.oldest_xmin()
     }
 
     /// Waits until transaction `holder` is no longer running, for
@@ -823,49 +802,6 @@ fn check_clog(clog: &[u8], path: &Path, reserved_until: Xid) -> Result<(), TxnEr
     Ok(())
 }
 
-/// A registered snapshot; vacuum keeps what it can see until it is dropped.
-pub struct SnapshotGuard {
-    txn: Arc<TxnManager>,
-    snapshot: Snapshot,
-}
-
-impl SnapshotGuard {
-    pub fn snapshot(&self) -> &Snapshot {
-        &self.snapshot
-    }
-
-    /// Makes `xid` (assigned after the snapshot was taken) the snapshot's
-    /// own transaction.
-    pub fn set_own(&mut self, xid: Xid) {
-        self.snapshot.own = Some(xid);
-    }
-
-    /// Lets the snapshot see its own transaction's later commands.
-    pub fn set_command(&mut self, command: CommandId) {
-        self.snapshot.command = command;
-    }
-}
-
-impl Drop for SnapshotGuard {
-    fn drop(&mut self) {
-        let mut inner = self.txn.inner.lock();
-        let xmin = self.snapshot.xmin;
-        match inner.snapshot_xmins.get_mut(&xmin) {
-            Some(n) if *n > 1 => *n -= 1,
-            _ => {
-                inner.snapshot_xmins.remove(&xmin);
-            }
-        }
-        self.txn.horizons.publish(&inner);
-    }
-}
-
-impl std::fmt::Debug for SnapshotGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.snapshot.fmt(f)
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -909,7 +845,7 @@ pub(crate) mod tests {
         let txn = TxnManager::open(dir.path()).unwrap();
         let locked = |txn: &TxnManager| {
             let inner = txn.inner.lock();
-            (inner.xmin_now(), inner.oldest_xmin())
+            (inner.xmin_now(), txn.compute_oldest_xmin(&inner))
         };
         let published = |txn: &TxnManager| (txn.xmin_now(), txn.oldest_xmin());
         let mut last = published(&txn);

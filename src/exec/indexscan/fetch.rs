@@ -61,7 +61,6 @@
 //! gone, and such a page is never fed to the stream.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 
 use super::super::plan::ExecCx;
 use super::super::ExecError;
@@ -69,7 +68,7 @@ use crate::btree::{BatchItem, BtreeScan, ScanKeys};
 use crate::buffer::ReadCounts;
 use crate::heap::tuple::{Tid, TupleError};
 use crate::heap::vm::VisibilityLookup;
-use crate::heap::{FetchStats, HeapFetch, HeapTable, SCAN_PINS_RESERVED};
+use crate::heap::{FetchStats, HeapFetch, HeapTable, LinePointerFrees, SCAN_PINS_RESERVED};
 use crate::storage::Fork;
 use crate::stream::{BlockFeed, FedBlocks, ReadStream, StreamFlags, StreamStats};
 use crate::types::Value;
@@ -188,6 +187,9 @@ pub struct PrefetchStats {
 /// The heap side of one index scan (see the module comment).
 pub struct IndexFetch {
     table_rel: u32,
+    /// The table's count of freed line pointers, looked up at the first
+    /// batch (see `LoadedBatch::freed_before`).
+    frees: Option<LinePointerFrees>,
     scan: BtreeScan,
     /// Answers items from the index where the visibility map vouches for
     /// their page.
@@ -231,6 +233,7 @@ impl IndexFetch {
     pub fn new(table: &HeapTable, scan: BtreeScan, index_only: bool, prefetch: bool) -> Self {
         IndexFetch {
             table_rel: table.rel,
+            frees: None,
             scan,
             index_only,
             prefetch,
@@ -381,18 +384,18 @@ impl IndexFetch {
             );
         }
         let allowed_end = self.items_allowed_end();
-        let db = Arc::clone(cx.session.db());
-        let before = cx.session.buf.counts;
+        let (db, buf) = cx.session.db_and_buf();
+        let before = buf.counts;
         let batch = &mut self.ring[0];
         let block = batch.pages[p].block;
         if batch.pages[p].fed {
             let stream = self.stream.as_mut().expect("a fed page has a stream");
             let (id, streamed) = stream
-                .next_buffer(&mut cx.session.buf)?
+                .next_buffer(buf)?
                 .expect("a page fed to the stream comes out of it");
             assert_eq!(streamed, block, "the stream returned pages out of turn");
             self.stats.max_distance = self.stats.max_distance.max(stream.distances().0);
-            self.heap.adopt(&mut cx.session.buf, block, id);
+            self.heap.adopt(buf, block, id);
         }
         let (start, end) = (
             batch.group_start[p] as usize,
@@ -423,7 +426,7 @@ impl IndexFetch {
             (&batch.items, &mut batch.rows, &mut batch.dead, self.columns);
         self.heap.fetch_on_page(
             db.heap(),
-            &mut cx.session.buf,
+            buf,
             block,
             group.iter().map(|&j| items[j as usize].tid.index),
             cx.snapshot,
@@ -442,9 +445,7 @@ impl IndexFetch {
         )?;
         decoded?;
         batch.pages_visited += 1;
-        self.stats
-            .heap_buffers
-            .add(cx.session.buf.counts.since(before));
+        self.stats.heap_buffers.add(buf.counts.since(before));
         Ok(())
     }
 
@@ -457,14 +458,14 @@ impl IndexFetch {
         tid: Tid,
         decode: &mut DecodeTuple,
     ) -> Result<Option<(Tid, Vec<Value>)>, ExecError> {
-        let db = Arc::clone(cx.session.db());
-        let before = cx.session.buf.counts;
+        let (db, buf) = cx.session.db_and_buf();
+        let before = buf.counts;
         let mut row = None;
         let mut decoded = Ok(());
         let mut dead = false;
         self.heap.fetch_on_page(
             db.heap(),
-            &mut cx.session.buf,
+            buf,
             tid.block,
             std::iter::once(tid.index),
             cx.snapshot,
@@ -484,9 +485,7 @@ impl IndexFetch {
         if dead {
             self.ring[0].dead.push(tid);
         }
-        self.stats
-            .heap_buffers
-            .add(cx.session.buf.counts.since(before));
+        self.stats.heap_buffers.add(buf.counts.since(before));
         decoded?;
         Ok(row)
     }
@@ -501,15 +500,13 @@ impl IndexFetch {
         if batch.dead.is_empty() {
             return Ok(());
         }
-        let db = Arc::clone(cx.session.db());
-        let rel = self.table_rel;
-        let removed = db.btree().remove_entries(
-            &mut cx.session.buf,
-            self.scan.index(),
-            batch.leaf,
-            &batch.dead,
-            || db.heap().line_pointers_freed(rel) == batch.freed_before,
-        )?;
+        let (db, buf) = cx.session.db_and_buf();
+        let frees = self.frees.as_ref().expect("looked up as the batch loaded");
+        let removed =
+            db.btree()
+                .remove_entries(buf, self.scan.index(), batch.leaf, &batch.dead, || {
+                    frees.count() == batch.freed_before
+                })?;
         self.stats.entries_removed += removed as u64;
         Ok(())
     }
@@ -616,10 +613,14 @@ impl IndexFetch {
     /// Reads the next leaf's batch into the ring; returns how many pages
     /// it fed the stream.
     fn load(&mut self, cx: &mut ExecCx) -> Result<usize, ExecError> {
-        let db = Arc::clone(cx.session.db());
+        let (db, buf) = cx.session.db_and_buf();
         // Before the entries are copied (see `LoadedBatch::freed_before`).
-        let freed_before = db.heap().line_pointers_freed(self.table_rel);
-        let Some(batch) = self.scan.next_batch(db.btree(), &mut cx.session.buf)? else {
+        let rel = self.table_rel;
+        let frees = self
+            .frees
+            .get_or_insert_with(|| db.heap().line_pointer_frees(rel));
+        let freed_before = frees.count();
+        let Some(batch) = self.scan.next_batch(db.btree(), buf)? else {
             self.index_done = true;
             self.feed.lock().done = true;
             return Ok(0);
