@@ -56,6 +56,13 @@ pub const TXN_STATUS_BETWEEN_LOOKUPS: &str = "txn-status-between-lookups";
 /// then waits for the slot, to move the lock once it is recorded.
 pub const TXN_FAST_PATH_BEFORE_RECORD: &str = "txn-fast-path-before-record";
 
+/// Reached by a snapshot taken without the transaction manager's lock
+/// after it copied the published running set and before it registers
+/// its xmin (`txn/running.rs`); the context's offset is the copy's
+/// sequence. A transaction that ends meanwhile publishes a horizon that
+/// did not see the registration, and the snapshot must go round again.
+pub const TXN_SNAPSHOT_BEFORE_REGISTER: &str = "txn-snapshot-before-register";
+
 /// Reached in a heap insert after it added a block to the table (the file
 /// has grown, the buffer is pinned) and before it formats the block and
 /// puts its row there; the context's offset is the block number. Another

@@ -37,6 +37,7 @@ use crate::inject::{HitContext, InjectionPoints, TXN_STATUS_BETWEEN_LOOKUPS};
 mod fastpath;
 mod locks;
 mod multi;
+mod running;
 mod slot;
 
 pub use fastpath::FAST_PATH_SLOTS;
@@ -180,9 +181,19 @@ impl TxnManager {
         now.min(self.lowest_registered_xmin().unwrap_or(Xid::MAX))
     }
 
+    /// Publishes the running set (`running.rs`) and the horizons; called
+    /// with the manager's lock held (`inner`) after every change to its
+    /// ids or running set. The horizon is computed while the set is being
+    /// written, as lock-free snapshots rely on.
+    fn publish(&self, inner: &Inner) {
+        self.running_published.begin(inner);
+        self.publish_horizons(inner);
+        self.running_published.end();
+    }
+
     /// Publishes the horizons; called with the manager's lock held
-    /// (`inner`), after every change to its ids or running set, and by a
-    /// snapshot's release that may move the oldest xmin (`slot.rs`).
+    /// (`inner`), by [`Self::publish`], and by a snapshot's release that
+    /// may move the oldest xmin (`slot.rs`).
     fn publish_horizons(&self, inner: &Inner) {
         let now = inner.xmin_now();
         let oldest = self.compute_oldest_xmin(inner);
@@ -232,6 +243,8 @@ pub struct TxnManager {
     fast_paths: fastpath::FastPaths,
     /// Every session's slot (`slot.rs`).
     slots: RwLock<Vec<Arc<SessionSlot>>>,
+    /// The running set, for snapshots taken without `inner`'s lock.
+    running_published: running::PublishedRunning,
     injections: InjectionPoints,
 }
 
@@ -330,9 +343,10 @@ impl TxnManager {
             next_owner: std::sync::atomic::AtomicU64::new(1),
             fast_paths: fastpath::FastPaths::default(),
             slots: RwLock::default(),
+            running_published: running::PublishedRunning::default(),
             injections: InjectionPoints::default(),
         });
-        txn.publish_horizons(&txn.inner.lock());
+        txn.publish(&txn.inner.lock());
         Ok(txn)
     }
 
@@ -343,7 +357,7 @@ impl TxnManager {
         let xid = self.next_id(&mut inner)?;
         inner.running.insert(xid);
         inner.xid_owners.insert(xid, owner);
-        self.publish_horizons(&inner);
+        self.publish(&inner);
         Ok(xid)
     }
 
@@ -387,7 +401,7 @@ impl TxnManager {
         let mut inner = self.inner.lock();
         inner.running.remove(&xid);
         inner.xid_owners.remove(&xid);
-        self.publish_horizons(&inner);
+        self.publish(&inner);
         locks::wake_waiters_where(&inner.waits, |t| *t == WaitTarget::Transaction(xid));
         self.finished.notify_all();
         Ok(())

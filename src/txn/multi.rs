@@ -154,7 +154,7 @@ impl TxnManager {
             "a multi of ids never assigned: {list:?}"
         );
         let id = self.next_id(&mut inner)?;
-        self.publish_horizons(&inner);
+        self.publish(&inner);
         let multis = &mut inner.multis;
         if multis.members.len() >= multis.sweep_at {
             sweep(&mut inner);
