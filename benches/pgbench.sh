@@ -11,7 +11,9 @@
 # transactions, latency average and percentiles from pgbench's per-
 # transaction log) and the ratios aiostore / PostgreSQL.
 #
-# Usage (as root, after `cargo build --release`):
+# Usage (as root, after `cargo build --profile production`: the release
+# build without this crate's debug_assert!s, as PostgreSQL's package is
+# built without its assertions; AIOSTORE=path runs another binary):
 #   benches/pgbench.sh [--scale 50] [--seconds 60] [--clients "1 8 32"]
 #                      [--io-method worker] [--quick] [--loads 1] [--load-only]
 #                      [--rounds 1]
@@ -51,8 +53,8 @@ if [ "$(id -u)" != 0 ]; then
     echo "run as root: PostgreSQL runs as user postgres and the page cache is dropped" >&2
     exit 2
 fi
-AIOSTORE=${AIOSTORE:-target/release/aiostore}
-[ -x "$AIOSTORE" ] || { echo "$AIOSTORE is not built: cargo build --release" >&2; exit 2; }
+AIOSTORE=${AIOSTORE:-target/production/aiostore}
+[ -x "$AIOSTORE" ] || { echo "$AIOSTORE is not built: cargo build --profile production" >&2; exit 2; }
 AIOSTORE=$(realpath "$AIOSTORE")
 
 DIR=/var/tmp/pgbench-pg
@@ -113,7 +115,7 @@ rm -rf "$AIO_DIR" "$AIO_LOG"
 "$AIOSTORE" --data-dir "$AIO_DIR" init >/dev/null
 start
 aio_start
-echo "# aiostore: $("$AIOSTORE" --version), io_method=$("$BIN/psql" -h /tmp -p $AIO_PORT -At -c 'SHOW io_method' postgres)"
+echo "# aiostore: $("$AIOSTORE" --version) ($AIOSTORE), io_method=$("$BIN/psql" -h /tmp -p $AIO_PORT -At -c 'SHOW io_method' postgres)"
 
 # Load: pgbench -i, timed by pgbench itself (the last load's times are
 # the ones the ratio takes).
