@@ -768,6 +768,24 @@ pub struct Settings {
     /// that the settings it was planned with still hold by this number,
     /// without reading them each time (see [`Settings::version`]).
     version: u64,
+    /// The timeouts every statement reads, decoded at each change: a
+    /// lookup in `values` is a string comparison per tree node, four of
+    /// them per statement (`perf`, pgbench at 8 clients).
+    timeouts: Timeouts,
+}
+
+/// See [`Settings::timeouts`]; milliseconds, 0 for none.
+#[derive(Debug, Clone, Copy, Default)]
+struct Timeouts {
+    statement: i64,
+    lock: i64,
+    idle_in_transaction_session: i64,
+    deadlock: i64,
+}
+
+/// A timeout in milliseconds as an optional duration (0: no limit).
+fn limit(ms: i64) -> Option<std::time::Duration> {
+    (ms != 0).then(|| std::time::Duration::from_millis(ms as u64))
 }
 
 /// The next [`Settings::version`].
@@ -787,10 +805,13 @@ impl Default for Settings {
                 (def.name, (value, Source::Default))
             })
             .collect();
-        Settings {
+        let mut settings = Settings {
             values,
-            version: new_settings_version(),
-        }
+            version: 0,
+            timeouts: Timeouts::default(),
+        };
+        settings.changed();
+        settings
     }
 }
 
@@ -838,7 +859,7 @@ impl Settings {
             expected,
         })?;
         self.values.insert(def.name, (value, source));
-        self.version = new_settings_version();
+        self.changed();
         Ok(())
     }
 
@@ -881,7 +902,7 @@ impl Settings {
         if let Err(e) = self.check() {
             if let Some(before) = before {
                 self.values.insert(def.name, before);
-                self.version = new_settings_version();
+                self.changed();
             }
             return Err(e);
         }
@@ -895,8 +916,20 @@ impl Settings {
             origin: Source::Session,
         })?;
         self.values.insert(def.name, base.values[def.name].clone());
-        self.version = new_settings_version();
+        self.changed();
         Ok(())
+    }
+
+    /// After every change of `values`: a new version, the timeouts
+    /// decoded again.
+    fn changed(&mut self) {
+        self.version = new_settings_version();
+        self.timeouts = Timeouts {
+            statement: self.integer("statement_timeout"),
+            lock: self.integer("lock_timeout"),
+            idle_in_transaction_session: self.integer("idle_in_transaction_session_timeout"),
+            deadlock: self.integer("deadlock_timeout"),
+        };
     }
 
     /// A number naming these values: two settings of the same version
@@ -1082,33 +1115,24 @@ impl Settings {
     /// How long a wait for another transaction goes before the deadlock
     /// check.
     pub fn deadlock_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.integer("deadlock_timeout") as u64)
+        std::time::Duration::from_millis(self.timeouts.deadlock as u64)
     }
 
     /// How long a wait for another transaction may last (`None`: no
     /// limit).
     pub fn lock_timeout(&self) -> Option<std::time::Duration> {
-        match self.integer("lock_timeout") {
-            0 => None,
-            ms => Some(std::time::Duration::from_millis(ms as u64)),
-        }
+        limit(self.timeouts.lock)
     }
 
     /// How long a statement may run (`None`: no limit).
     pub fn statement_timeout(&self) -> Option<std::time::Duration> {
-        match self.integer("statement_timeout") {
-            0 => None,
-            ms => Some(std::time::Duration::from_millis(ms as u64)),
-        }
+        limit(self.timeouts.statement)
     }
 
     /// How long a connection may idle in a transaction block (`None`:
     /// no limit).
     pub fn idle_in_transaction_session_timeout(&self) -> Option<std::time::Duration> {
-        match self.integer("idle_in_transaction_session_timeout") {
-            0 => None,
-            ms => Some(std::time::Duration::from_millis(ms as u64)),
-        }
+        limit(self.timeouts.idle_in_transaction_session)
     }
 
     pub fn max_connections(&self) -> usize {
@@ -1362,6 +1386,31 @@ pub struct IoDirect {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_decoded_timeouts_follow_every_change() {
+        use std::time::Duration;
+        let base = Settings::default();
+        let mut s = base.clone();
+        assert_eq!(s.statement_timeout(), None);
+        s.set_session("statement_timeout", "250").unwrap();
+        s.set_session("lock_timeout", "2000").unwrap();
+        s.set_session("idle_in_transaction_session_timeout", "60000")
+            .unwrap();
+        s.set_session("deadlock_timeout", "50").unwrap();
+        assert_eq!(s.statement_timeout(), Some(Duration::from_millis(250)));
+        assert_eq!(s.lock_timeout(), Some(Duration::from_secs(2)));
+        assert_eq!(
+            s.idle_in_transaction_session_timeout(),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(s.deadlock_timeout(), Duration::from_millis(50));
+        assert!(s.set_session("statement_timeout", "soon").is_err());
+        assert_eq!(s.statement_timeout(), Some(Duration::from_millis(250)));
+        s.reset_session("statement_timeout", &base).unwrap();
+        assert_eq!(s.statement_timeout(), None);
+        assert_eq!(s.lock_timeout(), Some(Duration::from_secs(2)));
+    }
 
     #[test]
     fn defaults_match_the_design_table() {
