@@ -1092,7 +1092,7 @@ impl Session {
     /// The database and the buffer session at once, borrowed apart: what
     /// a caller that needs both should use instead of cloning the
     /// database's `Arc`, whose count is the one line every session's
-    /// clone writes (`txn/slot.rs`).
+    /// clone writes (`local_arc.rs`).
     pub fn db_and_buf(&mut self) -> (&LocalArc<Database>, &mut BufferSession) {
         (&self.db, &mut self.buf)
     }
@@ -1302,7 +1302,7 @@ impl Session {
             );
             return Ok(commit);
         };
-        let db = Arc::clone(&self.db);
+        let db = self.db.clone();
         // Before the commit record, and outside the gate (a large load's
         // sync must not hold back a checkpoint's start).
         let synced = if commit {
@@ -1378,7 +1378,7 @@ impl Session {
     /// (their names must survive a crash too: replaying the creation of
     /// a lost file would bring it back empty).
     fn sync_created(&mut self, xid: Xid, new_files: &[(&str, u32)]) -> Result<(), XactError> {
-        let db = Arc::clone(&self.db);
+        let db = self.db.clone();
         let mut any_synced = false;
         for &(table, rel) in new_files {
             any_synced |= db.heap.end_wal_skip(&mut self.buf, rel, xid).map_err(|e| {

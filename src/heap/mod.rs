@@ -2902,15 +2902,10 @@ impl Heap {
     }
 
     /// How many times line pointers of `rel` were freed for reuse (see
-    /// `RelState::line_pointers_freed`).
-    pub fn line_pointers_freed(&self, rel: u32) -> u64 {
-        self.line_pointer_frees(rel).count()
-    }
-
-    /// The count of [`Self::line_pointers_freed`], for a caller that
-    /// reads it again and again (an index scan, at each batch): a lookup
-    /// takes the relations' lock and a reference, both writes to lines
-    /// every session's lookups share, where the kept count is one read.
+    /// `RelState::line_pointers_freed`), as a handle its caller keeps (an
+    /// index scan reads it at each batch): a lookup takes the relations'
+    /// lock and a reference, both writes to lines every session's lookups
+    /// share, where the kept count is one read.
     pub fn line_pointer_frees(&self, rel: u32) -> LinePointerFrees {
         LinePointerFrees(self.rel_state(rel))
     }

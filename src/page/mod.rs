@@ -280,10 +280,9 @@ pub fn delete_items(page: &mut PageBytes, mut delete: impl FnMut(usize) -> bool)
         if !delete(i) {
             // Moved down to the next free line pointer. Index pages hold
             // only normal line pointers (nothing marks them otherwise).
-            let lp = line_pointer(page, i)
-                .filter(|_| item(page, i).is_some())
+            let kept_item = KeptItem::of(page, i, kept.len())
                 .unwrap_or_else(|| panic!("line pointer {i} of an ordered page holds no item"));
-            kept.push(KeptItem::at(kept.len(), lp));
+            kept.push(kept_item);
         }
     }
     let removed = count - kept.len();
@@ -354,9 +353,7 @@ pub fn prune_items(
         }
         let new = match fate(i, lp.flags) {
             LineFate::Keep => {
-                if item(page, i).is_some() {
-                    kept.push(KeptItem::at(i, lp));
-                }
+                kept.extend(KeptItem::of(page, i, i));
                 continue;
             }
             LineFate::Dead => LinePointer {
@@ -421,9 +418,6 @@ pub fn is_dead_item(page: &PageBytes, index: usize) -> bool {
     line_pointer(page, index).is_some_and(|lp| lp.flags == LineFlags::Dead)
 }
 
-/// Writes `items` (line pointer, bytes) packed together down from
-/// `special`, pointing their line pointers at them, and returns the new
-/// start of tuple space.
 /// An item [`pack_items`] keeps: its (new) line pointer index and where
 /// its bytes are on the page before the packing.
 struct KeptItem {
@@ -433,14 +427,17 @@ struct KeptItem {
 }
 
 impl KeptItem {
-    /// Item `index`'s bytes where `lp` (a normal line pointer whose item
-    /// lies within the page) says.
-    fn at(index: usize, lp: LinePointer) -> KeptItem {
-        KeptItem {
+    /// Item `i` of `page`, to be pointed at by line pointer `index`, if
+    /// it is a normal item within the page ([`item`]).
+    fn of(page: &PageBytes, i: usize, index: usize) -> Option<KeptItem> {
+        let bytes = item(page, i)?;
+        let lp = line_pointer(page, i)?;
+        debug_assert_eq!(bytes.len(), lp.length as usize);
+        Some(KeptItem {
             index,
             offset: lp.offset as usize,
             length: lp.length as usize,
-        }
+        })
     }
 }
 

@@ -175,9 +175,9 @@ struct Horizons {
 impl TxnManager {
     /// The oldest id a running transaction or registered snapshot may
     /// still see as not finished, computed under the manager's lock
-    /// (`inner`): the lowest of xmin_now and every slot's registered xmin.
-    fn compute_oldest_xmin(&self, inner: &Inner) -> Xid {
-        let now = inner.xmin_now();
+    /// (`inner`): the lowest of xmin_now (`now`, from `inner`) and every
+    /// slot's registered xmin.
+    fn oldest_given(&self, now: Xid) -> Xid {
         now.min(self.lowest_registered_xmin().unwrap_or(Xid::MAX))
     }
 
@@ -196,7 +196,7 @@ impl TxnManager {
     /// may move the oldest xmin (`slot.rs`).
     fn publish_horizons(&self, inner: &Inner) {
         let now = inner.xmin_now();
-        let oldest = self.compute_oldest_xmin(inner);
+        let oldest = self.oldest_given(now);
         let horizons = &self.horizons;
         // Forward only: a new snapshot's xmin is at least the oldest, and
         // ids are given out upwards and end.
@@ -859,7 +859,7 @@ pub(crate) mod tests {
         let txn = TxnManager::open(dir.path()).unwrap();
         let locked = |txn: &TxnManager| {
             let inner = txn.inner.lock();
-            (inner.xmin_now(), txn.compute_oldest_xmin(&inner))
+            (inner.xmin_now(), txn.oldest_given(inner.xmin_now()))
         };
         let published = |txn: &TxnManager| (txn.xmin_now(), txn.oldest_xmin());
         let mut last = published(&txn);

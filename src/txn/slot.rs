@@ -6,12 +6,13 @@
 //! - The session's fast-path table locks (`fastpath.rs`), read by a
 //!   strong lock request.
 //! - The xmins of the session's registered snapshots, read by the
-//!   horizon's computation. A snapshot is taken under the manager's lock
-//!   (it reads the running set) and registers its xmin in the slot before
-//!   that lock is let go, so every computation of the horizon, which runs
-//!   under the same lock, sees it. Its release changes only the slot, and
-//!   takes the manager's lock only when the snapshot may be what holds
-//!   the horizon back ([`SnapshotGuard`]'s drop).
+//!   horizon's computation, which runs under the manager's lock. A
+//!   snapshot registers its xmin in the slot either from a copy of the
+//!   published running set that it checks again afterwards (`running.rs`)
+//!   or under the manager's lock, so every horizon computed after it sees
+//!   it. Its release changes only the slot, and takes the manager's lock
+//!   only when the snapshot may be what holds the horizon back
+//!   ([`SnapshotGuard`]'s drop).
 //! - A block of lock owner ids, so that a transaction does not take its
 //!   owner from the manager's counter.
 //!
@@ -95,9 +96,9 @@ impl SessionSlot {
         first
     }
 
-    /// Registers a snapshot's `xmin`; called under the manager's lock by
-    /// [`TxnManager::snapshot_in`], with the xmin of the moment, which is
-    /// at least every xmin registered before.
+    /// Registers a snapshot's `xmin`, by [`TxnManager::snapshot_in`]: the
+    /// xmin of a running set at least as new as that of every snapshot the
+    /// slot registered before, so at least their xmins.
     fn register(&self, xmin: Xid) {
         let mut snapshots = self.snapshots.lock();
         debug_assert!(
