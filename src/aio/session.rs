@@ -34,6 +34,13 @@ impl IoReturnCell {
     pub fn take(&self) -> Option<IoReturn> {
         self.0.lock().take()
     }
+
+    /// Whether the cell can be given to another I/O: nobody else holds it
+    /// (no handle will write to it, no caller will read it) and it is
+    /// empty.
+    pub fn is_free(&self) -> bool {
+        Arc::strong_count(&self.0) == 1 && self.0.lock().is_none()
+    }
 }
 
 /// A handle acquired and not yet started. Give it to a `start_*` function

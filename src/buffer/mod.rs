@@ -471,6 +471,7 @@ impl BufferPool {
             counts: ReadCounts::default(),
             claims: Vec::with_capacity(CLAIMS_MAX),
             relations: IntMap::default(),
+            spare_returns: Vec::with_capacity(read::SPARE_RETURNS_MAX),
         })
     }
 
@@ -758,6 +759,9 @@ pub struct BufferSession {
     /// session's reads share (`local_arc.rs`). The pool never lets go of
     /// a handle, so a kept one is always the pool's.
     relations: IntMap<u32, Arc<SmgrRelation>>,
+    /// Result cells of this session's finished reads, used again: a read
+    /// made one per I/O, an allocation every page missed paid.
+    spare_returns: Vec<crate::aio::IoReturnCell>,
 }
 
 /// A buffer's I/O claimed by a session and not yet started: nobody can

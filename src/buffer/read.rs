@@ -24,6 +24,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{OnceLock, Weak};
 
+use smallvec::{smallvec, SmallVec};
+
 use super::{
     BufferError, BufferId, BufferPool, BufferSession, BufferTag, StartIo, Strategy, BM_IO_ERROR,
     BM_IO_IN_PROGRESS, BM_VALID,
@@ -60,6 +62,10 @@ pub struct ReadFlags {
     pub advice: bool,
 }
 
+/// Buffers of one operation kept inline: a single-block read (every
+/// B-tree descent's, every heap fetch's) allocates nothing.
+const INLINE_BUFFERS: usize = 4;
+
 /// A read started by [`BufferSession::start_read_buffers`].
 #[derive(Debug)]
 pub struct ReadOp {
@@ -67,7 +73,7 @@ pub struct ReadOp {
     pub fork: Fork,
     pub first_block: u32,
     /// Pinned buffers for `first_block..`, valid once waited for.
-    pub buffers: Vec<BufferId>,
+    pub buffers: SmallVec<[BufferId; INLINE_BUFFERS]>,
     pub kind: ReadOpKind,
 }
 
@@ -77,7 +83,7 @@ impl ReadOp {
             rel,
             fork,
             first_block: block,
-            buffers: vec![buffer],
+            buffers: smallvec![buffer],
             kind,
         }
     }
@@ -102,6 +108,14 @@ pub struct WaitOutcome {
     /// which a read stream counts as a wait.
     pub synchronous: bool,
 }
+
+/// A read's iovecs and callback data kept on the stack: as many as the
+/// default `io_combine_limit` makes.
+const INLINE_IOVECS: usize = 16;
+
+/// Most result cells a session keeps for its next reads (one per read in
+/// flight is all a stream needs at a time; more only wait).
+pub(super) const SPARE_RETURNS_MAX: usize = 16;
 
 /// Most attempts at starting a read whose first block is busy with an I/O
 /// whose wait reference is not published yet; each attempt waits for that
@@ -135,7 +149,7 @@ impl BufferSession {
             .min(left_in_segment)
             .max(1);
         let pool = self.pool().clone();
-        let mut buffers = Vec::with_capacity(limit);
+        let mut buffers = SmallVec::with_capacity(limit);
         for i in 0..limit {
             let block = first_block + i as u32;
             let id = match forwarded.pop_front() {
@@ -244,7 +258,7 @@ impl BufferSession {
             }
             forward_tail(forwarded, &buffers[claimed..]);
             buffers.truncate(claimed);
-            let ret = IoReturnCell::default();
+            let ret = self.return_cell();
             let wref = self.aio.wait_ref(&token);
             if let Err(e) = self.issue_read(token, rel, fork, first_block, &buffers, &ret) {
                 // No operation to hand back: its pins go here.
@@ -261,6 +275,25 @@ impl BufferSession {
                 buffers,
                 kind: ReadOpKind::Io { wref, ret },
             });
+        }
+    }
+
+    /// A result cell for a read: a spare one nobody holds any more, or new.
+    fn return_cell(&mut self) -> IoReturnCell {
+        while let Some(cell) = self.spare_returns.pop() {
+            if cell.is_free() {
+                return cell;
+            }
+            // Still held by an operation not yet dropped: left to it.
+        }
+        IoReturnCell::default()
+    }
+
+    /// Keeps the cell of a collected read for a later one, if there is
+    /// room (it is used again only once nobody else holds it).
+    fn keep_return_cell(&mut self, cell: &IoReturnCell) {
+        if self.spare_returns.len() < SPARE_RETURNS_MAX {
+            self.spare_returns.push(cell.clone());
         }
     }
 
@@ -315,7 +348,8 @@ impl BufferSession {
             }
         };
         let pool = &self.pool;
-        let mut iov: Vec<IoVec> = Vec::with_capacity(buffers.len());
+        // On the stack up to a full combined read of the default limit.
+        let mut iov: SmallVec<[IoVec; INLINE_IOVECS]> = SmallVec::new();
         for &id in buffers {
             let frame = pool.frame_ptr(id);
             match iov.last_mut() {
@@ -326,7 +360,7 @@ impl BufferSession {
                 _ => iov.push(IoVec::new(frame, BLOCK_SIZE)),
             }
         }
-        let data: Vec<u64> = buffers.iter().map(|&id| id as u64).collect();
+        let data: SmallVec<[u64; INLINE_IOVECS]> = buffers.iter().map(|&id| id as u64).collect();
         let flags = (if self.settings.zero_damaged_pages {
             ZERO_DAMAGED_PAGES
         } else {
@@ -378,7 +412,9 @@ impl BufferSession {
             ReadOpKind::Io { wref, ret } => {
                 let waited = !self.aio.aio().is_done(*wref);
                 self.aio.wait(*wref)?;
-                let ret = ret.take().expect("our own read is collected by wait");
+                let cell = ret;
+                let ret = cell.take().expect("our own read is collected by wait");
+                self.keep_return_cell(cell);
                 let done = self.blocks_read(&ret)?;
                 // A shortened read left the rest neither valid nor busy.
                 self.read_missing(op.rel, op.fork, op.first_block, &op.buffers, done)?;
@@ -463,10 +499,11 @@ impl BufferSession {
                 }
             };
             let wref = self.aio.wait_ref(&token);
-            let ret = IoReturnCell::default();
-            self.issue_read(token, rel, fork, first_block + i as u32, run, &ret)?;
+            let cell = self.return_cell();
+            self.issue_read(token, rel, fork, first_block + i as u32, run, &cell)?;
             self.aio.wait(wref)?;
-            let ret = ret.take().expect("our own read is collected by wait");
+            let ret = cell.take().expect("our own read is collected by wait");
+            self.keep_return_cell(&cell);
             i += self.blocks_read(&ret)?;
         }
         Ok(())
