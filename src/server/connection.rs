@@ -225,8 +225,9 @@ fn run(shared: &Arc<Shared>, stream: Stream, starting: super::Starting) {
         out: Rc::clone(&out),
         session,
         cancel,
-        statements: HashMap::new(),
-        portals: HashMap::new(),
+        statements: ByName::default(),
+        portals: ByName::default(),
+        copy: CopyParts::new(&out),
     };
     match conn.serve() {
         Ok(()) | Err(Closed::Gone) => {}
@@ -591,8 +592,9 @@ struct Connection {
     out: Out,
     session: Session,
     cancel: Arc<AtomicBool>,
-    statements: HashMap<String, Rc<Statement>>,
-    portals: HashMap<String, Portal>,
+    statements: ByName<Rc<Statement>>,
+    portals: ByName<Portal>,
+    copy: CopyParts,
 }
 
 impl Connection {
@@ -750,9 +752,10 @@ impl Connection {
             reader,
             out,
             session,
+            copy,
             ..
         } = self;
-        let mut channel = CopyChannel::new(reader, out);
+        let mut channel = CopyChannel::new(reader, out, copy);
         let end_out = channel.end_out.clone();
         let mut sink = ResultSink {
             out: Rc::clone(out),
@@ -1130,7 +1133,72 @@ enum Named {
 /// Refuses a new statement or portal `name` where one of that name
 /// exists (the unnamed one is replaced), or where the connection holds
 /// [`MAX_PREPARED`] already.
-fn room_for<T>(held: &HashMap<String, T>, name: &str, kind: Named) -> Result<(), ClientError> {
+/// A connection's prepared statements or portals by name. The unnamed
+/// one, which every Bind and Execute of `-M extended` and most drivers
+/// name, is kept apart: no hashing and no string compare on that path.
+struct ByName<T> {
+    unnamed: Option<T>,
+    named: HashMap<String, T>,
+}
+
+impl<T> Default for ByName<T> {
+    fn default() -> Self {
+        ByName {
+            unnamed: None,
+            named: HashMap::new(),
+        }
+    }
+}
+
+impl<T> ByName<T> {
+    fn get(&self, name: &str) -> Option<&T> {
+        if name.is_empty() {
+            self.unnamed.as_ref()
+        } else {
+            self.named.get(name)
+        }
+    }
+
+    fn get_mut(&mut self, name: &str) -> Option<&mut T> {
+        if name.is_empty() {
+            self.unnamed.as_mut()
+        } else {
+            self.named.get_mut(name)
+        }
+    }
+
+    fn contains_key(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Puts `value` under `name`, returning what was there.
+    fn insert(&mut self, name: String, value: T) -> Option<T> {
+        if name.is_empty() {
+            self.unnamed.replace(value)
+        } else {
+            self.named.insert(name, value)
+        }
+    }
+
+    fn remove(&mut self, name: &str) -> Option<T> {
+        if name.is_empty() {
+            self.unnamed.take()
+        } else {
+            self.named.remove(name)
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.named.len() + usize::from(self.unnamed.is_some())
+    }
+
+    fn clear(&mut self) {
+        self.unnamed = None;
+        self.named.clear();
+    }
+}
+
+fn room_for<T>(held: &ByName<T>, name: &str, kind: Named) -> Result<(), ClientError> {
     let (code, what, plural) = match kind {
         Named::Statement => ("42P05", "prepared statement", "prepared statements"),
         Named::Portal => ("42P03", "cursor", "portals"),
@@ -1315,7 +1383,7 @@ impl RowSink for ResultSink {
 struct CopyChannel<'c> {
     stdin: CopyIn<'c>,
     stdout: CopyOut,
-    begin: Box<dyn FnMut(CopyDirection, usize) -> io::Result<()>>,
+    begin: &'c mut dyn FnMut(CopyDirection, usize) -> io::Result<()>,
     end_out: CopyOutEnd,
 }
 
@@ -1364,8 +1432,17 @@ struct CopyEnds<'a> {
     begin: &'a mut dyn FnMut(CopyDirection, usize) -> io::Result<()>,
 }
 
-impl<'c> CopyChannel<'c> {
-    fn new(reader: &'c mut MessageReader, out: &Out) -> CopyChannel<'c> {
+/// What a connection's COPY channels share, made once per connection
+/// rather than at every statement (four allocations an Execute paid).
+struct CopyParts {
+    state: Rc<Cell<CopyState>>,
+    done: Rc<Cell<bool>>,
+    buf: Rc<RefCell<Vec<u8>>>,
+    begin: Box<dyn FnMut(CopyDirection, usize) -> io::Result<()>>,
+}
+
+impl CopyParts {
+    fn new(out: &Out) -> CopyParts {
         let state = Rc::new(Cell::new(CopyState::None));
         let done = Rc::new(Cell::new(false));
         let begin = {
@@ -1391,23 +1468,38 @@ impl<'c> CopyChannel<'c> {
                 }
             }
         };
-        let buf = Rc::new(RefCell::new(Vec::new()));
+        CopyParts {
+            state,
+            done,
+            buf: Rc::new(RefCell::new(Vec::new())),
+            begin: Box::new(begin),
+        }
+    }
+}
+
+impl<'c> CopyChannel<'c> {
+    /// The channel of one statement (or one simple query's statements).
+    fn new(reader: &'c mut MessageReader, out: &Out, parts: &'c mut CopyParts) -> CopyChannel<'c> {
+        // The previous statement's `finish` left no copy open.
+        debug_assert_eq!(parts.state.get(), CopyState::None);
+        debug_assert!(parts.buf.borrow().is_empty());
+        parts.done.set(false);
         CopyChannel {
             stdin: CopyIn {
                 reader,
                 chunk: Bytes::new(),
-                done,
+                done: Rc::clone(&parts.done),
                 failed: None,
             },
             stdout: CopyOut {
                 out: Rc::clone(out),
-                buf: Rc::clone(&buf),
+                buf: Rc::clone(&parts.buf),
             },
-            begin: Box::new(begin),
+            begin: &mut *parts.begin,
             end_out: CopyOutEnd {
-                state,
+                state: Rc::clone(&parts.state),
                 out: Rc::clone(out),
-                buf,
+                buf: Rc::clone(&parts.buf),
             },
         }
     }
