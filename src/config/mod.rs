@@ -129,6 +129,14 @@ pub enum Kind {
         min: i64,
         max: i64,
     },
+    /// A duration in `min..=max` of `unit`, stored in that unit; accepts
+    /// a plain number of it or a number with a unit (`us`, `ms`, `s`,
+    /// `min`, `h`, `d`), as PostgreSQL's time settings do.
+    Time {
+        unit: TimeUnit,
+        min: i64,
+        max: i64,
+    },
     Bool,
     Enum(&'static [&'static str]),
     /// A number with a fraction in `min..=max` (the planner's costs).
@@ -141,6 +149,35 @@ pub enum Kind {
         max_len: usize,
     },
 }
+
+/// The unit a time setting is stored in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    Microseconds,
+    Milliseconds,
+    Seconds,
+}
+
+impl TimeUnit {
+    fn micros(self) -> i64 {
+        match self {
+            TimeUnit::Microseconds => 1,
+            TimeUnit::Milliseconds => 1_000,
+            TimeUnit::Seconds => 1_000_000,
+        }
+    }
+}
+
+/// The units a time setting accepts, in microseconds, largest first (the
+/// order SHOW picks one in).
+const TIME_UNITS: [(&str, i64); 6] = [
+    ("d", 86_400_000_000),
+    ("h", 3_600_000_000),
+    ("min", 60_000_000),
+    ("s", 1_000_000),
+    ("ms", 1_000),
+    ("us", 1),
+];
 
 /// Which join methods the planner may choose (`enable_hashjoin`,
 /// `enable_mergejoin`, `enable_nestloop`). With all off, as in
@@ -369,7 +406,8 @@ pub static SETTINGS: &[SettingDef] = &[
     SettingDef {
         name: "deadlock_timeout",
         default: "1000",
-        kind: Kind::Integer {
+        kind: Kind::Time {
+            unit: TimeUnit::Milliseconds,
             min: 1,
             max: i32::MAX as i64,
         },
@@ -379,7 +417,8 @@ pub static SETTINGS: &[SettingDef] = &[
     SettingDef {
         name: "lock_timeout",
         default: "0",
-        kind: Kind::Integer {
+        kind: Kind::Time {
+            unit: TimeUnit::Milliseconds,
             min: 0,
             max: i32::MAX as i64,
         },
@@ -389,7 +428,8 @@ pub static SETTINGS: &[SettingDef] = &[
     SettingDef {
         name: "statement_timeout",
         default: "0",
-        kind: Kind::Integer {
+        kind: Kind::Time {
+            unit: TimeUnit::Milliseconds,
             min: 0,
             max: i32::MAX as i64,
         },
@@ -399,7 +439,8 @@ pub static SETTINGS: &[SettingDef] = &[
     SettingDef {
         name: "idle_in_transaction_session_timeout",
         default: "0",
-        kind: Kind::Integer {
+        kind: Kind::Time {
+            unit: TimeUnit::Milliseconds,
             min: 0,
             max: i32::MAX as i64,
         },
@@ -572,14 +613,14 @@ pub static SETTINGS: &[SettingDef] = &[
     SettingDef {
         name: "wal_writer_delay",
         default: "200",
-        kind: Kind::Integer { min: 1, max: 10_000 },
+        kind: Kind::Time { unit: TimeUnit::Milliseconds, min: 1, max: 10_000 },
         context: Context::Startup,
         description: "Milliseconds between the background flushes of WAL that commits did not flush (synchronous_commit = off)",
     },
     SettingDef {
         name: "checkpoint_timeout",
         default: "300",
-        kind: Kind::Integer { min: 1, max: 86_400 },
+        kind: Kind::Time { unit: TimeUnit::Seconds, min: 1, max: 86_400 },
         context: Context::Startup,
         description: "Seconds between automatic checkpoints",
     },
@@ -593,7 +634,7 @@ pub static SETTINGS: &[SettingDef] = &[
     SettingDef {
         name: "bgwriter_delay",
         default: "200",
-        kind: Kind::Integer { min: 10, max: 10_000 },
+        kind: Kind::Time { unit: TimeUnit::Milliseconds, min: 10, max: 10_000 },
         context: Context::Startup,
         description: "Milliseconds between rounds of the background writer, which writes dirty buffers just ahead of the clock sweep so that sessions find clean ones",
     },
@@ -634,7 +675,8 @@ pub static SETTINGS: &[SettingDef] = &[
     SettingDef {
         name: "debug_io_latency_us",
         default: "0",
-        kind: Kind::Integer {
+        kind: Kind::Time {
+            unit: TimeUnit::Microseconds,
             min: 0,
             max: 10_000_000,
         },
@@ -673,6 +715,7 @@ pub fn format_value(def: &SettingDef, value: &Value) -> String {
         (Kind::Blocks { .. }, Value::Integer(blocks)) if *blocks >= 0 => {
             format_blocks(*blocks as u64)
         }
+        (Kind::Time { unit, .. }, Value::Integer(n)) => format_time(*n, unit),
         _ => value.to_string(),
     }
 }
@@ -700,6 +743,15 @@ fn expected(def: &SettingDef) -> String {
         Kind::Blocks { min, max } => format!(
             "expected a number of 8kB blocks from {min} to {max}, or a size with unit kB, MB or GB in that range"
         ),
+        Kind::Time { unit, min, max } => {
+            let base = TIME_UNITS
+                .iter()
+                .find(|(_, micros)| *micros == unit.micros())
+                .map_or("us", |(name, _)| name);
+            format!(
+                "expected a time from {min} to {max} {base}, as a number of {base} or with unit us, ms, s, min, h or d"
+            )
+        }
         Kind::Bool => "expected on or off (true/false, yes/no, 1/0)".to_string(),
         Kind::Enum(values) => format!("expected one of: {}", values.join(", ")),
         Kind::Real { min, max } => format!("expected a number from {min} to {max}"),
@@ -720,6 +772,10 @@ fn parse_value(def: &SettingDef, raw: &str) -> Result<Value, String> {
             Some(n) if (min..=max).contains(&n) => Ok(Value::Integer(n)),
             _ => Err(expected(def)),
         },
+        Kind::Time { unit, min, max } => match parse_time(text, unit) {
+            Some(n) if (min..=max).contains(&n) => Ok(Value::Integer(n)),
+            _ => Err(expected(def)),
+        },
         Kind::Bool => match text.to_ascii_lowercase().as_str() {
             "on" | "true" | "yes" | "1" => Ok(Value::Bool(true)),
             "off" | "false" | "no" | "0" => Ok(Value::Bool(false)),
@@ -737,6 +793,44 @@ fn parse_value(def: &SettingDef, raw: &str) -> Result<Value, String> {
         Kind::Text { max_len } if text.len() <= max_len => Ok(Value::Text(text.to_string())),
         Kind::Text { .. } => Err(expected(def)),
     }
+}
+
+/// Parses a duration into `unit`: a plain number is one of `unit`, a
+/// number with a unit is converted and rounded to the nearest whole
+/// `unit`, as PostgreSQL rounds (`1.5s` is 1500 ms; `100us` of a
+/// milliseconds setting is 0). None for anything else, or a value too
+/// large to hold.
+fn parse_time(text: &str, unit: TimeUnit) -> Option<i64> {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(text.len());
+    let (number, name) = text.split_at(split);
+    let name = name.trim();
+    if name.is_empty() {
+        return number.parse::<i64>().ok();
+    }
+    let number: f64 = number.parse().ok()?;
+    let micros = TIME_UNITS.iter().find(|(n, _)| *n == name)?.1;
+    let value = (number * micros as f64 / unit.micros() as f64).round();
+    (value.is_finite() && value.abs() < i64::MAX as f64).then_some(value as i64)
+}
+
+/// A duration stored in `unit` as SHOW shows it: with the largest unit
+/// that divides it (`1s`, `200ms`, `5min`), as PostgreSQL's SHOW does;
+/// zero and negative values ("none", "auto") as plain numbers.
+fn format_time(value: i64, unit: TimeUnit) -> String {
+    if value <= 0 {
+        return value.to_string();
+    }
+    let micros = i128::from(value) * i128::from(unit.micros());
+    TIME_UNITS
+        .iter()
+        .filter(|(_, m)| *m >= unit.micros())
+        .find(|(_, m)| micros % i128::from(*m) == 0)
+        .map_or_else(
+            || value.to_string(),
+            |(name, m)| format!("{}{name}", micros / i128::from(*m)),
+        )
 }
 
 /// Parses a memory amount into 8 KiB blocks. A size with a unit must be a
@@ -1410,6 +1504,53 @@ mod tests {
         s.reset_session("statement_timeout", &base).unwrap();
         assert_eq!(s.statement_timeout(), None);
         assert_eq!(s.lock_timeout(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn time_settings_take_postgresql_units_and_show_with_them() {
+        use std::time::Duration;
+        let mut s = Settings::default();
+        for (raw, millis) in [
+            ("2s", 2_000),
+            ("1.5s", 1_500),
+            (" 250 ms ", 250),
+            ("3min", 180_000),
+            ("1h", 3_600_000),
+            ("1d", 86_400_000),
+            ("1500us", 2),
+            ("400us", 0),
+            ("42", 42),
+        ] {
+            s.set_session("lock_timeout", raw).unwrap();
+            assert_eq!(s.lock_timeout(), limit(millis), "{raw}");
+        }
+        s.set_session("statement_timeout", "90s").unwrap();
+        assert_eq!(s.statement_timeout(), Some(Duration::from_secs(90)));
+        assert_eq!(s.show("statement_timeout").unwrap().0, "90s");
+        s.set_session("statement_timeout", "120000").unwrap();
+        assert_eq!(s.show("statement_timeout").unwrap().0, "2min");
+        s.set_session("statement_timeout", "1001").unwrap();
+        assert_eq!(s.show("statement_timeout").unwrap().0, "1001ms");
+        s.set_session("statement_timeout", "0").unwrap();
+        assert_eq!(s.show("statement_timeout").unwrap().0, "0");
+        // What SHOW prints reads back as the same value.
+        for raw in ["5min", "1001ms", "2h", "0"] {
+            s.set_session("deadlock_timeout", raw).ok();
+            let shown = s.show("deadlock_timeout").unwrap().0;
+            let before = s.deadlock_timeout();
+            s.set_session("deadlock_timeout", &shown).unwrap();
+            assert_eq!(s.deadlock_timeout(), before, "{raw} shown as {shown}");
+        }
+        // A seconds setting in its own unit and in others.
+        s.set("checkpoint_timeout", "10min", Source::CommandLine)
+            .unwrap();
+        assert_eq!(s.checkpoint_timeout(), Duration::from_secs(600));
+        assert_eq!(s.show("checkpoint_timeout").unwrap().0, "10min");
+        // Units that are not time, values out of range or too large.
+        for raw in ["2 weeks", "5MB", "s", "1e400s", "-5s", "25d"] {
+            let e = s.set_session("lock_timeout", raw).unwrap_err().to_string();
+            assert!(e.contains("with unit us, ms, s, min, h or d"), "{raw}: {e}");
+        }
     }
 
     #[test]
